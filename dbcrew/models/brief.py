@@ -1,0 +1,28 @@
+"""The brief: what the probe learned about the target, which the planner prunes its playbook by."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Brief(BaseModel):
+    server_version: str
+    server_version_num: int
+    database: str
+    current_user: str
+    database_size_bytes: int = 0
+    table_count: int = 0
+    index_count: int = 0
+    in_recovery: bool = False
+    extensions: list[str] = Field(default_factory=list)
+    preloaded_libraries: list[str] = Field(default_factory=list)
+    is_superuser: bool = False
+    can_read_all_stats: bool = Field(False, description="member of pg_read_all_stats (or superuser)")
+    can_read_all_settings: bool = False
+    max_connections: int = 100
+    track_io_timing: bool = False
+
+    @property
+    def has_statements(self) -> bool:
+        """pg_stat_statements is usable only when installed here *and* preloaded by the server."""
+        return "pg_stat_statements" in self.extensions and "pg_stat_statements" in self.preloaded_libraries

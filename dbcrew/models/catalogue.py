@@ -1,0 +1,23 @@
+"""What the planner (and any brain) may know about an operator: data, not code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from dbcrew.models.plan import Role
+
+
+class CatalogueEntry(BaseModel):
+    name: str
+    role: Role
+    category: str
+    description: str
+    needs: list[str] = Field(default_factory=list)
+    produces: list[str] = Field(default_factory=list)
+    uses: list[str] = Field(default_factory=list)
+    checks: list[str] = Field(default_factory=list)
+    requires: list[str] = Field(default_factory=list, description="target capabilities it cannot run without")
+    equivalent_of: str | None = None
+    params_schema: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,35 @@
+"""A finding: one problem (or notable fact) about the target, in the vocabulary of finding-codes.md."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Severity(StrEnum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"critical": 0, "warning": 1, "info": 2}[self.value]
+
+
+class Finding(BaseModel):
+    code: str
+    severity: Severity
+    object: str
+    title: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    recommendation: str = ""
+    fix_sql: str | None = None
+    confidence: float = 1.0
+    source: str = Field("", description="operator that produced it")
+
+    @property
+    def is_problem(self) -> bool:
+        """`info` never counts as a problem (finding-codes.md)."""
+        return self.severity is not Severity.INFO

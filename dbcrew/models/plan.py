@@ -1,0 +1,112 @@
+"""The plan: a team of agents and their tasks, as a DAG of operator calls.
+
+Plan edits (the re-planner's gap-narrow changes) are methods on `Strategy` that return a new
+strategy, so a plan is never mutated in place and every edit can be validated before use.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Role(StrEnum):
+    """Worker roles. An operator belongs to exactly one role; an agent has one role."""
+
+    TASKER = "tasker"
+    EXTRACTOR = "extractor"
+    RETRIEVER = "retriever"
+    PAINTER = "painter"
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    role: Role
+    goal: str
+    tools: list[str] = Field(default_factory=list)
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    agent: str
+    operator: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    needs: list[str] = Field(default_factory=list, description="ids of tasks that must finish first")
+    produces: list[str] = Field(default_factory=list, description="workspace artifacts it writes")
+    optional: bool = False
+
+
+class Strategy(BaseModel):
+    """Team + task lists. `round` counts reflection/re-plan rounds that produced it."""
+
+    team: list[AgentSpec]
+    tasks: list[TaskSpec]
+    rationale: str = ""
+    round: int = 0
+
+    def task(self, task_id: str) -> TaskSpec:
+        for spec in self.tasks:
+            if spec.id == task_id:
+                return spec
+        raise KeyError(task_id)
+
+    def agent(self, name: str) -> AgentSpec | None:
+        return next((a for a in self.team if a.name == name), None)
+
+    def graph(self) -> nx.DiGraph:
+        """Edges point from a task to the tasks that need it."""
+        graph = nx.DiGraph()
+        for spec in self.tasks:
+            graph.add_node(spec.id)
+        for spec in self.tasks:
+            for need in spec.needs:
+                graph.add_edge(need, spec.id)
+        return graph
+
+    def downstream(self, task_id: str) -> set[str]:
+        """The task and everything that depends on it, directly or not."""
+        graph = self.graph()
+        return {task_id} | nx.descendants(graph, task_id)
+
+    # -- plan edits: each returns a new Strategy ------------------------------------------
+    def replace_task(self, task_id: str, new: TaskSpec) -> Strategy:
+        """Swap one task for another; tasks that needed the old id now need the new one."""
+        tasks = []
+        for spec in self.tasks:
+            if spec.id == task_id:
+                tasks.append(new)
+                continue
+            needs = [new.id if n == task_id else n for n in spec.needs]
+            tasks.append(spec.model_copy(update={"needs": needs}))
+        return self.model_copy(update={"tasks": tasks})
+
+    def remove_tasks(self, task_ids: set[str]) -> Strategy:
+        tasks = [
+            spec.model_copy(update={"needs": [n for n in spec.needs if n not in task_ids]})
+            for spec in self.tasks
+            if spec.id not in task_ids
+        ]
+        return self.model_copy(update={"tasks": tasks})
+
+    def insert_task(self, spec: TaskSpec) -> Strategy:
+        return self.model_copy(update={"tasks": [*self.tasks, spec]})
+
+    def change_params(self, task_id: str, params: dict[str, Any]) -> Strategy:
+        return self.replace_task(task_id, self.task(task_id).model_copy(update={"params": params}))
+
+    def add_agent(self, agent: AgentSpec) -> Strategy:
+        return self.model_copy(update={"team": [*self.team, agent]})
+
+    def with_tool(self, agent_name: str, tool: str) -> Strategy:
+        team = [
+            a.model_copy(update={"tools": [*a.tools, tool]}) if a.name == agent_name and tool not in a.tools else a
+            for a in self.team
+        ]
+        return self.model_copy(update={"team": team})

@@ -1,0 +1,82 @@
+"""report.json, schema_version 1: the stable machine interface of a review."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from dbcrew.models.finding import Finding
+
+SCHEMA_VERSION = 1
+
+
+class CoverageStatus(StrEnum):
+    RAN = "ran"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class CoverageEntry(BaseModel):
+    check: str
+    status: CoverageStatus
+    reason: str = ""
+
+
+class RootCause(BaseModel):
+    code: str
+    confidence: float
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    solution: str = ""
+
+
+class Phases(BaseModel):
+    plans: int = 0
+    replans: int = 0
+    alerts: int = 0
+    instructions: int = 0
+    reused_tasks: int = Field(0, description="completed tasks a re-plan kept instead of running again")
+
+
+class LlmUsage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class TargetInfo(BaseModel):
+    kind: str
+    display: str
+    server_version: str = ""
+
+
+class Decision(BaseModel):
+    """One monitor decision, kept for the report (alert -> leaf -> remedy)."""
+
+    task_id: str
+    error: str
+    leaf: str
+    branch: str
+    confidence: float
+    remedy: str
+    detail: str = ""
+
+
+class Report(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    target: TargetInfo
+    scenario: str
+    started_at: datetime
+    finished_at: datetime
+    brain: str
+    coverage: list[CoverageEntry] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    root_causes: list[RootCause] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=Phases)
+    llm: LlmUsage = Field(default_factory=LlmUsage)
+    summary: str = ""
+    decisions: list[Decision] = Field(default_factory=list)
+    charts: list[str] = Field(default_factory=list)

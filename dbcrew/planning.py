@@ -1,0 +1,54 @@
+"""Deterministic plan wiring shared by the rules brain and the validators' repairs."""
+
+from __future__ import annotations
+
+from dbcrew.models import AgentSpec, CatalogueEntry, Role, Strategy, TaskSpec
+
+ROLE_AGENTS: dict[Role, tuple[str, str]] = {
+    Role.EXTRACTOR: ("collector", "collect statistics, activity and settings from the target over the window"),
+    Role.TASKER: ("health-checker", "judge the collected state against the health checks and write findings"),
+    Role.PAINTER: ("painter", "draw the charts the report shows"),
+    Role.RETRIEVER: ("librarian", "retrieve knowledge for diagnosis"),
+}
+
+
+def agent_for(role: Role, tools: list[str]) -> AgentSpec:
+    name, goal = ROLE_AGENTS[role]
+    return AgentSpec(name=name, role=role, goal=goal, tools=tools)
+
+
+def wire(tasks: list[TaskSpec], catalogue: list[CatalogueEntry]) -> list[TaskSpec]:
+    """Recompute every task's `needs` and `produces` from the artifacts its operator reads and writes."""
+    entries = {e.name: e for e in catalogue}
+    producers: dict[str, str] = {}
+    for spec in tasks:
+        for artifact in entries[spec.operator].produces if spec.operator in entries else ():
+            producers.setdefault(artifact, spec.id)
+    wired = []
+    for spec in tasks:
+        entry = entries.get(spec.operator)
+        if entry is None:
+            wired.append(spec)
+            continue
+        needs = [producers[a] for a in entry.needs if a in producers]
+        needs += [producers[a] for a in entry.uses if a in producers]
+        needs = list(dict.fromkeys(n for n in needs if n != spec.id))
+        wired.append(spec.model_copy(update={"needs": needs, "produces": list(entry.produces)}))
+    return wired
+
+
+def team_for(tasks: list[TaskSpec], catalogue: list[CatalogueEntry]) -> list[AgentSpec]:
+    entries = {e.name: e for e in catalogue}
+    by_role: dict[Role, list[str]] = {}
+    for spec in tasks:
+        by_role.setdefault(entries[spec.operator].role, []).append(spec.operator)
+    return [agent_for(role, list(dict.fromkeys(tools))) for role, tools in by_role.items()]
+
+
+def strategy_from_operators(operators: list[str], catalogue: list[CatalogueEntry], rationale: str) -> Strategy:
+    entries = {e.name: e for e in catalogue}
+    tasks = [
+        TaskSpec(id=name, agent=ROLE_AGENTS[entries[name].role][0], operator=name, optional=entries[name].category != "collect")
+        for name in operators
+    ]
+    return Strategy(team=team_for(tasks, catalogue), tasks=wire(tasks, catalogue), rationale=rationale)

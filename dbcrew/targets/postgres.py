@@ -1,0 +1,114 @@
+"""PostgreSQL targets: parse a URL, keep the password out of everything shareable, connect read-only.
+
+The password is split off at parse time and held in a process-local table keyed by the
+password-free DSN, so flow parameters, logs, reports and prompts only ever see the safe form.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from pydantic import BaseModel
+
+from dbcrew.errors import TargetError
+
+_PASSWORDS: dict[str, str] = {}
+_LOCK = threading.Lock()
+
+SCHEMES = ("postgresql://", "postgres://")
+
+
+class PostgresTarget(BaseModel):
+    """A password-free reference to a PostgreSQL database; safe to pass as a flow parameter."""
+
+    dsn: str
+    display: str
+    statement_timeout_ms: int = 30_000
+    lock_timeout_ms: int = 1_000
+    connect_timeout_s: int = 5
+
+    @property
+    def kind(self) -> str:
+        return "postgresql"
+
+    def connect(self, *, statement_timeout_ms: int | None = None) -> psycopg.Connection[dict[str, Any]]:
+        """Open a read-only autocommit session; every statement is its own read-only transaction."""
+        timeout = statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
+        options = (
+            "-c default_transaction_read_only=on"
+            f" -c statement_timeout={int(timeout)}"
+            f" -c lock_timeout={int(self.lock_timeout_ms)}"
+            " -c idle_in_transaction_session_timeout=60000"
+        )
+        kwargs: dict[str, Any] = {
+            "application_name": "dbcrew",
+            "options": options,
+            "connect_timeout": self.connect_timeout_s,
+        }
+        password = _PASSWORDS.get(self.dsn)
+        if password is not None:
+            kwargs["password"] = password
+        try:
+            return psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise TargetError(f"cannot connect to {self.display}: {first_line(exc)}") from exc
+
+    @contextmanager
+    def session(self, **kwargs: Any) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        conn = self.connect(**kwargs)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def parse_target(url: str) -> PostgresTarget:
+    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`."""
+    if not url.startswith(SCHEMES):
+        raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise TargetError(f"malformed target URL: {first_line(exc)}") from None
+    password = params.pop("password", None)
+    dsn = make_conninfo(**params)
+    with _LOCK:
+        if password is not None:
+            _PASSWORDS[dsn] = str(password)
+    return PostgresTarget(dsn=dsn, display=display_of(params))
+
+
+def register_password(target: PostgresTarget, password: str) -> None:
+    """For secrets resolved at run time (a Prefect Secret block): never passed as a parameter."""
+    with _LOCK:
+        _PASSWORDS[target.dsn] = password
+
+
+def display_of(params: dict[str, Any]) -> str:
+    user = params.get("user") or ""
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    db = params.get("dbname") or user or "postgres"
+    location = f"{host}:{port}" if not str(host).startswith("/") else f"[{host}]:{port}"
+    return f"postgresql://{user + '@' if user else ''}{location}/{db}"
+
+
+def redact_url(url: str) -> str:
+    """Drop the password from anything that looks like a URL with credentials."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, _, tail = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}@{tail}"

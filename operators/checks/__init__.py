@@ -1,0 +1,7 @@
+"""Health-check operators (tasker role): each reads workspace tables and returns findings.
+
+Checks never touch the target: the extractor already landed what they judge, so a check is a
+pure function of the workspace and the thresholds and can be unit-tested on its own.
+"""
+
+from operators.checks import database, indexes, sessions, statements, tables  # noqa: F401  (registration)

@@ -1,0 +1,199 @@
+"""Index checks: unused, duplicate, invalid, foreign keys without an index, missing indexes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from dbcrew.models import Finding, Role, Severity
+from operators.checks.base import observe, rounded
+from operators.predicates import filter_columns
+from operators.registry import Observation, OperatorContext, operator
+from operators.sql import qualified, quote_ident
+
+DAY = 86_400.0
+
+
+def _key_columns(row: dict[str, Any]) -> list[str]:
+    return (row["column_names"] or "").split(",") if row["column_names"] else []
+
+
+def _stats_age_seconds(ctx: OperatorContext) -> float:
+    rows = ctx.workspace.query("SELECT stats_age_seconds FROM database_stats")
+    return float(rows[0]["stats_age_seconds"]) if rows else 0.0
+
+
+@operator(role=Role.TASKER, category="checks", needs=("index_stats", "database_stats"), checks=("index_unused",))
+def check_unused_indexes(ctx: OperatorContext) -> Observation:
+    """Indexes never scanned since the statistics began, excluding those backing constraints.
+
+    The verdict depends on how old the statistics are: younger than the threshold, it is info only.
+    """
+    t = ctx.settings.thresholds
+    age = _stats_age_seconds(ctx)
+    mature = age >= t.unused_index_min_stats_age_days * DAY
+    findings = []
+    rows = ctx.workspace.query(
+        "SELECT * FROM index_stats WHERE idx_scan = 0 AND NOT indisunique AND NOT indisprimary"
+        " AND NOT backs_constraint AND indisvalid AND index_bytes >= ?",
+        [t.unused_index_min_bytes],
+    )
+    for row in rows:
+        findings.append(Finding(
+            code="index_unused", severity=Severity.WARNING if mature else Severity.INFO,
+            object=f"{row['schemaname']}.{row['indexrelname']}",
+            title=f"Index {row['indexrelname']} on {row['relname']} has not been scanned in {age / DAY:.1f} days of statistics",
+            evidence={"idx_scan": row["idx_scan"], "index_bytes": row["index_bytes"], "stats_age_days": round(age / DAY, 2)},
+            recommendation="Check replicas too (their scans are counted separately) before dropping it."
+            + ("" if mature else " Statistics are too young for a verdict."),
+            fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};" if mature else None,
+            confidence=0.8 if mature else 0.3,
+        ))
+    return observe("check_unused_indexes", findings, f"{len(rows)} never-scanned indexes")
+
+
+def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a["method"], a["expressions"], a["predicate"]) == (b["method"], b["expressions"], b["predicate"])
+
+
+def _is_prefix(short: list[str], long: list[str]) -> bool:
+    return len(short) <= len(long) and long[: len(short)] == short
+
+
+@operator(role=Role.TASKER, category="checks", needs=("index_stats",), checks=("index_duplicate",))
+def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
+    """Indexes equal to, or a leading prefix of, another index with the same method, opclasses and predicate."""
+    rows = ctx.workspace.query("SELECT * FROM index_stats WHERE indisvalid")
+    by_table: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_table[row["relid"]].append(row)
+    findings = []
+    for indexes in by_table.values():
+        for redundant in indexes:
+            if redundant["indisprimary"] or redundant["backs_constraint"]:
+                continue
+            cols = _key_columns(redundant)
+            classes = (redundant["indclass"] or "").split()
+            for keeper in indexes:
+                if keeper is redundant or not _same_shape(redundant, keeper):
+                    continue
+                kcols, kclasses = _key_columns(keeper), (keeper["indclass"] or "").split()
+                if not (_is_prefix(cols, kcols) and _is_prefix(classes, kclasses)):
+                    continue
+                if cols == kcols:
+                    # Exact twins: keep the unique or constraint-backing one, else report the greater name.
+                    if redundant["indisunique"] and not keeper["indisunique"]:
+                        continue
+                    keeper_protected = keeper["indisprimary"] or keeper["backs_constraint"] or (
+                        keeper["indisunique"] and not redundant["indisunique"]
+                    )
+                    if not keeper_protected and redundant["indexrelname"] < keeper["indexrelname"]:
+                        continue
+                elif redundant["indisunique"]:
+                    continue  # unique on fewer columns enforces something the wider index does not
+                name = f"{redundant['schemaname']}.{redundant['indexrelname']}"
+                findings.append(Finding(
+                    code="index_duplicate", severity=Severity.WARNING, object=name,
+                    title=f"Index {redundant['indexrelname']} ({', '.join(cols)}) is covered by {keeper['indexrelname']} ({', '.join(kcols)})",
+                    evidence={"index": redundant["indexdef"], "covered_by": keeper["indexdef"], "index_bytes": redundant["index_bytes"]},
+                    recommendation=f"Drop it; {keeper['indexrelname']} serves the same lookups.",
+                    fix_sql=f"DROP INDEX CONCURRENTLY {qualified(redundant['schemaname'], redundant['indexrelname'])};",
+                ))
+                break
+    return observe("check_duplicate_indexes", findings, f"{len(rows)} valid indexes")
+
+
+@operator(role=Role.TASKER, category="checks", needs=("index_stats",), checks=("index_invalid",))
+def check_invalid_indexes(ctx: OperatorContext) -> Observation:
+    """Indexes left invalid by a failed CREATE INDEX CONCURRENTLY: they cost writes and serve no reads."""
+    findings = []
+    for row in ctx.workspace.query("SELECT * FROM index_stats WHERE NOT indisvalid"):
+        findings.append(Finding(
+            code="index_invalid", severity=Severity.WARNING, object=f"{row['schemaname']}.{row['indexrelname']}",
+            title=f"Index {row['indexrelname']} on {row['relname']} is invalid",
+            evidence={"index": row["indexdef"]},
+            recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
+            fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
+        ))
+    return observe("check_invalid_indexes", findings, "index validity flags")
+
+
+@operator(role=Role.TASKER, category="checks", needs=("foreign_keys", "index_stats"), checks=("fk_without_index",))
+def check_fk_without_index(ctx: OperatorContext) -> Observation:
+    """Foreign keys whose referencing columns are not the leading columns of any valid index."""
+    leading: dict[int, list[list[str]]] = defaultdict(list)
+    for row in ctx.workspace.query("SELECT relid, column_names FROM index_stats WHERE indisvalid AND predicate = ''"):
+        leading[row["relid"]].append(_key_columns(row))
+    findings = []
+    fks = ctx.workspace.query("SELECT * FROM foreign_keys")
+    for fk in fks:
+        cols = fk["column_names"].split(",")
+        if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):
+            continue
+        obj = f"{fk['schemaname']}.{fk['relname']}({', '.join(cols)})"
+        findings.append(Finding(
+            code="fk_without_index", severity=Severity.WARNING, object=obj,
+            title=f"Foreign key {fk['conname']} -> {fk['referenced']} has no index on its columns",
+            evidence={"constraint": fk["conname"], "columns": cols, "references": fk["referenced"]},
+            recommendation="Index the referencing columns: deletes and key updates on the referenced table scan this one otherwise.",
+            fix_sql=f"CREATE INDEX CONCURRENTLY ON {qualified(fk['schemaname'], fk['relname'])} ({', '.join(quote_ident(c) for c in cols)});",
+        ))
+    return observe("check_fk_without_index", findings, f"{len(fks)} foreign keys")
+
+
+@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), uses=("statements",),
+          checks=("index_missing",))
+def check_missing_indexes(ctx: OperatorContext) -> Observation:
+    """Large tables read mostly by sequential scans; columns from the filters of their statements.
+
+    Without pg_stat_statements (or with no parsable filter) the finding names only the table,
+    with lower confidence. The hypothetical-index proof (hypopg) comes with the health catalogue.
+    """
+    t = ctx.settings.thresholds
+    tables = ctx.workspace.query(
+        "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
+        " AND seq_scan > idx_scan",
+        [t.missing_index_min_rows, t.missing_index_min_seq_scans, t.missing_index_min_rows_per_scan],
+    )
+    indexed: dict[int, list[list[str]]] = defaultdict(list)
+    for row in ctx.workspace.query("SELECT relid, column_names FROM index_stats WHERE indisvalid"):
+        indexed[row["relid"]].append(_key_columns(row))
+    statements = ctx.workspace.query("SELECT query, calls, total_exec_time FROM statements ORDER BY total_exec_time DESC LIMIT 200") if ctx.workspace.has("statements") else []
+    findings = []
+    for table in tables:
+        candidates: dict[str, dict[str, Any]] = {}
+        for stmt in statements:
+            for col in filter_columns(stmt["query"]):
+                if col.table != table["relname"] or (col.schema and col.schema != table["schemaname"]):
+                    continue
+                if any(index and index[0] == col.column for index in indexed[table["relid"]]):
+                    continue
+                best = candidates.setdefault(col.column, {"query": stmt["query"], "calls": 0, "total_ms": 0.0})
+                best["calls"] += stmt["calls"]
+                best["total_ms"] += stmt["total_exec_time"]
+        evidence = rounded({
+            "seq_scan": table["seq_scan"], "idx_scan": table["idx_scan"], "n_live_tup": table["n_live_tup"],
+            "rows_per_seq_scan": table["seq_tup_read"] / max(table["seq_scan"], 1),
+        })
+        name = qualified(table["schemaname"], table["relname"])
+        if candidates:
+            column, usage = max(candidates.items(), key=lambda kv: kv[1]["total_ms"])
+            findings.append(Finding(
+                code="index_missing", severity=Severity.WARNING,
+                object=f"{table['schemaname']}.{table['relname']}({column})",
+                title=f"{table['relname']} is scanned sequentially for filters on {column}",
+                evidence={**evidence, "query": usage["query"], "calls": usage["calls"], "total_ms": round(usage["total_ms"], 1),
+                          "proposed_index": f"({column})"},
+                recommendation=f"Create an index on {table['relname']}({column}); measure the plan before and after.",
+                fix_sql=f"CREATE INDEX CONCURRENTLY ON {name} ({quote_ident(column)});",
+                confidence=0.7,
+            ))
+        else:
+            findings.append(Finding(
+                code="index_missing", severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+                title=f"{table['relname']} is read mostly by sequential scans of about {evidence['rows_per_seq_scan']:.0f} rows",
+                evidence=evidence,
+                recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
+                confidence=0.4,
+            ))
+    return observe("check_missing_indexes", findings, f"{len(tables)} sequentially scanned large tables")

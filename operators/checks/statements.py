@@ -1,0 +1,35 @@
+"""Statement checks over pg_stat_statements deltas and totals."""
+
+from __future__ import annotations
+
+from dbcrew.models import Finding, Role, Severity
+from operators.checks.base import observe, rounded
+from operators.registry import Observation, OperatorContext, operator
+
+TOP = 5
+
+
+@operator(role=Role.TASKER, category="checks", needs=("statements",), checks=("slow_query",))
+def check_slow_queries(ctx: OperatorContext) -> Observation:
+    """Top statements by total time; a warning when their mean time passes the threshold.
+
+    Query texts are data from the target: they are quoted in evidence, never interpreted.
+    """
+    t = ctx.settings.thresholds
+    rows = ctx.workspace.query(
+        "SELECT queryid, query, calls, total_exec_time, calls_delta, total_exec_time_delta,"
+        " total_exec_time / greatest(calls, 1) AS mean_ms FROM statements"
+        " WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?",
+        [TOP],
+    )
+    findings = []
+    for row in rows:
+        slow = row["mean_ms"] >= t.slow_query_mean_ms and row["calls"] >= t.slow_query_min_calls
+        findings.append(Finding(
+            code="slow_query", severity=Severity.WARNING if slow else Severity.INFO, object=f"queryid:{row['queryid']}",
+            title=f"Statement averaging {row['mean_ms']:.1f} ms over {row['calls']:,} calls",
+            evidence=rounded({"query": row["query"], "calls": row["calls"], "mean_ms": row["mean_ms"],
+                              "total_ms": row["total_exec_time"], "calls_in_window": row["calls_delta"]}),
+            recommendation="Examine its plan (EXPLAIN) and the indexes on the tables it reads." if slow else "",
+        ))
+    return observe("check_slow_queries", findings, f"top {TOP} statements")

@@ -1,0 +1,138 @@
+"""Operator registry: name -> typed function, its role, category and the artifacts it reads and writes.
+
+This is D-Bot's categories -> tools -> APIs hierarchy as data: the planner reads the catalogue,
+validators check plans against it, and a brain's output can never name a tool outside it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbcrew.models import Brief, CatalogueEntry, Finding, Role
+from dbcrew.settings import Settings
+from dbcrew.targets import PostgresTarget
+from dbcrew.workspace import Workspace
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OperatorMisfit(Exception):
+    """The operator cannot serve its goal on this target; another operator (or plan) is needed."""
+
+
+class Observation(BaseModel):
+    """What one operator call returns: a short summary, findings, and the workspace keys it wrote."""
+
+    summary: str
+    findings: list[Finding] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+    charts: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class OperatorContext:
+    """Everything an operator may touch. Targets are reached only through read-only sessions."""
+
+    target: PostgresTarget
+    workspace: Workspace
+    settings: Settings
+    brief: Brief | None
+    run_dir: Path
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    role: Role
+    category: str
+    description: str
+    fn: Callable[[OperatorContext, BaseModel], Observation]
+    params_model: type[BaseModel]
+    needs: tuple[str, ...] = ()
+    produces: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    equivalent_of: str | None = None
+    checks: tuple[str, ...] = field(default=(), metadata={"doc": "finding codes it can emit"})
+
+    def run(self, ctx: OperatorContext, params: dict[str, Any]) -> Observation:
+        return self.fn(ctx, self.params_model.model_validate(params))
+
+    def entry(self) -> CatalogueEntry:
+        return CatalogueEntry(
+            name=self.name, role=self.role, category=self.category, description=self.description,
+            needs=list(self.needs), produces=list(self.produces), uses=list(self.uses), checks=list(self.checks),
+            requires=list(self.requires), equivalent_of=self.equivalent_of,
+            params_schema=self.params_model.model_json_schema(),
+        )
+
+
+REGISTRY: dict[str, Operator] = {}
+
+
+def operator(
+    *,
+    role: Role,
+    category: str,
+    needs: tuple[str, ...] = (),
+    produces: tuple[str, ...] = (),
+    uses: tuple[str, ...] = (),
+    requires: tuple[str, ...] = (),
+    equivalent_of: str | None = None,
+    checks: tuple[str, ...] = (),
+) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
+    """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner reads.
+
+    `needs` are artifacts it cannot run without; `uses` are artifacts it reads when the plan has them.
+    """
+
+    def register(fn: Callable[..., Observation]) -> Callable[..., Observation]:
+        signature = inspect.signature(fn, eval_str=True)
+        params = list(signature.parameters.values())
+        model = params[1].annotation if len(params) > 1 else NoParams
+        name = fn.__name__
+        if name in REGISTRY:
+            raise ValueError(f"operator {name} registered twice")
+        REGISTRY[name] = Operator(
+            name=name,
+            role=role,
+            category=category,
+            description=inspect.getdoc(fn) or "",
+            fn=fn if len(params) > 1 else (lambda ctx, _p, _fn=fn: _fn(ctx)),
+            params_model=model,
+            needs=needs,
+            produces=produces,
+            uses=uses,
+            requires=requires,
+            equivalent_of=equivalent_of,
+            checks=checks,
+        )
+        return fn
+
+    return register
+
+
+def get(name: str) -> Operator:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown operator {name!r}") from None
+
+
+def equivalents(name: str) -> list[Operator]:
+    """Operators that produce the same artifacts by other means (for 'use an equivalent operator')."""
+    base = get(name)
+    root = base.equivalent_of or base.name
+    return [op for op in REGISTRY.values() if op.name != name and (op.name == root or op.equivalent_of == root)]
+
+
+def catalogue() -> list[CatalogueEntry]:
+    return [op.entry() for op in REGISTRY.values()]

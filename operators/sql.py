@@ -1,0 +1,42 @@
+"""Running catalogue SQL on a target and landing the rows, typed, in the workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from pglast.keywords import RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS
+
+from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
+
+
+def fetch(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+    """Rows as tuples plus (column, DuckDB type) pairs taken from the result's type OIDs."""
+    with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+        cur.execute(sql, params)  # type: ignore[arg-type]
+        columns = [(d.name, PG_TYPE_TO_DUCKDB.get(d.type_code, "VARCHAR")) for d in cur.description or []]
+        rows = cur.fetchall()
+    return columns, [tuple(_plain(v) for v in row) for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return value
+
+
+def land(ws: Workspace, name: str, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> int:
+    return ws.write_table(name, columns, rows)
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier the way PostgreSQL's quote_ident does, for generated fix SQL."""
+    plain = name and (name[0].isalpha() or name[0] == "_") and all(c.islower() or c.isdigit() or c == "_" for c in name)
+    if plain and name not in RESERVED_KEYWORDS and name not in TYPE_FUNC_NAME_KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified(schema: str, name: str) -> str:
+    return f"{quote_ident(schema)}.{quote_ident(name)}"

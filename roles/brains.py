@@ -1,0 +1,26 @@
+"""Choose the brain: rules by default; the OpenAI-compatible brain when configured or asked for."""
+
+from __future__ import annotations
+
+import os
+
+from dbcrew.errors import UsageError
+from dbcrew.llm.base import Brain
+from dbcrew.llm.rules import RulesBrain
+from prompts import render
+
+BRAINS = ("rules", "openai")
+
+
+def default_brain() -> str:
+    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or os.environ.get("OPENAI_API_KEY") else "rules"
+
+
+def make_brain(name: str) -> Brain:
+    if name == "rules":
+        return RulesBrain()
+    if name == "openai":
+        from dbcrew.llm.openai_brain import OpenAIBrain
+
+        return OpenAIBrain(render)
+    raise UsageError(f"unknown brain {name!r}: choose one of {', '.join(BRAINS)}")

@@ -1,0 +1,80 @@
+"""What the target lets this review do, and what it therefore cannot cover (honest coverage).
+
+The planner prunes the operator catalogue by the brief before any brain sees it, so neither the
+rules brain nor an LLM can plan a check the target cannot run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
+from dbcrew.models.report import CoverageEntry, CoverageStatus
+
+
+@dataclass
+class Capabilities:
+    available: list[CatalogueEntry]
+    coverage: list[CoverageEntry] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def missing_capabilities(brief: Brief) -> dict[str, str]:
+    """capability -> why it is missing."""
+    missing = {}
+    if "pg_stat_statements" not in brief.extensions:
+        missing["pg_stat_statements"] = "extension pg_stat_statements is not installed in this database"
+    elif "pg_stat_statements" not in brief.preloaded_libraries:
+        missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
+    return missing
+
+
+def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
+    missing = missing_capabilities(brief)
+    dropped: dict[str, str] = {}
+    for entry in catalogue:
+        lacking = [c for c in entry.requires if c in missing]
+        if lacking:
+            dropped[entry.name] = missing[lacking[0]]
+    # Anything that needs an artifact only dropped operators produce goes too.
+    changed = True
+    while changed:
+        changed = False
+        produced = {a for e in catalogue if e.name not in dropped for a in e.produces}
+        for entry in catalogue:
+            if entry.name in dropped:
+                continue
+            absent = [a for a in entry.needs if a not in produced]
+            if absent:
+                dropped[entry.name] = f"needs {absent[0]}, which nothing on this target can collect"
+                changed = True
+    caps = Capabilities(available=[e for e in catalogue if e.name not in dropped])
+    for entry in catalogue:
+        if entry.name in dropped and entry.category == "checks":
+            caps.coverage.append(CoverageEntry(check=entry.name, status=CoverageStatus.SKIPPED, reason=dropped[entry.name]))
+    if "pg_stat_statements" in missing:
+        caps.findings.append(Finding(
+            code="extension_missing", severity=Severity.INFO, object="pg_stat_statements",
+            title="pg_stat_statements is unavailable: statement-level checks were skipped",
+            evidence={"reason": missing["pg_stat_statements"]},
+            recommendation="Add pg_stat_statements to shared_preload_libraries, restart, then CREATE EXTENSION pg_stat_statements.",
+            source="planner",
+        ))
+    if not brief.can_read_all_stats:
+        grant = f"GRANT pg_read_all_stats TO {brief.current_user};"
+        caps.findings.append(Finding(
+            code="privilege_insufficient", severity=Severity.INFO, object=brief.current_user,
+            title=f"Role {brief.current_user} sees only its own sessions and statement texts",
+            evidence={"missing": "pg_read_all_stats", "grant": grant},
+            recommendation=f"{grant} (or GRANT pg_monitor) for a complete view of sessions and statements.",
+            source="planner",
+        ))
+    return caps
+
+
+def visibility_notes(brief: Brief) -> dict[str, str]:
+    """Checks that run but see only part of the picture without pg_read_all_stats."""
+    if brief.can_read_all_stats:
+        return {}
+    note = f"partial: without pg_read_all_stats only sessions and statements of {brief.current_user} are visible"
+    return {"check_sessions": note, "check_slow_queries": note, "check_missing_indexes": note}

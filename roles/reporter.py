@@ -1,0 +1,93 @@
+"""The tasker's summary: assemble report.json (schema_version 1) and render report.md and report.html."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from dbcrew.models import Finding, Report
+from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
+from operators.registry import catalogue
+from roles.brains import make_brain
+from roles.capabilities import visibility_notes
+from roles.crew import ReviewResult, RunContext
+from roles.worker import Status
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
+    """One entry per check operator: what ran, what was skipped (and why), what failed."""
+    planned = {entry.check: entry for entry in review.init.coverage}
+    notes = visibility_notes(review.init.brief)
+    outcomes = review.result.state.outcomes
+    entries = []
+    for op in catalogue():
+        if op.category != "checks":
+            continue
+        if op.name in planned:
+            entries.append(planned[op.name])
+            continue
+        outcome = outcomes.get(op.name)
+        if outcome is None:
+            reason = "not planned" if not review.partial else "not reached: the review stopped after the re-plan budget"
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
+        elif outcome.status is Status.DONE:
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=notes.get(op.name, "")))
+        else:
+            status = CoverageStatus.FAILED if outcome.status is Status.FAILED else CoverageStatus.SKIPPED
+            entries.append(CoverageEntry(check=op.name, status=status, reason=outcome.reason))
+    return entries
+
+
+def findings_of(review: ReviewResult) -> list[Finding]:
+    found = list(review.init.findings)
+    for outcome in review.result.state.outcomes.values():
+        if outcome.observation is not None:
+            found.extend(outcome.observation.findings)
+    return sorted(found, key=lambda f: (f.severity.rank, f.code, f.object))
+
+
+def build_report(run: RunContext, review: ReviewResult) -> Report:
+    coverage = coverage_of(review)
+    findings = findings_of(review)
+    brain = make_brain(run.brain)
+    summary = brain.summarize(run.scenario, findings, coverage)
+    usage = review.usage.model_copy(update={
+        "calls": review.usage.calls + brain.usage.calls,
+        "prompt_tokens": review.usage.prompt_tokens + brain.usage.prompt_tokens,
+        "completion_tokens": review.usage.completion_tokens + brain.usage.completion_tokens,
+    })
+    charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
+    return Report(
+        run_id=run.run_id,
+        target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
+        scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.name,
+        coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
+        decisions=review.result.state.decisions, charts=sorted(charts),
+    )
+
+
+def _env() -> Environment:
+    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
+    return _env().get_template("report.md.j2").render(report=report, chart_src=chart_src)
+
+
+def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
+    return {c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode() for c in report.charts}
+
+
+def write_report(report: Report, run_dir: Path) -> Path:
+    """Write report.json, report.md (charts by path) and report.html (charts inline); returns report.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "report.json").write_text(report.model_dump_json(indent=2))
+    (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
+    html = _env().get_template("report.html.j2").render(report=report, chart_src=inline_charts(report, run_dir))
+    (run_dir / "report.html").write_text(html)
+    return run_dir / "report.json"

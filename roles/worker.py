@@ -1,0 +1,93 @@
+"""A worker performs one task: runs its operator, reflects on a failure and retries (at most 2).
+
+What the worker cannot fix becomes a failed outcome carrying every attempt; the tasker turns it
+into an error alert for the monitor. Nothing is swallowed: each exception is recorded as an attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+from pydantic import BaseModel, Field, ValidationError
+
+from dbcrew.errors import TargetError
+from dbcrew.models import TaskSpec
+from dbcrew.models.crew import Attempt
+from dbcrew.targets.postgres import first_line
+from operators.registry import Observation, OperatorContext, OperatorMisfit, get
+from roles.faults import FaultInjector
+
+# Failures that the same call will hit again: retrying them only wastes the budget.
+NOT_RETRYABLE = (
+    OperatorMisfit,
+    pgerrors.InsufficientPrivilege,
+    pgerrors.UndefinedTable,
+    pgerrors.UndefinedFunction,
+    pgerrors.UndefinedColumn,
+    pgerrors.ObjectNotInPrerequisiteState,
+)
+
+
+class Status(StrEnum):
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class TaskOutcome(BaseModel):
+    task_id: str
+    operator: str
+    status: Status
+    observation: Observation | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    seconds: float = 0.0
+    reason: str = ""
+    signature: str = ""
+
+
+def signature(spec: TaskSpec) -> str:
+    """What makes a completed result reusable after a re-plan: same operator and parameters."""
+    return f"{spec.operator}:{sorted(spec.params.items())}"
+
+
+def self_correct(exc: BaseException, params: dict[str, Any], timeout_ms: int) -> tuple[str, dict[str, Any], int, bool]:
+    """(reflection, next params, next statement timeout, retry?) for one failure."""
+    if isinstance(exc, NOT_RETRYABLE):
+        return "the same call would fail again; raising an alert", params, timeout_ms, False
+    if isinstance(exc, ValidationError):
+        return "parameters did not validate; retrying with the operator's defaults", {}, timeout_ms, True
+    if isinstance(exc, pgerrors.QueryCanceled):
+        return f"statement timed out; retrying with statement_timeout {timeout_ms * 2} ms", params, timeout_ms * 2, True
+    if isinstance(exc, (psycopg.OperationalError, TargetError)):
+        return "connection problem; retrying after a short pause", params, timeout_ms, True
+    return "unexpected failure; retrying once as it was", params, timeout_ms, True
+
+
+def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retries: int) -> TaskOutcome:
+    op = get(spec.operator)
+    params = dict(spec.params)
+    timeout_ms = ctx.target.statement_timeout_ms
+    attempts: list[Attempt] = []
+    started = time.monotonic()
+    for attempt in range(retries + 1):
+        try:
+            injector.before(spec.operator)
+            run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
+            observation = op.run(run_ctx, params)
+            return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.DONE, observation=observation,
+                               attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an attempt, then an alert
+            reflection, params, timeout_ms, retry = self_correct(exc, params, timeout_ms)
+            attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=first_line(exc), reflection=reflection))
+            if not retry or attempt == retries:
+                break
+            if isinstance(exc, (psycopg.OperationalError, TargetError)):
+                time.sleep(0.2 * (attempt + 1))
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.FAILED, attempts=attempts,
+                       seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "", signature=signature(spec))
+
