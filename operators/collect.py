@@ -261,6 +261,7 @@ SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
 FROM pg_stat_activity a
 WHERE a.pid <> pg_backend_pid() AND coalesce(a.application_name, '') <> 'dbcrew'
+  AND (a.datname = current_database() OR a.datname IS NULL)
 """
 
 CONNECTIONS_SQL = """

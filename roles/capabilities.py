@@ -46,7 +46,9 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
                 continue
             absent = [a for a in entry.needs if a not in produced]
             if absent:
-                dropped[entry.name] = f"needs {absent[0]}, which nothing on this target can collect"
+                # Carry the root cause (why the producer was dropped), not just the missing artifact.
+                cause = next((dropped[e.name] for e in catalogue if e.name in dropped and absent[0] in e.produces), "")
+                dropped[entry.name] = cause or f"needs {absent[0]}, which nothing on this target can collect"
                 changed = True
     caps = Capabilities(available=[e for e in catalogue if e.name not in dropped])
     for entry in catalogue:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from dbcrew import progress
 from dbcrew.models import Strategy, TaskSpec
 from dbcrew.models.crew import Action, Alert, Recommendation
 from dbcrew.models.report import Decision
@@ -66,6 +67,7 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         state.outcomes.pop(spec.id, None)
     running: dict[str, Any] = {}
     halted = False
+    progress.emit("plan", total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
     while True:
         if not halted:
             for spec in _ready(strategy, state, running):
@@ -77,6 +79,7 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         del running[task_id]
         outcome = runner.outcome(handle)
         state.outcomes[task_id] = outcome
+        progress.emit("task", task_id=task_id, status=outcome.status.value)
         if outcome.status is not Status.FAILED:
             continue
         # Broadcast: start nothing new, let running tasks finish and report their state.

@@ -1,0 +1,3 @@
+from dbcrew.cli import main
+
+main()

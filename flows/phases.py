@@ -1,0 +1,58 @@
+"""The three phases as Prefect flows: initialize, execute, replan. Each is a thin shell over roles/."""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from dbcrew.models import Brief, Strategy
+from error_tree import load_tree
+from flows.artifacts import post_edits, post_strategy
+from flows.runner import Bundle, PrefectRunner
+from roles import crew
+from roles.brains import make_brain
+from roles.crew import Initialized, ReplanOutcome, RunContext
+from roles.faults import FaultInjector
+from roles.monitor import Monitor
+from roles.tasker import ExecutionResult, ExecutionState, execute
+
+
+@flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
+def initialize(run: RunContext) -> Initialized:
+    """Probe the target, plan the team and its tasks, reflect on the plan."""
+    init = crew.initialize(run)
+    post_strategy(run, init.strategy, f"Plan for the {run.scenario} review")
+    return init
+
+
+@flow(name="execute", flow_run_name="execute-{run.run_id}", validate_parameters=False)
+def execute_phase(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
+    """Walk the plan's DAG; ready tasks run concurrently as Prefect tasks."""
+    bundle = Bundle(ctx=crew.operator_context(run, brief), injector=FaultInjector(run.faults, run.target),
+                    retries=run.settings.worker_retries)
+    return execute(strategy, state, PrefectRunner(bundle), Monitor(load_tree(), make_brain(run.brain)))
+
+
+@flow(name="replan", flow_run_name="replan-{run.run_id}", validate_parameters=False)
+def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
+    """Gap-narrow re-plan: the smallest change that closes the gap the monitor found."""
+    outcome = crew.replan_phase(run, brief, result)
+    post_edits(run, outcome.edits, outcome.regenerated)
+    return outcome
+
+
+class PrefectPhases:
+    """The phases as flows, for `roles.crew.run_review`."""
+
+    @staticmethod
+    def initialize(run: RunContext) -> Initialized:
+        return initialize(run)
+
+    @staticmethod
+    def execute(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
+        runner = ThreadPoolTaskRunner(max_workers=run.settings.max_workers)
+        return execute_phase.with_options(task_runner=runner)(run, brief, strategy, state)
+
+    @staticmethod
+    def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
+        return replan(run, brief, result)

@@ -1,0 +1,55 @@
+"""health_review: the flow a schedule, the Prefect UI or the CLI starts.
+
+Parameters carry no secret: `target` is a password-free URL (the password comes from the
+environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from dbcrew.models.faults import FaultSpec
+from dbcrew.settings import Settings
+from dbcrew.targets import parse_target
+from flows.artifacts import post_report
+from flows.phases import PrefectPhases
+from roles.crew import RunContext, run_review
+from roles.reporter import build_report, write_report
+
+
+def resolve_target(target: str | None, target_secret: str | None) -> str:
+    if target_secret:
+        from prefect.blocks.system import Secret
+
+        return str(Secret.load(target_secret).get())
+    if not target:
+        raise ValueError("give either target or target_secret")
+    return target
+
+
+@flow(name="health_review", flow_run_name="{scenario}-review", validate_parameters=True)
+def health_review(
+    target: str | None = None,
+    target_secret: str | None = None,
+    scenario: str = "health",
+    window: float = 10.0,
+    brain: str = "rules",
+    out: str | None = None,
+    faults: list[FaultSpec] | None = None,
+) -> str:
+    """Review one PostgreSQL database; returns the path of report.json (under reports/<run id> by default)."""
+    parsed = parse_target(resolve_target(target, target_secret))
+    run = RunContext(target=parsed, scenario=scenario, settings=Settings(window_seconds=window), out_dir=Path("."),
+                     brain=brain, faults=faults or [])
+    run.out_dir = Path(out) if out else Path("reports") / run.run_id
+    return str(review_with(run))
+
+
+def review_with(run: RunContext) -> Path:
+    review = run_review(run, PrefectPhases)
+    report = build_report(run, review)
+    path = write_report(report, run.out_dir)
+    post_report(run, report)
+    return path

@@ -1,0 +1,54 @@
+"""Shared fixtures: one embedded PostgreSQL, one planted shop, one Prefect test server per session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_HOME = tempfile.mkdtemp(prefix="dbcrew-prefect-")
+os.environ.setdefault("PREFECT_HOME", _HOME)
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+for key in ("OPENAI_API_KEY", "DBCREW_LLM_BASE_URL"):
+    os.environ.pop(key, None)
+
+from dbcrew.demo import DemoShop  # noqa: E402
+from dbcrew.embedded import EmbeddedPostgres  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """A real PostgreSQL 18 that logs every statement (the read-only proof reads that log)."""
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", settings={"log_statement": "'all'"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def shop(pg: EmbeddedPostgres) -> Iterator[DemoShop]:
+    pg.psql("CREATE DATABASE shop;")
+    demo = DemoShop(pg.dsn("shop")).build()
+    demo.run_workload(6.0)
+    demo.wait_until_idle_long_enough()
+    yield demo
+    demo.close()
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[str]:
+    """The one Prefect test server of the session (never nested: its exit would kill the shared one)."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture()
+def out_dir(tmp_path: Path) -> Path:
+    return tmp_path / "report"
