@@ -69,8 +69,9 @@ class EmbeddedPostgres:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
 
     def _run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
-        user = SYSTEM_USER if _as_root() else None
-        return subprocess.run(args, check=True, capture_output=True, text=True, user=user, timeout=120)
+        # Drop root's groups too: a root-group directory with no group bits would deny the server.
+        who = {"user": SYSTEM_USER, "group": SYSTEM_USER, "extra_groups": []} if _as_root() else {}
+        return subprocess.run(args, check=True, capture_output=True, text=True, timeout=120, **who)
 
     def start(self) -> EmbeddedPostgres:
         self.datadir = self.datadir.resolve()

@@ -31,7 +31,8 @@ SELECT current_setting('server_version') AS server_version,
            AND n.nspname NOT LIKE 'pg_toast%') AS index_count,
        pg_is_in_recovery() AS in_recovery,
        (SELECT coalesce(array_agg(extname::text ORDER BY extname), '{}') FROM pg_extension) AS extensions,
-       current_setting('shared_preload_libraries') AS preloaded,
+       CASE WHEN pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+            THEN current_setting('shared_preload_libraries') END AS preloaded,
        (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS is_superuser,
        pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can_read_all_stats,
        pg_has_role(current_user, 'pg_read_all_settings', 'USAGE') AS can_read_all_settings,
@@ -45,7 +46,9 @@ def probe(ctx: OperatorContext) -> Brief:
     with ctx.target.session() as conn:
         row = conn.execute(PROBE_SQL).fetchone()
     assert row is not None
-    preloaded = [lib.strip() for lib in str(row.pop("preloaded") or "").split(",") if lib.strip()]
+    raw = row.pop("preloaded")
+    # NULL: the role may not read the setting; the statements collector then finds out at run time.
+    preloaded = None if raw is None else [lib.strip() for lib in raw.split(",") if lib.strip()]
     brief = Brief(**row, preloaded_libraries=preloaded)
     if brief.is_superuser:
         brief = brief.model_copy(update={"can_read_all_stats": True, "can_read_all_settings": True})

@@ -24,7 +24,7 @@ def missing_capabilities(brief: Brief) -> dict[str, str]:
     missing = {}
     if "pg_stat_statements" not in brief.extensions:
         missing["pg_stat_statements"] = "extension pg_stat_statements is not installed in this database"
-    elif "pg_stat_statements" not in brief.preloaded_libraries:
+    elif not brief.has_statements:
         missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
     return missing
 

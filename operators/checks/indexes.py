@@ -152,7 +152,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
     t = ctx.settings.thresholds
     tables = ctx.workspace.query(
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
-        " AND seq_scan > idx_scan",
+        " AND seq_tup_read > idx_tup_fetch",
         [t.missing_index_min_rows, t.missing_index_min_seq_scans, t.missing_index_min_rows_per_scan],
     )
     indexed: dict[int, list[list[str]]] = defaultdict(list)
