@@ -17,7 +17,7 @@ from dbcrew.targets.postgres import first_line
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 PREFECT_DEFAULTS = {

@@ -6,6 +6,7 @@ each call takes its own cursor from the one process-wide connection of that file
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 from collections.abc import Sequence
@@ -42,6 +43,14 @@ def _connection(path: Path) -> duckdb.DuckDBPyConnection:
             conn = duckdb.connect(str(path))
             _OPEN[path] = conn
         return conn
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close every workspace before the interpreter tears DuckDB's bindings down."""
+    with _OPEN_LOCK:
+        while _OPEN:
+            _OPEN.popitem()[1].close()
 
 
 class Workspace:

@@ -1,0 +1,33 @@
+"""The review as Prefect flows on the session's test server: phases, re-plan, artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dbcrew.demo import DemoShop
+from dbcrew.models import Report
+from dbcrew.models.faults import FaultKind, FaultSpec
+from flows.review import health_review
+
+pytestmark = pytest.mark.prefect
+
+
+def test_health_review_flow_replans_and_posts_artifacts(shop: DemoShop, prefect_server: str, tmp_path: Path):
+    path = health_review(target=shop.dsn, window=1.5, out=str(tmp_path),
+                         faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)])
+    report = Report.model_validate_json(Path(path).read_text())
+    # collect_index_stats has no equivalent: the re-plan removes its subgraph and says so.
+    assert (report.phases.alerts, report.phases.replans) == (1, 1)
+    coverage = {c.check: c.status.value for c in report.coverage}
+    assert coverage["check_duplicate_indexes"] == "skipped" and coverage["check_vacuum_health"] == "ran"
+    assert report.phases.reused_tasks >= 6
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        keys = {a.key for a in client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="dbcrew-")))}
+    slug = "127-0-0-1-" + shop.dsn.rsplit(":", 1)[1].replace("/", "-")
+    assert {f"dbcrew-{kind}-postgres-{slug}" for kind in ("plan", "replan", "report", "findings", "monitor")} <= keys, keys
