@@ -18,7 +18,7 @@ from dbcrew.targets.postgres import first_line
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
 err = Console(stderr=True, soft_wrap=True)
-out = Console()
+out = Console(soft_wrap=True)
 
 PREFECT_DEFAULTS = {
     # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
@@ -41,7 +41,6 @@ def _default_out(display: str) -> Path:
 def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str]) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.models.faults import FaultSpec
-    from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
 
     if window < 0:
@@ -55,15 +54,14 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         pass  # unreachable or refused: exit 2 now, before any flow starts
     _prefect_env()
     from dbcrew import progress
-    from flows.review import review_with
+    from dbcrew.targets.postgres import redact_url
+    from flows.review import health_review
     from roles.brains import BRAINS, default_brain
-    from roles.crew import RunContext
 
     chosen = brain or default_brain()
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
-    run = RunContext(target=target, settings=Settings(window_seconds=window), out_dir=out_dir or _default_out(target.display),
-                     brain=chosen, faults=fault_specs)
+    report_dir = out_dir or _default_out(target.display)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
@@ -76,7 +74,9 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
 
         stop = progress.listen(on_event)
         try:
-            return review_with(run)
+            # The flow gets the URL without its password; the password stays in this process.
+            return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
+                                      faults=fault_specs))
         finally:
             stop()
 

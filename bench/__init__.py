@@ -1,0 +1,1 @@
+"""Benchmarks, run by `make bench`; never part of `make test`."""
