@@ -100,9 +100,6 @@ class Workspace:
             cols = [d[0] for d in result.description]
             return [dict(zip(cols, row)) for row in result.fetchall()]
 
-    def frame(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
-        with self._cursor() as cur:
-            return cur.execute(sql, params or []).df()
 
     # -- snapshot keys ------------------------------------------------------------------------
     def put_observation(self, key: str, body: Any) -> str:
@@ -110,9 +107,3 @@ class Workspace:
         with self._write_lock, self._cursor() as cur:
             cur.execute("INSERT OR REPLACE INTO observations VALUES (?, ?)", [key, text])
         return key
-
-    def get_observation(self, key: str) -> str:
-        rows = self.query("SELECT body FROM observations WHERE key = ?", [key])
-        if not rows:
-            raise KeyError(key)
-        return rows[0]["body"]

@@ -51,8 +51,6 @@ class Node:
         return tokens(" ".join([self.name.replace("_", " "), self.description, *self.examples]))
 
 
-Leaf = Node
-
 
 @dataclass(frozen=True)
 class Classification:
@@ -79,9 +77,6 @@ class ErrorTree:
         self._leaves = root.leaves()
         self._bm25 = bm25s.BM25()
         self._bm25.index([leaf.document() for leaf in self._leaves], show_progress=False)
-
-    def leaf(self, name: str) -> Node:
-        return next(leaf for leaf in self._leaves if leaf.name == name)
 
     def classify(self, error_type: str, message: str) -> Classification:
         query = tokens(f"{error_type} {message}")

@@ -89,11 +89,6 @@ def parse_target(url: str) -> PostgresTarget:
     return PostgresTarget(dsn=dsn, display=display_of(params))
 
 
-def register_password(target: PostgresTarget, password: str) -> None:
-    """For secrets resolved at run time (a Prefect Secret block): never passed as a parameter."""
-    with _LOCK:
-        _PASSWORDS[target.dsn] = password
-
 
 def display_of(params: dict[str, Any]) -> str:
     user = params.get("user") or ""
