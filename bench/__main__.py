@@ -1,68 +1,36 @@
-"""`make bench`: the demo review's wall time, and the share of it spent in Prefect overhead.
+"""`make bench`: every benchmark section in turn, or those named (`python -m bench scale faults`).
 
-The same review (same planted shop, same window) runs twice: once through the Prefect flows
-(ephemeral server already warm, as for any run after the first), once through the plain phase
-runner. The difference is what orchestration costs.
+Each section is a module of this package with a `main()` that prints its own table; a section
+is listed in SECTIONS so the order of the printout is stable.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import tempfile
-import time
-from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dbcrew-bench-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-from dbcrew.demo import DemoShop  # noqa: E402
-from dbcrew.embedded import EmbeddedPostgres  # noqa: E402
-from dbcrew.settings import Settings  # noqa: E402
-from dbcrew.targets import parse_target  # noqa: E402
-
-WINDOW = 10.0
+SECTIONS = ("orchestration",)
 
 
-def main() -> None:
-    from flows.review import health_review
-    from roles.crew import PlainPhases, RunContext, run_review
-    from roles.reporter import build_report, write_report
-
-    work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
-    pg = EmbeddedPostgres(work / "pgdata").start()
-    shop = None
-    try:
-        pg.psql("CREATE DATABASE shop;")
-        shop = DemoShop(pg.dsn("shop")).build()
-        shop.run_workload(8.0)
-        shop.start_background_workload()
-        target = parse_target(pg.dsn("shop"))
-
-        started = time.perf_counter()
-        health_review(target=pg.dsn("shop"), window=WINDOW, out=str(work / "warmup"))  # cold server start
-        cold = time.perf_counter() - started
-
-        started = time.perf_counter()
-        health_review(target=pg.dsn("shop"), window=WINDOW, out=str(work / "prefect"))
-        with_prefect = time.perf_counter() - started
-
-        started = time.perf_counter()
-        plain_run = RunContext(target=target, settings=Settings(window_seconds=WINDOW), out_dir=work / "plain")
-        write_report(build_report(plain_run, run_review(plain_run, PlainPhases)), plain_run.out_dir)
-        plain = time.perf_counter() - started
-    finally:
-        if shop is not None:
-            shop.close()
-        pg.stop()
-    overhead = with_prefect - plain
-    print(f"demo review, window {WINDOW:.0f}s, 2 cores")
-    print(f"  first run (ephemeral Prefect server cold start included): {cold:6.1f} s")
-    print(f"  review through Prefect flows:                              {with_prefect:6.1f} s")
-    print(f"  same review, plain phase runner:                           {plain:6.1f} s")
-    print(f"  Prefect overhead:                                          {overhead:6.1f} s ({overhead / with_prefect:.0%} of the review)")
+def main(argv: list[str]) -> int:
+    chosen = argv or list(SECTIONS)
+    unknown = [name for name in chosen if name not in SECTIONS]
+    if unknown:
+        print(f"bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    for name in chosen:
+        print(f"== {name} ==", flush=True)
+        importlib.import_module(f"bench.{name}").main()
+        print(flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

@@ -8,7 +8,6 @@ subtree's designated fall-back (the first child), and the confidence says so.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,16 +16,11 @@ from typing import Any
 import bm25s
 import yaml
 
+from dbcrew.text import tokens
+
 TREE_PATH = Path(__file__).with_name("tree.yaml")
 # bm25s logs every index build at DEBUG, which Prefect's console handler would print.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
-_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
-STOPWORDS = frozenset("a an the of to for in on is be by or and not no it its this that with due".split())
-
-
-def tokens(text: str) -> list[str]:
-    """Words, with CamelCase exception names split (QueryCanceled -> query, canceled)."""
-    return [w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS]
 
 
 @dataclass(frozen=True)

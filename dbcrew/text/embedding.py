@@ -1,0 +1,52 @@
+"""An offline embedder and a faiss index over its vectors.
+
+Nothing may download a model at run time, so the vectors are hashed character n-grams (within
+word boundaries) plus word unigrams: close spellings ("canceling"/"cancelled", "privilege"/
+"privileges") land near each other, which is the similarity error texts and knowledge chunks need.
+Vectors are L2-normalised, so faiss's inner product is the cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import faiss
+import numpy as np
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.preprocessing import normalize
+
+DIMENSIONS = 2**14
+_CHARS = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
+_WORDS = HashingVectorizer(analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """One L2-normalised float32 row per text; an empty text embeds to the zero vector."""
+    matrix = _CHARS.transform(texts) + 2.0 * _WORDS.transform(texts)
+    return normalize(matrix, norm="l2").toarray().astype(np.float32)
+
+
+class VectorIndex:
+    """Exact cosine search over a small corpus (error-tree leaves, knowledge chunks)."""
+
+    def __init__(self, texts: Sequence[str]):
+        self.size = len(texts)
+        self._index = faiss.IndexFlatIP(DIMENSIONS)
+        if texts:
+            self._index.add(embed(texts))
+
+    def scores(self, text: str) -> np.ndarray:
+        """Cosine similarity of `text` to every indexed text, in index order."""
+        if not self.size:
+            return np.zeros(0, dtype=np.float32)
+        found, ids = self._index.search(embed([text]), self.size)
+        out = np.zeros(self.size, dtype=np.float32)
+        out[ids[0]] = found[0]
+        return out
+
+    def search(self, text: str, k: int) -> list[tuple[int, float]]:
+        """The k nearest texts as (position, cosine), best first."""
+        if not self.size:
+            return []
+        found, ids = self._index.search(embed([text]), min(k, self.size))
+        return [(int(i), float(s)) for i, s in zip(ids[0], found[0]) if i >= 0]
