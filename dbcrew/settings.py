@@ -35,6 +35,26 @@ class Thresholds(BaseModel):
     slow_query_min_calls: int = 10
     checkpoints_min_total: int = 10
     checkpoints_requested_ratio: float = 0.5
+    temp_spill_warning_bytes: int = Field(100 * 2**20, description="less spilled in the window: info")
+    mxid_warning_age: int = 400_000_000
+    mxid_critical_age: int = 1_000_000_000
+    replication_lag_warning_bytes: int = 16 * 2**20
+    replication_lag_critical_bytes: int = 2**30
+    replication_lag_warning_seconds: float = 60.0
+    replication_lag_critical_seconds: float = 600.0
+    slot_retained_critical_bytes: int = Field(2**30, description="an inactive slot retaining more WAL: critical")
+    bloat_warning_ratio: float = Field(0.40, description="estimated wasted share of a relation (postgres-checkup)")
+    bloat_critical_ratio: float = 0.80
+    bloat_min_wasted_bytes: int = Field(8 * 2**20, description="less waste is not worth a rebuild")
+    indexes_too_many: int = Field(10, description="indexes on one table (PMM's advisor flags more than 10)")
+    indexes_too_many_write_share: float = Field(0.5, description="share of row writes among reads and writes")
+
+
+class Machine(BaseModel):
+    """The target's machine, when the user declares it (otherwise measured for a local target)."""
+
+    memory_bytes: int | None = Field(None, gt=0)
+    cpus: int | None = Field(None, gt=0)
 
 
 class Settings(BaseModel):
@@ -49,3 +69,4 @@ class Settings(BaseModel):
     max_reflection_rounds: int = 2
     max_replans: int = 3
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    machine: Machine = Field(default_factory=Machine)

@@ -35,6 +35,7 @@ class Observation(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
+    partial: str = Field("", description="what this call could not see (coverage says 'ran, partial')")
 
 
 @dataclass

@@ -38,5 +38,10 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(value: str) -> str:
+    """A string literal for generated fix SQL (standard_conforming_strings: only quotes double)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def qualified(schema: str, name: str) -> str:
     return f"{quote_ident(schema)}.{quote_ident(name)}"

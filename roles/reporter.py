@@ -36,7 +36,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             reason = "not planned" if not review.partial else "not reached: the review stopped after the re-plan budget"
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
         elif outcome.status is Status.DONE:
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=notes.get(op.name, "")))
+            seen = outcome.observation.partial if outcome.observation else ""
+            reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
             status = CoverageStatus.FAILED if outcome.status is Status.FAILED else CoverageStatus.SKIPPED
             entries.append(CoverageEntry(check=op.name, status=status, reason=outcome.reason))

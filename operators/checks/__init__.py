@@ -4,4 +4,4 @@ Checks never touch the target: the extractor already landed what they judge, so 
 pure function of the workspace and the thresholds and can be unit-tested on its own.
 """
 
-from operators.checks import database, indexes, sessions, statements, tables  # noqa: F401  (registration)
+from operators.checks import bloat, configuration, database, indexes, replication, sessions, statements, tables  # noqa: F401  (registration)

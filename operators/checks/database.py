@@ -54,11 +54,12 @@ def check_checkpoints(ctx: OperatorContext) -> Observation:
 @operator(role=Role.TASKER, category="checks", needs=("database_stats",), checks=("temp_files_spill",))
 def check_temp_files(ctx: OperatorContext) -> Observation:
     """Temporary files written during the window: sorts and hashes spilling past work_mem."""
+    t = ctx.settings.thresholds
     findings = []
     for row in ctx.workspace.query("SELECT temp_files_delta AS files, temp_bytes_delta AS bytes FROM database_stats"):
         if row["files"] > 0:
             findings.append(Finding(
-                code="temp_files_spill", severity=Severity.WARNING if row["bytes"] > 100 * 2**20 else Severity.INFO,
+                code="temp_files_spill", severity=Severity.WARNING if row["bytes"] >= t.temp_spill_warning_bytes else Severity.INFO,
                 object="work_mem",
                 title=f"{int(row['files'])} temporary files ({row['bytes'] / 2**20:.1f} MiB) written in the window",
                 evidence={"temp_files": row["files"], "temp_bytes": row["bytes"]},
@@ -74,8 +75,10 @@ def check_wraparound(ctx: OperatorContext) -> Observation:
     findings = []
     for row in ctx.workspace.query("SELECT scope, name, xid_age, mxid_age FROM wraparound"):
         obj = "database" if row["scope"] == "database" else row["name"]
-        for code, age in (("xid_wraparound_risk", row["xid_age"]), ("mxid_wraparound_risk", row["mxid_age"])):
-            severity = severity_for(float(age or 0), t.xid_warning_age, t.xid_critical_age)
+        limits = (("xid_wraparound_risk", row["xid_age"], t.xid_warning_age, t.xid_critical_age),
+                  ("mxid_wraparound_risk", row["mxid_age"], t.mxid_warning_age, t.mxid_critical_age))
+        for code, age, warning, critical in limits:
+            severity = severity_for(float(age or 0), warning, critical)
             if severity:
                 findings.append(Finding(
                     code=code, severity=severity, object=obj if row["scope"] == "table" else f"database {row['name']}",
@@ -100,9 +103,16 @@ def check_sequences(ctx: OperatorContext) -> Observation:
             name = f"{row['schemaname']}.{row['sequencename']}"
             findings.append(Finding(
                 code="sequence_exhaustion", severity=severity, object=name,
-                title=f"Sequence {name} has used {used:.0%} of its {row['data_type']} range",
-                evidence=rounded({"last_value": row["last_value"], "max_value": row["max_value"], "used": used}),
+                title=f"Sequence {name} has used {used:.0%} of its {row['column_type'] or row['data_type']} range",
+                evidence=rounded({"last_value": row["last_value"], "max_value": row["max_value"], "used": used,
+                                  "column_type": row["column_type"]}),
                 recommendation="Widen the sequence and the columns it feeds to bigint before it runs out.",
                 fix_sql=f"ALTER SEQUENCE {quote_ident(row['schemaname'])}.{quote_ident(row['sequencename'])} AS bigint;",
             ))
-    return observe("check_sequences", findings, f"{len(rows)} readable sequences")
+    obs = observe("check_sequences", findings, f"{len(rows)} readable sequences")
+    hidden = ctx.workspace.query("SELECT schemaname, sequencename FROM sequences WHERE last_value IS NULL AND NOT never_used")
+    if hidden:
+        schemas = sorted({r["schemaname"] for r in hidden})
+        grants = " ".join(f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};" for s in schemas)
+        obs = obs.model_copy(update={"partial": f"{len(hidden)} sequences unreadable by this role ({grants})"})
+    return obs

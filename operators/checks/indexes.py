@@ -197,3 +197,31 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
                 confidence=0.4,
             ))
     return observe("check_missing_indexes", findings, f"{len(tables)} sequentially scanned large tables")
+
+
+@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), checks=("indexes_too_many",))
+def check_index_count(ctx: OperatorContext) -> Observation:
+    """Write-heavy tables carrying many indexes: every insert and non-HOT update writes each of them."""
+    t = ctx.settings.thresholds
+    counts = {r["relid"]: r for r in ctx.workspace.query(
+        "SELECT relid, count(*) AS indexes, sum(idx_scan) AS scans, list(indexrelname ORDER BY idx_scan) AS names"
+        " FROM index_stats GROUP BY relid HAVING count(*) >= ?", [t.indexes_too_many])}
+    findings = []
+    for table in ctx.workspace.query("SELECT * FROM table_stats"):
+        heavy = counts.get(table["relid"])
+        if heavy is None:
+            continue
+        writes = (table["n_tup_ins"] or 0) + (table["n_tup_upd"] or 0) + (table["n_tup_del"] or 0)
+        reads = (table["seq_scan"] or 0) + (table["idx_scan"] or 0)
+        share = writes / max(writes + reads, 1)
+        if share < t.indexes_too_many_write_share:
+            continue
+        findings.append(Finding(
+            code="indexes_too_many", severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+            title=f"{table['relname']} carries {heavy['indexes']} indexes and is written far more than read ({share:.0%} writes)",
+            evidence=rounded({"indexes": heavy["indexes"], "row_writes": writes, "scans": reads, "write_share": share,
+                              "least_used": heavy["names"][:3]}),
+            recommendation="Drop the least-used indexes (the unused and duplicate findings name candidates); each one slows every write.",
+            confidence=0.6,
+        ))
+    return observe("check_index_count", findings, f"{len(counts)} tables with {t.indexes_too_many}+ indexes")

@@ -336,8 +336,19 @@ WHERE k.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 """
 
 SEQUENCES_SQL = """
-SELECT schemaname::text, sequencename::text, data_type::text, last_value, max_value, increment_by
-FROM pg_sequences
+SELECT s.schemaname::text, s.sequencename::text, s.data_type::text, s.last_value, s.increment_by,
+       -- A bigint sequence feeding an integer column runs out at the column's maximum (PgHero's trap).
+       least(s.max_value, CASE a.atttypid WHEN 'int2'::regtype THEN 32767 WHEN 'int4'::regtype THEN 2147483647
+                                          ELSE s.max_value END) AS max_value,
+       coalesce(a.atttypid::regtype::text, '') AS column_type,
+       -- last_value is NULL both for a never-used sequence and for one this role may not read.
+       (has_sequence_privilege(c.oid, 'SELECT,USAGE') AND s.last_value IS NULL) AS never_used
+FROM pg_sequences s
+JOIN pg_namespace n ON n.nspname = s.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.sequencename
+LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+     AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+LEFT JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
 """
 
 WRAPAROUND_SQL = """

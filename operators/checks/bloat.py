@@ -1,0 +1,111 @@
+"""Bloat estimates: pages a table or btree index occupies beyond what its rows need.
+
+The estimate is the classic one (check_postgres, pg_gather, postgres-checkup): expected pages
+from the row count and the average row width in pg_stats, aligned to 8 bytes, against the pages
+the relation really has. It is screening, not proof (confirm with pgstattuple before a rebuild),
+and it is only made when pg_stats covers every column: a hidden column would shrink the expected
+width and invent bloat.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dbcrew.models import Finding, Role, Severity
+from operators.checks.base import observe, rounded, severity_for
+from operators.registry import Observation, OperatorContext, operator
+from operators.sql import qualified
+
+BLOCK = 8192
+PAGE_HEADER = 24
+HEAP_TUPLE_HEADER = 23
+INDEX_TUPLE_HEADER = 8
+ITEM_POINTER = 4
+BTREE_SPECIAL = 16
+
+
+def _align(n: float) -> int:
+    return int(math.ceil(n / 8.0) * 8)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    expected_pages: int
+    wasted_pages: int
+
+    @property
+    def wasted_bytes(self) -> int:
+        return self.wasted_pages * BLOCK
+
+    def ratio(self, relpages: int) -> float:
+        return self.wasted_pages / relpages if relpages else 0.0
+
+
+def estimate_table(relpages: int, reltuples: float, data_width: float, columns: int, has_nulls: bool, fillfactor: int) -> Estimate:
+    header = _align(HEAP_TUPLE_HEADER + (math.ceil(columns / 8) if has_nulls else 0))
+    per_tuple = header + _align(data_width) + ITEM_POINTER
+    usable = (BLOCK - PAGE_HEADER) * fillfactor / 100
+    expected = max(1, math.ceil(reltuples * per_tuple / usable))
+    return Estimate(expected, max(relpages - expected, 0))
+
+
+def estimate_btree(relpages: int, reltuples: float, data_width: float, fillfactor: int) -> Estimate:
+    per_tuple = INDEX_TUPLE_HEADER + _align(data_width) + ITEM_POINTER
+    usable = (BLOCK - PAGE_HEADER - BTREE_SPECIAL) * fillfactor / 100
+    expected = 1 + max(1, math.ceil(reltuples * per_tuple / usable))  # plus the metapage
+    return Estimate(expected, max(relpages - expected, 0))
+
+
+def _complete(row: dict[str, Any]) -> bool:
+    """Analyzed (reltuples known) and every column visible in pg_stats."""
+    return row["reltuples"] >= 0 and row["stats_columns"] >= row["columns"]
+
+
+def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | None:
+    t = ctx.settings.thresholds
+    if wasted < t.bloat_min_wasted_bytes:
+        return None
+    return severity_for(ratio, t.bloat_warning_ratio, t.bloat_critical_ratio)
+
+
+@operator(role=Role.TASKER, category="checks", needs=("table_widths", "index_widths"), checks=("table_bloat", "index_bloat"))
+def check_bloat(ctx: OperatorContext) -> Observation:
+    """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
+    findings = []
+    tables = ctx.workspace.query("SELECT * FROM table_widths")
+    for row in filter(_complete, tables):
+        est = estimate_table(row["relpages"], row["reltuples"], row["data_width"], row["columns"], row["has_nulls"], row["fillfactor"])
+        ratio = est.ratio(row["relpages"])
+        severity = _severity(ctx, ratio, est.wasted_bytes)
+        if severity:
+            findings.append(Finding(
+                code="table_bloat", severity=severity, object=f"{row['schemaname']}.{row['relname']}",
+                title=f"Table {row['relname']} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
+                evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
+                                  "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),
+                recommendation="Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
+                confidence=0.6,
+            ))
+    indexes = ctx.workspace.query("SELECT * FROM index_widths")
+    for row in filter(_complete, indexes):
+        est = estimate_btree(row["relpages"], row["reltuples"], row["data_width"], row["fillfactor"])
+        ratio = est.ratio(row["relpages"])
+        severity = _severity(ctx, ratio, est.wasted_bytes)
+        if severity:
+            findings.append(Finding(
+                code="index_bloat", severity=severity, object=f"{row['schemaname']}.{row['indexrelname']}",
+                title=f"Index {row['indexrelname']} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
+                evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
+                                  "ratio": ratio, "estimate": "pg_stats widths of the key columns"}),
+                recommendation="Rebuild it without blocking writes.",
+                fix_sql=f"REINDEX INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
+                confidence=0.6,
+            ))
+    partial = sum(not _complete(r) for r in tables) + sum(not _complete(r) for r in indexes)
+    obs = observe("check_bloat", findings, f"{len(tables)} tables and {len(indexes)} indexes")
+    if partial:
+        obs = obs.model_copy(update={"partial": f"{partial} relations not estimated (never analyzed, or columns hidden from"
+                                                f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)"})
+    return obs

@@ -1,0 +1,160 @@
+"""Settings advice (setting_suboptimal): server settings far from advice for this machine and workload.
+
+Two kinds of rule. Hazards are wrong whatever the machine (checkpoint_completion_target too low,
+work_mem that can exhaust memory, jit on an OLTP server is not one: too workload-dependent):
+warnings. Sizing advice (shared_buffers, effective_cache_size, maintenance_work_mem,
+random_page_cost) follows pgtune for the machine's size and is info, unless a symptom measured in
+this review (cache misses, temp-file spills, requested checkpoints) shows it costing now: then a
+warning. Without the machine's size, sizing advice is not given at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dbcrew.models import Finding, Role, Severity
+from operators.checks.base import observe
+from operators.registry import Observation, OperatorContext, operator
+
+KB = 1024
+MB = 1024 * KB
+GB = 1024 * MB
+UNIT_BYTES = {"B": 1, "kB": KB, "8kB": 8 * KB, "MB": MB, "16MB": 16 * MB, "GB": GB}
+
+
+@dataclass(frozen=True)
+class Advice:
+    setting: str
+    current: str
+    advised: str
+    why: str
+    hazard: bool = False
+    symptom: str = ""
+
+
+def _bytes(settings: dict[str, dict[str, Any]], name: str) -> int | None:
+    row = settings.get(name)
+    if row is None or row["setting"] in (None, "-1"):
+        return None
+    return int(float(row["setting"]) * UNIT_BYTES.get(row["unit"] or "B", 1))
+
+
+def _human(n: float) -> str:
+    for unit, size in (("GB", GB), ("MB", MB), ("kB", KB)):
+        if n >= size:
+            return f"{n / size:.0f}{unit}"
+    return f"{n:.0f}B"
+
+
+def _hazards(s: dict[str, dict[str, Any]], memory: int | None) -> Iterator[Advice]:
+    target = s.get("checkpoint_completion_target")
+    if target and float(target["setting"]) < 0.7:
+        yield Advice("checkpoint_completion_target", target["setting"], "0.9",
+                     "checkpoint writes are squeezed into a short part of the interval: I/O spikes", hazard=True)
+    work_mem, connections = _bytes(s, "work_mem"), s.get("max_connections")
+    if memory and work_mem and connections:
+        worst = work_mem * int(connections["setting"])
+        if worst > memory:
+            yield Advice("work_mem", _human(work_mem), _human(max(4 * MB, memory // (int(connections["setting"]) * 4))),
+                         f"work_mem x max_connections = {_human(worst)}, more than the machine's {_human(memory)}: a busy hour can run it out of memory",
+                         hazard=True)
+    if memory:
+        shared = _bytes(s, "shared_buffers")
+        if shared and shared > memory * 0.5:
+            yield Advice("shared_buffers", _human(shared), _human(memory // 4),
+                         "more than half of memory in shared_buffers starves the OS cache and work_mem", hazard=True)
+
+
+def _sizing(s: dict[str, dict[str, Any]], memory: int, symptoms: dict[str, str]) -> Iterator[Advice]:
+    shared = _bytes(s, "shared_buffers")
+    if shared and shared < memory / 8:
+        yield Advice("shared_buffers", _human(shared), _human(memory // 4), "pgtune advises a quarter of memory",
+                     symptom=symptoms.get("cache", ""))
+    cache = _bytes(s, "effective_cache_size")
+    if cache and cache < memory / 3:
+        yield Advice("effective_cache_size", _human(cache), _human(memory * 3 // 4),
+                     "the planner assumes little OS cache and avoids index scans")
+    maintenance = _bytes(s, "maintenance_work_mem")
+    if maintenance and maintenance < min(memory / 32, 2 * GB):
+        yield Advice("maintenance_work_mem", _human(maintenance), _human(min(memory // 16, 2 * GB)),
+                     "vacuum and index builds make more passes with little memory")
+    work_mem, connections = _bytes(s, "work_mem"), s.get("max_connections")
+    if work_mem and connections and symptoms.get("temp"):
+        advised = max(4 * MB, (memory - (shared or 0)) // (int(connections["setting"]) * 3))
+        if advised > work_mem:
+            yield Advice("work_mem", _human(work_mem), _human(advised), "sorts and hashes spill to temporary files",
+                         symptom=symptoms["temp"])
+
+
+def _workload(s: dict[str, dict[str, Any]], symptoms: dict[str, str]) -> Iterator[Advice]:
+    max_wal = _bytes(s, "max_wal_size")
+    if max_wal and symptoms.get("checkpoints"):
+        yield Advice("max_wal_size", _human(max_wal), _human(max(max_wal * 4, 4 * GB)),
+                     "checkpoints are triggered by WAL volume before checkpoint_timeout", symptom=symptoms["checkpoints"])
+    random_cost = s.get("random_page_cost")
+    if random_cost and float(random_cost["setting"]) >= 4.0:
+        yield Advice("random_page_cost", random_cost["setting"], "1.1",
+                     "4 models spinning disks; on SSD or cloud storage it makes the planner avoid index scans")
+    scale = s.get("autovacuum_vacuum_scale_factor")
+    if scale and float(scale["setting"]) > 0.2:
+        yield Advice("autovacuum_vacuum_scale_factor", scale["setting"], "0.05",
+                     "large tables wait for a large share of dead rows before autovacuum comes", hazard=True)
+
+
+def _symptoms(ctx: OperatorContext) -> dict[str, str]:
+    """Measured evidence that a sizing setting costs something in this review's window."""
+    found: dict[str, str] = {}
+    ws = ctx.workspace
+    if ws.has("database_stats"):
+        for row in ws.query("SELECT blks_hit_delta AS hit, blks_read_delta AS read, temp_bytes_delta AS temp FROM database_stats"):
+            accesses = row["hit"] + row["read"]
+            ratio = row["hit"] / accesses if accesses else 1.0
+            if accesses >= ctx.settings.thresholds.cache_min_block_accesses and ratio < ctx.settings.thresholds.cache_hit_ratio_warning:
+                found["cache"] = f"cache hit ratio {ratio:.1%} in the window"
+            if row["temp"] >= ctx.settings.thresholds.temp_spill_warning_bytes:
+                found["temp"] = f"{_human(row['temp'])} of temporary files in the window"
+    if ws.has("checkpointer"):
+        for row in ws.query("SELECT timed, requested FROM checkpointer"):
+            total = (row["timed"] or 0) + (row["requested"] or 0)
+            if total >= ctx.settings.thresholds.checkpoints_min_total and row["requested"] / total > ctx.settings.thresholds.checkpoints_requested_ratio:
+                found["checkpoints"] = f"{row['requested']} of {total} checkpoints requested"
+    return found
+
+
+def _finding(advice: Advice, source: str) -> Finding:
+    severity = Severity.WARNING if advice.hazard or advice.symptom else Severity.INFO
+    because = f" ({advice.symptom})" if advice.symptom else ""
+    return Finding(
+        code="setting_suboptimal", severity=severity, object=advice.setting,
+        title=f"{advice.setting} = {advice.current}: advised {advice.advised}{because}",
+        evidence={"current": advice.current, "advised": advice.advised, "why": advice.why, "symptom": advice.symptom,
+                  "machine": source},
+        recommendation=f"Set {advice.setting} = {advice.advised}: {advice.why}.",
+        fix_sql=f"ALTER SYSTEM SET {advice.setting} = '{advice.advised}';",
+        confidence=0.7 if advice.hazard or advice.symptom else 0.5,
+    )
+
+
+@operator(role=Role.TASKER, category="checks", needs=("settings", "machine"), uses=("database_stats", "checkpointer"),
+          checks=("setting_suboptimal",))
+def check_settings(ctx: OperatorContext) -> Observation:
+    """Memory, checkpoint, work_mem, random_page_cost and autovacuum settings against pgtune-style advice."""
+    settings = {r["name"]: r for r in ctx.workspace.query("SELECT name, setting, unit FROM settings")}
+    machine = ctx.workspace.query("SELECT * FROM machine")[0]
+    memory = machine["memory_bytes"]
+    symptoms = _symptoms(ctx)
+    advice = [*_hazards(settings, memory), *_workload(settings, symptoms)]
+    if memory:
+        advice.extend(_sizing(settings, memory, symptoms))
+    seen: set[str] = set()
+    findings = []
+    for item in sorted(advice, key=lambda a: not (a.hazard or a.symptom)):  # a hazard wins over plain sizing advice
+        if item.setting not in seen:
+            seen.add(item.setting)
+            findings.append(_finding(item, machine["source"]))
+    obs = observe("check_settings", findings, f"{len(settings)} settings, machine {machine['source']}")
+    if not memory:
+        obs = obs.model_copy(update={"partial": "machine size unknown: memory-sized advice not given (declare it in settings.machine)"})
+    return obs

@@ -1,0 +1,37 @@
+"""The machine the target runs on, for settings advice sized to it.
+
+Declared sizes (settings) win; a target on this host (loopback or a socket) is measured with
+psutil; anything else is unknown, and advice that needs the machine's size is not given.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+import psutil
+
+from dbcrew.models import Role
+from operators.registry import Observation, OperatorContext, operator
+from operators.sql import land
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
+
+
+def target_is_local(dsn: str) -> bool:
+    host = urlsplit(dsn).hostname or ""
+    return host in LOCAL_HOSTS or host.startswith("/")
+
+
+@operator(role=Role.EXTRACTOR, category="collect", produces=("machine",))
+def collect_machine(ctx: OperatorContext) -> Observation:
+    """Memory and CPUs of the target's machine: declared in settings, measured when the target is local, else unknown."""
+    declared = ctx.settings.machine
+    if declared.memory_bytes and declared.cpus:
+        memory, cpus, source = declared.memory_bytes, declared.cpus, "declared"
+    elif target_is_local(ctx.target.dsn):
+        memory, cpus, source = psutil.virtual_memory().total, os.cpu_count() or 1, "measured on this host"
+    else:
+        memory, cpus, source = None, None, "unknown"
+    land(ctx.workspace, "machine", [("memory_bytes", "BIGINT"), ("cpus", "INTEGER"), ("source", "VARCHAR")], [(memory, cpus, source)])
+    return Observation(summary=f"machine: {source}", artifacts=["machine"])

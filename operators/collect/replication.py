@@ -1,0 +1,49 @@
+"""Replication state: standbys streaming from this server and the slots that retain WAL for them.
+
+On a primary the lag is measured in bytes of WAL not yet replayed (and the replay_lag interval
+the walsender reports); on a standby, as the age of the last replayed transaction when the
+standby has received more than it replayed.
+"""
+
+from __future__ import annotations
+
+from dbcrew.models import Role
+from operators.registry import Observation, OperatorContext, operator
+from operators.sql import fetch, land
+
+REPLICATION_SQL = """
+SELECT 'standby'::text AS scope, coalesce(r.application_name, '') || coalesce('@' || host(r.client_addr), '') AS name,
+       r.state::text AS state,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), r.replay_lsn)::float8 AS lag_bytes,
+       extract(epoch FROM r.replay_lag)::float8 AS lag_seconds
+FROM pg_stat_replication r
+WHERE NOT pg_is_in_recovery()
+UNION ALL
+SELECT 'this server'::text, 'replay', 'recovering',
+       pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::float8,
+       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 END
+WHERE pg_is_in_recovery()
+"""
+
+SLOTS_SQL = """
+SELECT slot_name::text, slot_type::text, coalesce(database::text, '') AS database, active,
+       coalesce(wal_status, '') AS wal_status,
+       CASE WHEN pg_is_in_recovery() OR restart_lsn IS NULL THEN NULL
+            ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 END AS retained_bytes
+FROM pg_replication_slots
+"""
+
+
+@operator(role=Role.EXTRACTOR, category="collect", produces=("replication", "replication_slots"))
+def collect_replication(ctx: OperatorContext) -> Observation:
+    """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
+    with ctx.target.session() as conn:
+        rep_cols, rep_rows = fetch(conn, REPLICATION_SQL)
+        slot_cols, slot_rows = fetch(conn, SLOTS_SQL)
+    land(ctx.workspace, "replication", rep_cols, rep_rows)
+    land(ctx.workspace, "replication_slots", slot_cols, slot_rows)
+    return Observation(
+        summary=f"replication: {len(rep_rows)} streams, {len(slot_rows)} slots",
+        artifacts=["replication", "replication_slots"],
+    )
