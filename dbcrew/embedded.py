@@ -116,6 +116,23 @@ class EmbeddedPostgres:
         if (self.datadir / "postmaster.pid").exists():
             self._run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
 
+    def standby(self, datadir: Path, name: str) -> EmbeddedPostgres:
+        """A hot standby of this server, streaming through its own physical slot `<name>_slot`.
+
+        For tests and demos of replication checks: pg_basebackup -R writes the standby's
+        connection settings; its cluster_name is the application_name the primary reports.
+        """
+        datadir = datadir.resolve()
+        datadir.mkdir(parents=True)
+        datadir.chmod(0o700)
+        if _as_root():
+            _make_reachable(datadir.parent)
+            shutil.chown(datadir, SYSTEM_USER, SYSTEM_USER)
+        self.psql(f"SELECT pg_create_physical_replication_slot('{name}_slot');")
+        self._run([str(POSTGRES_BIN_PATH / "pg_basebackup"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(self.port),
+                   "-U", "postgres", "-R", "-S", f"{name}_slot", "--checkpoint=fast", "--no-sync"])
+        return EmbeddedPostgres(datadir, settings={"cluster_name": f"'{name}'"}).start()
+
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Admin SQL for set-up (never used by a review): runs as the superuser over the socket."""
         result = subprocess.run(

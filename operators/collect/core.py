@@ -357,11 +357,17 @@ SELECT 'database'::text AS scope, datname::text AS name,
 FROM pg_database WHERE datallowconn
 UNION ALL
 SELECT * FROM (
+  -- A table is as old as the older of itself and its TOAST table (PgHero); only rows past a
+  -- threshold, capped, so 10,000 young tables cost nothing.
   SELECT 'table'::text, n.nspname::text || '.' || c.relname::text,
-         age(c.relfrozenxid)::bigint, mxid_age(c.relminmxid)::bigint
+         greatest(age(c.relfrozenxid), age(t.relfrozenxid))::bigint AS xid_age,
+         greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-  WHERE c.relkind IN ('r', 'm', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  ORDER BY age(c.relfrozenxid) DESC LIMIT 20) AS top_tables
+  LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+  WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+    AND (greatest(age(c.relfrozenxid), age(t.relfrozenxid)) >= %(xid_floor)s
+         OR greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid)) >= %(mxid_floor)s)
+  ORDER BY 3 DESC LIMIT 500) AS old_tables
 """
 
 
@@ -369,7 +375,10 @@ SELECT * FROM (
 def collect_schema(ctx: OperatorContext) -> Observation:
     """Read foreign keys, sequences and transaction-ID ages (database and table level)."""
     with ctx.target.session() as conn:
-        for table, sql in (("foreign_keys", FOREIGN_KEYS_SQL), ("sequences", SEQUENCES_SQL), ("wraparound", WRAPAROUND_SQL)):
-            columns, rows = fetch(conn, sql)
+        t = ctx.settings.thresholds
+        floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
+        for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
+                                 ("wraparound", WRAPAROUND_SQL, floors)):
+            columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
     return Observation(summary="schema: foreign keys, sequences, wraparound ages", artifacts=["foreign_keys", "sequences", "wraparound"])
