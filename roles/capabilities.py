@@ -6,6 +6,7 @@ rules brain nor an LLM can plan a check the target cannot run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
@@ -80,3 +81,24 @@ def visibility_notes(brief: Brief) -> dict[str, str]:
         return {}
     note = f"partial: without pg_read_all_stats only sessions and statements of {brief.current_user} are visible"
     return {"check_sessions": note, "check_slow_queries": note, "check_missing_indexes": note}
+
+
+_DENIED = re.compile(r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)")
+_UPSTREAM = re.compile(r"^upstream (\w+) (?:failed|did not complete)")
+
+
+def root_reason(reason: str, reasons: dict[str, str], role: str) -> str:
+    """A coverage reason traced to its root (an upstream failure's own reason) with the GRANT that fixes it."""
+    seen: set[str] = set()
+    while (match := _UPSTREAM.match(reason)) and match.group(1) in reasons and match.group(1) not in seen:
+        seen.add(match.group(1))
+        reason = f"{reason}: {reasons[match.group(1)]}"
+        if _DENIED.search(reason):
+            break
+    denied = _DENIED.search(reason)
+    if denied:
+        kind, name = denied.groups()
+        grant = f"GRANT EXECUTE ON FUNCTION {name} TO {role};" if kind == "function" else (
+            f"GRANT USAGE ON SCHEMA {name} TO {role};" if kind == "schema" else f"GRANT SELECT ON {name} TO {role};")
+        reason = f"{reason} ({grant})"
+    return reason

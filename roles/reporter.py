@@ -12,7 +12,7 @@ from dbcrew.models import Finding, Report
 from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
 from operators.registry import catalogue
 from roles.brains import make_brain
-from roles.capabilities import visibility_notes
+from roles.capabilities import root_reason, visibility_notes
 from roles.crew import ReviewResult, RunContext
 from roles.worker import Status
 
@@ -41,7 +41,8 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
             status = CoverageStatus.FAILED if outcome.status is Status.FAILED else CoverageStatus.SKIPPED
-            entries.append(CoverageEntry(check=op.name, status=status, reason=outcome.reason))
+            reason = root_reason(outcome.reason, {k: o.reason for k, o in outcomes.items()}, review.init.brief.current_user)
+            entries.append(CoverageEntry(check=op.name, status=status, reason=reason))
     return entries
 
 

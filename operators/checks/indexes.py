@@ -159,11 +159,13 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
     for row in ctx.workspace.query("SELECT relid, column_names FROM index_stats WHERE indisvalid"):
         indexed[row["relid"]].append(_key_columns(row))
     statements = ctx.workspace.query("SELECT query, calls, total_exec_time FROM statements ORDER BY total_exec_time DESC LIMIT 200") if ctx.workspace.has("statements") else []
+    # Each statement is parsed once, whatever the number of tables.
+    parsed = [(stmt, filter_columns(stmt["query"])) for stmt in statements] if tables else []
     findings = []
     for table in tables:
         candidates: dict[str, dict[str, Any]] = {}
-        for stmt in statements:
-            for col in filter_columns(stmt["query"]):
+        for stmt, columns in parsed:
+            for col in columns:
                 if col.table != table["relname"] or (col.schema and col.schema != table["schemaname"]):
                     continue
                 if any(index and index[0] == col.column for index in indexed[table["relid"]]):

@@ -7,6 +7,7 @@ from operators.checks.base import observe, rounded
 from operators.registry import Observation, OperatorContext, operator
 
 TOP = 5
+MAX_REPORTED = 25
 
 
 @operator(role=Role.TASKER, category="checks", needs=("statements",), checks=("slow_query",))
@@ -16,11 +17,13 @@ def check_slow_queries(ctx: OperatorContext) -> Observation:
     Query texts are data from the target: they are quoted in evidence, never interpreted.
     """
     t = ctx.settings.thresholds
+    # The top consumers of time (info), and every statement past the slow thresholds however it ranks.
     rows = ctx.workspace.query(
-        "SELECT queryid, query, calls, total_exec_time, calls_delta, total_exec_time_delta,"
-        " total_exec_time / greatest(calls, 1) AS mean_ms FROM statements"
-        " WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?",
-        [TOP],
+        "SELECT queryid, query, calls, total_exec_time, calls_delta, total_exec_time_delta, mean_ms FROM ("
+        " SELECT *, total_exec_time / greatest(calls, 1) AS mean_ms,"
+        "        row_number() OVER (ORDER BY total_exec_time DESC) AS rank FROM statements WHERE calls > 0)"
+        " WHERE rank <= ? OR (mean_ms >= ? AND calls >= ?) ORDER BY total_exec_time DESC LIMIT ?",
+        [TOP, t.slow_query_mean_ms, t.slow_query_min_calls, MAX_REPORTED],
     )
     findings = []
     for row in rows:
@@ -32,4 +35,4 @@ def check_slow_queries(ctx: OperatorContext) -> Observation:
                               "total_ms": row["total_exec_time"], "calls_in_window": row["calls_delta"]}),
             recommendation="Examine its plan (EXPLAIN) and the indexes on the tables it reads." if slow else "",
         ))
-    return observe("check_slow_queries", findings, f"top {TOP} statements")
+    return observe("check_slow_queries", findings, f"top {TOP} statements and those past the slow thresholds")

@@ -40,7 +40,10 @@ class Held:
 
         def run() -> None:
             while not self.stop.is_set():
-                body(conn)
+                try:
+                    body(conn)
+                except psycopg.errors.QueryCanceled:
+                    return  # close() cancels the statement in flight on purpose
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
