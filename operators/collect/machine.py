@@ -7,9 +7,9 @@ psutil; anything else is unknown, and advice that needs the machine's size is no
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
 
 import psutil
+from psycopg.conninfo import conninfo_to_dict
 
 from dbcrew.models import Role
 from operators.registry import Observation, OperatorContext, operator
@@ -19,8 +19,9 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
 
 def target_is_local(dsn: str) -> bool:
-    host = urlsplit(dsn).hostname or ""
-    return host in LOCAL_HOSTS or host.startswith("/")
+    """Loopback, a Unix socket (a path, URL-encoded or as ?host=), or no host at all."""
+    host = conninfo_to_dict(dsn).get("host") or ""
+    return all(h in LOCAL_HOSTS or h.startswith("/") for h in str(host).split(","))
 
 
 @operator(role=Role.EXTRACTOR, category="collect", produces=("machine",))
