@@ -12,7 +12,7 @@ nothing is ever executed (no EXPLAIN ANALYZE), and hypopg is reset before we ret
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -111,7 +111,8 @@ class Suggestion:
 @dataclass
 class Advice:
     suggestions: list[Suggestion] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (query, why no index was tried)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (query, why no index was suggested)
+    plans: int = 0  # plans asked of the server, hypothetical or not: what the advice cost
 
 
 @dataclass(frozen=True)
@@ -228,19 +229,23 @@ class _Advisor:
     tables: dict[str, _Table | None] = field(default_factory=dict)
     found: dict[Index, tuple[int, list[Proof]]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    plans: int = 0
 
     def reset(self) -> None:
         _call(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
 
     def consider(self, stmt: Statement) -> None:
         """Pass 1 (one column at a time), then pass 2 (ordered pairs) when the plan is still expensive."""
+        unplannable = _statement_kind(stmt.query)
+        if unplannable is not None:
+            return self._skip(stmt, unplannable)
         candidates = self._candidates(stmt.query)
         singles = [(t, (c,)) for t, cols in candidates.items() for c in cols if not self._served(t, (c,))]
         if not candidates:
             return self._skip(stmt, "no filter columns on a known table")
         if not singles:
             return self._skip(stmt, "every filter column already leads a btree index")
-        before = generic_plan_cost(self.conn, stmt.query, self.version)
+        before = self._plan(stmt.query)
         if before.total is None:
             return self._skip(stmt, before.reason or "no plan")
         if before.total < MIN_COST:
@@ -282,7 +287,11 @@ class _Advisor:
             proofs.sort(key=lambda p: p.total_ms, reverse=True)
             suggestions.append(Suggestion(schema, table, columns, size, tuple(proofs)))
         suggestions.sort(key=lambda s: sum(p.total_ms for p in s.proofs), reverse=True)
-        return Advice(suggestions, list(self.skipped))
+        return Advice(suggestions, list(self.skipped), self.plans)
+
+    def _plan(self, query: str) -> PlanCost:
+        self.plans += 1
+        return generic_plan_cost(self.conn, query, self.version)
 
     def _skip(self, stmt: Statement, reason: str) -> None:
         self.skipped.append((stmt.query, reason))
@@ -322,7 +331,7 @@ class _Advisor:
             return None  # e.g. a json column: no default btree operator class
         try:
             size = int(_scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid]))
-            cost = generic_plan_cost(self.conn, query, self.version)
+            cost = self._plan(query)
         finally:
             self.reset()
         return ((table.schema, table.name, columns), size, cost.total) if cost.total is not None else None

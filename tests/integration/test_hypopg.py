@@ -27,6 +27,8 @@ PACKAGES = ("postgresql-15", "postgresql-15-hypopg")
 SCHEMA = """
 CREATE EXTENSION pg_stat_statements;
 CREATE EXTENSION hypopg;
+CREATE ROLE monitor LOGIN;
+GRANT pg_monitor TO monitor;
 CREATE TABLE events (
     id bigserial PRIMARY KEY, account_id int NOT NULL, device_id int NOT NULL,
     region int NOT NULL, channel int NOT NULL, payload text NOT NULL);
@@ -207,3 +209,33 @@ def test_generic_plan_on_pg18_matches_the_prepared_path(pg: EmbeddedPostgres) ->
         assert native == prepared
         with pytest.raises(HypopgMissing):
             advise(conn, [Statement(query, 1, 1.0)], version)
+
+
+def test_a_pg_monitor_role_gets_the_reason_instead_of_a_plan(pg15: EmbeddedPostgres) -> None:
+    """pg_monitor reads pg_stat_statements but may not plan statements on tables it cannot SELECT."""
+    with parse_target(pg15.dsn("hypo", user="monitor")).session() as conn:
+        statements = [s for s in _statements(conn) if "account_id = $1" in s.query]
+        assert statements
+        advice = advise(conn, statements, _version(conn))
+        assert advice.suggestions == []
+        assert advice.skipped == [(statements[0].query,
+                                   "cannot be planned: InsufficientPrivilege: permission denied for table events")]
+
+
+def test_a_single_column_suggestion_folds_into_the_pair_it_leads(session15: Any) -> None:
+    conn = session15
+    region = Statement("SELECT * FROM events WHERE region = $1", 5, 50.0)
+
+    def advised(pair_query: str) -> dict[tuple[str, ...], Any]:
+        advice = advise(conn, [Statement(pair_query, 1, 100.0), region], _version(conn), min_saving=0.4)
+        return {s.columns: s for s in advice.suggestions}
+
+    # (region) alone saves about half; (region, channel) serves that statement too: one index, two proofs.
+    folded = advised("SELECT * FROM events WHERE region = $1 AND channel = $2")
+    assert list(folded) == [("region", "channel")]
+    assert [p.query for p in folded[("region", "channel")].proofs] == [
+        "SELECT * FROM events WHERE region = $1 AND channel = $2", region.query]
+    assert folded[("region", "channel")].proofs[1].saving >= 0.4
+    # (channel, region) does not lead with region: both indexes stay.
+    kept = advised("SELECT * FROM events WHERE channel = $1 AND region = $2")
+    assert set(kept) == {("channel", "region"), ("region",)}
