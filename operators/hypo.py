@@ -90,10 +90,13 @@ class Suggestion:
     columns: tuple[str, ...]
     estimated_bytes: int
     proofs: tuple[Proof, ...]
+    partitioned: bool = False
 
     @property
     def ddl(self) -> str:
-        return f"CREATE INDEX CONCURRENTLY ON {qualified(self.schema, self.table)} ({', '.join(quote_ident(c) for c in self.columns)});"
+        """CONCURRENTLY, except on a partitioned table, where PostgreSQL does not support it."""
+        how = "CREATE INDEX" if self.partitioned else "CREATE INDEX CONCURRENTLY"
+        return f"{how} ON {qualified(self.schema, self.table)} ({', '.join(quote_ident(c) for c in self.columns)});"
 
     @property
     def cost_before(self) -> float:
@@ -207,14 +210,15 @@ def hide_index_effect(conn: psycopg.Connection[Any], index_oid: int, queries: It
     return HideEffect(True, None, tuple(costs))
 
 
-Index = tuple[str, str, tuple[str, ...]]  # schema, table, key columns
-
-
 @dataclass(frozen=True)
 class _Table:
     schema: str
     name: str
     columns: frozenset[str]
+    partitioned: bool = False
+
+
+Index = tuple[_Table, tuple[str, ...]]  # a table and the key columns of a (hypothetical) btree on it
 
 
 @dataclass
@@ -230,6 +234,7 @@ class _Advisor:
     found: dict[Index, tuple[int, list[Proof]]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     plans: int = 0
+    refused: dict[Index, str] = field(default_factory=dict)  # hypothetical indexes hypopg would not create, and why
 
     def reset(self) -> None:
         _call(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
@@ -258,22 +263,23 @@ class _Advisor:
             if best_pair is not None and best_pair[2] <= best[2] * (1.0 - self.min_saving):
                 best = best_pair
         if best is None:
-            return self._skip(stmt, "no hypothetical index could be planned")
+            why = "; ".join(sorted({self.refused[(t, c)] for t, c in singles if (t, c) in self.refused}))
+            return self._skip(stmt, f"no hypothetical index could be planned: {why or 'the statement no longer plans'}")
         index, size, cost = best
         if cost > before.total * (1.0 - self.min_saving):
-            return self._skip(stmt, f"best hypothetical index {index[2]} saves only {1.0 - cost / before.total:.0%}")
+            return self._skip(stmt, f"best hypothetical index {index[1]} saves only {1.0 - cost / before.total:.0%}")
         self.found.setdefault(index, (size, []))[1].append(Proof(stmt.query, stmt.calls, stmt.total_ms, before.total, cost))
 
     def fold_into_wider(self) -> None:
         """A suggested single column that leads a suggested pair is served by the pair: merge them when
         the pair, measured on those statements, still saves enough (Dexter drops the narrower one)."""
-        for key in [k for k in self.found if len(k[2]) == 1]:
-            wider = next((k for k in self.found if k[:2] == key[:2] and len(k[2]) > 1 and k[2][0] == key[2][0]), None)
+        for key in [k for k in self.found if len(k[1]) == 1]:
+            wider = next((k for k in self.found if k[0] == key[0] and len(k[1]) > 1 and k[1][0] == key[1][0]), None)
             if wider is None:
                 continue
             remeasured = []
             for proof in self.found[key][1]:
-                result = self._measure(proof.query, _Table(wider[0], wider[1], frozenset()), wider[2])
+                result = self._measure(proof.query, *wider)
                 if result is None or result[2] > proof.cost_before * (1.0 - self.min_saving):
                     break
                 remeasured.append(Proof(proof.query, proof.calls, proof.total_ms, proof.cost_before, result[2]))
@@ -283,9 +289,9 @@ class _Advisor:
 
     def advice(self) -> Advice:
         suggestions = []
-        for (schema, table, columns), (size, proofs) in self.found.items():
+        for (table, columns), (size, proofs) in self.found.items():
             proofs.sort(key=lambda p: p.total_ms, reverse=True)
-            suggestions.append(Suggestion(schema, table, columns, size, tuple(proofs)))
+            suggestions.append(Suggestion(table.schema, table.name, columns, size, tuple(proofs), table.partitioned))
         suggestions.sort(key=lambda s: sum(p.total_ms for p in s.proofs), reverse=True)
         return Advice(suggestions, list(self.skipped), self.plans)
 
@@ -327,14 +333,15 @@ class _Advisor:
         ddl = f"CREATE INDEX ON {qualified(table.schema, table.name)} ({', '.join(quote_ident(c) for c in columns)})"
         try:
             oid = _scalar(self.conn, f"SELECT indexrelid FROM {self.hypo.fn('hypopg_create_index')}(%s)", [ddl])
-        except psycopg.ProgrammingError:
-            return None  # e.g. a json column: no default btree operator class
+        except psycopg.ProgrammingError as exc:  # e.g. a json column: no default btree operator class
+            self.refused[(table, columns)] = first_line(exc)
+            return None
         try:
             size = int(_scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid]))
             cost = self._plan(query)
         finally:
             self.reset()
-        return ((table.schema, table.name, columns), size, cost.total) if cost.total is not None else None
+        return ((table, columns), size, cost.total) if cost.total is not None else None
 
 
 def _btree_columns(conn: psycopg.Connection[Any], table: _Table) -> list[list[str]]:
@@ -356,13 +363,13 @@ def _resolve_table(conn: psycopg.Connection[Any], name: str) -> _Table | None:
     """The table a statement names, through the session's search_path; None if it is not a table here."""
     with conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(
-            "SELECT n.nspname, c.relname, array(SELECT attname FROM pg_attribute"
+            "SELECT n.nspname, c.relname, c.relkind = 'p', array(SELECT attname FROM pg_attribute"
             "  WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped)"
             " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE c.oid = to_regclass(%s) AND c.relkind IN ('r', 'p', 'm')",
             [name],
         ).fetchone()
-    return _Table(row[0], row[1], frozenset(row[2])) if row else None
+    return _Table(row[0], row[1], frozenset(row[3]), row[2]) if row else None
 
 
 def _statement_kind(query: str) -> str | None:

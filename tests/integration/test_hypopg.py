@@ -38,6 +38,11 @@ FROM generate_series(1, 200000) AS g;
 CREATE INDEX events_device_id ON events (device_id);
 CREATE TABLE tiny (id int PRIMARY KEY, code text NOT NULL);
 INSERT INTO tiny SELECT g, 'c' || g FROM generate_series(1, 50) AS g;
+CREATE TABLE readings (id int NOT NULL, sensor int NOT NULL, doc json) PARTITION BY RANGE (id);
+CREATE TABLE readings_1 PARTITION OF readings FOR VALUES FROM (0) TO (50000);
+CREATE TABLE readings_2 PARTITION OF readings FOR VALUES FROM (50000) TO (100000);
+INSERT INTO readings SELECT g, g % 5000, NULL FROM generate_series(0, 99999) AS g;
+ANALYZE readings;
 VACUUM ANALYZE events;
 VACUUM ANALYZE tiny;
 """
@@ -239,3 +244,14 @@ def test_a_single_column_suggestion_folds_into_the_pair_it_leads(session15: Any)
     # (channel, region) does not lead with region: both indexes stay.
     kept = advised("SELECT * FROM events WHERE channel = $1 AND region = $2")
     assert set(kept) == {("channel", "region"), ("region",)}
+
+
+def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(session15: Any) -> None:
+    conn = session15
+    sensor = Statement("SELECT * FROM readings WHERE sensor = $1", 10, 100.0)
+    doc = Statement("SELECT * FROM readings_1 WHERE doc IS NULL", 10, 50.0)
+    advice = advise(conn, [sensor, doc], _version(conn))
+    assert [s.ddl for s in advice.suggestions] == ["CREATE INDEX ON public.readings (sensor);"]  # no CONCURRENTLY there
+    assert advice.suggestions[0].saving > 0.5
+    assert advice.skipped == [(doc.query, "no hypothetical index could be planned: "
+                               "data type json has no default operator class for access method \"btree\"")]
