@@ -56,6 +56,7 @@ class EmbeddedPostgres:
     datadir: Path
     port: int = 0
     settings: dict[str, str] = field(default_factory=dict)
+    bin_dir: Path = POSTGRES_BIN_PATH
 
     @property
     def log_path(self) -> Path:
@@ -79,12 +80,12 @@ class EmbeddedPostgres:
             _ensure_system_user()
             self.datadir.parent.mkdir(parents=True, exist_ok=True)
             _make_reachable(self.datadir.parent)
-            _make_reachable(POSTGRES_BIN_PATH.parent)
+            _make_reachable(self.bin_dir.parent)
         if not (self.datadir / "PG_VERSION").exists():
             self.datadir.mkdir(parents=True, exist_ok=True)
             if _as_root():
                 shutil.chown(self.datadir, SYSTEM_USER, SYSTEM_USER)
-            self._run([str(POSTGRES_BIN_PATH / "initdb"), "-D", str(self.datadir), "-U", "postgres",
+            self._run([str(self.bin_dir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
                        "--auth=trust", "--encoding=UTF8", "--no-sync"])
         self.socket_dir.mkdir(exist_ok=True)
         if _as_root():
@@ -109,12 +110,12 @@ class EmbeddedPostgres:
         if include not in main_conf.read_text():
             with main_conf.open("a") as fh:
                 fh.write(include)
-        self._run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-w", "-t", "60", "start"])
+        self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-w", "-t", "60", "start"])
         return self
 
     def stop(self) -> None:
         if (self.datadir / "postmaster.pid").exists():
-            self._run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+            self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
 
     def standby(self, datadir: Path, name: str) -> EmbeddedPostgres:
         """A hot standby of this server, streaming through its own physical slot `<name>_slot`.
@@ -129,14 +130,14 @@ class EmbeddedPostgres:
             _make_reachable(datadir.parent)
             shutil.chown(datadir, SYSTEM_USER, SYSTEM_USER)
         self.psql(f"SELECT pg_create_physical_replication_slot('{name}_slot');")
-        self._run([str(POSTGRES_BIN_PATH / "pg_basebackup"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(self.port),
+        self._run([str(self.bin_dir / "pg_basebackup"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(self.port),
                    "-U", "postgres", "-R", "-S", f"{name}_slot", "--checkpoint=fast", "--no-sync"])
-        return EmbeddedPostgres(datadir, settings={"cluster_name": f"'{name}'"}).start()
+        return EmbeddedPostgres(datadir, bin_dir=self.bin_dir, settings={"cluster_name": f"'{name}'"}).start()
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Admin SQL for set-up (never used by a review): runs as the superuser over the socket."""
         result = subprocess.run(
-            [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(self.port),
+            [str(self.bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(self.port),
              "-U", "postgres", "-d", dbname],
             input=sql, check=True, capture_output=True, text=True, timeout=600,
         )

@@ -31,6 +31,7 @@ class Thresholds(BaseModel):
     missing_index_min_rows: int = 10_000
     missing_index_min_rows_per_scan: float = 1_000.0
     missing_index_min_seq_scans: int = 20
+    hypo_min_cost_saving: float = Field(0.5, description="plan-cost drop a hypothetical index must bring (dexter: 50 %)")
     slow_query_mean_ms: float = 500.0
     slow_query_min_calls: int = 10
     checkpoints_min_total: int = 10
