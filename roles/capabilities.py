@@ -27,6 +27,8 @@ def missing_capabilities(brief: Brief) -> dict[str, str]:
         missing["pg_stat_statements"] = "extension pg_stat_statements is not installed in this database"
     elif not brief.has_statements:
         missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
+    if "hypopg" not in brief.extensions:
+        missing["hypopg"] = "extension hypopg is not installed in this database"
     return missing
 
 
@@ -61,6 +63,14 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
             title="pg_stat_statements is unavailable: statement-level checks were skipped",
             evidence={"reason": missing["pg_stat_statements"]},
             recommendation="Add pg_stat_statements to shared_preload_libraries, restart, then CREATE EXTENSION pg_stat_statements.",
+            source="planner",
+        ))
+    if "hypopg" in missing:
+        caps.findings.append(Finding(
+            code="extension_missing", severity=Severity.INFO, object="hypopg",
+            title="hypopg is unavailable: missing-index advice is heuristic, not proven with hypothetical indexes",
+            evidence={"reason": missing["hypopg"]},
+            recommendation="CREATE EXTENSION hypopg (no restart needed; hypothetical indexes are private to the review's session).",
             source="planner",
         ))
     if not brief.can_read_all_stats:

@@ -12,7 +12,7 @@ from dbcrew.planning import agent_for, strategy_from_operators, team_for, wire
 
 # Which operator categories each scenario's playbook draws on.
 PLAYBOOKS: dict[str, tuple[str, ...]] = {
-    "health": ("collect", "checks", "paint"),
+    "health": ("collect", "advise", "checks", "paint"),
 }
 
 

@@ -60,14 +60,13 @@ def _is_prefix(short: list[str], long: list[str]) -> bool:
     return len(short) <= len(long) and long[: len(short)] == short
 
 
-@operator(role=Role.TASKER, category="checks", needs=("index_stats",), checks=("index_duplicate",))
-def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
-    """Indexes equal to, or a leading prefix of, another index with the same method, opclasses and predicate."""
-    rows = ctx.workspace.query("SELECT * FROM index_stats WHERE indisvalid")
+def find_duplicates(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(redundant, keeper) pairs among valid indexes: equal, or a leading prefix, with the same
+    method, opclasses, expressions and predicate. Constraint-backing indexes are never redundant."""
     by_table: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_table[row["relid"]].append(row)
-    findings = []
+    pairs = []
     for indexes in by_table.values():
         for redundant in indexes:
             if redundant["indisprimary"] or redundant["backs_constraint"]:
@@ -91,15 +90,37 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
                         continue
                 elif redundant["indisunique"]:
                     continue  # unique on fewer columns enforces something the wider index does not
-                name = f"{redundant['schemaname']}.{redundant['indexrelname']}"
-                findings.append(Finding(
-                    code="index_duplicate", severity=Severity.WARNING, object=name,
-                    title=f"Index {redundant['indexrelname']} ({', '.join(cols)}) is covered by {keeper['indexrelname']} ({', '.join(kcols)})",
-                    evidence={"index": redundant["indexdef"], "covered_by": keeper["indexdef"], "index_bytes": redundant["index_bytes"]},
-                    recommendation=f"Drop it; {keeper['indexrelname']} serves the same lookups.",
-                    fix_sql=f"DROP INDEX CONCURRENTLY {qualified(redundant['schemaname'], redundant['indexrelname'])};",
-                ))
+                pairs.append((redundant, keeper))
                 break
+    return pairs
+
+
+@operator(role=Role.TASKER, category="checks", needs=("index_stats",), uses=("index_hide_effects",), checks=("index_duplicate",))
+def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
+    """Indexes equal to, or a leading prefix of, another index with the same method, opclasses and predicate.
+
+    When hypopg could hide the index, the evidence says what that did to the plans of the
+    statements on its table (the what-if of dropping it).
+    """
+    rows = ctx.workspace.query("SELECT * FROM index_stats WHERE indisvalid")
+    effects = {}
+    if ctx.workspace.has("index_hide_effects"):
+        effects = {r["indexrelid"]: r for r in ctx.workspace.query("SELECT * FROM index_hide_effects")}
+    findings = []
+    for redundant, keeper in find_duplicates(rows):
+        cols, kcols = _key_columns(redundant), _key_columns(keeper)
+        name = f"{redundant['schemaname']}.{redundant['indexrelname']}"
+        evidence: dict[str, Any] = {"index": redundant["indexdef"], "covered_by": keeper["indexdef"], "index_bytes": redundant["index_bytes"]}
+        effect = effects.get(redundant["indexrelid"])
+        if effect is not None:
+            evidence["if_dropped"] = effect["summary"]
+        findings.append(Finding(
+            code="index_duplicate", severity=Severity.WARNING, object=name,
+            title=f"Index {redundant['indexrelname']} ({', '.join(cols)}) is covered by {keeper['indexrelname']} ({', '.join(kcols)})",
+            evidence=evidence,
+            recommendation=f"Drop it; {keeper['indexrelname']} serves the same lookups.",
+            fix_sql=f"DROP INDEX CONCURRENTLY {qualified(redundant['schemaname'], redundant['indexrelname'])};",
+        ))
     return observe("check_duplicate_indexes", findings, f"{len(rows)} valid indexes")
 
 
@@ -141,14 +162,35 @@ def check_fk_without_index(ctx: OperatorContext) -> Observation:
     return observe("check_fk_without_index", findings, f"{len(fks)} foreign keys")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), uses=("statements",),
+def _proven(ctx: OperatorContext) -> Observation:
+    """Findings from the hypothetical-index advice: only indexes the planner showed it would use."""
+    findings = []
+    rows = ctx.workspace.query("SELECT * FROM index_advice ORDER BY total_ms DESC")
+    for row in rows:
+        columns = row["columns"].split(",")
+        findings.append(Finding(
+            code="index_missing", severity=Severity.WARNING, object=f"{row['schemaname']}.{row['relname']}({', '.join(columns)})",
+            title=f"An index on {row['relname']}({', '.join(columns)}) cuts the plan cost of {row['statements']} statement(s) by {row['saving']:.0%}",
+            evidence=rounded({"query": row["query"], "calls": row["calls"], "total_ms": row["total_ms"], "proposed_index": row["ddl"],
+                              "cost_before": row["cost_before"], "cost_after": row["cost_after"], "saving": row["saving"],
+                              "estimated_bytes": row["estimated_bytes"], "proof": "hypothetical index (hypopg), generic plan"}),
+            recommendation="Create the index; the planner uses it for these statements (hypothetical-index proof).",
+            fix_sql=row["ddl"],
+            confidence=0.9,
+        ))
+    return observe("check_missing_indexes", findings, f"{len(rows)} hypopg-proven suggestions")
+
+
+@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), uses=("statements", "index_advice"),
           checks=("index_missing",))
 def check_missing_indexes(ctx: OperatorContext) -> Observation:
-    """Large tables read mostly by sequential scans; columns from the filters of their statements.
+    """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
 
-    Without pg_stat_statements (or with no parsable filter) the finding names only the table,
-    with lower confidence. The hypothetical-index proof (hypopg) comes with the health catalogue.
+    The heuristic: large tables read mostly by sequential scans, the column from the filters of
+    their statements (lower confidence); without pg_stat_statements it names only the table.
     """
+    if ctx.workspace.has("index_advice"):
+        return _proven(ctx)
     t = ctx.settings.thresholds
     tables = ctx.workspace.query(
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
@@ -198,7 +240,8 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
                 confidence=0.4,
             ))
-    return observe("check_missing_indexes", findings, f"{len(tables)} sequentially scanned large tables")
+    obs = observe("check_missing_indexes", findings, f"{len(tables)} sequentially scanned large tables")
+    return obs.model_copy(update={"partial": "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes"})
 
 
 @operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), checks=("indexes_too_many",))

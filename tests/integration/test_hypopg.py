@@ -258,3 +258,31 @@ def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(ses
     assert advice.suggestions[0].saving > 0.5
     assert advice.skipped == [(doc.query, "no hypothetical index could be planned: "
                                "data type json has no default operator class for access method \"btree\"")]
+
+
+def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: EmbeddedPostgres, tmp_path: Path) -> None:
+    from dbcrew.settings import Settings
+    from roles.crew import PlainPhases, RunContext, run_review
+    from roles.reporter import build_report
+
+    pg15.psql("CREATE DATABASE shop15;")
+    pg15.psql(
+        "CREATE EXTENSION pg_stat_statements; CREATE EXTENSION hypopg;"
+        " CREATE TABLE orders (id int PRIMARY KEY, customer int NOT NULL, status int NOT NULL);"
+        " INSERT INTO orders SELECT g, g % 9000, g % 5 FROM generate_series(1, 120000) g;"
+        " CREATE INDEX orders_status_idx ON orders (status); CREATE INDEX orders_status_customer_idx ON orders (status, customer);"
+        " VACUUM ANALYZE orders; SELECT pg_stat_statements_reset();"
+        " SELECT count(*) FROM orders WHERE customer = 17; SELECT count(*) FROM orders WHERE customer = 18;",
+        dbname="shop15",
+    )
+    run = RunContext(target=parse_target(pg15.dsn("shop15")), settings=Settings(window_seconds=1.0, activity_samples=2), out_dir=tmp_path)
+    report = build_report(run, run_review(run, PlainPhases))
+    missing = [f for f in report.findings if f.code == "index_missing"]
+    assert [f.object for f in missing] == ["public.orders(customer)"]
+    proof = missing[0].evidence
+    assert proof["cost_after"] < proof["cost_before"] / 2 and missing[0].confidence == 0.9
+    assert missing[0].fix_sql == "CREATE INDEX CONCURRENTLY ON public.orders (customer);"
+    duplicate = next(f for f in report.findings if f.code == "index_duplicate")
+    assert duplicate.object == "public.orders_status_idx"
+    assert duplicate.evidence["if_dropped"] == "unavailable: hypopg 1.3.1 < 1.4 (no hypopg_hide_index)"
+    assert not any(f.code == "extension_missing" and f.object == "hypopg" for f in report.findings)

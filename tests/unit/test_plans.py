@@ -47,7 +47,13 @@ def test_plan_is_pruned_when_pg_stat_statements_is_missing():
     assert "collect_statements" not in ops and "check_slow_queries" not in ops
     assert [(c.check, c.status.value) for c in caps.coverage] == [("check_slow_queries", "skipped")]
     assert "not installed" in caps.coverage[0].reason
-    assert [f.code for f in caps.findings] == ["extension_missing"]
+    assert [(f.code, f.object) for f in caps.findings] == [("extension_missing", "pg_stat_statements"), ("extension_missing", "hypopg")]
+
+
+def test_hypopg_brings_the_index_advisor_into_the_plan():
+    with_hypopg = {t.operator for t in make_plan(RulesBrain(), request_for(brief(extensions=["hypopg", "pg_stat_statements"])), max_rounds=2).strategy.tasks}
+    without = {t.operator for t in make_plan(RulesBrain(), request_for(brief()), max_rounds=2).strategy.tasks}
+    assert "advise_indexes" in with_hypopg and "advise_indexes" not in without
 
 
 def test_restricted_role_gets_privilege_finding_with_grant():

@@ -28,7 +28,7 @@ CLINIC_THRESHOLDS = Thresholds(
     idle_in_transaction_seconds=2, slow_query_mean_ms=50, temp_spill_warning_bytes=2**20, bloat_min_wasted_bytes=2**20,
 )
 MAX_CONNECTIONS = 40
-IDLE_CONNECTIONS = 20
+IDLE_CONNECTIONS = 24  # with the 8 specimen sessions: 32 of 37 usable, whatever the review itself opens
 
 
 def review(dsn: str, out: Path, thresholds: Thresholds = CLINIC_THRESHOLDS, window: float = 3.0) -> Report:
