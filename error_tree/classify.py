@@ -19,6 +19,7 @@ import yaml
 from dbcrew.text import tokens
 
 TREE_PATH = Path(__file__).with_name("tree.yaml")
+LABELLED_PATH = Path(__file__).with_name("labelled.yaml")
 # bm25s logs every index build at DEBUG, which Prefect's console handler would print.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
