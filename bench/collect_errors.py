@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets.postgres import first_line, parse_target
 from dbcrew.workspace import Workspace
-from error_tree.classify import LABELLED_PATH
+from error_tree.classify import LABELLED_PATH, LabelledError
 from operators.registry import REGISTRY, get
 from roles.faults import FaultInjector
 from roles.planner import PlanRejected
@@ -56,19 +56,11 @@ from tests.llm.scripted_server import Reply, ScriptedServer
 PASSWORDS = {"alice": "correct-horse-1", "bob": "battery-staple-2", "carol": "tr0ub4dor-3"}
 
 
-@dataclass(frozen=True)
-class Case:
-    leaf: str
-    error_type: str
-    message: str
-    source: str
-
-
 class Collector:
     """Runs provocations; each must raise, and what it raises becomes a labelled case."""
 
     def __init__(self) -> None:
-        self.cases: list[Case] = []
+        self.cases: list[LabelledError] = []
         self.silent: list[str] = []
 
     @contextmanager
@@ -76,7 +68,7 @@ class Collector:
         try:
             yield
         except Exception as exc:  # noqa: BLE001 - every failure is the data we came for
-            self.cases.append(Case(leaf=leaf, error_type=type(exc).__name__, message=first_line(exc), source=source))
+            self.cases.append(LabelledError(leaf=leaf, error_type=type(exc).__name__, message=first_line(exc), source=source))
         else:
             self.silent.append(f"{leaf}: {source}")
 
@@ -140,7 +132,10 @@ def _connect(server: EmbeddedPostgres, user: str = "postgres", dbname: str = "sh
 
 
 def _query(conn: psycopg.Connection[Any], sql: str) -> None:
-    conn.execute(sql).fetchall() if sql.lstrip().upper().startswith(("SELECT", "WITH", "VALUES")) else conn.execute(sql)
+    """Run one statement and read its rows, so errors raised while fetching surface too."""
+    cursor = conn.execute(sql)
+    if cursor.description is not None:
+        cursor.fetchall()
 
 
 def connection_faults(c: Collector, main: EmbeddedPostgres) -> None:
