@@ -13,6 +13,7 @@ that does not fail is reported and left out, so a changed server shows up as a s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -35,10 +36,9 @@ import openai
 import pandas as pd
 import psycopg
 import yaml
-from pydantic import ValidationError
 
 import operators  # noqa: F401 - registers the operators whose parameter models we validate
-from dbcrew.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
+from dbcrew.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres, _free_port  # _free_port: a port nobody listens on
 from dbcrew.llm.openai_brain import OpenAIBrain, Problems, Recommendations, Summary
 from dbcrew.models import Strategy
 from dbcrew.models.crew import Action
@@ -139,8 +139,6 @@ def _query(conn: psycopg.Connection[Any], sql: str) -> None:
 
 
 def connection_faults(c: Collector, main: EmbeddedPostgres) -> None:
-    from dbcrew.embedded import _free_port  # a port nobody listens on
-
     for user, db in [("monitor", "shop"), ("postgres", "postgres"), ("reviewer", "inventory"), ("app", "crm")]:
         with c.expect("connection", "psycopg connect to a closed port"):
             psycopg.connect(f"postgresql://{user}@127.0.0.1:{_free_port()}/{db}", connect_timeout=3)
@@ -414,12 +412,14 @@ def resource_faults(c: Collector, main: EmbeddedPostgres) -> None:
             for _ in range(20):
                 held.append(_connect(main, user="auditor", dbname="postgres"))
         with c.expect("resource_limit", "PostgresTarget when all slots are taken"):
-            parse_target(main.dsn("shop", user="auditor")).connect()
+            for _ in range(5):  # a slot a closing backend just freed is taken, then the next one fails
+                held.append(parse_target(main.dsn("shop", user="auditor")).connect())
         with c.expect("resource_limit", "superuser beyond max_connections"):
             for _ in range(5):
                 held.append(_connect(main, dbname="postgres"))
         with c.expect("resource_limit", "PostgresTarget as superuser beyond max_connections"):
-            parse_target(main.dsn("postgres")).connect()
+            for _ in range(5):
+                held.append(parse_target(main.dsn("postgres")).connect())
     finally:
         for conn in held:
             conn.close()
@@ -474,7 +474,30 @@ def empty_results(c: Collector, main: EmbeddedPostgres, ws: Workspace) -> None:
     conn.close()
 
 
+def unexpected_faults(c: Collector) -> None:
+    """Failures that say nothing about the target or the plan: bugs and misused libraries."""
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    with c.expect("unexpected", "a task submitted to a pool that was shut down"):
+        pool.submit(time.sleep, 0)
+    loop = asyncio.new_event_loop()
+    loop.close()
+    with c.expect("unexpected", "a callback scheduled on a closed event loop"):
+        loop.call_soon(time.sleep, 0)
+    seen = {"orders": 1, "customers": 2}
+    with c.expect("unexpected", "a dict changed while iterated"):
+        for key in seen:
+            seen[key + "_copy"] = seen[key]
+
+    def nested(depth: int) -> int:
+        return nested(depth + 1)
+
+    with c.expect("unexpected", "unbounded recursion"):
+        nested(0)
+
+
 def llm_faults(c: Collector) -> None:
+    """The openai client against the scripted server; answers go through OpenAIBrain._ask, the brain's own parser."""
     def brain(server: ScriptedServer, timeout: float = 5.0) -> OpenAIBrain:
         return OpenAIBrain(lambda _t, _c: "prompt", base_url=server.url, api_key="sk-scripted", model="gpt-4o-mini",
                            timeout=timeout, max_repairs=0)
@@ -513,8 +536,6 @@ def llm_faults(c: Collector) -> None:
             server.replies[:] = [Reply(status=status, content=body)]
             with c.expect("llm_unavailable", f"HTTP {status} from the endpoint"):
                 ask(client(server))
-        from dbcrew.embedded import _free_port
-
         with c.expect("llm_unavailable", "no endpoint listening"):
             openai.OpenAI(base_url=f"http://127.0.0.1:{_free_port()}/v1", api_key="sk-x", max_retries=0, timeout=3).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}])
@@ -662,6 +683,7 @@ def collect() -> Collector:
             lambda: lock_faults(c, main), lambda: concurrency_faults(c, main), lambda: catalog_faults(c, main, bare),
             lambda: input_faults(c, main), lambda: resource_faults(c, main), lambda: empty_results(c, main, ws),
             lambda: llm_faults(c), lambda: plan_faults(c, ws, main), lambda: contradictions(c, main, ws), lambda: budget_faults(c),
+            lambda: unexpected_faults(c),
         ]
         try:
             for step in steps:

@@ -12,13 +12,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from error_tree.classify import ErrorTree, LabelledError
+from error_tree.classify import ErrorTree, LabelledError, normalise
 
 HELD_OUT_SHARE = 3  # one case in three (by hash) is held out
 
 
 def held_out(case: LabelledError) -> bool:
-    digest = hashlib.sha256(f"{case.error_type}: {case.message}".encode()).digest()
+    # Hashed after normalising, so a port or pid that changes when the set is recollected does
+    # not move a case between the parts, and near-duplicates land in the same part.
+    digest = hashlib.sha256(normalise(f"{case.error_type}: {case.message}").encode()).digest()
     return digest[0] % HELD_OUT_SHARE == 0
 
 
