@@ -40,6 +40,13 @@ def main() -> None:
     verdict = "meets" if scores.top_accuracy >= TOP_TARGET and scores.leaf_accuracy >= LEAF_TARGET else "MISSES"
     print(f"shipped classifier {verdict} the targets (top >= {TOP_TARGET:.0%}, leaf >= {LEAF_TARGET:.0%}) on all "
           f"{scores.total}: top {scores.top_accuracy:.1%}, leaf {scores.leaf_accuracy:.1%}")
+    print("confidence as a guide (shipped classifier, all cases):")
+    found = [(shipped.classify(c.error_type, c.message), c) for c in cases]
+    for low, high in [(0.9, 1.01), (0.6, 0.9), (0.0, 0.6)]:
+        bucket = [(f, c) for f, c in found if low <= f.confidence < high]
+        right = sum(f.leaf == c.leaf for f, c in bucket)
+        share = f"{right / len(bucket):.1%}" if bucket else "-"
+        print(f"  confidence {low:.1f}-{min(high, 1.0):.1f}: {len(bucket):>4} cases, leaf right {share}")
     held = {id(c) for c in held_out}
     print("misses (expected -> found: count), then each miss:")
     for (expected, found), count in scores.confusions.most_common():
