@@ -49,6 +49,8 @@ class Action(StrEnum):
     RETRY = "retry"
     USE_EQUIVALENT = "use_equivalent"
     SKIP = "skip"
+    CHANGE_PARAMS = "change_params"  # retry with parameters the monitor changed
+    REORDER = "reorder"  # run the task after the ones it turned out to depend on
     # re-plan edits
     REPLACE_OPERATOR = "replace_operator"
     ADD_AGENT = "add_agent"
