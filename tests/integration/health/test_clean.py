@@ -39,4 +39,5 @@ def test_clean_database_has_no_problem(pg: EmbeddedPostgres, tmp_path: Path):
     report = review(dsn, tmp_path, thresholds=Thresholds())
     assert [(f.code, f.object, f.severity.value) for f in report.findings if f.is_problem] == []
     assert {c.status.value for c in report.coverage} == {"ran"}
-    assert report.findings, "the review looked: it reports info findings (young statistics, top statements)"
+    # Without hypopg the index advice is heuristic, and the report says so (info, not a problem).
+    assert ("extension_missing", "hypopg", "info") in {(f.code, f.object, f.severity.value) for f in report.findings}
