@@ -20,6 +20,19 @@ class Capabilities:
     findings: list[Finding] = field(default_factory=list)
 
 
+# What a missing extension costs the review, and how to add it.
+EXTENSION_EFFECTS: dict[str, tuple[str, str]] = {
+    "pg_stat_statements": (
+        "statement-level checks were skipped",
+        "Add pg_stat_statements to shared_preload_libraries, restart, then CREATE EXTENSION pg_stat_statements.",
+    ),
+    "hypopg": (
+        "missing-index advice is heuristic, not proven with hypothetical indexes",
+        "CREATE EXTENSION hypopg (no restart needed; hypothetical indexes are private to the review's session).",
+    ),
+}
+
+
 def missing_capabilities(brief: Brief) -> dict[str, str]:
     """capability -> why it is missing."""
     missing = {}
@@ -57,22 +70,13 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
     for entry in catalogue:
         if entry.name in dropped and entry.category == "checks":
             caps.coverage.append(CoverageEntry(check=entry.name, status=CoverageStatus.SKIPPED, reason=dropped[entry.name]))
-    if "pg_stat_statements" in missing:
-        caps.findings.append(Finding(
-            code="extension_missing", severity=Severity.INFO, object="pg_stat_statements",
-            title="pg_stat_statements is unavailable: statement-level checks were skipped",
-            evidence={"reason": missing["pg_stat_statements"]},
-            recommendation="Add pg_stat_statements to shared_preload_libraries, restart, then CREATE EXTENSION pg_stat_statements.",
-            source="planner",
-        ))
-    if "hypopg" in missing:
-        caps.findings.append(Finding(
-            code="extension_missing", severity=Severity.INFO, object="hypopg",
-            title="hypopg is unavailable: missing-index advice is heuristic, not proven with hypothetical indexes",
-            evidence={"reason": missing["hypopg"]},
-            recommendation="CREATE EXTENSION hypopg (no restart needed; hypothetical indexes are private to the review's session).",
-            source="planner",
-        ))
+    for extension, (consequence, remedy) in EXTENSION_EFFECTS.items():
+        if extension in missing:
+            caps.findings.append(Finding(
+                code="extension_missing", severity=Severity.INFO, object=extension,
+                title=f"{extension} is unavailable: {consequence}", evidence={"reason": missing[extension]},
+                recommendation=remedy, source="planner",
+            ))
     if not brief.can_read_all_stats:
         grant = f"GRANT pg_read_all_stats TO {brief.current_user};"
         caps.findings.append(Finding(

@@ -70,39 +70,42 @@ def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | Non
     return severity_for(ratio, t.bloat_warning_ratio, t.bloat_critical_ratio)
 
 
+def _bloat_finding(ctx: OperatorContext, code: str, row: dict[str, Any], name: str, est: Estimate) -> Finding | None:
+    ratio = est.ratio(row["relpages"])
+    severity = _severity(ctx, ratio, est.wasted_bytes)
+    if severity is None:
+        return None
+    kind = "Table" if code == "table_bloat" else "Index"
+    return Finding(
+        code=code, severity=severity, object=f"{row['schemaname']}.{name}",
+        title=f"{kind} {name} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
+        evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
+                          "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),
+        confidence=0.6,
+    )
+
+
 @operator(role=Role.TASKER, category="checks", needs=("table_widths", "index_widths"), checks=("table_bloat", "index_bloat"))
 def check_bloat(ctx: OperatorContext) -> Observation:
     """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
-    findings = []
     tables = ctx.workspace.query("SELECT * FROM table_widths")
+    indexes = ctx.workspace.query("SELECT * FROM index_widths")
+    findings = []
     for row in filter(_complete, tables):
         est = estimate_table(row["relpages"], row["reltuples"], row["data_width"], row["columns"], row["has_nulls"], row["fillfactor"])
-        ratio = est.ratio(row["relpages"])
-        severity = _severity(ctx, ratio, est.wasted_bytes)
-        if severity:
-            findings.append(Finding(
-                code="table_bloat", severity=severity, object=f"{row['schemaname']}.{row['relname']}",
-                title=f"Table {row['relname']} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
-                evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
-                                  "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),
-                recommendation="Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
-                confidence=0.6,
-            ))
-    indexes = ctx.workspace.query("SELECT * FROM index_widths")
+        finding = _bloat_finding(ctx, "table_bloat", row, row["relname"], est)
+        if finding:
+            findings.append(finding.model_copy(update={
+                "recommendation": "Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
+            }))
     for row in filter(_complete, indexes):
         est = estimate_btree(row["relpages"], row["reltuples"], row["data_width"], row["fillfactor"])
-        ratio = est.ratio(row["relpages"])
-        severity = _severity(ctx, ratio, est.wasted_bytes)
-        if severity:
-            findings.append(Finding(
-                code="index_bloat", severity=severity, object=f"{row['schemaname']}.{row['indexrelname']}",
-                title=f"Index {row['indexrelname']} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
-                evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
-                                  "ratio": ratio, "estimate": "pg_stats widths of the key columns"}),
-                recommendation="Rebuild it without blocking writes.",
-                fix_sql=f"REINDEX INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
-                confidence=0.6,
-            ))
+        finding = _bloat_finding(ctx, "index_bloat", row, row["indexrelname"], est)
+        if finding:
+            findings.append(finding.model_copy(update={
+                "recommendation": "Rebuild it without blocking writes.",
+                "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
+            }))
     partial = sum(not _complete(r) for r in tables) + sum(not _complete(r) for r in indexes)
     obs = observe("check_bloat", findings, f"{len(tables)} tables and {len(indexes)} indexes")
     if partial:
