@@ -33,7 +33,7 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             continue
         outcome = outcomes.get(op.name)
         if outcome is None:
-            reason = "not planned" if not review.partial else "not reached: the review stopped after the re-plan budget"
+            reason = "not planned" if not review.partial else f"not reached: {review.partial_reason}"
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
         elif outcome.status is Status.DONE:
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=notes.get(op.name, "")))
@@ -67,7 +67,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.name,
         coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts),
+        decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
+        ablations=run.settings.ablations.off(), partial=review.partial_reason,
     )
 
 

@@ -41,7 +41,18 @@ class Alert(BaseModel):
     operator: str
     error_type: str
     message: str
+    params: dict[str, object] = Field(default_factory=dict, description="the task's parameters as planned")
     attempts: list[Attempt] = Field(default_factory=list)
+    logs: list[str] = Field(default_factory=list, description="the failing worker's log tail")
+
+
+class WorkerReport(BaseModel):
+    """What a paused worker reports when an alert is broadcast: its task and how it ended."""
+
+    agent: str
+    task_id: str
+    status: str
+    summary: str = ""
 
 
 class Action(StrEnum):
@@ -49,6 +60,8 @@ class Action(StrEnum):
     RETRY = "retry"
     USE_EQUIVALENT = "use_equivalent"
     SKIP = "skip"
+    CHANGE_PARAMS = "change_params"  # retry with parameters the monitor changed
+    REORDER = "reorder"  # run the task after the ones it turned out to depend on
     # re-plan edits
     REPLACE_OPERATOR = "replace_operator"
     ADD_AGENT = "add_agent"
