@@ -89,7 +89,7 @@ def review(
     out_dir: Annotated[Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")] = None,
     brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
     inject_fault: Annotated[list[str], typer.Option(
-        help="operator:timeout|misfit|disconnect|bad_param|missing_agent[:times], to test recovery")] = [],  # noqa: B006
+        help="operator:KIND[:times], KIND one of timeout misfit disconnect bad_param missing_agent lost_dependency, to test recovery")] = [],  # noqa: B006
     no_monitor: Annotated[bool, typer.Option("--no-monitor", help="ablation: failures are not classified, dependents skip")] = False,
     no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction")] = False,
     no_gap_narrow: Annotated[bool, typer.Option("--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all")] = False,

@@ -59,7 +59,7 @@ class FaultInjector:
 
 
 def damage_plan(strategy: Strategy, faults: list[FaultSpec]) -> Strategy:
-    """The draft as a careless planner would write it: bad parameters, or a task's agent left out."""
+    """The draft as a careless planner would write it: bad parameters, a task's agent or dependencies left out."""
     for fault in faults:
         task = next((t for t in strategy.tasks if t.operator == fault.operator), None)
         if task is None:
@@ -68,4 +68,6 @@ def damage_plan(strategy: Strategy, faults: list[FaultSpec]) -> Strategy:
             strategy = strategy.change_params(task.id, dict(BAD_PARAMS))
         elif fault.kind is FaultKind.MISSING_AGENT:
             strategy = strategy.model_copy(update={"team": [a for a in strategy.team if a.name != task.agent]})
+        elif fault.kind is FaultKind.LOST_DEPENDENCY:
+            strategy = strategy.replace_task(task.id, task.model_copy(update={"needs": []}))
     return strategy

@@ -18,10 +18,11 @@ class FaultKind(StrEnum):
     DISCONNECT = "disconnect"  # a real refused connection (the target briefly unreachable)
     BAD_PARAM = "bad_param"  # plan fault: the task is given parameters its operator rejects
     MISSING_AGENT = "missing_agent"  # plan fault: the agent that should run the task is not in the team
+    LOST_DEPENDENCY = "lost_dependency"  # plan fault: the task no longer waits for the tasks whose output it reads
 
     @property
     def damages_plan(self) -> bool:
-        return self in (FaultKind.BAD_PARAM, FaultKind.MISSING_AGENT)
+        return self in (FaultKind.BAD_PARAM, FaultKind.MISSING_AGENT, FaultKind.LOST_DEPENDENCY)
 
 
 class FaultSpec(BaseModel):
