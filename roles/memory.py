@@ -175,11 +175,11 @@ def recall(memory: LongTermMemory, target: str, strategy: Strategy, error: str =
 
 def apply_lessons(strategy: Strategy, lessons: list[Lesson], catalogue: list[CatalogueEntry]) -> tuple[Strategy, list[PlanEdit]]:
     """The plan with each lesson's fix already in it; a lesson that would make the plan invalid is left out."""
-    edits = []
+    edits: list[PlanEdit] = []
     for lesson in lessons:
         task = next((t for t in strategy.tasks if t.operator == lesson.operator), None)
-        if task is None:
-            continue
+        if task is None or any(e.after is not None and e.after.id == task.id for e in edits):
+            continue  # one lesson per task: two lessons must not undo each other
         fixed = lesson.fixed
         ids = {t.id for t in strategy.tasks}
         new = task.model_copy(update={

@@ -114,7 +114,9 @@ def narrow(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit
 def replan(brain: Brain, request: ReplanRequest, max_rounds: int, *, gap_narrow: bool = True,
            reflection: bool = True) -> Replanned:
     proposed = brain.replan(request)
-    edits = diff(request.strategy, proposed, reason=f"re-plan for {request.failed}")
+    why = "; ".join(r.detail for r in request.recommendations if r.detail)
+    reason = f"re-plan after {request.failed} failed" + (f" ({why})" if why else "")
+    edits = diff(request.strategy, proposed, reason=reason)
     if gap_narrow:
         accepted, refused = narrow(request, edits)
         strategy = request.strategy.apply_all(accepted)  # a copy: the old plan stays as it was
@@ -124,6 +126,6 @@ def replan(brain: Brain, request: ReplanRequest, max_rounds: int, *, gap_narrow:
         reflected = reflect_until_valid(brain, as_plan_request(request), strategy, max_rounds)
         if reflected.rounds:
             strategy = reflected.strategy
-            accepted = diff(request.strategy, strategy, reason=f"re-plan for {request.failed}, after reflection")
+            accepted = diff(request.strategy, strategy, reason=f"{reason}, after reflection")
     return Replanned(strategy=strategy.model_copy(update={"round": request.strategy.round + 1}), edits=accepted,
                      rejected=refused)

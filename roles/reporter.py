@@ -9,6 +9,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
+from dbcrew.models.plan import EditKind
 from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
 from operators.registry import catalogue
 from roles.brains import make_brain
@@ -32,7 +33,10 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             entries.append(planned[op.name])
             continue
         outcome = outcomes.get(op.name)
-        if outcome is None:
+        removed = next((e for e in review.edits if e.kind is EditKind.REMOVE and e.task_id == op.name), None)
+        if outcome is None and removed is not None:
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=f"removed from the plan: {removed.reason}"))
+        elif outcome is None:
             reason = "not planned" if not review.partial else f"not reached: {review.partial_reason}"
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
         elif outcome.status is Status.DONE:
