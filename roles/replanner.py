@@ -96,6 +96,8 @@ def narrow(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit
             continue
         if edit.after is not None and edit.after.agent in reassign:
             edit = edit.model_copy(update={"after": edit.after.model_copy(update={"agent": reassign[edit.after.agent]})})
+            if edit.after == edit.before:
+                continue  # the task only moved to the refused agent: with its own agent it needs no edit
         if edit.kind is EditKind.INSERT:
             accepted.append(edit)
             continue
