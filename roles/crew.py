@@ -178,7 +178,7 @@ def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     """initialize -> execute -> (re-plan -> execute)* with at most `max_replans` re-plans, then remember."""
     init = phases.initialize(run)
     usage = init.usage
-    result = phases.execute(run, init.brief, init.strategy, ExecutionState())
+    result = phases.execute(run, init.brief, init.strategy, ExecutionState(may_replan=run.settings.max_replans > 0))
     edits = [*init.edits, *result.state.edits]
     rejected: list[str] = []
     replans = 0
@@ -194,19 +194,20 @@ def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
         kept = {t.id for t in outcome.strategy.tasks}
         before = {k for k, o in state.outcomes.items() if o.status is Status.DONE and k in kept}
         instructed = len(state.edits)
+        state.may_replan = replans < run.settings.max_replans
         result = phases.execute(run, init.brief, outcome.strategy, state)
         result.state.reused += len(before)
         edits += result.state.edits[instructed:]
     state = result.state
     partial_reason = ""
-    if result.replan_for is not None:
-        alert = result.replan_for
-        partial_reason = (f"stopped after {replans} re-plans (the budget): {alert.task_id} still failed with"
-                          f" {alert.error_type}: {alert.message}")
+    stuck = state.refused[0] if state.refused else None
+    if stuck is not None:
+        partial_reason = (f"stopped re-planning after {replans} re-plans (the budget): {stuck.task_id} still failed with"
+                          f" {stuck.error_type}: {stuck.message}")
     counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
                       reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits))
     review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected, usage=usage,
-                          partial=result.replan_for is not None, partial_reason=partial_reason)
+                          partial=stuck is not None, partial_reason=partial_reason)
     remember(run, review)
     return review
 

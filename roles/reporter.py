@@ -37,8 +37,7 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         if outcome is None and removed is not None:
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=f"removed from the plan: {removed.reason}"))
         elif outcome is None:
-            reason = "not planned" if not review.partial else f"not reached: {review.partial_reason}"
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason="not planned"))
         elif outcome.status is Status.DONE:
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=notes.get(op.name, "")))
         else:

@@ -48,6 +48,8 @@ class ExecutionState(BaseModel):
     original: list[str] = Field(default_factory=list, description="task ids of the first strategy executed")
     started: list[str] = Field(default_factory=list, description="every task start, in order")
     reexecuted: int = Field(0, description="starts after the first alert of a task already started, or of a new task")
+    may_replan: bool = Field(True, description="False once the re-plan budget is spent")
+    refused: list[Alert] = Field(default_factory=list, description="alerts that needed a re-plan after the budget was spent")
 
     def record_start(self, task_id: str) -> None:
         if self.alerts and (task_id in self.started or task_id not in self.original):
@@ -114,6 +116,12 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             continue
         decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused))
         state.decisions.append(decision.record)
+        if decision.replan and not state.may_replan:
+            # The budget is spent: the failure stays, its dependents skip, everything else still runs.
+            decision.record.remedy += " (refused: the re-plan budget is spent)"
+            state.refused.append(alert)
+            _fail_downstream(strategy, state, spec.id)
+            continue
         if decision.replan:
             return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations)
         strategy = _apply_instruction(strategy, state, spec, decision)

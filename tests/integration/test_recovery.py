@@ -82,9 +82,10 @@ def test_replan_budget_ends_in_an_honest_partial_report(shop: DemoShop, tmp_path
     # Both table-statistics collectors misfit: the planner swaps between them until the budget is spent.
     report = review(shop.dsn, tmp_path, ["collect_table_stats:misfit", "collect_table_stats_all:misfit"])
     assert report.phases.replans == 3 and report.phases.plans == 4
-    assert report.partial.startswith("stopped after 3 re-plans")
+    assert report.partial.startswith("stopped re-planning after 3 re-plans")
+    assert report.decisions[-1].remedy.endswith("(refused: the re-plan budget is spent)")
     cov = {c.check: c for c in report.coverage}
-    assert cov["check_vacuum_health"].status.value != "ran" and "stopped after 3 re-plans" in cov["check_vacuum_health"].reason
+    assert cov["check_vacuum_health"].status.value == "skipped" and "collect_table_stats" in cov["check_vacuum_health"].reason
     assert cov["check_duplicate_indexes"].status.value == "ran"
     assert ("index_duplicate", "public.orders_customer_id_idx") in {(f.code, f.object) for f in report.findings}
     assert "Partial review" in (tmp_path / "report.md").read_text()

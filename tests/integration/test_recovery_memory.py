@@ -69,7 +69,8 @@ def test_second_run_on_a_target_starts_with_the_fix_in_its_plan(shop: DemoShop, 
     second_run = run_for(shop.dsn, tmp_path / "second", ["collect_table_stats:misfit"])
     init = PlainPhases.initialize(second_run)
     operators = {t.operator for t in init.strategy.tasks}
-    assert "collect_table_stats_all" in operators and "collect_table_stats" not in operators
+    known = LongTermMemory(private_memory).lessons(target)
+    assert "collect_table_stats_all" in operators and "collect_table_stats" not in operators, (init.identity, known)
     assert [(e.kind.value, e.source) for e in init.edits] == [("replace", "memory")]
 
     second = review(second_run)
