@@ -169,17 +169,17 @@ def main() -> None:
         shop.wait_until_idle_long_enough()
         # One uncounted review first, so no configuration pays for cold imports and caches.
         run_one(shop, work / "runs" / "warm-up", work / "memory" / "warm-up.duckdb", Ablations(), [])
-        for config, ablations in CONFIGS:
-            figures = results[config] = ConfigFigures()
-            memory = work / "memory" / f"{config.strip('-').replace(' ', '-')}.duckdb"
-            for number, (name, faults) in enumerate(SCENARIOS):
-                specs = [FaultSpec.parse(f) for f in faults]
-                outcome = run_one(shop, work / "runs" / config.strip("-").replace(" ", "-") / f"{number:02d}", memory,
+        # Configurations take turns scenario by scenario, so a slow spell of the machine hits them all alike;
+        # each keeps its own memory and sees the scenarios in the same order.
+        for number, (name, faults) in enumerate(SCENARIOS):
+            specs = [FaultSpec.parse(f) for f in faults]
+            for config, ablations in CONFIGS:
+                slug = config.strip("-").replace(" ", "-")
+                outcome = run_one(shop, work / "runs" / slug / f"{number:02d}", work / "memory" / f"{slug}.duckdb",
                                   ablations, specs)
-                figures.runs.append(outcome)
+                results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
                     failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
-            print(f"  ... {config} done", flush=True)
     finally:
         if shop is not None:
             shop.close()

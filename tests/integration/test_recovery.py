@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dbcrew.demo import DemoShop
 from dbcrew.models import Report
-from dbcrew.models.faults import FaultKind, FaultSpec
+from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from roles.crew import PlainPhases, RunContext, run_review

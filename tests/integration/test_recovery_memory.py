@@ -10,16 +10,16 @@ import duckdb
 from dbcrew.demo import DemoShop
 from dbcrew.llm.rules import RulesBrain
 from dbcrew.models import Brief, Report, Strategy
+from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from error_tree.classify import load_tree
+from error_tree import load_tree
 from roles.crew import PlainPhases, RunContext, ThreadRunner, run_review
 from roles.memory import LongTermMemory
 from roles.monitor import Monitor
 from roles.reporter import build_report
 from roles.tasker import ExecutionResult, ExecutionState, execute
-from dbcrew.models.faults import FaultSpec
 
 WINDOW = 1.0
 
