@@ -15,7 +15,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
-from dbcrew.models.crew import PlanRequest, ReplanRequest
+from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, LlmUsage, Phases
@@ -111,12 +111,28 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     assert result.replan_for is not None
     caps = prune(brief, catalogue())
     done = [k for k, o in result.state.outcomes.items() if o.status == "done" and k in {t.id for t in result.strategy.tasks}]
-    request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
-                            completed=done, failed=result.replan_for.task_id, recommendations=result.recommendations)
     ablations = run.settings.ablations
+    recommendations = result.recommendations
+    if ablations.memory:
+        recommendations = with_remembered_fixes(run, brief, result)
+    request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
+                            completed=done, failed=result.replan_for.task_id, recommendations=recommendations)
     planned = replan(brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
                      reflection=ablations.reflection)
     return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected, usage=brain.usage)
+
+
+def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult) -> list[Recommendation]:
+    """The monitor's recommendations, each told what fixed the failed operator before (hybrid recall by the error)."""
+    alert = result.replan_for
+    assert alert is not None
+    identity = target_identity(run.target, brief.database)
+    lessons = recall(LongTermMemory(run.settings.memory_path), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
+    known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
+    if known is None:
+        return result.recommendations
+    hint = f"memory: {known.describe()}, running it as {known.fixed.operator} {known.fixed.params}"
+    return [r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint}) for r in result.recommendations]
 
 
 class ThreadRunner:

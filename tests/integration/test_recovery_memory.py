@@ -10,13 +10,15 @@ import duckdb
 from dbcrew.demo import DemoShop
 from dbcrew.llm.rules import RulesBrain
 from dbcrew.models import Brief, Report, Strategy
+from dbcrew.models.crew import Action, Alert, Recommendation
 from dbcrew.models.faults import FaultSpec
+from dbcrew.models.plan import EditKind
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
-from roles.crew import PlainPhases, RunContext, ThreadRunner, run_review
-from roles.memory import LongTermMemory
+from roles.crew import PlainPhases, RunContext, ThreadRunner, run_review, with_remembered_fixes
+from roles.memory import Lesson, LongTermMemory, target_identity
 from roles.monitor import Monitor
 from roles.reporter import build_report
 from roles.tasker import ExecutionResult, ExecutionState, execute
@@ -144,3 +146,22 @@ def test_reorder_instruction_runs_the_task_after_its_producers(shop: DemoShop, t
     assert {"collect_table_stats", "collect_settings"} <= set(edit.after.needs)
     assert {c.check: c.status.value for c in report.coverage}["check_vacuum_health"] == "ran"
     assert ("autovacuum_disabled", "public.cart_items") in {(f.code, f.object) for f in report.findings}
+
+
+def test_replan_recommendations_carry_the_fix_memory_recalls_for_the_error(shop: DemoShop, tmp_path: Path,
+                                                                          private_memory: Path):
+    run = run_for(shop.dsn, tmp_path, [], memory=False)
+    init = PlainPhases.initialize(run)
+    identity = target_identity(run.target, init.brief.database)
+    spec = init.strategy.task("collect_table_stats")
+    fixed = spec.model_copy(update={"id": "collect_table_stats_all", "operator": "collect_table_stats_all"})
+    LongTermMemory(private_memory).learn([Lesson(target=identity, operator=spec.operator, kind=EditKind.REPLACE, fixed=fixed,
+                                                 error="OperatorMisfit: collect_table_stats cannot serve this target")])
+    alert = Alert(task_id=spec.id, agent=spec.agent, operator=spec.operator, error_type="OperatorMisfit",
+                  message="collect_table_stats cannot serve this target")
+    result = ExecutionResult(strategy=init.strategy, state=ExecutionState(), replan_for=alert,
+                             recommendations=[Recommendation(action=Action.REPLACE_OPERATOR, task_id=spec.id, detail="wrong_operator")])
+    (recommendation,) = with_remembered_fixes(run, init.brief, result)
+    assert recommendation.detail.startswith("wrong_operator; memory: collect_table_stats failed before")
+    assert "running it as collect_table_stats_all" in recommendation.detail
+    assert init.identity == ""  # memory was off for the initial run: nothing was looked up
