@@ -38,7 +38,8 @@ def _default_out(display: str) -> Path:
     return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str]) -> Path:
+def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
+                   switches: dict[str, bool] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
@@ -76,7 +77,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         try:
             # The flow gets the URL without its password; the password stays in this process.
             return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
-                                      faults=fault_specs))
+                                      faults=fault_specs, **(switches or {})))
         finally:
             stop()
 
@@ -87,10 +88,17 @@ def review(
     window: Annotated[float, typer.Option(help="seconds to sample activity and counters")] = 10.0,
     out_dir: Annotated[Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")] = None,
     brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
-    inject_fault: Annotated[list[str], typer.Option(help="operator:timeout|misfit[:times], to test recovery")] = [],  # noqa: B006
+    inject_fault: Annotated[list[str], typer.Option(
+        help="operator:KIND[:times], KIND one of timeout misfit disconnect bad_param missing_agent lost_dependency, to test recovery")] = [],  # noqa: B006
+    no_monitor: Annotated[bool, typer.Option("--no-monitor", help="ablation: failures are not classified, dependents skip")] = False,
+    no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction")] = False,
+    no_gap_narrow: Annotated[bool, typer.Option("--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all")] = False,
+    no_memory: Annotated[bool, typer.Option("--no-memory", help="ablation: neither use nor keep lessons across runs")] = False,
 ) -> None:
     """Review a database's health and write a report."""
-    path = run_cli_review(target, window, out_dir, brain, inject_fault)
+    switches = {"monitor": not no_monitor, "reflection": not no_reflection, "gap_narrow": not no_gap_narrow,
+                "memory": not no_memory}
+    path = run_cli_review(target, window, out_dir, brain, inject_fault, switches)
     print_summary(path)
 
 

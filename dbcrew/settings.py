@@ -6,7 +6,33 @@ pg_gather); every threshold can be overridden per run.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from pydantic import BaseModel, Field
+
+MEMORY_ENV = "DBCREW_MEMORY_PATH"
+
+
+def default_memory_path() -> Path:
+    """Long-term memory lives outside any run directory: $DBCREW_MEMORY_PATH, else the user's data dir."""
+    override = os.environ.get(MEMORY_ENV)
+    if override:
+        return Path(override).expanduser()
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data_home / "dbcrew" / "memory.duckdb"
+
+
+class Ablations(BaseModel):
+    """Recovery features that can be switched off, to measure what each is worth (ROMAS's ablations)."""
+
+    monitor: bool = Field(True, description="classify alerts; off: a failed task just fails and its dependents skip")
+    reflection: bool = Field(True, description="plan self-reflection and worker self-correction")
+    gap_narrow: bool = Field(True, description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all")
+    memory: bool = Field(True, description="long-term lessons across runs on the same target")
+
+    def off(self) -> list[str]:
+        return [f"no-{name.replace('_', '-')}" for name, on in self.model_dump().items() if not on]
 
 
 class Thresholds(BaseModel):
@@ -68,6 +94,8 @@ class Settings(BaseModel):
     max_workers: int = 8
     worker_retries: int = Field(2, ge=0, le=2, description="self-corrections before an alert")
     max_reflection_rounds: int = 2
-    max_replans: int = 3
+    max_replans: int = Field(3, ge=0, le=3)
+    ablations: Ablations = Field(default_factory=Ablations)
+    memory_path: Path = Field(default_factory=default_memory_path, description="the long-term memory DuckDB file")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     machine: Machine = Field(default_factory=Machine)

@@ -7,7 +7,7 @@ import re
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dbcrew.models import Report, Strategy
-from roles.replanner import PlanEdit
+from dbcrew.models.plan import PlanEdit
 from roles.reporter import inline_charts, render_markdown
 from roles.crew import RunContext
 
@@ -24,12 +24,17 @@ def post_strategy(run: RunContext, strategy: Strategy, title: str) -> None:
     create_markdown_artifact("\n".join(lines), key=artifact_key(run, "plan"), description=title)
 
 
-def post_edits(run: RunContext, edits: list[PlanEdit], regenerated: list[str]) -> None:
-    lines = ["# Re-plan (gap narrow)", "", "| edit | task | detail |", "|---|---|---|"]
-    lines += [f"| {e.kind} | {e.task_id} | {e.detail} |" for e in edits]
-    if regenerated:
-        lines += ["", f"Differences regenerated to respect the gap-narrow rules: {', '.join(regenerated)}"]
-    create_markdown_artifact("\n".join(lines), key=artifact_key(run, "replan"), description="plan edits")
+def post_edits(run: RunContext, edits: list[PlanEdit], rejected: list[str], title: str = "Re-plan (gap narrow)",
+               kind: str = "replan") -> None:
+    lines = [f"# {title}", "", "| edit | task | before -> after | source | why |", "|---|---|---|---|---|"]
+    lines += [f"| {e.kind.value} | {e.task_id or '-'} | {_cell(e.describe())} | {e.source} | {_cell(e.reason)} |" for e in edits]
+    if rejected:
+        lines += ["", "Proposed edits the gap-narrow rules refused:", *(f"- {r}" for r in rejected)]
+    create_markdown_artifact("\n".join(lines), key=artifact_key(run, kind), description=title)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def post_report(run: RunContext, report: Report) -> None:
@@ -40,5 +45,12 @@ def post_report(run: RunContext, report: Report) -> None:
     create_table_artifact(rows or [{"severity": "-", "code": "-", "object": "-", "title": "no findings", "recommendation": ""}],
                           key=artifact_key(run, "findings"), description="findings")
     if report.decisions:
-        create_table_artifact([d.model_dump() for d in report.decisions], key=artifact_key(run, "monitor"),
-                              description="monitor decisions")
+        rows = [{"task": d.task_id, "error": d.error, "leaf": f"{d.branch}/{d.leaf}", "confidence": d.confidence,
+                 "remedy": d.remedy, "state": d.detail,
+                 "workers": "; ".join(d.state.workers) if d.state else "", "reflection": d.state.reflection if d.state else ""}
+                for d in report.decisions]
+        create_table_artifact(rows, key=artifact_key(run, "monitor"), description="monitor decisions")
+    if report.edits:
+        rows = [{"edit": e.kind.value, "task": e.task_id, "change": e.describe(), "source": e.source, "why": e.reason}
+                for e in report.edits]
+        create_table_artifact(rows, key=artifact_key(run, "edits"), description="every plan edit of the run")

@@ -6,14 +6,11 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dbcrew.models import Brief, Strategy
-from error_tree import load_tree
 from flows.artifacts import post_edits, post_strategy
 from flows.runner import Bundle, PrefectRunner
 from roles import crew
-from roles.brains import make_brain
 from roles.crew import Initialized, ReplanOutcome, RunContext
 from roles.faults import FaultInjector
-from roles.monitor import Monitor
 from roles.tasker import ExecutionResult, ExecutionState, execute
 
 
@@ -22,6 +19,8 @@ def initialize(run: RunContext) -> Initialized:
     """Probe the target, plan the team and its tasks, reflect on the plan."""
     init = crew.initialize(run)
     post_strategy(run, init.strategy, f"Plan for the {run.scenario} review")
+    if init.edits:
+        post_edits(run, init.edits, [], title="Lessons from memory applied to the plan", kind="memory")
     return init
 
 
@@ -29,15 +28,15 @@ def initialize(run: RunContext) -> Initialized:
 def execute_phase(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
     """Walk the plan's DAG; ready tasks run concurrently as Prefect tasks."""
     bundle = Bundle(ctx=crew.operator_context(run, brief), injector=FaultInjector(run.faults, run.target),
-                    retries=run.settings.worker_retries)
-    return execute(strategy, state, PrefectRunner(bundle), Monitor(load_tree(), make_brain(run.brain)))
+                    retries=run.worker_retries)
+    return execute(strategy, state, PrefectRunner(bundle), run.monitor())
 
 
 @flow(name="replan", flow_run_name="replan-{run.run_id}", validate_parameters=False)
 def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
     """Gap-narrow re-plan: the smallest change that closes the gap the monitor found."""
     outcome = crew.replan_phase(run, brief, result)
-    post_edits(run, outcome.edits, outcome.regenerated)
+    post_edits(run, outcome.edits, outcome.rejected)
     return outcome
 
 

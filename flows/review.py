@@ -11,7 +11,7 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Settings
+from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
@@ -38,11 +38,19 @@ def health_review(
     brain: str = "rules",
     out: str | None = None,
     faults: list[FaultSpec] | None = None,
+    monitor: bool = True,
+    reflection: bool = True,
+    gap_narrow: bool = True,
+    memory: bool = True,
 ) -> str:
-    """Review one PostgreSQL database; returns the path of report.json (under reports/<run id> by default)."""
+    """Review one PostgreSQL database; returns the path of report.json (under reports/<run id> by default).
+
+    `monitor`, `reflection`, `gap_narrow` and `memory` switch recovery features off, to measure them.
+    """
     parsed = parse_target(resolve_target(target, target_secret))
-    run = RunContext(target=parsed, scenario=scenario, settings=Settings(window_seconds=window), out_dir=Path("."),
-                     brain=brain, faults=faults or [])
+    ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
+    run = RunContext(target=parsed, scenario=scenario, settings=Settings(window_seconds=window, ablations=ablations),
+                     out_dir=Path("."), brain=brain, faults=faults or [])
     run.out_dir = Path(out) if out else Path("reports") / run.run_id
     return str(review_with(run))
 

@@ -15,8 +15,9 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
-from dbcrew.models.crew import PlanRequest, ReplanRequest
+from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultSpec
+from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, LlmUsage, Phases
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget
@@ -26,12 +27,13 @@ from operators.collect import probe
 from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
 from roles.capabilities import prune
-from roles.faults import FaultInjector
+from roles.faults import FaultInjector, damage_plan
+from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, remember_run, target_identity
 from roles.monitor import Monitor
-from roles.planner import make_plan
-from roles.replanner import PlanEdit, replan
+from roles.planner import reflect_until_valid
+from roles.replanner import replan
 from roles.tasker import ExecutionResult, ExecutionState, execute
-from roles.worker import TaskOutcome, perform
+from roles.worker import Status, TaskOutcome, perform
 
 
 class RunContext(BaseModel):
@@ -50,6 +52,15 @@ class RunContext(BaseModel):
     def workspace_path(self) -> Path:
         return self.out_dir / "workspace.duckdb"
 
+    @property
+    def worker_retries(self) -> int:
+        """Self-corrections a worker may make: none when reflection is switched off."""
+        return self.settings.worker_retries if self.settings.ablations.reflection else 0
+
+    def monitor(self) -> Monitor | None:
+        """The monitor, or None when it is switched off (a failed task then just fails)."""
+        return Monitor(load_tree(), make_brain(self.brain)) if self.settings.ablations.monitor else None
+
 
 class Initialized(BaseModel):
     brief: Brief
@@ -58,12 +69,14 @@ class Initialized(BaseModel):
     findings: list[Finding]
     reflection_rounds: int
     usage: LlmUsage
+    identity: str = Field("", description="the target's identity in long-term memory (no password)")
+    edits: list[PlanEdit] = Field(default_factory=list, description="lessons from long-term memory applied to the plan")
 
 
 class ReplanOutcome(BaseModel):
     strategy: Strategy
     edits: list[PlanEdit]
-    regenerated: list[str]
+    rejected: list[str]
     usage: LlmUsage
 
 
@@ -73,15 +86,24 @@ def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
 
 
 def initialize(run: RunContext) -> Initialized:
-    """Probe the target into a brief, prune the catalogue by it, plan and reflect."""
+    """Probe the target into a brief, prune the catalogue by it, plan, reflect, then apply known lessons."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     brief = probe(operator_context(run, None))
     caps = prune(brief, catalogue())
     brain = make_brain(run.brain)
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
-    planned = make_plan(brain, request, run.settings.max_reflection_rounds)
-    return Initialized(brief=brief, strategy=planned.strategy, coverage=caps.coverage, findings=caps.findings,
-                       reflection_rounds=len(planned.rounds), usage=brain.usage)
+    strategy = damage_plan(brain.plan(request), run.faults)
+    rounds = 0
+    if run.settings.ablations.reflection:
+        planned = reflect_until_valid(brain, request, strategy, run.settings.max_reflection_rounds)
+        strategy, rounds = planned.strategy, len(planned.rounds)
+    identity, edits = "", []
+    if run.settings.ablations.memory:
+        identity = target_identity(run.target, brief.database)
+        lessons = recall(LongTermMemory(run.settings.memory_path), identity, strategy)
+        strategy, edits = apply_lessons(strategy, lessons, caps.available)
+    return Initialized(brief=brief, strategy=strategy, coverage=caps.coverage, findings=caps.findings,
+                       reflection_rounds=rounds, usage=brain.usage, identity=identity, edits=edits)
 
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
@@ -89,10 +111,28 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     assert result.replan_for is not None
     caps = prune(brief, catalogue())
     done = [k for k, o in result.state.outcomes.items() if o.status == "done" and k in {t.id for t in result.strategy.tasks}]
+    ablations = run.settings.ablations
+    recommendations = result.recommendations
+    if ablations.memory:
+        recommendations = with_remembered_fixes(run, brief, result)
     request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
-                            completed=done, failed=result.replan_for.task_id, recommendations=result.recommendations)
-    planned = replan(brain, request, run.settings.max_reflection_rounds)
-    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, regenerated=planned.regenerated, usage=brain.usage)
+                            completed=done, failed=result.replan_for.task_id, recommendations=recommendations)
+    planned = replan(brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
+                     reflection=ablations.reflection)
+    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected, usage=brain.usage)
+
+
+def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult) -> list[Recommendation]:
+    """The monitor's recommendations, each told what fixed the failed operator before (hybrid recall by the error)."""
+    alert = result.replan_for
+    assert alert is not None
+    identity = target_identity(run.target, brief.database)
+    lessons = recall(LongTermMemory(run.settings.memory_path), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
+    known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
+    if known is None:
+        return result.recommendations
+    hint = f"memory: {known.describe()}, running it as {known.fixed.operator} {known.fixed.params}"
+    return [r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint}) for r in result.recommendations]
 
 
 class ThreadRunner:
@@ -101,7 +141,7 @@ class ThreadRunner:
     def __init__(self, run: RunContext, brief: Brief, pool: ThreadPoolExecutor):
         self._ctx = operator_context(run, brief)
         self._injector = FaultInjector(run.faults, run.target)
-        self._retries = run.settings.worker_retries
+        self._retries = run.worker_retries
         self._pool = pool
 
     def start(self, spec: TaskSpec) -> Future[TaskOutcome]:
@@ -117,7 +157,7 @@ class ThreadRunner:
 
 def execute_plain(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
     with ThreadPoolExecutor(max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task") as pool:
-        return execute(strategy, state, ThreadRunner(run, brief, pool), Monitor(load_tree(), make_brain(run.brain)))
+        return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor())
 
 
 class PhaseRunner(Protocol):
@@ -138,9 +178,11 @@ class ReviewResult(BaseModel):
     init: Initialized
     result: ExecutionResult
     phases: Phases
-    edits: list[PlanEdit] = Field(default_factory=list)
+    edits: list[PlanEdit] = Field(default_factory=list, description="memory, monitor and re-plan edits, in order")
+    rejected: list[str] = Field(default_factory=list, description="re-plan edits the gap-narrow rules refused")
     usage: LlmUsage = Field(default_factory=LlmUsage)
     partial: bool = False
+    partial_reason: str = ""
 
 
 def _add(a: LlmUsage, b: LlmUsage) -> LlmUsage:
@@ -149,22 +191,48 @@ def _add(a: LlmUsage, b: LlmUsage) -> LlmUsage:
 
 
 def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
+    """initialize -> execute -> (re-plan -> execute)* with at most `max_replans` re-plans, then remember."""
     init = phases.initialize(run)
     usage = init.usage
-    result = phases.execute(run, init.brief, init.strategy, ExecutionState())
-    edits: list[PlanEdit] = []
+    result = phases.execute(run, init.brief, init.strategy, ExecutionState(may_replan=run.settings.max_replans > 0))
+    edits = [*init.edits, *result.state.edits]
+    rejected: list[str] = []
     replans = 0
     while result.replan_for is not None and replans < run.settings.max_replans:
         replans += 1
         outcome = phases.replan(run, init.brief, result)
         usage = _add(usage, outcome.usage)
         edits += outcome.edits
+        rejected += outcome.rejected
+        state = result.state
+        if not run.settings.ablations.gap_narrow:
+            state.outcomes.clear()  # the whole new plan runs again, from scratch
         kept = {t.id for t in outcome.strategy.tasks}
-        before = {k for k, o in result.state.outcomes.items() if o.status == "done" and k in kept}
-        result = phases.execute(run, init.brief, outcome.strategy, result.state)
+        before = {k for k, o in state.outcomes.items() if o.status is Status.DONE and k in kept}
+        instructed = len(state.edits)
+        state.may_replan = replans < run.settings.max_replans
+        result = phases.execute(run, init.brief, outcome.strategy, state)
         result.state.reused += len(before)
+        edits += result.state.edits[instructed:]
     state = result.state
+    partial_reason = ""
+    stuck = state.refused[0] if state.refused else None
+    if stuck is not None:
+        partial_reason = (f"stopped re-planning after {replans} re-plans (the budget): {stuck.task_id} still failed with"
+                          f" {stuck.error_type}: {stuck.message}")
     counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
-                      reused_tasks=state.reused)
-    return ReviewResult(init=init, result=result, phases=counters, edits=edits, usage=usage,
-                        partial=result.replan_for is not None)
+                      reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits))
+    review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected, usage=usage,
+                          partial=stuck is not None, partial_reason=partial_reason)
+    remember(run, review)
+    return review
+
+
+def remember(run: RunContext, review: ReviewResult) -> None:
+    """Sensory and short-term memory into the run's workspace; lessons that worked into long-term memory."""
+    state = review.result.state
+    remember_run(Workspace(run.workspace_path), run.run_id, state.outcomes, state.decisions, review.edits)
+    if run.settings.ablations.memory and review.init.identity:
+        lessons = lessons_from(review.init.identity, run.run_id, review.result.strategy, state.outcomes, state.decisions,
+                               review.edits)
+        LongTermMemory(run.settings.memory_path).learn(lessons)

@@ -1,29 +1,52 @@
 """The monitor: classifies each alert through the error tree and decides the remedy.
 
-A pipeline leaf yields an instruction the tasker applies at once; a logic leaf yields
-recommendations and sends the planner back to re-plan (gap narrow).
+When a worker's alert is broadcast, every worker pauses (running tasks finish, nothing new starts)
+and reports; the monitor then sees the whole crew's state compacted to key facts: which tasks are
+done, failed, skipped, were running or wait, and the failing task's error, log tail, attempt
+history and reflection. A pipeline leaf yields an instruction the tasker applies at once; a logic
+leaf yields recommendations and sends the planner back to re-plan (gap narrow).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from dbcrew.llm.base import Brain
-from dbcrew.models.crew import Action, Alert, Recommendation
-from dbcrew.models.report import Decision
+from dbcrew.models.crew import Action, Alert, Recommendation, WorkerReport
+from dbcrew.models.report import Decision, GlobalStateRecord
 from error_tree import ErrorTree
+from operators.registry import get
+
+LOG_TAIL = 6
 
 
-@dataclass
-class GlobalState:
-    """What the monitor sees when all workers have paused: compacted to key facts."""
+def compact_state(alert: Alert, by_status: dict[str, list[str]], paused: list[WorkerReport]) -> GlobalStateRecord:
+    """The global state as key information only: task ids per status and the failing worker's own account."""
+    return GlobalStateRecord(
+        done=sorted(by_status.get("done", [])), failed=sorted(by_status.get("failed", [])),
+        skipped=sorted(by_status.get("skipped", [])), running=sorted(r.task_id for r in paused),
+        pending=sorted(by_status.get("pending", [])), error=f"{alert.error_type}: {alert.message}",
+        logs=alert.logs[-LOG_TAIL:],
+        history=[f"{a.error_type}: {a.message} (params {a.params})" for a in alert.attempts],
+        reflection=alert.attempts[-1].reflection if alert.attempts else "",
+        workers=[f"{r.agent} finished {r.task_id}: {r.status}" + (f" ({r.summary})" if r.summary else "") for r in paused],
+    )
 
-    done: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
 
-    def compact(self) -> str:
-        return f"{len(self.done)} done, {len(self.failed)} failed ({', '.join(self.failed) or '-'}), {len(self.skipped)} skipped"
+def repaired_params(operator: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the operator accepts: each one kept only if it validates on its own."""
+    model = get(operator).params_model
+    kept: dict[str, Any] = {}
+    for key, value in params.items():
+        try:
+            model.model_validate({**kept, key: value})
+        except ValidationError:
+            continue
+        kept[key] = value
+    return kept
 
 
 @dataclass
@@ -32,6 +55,7 @@ class MonitorDecision:
     replan: bool
     recommendations: list[Recommendation]
     record: Decision
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 class Monitor:
@@ -39,14 +63,19 @@ class Monitor:
         self.tree = tree
         self.brain = brain
 
-    def decide(self, alert: Alert, state: GlobalState) -> MonitorDecision:
+    def decide(self, alert: Alert, state: GlobalStateRecord) -> MonitorDecision:
         found = self.tree.classify(alert.error_type, alert.message)
         action = Action(found.remedy.action)
         replan = found.remedy.kind == "replan"
         recommendations = self.brain.recommend(alert, found.leaf, action.value) if replan else []
+        params = repaired_params(alert.operator, dict(alert.params)) \
+            if action is Action.CHANGE_PARAMS else {}
+        remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "")
         record = Decision(
             task_id=alert.task_id, error=f"{alert.error_type}: {alert.message}", leaf=found.leaf, branch=found.branch,
-            confidence=found.confidence, remedy=("replan: " if replan else "instruction: ") + action.value,
-            detail=state.compact(),
+            confidence=found.confidence, remedy=remedy,
+            detail=f"{len(state.done)} done, {len(state.failed)} failed ({', '.join(state.failed) or '-'}),"
+                   f" {len(state.skipped)} skipped, {len(state.running)} finished while paused, {len(state.pending)} pending",
+            state=state,
         )
-        return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record)
+        return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record, params=params)

@@ -9,6 +9,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
+from dbcrew.models.plan import EditKind
 from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
 from operators.registry import catalogue
 from roles.brains import make_brain
@@ -32,9 +33,11 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             entries.append(planned[op.name])
             continue
         outcome = outcomes.get(op.name)
-        if outcome is None:
-            reason = "not planned" if not review.partial else "not reached: the review stopped after the re-plan budget"
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=reason))
+        removed = next((e for e in review.edits if e.kind is EditKind.REMOVE and e.task_id == op.name), None)
+        if outcome is None and removed is not None:
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=f"removed from the plan: {removed.reason}"))
+        elif outcome is None:
+            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason="not planned"))
         elif outcome.status is Status.DONE:
             seen = outcome.observation.partial if outcome.observation else ""
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
@@ -70,7 +73,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.name,
         coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts),
+        decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
+        ablations=run.settings.ablations.off(), partial=review.partial_reason,
     )
 
 

@@ -1,8 +1,10 @@
 """The tasker walks the strategy's DAG: ready tasks run concurrently, failures go to the monitor.
 
-On a failed task the tasker broadcasts the alert: it stops starting tasks, lets running ones
-finish and report, then hands the alert and the global state to the monitor. An instruction is
-applied at once; a re-plan decision ends this execution so the planner can narrow the gap.
+The alert protocol: a worker whose task failed after its own self-correction broadcasts an alert.
+Every worker pauses: nothing new starts, running tasks finish and report their state. The monitor
+then sees the global state compacted to key facts and decides. An instruction (retry, use an
+equivalent operator, change parameters, reorder, skip) is applied at once as a recorded plan edit;
+a re-plan decision ends this execution so the planner can narrow the gap.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from pydantic import BaseModel, Field
 
 from dbcrew import progress
 from dbcrew.models import Strategy, TaskSpec
-from dbcrew.models.crew import Action, Alert, Recommendation
+from dbcrew.models.crew import Action, Alert, Recommendation, WorkerReport
+from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision
-from operators.registry import equivalents
-from roles.monitor import GlobalState, Monitor
-from roles.worker import Status, TaskOutcome, signature
+from operators.registry import equivalents, get
+from roles.monitor import Monitor, MonitorDecision, compact_state
+from roles.worker import Status, TaskOutcome, signature, without_agent
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -37,14 +40,26 @@ class ExecutionState(BaseModel):
 
     outcomes: dict[str, TaskOutcome] = Field(default_factory=dict)
     decisions: list[Decision] = Field(default_factory=list)
+    edits: list[PlanEdit] = Field(default_factory=list, description="plan edits made on the monitor's instructions")
     alerts: int = 0
     instructions: int = 0
     reused: int = 0
     instructed: dict[str, int] = Field(default_factory=dict)
+    original: list[str] = Field(default_factory=list, description="task ids of the first strategy executed")
+    started: list[str] = Field(default_factory=list, description="every task start, in order")
+    reexecuted: int = Field(0, description="starts after the first alert of a task already started, or of a new task")
+    may_replan: bool = Field(True, description="False once the re-plan budget is spent")
+    refused: list[Alert] = Field(default_factory=list, description="alerts that needed a re-plan after the budget was spent")
 
-    def global_state(self) -> GlobalState:
-        by = {s: [k for k, o in self.outcomes.items() if o.status is s] for s in Status}
-        return GlobalState(done=by[Status.DONE], failed=by[Status.FAILED], skipped=by[Status.SKIPPED])
+    def record_start(self, task_id: str) -> None:
+        if self.alerts and (task_id in self.started or task_id not in self.original):
+            self.reexecuted += 1
+        self.started.append(task_id)
+
+    def by_status(self, strategy: Strategy) -> dict[str, list[str]]:
+        by = {s.value: [k for k, o in self.outcomes.items() if o.status is s] for s in Status}
+        by["pending"] = [t.id for t in strategy.tasks if t.id not in self.outcomes]
+        return by
 
 
 class ExecutionResult(BaseModel):
@@ -59,47 +74,82 @@ def _skip(state: ExecutionState, spec: TaskSpec, reason: str, status: Status = S
 
 
 def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: Monitor | None) -> ExecutionResult:
-    """Run every task of `strategy` not already completed with the same signature."""
+    """Run every task of `strategy` not already completed with the same signature.
+
+    `monitor=None` is the no-monitor ablation: a failed task stays failed and its dependents skip.
+    """
     for spec in strategy.tasks:
         kept = state.outcomes.get(spec.id)
         if kept is not None and kept.status is Status.DONE and kept.signature == signature(spec):
             continue
         state.outcomes.pop(spec.id, None)
+    if not state.original:
+        state.original = [t.id for t in strategy.tasks]
     running: dict[str, Any] = {}
-    halted = False
+    unhandled: list[TaskOutcome] = []  # failures that finished while the crew was paused for another alert
     progress.emit("plan", total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
     while True:
-        if not halted:
+        outcome = unhandled.pop(0) if unhandled else None
+        if outcome is None:
             for spec in _ready(strategy, state, running):
+                state.record_start(spec.id)
+                if strategy.agent(spec.agent) is None:
+                    outcome = without_agent(spec)
+                    break
                 running[spec.id] = runner.start(spec)
-        if not running:
-            return ExecutionResult(strategy=strategy, state=state)
-        handle = runner.wait_first(list(running.values()))
-        task_id = next(k for k, h in running.items() if h is handle)
-        del running[task_id]
-        outcome = runner.outcome(handle)
-        state.outcomes[task_id] = outcome
-        progress.emit("task", task_id=task_id, status=outcome.status.value)
+        if outcome is None:
+            if not running:
+                return ExecutionResult(strategy=strategy, state=state)
+            handle = runner.wait_first(list(running.values()))
+            task_id = next(k for k, h in running.items() if h is handle)
+            del running[task_id]
+            outcome = runner.outcome(handle)
+        state.outcomes[outcome.task_id] = outcome
+        progress.emit("task", task_id=outcome.task_id, status=outcome.status.value)
         if outcome.status is not Status.FAILED:
             continue
-        # Broadcast: start nothing new, let running tasks finish and report their state.
-        state.alerts += 1
-        spec = strategy.task(task_id)
-        alert = Alert(task_id=task_id, agent=spec.agent, operator=spec.operator,
-                      error_type=outcome.attempts[-1].error_type if outcome.attempts else "Unknown",
-                      message=outcome.reason, attempts=outcome.attempts)
-        for other_id, other in list(running.items()):
-            state.outcomes[other_id] = runner.outcome(runner.wait_first([other]))
-            del running[other_id]
+        spec = strategy.task(outcome.task_id)
+        alert = broadcast(state, spec, outcome)
+        paused = _pause(strategy, state, runner, running, unhandled)
         if monitor is None:
-            # Without a monitor (ablation) a failure simply stays failed.
-            _fail_downstream(strategy, state, task_id)
+            _fail_downstream(strategy, state, spec.id)
             continue
-        decision = monitor.decide(alert, state.global_state())
+        decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused))
         state.decisions.append(decision.record)
+        if decision.replan and not state.may_replan:
+            # The budget is spent: the failure stays, its dependents skip, everything else still runs.
+            decision.record.remedy += " (refused: the re-plan budget is spent)"
+            state.refused.append(alert)
+            _fail_downstream(strategy, state, spec.id)
+            continue
         if decision.replan:
             return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations)
-        strategy = _apply_instruction(strategy, state, spec, decision.action)
+        strategy = _apply_instruction(strategy, state, spec, decision)
+
+
+def broadcast(state: ExecutionState, spec: TaskSpec, outcome: TaskOutcome) -> Alert:
+    """The failing worker's alert: its error, the task's parameters, its attempts and its log."""
+    state.alerts += 1
+    return Alert(task_id=spec.id, agent=spec.agent, operator=spec.operator,
+                 error_type=outcome.attempts[-1].error_type if outcome.attempts else "Unknown",
+                 message=outcome.reason, params=dict(spec.params), attempts=outcome.attempts, logs=outcome.log)
+
+
+def _pause(strategy: Strategy, state: ExecutionState, runner: Runner, running: dict[str, Any],
+           unhandled: list[TaskOutcome]) -> list[WorkerReport]:
+    """Start nothing new; let every running task finish and report its state."""
+    reports = []
+    for task_id, handle in list(running.items()):
+        outcome = runner.outcome(handle)
+        del running[task_id]
+        state.outcomes[task_id] = outcome
+        progress.emit("task", task_id=task_id, status=outcome.status.value)
+        if outcome.status is Status.FAILED:
+            unhandled.append(outcome)
+        summary = outcome.observation.summary if outcome.observation else outcome.reason
+        reports.append(WorkerReport(agent=strategy.task(task_id).agent, task_id=task_id, status=outcome.status.value,
+                                    summary=summary))
+    return reports
 
 
 def _ready(strategy: Strategy, state: ExecutionState, running: dict[str, Any]) -> list[TaskSpec]:
@@ -123,12 +173,20 @@ def _fail_downstream(strategy: Strategy, state: ExecutionState, task_id: str) ->
             _skip(state, strategy.task(other), f"upstream {task_id} failed")
 
 
-def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec, action: Action) -> Strategy:
+def _edit(state: ExecutionState, strategy: Strategy, edit: PlanEdit) -> Strategy:
+    """Apply a monitor instruction as a recorded plan edit; the edited task runs again."""
+    state.edits.append(edit)
+    state.outcomes.pop(edit.task_id, None)
+    return strategy.apply(edit)
+
+
+def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec, decision: MonitorDecision) -> Strategy:
     state.instructions += 1
     state.instructed[spec.id] = state.instructed.get(spec.id, 0) + 1
-    failed = state.outcomes[spec.id]
+    action = decision.action
     if state.instructed[spec.id] > MAX_INSTRUCTIONS_PER_TASK:
         action = Action.SKIP  # no endless retry loops
+    reason = f"monitor: {decision.record.leaf}"
     if action is Action.RETRY:
         del state.outcomes[spec.id]
         return strategy
@@ -136,8 +194,33 @@ def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec
         alternative = next(iter(equivalents(spec.operator)), None)
         if alternative is not None:
             new = spec.model_copy(update={"id": alternative.name, "operator": alternative.name})
-            return strategy.replace_task(spec.id, new).with_tool(spec.agent, alternative.name)
-    # SKIP (or no equivalent): the task stays failed, with the reason, and its dependents skip.
+            state.instructed[new.id] = state.instructed[spec.id]
+            return _edit(state, strategy, PlanEdit(kind=EditKind.REPLACE, task_id=spec.id, before=spec, after=new,
+                                                   source="monitor", reason=reason))
+    if action is Action.CHANGE_PARAMS:
+        if decision.params != spec.params:
+            new = spec.model_copy(update={"params": decision.params})
+            return _edit(state, strategy, PlanEdit(kind=EditKind.CHANGE_PARAMS, task_id=spec.id, before=spec, after=new,
+                                                   source="monitor", reason=reason))
+        del state.outcomes[spec.id]  # nothing to change: the same call once more
+        return strategy
+    if action is Action.REORDER:
+        needs = _producers_of_inputs(strategy, spec)
+        if needs != spec.needs:
+            new = spec.model_copy(update={"needs": needs})
+            return _edit(state, strategy, PlanEdit(kind=EditKind.REORDER, task_id=spec.id, before=spec, after=new,
+                                                   source="monitor", reason=reason))
+    # SKIP (or nothing to change): the task stays failed, with the reason, and its dependents skip.
+    failed = state.outcomes[spec.id]
     state.outcomes[spec.id] = failed.model_copy(update={"status": Status.FAILED, "reason": f"{failed.reason} (skipped on the monitor's instruction)"})
     _fail_downstream(strategy, state, spec.id)
     return strategy
+
+
+def _producers_of_inputs(strategy: Strategy, spec: TaskSpec) -> list[str]:
+    """The task's needs plus every task that produces an artifact its operator reads (never its own dependents)."""
+    op = get(spec.operator)
+    inputs = set(op.needs) | set(op.uses)
+    downstream = strategy.downstream(spec.id)
+    extra = [t.id for t in strategy.tasks if t.id not in downstream and inputs & set(t.produces)]
+    return list(dict.fromkeys([*spec.needs, *extra]))

@@ -48,6 +48,7 @@ class TaskOutcome(BaseModel):
     seconds: float = 0.0
     reason: str = ""
     signature: str = ""
+    log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
 
 
 def signature(spec: TaskSpec) -> str:
@@ -73,21 +74,37 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
     params = dict(spec.params)
     timeout_ms = ctx.target.statement_timeout_ms
     attempts: list[Attempt] = []
+    log: list[str] = []
     started = time.monotonic()
     for attempt in range(retries + 1):
+        log.append(f"attempt {attempt + 1}: {spec.operator} params={params} statement_timeout={timeout_ms}ms")
         try:
             injector.before(spec.operator)
             run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
             observation = op.run(run_ctx, params)
+            log.append(f"done: {observation.summary}")
             return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.DONE, observation=observation,
-                               attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec))
+                               attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec), log=log)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an attempt, then an alert
+            message = first_line(exc)
             reflection, params, timeout_ms, retry = self_correct(exc, params, timeout_ms)
-            attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=first_line(exc), reflection=reflection))
+            if retries == 0:
+                reflection = "self-correction is off: raising an alert"
+            attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=message, reflection=reflection))
+            log += [f"failed: {type(exc).__name__}: {message}", f"reflection: {reflection}"]
             if not retry or attempt == retries:
                 break
             if isinstance(exc, (psycopg.OperationalError, TargetError)):
                 time.sleep(0.2 * (attempt + 1))
     return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.FAILED, attempts=attempts,
-                       seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "", signature=signature(spec))
+                       seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
+                       signature=signature(spec), log=log)
 
+
+def without_agent(spec: TaskSpec) -> TaskOutcome:
+    """The outcome of a task no agent of the team can run: it fails before any call, and says why."""
+    message = f"no agent {spec.agent!r} in the team to run {spec.operator}"
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.FAILED, reason=message,
+                       attempts=[Attempt(params=dict(spec.params), error_type="MissingAgent", message=message,
+                                         reflection="a worker cannot add an agent to the team; raising an alert")],
+                       signature=signature(spec), log=[f"MissingAgent: {message}"])

@@ -52,3 +52,11 @@ def prefect_server() -> Iterator[str]:
 @pytest.fixture()
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "report"
+
+
+@pytest.fixture(autouse=True)
+def private_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Long-term memory per test: one test's lessons must not change the next one's plan."""
+    path = tmp_path / "memory" / "memory.duckdb"
+    monkeypatch.setenv("DBCREW_MEMORY_PATH", str(path))
+    return path

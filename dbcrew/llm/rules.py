@@ -33,14 +33,17 @@ class RulesBrain(Brain):
         return strategy_from_operators(chosen, request.catalogue, rationale)
 
     def reflect(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
-        """Drop tasks naming unknown operators, reassign to agents of the right role, rewire needs."""
+        """Drop tasks naming unknown operators, reset rejected parameters, reassign agents, rewire needs."""
         entries = {e.name: e for e in request.catalogue}
+        bad_params = {p.task_id for p in problems if p.kind == "bad_params"}
         tasks = []
         seen: set[str] = set()
         for spec in strategy.tasks:
             if spec.operator not in entries or spec.id in seen:
                 continue
             seen.add(spec.id)
+            if spec.id in bad_params:
+                spec = spec.model_copy(update={"params": {}})  # the operator's defaults always validate
             role = entries[spec.operator].role
             agent = strategy.agent(spec.agent)
             if agent is None or agent.role != role:

@@ -41,7 +41,18 @@ class Alert(BaseModel):
     operator: str
     error_type: str
     message: str
+    params: dict[str, object] = Field(default_factory=dict, description="the task's parameters as planned")
     attempts: list[Attempt] = Field(default_factory=list)
+    logs: list[str] = Field(default_factory=list, description="the failing worker's log tail")
+
+
+class WorkerReport(BaseModel):
+    """What a paused worker reports when an alert is broadcast: its task and how it ended."""
+
+    agent: str
+    task_id: str
+    status: str
+    summary: str = ""
 
 
 class Action(StrEnum):

@@ -1,7 +1,8 @@
 """Fault injection: make chosen operators fail, to prove (and measure) the crew's recovery.
 
 Used by tests and benchmarks; a user can run it too (`--inject-fault`) to check how a review
-degrades before trusting it in production.
+degrades before trusting it in production. Run-time kinds fail the operator's call; plan kinds
+damage the planner's draft (before self-reflection), as a careless planner would.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from pydantic import BaseModel, Field
 
 class FaultKind(StrEnum):
     TIMEOUT = "timeout"  # a real statement timeout raised by the target
-    MISFIT = "misfit"  # the operator declares it cannot serve this target (a logic error)
+    MISFIT = "misfit"  # the operator declares it cannot serve this target: the plan chose a wrong operator
+    DISCONNECT = "disconnect"  # a real refused connection (the target briefly unreachable)
+    BAD_PARAM = "bad_param"  # plan fault: the task is given parameters its operator rejects
+    MISSING_AGENT = "missing_agent"  # plan fault: the agent that should run the task is not in the team
+    LOST_DEPENDENCY = "lost_dependency"  # plan fault: the task no longer waits for the tasks whose output it reads
+
+    @property
+    def damages_plan(self) -> bool:
+        return self in (FaultKind.BAD_PARAM, FaultKind.MISSING_AGENT, FaultKind.LOST_DEPENDENCY)
 
 
 class FaultSpec(BaseModel):
@@ -28,3 +37,6 @@ class FaultSpec(BaseModel):
         if len(parts) not in (2, 3):
             raise ValueError(f"fault {text!r}: expected operator:kind[:times]")
         return cls(operator=parts[0], kind=FaultKind(parts[1]), times=int(parts[2]) if len(parts) == 3 else None)
+
+    def __str__(self) -> str:
+        return f"{self.operator}:{self.kind.value}" + (f":{self.times}" if self.times else "")

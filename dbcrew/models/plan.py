@@ -43,6 +43,42 @@ class TaskSpec(BaseModel):
     optional: bool = False
 
 
+class EditKind(StrEnum):
+    """The plan edits gap-narrow re-planning, monitor instructions and memory lessons make."""
+
+    REPLACE = "replace"  # the task runs another operator or agent
+    INSERT = "insert"
+    REMOVE = "remove"
+    REORDER = "reorder"  # the task's dependencies change
+    CHANGE_PARAMS = "change_params"
+    ADD_AGENT = "add_agent"
+
+
+class PlanEdit(BaseModel):
+    """One recorded change to a strategy: what it touched, before and after, and who made it why."""
+
+    kind: EditKind
+    task_id: str = Field("", description="the task edited (its id before the edit); empty for add_agent")
+    before: TaskSpec | None = None
+    after: TaskSpec | None = None
+    agent: AgentSpec | None = Field(None, description="the agent an add_agent edit brings in")
+    source: str = Field("replan", description="replan | monitor | memory")
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line for reports and artifacts."""
+        if self.kind is EditKind.ADD_AGENT and self.agent is not None:
+            return f"add agent {self.agent.name} ({self.agent.role.value})"
+        if self.kind is EditKind.REPLACE and self.before and self.after:
+            return f"{self.before.agent}/{self.before.operator} -> {self.after.agent}/{self.after.operator}"
+        if self.kind is EditKind.CHANGE_PARAMS and self.before and self.after:
+            return f"params {self.before.params} -> {self.after.params}"
+        if self.kind is EditKind.REORDER and self.before and self.after:
+            return f"needs {self.before.needs} -> {self.after.needs}"
+        spec = self.after or self.before
+        return f"{self.kind.value} {spec.operator if spec else self.task_id}"
+
+
 class Strategy(BaseModel):
     """Team + task lists. `round` counts reflection/re-plan rounds that produced it."""
 
@@ -103,6 +139,24 @@ class Strategy(BaseModel):
 
     def add_agent(self, agent: AgentSpec) -> Strategy:
         return self.model_copy(update={"team": [*self.team, agent]})
+
+    def apply(self, edit: PlanEdit) -> Strategy:
+        """The strategy after one edit (a new object: the plan it was applied to stays as it was)."""
+        if edit.kind is EditKind.ADD_AGENT:
+            assert edit.agent is not None, "add_agent edit without its agent"
+            return self if self.agent(edit.agent.name) is not None else self.add_agent(edit.agent)
+        if edit.kind is EditKind.REMOVE:
+            return self.remove_tasks({edit.task_id})
+        assert edit.after is not None, f"{edit.kind} edit without the task after it"
+        if edit.kind is EditKind.INSERT:
+            return self.insert_task(edit.after).with_tool(edit.after.agent, edit.after.operator)
+        return self.replace_task(edit.task_id, edit.after).with_tool(edit.after.agent, edit.after.operator)
+
+    def apply_all(self, edits: list[PlanEdit]) -> Strategy:
+        strategy = self
+        for edit in edits:
+            strategy = strategy.apply(edit)
+        return strategy
 
     def with_tool(self, agent_name: str, tool: str) -> Strategy:
         team = [

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dbcrew.models.finding import Finding
+from dbcrew.models.plan import PlanEdit
 
 SCHEMA_VERSION = 1
 
@@ -38,6 +39,8 @@ class Phases(BaseModel):
     alerts: int = 0
     instructions: int = 0
     reused_tasks: int = Field(0, description="completed tasks a re-plan kept instead of running again")
+    reexecuted_tasks: int = Field(0, description="task runs a recovery caused: reruns and replacements")
+    lessons_applied: int = Field(0, description="plan edits taken from long-term memory before the first run")
 
 
 class LlmUsage(BaseModel):
@@ -52,6 +55,21 @@ class TargetInfo(BaseModel):
     server_version: str = ""
 
 
+class GlobalStateRecord(BaseModel):
+    """The paused crew's state as the monitor saw it: task lists and the failing worker's key facts."""
+
+    done: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    running: list[str] = Field(default_factory=list, description="tasks that were running at the alert and finished first")
+    pending: list[str] = Field(default_factory=list)
+    error: str = ""
+    logs: list[str] = Field(default_factory=list)
+    history: list[str] = Field(default_factory=list, description="the failing task's attempts")
+    reflection: str = ""
+    workers: list[str] = Field(default_factory=list, description="what each paused worker reported")
+
+
 class Decision(BaseModel):
     """One monitor decision, kept for the report (alert -> leaf -> remedy)."""
 
@@ -62,6 +80,7 @@ class Decision(BaseModel):
     confidence: float
     remedy: str
     detail: str = ""
+    state: GlobalStateRecord | None = Field(None, description="the global state the monitor saw, compacted")
 
 
 class Report(BaseModel):
@@ -79,4 +98,7 @@ class Report(BaseModel):
     llm: LlmUsage = Field(default_factory=LlmUsage)
     summary: str = ""
     decisions: list[Decision] = Field(default_factory=list)
+    edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
+    ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
+    partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
     charts: list[str] = Field(default_factory=list)

@@ -44,13 +44,15 @@ def test_bad_option_value_exits_2(shop: DemoShop):
 @pytest.mark.prefect
 def test_cli_review_writes_the_report_and_hides_the_password(shop: DemoShop, prefect_server: str, tmp_path: Path):
     url = shop.dsn.replace("postgres@", "postgres:hunter2@")  # trust auth ignores it; it must still never leak
-    result = dbcrew("review", url, "--window", "2", "--out", str(tmp_path), env={"PREFECT_API_URL": prefect_server})
+    result = dbcrew("review", url, "--window", "2", "--out", str(tmp_path), "--no-gap-narrow", "--no-memory",
+                    env={"PREFECT_API_URL": prefect_server})
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"report: {tmp_path / 'report.json'}" in result.stdout
     for name in ("report.json", "report.md", "report.html", "charts/table_activity.png"):
         assert (tmp_path / name).exists(), name
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["schema_version"] == 1 and report["brain"] == "rules"
+    assert report["ablations"] == ["no-gap-narrow", "no-memory"]
     assert {"index_duplicate", "index_invalid", "dead_tuples_high"} <= {f["code"] for f in report["findings"]}
     everything = result.stdout + result.stderr + "".join(p.read_text(errors="ignore") for p in tmp_path.glob("report.*"))
     assert "hunter2" not in everything

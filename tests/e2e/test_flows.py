@@ -23,11 +23,22 @@ def test_health_review_flow_replans_and_posts_artifacts(shop: DemoShop, prefect_
     coverage = {c.check: c.status.value for c in report.coverage}
     assert coverage["check_duplicate_indexes"] == "skipped" and coverage["check_vacuum_health"] == "ran"
     assert report.phases.reused_tasks >= 6
+    # The monitor's decision carries the global state it saw; the re-plan's edits say what changed and why.
+    assert report.decisions[0].state is not None and report.decisions[0].state.failed == ["collect_index_stats"]
+    removed = {e.task_id for e in report.edits if e.kind.value == "remove" and e.source == "replan"}
+    assert {"collect_index_stats", "check_duplicate_indexes"} <= removed
+    assert all(e.before is not None and "collect_index_stats failed" in e.reason for e in report.edits)
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        keys = {a.key for a in client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="dbcrew-")))}
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="dbcrew-")))
+    keys = {a.key for a in artifacts}
     slug = "127-0-0-1-" + shop.dsn.rsplit(":", 1)[1].replace("/", "-")
-    assert {f"dbcrew-{kind}-postgres-{slug}" for kind in ("plan", "replan", "report", "findings", "monitor")} <= keys, keys
+    kinds = ("plan", "replan", "report", "findings", "monitor", "edits")
+    assert {f"dbcrew-{kind}-postgres-{slug}" for kind in kinds} <= keys, keys
+    replan = next(a for a in artifacts if a.key == f"dbcrew-replan-postgres-{slug}")
+    assert "| remove | check_duplicate_indexes |" in str(replan.data)
+    monitor = next(a for a in artifacts if a.key == f"dbcrew-monitor-postgres-{slug}")
+    assert "collect_index_stats" in str(monitor.data) and "finished while paused" in str(monitor.data)

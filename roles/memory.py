@@ -1,0 +1,202 @@
+"""The crew's memory, in DuckDB: sensory, short-term, long-term, and the hybrid recall the planner uses.
+
+- Sensory: the raw observations of this run (each task's outcome, summary, errors, log), kept in
+  the run's workspace.
+- Short-term: this run's decisions, plan edits and attempts, also in the workspace.
+- Long-term: lessons across runs, in a DuckDB file outside any run directory
+  (`Settings.memory_path`): for one target identity (the server's system identifier and the
+  database, never a password), an operator that failed and the change that made its task work.
+- Hybrid recall: the lessons for this target whose operator the new plan uses, ranked by how
+  often they worked and, when an error is known, by how close their error is to it; the planner
+  applies them as plan edits before the first task runs, so a known failure is avoided from the start.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import psycopg
+from pydantic import BaseModel
+
+from dbcrew.models import AgentSpec, CatalogueEntry, Strategy, TaskSpec
+from dbcrew.models.plan import EditKind, PlanEdit
+from dbcrew.models.report import Decision
+from dbcrew.targets import PostgresTarget
+from dbcrew.text import embed
+from dbcrew.workspace import Workspace
+from roles.validators import validate
+from roles.worker import Status, TaskOutcome
+
+LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
+
+
+def target_identity(target: PostgresTarget, database: str) -> str:
+    """`system identifier/database`: the same cluster under any host name or port is the same target."""
+    try:
+        with target.session() as conn:
+            row = conn.execute("SELECT system_identifier::text AS id FROM pg_control_system()").fetchone()
+        cluster = row["id"] if row else ""
+    except psycopg.errors.InsufficientPrivilege:
+        cluster = ""
+    if not cluster:  # the role may not read the control file: the address is the next best identity
+        cluster = target.display.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
+    return f"{cluster}/{database}"
+
+
+class Lesson(BaseModel):
+    """A fix that worked: on this target, the task that ran `operator` succeeded as `fixed`."""
+
+    target: str
+    operator: str
+    kind: EditKind
+    fixed: TaskSpec
+    agent: AgentSpec | None = None
+    error: str = ""
+    leaf: str = ""
+    successes: int = 1
+    learned_run: str = ""
+    last_run: str = ""
+
+    def describe(self) -> str:
+        return f"{self.operator} failed before ({self.leaf or 'error'}: {self.error[:80]}); {self.kind.value} worked"
+
+
+# -- sensory and short-term memory: this run, in its workspace --------------------------------------
+def remember_run(workspace: Workspace, run_id: str, outcomes: dict[str, TaskOutcome], decisions: list[Decision],
+                 edits: list[PlanEdit]) -> None:
+    """Sensory: every raw observation; short-term: every attempt, decision and plan edit of this run."""
+    workspace.write_table("memory_sensory", [("run_id", "VARCHAR"), ("task_id", "VARCHAR"), ("operator", "VARCHAR"),
+                                             ("status", "VARCHAR"), ("summary", "VARCHAR"), ("seconds", "DOUBLE"),
+                                             ("log", "VARCHAR")],
+                          [(run_id, o.task_id, o.operator, o.status.value,
+                            o.observation.summary if o.observation else o.reason, o.seconds, "\n".join(o.log))
+                           for o in outcomes.values()])
+    rows = [(run_id, "attempt", o.task_id, json.dumps(a.model_dump(), default=str))
+            for o in outcomes.values() for a in o.attempts]
+    rows += [(run_id, "decision", d.task_id, d.model_dump_json()) for d in decisions]
+    rows += [(run_id, "edit", e.task_id, e.model_dump_json()) for e in edits]
+    workspace.write_table("memory_short_term", [("run_id", "VARCHAR"), ("kind", "VARCHAR"), ("task_id", "VARCHAR"),
+                                                ("body", "VARCHAR")], rows)
+
+
+def lessons_from(target: str, run_id: str, strategy: Strategy, outcomes: dict[str, TaskOutcome],
+                 decisions: list[Decision], edits: list[PlanEdit]) -> list[Lesson]:
+    """Each edit whose task then completed is a lesson; edits that led nowhere teach nothing."""
+    errors = {d.task_id: d for d in decisions}
+    lessons = []
+    for edit in edits:
+        if edit.kind not in LEARNABLE or edit.before is None or edit.after is None:
+            continue
+        outcome = outcomes.get(edit.after.id)
+        if outcome is None or outcome.status is not Status.DONE:
+            continue
+        decision = errors.get(edit.task_id)
+        lessons.append(Lesson(target=target, operator=edit.before.operator, kind=edit.kind, fixed=edit.after,
+                              agent=strategy.agent(edit.after.agent), error=decision.error if decision else edit.reason,
+                              leaf=decision.leaf if decision else "", learned_run=run_id, last_run=run_id))
+    return lessons
+
+
+# -- long-term memory: lessons across runs, in their own DuckDB file --------------------------------
+class LongTermMemory:
+    """Lessons per target identity. Opened per call, so two runs never hold the file at once."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.execute("""
+                CREATE TABLE IF NOT EXISTS lessons (
+                    target VARCHAR, operator VARCHAR, kind VARCHAR, body VARCHAR, successes INTEGER,
+                    learned_at TIMESTAMPTZ, used_at TIMESTAMPTZ, PRIMARY KEY (target, operator))""")
+
+    @contextmanager
+    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        conn = duckdb.connect(str(self.path))
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def learn(self, lessons: list[Lesson]) -> None:
+        """Keep one lesson per (target, operator): the latest fix that worked, with its success count."""
+        now = datetime.now(UTC)
+        with self._connect() as conn:
+            for lesson in lessons:
+                row = conn.execute("SELECT body, successes FROM lessons WHERE target = ? AND operator = ?",
+                                   [lesson.target, lesson.operator]).fetchone()
+                successes = 1
+                if row is not None:
+                    known = Lesson.model_validate_json(row[0])
+                    same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
+                        (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
+                    successes = row[1] + 1 if same_fix else 1
+                    if same_fix:
+                        lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
+                                                           "learned_run": known.learned_run})
+                lesson = lesson.model_copy(update={"successes": successes})
+                conn.execute("DELETE FROM lessons WHERE target = ? AND operator = ?", [lesson.target, lesson.operator])
+                conn.execute("INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes, now, now])
+
+    def lessons(self, target: str) -> list[Lesson]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT body FROM lessons WHERE target = ? ORDER BY successes DESC, used_at DESC",
+                                [target]).fetchall()
+        return [Lesson.model_validate_json(r[0]) for r in rows]
+
+
+def recall(memory: LongTermMemory, target: str, strategy: Strategy, error: str = "",
+           short_term: list[Lesson] | None = None) -> list[Lesson]:
+    """Hybrid recall: this target's lessons (and this run's) for operators the plan uses, best first.
+
+    Structured match first (same target, operator in the plan); among them, lessons that worked
+    more often rank higher, and when an error is given, lessons whose error reads like it.
+    """
+    planned = {t.operator for t in strategy.tasks}
+    found = {lesson.operator: lesson for lesson in memory.lessons(target) if lesson.operator in planned}
+    for lesson in short_term or []:
+        if lesson.operator in planned:
+            found[lesson.operator] = lesson
+    ranked = list(found.values())
+    if error and ranked:
+        vectors = embed([error, *(lesson.error for lesson in ranked)])
+        similarity = vectors[1:] @ vectors[0]
+        order = np.argsort(-(similarity + 0.01 * np.array([lesson.successes for lesson in ranked])))
+        return [ranked[i] for i in order]
+    return sorted(ranked, key=lambda lesson: -lesson.successes)
+
+
+def apply_lessons(strategy: Strategy, lessons: list[Lesson], catalogue: list[CatalogueEntry]) -> tuple[Strategy, list[PlanEdit]]:
+    """The plan with each lesson's fix already in it; a lesson that would make the plan invalid is left out."""
+    edits: list[PlanEdit] = []
+    for lesson in lessons:
+        task = next((t for t in strategy.tasks if t.operator == lesson.operator), None)
+        if task is None or any(e.after is not None and e.after.id == task.id for e in edits):
+            continue  # one lesson per task: two lessons must not undo each other
+        fixed = lesson.fixed
+        ids = {t.id for t in strategy.tasks}
+        new = task.model_copy(update={
+            "id": fixed.operator if fixed.operator != task.operator else task.id, "operator": fixed.operator,
+            "agent": fixed.agent, "params": dict(fixed.params), "produces": list(fixed.produces),
+            "needs": list(dict.fromkeys([*task.needs, *(n for n in fixed.needs if n in ids and n != task.id)])),
+        })
+        if new == task:
+            continue
+        reason = f"memory: {lesson.describe()} (worked {lesson.successes}x, first in run {lesson.learned_run})"
+        candidate_edits = []
+        if strategy.agent(new.agent) is None and lesson.agent is not None:
+            candidate_edits.append(PlanEdit(kind=EditKind.ADD_AGENT, agent=lesson.agent, source="memory", reason=reason))
+        candidate_edits.append(PlanEdit(kind=lesson.kind, task_id=task.id, before=task, after=new, source="memory", reason=reason))
+        candidate = strategy.apply_all(candidate_edits)
+        if len(validate(candidate, catalogue)) > len(validate(strategy, catalogue)):
+            continue
+        strategy = candidate
+        edits += candidate_edits
+    return strategy, edits
