@@ -158,8 +158,9 @@ def _ready(strategy: Strategy, state: ExecutionState, running: dict[str, Any]) -
         if spec.id in state.outcomes or spec.id in running:
             continue
         upstream = [state.outcomes.get(n) for n in spec.needs]
-        if any(o is not None and o.status is not Status.DONE for o in upstream):
-            blocked = next(o for o in upstream if o is not None and o.status is not Status.DONE)
+        blocked = next((o for o in upstream if o is not None and o.status is not Status.DONE
+                        and _hard(strategy, spec, o.task_id)), None)
+        if blocked is not None:
             _skip(state, spec, f"upstream {blocked.task_id} did not complete")
             continue
         if all(o is not None for o in upstream):
@@ -167,10 +168,25 @@ def _ready(strategy: Strategy, state: ExecutionState, running: dict[str, Any]) -
     return ready
 
 
+def _hard(strategy: Strategy, spec: TaskSpec, upstream_id: str) -> bool:
+    """Whether `spec` cannot run without `upstream_id`: it produces something the operator *needs*.
+
+    An artifact the operator only *uses* (reads when present) is a soft dependency: its
+    producer's failure degrades the task instead of skipping it.
+    """
+    try:
+        upstream, needed = strategy.task(upstream_id), set(get(spec.operator).needs)
+    except KeyError:  # an upstream or operator the plan no longer knows: assume the worst
+        return True
+    return not upstream.produces or bool(needed & set(upstream.produces))
+
+
 def _fail_downstream(strategy: Strategy, state: ExecutionState, task_id: str) -> None:
-    for other in strategy.downstream(task_id) - {task_id}:
-        if other not in state.outcomes:
-            _skip(state, strategy.task(other), f"upstream {task_id} failed")
+    """Skip what cannot run without `task_id`, following hard dependencies only."""
+    for other in strategy.tasks:
+        if task_id in other.needs and other.id not in state.outcomes and _hard(strategy, other, task_id):
+            _skip(state, other, f"upstream {task_id} failed")
+            _fail_downstream(strategy, state, other.id)
 
 
 def _edit(state: ExecutionState, strategy: Strategy, edit: PlanEdit) -> Strategy:

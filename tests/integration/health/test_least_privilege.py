@@ -38,5 +38,7 @@ def test_a_restricted_view_degrades_one_check_not_the_review(clinic_server: Embe
     slow = coverage["check_slow_queries"]
     assert slow.status.value in ("failed", "skipped") and "permission denied" in slow.reason
     assert "GRANT SELECT ON pg_stat_statements TO keeper;" in slow.reason
-    assert sum(c.status.value == "ran" for c in report.coverage) >= len(report.coverage) - 2
+    # Only the check that needs the view is lost; the index advice falls back to its heuristic.
+    assert [k for k, c in coverage.items() if c.status.value != "ran"] == ["check_slow_queries"]
+    assert "heuristic" in coverage["check_missing_indexes"].reason
     assert report.decisions and report.decisions[0].leaf == "permission"
