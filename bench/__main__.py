@@ -16,7 +16,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-SECTIONS = ("orchestration",)
+SECTIONS = ("orchestration", "diagnose")
 
 
 def main(argv: list[str]) -> int:

@@ -49,3 +49,5 @@ class Settings(BaseModel):
     max_reflection_rounds: int = 2
     max_replans: int = 3
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    alert: str = Field("", description="diagnosis: the alert text that started it (data, never instructions)")
+    baseline_path: str | None = Field(None, description="diagnosis: a saved quiet-period window to compare against")

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbcrew.models import Brief, CatalogueEntry, Finding, Role
+from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
@@ -35,6 +35,7 @@ class Observation(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
+    root_causes: list[RootCause] = Field(default_factory=list, description="diagnosis only: the cross review's causes")
 
 
 @dataclass

@@ -64,6 +64,16 @@ class Decision(BaseModel):
     detail: str = ""
 
 
+class DiagnosisSection(BaseModel):
+    """D-Bot's report sections beyond the root causes: title, anomaly description, diagnosis process."""
+
+    title: str
+    anomaly_description: str
+    abnormal_metrics: list[str] = Field(default_factory=list)
+    experts: list[str] = Field(default_factory=list, description="experts the anomaly called in")
+    process: list[str] = Field(default_factory=list, description="what each expert and the cross review concluded")
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -80,3 +90,4 @@ class Report(BaseModel):
     summary: str = ""
     decisions: list[Decision] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
+    diagnosis: DiagnosisSection | None = None
