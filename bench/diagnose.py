@@ -10,6 +10,8 @@ reported causes (A_c right, A_w wrong, A_a actual causes).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -80,6 +82,17 @@ class DiagnosisServer:
         return report, seconds
 
 
+def time_cli_diagnosis(server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention") -> tuple[float, int]:
+    """Wall time of `dbcrew diagnose` as a user runs it (its own Prefect ephemeral server), under one injection."""
+    command = [sys.executable, "-m", "dbcrew", "diagnose", server.dsn, "--window", str(WINDOW_SECONDS),
+               "--baseline", str(server.baseline), "--alert", "queries are slower than usual", "--out", str(out_dir)]
+    with injections.injected(server.dsn, [cause]):
+        started = time.monotonic()
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        seconds = time.monotonic() - started
+    return seconds, result.returncode
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
         workdir = Path(tmp)
@@ -92,6 +105,7 @@ def main() -> None:
                 found = [rc.code for rc in report.root_causes]
                 rows.append((causes, found, accuracy(causes, found), seconds))
                 print(f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  found: {', '.join(found) or '-'}", flush=True)
+            cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
         finally:
             server.stop()
     single = [r[2] for r in rows if len(r[0]) == 1]
@@ -107,4 +121,6 @@ def main() -> None:
     print(f"single-cause accuracy {sum(single) / len(single):.3f} over {len(single)} cases (target >= 0.90)")
     print(f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)")
     slowest = max(r[3] for r in rows)
-    print(f"one diagnosis: window {WINDOW_SECONDS:.0f}s, slowest {slowest:.1f}s end to end (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)")
+    print(f"one diagnosis (crew, plain runner): window {WINDOW_SECONDS:.0f}s, slowest {slowest:.1f}s"
+          f" (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)")
+    print(f"one diagnosis via `dbcrew diagnose` (Prefect ephemeral server included): {cli_seconds:.1f}s, exit {cli_exit}")

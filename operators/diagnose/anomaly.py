@@ -1,7 +1,7 @@
 """Abnormal-metric detection: the window against a baseline, per metric.
 
 A metric is abnormal when its window values come from a different distribution than the
-baseline's (two-sample Kolmogorov-Smirnov, p < 0.01) *and* the window median sits far from the
+baseline's (two-sample Kolmogorov-Smirnov, p < 0.05) *and* the window median sits far from the
 baseline median in robust units (|z| >= 3 with the MAD scaled to a standard deviation, floored so
 a flat baseline does not turn noise into an anomaly). Both tests: KS alone flags tiny but
 consistent shifts; the z-score alone flags one spike.
@@ -15,7 +15,7 @@ from scipy.stats import ks_2samp
 
 from operators.diagnose.evidence import WindowEvidence
 
-KS_P_VALUE = 0.01
+KS_P_VALUE = 0.05
 Z_THRESHOLD = 3.0
 MAD_TO_SIGMA = 1.4826
 

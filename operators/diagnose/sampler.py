@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,8 @@ SETTINGS_SQL = "SELECT name, setting || coalesce(unit, '') AS value FROM pg_sett
 
 # Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
 WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
+
+RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "")
 
@@ -280,8 +282,8 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
         started = time.time()
-        last_counters = read_counters(conn, version)
-        last_tick = time.monotonic()
+        history = deque([(time.monotonic(), read_counters(conn, version))])
+        last_tick = history[0][0]
         if host is not None:
             host.read(0.0)
         deadline = last_tick + seconds
@@ -290,14 +292,20 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             now = time.monotonic()
             elapsed = now - last_tick
             counters = read_counters(conn, version)
-            values = {k: (v - last_counters.get(k, 0.0)) / elapsed for k, v in counters.items()} if elapsed > 0 else {}
+            # Backends report their counters at most once a second, so a rate over a shorter span
+            # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
+            while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
+                history.popleft()
+            then, old = history[0]
+            values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
+            history.append((now, counters))
             values.update(tally.add(conn.execute(ACTIVITY_SQL).fetchall()))
             values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))
             for key, value in values.items():
                 series.setdefault(key, []).append(value)
-            last_counters, last_tick = counters, now
+            last_tick = now
             if now >= deadline - 1e-3:
                 break
         statements = statement_deltas(statements_before, _statements(conn))
