@@ -37,13 +37,16 @@ CREATE TABLE IF NOT EXISTS inj_log (id bigserial, a int, b text, at timestamptz)
 CREATE TABLE IF NOT EXISTS inj_bulk (a int, b text, c text);
 CREATE TABLE IF NOT EXISTS inj_sync (id bigserial, at timestamptz DEFAULT now());
 CREATE TABLE IF NOT EXISTS inj_del (id int, pad text);
+CREATE TABLE IF NOT EXISTS inj_wide (id int PRIMARY KEY, c1 int, c2 int, c3 int, c4 int, c5 int, c6 int, c7 int, c8 int, c9 int, c10 int);
+INSERT INTO inj_wide SELECT g, g, g, g, g, g, g, g, g, g, g FROM generate_series(1, 20000) g ON CONFLICT DO NOTHING;
+DO $$ BEGIN FOR i IN 1..10 LOOP EXECUTE format('CREATE INDEX IF NOT EXISTS inj_wide_c%s ON inj_wide (c%s)', i, i); END LOOP; END $$;
 CREATE TABLE IF NOT EXISTS inj_vac (id int, pad text) WITH (autovacuum_enabled = off);
 -- Autovacuum stays out of the injection tables, so each case carries only the causes it injects.
 ALTER TABLE inj_fetch SET (autovacuum_enabled = off); ALTER TABLE inj_big SET (autovacuum_enabled = off);
 ALTER TABLE inj_acct SET (autovacuum_enabled = off); ALTER TABLE inj_log SET (autovacuum_enabled = off);
 ALTER TABLE inj_bulk SET (autovacuum_enabled = off); ALTER TABLE inj_sync SET (autovacuum_enabled = off);
-ALTER TABLE inj_del SET (autovacuum_enabled = off); ALTER TABLE inj_vac SET (autovacuum_enabled = off);
-ANALYZE inj_fetch; ANALYZE inj_big; ANALYZE inj_orders; ANALYZE inj_items; ANALYZE inj_acct;
+ALTER TABLE inj_del SET (autovacuum_enabled = off); ALTER TABLE inj_wide SET (autovacuum_enabled = off); ALTER TABLE inj_vac SET (autovacuum_enabled = off);
+ANALYZE inj_fetch; ANALYZE inj_big; ANALYZE inj_orders; ANALYZE inj_items; ANALYZE inj_acct; ANALYZE inj_wide;
 """
 
 
@@ -198,7 +201,7 @@ RECIPES: dict[str, Recipe] = {r.cause: r for r in (
         description="one session holds a row lock for 3 s at a time; 5 wait for it"),
     Recipe("vacuum_interference", (
         (Client(fixed("VACUUM (DISABLE_PAGE_SKIPPING) inj_vac"), ("SET vacuum_cost_delay = 0",)), 1),
-        (Client(lambda rng: ("SELECT count(*) FROM inj_vac WHERE id = %s", (rng.randint(1, 400000),)), (SERIAL,), pause=0.05), 1)),
+        (Client(fixed("SELECT count(*) FROM inj_vac"), (SERIAL,), pause=0.05), 1)),
         reset="TRUNCATE inj_vac; INSERT INTO inj_vac SELECT g, md5(g::text) FROM generate_series(1, 400000) g;"
               " UPDATE inj_vac SET pad = pad || 'x'",
         description="a cost-unlimited VACUUM runs again and again beside a reader"),
@@ -207,6 +210,12 @@ RECIPES: dict[str, Recipe] = {r.cause: r for r in (
         description="6 clients run CPU-bound hashing scans on 2 cores"),
     Recipe("io_contention", ((Client(fixed("SELECT count(*) FROM inj_big"), (SERIAL,)), 4),),
         description="4 clients scan a table larger than shared_buffers"),
+    Recipe("index_missing", ((Client(lambda rng: (
+        "SELECT * FROM inj_fetch WHERE k = %s", (rng.randint(0, 99999),)), (SERIAL,)), 2),),
+        description="2 clients look rows up by a column without an index"),
+    Recipe("indexes_too_many", ((Client(lambda rng: (
+        "UPDATE inj_wide SET c1 = c1 + 1, c4 = c4 + 1, c7 = c7 + 1 WHERE id = %s", (rng.randint(1, 20000),)), (NO_SYNC,)), 4),),
+        description="4 clients update indexed columns of a table carrying 11 indexes"),
     Recipe("memory_pressure", ((Client(fixed(
         "SELECT count(*) FROM (SELECT g FROM generate_series(1, 25000000) g ORDER BY g DESC OFFSET 0) s"),
         (SERIAL, "SET work_mem = '8GB'")), 2),),
@@ -221,4 +230,5 @@ COMBINATIONS: list[tuple[str, str]] = [
     ("lock_contention", "workload_many_inserts"),
     ("workload_many_deletes", "memory_pressure"),
     ("sync_commit_pressure", "query_correlated_subquery"),
+    ("index_missing", "workload_many_inserts"),
 ]

@@ -180,20 +180,24 @@ def workload_expert(facts: Facts) -> list[Candidate]:
     return out
 
 
-def query_expert(facts: Facts) -> list[Candidate]:
+def _plan_candidates(facts: Facts, expert: str, codes: tuple[str, ...]) -> list[Candidate]:
     out: dict[str, Candidate] = {}
     for plan in facts.plans:
         if plan.share < QUERY_SHARE:
             continue
-        for issue in plan.issues:
+        for issue in (i for i in plan.issues if i.code in codes):
             found = out.get(issue.code)
             if found is None or found.strength < plan.share / QUERY_SHARE:
-                out[issue.code] = Candidate(code=issue.code, expert="query", strength=plan.share / QUERY_SHARE,
+                out[issue.code] = Candidate(code=issue.code, expert=expert, strength=plan.share / QUERY_SHARE,
                                             evidence={"query": plan.query[:300], "share_of_statement_time": round(plan.share, 2),
                                                       "plan": issue.detail},
                                             indicators=["act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"],
                                             objects=issue.relations)
     return list(out.values())
+
+
+def query_expert(facts: Facts) -> list[Candidate]:
+    return _plan_candidates(facts, "query", ("query_correlated_subquery", "query_poor_join"))
 
 
 def locks_expert(facts: Facts) -> list[Candidate]:
@@ -239,12 +243,13 @@ def vacuum_expert(facts: Facts) -> list[Candidate]:
 
 def index_expert(facts: Facts) -> list[Candidate]:
     w = facts.window
+    out = _plan_candidates(facts, "index", ("index_missing",))
     heavy = [t for t in w.tables if t.index_count >= TOO_MANY_INDEXES and t.writes / max(w.seconds, 1e-9) >= INDEXED_WRITES_PER_S]
     if not heavy:
-        return []
+        return out
     top = max(heavy, key=lambda t: t.writes)
     rate = top.writes / max(w.seconds, 1e-9)
-    return [Candidate(code="indexes_too_many", expert="index", strength=min(top.index_count / TOO_MANY_INDEXES, rate / INDEXED_WRITES_PER_S),
+    return [*out, Candidate(code="indexes_too_many", expert="index", strength=min(top.index_count / TOO_MANY_INDEXES, rate / INDEXED_WRITES_PER_S),
                       evidence={"table": top.name, "indexes": top.index_count, "writes_per_s": round(rate)},
                       indicators=["db.tup_updated", "db.tup_inserted", "wal.wal_bytes"], objects=[top.name])]
 
@@ -264,7 +269,7 @@ EXPERT_SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "workload": (("db.tup_", "db.xact_commit", "wal.", "act.active"), ("insert", "update", "delete", "commit", "tps", "throughput", "write", "fetch")),
     "query": (("db.tup_returned", "db.tup_fetched", "db.blks_hit", "act.on_cpu", "act.active"), ("slow", "query", "latency", "join", "response")),
     "locks": (("act.wait_lock", "db.deadlocks", "act.idle_in_xact"), ("lock", "blocked", "deadlock", "wait")),
-    "index": (("db.tup_updated", "db.tup_inserted", "db.tup_deleted", "db.blks_hit"), ("index",)),
+    "index": (("db.tup_updated", "db.tup_inserted", "db.tup_deleted", "db.blks_hit", "db.tup_returned", "act.on_cpu"), ("index", "slow", "query")),
     "configuration": (("act.wait_wal_flush", "io.wal.", "checkpoint.", "db.temp_bytes"), ("config", "commit", "wal", "checkpoint", "setting")),
     "vacuum": (("act.vacuum", "vacuum."), ("vacuum", "bloat", "dead")),
 }

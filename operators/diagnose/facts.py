@@ -52,5 +52,6 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
 def gather(target: PostgresTarget, seconds: float, baseline_path: Path | None, alert: str = "") -> FactsRecord:
     window = sample_window(target, seconds)
     baseline = WindowEvidence.load(baseline_path) if baseline_path else None
-    plans = analyse_statements(target, statement_candidates(window), window.server_version_num)
+    rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
+    plans = analyse_statements(target, statement_candidates(window), window.server_version_num, rows)
     return FactsRecord(window=window, baseline=baseline, abnormal=abnormal_metrics(window, baseline), plans=plans, alert=alert)

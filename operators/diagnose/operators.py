@@ -80,7 +80,7 @@ for _name, _doc in {
     "workload": "Workload expert: inserted/updated/deleted/fetched rows and commits per second -> workload_* causes.",
     "query": "Query expert: generic plans of the heaviest statements -> query_correlated_subquery, query_poor_join.",
     "locks": "Lock expert: lock waits and their blockers -> lock_contention.",
-    "index": "Index expert: write-heavy tables carrying many indexes -> indexes_too_many.",
+    "index": "Index expert: selective sequential scans of the heaviest statements, write-heavy tables carrying many indexes -> index_missing, indexes_too_many.",
     "configuration": "Configuration expert: WAL flush waits under synchronous_commit -> sync_commit_pressure.",
     "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference.",
 }.items():

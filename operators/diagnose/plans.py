@@ -9,6 +9,7 @@ own parser (pglast) and only a single plain SELECT is explained, never executed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -21,6 +22,10 @@ from dbcrew.targets import PostgresTarget
 
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
 NESTED_LOOP_PAIRS = 1e7
+# A sequential scan returning at most this share of its table, through a plain column comparison.
+SELECTIVE_SHARE = 0.01
+MIN_SCANNED_ROWS = 10_000
+COLUMN_FILTER = re.compile(r"^\(?\(?(\w+)\)?\s*(=|<|>|<=|>=)\s*(\$\d+|'[^']*'(::[\w ]+)?|-?[\d.]+)\)?$")
 # A correlated subplan re-run for at least this many outer rows.
 SUBPLAN_MIN_OUTER_ROWS = 100
 
@@ -70,10 +75,14 @@ def _relations(node: dict[str, Any]) -> list[str]:
     return sorted({n["Relation Name"] for n, _ in _walk(node) if "Relation Name" in n})
 
 
-def plan_issues(plan: dict[str, Any]) -> list[PlanIssue]:
-    """Patterns: correlated subqueries (a SubPlan per outer row), nested loops over large inputs."""
+def plan_issues(plan: dict[str, Any], table_rows: dict[str, float] | None = None) -> list[PlanIssue]:
+    """Patterns: correlated subqueries (a SubPlan per outer row), nested loops over large inputs,
+    selective sequential scans a one-column index would serve (`table_rows`: live rows by table name)."""
     issues = []
     for node, parents in _walk(plan):
+        missing = _missing_index(node, parents, table_rows or {})
+        if missing is not None:
+            issues.append(missing)
         if node.get("Parent Relationship") == "SubPlan" and not str(node.get("Subplan Name", "")).startswith("hashed"):
             owner = parents[-1] if parents else plan
             outer_rows = float(owner.get("Plan Rows", 0))
@@ -92,6 +101,25 @@ def plan_issues(plan: dict[str, Any]) -> list[PlanIssue]:
     return issues
 
 
+def _missing_index(node: dict[str, Any], parents: tuple[dict[str, Any], ...], table_rows: dict[str, float]) -> PlanIssue | None:
+    """A top-level sequential scan keeping a small share of a large table through `column op value`."""
+    if node.get("Node Type") not in ("Seq Scan", "Parallel Seq Scan") or "Filter" not in node:
+        return None
+    if any(p.get("Node Type") == "Nested Loop" or p.get("Parent Relationship") == "SubPlan" for p in (*parents, node)):
+        return None  # inside a join or a subplan: the join/subquery pattern owns it
+    relation = node.get("Relation Name", "")
+    rows = table_rows.get(relation, 0.0)
+    match = COLUMN_FILTER.match(node["Filter"].strip())
+    workers = 1 + float(next((p.get("Workers Planned", 0) for p in parents if p.get("Node Type") in ("Gather", "Gather Merge")), 0))
+    kept = float(node.get("Plan Rows", 0)) * workers
+    if match is None or rows < MIN_SCANNED_ROWS or kept > SELECTIVE_SHARE * rows:
+        return None
+    column = match.group(1)
+    return PlanIssue(code="index_missing", relations=[relation],
+                     detail=f"sequential scan of {relation} ({rows:.0f} rows) keeps about {kept:.0f} through {node['Filter']};"
+                            f" proposed index: CREATE INDEX ON {relation} ({column})")
+
+
 def _scan_rows(node: dict[str, Any]) -> float:
     """Rows the inner side produces per loop (a Materialize passes its child's rows)."""
     if node.get("Node Type") == "Materialize" and node.get("Plans"):
@@ -99,7 +127,8 @@ def _scan_rows(node: dict[str, Any]) -> float:
     return float(node.get("Plan Rows", 0))
 
 
-def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float]], version: int) -> list[StatementPlan]:
+def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float]], version: int,
+                       table_rows: dict[str, float] | None = None) -> list[StatementPlan]:
     """EXPLAIN each (query, share of the window's statement time) and list its plan issues."""
     results = []
     with target.session() as conn:
@@ -107,7 +136,7 @@ def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float
             if not explainable(query):
                 continue
             try:
-                issues = plan_issues(explain(conn, query, version))
+                issues = plan_issues(explain(conn, query, version), table_rows)
                 results.append(StatementPlan(query=query, share=share, issues=issues))
             except (psycopg.Error, ValueError) as exc:
                 results.append(StatementPlan(query=query, share=share, error=str(exc).splitlines()[0]))

@@ -44,6 +44,8 @@ CONFLICTS: list[Conflict] = [
     ("sync_commit_pressure", "workload_many_inserts", lambda kept, challenged, _f: kept.strength >= challenged.strength),
     ("lock_contention", "workload_high_updates", lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength),
     ("query_correlated_subquery", "index_missing", lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set()),
+    ("indexes_too_many", "workload_high_updates",
+     lambda kept, challenged, _f: bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)),
     ("workload_large_insert", "workload_many_inserts", lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000),
 ]
 

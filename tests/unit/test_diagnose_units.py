@@ -152,3 +152,14 @@ def test_rules_brain_plans_a_valid_expert_team() -> None:
 def test_benchmark_has_at_least_five_combinations_of_known_causes() -> None:
     assert len(COMBINATIONS) >= 5
     assert all(len(c) == 2 and set(c) <= set(RECIPES) for c in COMBINATIONS)
+
+
+def test_selective_sequential_scan_is_a_missing_index() -> None:
+    lookup = {"Node Type": "Seq Scan", "Relation Name": "items", "Filter": "(k = $1)", "Plan Rows": 3}
+    issues = plan_issues(lookup, {"items": 300_000})
+    assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[0].detail
+    assert plan_issues(lookup, {"items": 500}) == []  # a small table is fine scanned
+    broad = {**lookup, "Filter": "(id <= 200000)", "Plan Rows": 200_000}
+    assert plan_issues(broad, {"items": 300_000}) == []  # most of the table: an index would not help
+    expression = {**lookup, "Filter": "(md5(a) < md5(b))"}
+    assert plan_issues(expression, {"items": 300_000}) == []
