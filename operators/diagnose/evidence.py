@@ -94,12 +94,6 @@ class WindowEvidence(BaseModel):
         hits = sum(n for key, n in self.waits.items() if key.startswith(prefixes))
         return hits / total
 
-    def mean_sessions(self, *prefixes: str) -> float:
-        """Average number of active sessions per sample in the given wait states."""
-        if not self.session_samples:
-            return 0.0
-        return sum(n for key, n in self.waits.items() if key.startswith(prefixes)) / self.session_samples
-
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json())
 

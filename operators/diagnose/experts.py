@@ -75,10 +75,6 @@ TOO_MANY_INDEXES = 8
 INDEXED_WRITES_PER_S = 1_000
 
 
-def _sessions(facts: Facts) -> float:
-    return max(facts.window.mean("act.active"), 1e-9)
-
-
 def cpu_expert(facts: Facts) -> list[Candidate]:
     w = facts.window
     if not w.cpu_count:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
 import yaml
@@ -27,7 +27,6 @@ from operators.knowledge import Chunk
 HEADING = re.compile(r"^(#{1,3}\s+.+|\d+(\.\d+)*\.?\s+[A-Z].{2,80})$", re.MULTILINE)
 MAX_CHAPTER_CHARS = 12_000
 
-Model = TypeVar("Model", bound=BaseModel)
 Ask = Callable[[str, dict[str, Any], type[BaseModel]], BaseModel]
 
 
