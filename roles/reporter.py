@@ -55,6 +55,8 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
     coverage = coverage_of(review)
+    if run.scenario == "diagnose":
+        coverage = [c for c in coverage if c.reason != "not planned"]  # a diagnosis plans no health checks
     findings = findings_of(review)
     brain = make_brain(run.brain)
     summary = brain.summarize(run.scenario, findings, coverage)

@@ -112,6 +112,11 @@ class RulesBrain(Brain):
         return strategy.model_copy(update={"round": request.strategy.round + 1})
 
     def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
+        if scenario == "diagnose":
+            causes = sorted((f for f in findings if f.source == "cross_review_causes"), key=lambda f: -f.confidence)
+            if not causes:
+                return "No root cause above the reporting confidence: the window looks like the baseline's workload."
+            return f"{len(causes)} root causes: " + "; ".join(f"{f.code} (confidence {f.confidence:.2f})" for f in causes) + "."
         by_severity = Counter(f.severity.value for f in findings)
         problems = by_severity["critical"] + by_severity["warning"]
         not_run = [c.check for c in coverage if c.status is not CoverageStatus.RAN]

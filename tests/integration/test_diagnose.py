@@ -47,6 +47,7 @@ def test_two_causes_at_once_are_both_found(server: DiagnosisServer, tmp_path: Pa
 def test_report_has_dbot_sections(server: DiagnosisServer, tmp_path: Path) -> None:
     report, _seconds = server.diagnose_injected(["lock_contention"], tmp_path / "report", window=WINDOW)
     assert report.scenario == "diagnose" and report.diagnosis is not None
+    assert "lock_contention" in report.summary and report.coverage == []  # no health checks to account for
     assert "locks" in report.diagnosis.experts
     assert report.diagnosis.abnormal_metrics, "the lock waits left the baseline"
     markdown = (tmp_path / "report" / "report.md").read_text()

@@ -163,3 +163,12 @@ def test_selective_sequential_scan_is_a_missing_index() -> None:
     assert plan_issues(broad, {"items": 300_000}) == []  # most of the table: an index would not help
     expression = {**lookup, "Filter": "(md5(a) < md5(b))"}
     assert plan_issues(expression, {"items": 300_000}) == []
+
+
+def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
+    from dbcrew.models import Finding, Severity
+
+    cause = Finding(code="lock_contention", severity=Severity.CRITICAL, object="database", title="t", confidence=0.9,
+                    source="cross_review_causes")
+    assert RulesBrain().summarize("diagnose", [cause], []) == "1 root causes: lock_contention (confidence 0.90)."
+    assert RulesBrain().summarize("diagnose", [], []).startswith("No root cause")
