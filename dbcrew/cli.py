@@ -39,13 +39,18 @@ def _default_out(display: str) -> Path:
 
 
 def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
-                   switches: dict[str, bool] | None = None) -> Path:
+                   switches: dict[str, bool] | None = None, scenario: str = "health", alert: str = "",
+                   baseline: Path | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
 
     if window < 0:
         raise UsageError("--window must be zero or more seconds")
+    if scenario == "diagnose" and window < 1:
+        raise UsageError("--window must be at least 1 second for a diagnosis")
+    if baseline is not None and not baseline.is_file():
+        raise UsageError(f"--baseline {baseline}: no such file (record one with `dbcrew baseline`)")
     target = parse_target(url)
     try:
         fault_specs = [FaultSpec.parse(f) for f in faults]
@@ -77,7 +82,8 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         try:
             # The flow gets the URL without its password; the password stays in this process.
             return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
-                                      faults=fault_specs, **(switches or {})))
+                                      faults=fault_specs, scenario=scenario, alert=alert,
+                                      baseline=str(baseline.resolve()) if baseline else None, **(switches or {})))
         finally:
             stop()
 
@@ -100,6 +106,70 @@ def review(
                 "memory": not no_memory}
     path = run_cli_review(target, window, out_dir, brain, inject_fault, switches)
     print_summary(path)
+
+
+@app.command()
+def diagnose(
+    target: Annotated[str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")],
+    window: Annotated[float, typer.Option(help="seconds to watch the anomaly")] = 10.0,
+    alert: Annotated[str, typer.Option(help="the alert text, e.g. 'queries 3x slower since 14:00'")] = "",
+    baseline: Annotated[Path | None, typer.Option(help="a window recorded in a quiet period (dbcrew baseline)")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")] = None,
+    brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
+) -> None:
+    """Diagnose the root causes of a performance anomaly happening now."""
+    path = run_cli_review(target, window, out_dir, brain, [], scenario="diagnose", alert=alert, baseline=baseline)
+    print_diagnosis(path)
+
+
+@app.command()
+def baseline(
+    target: Annotated[str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")],
+    out: Annotated[Path, typer.Option("--out", help="file to write the baseline window to (JSON)")],
+    window: Annotated[float, typer.Option(help="seconds to watch the quiet period")] = 10.0,
+) -> None:
+    """Record a baseline window in a quiet period, for `dbcrew diagnose --baseline`."""
+    from dbcrew.targets import parse_target
+    from operators.diagnose.sampler import sample_window
+
+    if window < 1:
+        raise UsageError("--window must be at least 1 second")
+    parsed = parse_target(target)
+    with parsed.session():
+        pass
+    sample_window(parsed, window).save(out)
+    print(f"baseline: {out}")
+
+
+@app.command("extract-knowledge")
+def extract_knowledge(
+    documents: Annotated[Path, typer.Argument(help="folder of .md/.txt documents (e.g. manual chapters)")],
+    out: Annotated[Path, typer.Option("--out", help="YAML file for the extracted chunks (review, then move into knowledge/)")],
+) -> None:
+    """Extract root-cause knowledge chunks from documents with the LLM brain (chapter split, summary tree, extraction)."""
+    from operators.diagnose.experts_index import experts_by_code
+    from operators.diagnose.extraction import extract_chunks, llm_asker, write_chunks
+    from prompts import render
+    from roles.brains import default_brain
+
+    if default_brain() != "openai":
+        raise UsageError("knowledge extraction needs the LLM brain: set DBCREW_LLM_BASE_URL or OPENAI_API_KEY")
+    if not documents.is_dir():
+        raise UsageError(f"{documents}: not a folder")
+    ask = llm_asker(render, base_url=os.environ.get("DBCREW_LLM_BASE_URL") or None, api_key=os.environ.get("OPENAI_API_KEY"),
+                    model=os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini"))
+    chunks = extract_chunks(documents, ask, experts_by_code())
+    print(f"{len(chunks)} chunks: {write_chunks(chunks, out)}")
+
+
+def print_diagnosis(path: Path) -> None:
+    from dbcrew.models import Report
+
+    report = Report.model_validate_json(path.read_text())
+    out.print(f"[bold]{report.target.display}[/bold]: {report.diagnosis.title if report.diagnosis else report.summary}")
+    for cause in report.root_causes:
+        out.print(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}")
+    out.print(f"report: {path}")
 
 
 def print_summary(path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbcrew.models import Brief, CatalogueEntry, Finding, Role
+from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
@@ -36,6 +36,7 @@ class Observation(BaseModel):
     artifacts: list[str] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
     partial: str = Field("", description="what this call could not see (coverage says 'ran, partial')")
+    root_causes: list[RootCause] = Field(default_factory=list, description="diagnosis only: the cross review's causes")
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +11,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
 from dbcrew.models.plan import EditKind
-from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
+from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, TargetInfo
+from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.brains import make_brain
 from roles.capabilities import root_reason, visibility_notes
@@ -59,6 +61,8 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
     coverage = coverage_of(review)
+    if run.scenario == "diagnose":
+        coverage = [c for c in coverage if c.reason != "not planned"]  # a diagnosis plans no health checks
     findings = findings_of(review)
     brain = make_brain(run.brain)
     summary = brain.summarize(run.scenario, findings, coverage)
@@ -68,14 +72,40 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         "completion_tokens": review.usage.completion_tokens + brain.usage.completion_tokens,
     })
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
+    root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
+                         key=lambda rc: -rc.confidence)
     return Report(
         run_id=run.run_id,
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.name,
         coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
-        ablations=run.settings.ablations.off(), partial=review.partial_reason,
+        ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
+        diagnosis=diagnosis_section(run, review, root_causes) if run.scenario == "diagnose" else None,
     )
+
+
+def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCause]) -> DiagnosisSection:
+    """Title, anomaly description and diagnosis process, from the facts and the experts' outcomes."""
+    workspace = Workspace(run.workspace_path)
+    rows = {r["key"]: r["body"] for r in workspace.query("SELECT key, body FROM observations WHERE key IN ('anomaly_facts', 'review_notes')")}
+    facts = json.loads(rows.get("anomaly_facts", "{}"))
+    abnormal = [f"{m['name']} {m['baseline_median']:.4g} -> {m['window_median']:.4g}" for m in facts.get("abnormal", [])]
+    window = facts.get("window", {})
+    alert = run.settings.alert or "no alert text"
+    title = f"Diagnosis: {', '.join(c.code for c in causes[:2])}" if causes else "Diagnosis: no root cause found"
+    description = (f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
+                   + (f" (strongest: {abnormal[0]})" if abnormal else "" if facts.get("baseline") else " (no baseline given)") + ".")
+    outcomes = review.result.state.outcomes
+    process, experts = [], []
+    for task_id, outcome in outcomes.items():
+        if outcome.observation is None:
+            continue
+        if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
+            experts.append(task_id.removeprefix("expert_"))
+        process.append(f"{task_id}: {outcome.observation.summary}")
+    process += [f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(rows.get("review_notes", "[]"))]
+    return DiagnosisSection(title=title, anomaly_description=description, abnormal_metrics=abnormal, experts=experts, process=process)
 
 
 def _env() -> Environment:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dbcrew.llm.base import Brain
-from dbcrew.models import Finding, Strategy, TaskSpec
+from dbcrew.models import AgentSpec, CatalogueEntry, Finding, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Action, Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.planning import agent_for, strategy_from_operators, team_for, wire
@@ -13,7 +13,34 @@ from dbcrew.planning import agent_for, strategy_from_operators, team_for, wire
 # Which operator categories each scenario's playbook draws on.
 PLAYBOOKS: dict[str, tuple[str, ...]] = {
     "health": ("collect", "advise", "checks", "paint"),
+    "diagnose": ("diagnose",),
 }
+EXPERT_PREFIX = "expert_"
+
+
+def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Strategy:
+    """The diagnosis crew: a collector, one tasker per expert (its own operator and knowledge), the
+    chief DBA who cross-reviews, a painter. Experts stand down at run time when neither the alert
+    nor an abnormal metric concerns them (the abnormal metrics exist only once the window is sampled)."""
+    entries = {e.name: e for e in catalogue}
+
+    def agent_of(name: str) -> AgentSpec:
+        if name.startswith(EXPERT_PREFIX):
+            expert = name.removeprefix(EXPERT_PREFIX)
+            return AgentSpec(name=f"{expert}-expert", role=Role.TASKER, goal=entries[name].description, tools=[name])
+        if entries[name].role is Role.TASKER:
+            return AgentSpec(name="chief-dba", role=Role.TASKER, goal="cross-review the experts and write the root causes", tools=[name])
+        return agent_for(entries[name].role, [name])
+
+    team: dict[str, AgentSpec] = {}
+    tasks = []
+    for name in operators:
+        agent = agent_of(name)
+        known = team.get(agent.name)
+        team[agent.name] = agent if known is None else known.model_copy(update={"tools": [*known.tools, name]})
+        tasks.append(TaskSpec(id=name, agent=agent.name, operator=name, optional=entries[name].role is Role.PAINTER))
+    rationale = f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
+    return Strategy(team=list(team.values()), tasks=wire(tasks, catalogue), rationale=rationale)
 
 
 class RulesBrain(Brain):
@@ -26,6 +53,8 @@ class RulesBrain(Brain):
         # The catalogue the brain sees is already pruned to what the target can run; among
         # equivalent operators the playbook takes the primary one.
         chosen = [e.name for e in request.catalogue if e.category in categories and e.equivalent_of is None]
+        if request.scenario == "diagnose":
+            return diagnose_team(chosen, request.catalogue)
         rationale = (
             f"{request.scenario} playbook: {len(chosen)} operators over {', '.join(categories)},"
             f" pruned to what {request.brief.current_user} can run on PostgreSQL {request.brief.server_version}"
@@ -86,6 +115,11 @@ class RulesBrain(Brain):
         return strategy.model_copy(update={"round": request.strategy.round + 1})
 
     def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
+        if scenario == "diagnose":
+            causes = sorted((f for f in findings if f.source == "cross_review_causes"), key=lambda f: -f.confidence)
+            if not causes:
+                return "No root cause above the reporting confidence: the window looks like the baseline's workload."
+            return f"{len(causes)} root causes: " + "; ".join(f"{f.code} (confidence {f.confidence:.2f})" for f in causes) + "."
         by_severity = Counter(f.severity.value for f in findings)
         problems = by_severity["critical"] + by_severity["warning"]
         not_run = [c.check for c in coverage if c.status is not CoverageStatus.RAN]

@@ -83,6 +83,16 @@ class Decision(BaseModel):
     state: GlobalStateRecord | None = Field(None, description="the global state the monitor saw, compacted")
 
 
+class DiagnosisSection(BaseModel):
+    """D-Bot's report sections beyond the root causes: title, anomaly description, diagnosis process."""
+
+    title: str
+    anomaly_description: str
+    abnormal_metrics: list[str] = Field(default_factory=list)
+    experts: list[str] = Field(default_factory=list, description="experts the anomaly called in")
+    process: list[str] = Field(default_factory=list, description="what each expert and the cross review concluded")
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -102,3 +112,4 @@ class Report(BaseModel):
     ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
     charts: list[str] = Field(default_factory=list)
+    diagnosis: DiagnosisSection | None = None

@@ -1,0 +1,126 @@
+"""Diagnosis accuracy on injected anomalies (D-Bot's metric), and the time one diagnosis takes.
+
+A real embedded PostgreSQL (fsync and synchronous_commit on, so WAL flushes cost what they
+cost) gets the injection tables, one shared baseline window, then every root cause of
+finding-codes.md alone and the two-cause combinations of bench.injections. Each case runs the
+diagnose scenario through the crew (rules brain, no LLM) while the injection runs, and is scored
+with D-Bot's accuracy: Acc = max(0, (A_c - sigma * A_w) / A_a) with sigma = 0.1 over at most 4
+reported causes (A_c right, A_w wrong, A_a actual causes).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import injections
+from dbcrew.embedded import EmbeddedPostgres
+from dbcrew.models import Report
+from dbcrew.settings import Settings
+from dbcrew.targets import parse_target
+from operators.diagnose.sampler import sample_window
+from roles.crew import PlainPhases, RunContext, run_review
+from roles.reporter import build_report, write_report
+
+SIGMA = 0.1
+MAX_CAUSES = 4
+WINDOW_SECONDS = 6.0
+# The diagnosis server: durable commits (so commit pressure is real), 128 MB shared_buffers.
+SERVER_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "shared_buffers": "'128MB'"}
+
+
+def accuracy(expected: Sequence[str], reported: Sequence[str], sigma: float = SIGMA, limit: int = MAX_CAUSES) -> float:
+    """D-Bot's accuracy of one case: right causes minus sigma per wrong one, over the actual causes."""
+    shown = list(dict.fromkeys(reported))[:limit]
+    right = sum(1 for c in shown if c in expected)
+    wrong = len(shown) - right
+    return max(0.0, (right - sigma * wrong) / len(expected))
+
+
+@dataclass
+class DiagnosisServer:
+    """An embedded PostgreSQL prepared for injections, with one recorded baseline window."""
+
+    pg: EmbeddedPostgres
+    dsn: str
+    baseline: Path
+
+    @classmethod
+    def start(cls, workdir: Path, baseline_seconds: float = WINDOW_SECONDS) -> DiagnosisServer:
+        pg = EmbeddedPostgres(workdir / "data", settings=SERVER_SETTINGS).start()
+        pg.psql("CREATE DATABASE diag;")
+        pg.psql("CREATE EXTENSION pg_stat_statements;", "diag")
+        dsn = pg.dsn("diag")
+        injections.prepare_schema(dsn)
+        baseline = workdir / "baseline.json"
+        sample_window(parse_target(dsn), baseline_seconds).save(baseline)
+        return cls(pg=pg, dsn=dsn, baseline=baseline)
+
+    def stop(self) -> None:
+        self.pg.stop()
+
+    def diagnose(self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "") -> Report:
+        """Run the diagnose scenario (rules brain, plain runner) and return its report."""
+        settings = Settings(window_seconds=window, alert=alert, baseline_path=str(self.baseline))
+        run = RunContext(target=parse_target(self.dsn), scenario="diagnose", settings=settings, out_dir=out_dir)
+        review = run_review(run, PlainPhases)
+        report = build_report(run, review)
+        write_report(report, out_dir)
+        return report
+
+    def diagnose_injected(self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS) -> tuple[Report, float]:
+        """Inject `causes`, diagnose while they run; returns the report and the diagnosis's seconds."""
+        with injections.injected(self.dsn, list(causes)):
+            started = time.monotonic()
+            report = self.diagnose(out_dir, window, alert="queries are slower than usual")
+            seconds = time.monotonic() - started
+        return report, seconds
+
+
+def time_cli_diagnosis(server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention") -> tuple[float, int]:
+    """Wall time of `dbcrew diagnose` as a user runs it (its own Prefect ephemeral server), under one injection."""
+    command = [sys.executable, "-m", "dbcrew", "diagnose", server.dsn, "--window", str(WINDOW_SECONDS),
+               "--baseline", str(server.baseline), "--alert", "queries are slower than usual", "--out", str(out_dir)]
+    with injections.injected(server.dsn, [cause]):
+        started = time.monotonic()
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        seconds = time.monotonic() - started
+    return seconds, result.returncode
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
+        workdir = Path(tmp)
+        server = DiagnosisServer.start(workdir)
+        try:
+            cases = [(c,) for c in injections.SINGLE] + list(injections.COMBINATIONS)
+            rows = []
+            for i, causes in enumerate(cases):
+                report, seconds = server.diagnose_injected(causes, workdir / f"case{i}")
+                found = [rc.code for rc in report.root_causes]
+                rows.append((causes, found, accuracy(causes, found), seconds))
+                print(f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  found: {', '.join(found) or '-'}", flush=True)
+            cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
+        finally:
+            server.stop()
+    single = [r[2] for r in rows if len(r[0]) == 1]
+    multi = [r[2] for r in rows if len(r[0]) > 1]
+    per_cause: dict[str, list[float]] = {}
+    for causes, _found, acc, _s in rows:
+        for cause in causes:
+            per_cause.setdefault(cause, []).append(acc)
+    print()
+    print(f"{'root cause':32} cases  accuracy")
+    for cause, values in per_cause.items():
+        print(f"{cause:32} {len(values):5}  {sum(values) / len(values):.2f}")
+    print(f"single-cause accuracy {sum(single) / len(single):.3f} over {len(single)} cases (target >= 0.90)")
+    print(f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)")
+    slowest = max(r[3] for r in rows)
+    print(f"one diagnosis (crew, plain runner): window {WINDOW_SECONDS:.0f}s, slowest {slowest:.1f}s"
+          f" (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)")
+    print(f"one diagnosis via `dbcrew diagnose` (Prefect ephemeral server included): {cli_seconds:.1f}s, exit {cli_exit}")

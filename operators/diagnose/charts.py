@@ -1,0 +1,46 @@
+"""Painter: the abnormal metrics, window against baseline, as the report's charts (D-Bot's topMetrics)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dbcrew.models import Role  # noqa: E402
+from operators.diagnose.operators import FACTS_KEY, load_facts  # noqa: E402
+from operators.registry import Observation, OperatorContext, operator  # noqa: E402
+
+TOP_METRICS = 6
+
+
+@operator(role=Role.PAINTER, category="diagnose", needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
+def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
+    """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
+    record = load_facts(ctx)
+    shown = record.abnormal[:TOP_METRICS]
+    if not shown:
+        return Observation(summary="no abnormal metric to draw", artifacts=["chart_abnormal_metrics"])
+    charts_dir = ctx.run_dir / "charts"
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    path = charts_dir / "abnormal_metrics.png"
+    rows = (len(shown) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(10, 2.4 * rows), squeeze=False)
+    try:
+        step = record.window.interval
+        for ax, metric in zip(axes.flat, shown):
+            values = record.window.series[metric.name]
+            ax.plot([step * (i + 1) for i in range(len(values))], values, color="tab:red", label="window")
+            ax.axhline(metric.baseline_median, color="tab:blue", linestyle="--", label="baseline median")
+            ax.set_title(f"{metric.name} (z {metric.z:+.1f})", fontsize="small")
+            ax.tick_params(labelsize="x-small")
+        for ax in list(axes.flat)[len(shown):]:
+            ax.set_visible(False)
+        axes.flat[0].legend(fontsize="x-small")
+        fig.tight_layout()
+        fig.savefig(path, dpi=80)
+    finally:
+        plt.close(fig)
+    return Observation(summary=f"chart of {len(shown)} abnormal metrics", artifacts=["chart_abnormal_metrics"],
+                       charts=[str(path.relative_to(ctx.run_dir))])

@@ -1,0 +1,102 @@
+"""What a diagnosis observes: metric series over a window, session samples, statements and tables.
+
+The same shape holds the anomaly window and the baseline, so a baseline recorded on a quiet day is
+just a saved `WindowEvidence` (JSON) and the detector compares like with like.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class StatementDelta(BaseModel):
+    """One pg_stat_statements entry's change over the window."""
+
+    queryid: int
+    query: str
+    calls: float
+    total_exec_time_ms: float
+    rows: float
+    shared_blks_read: float = 0.0
+    temp_blks_written: float = 0.0
+
+    @property
+    def rows_per_call(self) -> float:
+        return self.rows / self.calls if self.calls else 0.0
+
+    @property
+    def kind(self) -> str:
+        """The statement's leading keyword (select, insert, update, delete, ...)."""
+        head = self.query.lstrip("( \n\t").split(None, 1)
+        return head[0].lower() if head else ""
+
+
+class TableDelta(BaseModel):
+    """One user table's counters over the window, with its size and index count at the end."""
+
+    name: str
+    seq_scan: float = 0.0
+    seq_tup_read: float = 0.0
+    idx_scan: float = 0.0
+    n_tup_ins: float = 0.0
+    n_tup_upd: float = 0.0
+    n_tup_del: float = 0.0
+    n_live_tup: float = 0.0
+    n_dead_tup: float = 0.0
+    index_count: int = 0
+    total_bytes: int = 0
+
+    @property
+    def writes(self) -> float:
+        return self.n_tup_ins + self.n_tup_upd + self.n_tup_del
+
+
+class BlockedSession(BaseModel):
+    pid: int
+    blocker_pid: int
+    blocker_state: str
+    blocker_xact_seconds: float
+
+
+class WindowEvidence(BaseModel):
+    """Everything sampled over one window. Series are per-second rates (counters) or gauges."""
+
+    started_at: float
+    seconds: float
+    interval: float
+    series: dict[str, list[float]] = Field(default_factory=dict)
+    waits: dict[str, int] = Field(default_factory=dict, description="'Type:Event' (or 'CPU') -> active-session samples")
+    session_samples: int = Field(0, description="how many times pg_stat_activity was sampled")
+    blocked: list[BlockedSession] = Field(default_factory=list)
+    statements: list[StatementDelta] = Field(default_factory=list)
+    running: dict[str, int] = Field(default_factory=dict, description="query text of active sessions -> samples seen")
+    tables: list[TableDelta] = Field(default_factory=list)
+    settings: dict[str, str] = Field(default_factory=dict)
+    cpu_count: int | None = Field(None, description="host CPUs when the target is local, else unknown")
+    memory_total_bytes: int | None = None
+    server_version_num: int = 0
+
+    def mean(self, metric: str) -> float:
+        values = self.series.get(metric) or []
+        return sum(values) / len(values) if values else 0.0
+
+    def peak(self, metric: str) -> float:
+        values = self.series.get(metric) or []
+        return max(values) if values else 0.0
+
+    def wait_share(self, *prefixes: str) -> float:
+        """Share of active-session samples whose wait event starts with one of `prefixes`."""
+        total = sum(self.waits.values())
+        if not total:
+            return 0.0
+        hits = sum(n for key, n in self.waits.items() if key.startswith(prefixes))
+        return hits / total
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.model_dump_json())
+
+    @classmethod
+    def load(cls, path: Path) -> WindowEvidence:
+        return cls.model_validate_json(path.read_text())

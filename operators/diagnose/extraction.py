@@ -1,0 +1,134 @@
+"""Knowledge extraction from documents (D-Bot's doc2knowledge), for when an LLM brain is set.
+
+Three steps over a folder of text documents (.md, .txt):
+1. chapter split: headings (Markdown `#`, or numbered section titles such as `28.4 Asynchronous
+   Commit`) cut each document into chapters;
+2. summary tree: the LLM summarises every chapter, then the document from its chapter summaries,
+   so each extraction sees where its chapter sits;
+3. extraction: per chapter, the LLM proposes chunks in D-Bot's format for the root-cause codes we
+   know; a chunk naming an unknown code is dropped, never invented into the vocabulary.
+The chunks cite their document and chapter as `source`. Offline (rules brain) nothing runs: the
+shipped knowledge/ is written by hand from the manual.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from operators.knowledge import Chunk
+
+HEADING = re.compile(r"^(#{1,3}\s+.+|\d+(\.\d+)*\.?\s+[A-Z].{2,80})$", re.MULTILINE)
+MAX_CHAPTER_CHARS = 12_000
+
+Ask = Callable[[str, dict[str, Any], type[BaseModel]], BaseModel]
+
+
+class Chapter(BaseModel):
+    document: str
+    title: str
+    text: str
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+class ProposedChunk(BaseModel):
+    name: str
+    code: str
+    content: str
+    metrics: list[str] = Field(min_length=1)
+    steps: str
+    solution: str = ""
+
+
+class Proposal(BaseModel):
+    chunks: list[ProposedChunk] = Field(default_factory=list)
+
+
+class SummaryTree(BaseModel):
+    document: str
+    summary: str
+    chapters: list[tuple[str, str]] = Field(description="(chapter title, chapter summary)")
+
+
+def split_chapters(document: str, text: str) -> list[Chapter]:
+    """Cut at headings; text before the first heading is its own chapter when not empty."""
+    marks = [(m.start(), m.group(0).lstrip("# ").strip()) for m in HEADING.finditer(text)]
+    if not marks:
+        return [Chapter(document=document, title=document, text=text.strip()[:MAX_CHAPTER_CHARS])] if text.strip() else []
+    chapters = []
+    if text[: marks[0][0]].strip():
+        chapters.append(Chapter(document=document, title=document, text=text[: marks[0][0]].strip()[:MAX_CHAPTER_CHARS]))
+    for (start, title), (end, _next) in zip(marks, [*marks[1:], (len(text), "")]):
+        body = text[start:end].split("\n", 1)[1].strip() if "\n" in text[start:end] else ""
+        if body:
+            chapters.append(Chapter(document=document, title=title, text=body[:MAX_CHAPTER_CHARS]))
+    return chapters
+
+
+def summary_tree(document: str, chapters: list[Chapter], ask: Ask) -> SummaryTree:
+    leaves = []
+    for chapter in chapters:
+        answer = ask("knowledge_summary.j2", {"title": chapter.title, "text": chapter.text}, Summary)
+        assert isinstance(answer, Summary)
+        leaves.append((chapter.title, answer.summary))
+    root = ask("knowledge_summary.j2", {"title": document, "text": "\n".join(f"{t}: {s}" for t, s in leaves)}, Summary)
+    assert isinstance(root, Summary)
+    return SummaryTree(document=document, summary=root.summary, chapters=leaves)
+
+
+def extract_chunks(folder: Path, ask: Ask, experts_by_code: dict[str, str]) -> list[Chunk]:
+    """Every chunk the LLM extracts from the documents in `folder`, for the known codes only."""
+    chunks: list[Chunk] = []
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".md", ".txt")):
+        chapters = split_chapters(path.name, path.read_text())
+        if not chapters:
+            continue
+        tree = summary_tree(path.name, chapters, ask)
+        for chapter, (_title, chapter_summary) in zip(chapters, tree.chapters):
+            proposal = ask("knowledge_extract.j2", {"document_summary": tree.summary, "chapter_summary": chapter_summary,
+                                                   "title": chapter.title, "text": chapter.text, "codes": sorted(experts_by_code)}, Proposal)
+            assert isinstance(proposal, Proposal)
+            for found in proposal.chunks:
+                if found.code not in experts_by_code:
+                    continue  # the vocabulary is an API: an unknown code is dropped, never added
+                chunks.append(Chunk(name=found.name, code=found.code, expert=experts_by_code[found.code], content=found.content,
+                                    metrics=found.metrics, steps=found.steps, solution=found.solution,
+                                    source=f"{path.name}, {chapter.title}"))
+    return chunks
+
+
+def llm_asker(render: Callable[[str, dict[str, Any]], str], *, base_url: str | None, api_key: str | None, model: str,
+              max_repairs: int = 2, timeout: float = 60.0) -> Ask:
+    """A JSON-answering LLM call against any OpenAI-compatible endpoint, repaired on invalid output."""
+    client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2)
+
+    def ask(template: str, context: dict[str, Any], answer: type[BaseModel]) -> BaseModel:
+        messages = [{"role": "system", "content": render("system.j2", {})},
+                    {"role": "user", "content": render(template, {**context, "schema": answer.model_json_schema()})}]
+        error = ""
+        for _ in range(max_repairs + 1):
+            response = client.chat.completions.create(model=model, messages=messages, temperature=0)  # type: ignore[arg-type]
+            text = (response.choices[0].message.content or "") if response.choices else ""
+            try:
+                return answer.model_validate_json(text.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+            except ValidationError as exc:
+                error = "; ".join(e["msg"] for e in exc.errors()[:3])
+                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": render("repair.j2", {"error": error})}]
+        raise ValueError(f"no valid answer after {max_repairs} repairs: {error}")
+
+    return ask
+
+
+def write_chunks(chunks: list[Chunk], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump([c.model_dump() for c in chunks], sort_keys=False, allow_unicode=True))
+    return path

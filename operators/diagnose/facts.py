@@ -1,0 +1,57 @@
+"""Gather the facts of one diagnosis: sample the window, compare with the baseline, explain statements."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from dbcrew.targets import PostgresTarget
+from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
+from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.experts import Facts
+from operators.diagnose.plans import StatementPlan, analyse_statements
+from operators.diagnose.sampler import sample_window
+
+TOP_STATEMENTS = 5
+MIN_SHARE = 0.05
+# Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
+MONITORING = re.compile(r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE)
+
+
+class FactsRecord(BaseModel):
+    """Facts as stored in the run's workspace between the sampler and the experts."""
+
+    window: WindowEvidence
+    baseline: WindowEvidence | None = None
+    abnormal: list[AbnormalMetric] = Field(default_factory=list)
+    plans: list[StatementPlan] = Field(default_factory=list)
+    alert: str = ""
+
+    def facts(self) -> Facts:
+        return Facts(window=self.window, baseline=self.baseline, abnormal=self.abnormal, plans=self.plans)
+
+
+def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
+    """The heaviest statements: finished ones by share of statement time, running ones by share of samples."""
+    finished = [s for s in window.statements if not MONITORING.search(s.query)]
+    total = sum(s.total_exec_time_ms for s in finished)
+    shares: dict[str, float] = {}
+    for s in finished:
+        if total > 0:
+            shares[s.query] = s.total_exec_time_ms / total
+    active = sum(n for q, n in window.running.items() if not MONITORING.search(q))
+    for query, seen in window.running.items():
+        if active and not MONITORING.search(query):
+            shares[query] = max(shares.get(query, 0.0), seen / active)
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
+
+
+def gather(target: PostgresTarget, seconds: float, baseline_path: Path | None, alert: str = "") -> FactsRecord:
+    window = sample_window(target, seconds)
+    baseline = WindowEvidence.load(baseline_path) if baseline_path else None
+    rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
+    plans = analyse_statements(target, statement_candidates(window), window.server_version_num, rows)
+    return FactsRecord(window=window, baseline=baseline, abnormal=abnormal_metrics(window, baseline), plans=plans, alert=alert)

@@ -1,0 +1,119 @@
+"""The diagnosis as operators the planner can put in a strategy.
+
+The collector samples the window (`sample_anomaly_window`); each expert is a tasker operator
+reading those facts and writing its candidate causes; the chief DBA's `cross_review_causes`
+turns the candidates into root causes with confidence, evidence and solution; the painter draws
+the abnormal metrics. Experts not called in by the alert or an abnormal metric stand down.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbcrew.models import Finding, Role, RootCause, Severity
+from operators.diagnose.experts import EXPERTS, Candidate, select_experts
+from operators.diagnose.facts import FactsRecord, gather
+from operators.diagnose.review import cross_review
+from operators.knowledge import knowledge_base
+from operators.registry import Observation, OperatorContext, operator
+
+FACTS_KEY = "anomaly_facts"
+
+
+class AnomalyWindowParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window_seconds: float | None = Field(None, ge=1, description="defaults to the run's window")
+
+
+def load_facts(ctx: OperatorContext) -> FactsRecord:
+    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
+    if not rows:
+        raise LookupError("no anomaly facts in the workspace: sample_anomaly_window has not run")
+    return FactsRecord.model_validate_json(rows[0]["body"])
+
+
+def _candidates_key(expert: str) -> str:
+    return f"candidates_{expert}"
+
+
+@operator(role=Role.EXTRACTOR, category="diagnose", produces=(FACTS_KEY,))
+def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
+    """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
+    seconds = params.window_seconds or ctx.settings.window_seconds
+    baseline = Path(ctx.settings.baseline_path) if ctx.settings.baseline_path else None
+    record = gather(ctx.target, seconds, baseline, ctx.settings.alert)
+    ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
+    names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
+    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}",
+                       artifacts=[FACTS_KEY])
+
+
+def run_expert(ctx: OperatorContext, expert: str) -> Observation:
+    record = load_facts(ctx)
+    engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
+    if expert not in engaged:
+        ctx.workspace.put_observation(_candidates_key(expert), "[]")
+        return Observation(summary=f"{expert} expert stood down: neither the alert nor an abnormal metric concerns it",
+                           artifacts=[_candidates_key(expert)])
+    candidates = EXPERTS[expert](record.facts())
+    ctx.workspace.put_observation(_candidates_key(expert), json.dumps([c.model_dump() for c in candidates]))
+    found = ", ".join(f"{c.code} ({c.strength:.1f}x)" for c in candidates) or "no cause"
+    return Observation(summary=f"{expert} expert: {found}", artifacts=[_candidates_key(expert)])
+
+
+def _expert_operator(expert: str, doc: str) -> None:
+    def fn(ctx: OperatorContext) -> Observation:
+        return run_expert(ctx, expert)
+
+    fn.__name__ = f"expert_{expert}"
+    fn.__doc__ = doc
+    operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
+
+
+for _name, _doc in {
+    "cpu": "CPU expert: runnable sessions per core, host CPU busy, postgres CPU use -> cpu_contention.",
+    "memory": "Memory expert: backends' private memory, available memory, swap -> memory_pressure.",
+    "io": "I/O expert: data-file I/O waits and I/O time (pg_stat_io), iowait -> io_contention.",
+    "workload": "Workload expert: inserted/updated/deleted/fetched rows and commits per second -> workload_* causes.",
+    "query": "Query expert: generic plans of the heaviest statements -> query_correlated_subquery, query_poor_join.",
+    "locks": "Lock expert: lock waits and their blockers -> lock_contention.",
+    "index": "Index expert: selective sequential scans of the heaviest statements, write-heavy tables carrying many indexes -> index_missing, indexes_too_many.",
+    "configuration": "Configuration expert: WAL flush waits under synchronous_commit -> sync_commit_pressure.",
+    "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference.",
+}.items():
+    _expert_operator(_name, _doc)
+
+
+def _severity(confidence: float) -> Severity:
+    return Severity.CRITICAL if confidence >= 0.8 else Severity.WARNING
+
+
+@operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,),
+          uses=tuple(_candidates_key(e) for e in EXPERTS), produces=("root_causes",))
+def cross_review_causes(ctx: OperatorContext) -> Observation:
+    """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""
+    record = load_facts(ctx)
+    keys = [_candidates_key(e) for e in EXPERTS]
+    rows = ctx.workspace.query(f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys)
+    candidates = [Candidate.model_validate(c) for row in rows for c in json.loads(row["body"])]
+    causes, notes = cross_review(candidates, record.facts())
+    kb = knowledge_base()
+    abnormal = [m.name for m in record.abnormal]
+    root_causes, findings = [], []
+    for cause in causes:
+        chunk = kb.for_code(cause.code)
+        related = kb.retrieve(abnormal, f"{record.alert} {cause.code.replace('_', ' ')}", k=2, expert=cause.expert)
+        evidence = {**cause.evidence, "expert": cause.expert, "supported_by": cause.supported_by,
+                    "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else [])}
+        solution = chunk.solution if chunk else ""
+        root_causes.append(RootCause(code=cause.code, confidence=cause.confidence, evidence=evidence, solution=solution))
+        findings.append(Finding(code=cause.code, severity=_severity(cause.confidence), object=", ".join(cause.objects) or "database",
+                                title=f"root cause: {chunk.name if chunk else cause.code} (confidence {cause.confidence:.2f})",
+                                evidence=evidence, recommendation=solution, confidence=cause.confidence, source="cross_review_causes"))
+    ctx.workspace.put_observation("review_notes", json.dumps([n.model_dump() for n in notes]))
+    summary = ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes) or "no root cause above the reporting confidence"
+    return Observation(summary=f"cross review: {summary}", findings=findings, root_causes=root_causes,
+                       artifacts=["root_causes"])

@@ -1,0 +1,88 @@
+"""Cross review: every expert's candidates checked against the baseline and the others' evidence.
+
+Three passes, each recorded as a note for the report's diagnosis process:
+1. corroboration: a candidate whose indicator metrics left the baseline gains confidence; one
+   whose indicators all stayed inside it loses some (only when a baseline exists);
+2. conflicts: pairs of causes that claim the same symptom are resolved by evidence strength
+   (e.g. inserts that only wait on WAL flushes are the commit pressure, not a workload cause);
+3. the top causes (at most four, D-Bot's limit) above the reporting confidence are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from operators.diagnose.experts import Candidate, Facts
+
+MAX_CAUSES = 4
+MIN_CONFIDENCE = 0.5
+SUPPORT_BONUS = 0.1
+UNSUPPORTED_PENALTY = 0.15
+
+
+class ReviewedCause(BaseModel):
+    code: str
+    confidence: float
+    expert: str
+    evidence: dict[str, object]
+    objects: list[str] = []
+    supported_by: list[str] = []
+
+
+class ReviewNote(BaseModel):
+    code: str
+    reviewer: str
+    verdict: str
+
+
+# (kept, challenged, when the challenge holds): the challenged cause is the same symptom seen
+# from another angle, so it is dropped when the kept cause's evidence is the stronger.
+Conflict = tuple[str, str, Callable[[Candidate, Candidate, Facts], bool]]
+CONFLICTS: list[Conflict] = [
+    ("sync_commit_pressure", "workload_many_inserts", lambda kept, challenged, _f: kept.strength >= challenged.strength),
+    ("lock_contention", "workload_high_updates", lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength),
+    ("query_correlated_subquery", "index_missing", lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set()),
+    ("indexes_too_many", "workload_high_updates",
+     lambda kept, challenged, _f: bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)),
+    ("workload_large_insert", "workload_many_inserts", lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000),
+]
+
+
+def cross_review(candidates: list[Candidate], facts: Facts) -> tuple[list[ReviewedCause], list[ReviewNote]]:
+    notes: list[ReviewNote] = []
+    abnormal = facts.abnormal_names
+    by_code = {c.code: c for c in sorted(candidates, key=lambda c: c.strength)}  # strongest claim per code wins
+    confidence: dict[str, float] = {}
+    support: dict[str, list[str]] = {}
+    for code, cand in by_code.items():
+        value = cand.base_confidence
+        hits = [m for m in cand.indicators if m in abnormal]
+        if facts.baseline is not None:
+            if hits:
+                value += SUPPORT_BONUS
+                notes.append(ReviewNote(code=code, reviewer="baseline", verdict=f"supported: {', '.join(hits)} left the baseline"))
+            else:
+                value -= UNSUPPORTED_PENALTY
+                notes.append(ReviewNote(code=code, reviewer="baseline", verdict="weakened: none of its indicators left the baseline"))
+        others = [o.expert for o in by_code.values() if o.code != code and set(o.objects) & set(cand.objects)]
+        confidence[code] = min(value, 0.99)
+        support[code] = hits + [f"{e} expert (same objects)" for e in others]
+    for kept, challenged, holds in CONFLICTS:
+        if kept in by_code and challenged in by_code and holds(by_code[kept], by_code[challenged], facts):
+            notes.append(ReviewNote(code=challenged, reviewer=by_code[kept].expert,
+                                    verdict=f"dropped: explained by {kept} (stronger evidence)"))
+            confidence.pop(challenged, None)
+    causes = [
+        ReviewedCause(code=code, confidence=round(value, 2), expert=by_code[code].expert, evidence=by_code[code].evidence,
+                      objects=by_code[code].objects, supported_by=support[code])
+        for code, value in confidence.items() if value >= MIN_CONFIDENCE
+    ]
+    for code, value in confidence.items():
+        if value < MIN_CONFIDENCE:
+            notes.append(ReviewNote(code=code, reviewer="review", verdict=f"below the reporting confidence ({value:.2f})"))
+    causes.sort(key=lambda c: -c.confidence)
+    for dropped in causes[MAX_CAUSES:]:
+        notes.append(ReviewNote(code=dropped.code, reviewer="review", verdict=f"beyond the {MAX_CAUSES} strongest causes"))
+    return causes[:MAX_CAUSES], notes

@@ -1,0 +1,319 @@
+"""Sample a target over a window: statistics as per-second deltas, waits, host metrics.
+
+Counters (pg_stat_database, pg_stat_wal, pg_stat_io, the checkpointer) are read every `interval`
+seconds and turned into per-second rates; pg_stat_activity is sampled at the same ticks to count
+what active sessions wait on (no wait event = on CPU or runnable). For a local target the host
+(CPU, iowait, load, memory, swap) and the server's own processes (CPU seconds, private memory) are
+read through psutil; for a remote one these series are simply absent. Statements and tables are
+read at the start and the end (pg_stat_statements only reports a statement once it finished, so
+statements still running are taken from the session samples).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import psycopg
+
+from dbcrew.targets import PostgresTarget
+from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+
+DATABASE_SQL = """
+SELECT xact_commit, xact_rollback, blks_read, blks_hit, tup_returned, tup_fetched, tup_inserted,
+       tup_updated, tup_deleted, temp_files, temp_bytes, deadlocks,
+       blk_read_time::float8 AS blk_read_time, blk_write_time::float8 AS blk_write_time
+FROM pg_stat_database WHERE datname = current_database()
+"""
+WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
+VACUUM_IO_SQL = "SELECT coalesce(sum(coalesce(hits, 0) + coalesce(reads, 0)), 0)::float8 AS buffers FROM pg_stat_io WHERE context = 'vacuum'"
+IO_SQL = """
+SELECT replace(object, ' ', '_') AS object, sum(coalesce(reads, 0))::float8 AS reads,
+       sum(coalesce(writes, 0))::float8 AS writes, sum(coalesce(extends, 0))::float8 AS extends,
+       sum(coalesce(fsyncs, 0))::float8 AS fsyncs, sum(coalesce(read_time, 0))::float8 AS read_time,
+       sum(coalesce(write_time, 0))::float8 AS write_time, sum(coalesce(fsync_time, 0))::float8 AS fsync_time
+FROM pg_stat_io GROUP BY object
+"""
+CHECKPOINTER_SQL = "SELECT num_timed AS timed, num_requested AS requested, buffers_written FROM pg_stat_checkpointer"
+BGWRITER_SQL = "SELECT checkpoints_timed AS timed, checkpoints_req AS requested, buffers_checkpoint AS buffers_written FROM pg_stat_bgwriter"
+
+ACTIVITY_SQL = """
+SELECT a.pid, a.backend_type, coalesce(a.state, '') AS state,
+       coalesce(a.wait_event_type, '') AS wait_type, coalesce(a.wait_event, '') AS wait_event,
+       coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8 AS xact_seconds,
+       pg_blocking_pids(a.pid) AS blockers, left(a.query, 2000) AS query
+FROM pg_stat_activity a
+WHERE a.pid <> pg_backend_pid() AND a.datname = current_database()
+  AND coalesce(a.application_name, '') <> 'dbcrew'
+  AND a.backend_type IN ('client backend', 'parallel worker', 'autovacuum worker')
+"""
+
+STATEMENTS_SQL = """
+SELECT queryid, left(query, 2000) AS query, calls::float8 AS calls, total_exec_time::float8 AS total_exec_time,
+       rows::float8 AS rows, shared_blks_read::float8 AS shared_blks_read, temp_blks_written::float8 AS temp_blks_written
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL AND toplevel
+"""
+
+TABLES_SQL = """
+SELECT s.schemaname || '.' || s.relname AS name, s.seq_scan::float8 AS seq_scan, s.seq_tup_read::float8 AS seq_tup_read,
+       coalesce(s.idx_scan, 0)::float8 AS idx_scan, s.n_tup_ins::float8 AS n_tup_ins, s.n_tup_upd::float8 AS n_tup_upd,
+       s.n_tup_del::float8 AS n_tup_del, s.n_live_tup::float8 AS n_live_tup, s.n_dead_tup::float8 AS n_dead_tup,
+       (SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid)::int AS index_count,
+       pg_total_relation_size(s.relid) AS total_bytes
+FROM pg_stat_user_tables s
+"""
+
+VACUUM_PROGRESS_SQL = "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
+
+SETTINGS = ("synchronous_commit", "fsync", "work_mem", "shared_buffers", "max_parallel_workers_per_gather",
+            "autovacuum", "wal_level", "commit_delay", "maintenance_work_mem", "hash_mem_multiplier", "io_method")
+SETTINGS_SQL = "SELECT name, setting || coalesce(unit, '') AS value FROM pg_settings WHERE name = ANY(%s)"
+
+# Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
+WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
+
+RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "")
+
+
+@dataclass
+class HostProbe:
+    """psutil readings of the host and the server's processes (local targets only)."""
+
+    postmaster: psutil.Process
+    last_cpu: Any = None
+    last_proc_cpu: dict[int, float] = field(default_factory=dict)
+    last_swap: tuple[int, int] | None = None
+
+    @classmethod
+    def find(cls, target: PostgresTarget, backend_pid: int) -> HostProbe | None:
+        """The postmaster of `target` if it runs on this host (our backend's parent), else None."""
+        host = next((p.split("=", 1)[1] for p in target.dsn.split() if p.startswith("host=")), "")
+        if host not in LOCAL_HOSTS and not host.startswith("/"):
+            return None
+        try:
+            backend = psutil.Process(backend_pid)
+            if "postgres" not in " ".join(backend.cmdline() or [backend.name()]):
+                return None
+            return cls(postmaster=backend.parent() or backend)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+
+    def read(self, elapsed: float) -> dict[str, float]:
+        values: dict[str, float] = {}
+        cpu = psutil.cpu_times()
+        if self.last_cpu is not None:
+            total = sum(cpu) - sum(self.last_cpu)
+            idle = (cpu.idle - self.last_cpu.idle)
+            iowait = getattr(cpu, "iowait", 0.0) - getattr(self.last_cpu, "iowait", 0.0)
+            if total > 0:
+                values["host.cpu_busy"] = 100.0 * max(total - idle - iowait, 0.0) / total
+                values["host.iowait"] = 100.0 * max(iowait, 0.0) / total
+        self.last_cpu = cpu
+        values["host.load1"] = os.getloadavg()[0]
+        memory = psutil.virtual_memory()
+        values["host.mem_available_gb"] = memory.available / 2**30
+        swap = psutil.swap_memory()
+        values["host.swap_used_gb"] = swap.used / 2**30
+        if self.last_swap is not None and elapsed > 0:
+            values["host.swap_io_mb"] = ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
+        self.last_swap = (swap.sin, swap.sout)
+        cpu_seconds = 0.0
+        private = 0.0
+        seen: dict[int, float] = {}
+        for proc in self._processes():
+            try:
+                times = proc.cpu_times()
+                mem = proc.memory_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            used = times.user + times.system
+            seen[proc.pid] = used
+            cpu_seconds += used - self.last_proc_cpu.get(proc.pid, used if not self.last_proc_cpu else 0.0)
+            private += max(mem.rss - getattr(mem, "shared", 0), 0)
+        if self.last_proc_cpu and elapsed > 0:
+            values["pg.cpu_cores"] = max(cpu_seconds, 0.0) / elapsed
+        self.last_proc_cpu = seen
+        values["pg.private_mem_gb"] = private / 2**30
+        return values
+
+    def _processes(self) -> list[psutil.Process]:
+        try:
+            return [self.postmaster, *self.postmaster.children()]
+        except psutil.NoSuchProcess:
+            return []
+
+
+def _one(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
+    row = conn.execute(sql).fetchone()
+    return dict(row) if row else {}
+
+
+def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
+    """Every cumulative counter of one tick, flattened to 'view.column' names."""
+    counters = {f"db.{k}": float(v or 0) for k, v in _one(conn, DATABASE_SQL).items()}
+    if version >= 140000:
+        counters.update({f"wal.{k}": float(v or 0) for k, v in _one(conn, WAL_SQL).items()})
+    if version >= 160000:
+        for row in conn.execute(IO_SQL).fetchall():
+            obj = row.pop("object")
+            counters.update({f"io.{obj}.{k}": float(v or 0) for k, v in row.items()})
+        counters["vacuum.buffers"] = float(_one(conn, VACUUM_IO_SQL)["buffers"])
+    checkpointer = _one(conn, CHECKPOINTER_SQL if version >= 170000 else BGWRITER_SQL)
+    counters.update({f"checkpoint.{k}": float(v or 0) for k, v in checkpointer.items()})
+    return counters
+
+
+def wait_key(row: dict[str, Any]) -> str:
+    return f"{row['wait_type']}:{row['wait_event']}" if row["wait_type"] else "CPU"
+
+
+@dataclass
+class ActivityTally:
+    """Counts over the session samples of one window."""
+
+    waits: Counter[str] = field(default_factory=Counter)
+    running: Counter[str] = field(default_factory=Counter)
+    blocked: dict[int, BlockedSession] = field(default_factory=dict)
+    samples: int = 0
+
+    def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Tally one sample; returns the gauges of this tick."""
+        self.samples += 1
+        by_pid = {r["pid"]: r for r in rows}
+        gauges = Counter[str]()
+        for row in rows:
+            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and row["query"].lstrip().lower().startswith("vacuum")):
+                gauges["act.vacuum"] += 1
+            if row["state"] == "idle in transaction":
+                gauges["act.idle_in_xact"] += 1
+            if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
+                continue
+            key = wait_key(row)
+            self.waits[key] += 1
+            gauges["act.active"] += 1
+            if key == "CPU":
+                gauges["act.on_cpu"] += 1
+            elif key in WAL_FLUSH_WAITS:
+                gauges["act.wait_wal_flush"] += 1
+            elif key.startswith("Lock:"):
+                gauges["act.wait_lock"] += 1
+            elif key.startswith("IO:"):
+                gauges["act.wait_io"] += 1
+            elif key.startswith("LWLock:"):
+                gauges["act.wait_lwlock"] += 1
+            if row["backend_type"] == "client backend":
+                self.running[row["query"]] += 1
+            for blocker in row["blockers"] or []:
+                holder = by_pid.get(blocker)
+                if holder is not None:
+                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"],
+                                                              blocker_xact_seconds=holder["xact_seconds"])
+        return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
+                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact")}
+
+
+@dataclass
+class VacuumProgress:
+    """Heap blocks vacuums scanned since the last tick (progress counters are per running vacuum)."""
+
+    last: dict[int, float] = field(default_factory=dict)
+
+    def read(self, conn: psycopg.Connection[Any]) -> float:
+        now = {row["pid"]: row["scanned"] or 0.0 for row in conn.execute(VACUUM_PROGRESS_SQL).fetchall()}
+        # A lower value under the same pid is a new vacuum pass: it scanned `value` blocks so far.
+        scanned = sum(value - self.last.get(pid, 0.0) if value >= self.last.get(pid, 0.0) else value for pid, value in now.items())
+        self.last = now
+        return scanned
+
+
+def _statements(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
+    try:
+        return {row["queryid"]: row for row in conn.execute(STATEMENTS_SQL).fetchall()}
+    except psycopg.errors.UndefinedTable:
+        return {}  # pg_stat_statements not installed: statement analysis sees only running statements
+
+
+def statement_deltas(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> list[StatementDelta]:
+    deltas = []
+    for queryid, row in after.items():
+        old = before.get(queryid, {})
+        calls = row["calls"] - old.get("calls", 0.0)
+        if calls <= 0:
+            continue
+        deltas.append(StatementDelta(
+            queryid=queryid, query=row["query"], calls=calls,
+            total_exec_time_ms=row["total_exec_time"] - old.get("total_exec_time", 0.0),
+            rows=row["rows"] - old.get("rows", 0.0),
+            shared_blks_read=row["shared_blks_read"] - old.get("shared_blks_read", 0.0),
+            temp_blks_written=row["temp_blks_written"] - old.get("temp_blks_written", 0.0),
+        ))
+    return sorted(deltas, key=lambda d: d.total_exec_time_ms, reverse=True)
+
+
+def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[TableDelta]:
+    old = {r["name"]: r for r in before}
+    counters = ("seq_scan", "seq_tup_read", "idx_scan", "n_tup_ins", "n_tup_upd", "n_tup_del")
+    tables = []
+    for row in after:
+        prev = old.get(row["name"], {})
+        values = {c: row[c] - prev.get(c, 0.0) for c in counters}
+        tables.append(TableDelta(name=row["name"], n_live_tup=row["n_live_tup"], n_dead_tup=row["n_dead_tup"],
+                                 index_count=row["index_count"], total_bytes=row["total_bytes"], **values))
+    return tables
+
+
+def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5) -> WindowEvidence:
+    """Watch `target` for `seconds`, one tick every `interval` seconds."""
+    with target.session() as conn:
+        version = int(_one(conn, "SELECT current_setting('server_version_num')::int AS v")["v"])
+        backend = int(_one(conn, "SELECT pg_backend_pid() AS pid")["pid"])
+        settings = {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
+        host = HostProbe.find(target, backend)
+        statements_before = _statements(conn)
+        tables_before = conn.execute(TABLES_SQL).fetchall()
+        tally = ActivityTally()
+        vacuum = VacuumProgress()
+        series: dict[str, list[float]] = {}
+        started = time.time()
+        history = deque([(time.monotonic(), read_counters(conn, version))])
+        last_tick = history[0][0]
+        if host is not None:
+            host.read(0.0)
+        deadline = last_tick + seconds
+        while True:
+            time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
+            now = time.monotonic()
+            elapsed = now - last_tick
+            counters = read_counters(conn, version)
+            # Backends report their counters at most once a second, so a rate over a shorter span
+            # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
+            while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
+                history.popleft()
+            then, old = history[0]
+            values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
+            history.append((now, counters))
+            values.update(tally.add(conn.execute(ACTIVITY_SQL).fetchall()))
+            values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
+            if host is not None:
+                values.update(host.read(elapsed))
+            for key, value in values.items():
+                series.setdefault(key, []).append(value)
+            last_tick = now
+            if now >= deadline - 1e-3:
+                break
+        statements = statement_deltas(statements_before, _statements(conn))
+        tables = table_deltas(tables_before, conn.execute(TABLES_SQL).fetchall())
+    return WindowEvidence(
+        started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
+        session_samples=tally.samples, blocked=list(tally.blocked.values()), statements=statements, tables=tables,
+        settings=settings, running=dict(tally.running.most_common(20)),
+        cpu_count=psutil.cpu_count() if host is not None else None,
+        memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
+    )

@@ -1,0 +1,79 @@
+"""The root-cause knowledge base (knowledge/*.yaml) and its retrieval.
+
+Chunks follow D-Bot's format (name, content, metrics, steps) plus the root-cause `code` they
+explain, the `expert` that owns them, a `solution` and the manual section they rest on (`source`).
+Retrieval blends BM25 over the chunks' metric names, queried with the abnormal metrics (D-Bot's
+"abnormal metric names <-> chunk metric names" matching), with faiss cosine over the text,
+queried with the alert and the candidate causes.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from pathlib import Path
+
+import bm25s
+import yaml
+from pydantic import BaseModel
+
+from dbcrew.text import VectorIndex, tokens
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+KNOWLEDGE_DIR = Path(__file__).resolve().parent.parent / "knowledge"
+TEXT_WEIGHT = 0.5
+
+
+class Chunk(BaseModel):
+    name: str
+    code: str
+    expert: str
+    content: str
+    metrics: list[str]
+    steps: str
+    solution: str
+    source: str
+
+
+class Match(BaseModel):
+    chunk: Chunk
+    score: float
+
+
+class KnowledgeBase:
+    def __init__(self, chunks: list[Chunk]):
+        if not chunks:
+            raise ValueError("empty knowledge base")
+        self.chunks = chunks
+        self._bm25 = bm25s.BM25()
+        self._bm25.index([tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False)
+        self._vectors = VectorIndex([f"{c.name}. {c.content} {c.steps}" for c in chunks])
+
+    def for_code(self, code: str) -> Chunk | None:
+        return next((c for c in self.chunks if c.code == code), None)
+
+    def retrieve(self, metric_names: list[str], text: str, k: int = 3, expert: str | None = None) -> list[Match]:
+        """The k chunks best matching the abnormal metric names and the text (optionally one expert's)."""
+        query = tokens(" ".join(metric_names))
+        lexical = list(self._bm25.get_scores(query)) if query else [0.0] * len(self.chunks)
+        top = max(lexical) or 1.0
+        semantic = self._vectors.scores(text) if text.strip() else [0.0] * len(self.chunks)
+        scored = [
+            Match(chunk=c, score=round(float(lexical[i] / top + TEXT_WEIGHT * semantic[i]), 4))
+            for i, c in enumerate(self.chunks) if expert is None or c.expert == expert
+        ]
+        scored.sort(key=lambda m: -m.score)
+        return [m for m in scored[:k] if m.score > 0]
+
+
+def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
+    chunks = []
+    for path in sorted(folder.glob("*.yaml")):
+        chunks.extend(Chunk.model_validate(raw) for raw in yaml.safe_load(path.read_text()) or [])
+    return chunks
+
+
+@lru_cache(maxsize=1)
+def knowledge_base() -> KnowledgeBase:
+    return KnowledgeBase(load_chunks())

@@ -1,0 +1,174 @@
+"""Diagnosis parts as plain functions: accuracy, detection, plan patterns, experts, cross review, knowledge, plan."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import operators  # noqa: F401  (registers every operator)
+from bench.diagnose import accuracy
+from bench.injections import COMBINATIONS, RECIPES
+from dbcrew.llm.rules import RulesBrain
+from dbcrew.models import Brief
+from dbcrew.models.crew import PlanRequest
+from operators.diagnose.anomaly import abnormal_metrics
+from operators.diagnose.evidence import StatementDelta, WindowEvidence
+from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
+from operators.diagnose.facts import statement_candidates
+from operators.diagnose.plans import explainable, plan_issues
+from operators.diagnose.review import MAX_CAUSES, cross_review
+from operators.knowledge import knowledge_base
+from operators.registry import catalogue
+from roles.validators import validate
+
+
+def window(series: dict[str, list[float]] | None = None, **fields: object) -> WindowEvidence:
+    return WindowEvidence(started_at=0.0, seconds=5.0, interval=0.5, series=series or {}, **fields)
+
+
+def test_accuracy_follows_dbot_formula() -> None:
+    assert accuracy(["a"], ["a"]) == 1.0
+    assert accuracy(["a"], ["a", "b"]) == pytest.approx(0.9)
+    assert accuracy(["a", "b"], ["a"]) == 0.5
+    assert accuracy(["a"], ["b", "c"]) == 0.0  # never negative
+    assert accuracy(["a"], ["b", "c", "d", "e", "a"]) == 0.0  # only the first 4 causes count
+
+
+def test_step_in_a_metric_is_abnormal_and_noise_is_not() -> None:
+    rng = random.Random(1)
+    base = window({"db.tup_updated": [100 + rng.gauss(0, 5) for _ in range(12)], "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)]})
+    now = window({"db.tup_updated": [3000 + rng.gauss(0, 50) for _ in range(12)], "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)]})
+    found = abnormal_metrics(now, base)
+    assert [m.name for m in found] == ["db.tup_updated"] and found[0].direction == "up"
+    assert abnormal_metrics(now, None) == []
+
+
+SUBPLAN = {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000, "Plans": [
+    {"Node Type": "Aggregate", "Parent Relationship": "SubPlan", "Subplan Name": "SubPlan 1", "Plan Rows": 1,
+     "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Parent Relationship": "Outer", "Plan Rows": 10}]}]}
+HASHED = {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000, "Plans": [
+    {"Node Type": "Seq Scan", "Relation Name": "items", "Parent Relationship": "SubPlan", "Subplan Name": "hashed SubPlan 1", "Plan Rows": 10}]}
+
+
+def nested_loop(inner: dict[str, object]) -> dict[str, object]:
+    return {"Node Type": "Nested Loop", "Plan Rows": 1000, "Join Filter": "(i.order_id >= o.id)", "Plans": [
+        {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000}, inner]}
+
+
+def test_plan_patterns() -> None:
+    assert [i.code for i in plan_issues(SUBPLAN)] == ["query_correlated_subquery"]
+    assert plan_issues(HASHED) == []
+    big_inner = {"Node Type": "Materialize", "Plan Rows": 40000, "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Plan Rows": 40000}]}
+    issues = plan_issues(nested_loop(big_inner))
+    assert [i.code for i in issues] == ["query_poor_join"] and issues[0].relations == ["items", "orders"]
+    indexed = {"Node Type": "Index Scan", "Relation Name": "items", "Plan Rows": 40000}
+    assert plan_issues(nested_loop(indexed)) == []
+
+
+def test_only_single_selects_are_explained() -> None:
+    assert explainable("SELECT * FROM t WHERE id = $1")
+    assert not explainable("DELETE FROM t")
+    assert not explainable("SELECT 1; DROP TABLE t")
+    assert not explainable("SELECT * FROM t WHERE")  # truncated text
+
+
+def test_monitoring_statements_are_not_workload() -> None:
+    w = window(statements=[
+        StatementDelta(queryid=1, query="SELECT * FROM pg_stat_activity", calls=10, total_exec_time_ms=900, rows=10),
+        StatementDelta(queryid=2, query="SELECT * FROM t WHERE id = $1", calls=10, total_exec_time_ms=100, rows=10)],
+        running={"SELECT o.id FROM orders o": 3})
+    assert {q for q, _ in statement_candidates(w)} == {"SELECT o.id FROM orders o", "SELECT * FROM t WHERE id = $1"}
+
+
+def test_experts_judge_by_thresholds() -> None:
+    busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
+    assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
+    remote = busy.model_copy(update={"cpu_count": None})
+    assert cpu_expert(Facts(remote, None, [])) == []  # no host metrics for a remote target: no claim
+    locked = window({"act.wait_lock": [4.0] * 10}, waits={"Lock:transactionid": 40, "CPU": 2}, session_samples=10)
+    assert [c.code for c in locks_expert(Facts(locked, None, []))] == ["lock_contention"]
+    flushing = window({"act.wait_wal_flush": [5.0] * 10}, waits={"LWLock:WALWrite": 50}, session_samples=10,
+                      settings={"synchronous_commit": "on"})
+    assert [c.code for c in configuration_expert(Facts(flushing, None, []))] == ["sync_commit_pressure"]
+    relaxed = flushing.model_copy(update={"settings": {"synchronous_commit": "off"}})
+    assert configuration_expert(Facts(relaxed, None, [])) == []
+    small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
+    bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
+    assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
+    assert [c.code for c in workload_expert(Facts(bulk, None, []))] == ["workload_large_insert"]
+
+
+def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
+    facts = Facts(window({"db.tup_inserted": [3000.0], "db.xact_commit": [3000.0]}), None, [])
+    sync = Candidate(code="sync_commit_pressure", expert="configuration", strength=2.0)
+    inserts = Candidate(code="workload_many_inserts", expert="workload", strength=1.1)
+    causes, notes = cross_review([sync, inserts], facts)
+    assert [c.code for c in causes] == ["sync_commit_pressure"]
+    assert any(n.code == "workload_many_inserts" and n.verdict.startswith("dropped") for n in notes)
+    many = [Candidate(code=f"cause_{i}", expert="x", strength=1.0 + i) for i in range(6)]
+    assert len(cross_review(many, facts)[0]) == MAX_CAUSES
+
+
+def test_baseline_weakens_unsupported_candidates() -> None:
+    base = window({"act.wait_lock": [0.0] * 10})
+    candidate = Candidate(code="lock_contention", expert="locks", strength=1.0, indicators=["act.wait_lock"])
+    with_baseline = cross_review([candidate], Facts(window(), base, []))[0]
+    without = cross_review([candidate], Facts(window(), None, []))[0]
+    assert with_baseline == [] and [c.code for c in without] == ["lock_contention"]
+
+
+def test_knowledge_covers_every_injected_cause_and_cites_the_manual() -> None:
+    kb = knowledge_base()
+    for code in RECIPES:
+        chunk = kb.for_code(code)
+        assert chunk is not None, code
+        assert chunk.metrics and chunk.steps and chunk.solution
+    assert all(c.source.startswith("PostgreSQL manual") for c in kb.chunks)
+    assert kb.retrieve(["act.wait_wal_flush", "io.wal.fsyncs"], "")[0].chunk.code == "sync_commit_pressure"
+    assert kb.retrieve([], "rows locked by another transaction, sessions blocked", expert="locks")[0].chunk.code == "lock_contention"
+
+
+def test_expert_selection_by_alert_and_abnormal_metrics() -> None:
+    assert select_experts("", [], have_baseline=False) == list(EXPERTS)
+    base = window({"act.wait_lock": [0.0] * 10, "db.xact_commit": [10.0] * 10})
+    now = window({"act.wait_lock": [5.0] * 10, "db.xact_commit": [10.0] * 10})
+    chosen = select_experts("checkout is slow", abnormal_metrics(now, base), have_baseline=True)
+    assert "locks" in chosen and "query" in chosen and "memory" not in chosen
+
+
+def test_rules_brain_plans_a_valid_expert_team() -> None:
+    brief = Brief(server_version="18.0", server_version_num=180000, database="db", current_user="u",
+                  extensions=["pg_stat_statements"], preloaded_libraries=["pg_stat_statements"])
+    request = PlanRequest(scenario="diagnose", brief=brief, catalogue=catalogue())
+    strategy = RulesBrain().plan(request)
+    assert validate(strategy, request.catalogue) == []
+    names = {a.name for a in strategy.team}
+    assert {f"{e}-expert" for e in EXPERTS} <= names and "chief-dba" in names
+    review = strategy.task("cross_review_causes")
+    assert {f"expert_{e}" for e in EXPERTS} <= set(review.needs)
+
+
+def test_benchmark_has_at_least_five_combinations_of_known_causes() -> None:
+    assert len(COMBINATIONS) >= 5
+    assert all(len(c) == 2 and set(c) <= set(RECIPES) for c in COMBINATIONS)
+
+
+def test_selective_sequential_scan_is_a_missing_index() -> None:
+    lookup = {"Node Type": "Seq Scan", "Relation Name": "items", "Filter": "(k = $1)", "Plan Rows": 3}
+    issues = plan_issues(lookup, {"items": 300_000})
+    assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[0].detail
+    assert plan_issues(lookup, {"items": 500}) == []  # a small table is fine scanned
+    broad = {**lookup, "Filter": "(id <= 200000)", "Plan Rows": 200_000}
+    assert plan_issues(broad, {"items": 300_000}) == []  # most of the table: an index would not help
+    expression = {**lookup, "Filter": "(md5(a) < md5(b))"}
+    assert plan_issues(expression, {"items": 300_000}) == []
+
+
+def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
+    from dbcrew.models import Finding, Severity
+
+    cause = Finding(code="lock_contention", severity=Severity.CRITICAL, object="database", title="t", confidence=0.9,
+                    source="cross_review_causes")
+    assert RulesBrain().summarize("diagnose", [cause], []) == "1 root causes: lock_contention (confidence 0.90)."
+    assert RulesBrain().summarize("diagnose", [], []).startswith("No root cause")
