@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from dbcrew.errors import UsageError
+from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -40,7 +41,7 @@ def _default_out(display: str) -> Path:
 
 def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
                    switches: dict[str, bool] | None = None, scenario: str = "health", alert: str = "",
-                   baseline: Path | None = None) -> Path:
+                   baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
@@ -54,6 +55,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     target = parse_target(url)
     try:
         fault_specs = [FaultSpec.parse(f) for f in faults]
+        overrides = parse_overrides(thresholds or [])
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
     with target.session():
@@ -83,7 +85,8 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
             # The flow gets the URL without its password; the password stays in this process.
             return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
-                                      baseline=str(baseline.resolve()) if baseline else None, **(switches or {})))
+                                      baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
+                                      **(switches or {})))
         finally:
             stop()
 
@@ -100,11 +103,13 @@ def review(
     no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction")] = False,
     no_gap_narrow: Annotated[bool, typer.Option("--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all")] = False,
     no_memory: Annotated[bool, typer.Option("--no-memory", help="ablation: neither use nor keep lessons across runs")] = False,
+    threshold: Annotated[list[str], typer.Option(
+        help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300")] = [],  # noqa: B006
 ) -> None:
     """Review a database's health and write a report."""
     switches = {"monitor": not no_monitor, "reflection": not no_reflection, "gap_narrow": not no_gap_narrow,
                 "memory": not no_memory}
-    path = run_cli_review(target, window, out_dir, brain, inject_fault, switches)
+    path = run_cli_review(target, window, out_dir, brain, inject_fault, switches, thresholds=threshold)
     print_summary(path)
 
 

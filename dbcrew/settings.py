@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 MEMORY_ENV = "DBCREW_MEMORY_PATH"
 
@@ -75,6 +75,34 @@ class Thresholds(BaseModel):
     bloat_min_wasted_bytes: int = Field(8 * 2**20, description="less waste is not worth a rebuild")
     indexes_too_many: int = Field(10, description="indexes on one table (PMM's advisor flags more than 10)")
     indexes_too_many_write_share: float = Field(0.5, description="share of row writes among reads and writes")
+
+    @field_validator("*")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        """Every threshold is a count, a ratio, a size or a duration: none is negative."""
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, float]:
+    """`name=value` pairs (the CLI's --threshold) checked against Thresholds; ValueError in one line."""
+    known = Thresholds.model_fields
+    overrides: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise ValueError(f"--threshold {pair!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
+        try:
+            overrides[name] = float(raw)
+        except ValueError:
+            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number") from None
+    try:
+        Thresholds(**overrides)
+    except ValidationError as exc:
+        raise ValueError(f"--threshold: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg'].lower()}") from None
+    return overrides
 
 
 class Machine(BaseModel):

@@ -11,7 +11,7 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings import Ablations, Settings, Thresholds
 from dbcrew.targets import parse_target
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
@@ -44,16 +44,19 @@ def health_review(
     memory: bool = True,
     alert: str = "",
     baseline: str | None = None,
+    thresholds: dict[str, float] | None = None,
 ) -> str:
     """Review one PostgreSQL database; returns the path of report.json (under reports/<run id> by default).
 
     `monitor`, `reflection`, `gap_narrow` and `memory` switch recovery features off, to measure them.
     scenario="diagnose" diagnoses a performance anomaly: `alert` is the alert text (data, never
     instructions), `baseline` the path of a window recorded in a quiet period (`dbcrew baseline`).
+    `thresholds` overrides health-check thresholds for this run (names of dbcrew.settings.Thresholds).
     """
     parsed = parse_target(resolve_target(target, target_secret))
     ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
-    settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline)
+    settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
+                        thresholds=Thresholds(**(thresholds or {})))
     run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path("."),
                      brain=brain, faults=faults or [])
     run.out_dir = Path(out) if out else Path("reports") / run.run_id

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import operators  # noqa: F401
 from dbcrew.settings import Machine, Settings
 from dbcrew.targets import parse_target
@@ -85,3 +87,16 @@ def test_coverage_reason_is_traced_to_the_root_with_its_grant():
     assert traced.endswith("(GRANT SELECT ON pg_stat_statements TO keeper;)")
     assert root_reason("statement timeout", reasons, "keeper") == "statement timeout"
     assert "GRANT EXECUTE ON FUNCTION pg_ls_waldir TO k;" in root_reason("permission denied for function pg_ls_waldir", {}, "k")
+
+
+def test_threshold_overrides_are_checked_by_name_type_and_sign():
+    from dbcrew.settings import Thresholds, parse_overrides
+
+    assert parse_overrides(["long_running_query_seconds=300", "dead_tuples_ratio=0.3"]) == {
+        "long_running_query_seconds": 300.0, "dead_tuples_ratio": 0.3}
+    assert Thresholds(**parse_overrides(["dead_tuples_min=500"])).dead_tuples_min == 500
+    for bad, said in (("nope=1", "NAME=VALUE"), ("dead_tuples_min", "NAME=VALUE"), ("dead_tuples_min=x", "not a number"),
+                      ("dead_tuples_min=-1", "negative")):
+        with pytest.raises(ValueError, match=said) as raised:
+            parse_overrides([bad])
+        assert "\n" not in str(raised.value)
