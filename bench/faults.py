@@ -10,8 +10,9 @@ A run is *correct* when it ends with a report in which
   1. every planted finding is present whose check the faults did not make impossible, and
   2. coverage is honest: a check reported as "ran" really completed, and a check the faults made
      impossible is reported as failed or skipped, with a reason.
-A check is impossible when an operator it depends on (itself or an upstream producer of what it
-reads) fails on every call and has no working equivalent.
+A check is impossible when an operator it needs (itself or an upstream producer of what it
+needs) fails on every call and has no working equivalent; a check that only *uses* a lost
+artifact runs degraded, may miss its plant, and honestly reports that it ran.
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ CONFIGS: list[tuple[str, Ablations]] = [
 ]
 
 
-def impossible_checks(faults: list[FaultSpec]) -> set[str]:
-    """Checks no recovery can run: they depend on an operator that always fails and has no working equivalent."""
+def impossible_checks(faults: list[FaultSpec], *, degraded: bool = False) -> set[str]:
+    """Checks no recovery can run: they need an operator that always fails and has no working equivalent.
+
+    With `degraded`, the checks that run but without something they only *use* (soft dependency):
+    they may miss a planted finding, yet honestly report that they ran.
+    """
     always = {f.operator for f in faults if f.kind in RUN_TIME_KINDS and f.times is None}
     broken = {name for name in always if all(e.name in always for e in equivalents(name))}
     dead_artifacts: set[str] = set()
@@ -98,7 +103,7 @@ def impossible_checks(faults: list[FaultSpec]) -> set[str]:
                 dead_artifacts.add(artifact)
                 changed = True
     return {op.name for op in REGISTRY.values() if op.category == "checks"
-            and (op.name in broken or (set(op.needs) | set(op.uses)) & dead_artifacts)}
+            and (op.name in broken or set(op.uses if degraded else op.needs) & dead_artifacts)}
 
 
 @dataclass
@@ -127,9 +132,10 @@ class ConfigFigures:
 def judge(shop: DemoShop, faults: list[FaultSpec], review: ReviewResult, report: Report) -> tuple[bool, str]:
     """Correct = every planted finding that was possible is found, and coverage is honest."""
     impossible = impossible_checks(faults)
+    excused = impossible | impossible_checks(faults, degraded=True)
     emitter = {code: op.name for op in REGISTRY.values() for code in op.checks}
     found = {(f.code, f.object) for f in report.findings}
-    missed = [plant for plant in shop.expected if emitter[plant[0]] not in impossible and plant not in found]
+    missed = [plant for plant in shop.expected if emitter[plant[0]] not in excused and plant not in found]
     if missed:
         return False, f"missed {sorted(missed)}"
     outcomes = review.result.state.outcomes
