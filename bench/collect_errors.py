@@ -497,7 +497,7 @@ def unexpected_faults(c: Collector) -> None:
 
 
 def llm_faults(c: Collector) -> None:
-    """The openai client against the scripted server; answers go through OpenAIBrain._ask, the brain's own parser."""
+    """The openai client against the scripted server; answers go through OpenAIBrain.ask, the brain's own parser."""
     def brain(server: ScriptedServer, timeout: float = 5.0) -> OpenAIBrain:
         return OpenAIBrain(lambda _t, _c: "prompt", base_url=server.url, api_key="sk-scripted", model="gpt-4o-mini",
                            timeout=timeout, max_repairs=0)
@@ -522,14 +522,14 @@ def llm_faults(c: Collector) -> None:
                 ask(client(server))
         server.replies[:] = [Reply(status=429, content="Rate limit exceeded: 20 requests per minute")] * 3
         with c.expect("llm_rate_limit", "HTTP 429 through the brain's retries"):
-            brain(server)._ask("plan.j2", {}, Strategy)
+            brain(server).ask("plan.j2", {}, Strategy)
         for delay, timeout in [(0.6, 0.2), (0.8, 0.3)]:
             server.replies[:] = [Reply(delay=delay, content="{}")]
             with c.expect("llm_timeout", "endpoint slower than the client timeout"):
                 ask(client(server, timeout=timeout))
         server.replies[:] = [Reply(delay=0.6, content="{}")] * 3
         with c.expect("llm_timeout", "brain call slower than its timeout"):
-            brain(server, timeout=0.2)._ask("summarize.j2", {}, Summary)
+            brain(server, timeout=0.2).ask("summarize.j2", {}, Summary)
         for status, body in [(500, "The server had an error while processing your request."), (502, "Bad gateway"),
                              (503, "The engine is currently overloaded, please try again later"),
                              (401, "Incorrect API key provided: sk-scri*****pted."), (404, "The model `gpt-5-turbo` does not exist")]:
@@ -548,7 +548,7 @@ def llm_faults(c: Collector) -> None:
         for content, model in malformed:
             server.replies[:] = [Reply(content=content)]
             with c.expect("llm_malformed_output", f"unparseable answer for {model.__name__}"):
-                brain(server)._ask("plan.j2", {}, model)
+                brain(server).ask("plan.j2", {}, model)
         with c.expect("llm_malformed_output", "json.loads of a chatty answer"):
             json.loads("Here you go: {\"tasks\": []}")
         wrong_schema: list[tuple[str, type[Any]]] = [
@@ -561,7 +561,7 @@ def llm_faults(c: Collector) -> None:
         for content, model in wrong_schema:
             server.replies[:] = [Reply(content=content)]
             with c.expect("llm_wrong_schema", f"well-formed JSON that does not fit {model.__name__}"):
-                brain(server)._ask("plan.j2", {}, model)
+                brain(server).ask("plan.j2", {}, model)
         for content in ['{"team": 3}', '[{"id": "t1"}]']:
             with c.expect("llm_wrong_schema", "model_validate_json of a wrong shape"):
                 Strategy.model_validate_json(content)

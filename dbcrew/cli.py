@@ -153,7 +153,8 @@ def extract_knowledge(
 ) -> None:
     """Extract root-cause knowledge chunks from documents with the LLM brain (chapter split, summary tree, extraction)."""
     from operators.diagnose.experts_index import experts_by_code
-    from operators.diagnose.extraction import extract_chunks, llm_asker, write_chunks
+    from dbcrew.llm.openai_brain import OpenAIBrain
+    from operators.diagnose.extraction import extract_chunks, write_chunks
     from prompts import render
     from roles.brains import default_brain
 
@@ -161,9 +162,7 @@ def extract_knowledge(
         raise UsageError("knowledge extraction needs the LLM brain: set DBCREW_LLM_BASE_URL or OPENAI_API_KEY")
     if not documents.is_dir():
         raise UsageError(f"{documents}: not a folder")
-    ask = llm_asker(render, base_url=os.environ.get("DBCREW_LLM_BASE_URL") or None, api_key=os.environ.get("OPENAI_API_KEY"),
-                    model=os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini"))
-    chunks = extract_chunks(documents, ask, experts_by_code())
+    chunks = extract_chunks(documents, OpenAIBrain(render).ask, experts_by_code())
     print(f"{len(chunks)} chunks: {write_chunks(chunks, out)}")
 
 

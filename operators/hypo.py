@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import psycopg
-from pglast import ast, parse_sql
-from pglast.parser import ParseError
+from pglast import ast
 from psycopg import errors
 from psycopg.rows import tuple_row
 
 from dbcrew.targets.postgres import first_line
 from operators.predicates import filter_columns
-from operators.sql import qualified, quote_ident
+from operators.sql import qualified, quote_ident, unplannable
 
 MIN_COST = 100.0  # Dexter's --min-cost: a cheaper plan is not worth an index, nor a second column
 MAX_COLUMNS_PER_TABLE = 8  # bounds pass 2 at 56 ordered pairs per table
@@ -145,7 +144,7 @@ def generic_plan_cost(conn: psycopg.Connection[Any], query: str, server_version_
     force the generic plan, EXPLAIN EXECUTE with NULL for every parameter (the generic plan does
     not look at the values), DEALLOCATE. The statement is planned, never executed.
     """
-    kind = _statement_kind(query)
+    kind = unplannable(query, PLANNABLE)
     if kind is not None:
         return PlanCost(None, kind)
     try:
@@ -241,9 +240,9 @@ class _Advisor:
 
     def consider(self, stmt: Statement) -> None:
         """Pass 1 (one column at a time), then pass 2 (ordered pairs) when the plan is still expensive."""
-        unplannable = _statement_kind(stmt.query)
-        if unplannable is not None:
-            return self._skip(stmt, unplannable)
+        why = unplannable(stmt.query, PLANNABLE)
+        if why is not None:
+            return self._skip(stmt, why)
         candidates = self._candidates(stmt.query)
         singles = [(t, (c,)) for t, cols in candidates.items() for c in cols if not self._served(t, (c,))]
         if not candidates:
@@ -370,20 +369,6 @@ def _resolve_table(conn: psycopg.Connection[Any], name: str) -> _Table | None:
             [name],
         ).fetchone()
     return _Table(row[0], row[1], frozenset(row[3]), row[2]) if row else None
-
-
-def _statement_kind(query: str) -> str | None:
-    """Why the text cannot be planned as one statement (None when it can): parsed by PostgreSQL's parser."""
-    try:
-        parsed = parse_sql(query)
-    except ParseError as exc:
-        return f"not parsable: {exc}"
-    if len(parsed) != 1:
-        return f"{len(parsed)} statements in one text"
-    stmt = parsed[0].stmt
-    if not isinstance(stmt, PLANNABLE):
-        return f"utility statement ({type(stmt).__name__}) has no plan"
-    return None
 
 
 _PREPARED = itertools.count()

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from pglast import parse_sql
 from pglast.keywords import RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS
+from pglast.parser import ParseError
 
 from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
 
@@ -45,3 +47,21 @@ def quote_literal(value: str) -> str:
 
 def qualified(schema: str, name: str) -> str:
     return f"{quote_ident(schema)}.{quote_ident(name)}"
+
+
+def unplannable(query: str, kinds: tuple[type, ...]) -> str | None:
+    """Why `query` is not exactly one statement of `kinds` (None when it is).
+
+    The guard in front of every EXPLAIN of text read from the target: PostgreSQL's own parser
+    (pglast) decides, so a statement can never smuggle a second one or a utility command.
+    """
+    try:
+        parsed = parse_sql(query)
+    except ParseError as exc:
+        return f"not parsable: {exc}"
+    if len(parsed) != 1:
+        return f"{len(parsed)} statements in one text"
+    stmt = parsed[0].stmt
+    if not isinstance(stmt, kinds):
+        return f"utility statement ({type(stmt).__name__}) has no plan"
+    return None

@@ -68,7 +68,10 @@ class OpenAIBrain(Brain):
         self._fallback = RulesBrain()
         self.fallbacks = 0
 
-    def _ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
+    def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
+        """One answer as a validated `model`, regenerated with the validation error when it is not
+        (RCAgent's repair); BrainError when the endpoint fails or no repair validates. Every role
+        call goes through here, and so does knowledge extraction."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": self._render("system.j2", {})},
             {"role": "user", "content": self._render(template, {**context, "schema": model.model_json_schema()})},
@@ -101,34 +104,34 @@ class OpenAIBrain(Brain):
 
     def plan(self, request: PlanRequest) -> Strategy:
         context = {"scenario": request.scenario, "brief": request.brief.model_dump(), "catalogue": _catalogue(request)}
-        return self._or_fallback("plan", lambda: self._ask("plan.j2", context, Strategy), lambda: self._fallback.plan(request))
+        return self._or_fallback("plan", lambda: self.ask("plan.j2", context, Strategy), lambda: self._fallback.plan(request))
 
     def reflect(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
         context = {"scenario": request.scenario, "strategy": strategy.model_dump(), "catalogue": _catalogue(request),
                    "problems": [p.model_dump() for p in problems]}
-        fixed = self._or_fallback("reflect", lambda: self._ask("reflect.j2", context, Strategy),
+        fixed = self._or_fallback("reflect", lambda: self.ask("reflect.j2", context, Strategy),
                                   lambda: self._fallback.reflect(request, strategy, problems))
         return fixed.model_copy(update={"round": strategy.round + 1})
 
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
         context = {"scenario": request.scenario, "brief": request.brief.model_dump(), "strategy": strategy.model_dump()}
-        answer = self._or_fallback("critique", lambda: self._ask("critique.j2", context, Problems), lambda: Problems())
+        answer = self._or_fallback("critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems())
         return answer.problems
 
     def recommend(self, alert: Alert, leaf: str, action: str) -> list[Recommendation]:
         context = {"alert": alert.model_dump(), "leaf": leaf, "action": action}
-        answer = self._or_fallback("recommend", lambda: self._ask("recommend.j2", context, Recommendations),
+        answer = self._or_fallback("recommend", lambda: self.ask("recommend.j2", context, Recommendations),
                                    lambda: Recommendations(recommendations=self._fallback.recommend(alert, leaf, action)))
         return answer.recommendations
 
     def replan(self, request: ReplanRequest) -> Strategy:
         context = {"request": json.loads(request.model_dump_json())}
-        return self._or_fallback("re-plan", lambda: self._ask("replan.j2", context, Strategy), lambda: self._fallback.replan(request))
+        return self._or_fallback("re-plan", lambda: self.ask("replan.j2", context, Strategy), lambda: self._fallback.replan(request))
 
     def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
         context = {"scenario": scenario, "findings": [f.model_dump(mode="json") for f in findings],
                    "coverage": [c.model_dump(mode="json") for c in coverage]}
-        answer = self._or_fallback("summarize", lambda: self._ask("summarize.j2", context, Summary),
+        answer = self._or_fallback("summarize", lambda: self.ask("summarize.j2", context, Summary),
                                    lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)))
         return answer.text
 

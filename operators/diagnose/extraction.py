@@ -18,9 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import openai
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from operators.knowledge import Chunk
 
@@ -104,28 +103,6 @@ def extract_chunks(folder: Path, ask: Ask, experts_by_code: dict[str, str]) -> l
                                     metrics=found.metrics, steps=found.steps, solution=found.solution,
                                     source=f"{path.name}, {chapter.title}"))
     return chunks
-
-
-def llm_asker(render: Callable[[str, dict[str, Any]], str], *, base_url: str | None, api_key: str | None, model: str,
-              max_repairs: int = 2, timeout: float = 60.0) -> Ask:
-    """A JSON-answering LLM call against any OpenAI-compatible endpoint, repaired on invalid output."""
-    client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2)
-
-    def ask(template: str, context: dict[str, Any], answer: type[BaseModel]) -> BaseModel:
-        messages = [{"role": "system", "content": render("system.j2", {})},
-                    {"role": "user", "content": render(template, {**context, "schema": answer.model_json_schema()})}]
-        error = ""
-        for _ in range(max_repairs + 1):
-            response = client.chat.completions.create(model=model, messages=messages, temperature=0)  # type: ignore[arg-type]
-            text = (response.choices[0].message.content or "") if response.choices else ""
-            try:
-                return answer.model_validate_json(text.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
-            except ValidationError as exc:
-                error = "; ".join(e["msg"] for e in exc.errors()[:3])
-                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": render("repair.j2", {"error": error})}]
-        raise ValueError(f"no valid answer after {max_repairs} repairs: {error}")
-
-    return ask
 
 
 def write_chunks(chunks: list[Chunk], path: Path) -> Path:

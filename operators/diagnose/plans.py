@@ -13,12 +13,11 @@ import re
 from typing import Any
 
 import psycopg
-from pglast import parse_sql
 from pglast.ast import SelectStmt
-from pglast.parser import ParseError
 from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
+from operators.sql import unplannable
 
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
 NESTED_LOOP_PAIRS = 1e7
@@ -45,11 +44,7 @@ class StatementPlan(BaseModel):
 
 def explainable(query: str) -> bool:
     """True for exactly one SELECT statement (what the read-only session may EXPLAIN)."""
-    try:
-        statements = parse_sql(query)
-    except ParseError:
-        return False
-    return len(statements) == 1 and isinstance(statements[0].stmt, SelectStmt)
+    return unplannable(query, (SelectStmt,)) is None
 
 
 def explain(conn: psycopg.Connection[Any], query: str, version: int) -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dbcrew.llm.openai_brain import OpenAIBrain
 from operators.diagnose.experts_index import experts_by_code
-from operators.diagnose.extraction import extract_chunks, llm_asker, split_chapters, write_chunks
+from operators.diagnose.extraction import extract_chunks, split_chapters, write_chunks
 from operators.knowledge import KnowledgeBase, load_chunks
 from prompts import render
 from tests.llm.scripted_server import Reply, ScriptedServer
@@ -47,7 +48,7 @@ def test_extraction_builds_the_summary_tree_and_keeps_only_known_codes(tmp_path:
         Reply(json.dumps({"chunks": [{**sync, "name": "lock waits", "code": "lock_contention", "metrics": ["act.wait_lock"]}]})),
     ])
     try:
-        ask = llm_asker(render, base_url=server.url, api_key="test", model="scripted")
+        ask = OpenAIBrain(render, base_url=server.url, api_key="test", model="scripted").ask
         chunks = extract_chunks(docs, ask, experts_by_code())
     finally:
         server.close()
