@@ -16,6 +16,7 @@ from typing import Any
 
 from dbcrew.models import Finding, Role, Severity
 from operators.checks.base import observe
+from operators.checks.database import judged_hit_ratio, requested_checkpoint_share
 from operators.registry import Observation, OperatorContext, operator
 
 KB = 1024
@@ -106,20 +107,18 @@ def _workload(s: dict[str, dict[str, Any]], symptoms: dict[str, str]) -> Iterato
 def _symptoms(ctx: OperatorContext) -> dict[str, str]:
     """Measured evidence that a sizing setting costs something in this review's window."""
     found: dict[str, str] = {}
-    ws = ctx.workspace
+    ws, t = ctx.workspace, ctx.settings.thresholds
     if ws.has("database_stats"):
         for row in ws.query("SELECT blks_hit_delta AS hit, blks_read_delta AS read, temp_bytes_delta AS temp FROM database_stats"):
-            accesses = row["hit"] + row["read"]
-            ratio = row["hit"] / accesses if accesses else 1.0
-            if accesses >= ctx.settings.thresholds.cache_min_block_accesses and ratio < ctx.settings.thresholds.cache_hit_ratio_warning:
+            ratio = judged_hit_ratio(row["hit"], row["read"], t)
+            if ratio is not None and ratio <= t.cache_hit_ratio_warning:
                 found["cache"] = f"cache hit ratio {ratio:.1%} in the window"
-            if row["temp"] >= ctx.settings.thresholds.temp_spill_warning_bytes:
+            if row["temp"] >= t.temp_spill_warning_bytes:
                 found["temp"] = f"{_human(row['temp'])} of temporary files in the window"
     if ws.has("checkpointer"):
         for row in ws.query("SELECT timed, requested FROM checkpointer"):
-            total = (row["timed"] or 0) + (row["requested"] or 0)
-            if total >= ctx.settings.thresholds.checkpoints_min_total and row["requested"] / total > ctx.settings.thresholds.checkpoints_requested_ratio:
-                found["checkpoints"] = f"{row['requested']} of {total} checkpoints requested"
+            if requested_checkpoint_share(row["timed"], row["requested"], t) is not None:
+                found["checkpoints"] = f"{row['requested']} of {(row['timed'] or 0) + row['requested']} checkpoints requested"
     return found
 
 

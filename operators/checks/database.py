@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 from dbcrew.models import Finding, Role, Severity
+from dbcrew.settings import Thresholds
 from operators.checks.base import observe, rounded, severity_for
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import quote_ident
 
 XID_LIMIT = 2**31
+
+
+def judged_hit_ratio(hit: float, read: float, t: Thresholds) -> float | None:
+    """The window's shared-buffer hit ratio, or None when too few blocks were accessed to judge."""
+    accesses = hit + read
+    return hit / accesses if accesses >= t.cache_min_block_accesses else None
+
+
+def requested_checkpoint_share(timed: int | None, requested: int | None, t: Thresholds) -> float | None:
+    """Share of checkpoints requested by WAL volume when it passes the threshold (enough of them to judge), else None."""
+    total = (timed or 0) + (requested or 0)
+    if total < t.checkpoints_min_total:
+        return None
+    share = (requested or 0) / total
+    return share if share > t.checkpoints_requested_ratio else None
 
 
 @operator(role=Role.TASKER, category="checks", needs=("database_stats",), checks=("cache_hit_ratio_low",))
@@ -16,10 +32,9 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Observation:
     t = ctx.settings.thresholds
     findings = []
     for row in ctx.workspace.query("SELECT datname, blks_hit_delta AS hit, blks_read_delta AS read FROM database_stats"):
-        accesses = row["hit"] + row["read"]
-        if accesses < t.cache_min_block_accesses:
+        ratio = judged_hit_ratio(row["hit"], row["read"], t)
+        if ratio is None:
             continue
-        ratio = row["hit"] / accesses
         severity = severity_for(ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False)
         if severity:
             findings.append(Finding(
@@ -37,11 +52,9 @@ def check_checkpoints(ctx: OperatorContext) -> Observation:
     t = ctx.settings.thresholds
     findings = []
     for row in ctx.workspace.query("SELECT timed, requested FROM checkpointer"):
-        total = (row["timed"] or 0) + (row["requested"] or 0)
-        if total < t.checkpoints_min_total:
-            continue
-        share = row["requested"] / total
-        if share > t.checkpoints_requested_ratio:
+        share = requested_checkpoint_share(row["timed"], row["requested"], t)
+        if share is not None:
+            total = (row["timed"] or 0) + (row["requested"] or 0)
             findings.append(Finding(
                 code="checkpoints_too_frequent", severity=Severity.WARNING, object="max_wal_size",
                 title=f"{share:.0%} of {total} checkpoints were requested by WAL volume, not by time",
