@@ -99,7 +99,7 @@ def initialize(run: RunContext) -> Initialized:
         strategy, rounds = planned.strategy, len(planned.rounds)
     identity, edits = "", []
     if run.settings.ablations.memory:
-        identity = target_identity(run.target, brief.database)
+        identity = target_identity(run.target, brief)
         lessons = recall(LongTermMemory(run.settings.memory_path), identity, strategy)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(brief=brief, strategy=strategy, coverage=caps.coverage, findings=caps.findings,
@@ -126,7 +126,7 @@ def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult
     """The monitor's recommendations, each told what fixed the failed operator before (hybrid recall by the error)."""
     alert = result.replan_for
     assert alert is not None
-    identity = target_identity(run.target, brief.database)
+    identity = target_identity(run.target, brief)
     lessons = recall(LongTermMemory(run.settings.memory_path), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
     known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
     if known is None:

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import psycopg
 from pydantic import BaseModel
 
-from dbcrew.models import AgentSpec, CatalogueEntry, Strategy, TaskSpec
+from dbcrew.models import AgentSpec, Brief, CatalogueEntry, Strategy, TaskSpec
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision
 from dbcrew.targets import PostgresTarget
@@ -36,17 +35,13 @@ from roles.worker import Status, TaskOutcome
 LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
 
 
-def target_identity(target: PostgresTarget, database: str) -> str:
-    """`system identifier/database`: the same cluster under any host name or port is the same target."""
-    try:
-        with target.session() as conn:
-            row = conn.execute("SELECT system_identifier::text AS id FROM pg_control_system()").fetchone()
-        cluster = row["id"] if row else ""
-    except psycopg.errors.InsufficientPrivilege:
-        cluster = ""
-    if not cluster:  # the role may not read the control file: the address is the next best identity
-        cluster = target.display.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
-    return f"{cluster}/{database}"
+def target_identity(target: PostgresTarget, brief: Brief) -> str:
+    """`system identifier/database`: the same cluster under any host name or port is the same target.
+
+    The probe read the identifier; when the role may not, the address is the next best identity.
+    """
+    cluster = brief.system_identifier or target.display.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
+    return f"{cluster}/{brief.database}"
 
 
 class Lesson(BaseModel):

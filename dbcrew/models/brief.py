@@ -21,6 +21,7 @@ class Brief(BaseModel):
     can_read_all_settings: bool = False
     max_connections: int = 100
     track_io_timing: bool = False
+    system_identifier: str | None = Field(None, description="the cluster's identity (pg_control_system); None when the role may not read it")
 
     @property
     def has_statements(self) -> bool:

@@ -37,7 +37,9 @@ SELECT current_setting('server_version') AS server_version,
        pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can_read_all_stats,
        pg_has_role(current_user, 'pg_read_all_settings', 'USAGE') AS can_read_all_settings,
        current_setting('max_connections')::int AS max_connections,
-       current_setting('track_io_timing') = 'on' AS track_io_timing
+       current_setting('track_io_timing') = 'on' AS track_io_timing,
+       CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
+            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier
 """
 
 

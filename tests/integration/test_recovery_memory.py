@@ -152,7 +152,7 @@ def test_replan_recommendations_carry_the_fix_memory_recalls_for_the_error(shop:
                                                                           private_memory: Path):
     run = run_for(shop.dsn, tmp_path, [], memory=False)
     init = PlainPhases.initialize(run)
-    identity = target_identity(run.target, init.brief.database)
+    identity = target_identity(run.target, init.brief)
     spec = init.strategy.task("collect_table_stats")
     fixed = spec.model_copy(update={"id": "collect_table_stats_all", "operator": "collect_table_stats_all"})
     LongTermMemory(private_memory).learn([Lesson(target=identity, operator=spec.operator, kind=EditKind.REPLACE, fixed=fixed,
