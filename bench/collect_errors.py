@@ -38,8 +38,8 @@ import psycopg
 import yaml
 
 import operators  # noqa: F401 - registers the operators whose parameter models we validate
-from dbcrew.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres, _free_port  # _free_port: a port nobody listens on
-from dbcrew.llm.openai_brain import OpenAIBrain, Problems, Recommendations, Summary
+from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres, _free_port  # _free_port: a port nobody listens on
+from roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
 from dbcrew.models import Strategy
 from dbcrew.models.crew import Action
 from dbcrew.models.faults import FaultSpec
@@ -51,7 +51,7 @@ from operators.registry import REGISTRY, get
 from roles.faults import FaultInjector
 from roles.planner import PlanRejected
 from roles.validators import validate
-from tests.llm.scripted_server import Reply, ScriptedServer
+from lab.scripted_llm import Reply, ScriptedServer
 
 PASSWORDS = {"alice": "correct-horse-1", "bob": "battery-staple-2", "carol": "tr0ub4dor-3"}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import injections
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
@@ -84,7 +84,7 @@ class DiagnosisServer:
 
 def time_cli_diagnosis(server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention") -> tuple[float, int]:
     """Wall time of `dbcrew diagnose` as a user runs it (its own Prefect ephemeral server), under one injection."""
-    command = [sys.executable, "-m", "dbcrew", "diagnose", server.dsn, "--window", str(WINDOW_SECONDS),
+    command = [sys.executable, "-m", "cli", "diagnose", server.dsn, "--window", str(WINDOW_SECONDS),
                "--baseline", str(server.baseline), "--alert", "queries are slower than usual", "--out", str(out_dir)]
     with injections.injected(server.dsn, [cause]):
         started = time.monotonic()

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import operators  # noqa: F401  (registers every operator)
-from dbcrew.demo import DemoShop
-from dbcrew.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Ablations, Settings

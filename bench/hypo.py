@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
 from operators.hypo import Statement, advise
 

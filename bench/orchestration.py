@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dbcrew.demo import DemoShop
-from dbcrew.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 
 SIZES = (100, 1_000, 10_000)
 WINDOW = 5.0

@@ -17,8 +17,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key in ("OPENAI_API_KEY", "DBCREW_LLM_BASE_URL"):
     os.environ.pop(key, None)
 
-from dbcrew.demo import DemoShop  # noqa: E402
-from dbcrew.embedded import EmbeddedPostgres  # noqa: E402
+from lab.shop import DemoShop  # noqa: E402
+from lab.embedded import EmbeddedPostgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,9 @@
-"""Brains: the planner's and monitor's reasoning, behind one interface.
+"""The kernel's side of the brains: the interface every brain answers, and the LLM client.
 
-`RulesBrain` is the offline default (deterministic scenario playbooks); `OpenAIBrain` talks to any
-OpenAI-compatible endpoint. Both answer with validated pydantic objects.
+The brains themselves (the offline rules brain and the LLM brain) live in roles/brains/: they
+know the scenario playbooks and the roles' prompts, which sit above the kernel.
 """
 
 from dbcrew.llm.base import Brain
-from dbcrew.llm.rules import RulesBrain
 
-__all__ = ["Brain", "RulesBrain"]
+__all__ = ["Brain"]

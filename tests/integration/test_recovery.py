@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dbcrew.demo import DemoShop
+from lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 
-from dbcrew.demo import DemoShop
-from dbcrew.llm.rules import RulesBrain
+from lab.shop import DemoShop
+from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import Action, Alert, Recommendation
 from dbcrew.models.faults import FaultSpec

@@ -8,8 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dbcrew.demo import DemoShop
-from dbcrew.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from lab.embedded import EmbeddedPostgres
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dbcrew.llm.openai_brain import OpenAIBrain
+from roles.brains.openai import OpenAIBrain
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.extraction import extract_chunks, split_chapters, write_chunks
 from operators.knowledge import KnowledgeBase, load_chunks
 from prompts import render
-from tests.llm.scripted_server import Reply, ScriptedServer
+from lab.scripted_llm import Reply, ScriptedServer
 
 DOC = """Notes on commits.
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 import operators  # noqa: F401
-from dbcrew.llm.openai_brain import OpenAIBrain
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.openai import OpenAIBrain
+from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Finding, Severity
 from dbcrew.models.crew import PlanRequest
 from operators.registry import catalogue
@@ -17,7 +17,7 @@ from prompts import render
 from roles.capabilities import prune
 from roles.planner import make_plan
 from roles.validators import validate
-from tests.llm.scripted_server import Reply, ScriptedServer
+from lab.scripted_llm import Reply, ScriptedServer
 
 BRIEF = Brief(server_version="18.6", server_version_num=180006, database="shop", current_user="postgres",
               extensions=["pg_stat_statements"], preloaded_libraries=["pg_stat_statements"], is_superuser=True,

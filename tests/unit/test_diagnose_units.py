@@ -9,7 +9,7 @@ import pytest
 import operators  # noqa: F401  (registers every operator)
 from bench.diagnose import accuracy
 from bench.injections import COMBINATIONS, RECIPES
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
 from operators.diagnose.anomaly import abnormal_metrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import operators  # noqa: F401  (registers operators)
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Strategy
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.plan import EditKind

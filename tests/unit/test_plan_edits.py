@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operators  # noqa: F401  (registers operators)
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.rules import RulesBrain
 from dbcrew.models import AgentSpec, Brief, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultKind, FaultSpec

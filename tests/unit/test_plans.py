@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import operators  # noqa: F401  (registers operators)
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Role, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
 from operators.registry import catalogue

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import psycopg
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Thresholds
 from tests.integration.health.conftest import review
 

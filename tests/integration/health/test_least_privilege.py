@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from tests.integration.health.conftest import review
 
 def monitoring_role(name: str, database: str) -> str:

@@ -1,4 +1,4 @@
-"""The offline brain: scenario playbooks pruned by the brief, deterministic repairs and edits."""
+"""The offline brain: scenario playbooks (roles/playbooks.py) pruned by the brief, deterministic repairs and edits."""
 
 from __future__ import annotations
 
@@ -8,40 +8,7 @@ from dbcrew.llm.base import Brain
 from dbcrew.models import AgentSpec, CatalogueEntry, Finding, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Action, Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, CoverageStatus
-from dbcrew.planning import agent_for, strategy_from_operators, team_for, wire
-
-# Which operator categories each scenario's playbook draws on.
-PLAYBOOKS: dict[str, tuple[str, ...]] = {
-    "health": ("collect", "advise", "checks", "paint"),
-    "diagnose": ("diagnose",),
-}
-EXPERT_PREFIX = "expert_"
-
-
-def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Strategy:
-    """The diagnosis crew: a collector, one tasker per expert (its own operator and knowledge), the
-    chief DBA who cross-reviews, a painter. Experts stand down at run time when neither the alert
-    nor an abnormal metric concerns them (the abnormal metrics exist only once the window is sampled)."""
-    entries = {e.name: e for e in catalogue}
-
-    def agent_of(name: str) -> AgentSpec:
-        if name.startswith(EXPERT_PREFIX):
-            expert = name.removeprefix(EXPERT_PREFIX)
-            return AgentSpec(name=f"{expert}-expert", role=Role.TASKER, goal=entries[name].description, tools=[name])
-        if entries[name].role is Role.TASKER:
-            return AgentSpec(name="chief-dba", role=Role.TASKER, goal="cross-review the experts and write the root causes", tools=[name])
-        return agent_for(entries[name].role, [name])
-
-    team: dict[str, AgentSpec] = {}
-    tasks = []
-    for name in operators:
-        agent = agent_of(name)
-        known = team.get(agent.name)
-        team[agent.name] = agent if known is None else known.model_copy(update={"tools": [*known.tools, name]})
-        tasks.append(TaskSpec(id=name, agent=agent.name, operator=name, optional=entries[name].role is Role.PAINTER))
-    rationale = f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
-    return Strategy(team=list(team.values()), tasks=wire(tasks, catalogue), rationale=rationale)
-
+from roles.playbooks import EXPERT_PREFIX, PLAYBOOKS, agent_for, diagnose_team, strategy_from_operators, team_for, wire
 
 class RulesBrain(Brain):
     name = "rules"

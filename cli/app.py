@@ -1,4 +1,4 @@
-"""The `dbcrew` command. Exit codes: 0 review completed, 2 unusable input, 1 internal error."""
+"""The `dbcrew` command line. Exit codes: 0 review completed, 2 unusable input, 1 internal error."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from cli.console import SEVERITY_STYLES, err, fail, line, show
 from dbcrew.errors import UsageError
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
 
 PREFECT_DEFAULTS = {
     # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
@@ -70,7 +68,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
     report_dir = out_dir or _default_out(target.display)
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
 
@@ -143,7 +141,7 @@ def baseline(
     with parsed.session():
         pass
     sample_window(parsed, window).save(out)
-    print(f"baseline: {out}")
+    show(line(f"baseline: {out}"))
 
 
 @app.command("extract-knowledge")
@@ -153,7 +151,7 @@ def extract_knowledge(
 ) -> None:
     """Extract root-cause knowledge chunks from documents with the LLM brain (chapter split, summary tree, extraction)."""
     from operators.diagnose.experts_index import experts_by_code
-    from dbcrew.llm.openai_brain import OpenAIBrain
+    from roles.brains.openai import OpenAIBrain
     from operators.diagnose.extraction import extract_chunks, write_chunks
     from prompts import render
     from roles.brains import default_brain
@@ -163,17 +161,17 @@ def extract_knowledge(
     if not documents.is_dir():
         raise UsageError(f"{documents}: not a folder")
     chunks = extract_chunks(documents, OpenAIBrain(render).ask, experts_by_code())
-    print(f"{len(chunks)} chunks: {write_chunks(chunks, out)}")
+    show(line(f"{len(chunks)} chunks: {write_chunks(chunks, out)}"))
 
 
 def print_diagnosis(path: Path) -> None:
     from dbcrew.models import Report
 
     report = Report.model_validate_json(path.read_text())
-    out.print(f"[bold]{report.target.display}[/bold]: {report.diagnosis.title if report.diagnosis else report.summary}")
+    show(line((report.target.display, "bold"), f": {report.diagnosis.title if report.diagnosis else report.summary}"))
     for cause in report.root_causes:
-        out.print(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}")
-    out.print(f"report: {path}")
+        show(line(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}"))
+    show(line(f"report: {path}"))
 
 
 def print_summary(path: Path) -> None:
@@ -181,13 +179,13 @@ def print_summary(path: Path) -> None:
 
     report = Report.model_validate_json(path.read_text())
     problems = [f for f in report.findings if f.is_problem]
-    out.print(f"[bold]{report.target.display}[/bold]: {report.summary}")
+    show(line((report.target.display, "bold"), f": {report.summary}"))
     for finding in problems[:10]:
-        colour = "red" if finding.severity.value == "critical" else "yellow"
-        out.print(f"  [{colour}]{finding.severity.value:8}[/{colour}] {finding.code:26} {finding.object}")
+        severity = finding.severity.value
+        show(line("  ", (f"{severity:8}", SEVERITY_STYLES[severity]), f" {finding.code:26} {finding.object}"))
     if len(problems) > 10:
-        out.print(f"  ... and {len(problems) - 10} more")
-    out.print(f"report: {path}")
+        show(line(f"  ... and {len(problems) - 10} more"))
+    show(line(f"report: {path}"))
 
 
 @app.command()
@@ -196,7 +194,7 @@ def demo(
     workdir: Annotated[Path, typer.Option(help="where the demo database and reports go")] = Path(".dbcrew/demo"),
 ) -> None:
     """Start an embedded PostgreSQL, plant problems in a shop database, review it."""
-    from dbcrew.demo_run import run_demo
+    from cli.demo import run_demo
 
     missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
     if missed:
@@ -207,12 +205,12 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except UsageError as exc:
-        err.print(f"dbcrew: error: {exc}", markup=False, highlight=False)
+        fail(f"dbcrew: error: {exc}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        err.print("dbcrew: aborted")
+        fail("dbcrew: aborted")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
         import click
@@ -222,6 +220,5 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("DBCREW_DEBUG"):
             raise
-        err.print(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)",
-                  markup=False, highlight=False)
+        fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")
         sys.exit(1)

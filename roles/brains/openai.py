@@ -1,36 +1,28 @@
-"""A brain backed by any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
+"""The LLM brain: the roles' questions asked of any OpenAI-compatible endpoint through one client.
 
-Every answer is parsed into a pydantic model. A malformed, fenced or wrong-schema answer is
-repaired by asking again with the error (RCAgent's regeneration), at most `max_repairs` times. When
-the endpoint stays unusable (timeouts, 429 after the client's own retries, garbage), the call falls
-back to the rules brain, and the review says which brain answered.
+When the endpoint stays unusable for a question (timeouts, 429 after the client's own retries,
+garbage after the repairs), the rules brain answers that question instead, and the fall-back is
+counted so the review can say which brain answered.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import openai
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from dbcrew.llm.base import Brain
-from dbcrew.llm.rules import RulesBrain
+from dbcrew.llm.client import BrainError, LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry
+from roles.brains.rules import RulesBrain
 
 log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-
-
-class BrainError(Exception):
-    """The endpoint gave no usable answer."""
 
 
 class Problems(BaseModel):
@@ -45,54 +37,18 @@ class Summary(BaseModel):
     text: str
 
 
-def strip_fences(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text.strip()
-
-
 class OpenAIBrain(Brain):
     name = "openai"
 
-    def __init__(self, render: Callable[[str, dict[str, Any]], str], *, base_url: str | None = None,
-                 api_key: str | None = None, model: str | None = None, timeout: float = 60.0, max_repairs: int = 2):
+    def __init__(self, render: Render, **client_options: Any):
         super().__init__()
-        self._render = render
-        self._model = model or os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini")
-        self._client = openai.OpenAI(
-            base_url=base_url or os.environ.get("DBCREW_LLM_BASE_URL") or None,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=timeout,
-            max_retries=2,
-        )
-        self._max_repairs = max_repairs
+        self.client = LlmClient(render, **client_options)
+        self.usage = self.client.usage
         self._fallback = RulesBrain()
         self.fallbacks = 0
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
-        """One answer as a validated `model`, regenerated with the validation error when it is not
-        (RCAgent's repair); BrainError when the endpoint fails or no repair validates. Every role
-        call goes through here, and so does knowledge extraction."""
-        messages: list[dict[str, str]] = [
-            {"role": "system", "content": self._render("system.j2", {})},
-            {"role": "user", "content": self._render(template, {**context, "schema": model.model_json_schema()})},
-        ]
-        error = ""
-        for _ in range(self._max_repairs + 1):
-            try:
-                response = self._client.chat.completions.create(model=self._model, messages=messages, temperature=0)  # type: ignore[arg-type]
-            except openai.APIError as exc:
-                raise BrainError(f"{type(exc).__name__}: {exc}") from exc
-            self.usage.calls += 1
-            if response.usage is not None:
-                self.usage.prompt_tokens += response.usage.prompt_tokens
-                self.usage.completion_tokens += response.usage.completion_tokens
-            text = response.choices[0].message.content or "" if response.choices else ""
-            try:
-                return model.model_validate_json(strip_fences(text))
-            except ValidationError as exc:
-                error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
-                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]
-        raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
+        return self.client.ask(template, context, model)
 
     def _or_fallback(self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]) -> Any:
         try:

@@ -6,7 +6,7 @@ import os
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
-from dbcrew.llm.rules import RulesBrain
+from roles.brains.rules import RulesBrain
 from prompts import render
 
 BRAINS = ("rules", "openai")
@@ -20,7 +20,7 @@ def make_brain(name: str) -> Brain:
     if name == "rules":
         return RulesBrain()
     if name == "openai":
-        from dbcrew.llm.openai_brain import OpenAIBrain
+        from roles.brains.openai import OpenAIBrain
 
         return OpenAIBrain(render)
     raise UsageError(f"unknown brain {name!r}: choose one of {', '.join(BRAINS)}")

@@ -1,4 +1,4 @@
-"""Deterministic plan wiring shared by the rules brain and the validators' repairs."""
+"""Scenario playbooks and the deterministic plan wiring shared by the rules brain and the validators' repairs."""
 
 from __future__ import annotations
 
@@ -52,3 +52,36 @@ def strategy_from_operators(operators: list[str], catalogue: list[CatalogueEntry
         for name in operators
     ]
     return Strategy(team=team_for(tasks, catalogue), tasks=wire(tasks, catalogue), rationale=rationale)
+
+
+# Which operator categories each scenario's playbook draws on.
+PLAYBOOKS: dict[str, tuple[str, ...]] = {
+    "health": ("collect", "advise", "checks", "paint"),
+    "diagnose": ("diagnose",),
+}
+EXPERT_PREFIX = "expert_"
+
+
+def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Strategy:
+    """The diagnosis crew: a collector, one tasker per expert (its own operator and knowledge), the
+    chief DBA who cross-reviews, a painter. Experts stand down at run time when neither the alert
+    nor an abnormal metric concerns them (the abnormal metrics exist only once the window is sampled)."""
+    entries = {e.name: e for e in catalogue}
+
+    def agent_of(name: str) -> AgentSpec:
+        if name.startswith(EXPERT_PREFIX):
+            expert = name.removeprefix(EXPERT_PREFIX)
+            return AgentSpec(name=f"{expert}-expert", role=Role.TASKER, goal=entries[name].description, tools=[name])
+        if entries[name].role is Role.TASKER:
+            return AgentSpec(name="chief-dba", role=Role.TASKER, goal="cross-review the experts and write the root causes", tools=[name])
+        return agent_for(entries[name].role, [name])
+
+    team: dict[str, AgentSpec] = {}
+    tasks = []
+    for name in operators:
+        agent = agent_of(name)
+        known = team.get(agent.name)
+        team[agent.name] = agent if known is None else known.model_copy(update={"tools": [*known.tools, name]})
+        tasks.append(TaskSpec(id=name, agent=agent.name, operator=name, optional=entries[name].role is Role.PAINTER))
+    rationale = f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
+    return Strategy(team=list(team.values()), tasks=wire(tasks, catalogue), rationale=rationale)

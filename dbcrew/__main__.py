@@ -1,3 +1,0 @@
-from dbcrew.cli import main
-
-main()

@@ -1,0 +1,74 @@
+"""One LLM call with repair against any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp).
+
+Every answer is parsed into a pydantic model. A malformed, fenced or wrong-schema answer is
+repaired by asking again with the error (RCAgent's regeneration), at most `max_repairs` times.
+The client knows nothing of roles: the prompts it sends are rendered by the caller's `render`
+(prompts/ sits above the kernel), and the brains in roles/ decide what to do when it gives up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+from dbcrew.models.report import LlmUsage
+
+Model = TypeVar("Model", bound=BaseModel)
+Render = Callable[[str, dict[str, Any]], str]
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+class BrainError(Exception):
+    """The endpoint gave no usable answer."""
+
+
+def strip_fences(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text.strip()
+
+
+class LlmClient:
+    """The `openai` client, the model's name, and the usage this client has spent."""
+
+    def __init__(self, render: Render, *, base_url: str | None = None, api_key: str | None = None,
+                 model: str | None = None, timeout: float = 60.0, max_repairs: int = 2):
+        self._render = render
+        self.model = model or os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini")
+        self._client = openai.OpenAI(
+            base_url=base_url or os.environ.get("DBCREW_LLM_BASE_URL") or None,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            timeout=timeout,
+            max_retries=2,
+        )
+        self._max_repairs = max_repairs
+        self.usage = LlmUsage()
+
+    def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
+        """One answer as a validated `model`, regenerated with the validation error when it is not;
+        BrainError when the endpoint fails or no repair validates."""
+        messages: list[dict[str, str]] = [
+            {"role": "system", "content": self._render("system.j2", {})},
+            {"role": "user", "content": self._render(template, {**context, "schema": model.model_json_schema()})},
+        ]
+        error = ""
+        for _ in range(self._max_repairs + 1):
+            try:
+                response = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0)  # type: ignore[arg-type]
+            except openai.APIError as exc:
+                raise BrainError(f"{type(exc).__name__}: {exc}") from exc
+            self.usage.calls += 1
+            if response.usage is not None:
+                self.usage.prompt_tokens += response.usage.prompt_tokens
+                self.usage.completion_tokens += response.usage.completion_tokens
+            text = response.choices[0].message.content or "" if response.choices else ""
+            try:
+                return model.model_validate_json(strip_fences(text))
+            except ValidationError as exc:
+                error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
+                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]
+        raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
