@@ -1,0 +1,94 @@
+"""The crew's typed vocabulary: scenarios, operator categories, finding and root-cause codes.
+
+Codes are the stable API of report.json (shared/finding-codes.md); they are StrEnums so a code
+is checked where it is written, compares equal to its string in stored reports, and serializes
+as that string. tests/unit/test_vocabulary.py keeps `FindingCode` and `RootCauseCode` in step
+with finding-codes.md.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Scenario(StrEnum):
+    """What a run is for; each has a playbook in roles/playbooks.py."""
+
+    HEALTH = "health"  # the periodic health review
+    DIAGNOSE = "diagnose"  # root causes of a performance anomaly happening now
+
+
+class Category(StrEnum):
+    """Operator categories (D-Bot's categories -> tools -> APIs); playbooks draw on them."""
+
+    COLLECT = "collect"
+    CHECKS = "checks"
+    ADVISE = "advise"
+    DIAGNOSE = "diagnose"
+    PAINT = "paint"
+
+
+class FindingCode(StrEnum):
+    """Health checks: the state of the database (finding-codes.md, first table)."""
+
+    CACHE_HIT_RATIO_LOW = "cache_hit_ratio_low"
+    INDEX_UNUSED = "index_unused"
+    INDEX_DUPLICATE = "index_duplicate"
+    INDEX_INVALID = "index_invalid"
+    INDEX_MISSING = "index_missing"
+    INDEXES_TOO_MANY = "indexes_too_many"
+    FK_WITHOUT_INDEX = "fk_without_index"
+    TABLE_WITHOUT_PRIMARY_KEY = "table_without_primary_key"
+    TABLE_BLOAT = "table_bloat"
+    INDEX_BLOAT = "index_bloat"
+    DEAD_TUPLES_HIGH = "dead_tuples_high"
+    AUTOVACUUM_DISABLED = "autovacuum_disabled"
+    STATISTICS_STALE = "statistics_stale"
+    XID_WRAPAROUND_RISK = "xid_wraparound_risk"
+    MXID_WRAPAROUND_RISK = "mxid_wraparound_risk"
+    SEQUENCE_EXHAUSTION = "sequence_exhaustion"
+    LONG_RUNNING_QUERY = "long_running_query"
+    IDLE_IN_TRANSACTION = "idle_in_transaction"
+    BLOCKING_LOCKS = "blocking_locks"
+    CONNECTIONS_SATURATION = "connections_saturation"
+    SLOW_QUERY = "slow_query"
+    TEMP_FILES_SPILL = "temp_files_spill"
+    CHECKPOINTS_TOO_FREQUENT = "checkpoints_too_frequent"
+    REPLICATION_LAG = "replication_lag"
+    REPLICATION_SLOT_INACTIVE = "replication_slot_inactive"
+    SETTING_SUBOPTIMAL = "setting_suboptimal"
+    EXTENSION_MISSING = "extension_missing"
+    PRIVILEGE_INSUFFICIENT = "privilege_insufficient"
+
+
+class RootCauseCode(StrEnum):
+    """Root causes of a performance anomaly (finding-codes.md, second table, D-Bot's taxonomy).
+
+    A root cause may also be any `FindingCode` when that state caused the anomaly: see `Cause`.
+    """
+
+    WORKLOAD_MANY_INSERTS = "workload_many_inserts"
+    WORKLOAD_LARGE_INSERT = "workload_large_insert"
+    WORKLOAD_HIGH_UPDATES = "workload_high_updates"
+    WORKLOAD_MANY_DELETES = "workload_many_deletes"
+    WORKLOAD_LARGE_FETCH = "workload_large_fetch"
+    QUERY_POOR_JOIN = "query_poor_join"
+    QUERY_CORRELATED_SUBQUERY = "query_correlated_subquery"
+    SYNC_COMMIT_PRESSURE = "sync_commit_pressure"
+    LOCK_CONTENTION = "lock_contention"
+    VACUUM_INTERFERENCE = "vacuum_interference"
+    CPU_CONTENTION = "cpu_contention"
+    IO_CONTENTION = "io_contention"
+    MEMORY_PRESSURE = "memory_pressure"
+
+
+# What a root cause may name: a cause of the taxonomy, or a health state that caused the anomaly.
+Cause = RootCauseCode | FindingCode
+
+
+def cause_code(text: str) -> Cause:
+    """The code a string names, as a root cause first; ValueError for anything outside the vocabulary."""
+    try:
+        return RootCauseCode(text)
+    except ValueError:
+        return FindingCode(text)
