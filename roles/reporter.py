@@ -17,6 +17,7 @@ from operators.registry import catalogue
 from roles.brains import make_brain
 from roles.capabilities import root_reason, visibility_notes
 from roles.crew import ReviewResult, RunContext
+from roles.markdown import md_cell, md_code, md_fence, md_text
 from roles.worker import Status
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -109,7 +110,11 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
 
 
 def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters."""
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "html.j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(md_text=md_text, md_cell=md_cell, md_code=md_code, md_fence=md_fence)
+    return env
 
 
 def render_markdown(report: Report, chart_src: dict[str, str]) -> str:

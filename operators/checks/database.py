@@ -6,7 +6,7 @@ from dbcrew.models import Finding, Role, Severity
 from dbcrew.settings import Thresholds
 from operators.checks.base import observe, rounded, severity_for
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import quote_ident
+from operators.sql import qualified, quote_ident
 
 XID_LIMIT = 2**31
 
@@ -113,7 +113,7 @@ def check_sequences(ctx: OperatorContext) -> Observation:
         used = row["last_value"] / row["max_value"]
         severity = severity_for(used, t.sequence_warning_ratio, t.sequence_critical_ratio)
         if severity:
-            name = f"{row['schemaname']}.{row['sequencename']}"
+            name = qualified(row['schemaname'], row['sequencename'])
             findings.append(Finding(
                 code="sequence_exhaustion", severity=severity, object=name,
                 title=f"Sequence {name} has used {used:.0%} of its {row['column_type'] or row['data_type']} range",

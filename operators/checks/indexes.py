@@ -41,7 +41,7 @@ def check_unused_indexes(ctx: OperatorContext) -> Observation:
     for row in rows:
         findings.append(Finding(
             code="index_unused", severity=Severity.WARNING if mature else Severity.INFO,
-            object=f"{row['schemaname']}.{row['indexrelname']}",
+            object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} has not been scanned in {age / DAY:.1f} days of statistics",
             evidence={"idx_scan": row["idx_scan"], "index_bytes": row["index_bytes"], "stats_age_days": round(age / DAY, 2)},
             recommendation="Check replicas too (their scans are counted separately) before dropping it."
@@ -109,7 +109,7 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
     findings = []
     for redundant, keeper in find_duplicates(rows):
         cols, kcols = _key_columns(redundant), _key_columns(keeper)
-        name = f"{redundant['schemaname']}.{redundant['indexrelname']}"
+        name = qualified(redundant['schemaname'], redundant['indexrelname'])
         evidence: dict[str, Any] = {"index": redundant["indexdef"], "covered_by": keeper["indexdef"], "index_bytes": redundant["index_bytes"]}
         effect = effects.get(redundant["indexrelid"])
         if effect is not None:
@@ -130,7 +130,7 @@ def check_invalid_indexes(ctx: OperatorContext) -> Observation:
     findings = []
     for row in ctx.workspace.query("SELECT * FROM index_stats WHERE NOT indisvalid"):
         findings.append(Finding(
-            code="index_invalid", severity=Severity.WARNING, object=f"{row['schemaname']}.{row['indexrelname']}",
+            code="index_invalid", severity=Severity.WARNING, object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} is invalid",
             evidence={"index": row["indexdef"]},
             recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
@@ -151,7 +151,7 @@ def check_fk_without_index(ctx: OperatorContext) -> Observation:
         cols = fk["column_names"].split(",")
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):
             continue
-        obj = f"{fk['schemaname']}.{fk['relname']}({', '.join(cols)})"
+        obj = qualified(fk['schemaname'], fk['relname']) + f"({', '.join(quote_ident(c) for c in cols)})"
         findings.append(Finding(
             code="fk_without_index", severity=Severity.WARNING, object=obj,
             title=f"Foreign key {fk['conname']} -> {fk['referenced']} has no index on its columns",
@@ -169,7 +169,7 @@ def _proven(ctx: OperatorContext) -> Observation:
     for row in rows:
         columns = row["columns"].split(",")
         findings.append(Finding(
-            code="index_missing", severity=Severity.WARNING, object=f"{row['schemaname']}.{row['relname']}({', '.join(columns)})",
+            code="index_missing", severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']) + f"({', '.join(quote_ident(c) for c in columns)})",
             title=f"An index on {row['relname']}({', '.join(columns)}) cuts the plan cost of {row['statements']} statement(s) by {row['saving']:.0%}",
             evidence=rounded({"query": row["query"], "calls": row["calls"], "total_ms": row["total_ms"], "proposed_index": row["ddl"],
                               "cost_before": row["cost_before"], "cost_after": row["cost_after"], "saving": row["saving"],
@@ -224,7 +224,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
             column, usage = max(candidates.items(), key=lambda kv: kv[1]["total_ms"])
             findings.append(Finding(
                 code="index_missing", severity=Severity.WARNING,
-                object=f"{table['schemaname']}.{table['relname']}({column})",
+                object=f"{name}({quote_ident(column)})",
                 title=f"{table['relname']} is scanned sequentially for filters on {column}",
                 evidence={**evidence, "query": usage["query"], "calls": usage["calls"], "total_ms": round(usage["total_ms"], 1),
                           "proposed_index": f"({column})"},
@@ -234,7 +234,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
             ))
         else:
             findings.append(Finding(
-                code="index_missing", severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+                code="index_missing", severity=Severity.WARNING, object=name,
                 title=f"{table['relname']} is read mostly by sequential scans of about {evidence['rows_per_seq_scan']:.0f} rows",
                 evidence=evidence,
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
@@ -262,7 +262,7 @@ def check_index_count(ctx: OperatorContext) -> Observation:
         if share < t.indexes_too_many_write_share:
             continue
         findings.append(Finding(
-            code="indexes_too_many", severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+            code="indexes_too_many", severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
             title=f"{table['relname']} carries {heavy['indexes']} indexes and is written far more than read ({share:.0%} writes)",
             evidence=rounded({"indexes": heavy["indexes"], "row_writes": writes, "scans": reads, "write_share": share,
                               "least_used": heavy["names"][:3]}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dbcrew.models import Finding, Role, Severity
 from operators.checks.base import observe, rounded, severity_for
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import quote_literal
+from operators.sql import quote_ident, quote_literal
 
 
 @operator(role=Role.TASKER, category="checks", needs=("replication",), checks=("replication_lag",))
@@ -43,7 +43,7 @@ def check_replication_slots(ctx: OperatorContext) -> Observation:
         findings.append(Finding(
             code="replication_slot_inactive",
             severity=Severity.CRITICAL if lost or retained >= t.slot_retained_critical_bytes else Severity.WARNING,
-            object=f"slot {row['slot_name']}",
+            object=f"slot {quote_ident(row['slot_name'])}",
             title=f"Replication slot {row['slot_name']} ({row['slot_type']}) is inactive, retaining {retained / 2**20:.1f} MiB of WAL",
             evidence=rounded({"slot_type": row["slot_type"], "database": row["database"], "wal_status": row["wal_status"],
                               "retained_bytes": retained}),

@@ -361,7 +361,7 @@ UNION ALL
 SELECT * FROM (
   -- A table is as old as the older of itself and its TOAST table (PgHero); only rows past a
   -- threshold, capped, so 10,000 young tables cost nothing.
-  SELECT 'table'::text, n.nspname::text || '.' || c.relname::text,
+  SELECT 'table'::text, format('%%I.%%I', n.nspname, c.relname),
          greatest(age(c.relfrozenxid), age(t.relfrozenxid))::bigint AS xid_age,
          greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
