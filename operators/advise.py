@@ -15,7 +15,7 @@ from operators.checks.indexes import find_duplicates
 from operators.hypo import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import land
+from operators.sql import FOREIGN_CODE, land
 
 ADVICE_COLUMNS = [
     ("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("columns", "VARCHAR"), ("ddl", "VARCHAR"), ("query", "VARCHAR"),
@@ -69,7 +69,9 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
              s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
+    foreign = sum(1 for _query, why in advice.skipped if why.startswith(FOREIGN_CODE))
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
         artifacts=["index_advice", "index_hide_effects"],
+        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog" if foreign else "",
     )

@@ -144,7 +144,7 @@ def generic_plan_cost(conn: psycopg.Connection[Any], query: str, server_version_
     force the generic plan, EXPLAIN EXECUTE with NULL for every parameter (the generic plan does
     not look at the values), DEALLOCATE. The statement is planned, never executed.
     """
-    kind = unplannable(query, PLANNABLE)
+    kind = unplannable(conn, query, PLANNABLE)
     if kind is not None:
         return PlanCost(None, kind)
     try:
@@ -240,7 +240,7 @@ class _Advisor:
 
     def consider(self, stmt: Statement) -> None:
         """Pass 1 (one column at a time), then pass 2 (ordered pairs) when the plan is still expensive."""
-        why = unplannable(stmt.query, PLANNABLE)
+        why = unplannable(self.conn, stmt.query, PLANNABLE)
         if why is not None:
             return self._skip(stmt, why)
         candidates = self._candidates(stmt.query)

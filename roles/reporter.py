@@ -10,15 +10,16 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
+from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
 from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, TargetInfo
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.brains import make_brain
-from roles.capabilities import root_reason, visibility_notes
+from roles.capabilities import privilege_notes, root_reason, visibility_notes
 from roles.crew import ReviewResult, RunContext
 from roles.markdown import md_cell, md_code, md_fence, md_text
-from roles.worker import Status
+from roles.worker import Status, TaskOutcome
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -28,8 +29,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
     planned = {entry.check: entry for entry in review.init.coverage}
     notes = visibility_notes(review.init.brief)
     outcomes = review.result.state.outcomes
+    ops = catalogue()
     entries = []
-    for op in catalogue():
+    for op in ops:
         if op.category != "checks":
             continue
         if op.name in planned:
@@ -42,7 +44,7 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         elif outcome is None:
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason="not planned"))
         elif outcome.status is Status.DONE:
-            seen = outcome.observation.partial if outcome.observation else ""
+            seen = "; ".join(p for p in (outcome.observation.partial if outcome.observation else "", *inherited_partials(op, ops, outcomes)) if p)
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
@@ -50,6 +52,13 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             reason = root_reason(outcome.reason, {k: o.reason for k, o in outcomes.items()}, review.init.brief.current_user)
             entries.append(CoverageEntry(check=op.name, status=status, reason=reason))
     return entries
+
+
+def inherited_partials(check: CatalogueEntry, ops: list[CatalogueEntry], outcomes: dict[str, TaskOutcome]) -> list[str]:
+    """What the producers of a check's inputs could not see: the check saw no more than they did."""
+    inputs = set(check.needs) | set(check.uses)
+    producers = [op.name for op in ops if op.name != check.name and inputs & set(op.produces)]
+    return [o.observation.partial for name in producers if (o := outcomes.get(name)) and o.observation and o.observation.partial]
 
 
 def findings_of(review: ReviewResult) -> list[Finding]:
@@ -82,6 +91,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
+        notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario == "diagnose" else None,
     )
 

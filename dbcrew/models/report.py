@@ -111,5 +111,6 @@ class Report(BaseModel):
     edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
     ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
+    notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")
     charts: list[str] = Field(default_factory=list)
     diagnosis: DiagnosisSection | None = None

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Finding, Role, RootCause, Severity
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
+from operators.diagnose.plans import NOT_EXPLAINED
 from operators.diagnose.review import cross_review
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
@@ -47,8 +48,10 @@ def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> 
     record = gather(ctx.target, seconds, baseline, ctx.settings.alert)
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
-    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}",
-                       artifacts=[FACTS_KEY])
+    refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
+    partial = f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog" if refused else ""
+    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"
+                               + (f"; {partial}" if partial else ""), artifacts=[FACTS_KEY], partial=partial)
 
 
 def run_expert(ctx: OperatorContext, expert: str) -> Observation:

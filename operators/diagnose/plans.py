@@ -3,7 +3,8 @@
 Statements come from pg_stat_statements (normalised text with $n parameters: explained with
 `EXPLAIN (GENERIC_PLAN)` on PostgreSQL 16+) and from the session samples (statements still
 running, with their literal text). Text from the database is data: it is parsed by PostgreSQL's
-own parser (pglast) and only a single plain SELECT is explained, never executed.
+own parser (pglast) and only a single plain SELECT calling nothing but pg_catalog's code is
+explained, never executed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pglast.ast import SelectStmt
 from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
-from operators.sql import unplannable
+from operators.sql import FOREIGN_CODE, unplannable
 
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
 NESTED_LOOP_PAIRS = 1e7
@@ -25,6 +26,7 @@ NESTED_LOOP_PAIRS = 1e7
 SELECTIVE_SHARE = 0.01
 MIN_SCANNED_ROWS = 10_000
 COLUMN_FILTER = re.compile(r"^\(?\(?(\w+)\)?\s*(=|<|>|<=|>=)\s*(\$\d+|'[^']*'(::[\w ]+)?|-?[\d.]+)\)?$")
+NOT_EXPLAINED = "not explained"
 # A correlated subplan re-run for at least this many outer rows.
 SUBPLAN_MIN_OUTER_ROWS = 100
 
@@ -42,17 +44,12 @@ class StatementPlan(BaseModel):
     error: str = ""
 
 
-def explainable(query: str) -> bool:
-    """True for exactly one SELECT statement (what the read-only session may EXPLAIN)."""
-    return unplannable(query, (SelectStmt,)) is None
-
-
 def explain(conn: psycopg.Connection[Any], query: str, version: int) -> dict[str, Any]:
     generic = "$1" in query
     if generic and version < 160000:
         raise ValueError("parameterised statement: EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16+")
     options = "FORMAT JSON, GENERIC_PLAN" if generic else "FORMAT JSON"
-    row = conn.execute(f"EXPLAIN ({options}) {query}").fetchone()  # guarded by explainable()
+    row = conn.execute(f"EXPLAIN ({options}) {query}").fetchone()  # guarded by unplannable()
     assert row is not None
     value = next(iter(row.values()))
     plan = value if isinstance(value, list) else json.loads(value)
@@ -128,7 +125,10 @@ def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float
     results = []
     with target.session() as conn:
         for query, share in candidates:
-            if not explainable(query):
+            why = unplannable(conn, query, (SelectStmt,))
+            if why is not None:
+                if why.startswith(FOREIGN_CODE):  # worth saying: a heavy statement the diagnosis could not look into
+                    results.append(StatementPlan(query=query, share=share, error=f"{NOT_EXPLAINED}: {why}"))
                 continue
             try:
                 issues = plan_issues(explain(conn, query, version), table_rows)
