@@ -20,7 +20,36 @@ from pydantic import BaseModel
 from dbcrew.errors import TargetError
 
 _PASSWORDS: dict[str, str] = {}
+_OWN_PIDS: set[int] = set()
 _LOCK = threading.Lock()
+
+
+class OwnSession(psycopg.Connection[dict[str, Any]]):
+    """A review session that is registered by its backend PID while it is open.
+
+    The review recognizes its own sessions in pg_stat_activity by these PIDs, never by
+    application_name: any client can call itself `dbcrew` and would otherwise be hidden from
+    the session, lock and idle-in-transaction checks.
+    """
+
+    own_pid: int = 0
+
+    def register(self) -> OwnSession:
+        self.own_pid = self.info.backend_pid
+        with _LOCK:
+            _OWN_PIDS.add(self.own_pid)
+        return self
+
+    def close(self) -> None:
+        super().close()
+        with _LOCK:
+            _OWN_PIDS.discard(self.own_pid)
+
+
+def own_pids() -> list[int]:
+    """Backend PIDs of the review sessions this process has open (a run's tasks are its threads)."""
+    with _LOCK:
+        return sorted(_OWN_PIDS)
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -38,7 +67,7 @@ class PostgresTarget(BaseModel):
     def kind(self) -> str:
         return "postgresql"
 
-    def connect(self, *, statement_timeout_ms: int | None = None) -> psycopg.Connection[dict[str, Any]]:
+    def connect(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
         timeout = statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
         options = (
@@ -56,9 +85,10 @@ class PostgresTarget(BaseModel):
         if password is not None:
             kwargs["password"] = password
         try:
-            return psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
+            conn = OwnSession.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
             raise TargetError(f"cannot connect to {self.display}: {first_line(exc)}") from exc
+        return conn.register()
 
     @contextmanager
     def session(self, **kwargs: Any) -> Iterator[psycopg.Connection[dict[str, Any]]]:

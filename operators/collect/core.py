@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Brief, Role
+from dbcrew.targets import own_pids
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.sql import fetch, land
 
@@ -265,7 +266,7 @@ SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        left(a.query, 500) AS query,
        array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
 FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND coalesce(a.application_name, '') <> 'dbcrew'
+WHERE a.pid <> ALL(%(own)s::int[])  -- the review's own sessions, by backend PID (never by name)
   AND (a.datname = current_database() OR a.datname IS NULL)
 """
 
@@ -295,7 +296,7 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
         for sample in range(samples):
             if sample:
                 time.sleep(pause)
-            act_cols, rows = fetch(conn, ACTIVITY_SQL, {"sample": sample})
+            act_cols, rows = fetch(conn, ACTIVITY_SQL, {"sample": sample, "own": own_pids()})
             activity_rows.extend(rows)
             conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
             connection_rows.extend(rows)

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from dbcrew.targets import PostgresTarget
+from dbcrew.targets import PostgresTarget, own_pids
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
 DATABASE_SQL = """
@@ -47,8 +47,7 @@ SELECT a.pid, a.backend_type, coalesce(a.state, '') AS state,
        coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8 AS xact_seconds,
        pg_blocking_pids(a.pid) AS blockers, left(a.query, 2000) AS query
 FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND a.datname = current_database()
-  AND coalesce(a.application_name, '') <> 'dbcrew'
+WHERE a.pid <> ALL(%(own)s::int[]) AND a.datname = current_database()  -- the review's own sessions, by backend PID
   AND a.backend_type IN ('client backend', 'parallel worker', 'autovacuum worker')
 """
 
@@ -299,7 +298,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             then, old = history[0]
             values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
             history.append((now, counters))
-            values.update(tally.add(conn.execute(ACTIVITY_SQL).fetchall()))
+            values.update(tally.add(conn.execute(ACTIVITY_SQL, {"own": own_pids()}).fetchall()))
             values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))
