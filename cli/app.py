@@ -8,11 +8,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import setproctitle
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from dbcrew.errors import UsageError
+from dbcrew.redact import redact
+from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 
@@ -60,7 +63,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         pass  # unreachable or refused: exit 2 now, before any flow starts
     _prefect_env()
     from dbcrew import progress
-    from dbcrew.targets.postgres import redact_url
     from flows.review import health_review
     from roles.brains import BRAINS, default_brain
 
@@ -81,7 +83,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         stop = progress.listen(on_event)
         try:
             # The flow gets the URL without its password; the password stays in this process.
-            return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
+            return Path(health_review(target=target.url, window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
                                       baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
                                       **(switches or {})))
@@ -201,7 +203,19 @@ def demo(
         raise typer.Exit(code=1)
 
 
+def hide_command_line_secrets() -> None:
+    """A password on the command line (a target URL's) is visible to every user in `ps` for the
+    whole run: overwrite the process title with the redacted command line, and say how to avoid it."""
+    shown = [redact(arg) for arg in sys.argv]
+    if shown != sys.argv:
+        setproctitle.setproctitle(" ".join(shown))
+        fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
+             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
+
+
 def main() -> None:
+    hold_environment_secrets()  # before any child process (the Prefect server) can inherit them
+    hide_command_line_secrets()
     try:
         app(standalone_mode=False)
     except UsageError as exc:

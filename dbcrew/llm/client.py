@@ -17,6 +17,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from dbcrew.models.report import LlmUsage
+from dbcrew.secrets import secret
 
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]
@@ -41,7 +42,7 @@ class LlmClient:
         self.model = model or os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini")
         self._client = openai.OpenAI(
             base_url=base_url or os.environ.get("DBCREW_LLM_BASE_URL") or None,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            api_key=api_key or secret("OPENAI_API_KEY") or "not-needed",
             timeout=timeout,
             max_retries=2,
         )

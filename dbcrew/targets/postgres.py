@@ -10,7 +10,7 @@ import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -18,6 +18,8 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel
 
 from dbcrew.errors import TargetError
+from dbcrew.redact import redact
+from dbcrew.secrets import secret
 
 _PASSWORDS: dict[str, str] = {}
 _OWN_PIDS: set[int] = set()
@@ -67,6 +69,12 @@ class PostgresTarget(BaseModel):
     def kind(self) -> str:
         return "postgresql"
 
+    @property
+    def url(self) -> str:
+        """A password-free URL that parses back to this target (the form a flow parameter takes)."""
+        params = conninfo_to_dict(self.dsn)
+        return "postgresql://?" + urlencode(sorted(params.items()), quote_via=quote)
+
     def connect(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
         timeout = statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
@@ -81,13 +89,13 @@ class PostgresTarget(BaseModel):
             "options": options,
             "connect_timeout": self.connect_timeout_s,
         }
-        password = _PASSWORDS.get(self.dsn)
+        password = _PASSWORDS.get(self.dsn) or secret("PGPASSWORD")
         if password is not None:
             kwargs["password"] = password
         try:
             conn = OwnSession.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
-            raise TargetError(f"cannot connect to {self.display}: {first_line(exc)}") from exc
+            raise TargetError(f"cannot connect to {self.display}: {redact(first_line(exc))}") from exc
         return conn.register()
 
     @contextmanager
@@ -105,20 +113,24 @@ def first_line(exc: BaseException) -> str:
 
 
 def parse_target(url: str) -> PostgresTarget:
-    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`."""
+    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`.
+
+    The password (in the user part or as `?password=`) is split off at once; errors never echo
+    the input's password (a bad %-escape names its token, which may be the password).
+    """
     if not url.startswith(SCHEMES):
-        raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
+        raise TargetError(f"unsupported target {redact(url)!r}: expected postgresql://user@host:port/dbname")
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        raise TargetError(f"malformed target URL: {first_line(exc)}") from None
+        message = first_line(exc)
+        raise TargetError(f"malformed target URL: {message.split(':')[0] if '%' in message else redact(message)}") from None
     password = params.pop("password", None)
-    dsn = make_conninfo(**params)
+    dsn = make_conninfo(**dict(sorted(params.items())))  # canonical: the same target gives the same key
     with _LOCK:
         if password is not None:
             _PASSWORDS[dsn] = str(password)
     return PostgresTarget(dsn=dsn, display=display_of(params))
-
 
 
 def display_of(params: dict[str, Any]) -> str:
@@ -137,13 +149,3 @@ def display_of(params: dict[str, Any]) -> str:
         return f"postgresql://{who}/{db}{query}"
     location = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in any URL
     return f"postgresql://{who}{location}:{port}/{db}"
-
-
-def redact_url(url: str) -> str:
-    """Drop the password from anything that looks like a URL with credentials."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, _, tail = rest.rpartition("@")
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{tail}"

@@ -6,6 +6,7 @@ import os
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
+from dbcrew.secrets import secret
 from roles.brains.rules import RulesBrain
 from prompts import render
 
@@ -13,7 +14,7 @@ BRAINS = ("rules", "openai")
 
 
 def default_brain() -> str:
-    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or os.environ.get("OPENAI_API_KEY") else "rules"
+    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or secret("OPENAI_API_KEY") else "rules"
 
 
 def make_brain(name: str) -> Brain:
