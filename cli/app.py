@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from datetime import datetime
@@ -13,6 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
+from cli.outdir import prepare_out
 from dbcrew.errors import UsageError
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
@@ -47,18 +49,19 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
 
-    if window < 0:
-        raise UsageError("--window must be zero or more seconds")
+    if not math.isfinite(window) or window < 0:
+        raise UsageError("--window must be a finite number of seconds, zero or more")
     if scenario == "diagnose" and window < 1:
         raise UsageError("--window must be at least 1 second for a diagnosis")
-    if baseline is not None and not baseline.is_file():
-        raise UsageError(f"--baseline {baseline}: no such file (record one with `dbcrew baseline`)")
+    if baseline is not None:
+        check_baseline(baseline)
     target = parse_target(url)
     try:
         fault_specs = [FaultSpec.parse(f) for f in faults]
         overrides = parse_overrides(thresholds or [])
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
+    report_dir = prepare_out(out_dir or _default_out(target.display))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
     _prefect_env()
@@ -69,7 +72,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     chosen = brain or default_brain()
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
-    report_dir = out_dir or _default_out(target.display)
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
@@ -89,6 +91,20 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
                                       **(switches or {})))
         finally:
             stop()
+
+
+def check_baseline(path: Path) -> None:
+    """A baseline the diagnosis can compare with, or UsageError: garbage would pass for a quiet window."""
+    from pydantic import ValidationError
+
+    from operators.diagnose.evidence import WindowEvidence
+
+    if not path.is_file():
+        raise UsageError(f"--baseline {path}: no such file (record one with `dbcrew baseline`)")
+    try:
+        WindowEvidence.load(path)
+    except (ValidationError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
 
 
 @app.command()
@@ -137,8 +153,10 @@ def baseline(
     from dbcrew.targets import parse_target
     from operators.diagnose.sampler import sample_window
 
-    if window < 1:
-        raise UsageError("--window must be at least 1 second")
+    if not math.isfinite(window) or window < 1:
+        raise UsageError("--window must be a finite number of seconds, at least 1")
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; give the baseline's file name")
     parsed = parse_target(target)
     with parsed.session():
         pass
@@ -203,6 +221,18 @@ def demo(
         raise typer.Exit(code=1)
 
 
+def _click_errors() -> tuple[type[Exception], ...]:
+    """Click's exception base, as typer raises it: typer >= 0.25 bundles its own click (typer._click),
+    whose exceptions are not the `click` package's; older typers raise click's own."""
+    import click
+
+    bundled = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return (bundled, click.ClickException)
+
+
+CLICK_ERRORS = _click_errors()
+
+
 def hide_command_line_secrets() -> None:
     """A password on the command line (a target URL's) is visible to every user in `ps` for the
     whole run: overwrite the process title with the redacted command line, and say how to avoid it."""
@@ -226,12 +256,10 @@ def main() -> None:
     except typer.Abort:
         fail("dbcrew: aborted")
         sys.exit(130)
+    except CLICK_ERRORS as exc:  # a usage error (bad option value, unknown option or command, missing argument)
+        fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
+        sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
         if os.environ.get("DBCREW_DEBUG"):
             raise
         fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")

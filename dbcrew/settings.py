@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 MEMORY_ENV = "DBCREW_MEMORY_PATH"
 
@@ -36,6 +36,8 @@ class Ablations(BaseModel):
 
 
 class Thresholds(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # a NaN threshold would silently never fire
+
     cache_hit_ratio_warning: float = 0.99
     cache_hit_ratio_critical: float = 0.90
     cache_min_block_accesses: int = Field(10_000, description="fewer accesses in the window: no verdict")
@@ -114,6 +116,8 @@ class Machine(BaseModel):
 
 class Settings(BaseModel):
     """What a run may do to its target and how hard it may try."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     window_seconds: float = 10.0
     activity_samples: int = 5
