@@ -42,7 +42,7 @@ class TaskOutcome(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     seconds: float = 0.0
     reason: str = ""
-    cause: SkipCause | None = Field(None, description="why it was skipped (the upstream task); None when it ran")
+    cause: SkipCause | None = Field(None, description="why it was skipped (its upstream task); None unless skipped")
     signature: str = ""
     log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
 
