@@ -42,7 +42,7 @@ def hostile_report() -> Report:
                         title=f"Table {name} has no primary key", recommendation=f"Add a key to {name}",
                         fix_sql=f"ALTER TABLE {qualified('public', name)} ADD PRIMARY KEY (id); -- ```")
                 for name in HOSTILE_NAMES]
-    return Report(run_id="r1", target=TargetInfo(kind="postgres", display=f"postgresql://u@h/{SCRIPT}"), scenario="review",
+    return Report(run_id="r1", target=TargetInfo(kind="postgres", display=f"postgresql://u@h/{SCRIPT}"), scenario="health",
                   started_at=now, finished_at=now, brain="openai", findings=findings,
                   coverage=[CoverageEntry(check="check_sessions", status=CoverageStatus.FAILED, reason=f"error on {SCRIPT} | x\ny")],
                   summary=f"All fine. {SCRIPT} <img src=x onerror=alert(2)> [click](javascript:alert(3))")
