@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ import setproctitle
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from cli import interrupts
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.outdir import prepare_out
 from dbcrew.errors import UsageError
@@ -65,6 +67,9 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     report_dir = prepare_out(out_dir or _default_out(target.display))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
+    if redact(url) != url:
+        fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
+             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
     _prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
@@ -87,10 +92,10 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         stop = progress.listen(on_event)
         try:
             # The flow gets the URL without its password; the password stays in this process.
-            return Path(health_review(target=target.url, window=window, out=str(report_dir), brain=chosen,
+            return Path(interrupts.run_interruptible(lambda: health_review(target=target.url, window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
                                       baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
-                                      **(switches or {})))
+                                      **(switches or {}))))
         finally:
             stop()
 
@@ -237,27 +242,30 @@ CLICK_ERRORS = _click_errors()
 
 def hide_command_line_secrets() -> None:
     """A password on the command line (a target URL's) is visible to every user in `ps` for the
-    whole run: overwrite the process title with the redacted command line, and say how to avoid it."""
+    whole run: overwrite the process title with the redacted command line (the run warns once its
+    input is accepted, see run_cli_review)."""
     shown = [redact(arg) for arg in sys.argv]
     if shown != sys.argv:
         setproctitle.setproctitle(" ".join(shown))
-        fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
-             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
 
 
 def main() -> None:
     hold_environment_secrets()  # before any child process (the Prefect server) can inherit them
     hide_command_line_secrets()
+    interrupts.install()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # typer turns KeyboardInterrupt into a returned 130
+        if interrupts.received():
+            interrupts.stop(interrupts.received()[0])
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except UsageError as exc:
         fail(f"dbcrew: error: {exc}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        fail("dbcrew: aborted")
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        interrupts.stop((interrupts.received() or [signal.SIGINT])[0])
     except CLICK_ERRORS as exc:  # a usage error (bad option value, unknown option or command, missing argument)
         fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
         sys.exit(2)
@@ -266,3 +274,8 @@ def main() -> None:
             raise
         fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")
         sys.exit(1)
+    except BaseException as exc:  # Prefect's TerminationSignal: its own SIGTERM handler, armed while a flow runs
+        signum = getattr(exc, "signal", None)
+        if not isinstance(signum, int):
+            raise
+        interrupts.stop(signum)

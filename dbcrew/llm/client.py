@@ -8,11 +8,13 @@ The client knows nothing of roles: the prompts it sends are rendered by the call
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import json_repair
 import openai
 from pydantic import BaseModel, ValidationError
 
@@ -31,6 +33,18 @@ class BrainError(Exception):
 def strip_fences(text: str) -> str:
     match = _FENCE.match(text)
     return match.group(1) if match else text.strip()
+
+
+def extract_json(text: str) -> str:
+    """The JSON object in an answer: as it is when it parses, else found in the prose or code fence
+    around it and repaired (trailing commas, missing quotes or brackets) by json-repair. Asking the
+    model again costs a round trip and tokens; a sentence around the object should not."""
+    stripped = strip_fences(text)
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return json_repair.repair_json(text) or stripped
+    return stripped
 
 
 class LlmClient:
@@ -68,7 +82,7 @@ class LlmClient:
                 self.usage.completion_tokens += response.usage.completion_tokens
             text = response.choices[0].message.content or "" if response.choices else ""
             try:
-                return model.model_validate_json(strip_fences(text))
+                return model.model_validate_json(extract_json(text))
             except ValidationError as exc:
                 error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
                 messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]

@@ -1,0 +1,99 @@
+"""Ctrl-C and SIGTERM stop the whole run within seconds: exit 130 / 143, no process left behind.
+
+SIGTERM's default action kills the process at once (no `finally`, no atexit): the Prefect server
+the CLI started lived on as an orphan. Ctrl-C unwound into Prefect's task runner, which waits for
+its worker threads, one of them possibly in a sampling window of minutes. Here the first signal
+unwinds the flow (KeyboardInterrupt, so Prefect records the run as crashed) and arms a watchdog:
+whichever comes first, the unwinding reaching the CLI or the grace period ending, ends every
+process the run started and exits 128 + the signal at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, TypeVar
+
+import psutil
+
+from cli.console import fail
+
+T = TypeVar("T")
+GRACE_SECONDS = 5.0
+_received: list[int] = []
+_stopping = threading.Lock()
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    _received.append(signum)
+    if len(_received) == 1:
+        threading.Thread(target=_watchdog, args=(signum,), daemon=True, name="dbcrew-stop").start()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _watchdog(signum: int) -> None:
+    threading.Event().wait(GRACE_SECONDS)
+    stop(signum)
+
+
+def run_interruptible(fn: Callable[[], T]) -> T:
+    """`fn()` (a flow call) in a daemon thread while the main thread waits, so signals stay with the
+    CLI: a flow in the main thread arms Prefect's own SIGTERM handler, which unwinds only after
+    every worker thread has finished its task."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True, name="dbcrew-run")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def install() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
+
+
+def received() -> list[int]:
+    """The signals that arrived, first first (empty when none did)."""
+    return list(_received)
+
+
+def stop(signum: int) -> None:
+    """End every process this one started, say so in one line, exit 128 + `signum` at once (worker
+    threads may be inside a long sampling window: a normal exit would wait for them)."""
+    with _stopping:
+        ended = _end_children()
+        fail(f"dbcrew: stopped by {signal.Signals(signum).name}" + (f"; {len(ended)} child process(es) ended" if ended else ""))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+
+def _end_children() -> list[int]:
+    """Terminate every process this one started (recursively), kill what outlives the grace period."""
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _gone, alive = psutil.wait_procs(children, timeout=GRACE_SECONDS)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    return [c.pid for c in children]
