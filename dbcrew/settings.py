@@ -45,6 +45,8 @@ class Thresholds(BaseModel):
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
+    stale_min_age_seconds: float = Field(300.0, description="an analyze younger than this is not judged by the changes"
+                                         " counted since: they may predate it (late statistics flush)")
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0
     long_running_query_seconds: float = 60.0

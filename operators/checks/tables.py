@@ -30,7 +30,14 @@ def _autovacuum_off(reloptions: str | None) -> bool:
 @operator(role=Role.TASKER, category="checks", needs=("table_stats", "settings"),
           checks=("dead_tuples_high", "autovacuum_disabled", "statistics_stale"))
 def check_vacuum_health(ctx: OperatorContext) -> Observation:
-    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale."""
+    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale.
+
+    Changes counted since an analyze are judged only once that analyze is `stale_min_age_seconds`
+    old. Since PostgreSQL 15 a backend flushes its pending table statistics at most once a second
+    (an idle one within ten seconds), so rows a session changed just before its own ANALYZE can be
+    counted after it, as changes since: a table analyzed a moment ago is described by its
+    statistics whatever that count says, and autovacuum analyzes changed tables on its next round.
+    """
     t = ctx.settings.thresholds
     findings = []
     setting = ctx.workspace.query("SELECT setting FROM settings WHERE name = 'autovacuum'")
@@ -67,11 +74,14 @@ def check_vacuum_health(ctx: OperatorContext) -> Observation:
             ))
         never = row["last_analyze"] is None and row["last_autoanalyze"] is None
         mods = row["n_mod_since_analyze"] or 0
-        if live >= t.stale_min_rows and (never or mods / max(live, 1) >= t.stale_mod_ratio):
+        changed = (not never and row["analyzed_seconds_ago"] >= t.stale_min_age_seconds
+                   and mods / max(live, 1) >= t.stale_mod_ratio)
+        if live >= t.stale_min_rows and (never or changed):
             findings.append(Finding(
                 code="statistics_stale", severity=Severity.WARNING, object=obj,
                 title=f"Statistics of {row['relname']} are " + ("missing (never analyzed)" if never else f"stale ({mods:,} rows changed since)"),
-                evidence={"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never},
+                evidence=rounded({"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never,
+                                  "analyzed_seconds_ago": row["analyzed_seconds_ago"]}),
                 recommendation="Analyze it; the planner is estimating from outdated statistics.",
                 fix_sql=f"ANALYZE {name};",
             ))

@@ -135,6 +135,12 @@ def _consume_mxids(dsn: str, count: int) -> None:
             second.commit()
 
 
+def flush_statistics(conn: psycopg.Connection[Any]) -> None:
+    """Land this session's pending table statistics now (PostgreSQL 15+): the flush runs when the
+    session goes idle after the call, before the server answers ready, so it has landed on return."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+
+
 def build(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
@@ -142,10 +148,14 @@ def build(dsn: str) -> None:
             conn.execute("CREATE UNIQUE INDEX CONCURRENTLY inv_code_uniq ON inv (code)")
         except psycopg.errors.UniqueViolation:
             pass  # the failed build is the specimen: it leaves inv_code_uniq invalid
-        # Deletes on their own session: its exit flushes their statistics before VACUUM reports.
+        # A backend flushes its pending table statistics at most once a second: counts of rows
+        # changed just before a VACUUM or ANALYZE could land after it and read as dead tuples or
+        # changes since. Both sessions flush theirs before the vacuums and analyzes below.
         with psycopg.connect(dsn, autocommit=True) as deleter:
             for statement in DELETES:
                 deleter.execute(statement)
+            flush_statistics(deleter)
+        flush_statistics(conn)
         for statement in AFTER:
             conn.execute(statement)
         # index_missing / index_unused: the workload that makes the statistics
