@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Thresholds
 from tests.integration.health.clinic import flush_statistics

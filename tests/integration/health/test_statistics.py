@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 
 import operators  # noqa: F401
-from dbcrew.embedded import EmbeddedPostgres
+from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
