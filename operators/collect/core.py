@@ -387,9 +387,9 @@ SELECT 'transaction'::text AS kind, 'pid:' || a.pid AS holder, a.datname::text A
        extract(epoch FROM now() - a.xact_start)::float8 AS held_seconds,
        concat_ws(', ', a.usename::text, nullif(a.application_name, ''), a.state) AS detail
 FROM pg_stat_activity a
-WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+  AND a.pid <> ALL(%(own)s::int[])  -- the review's own sessions, by backend PID (never by name)
   AND a.backend_type NOT IN ('walsender', 'autovacuum worker', 'parallel worker')
-  AND coalesce(a.application_name, '') <> 'dbcrew'
 UNION ALL
 SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, age(p.transaction)::bigint,
        extract(epoch FROM now() - p.prepared)::float8, 'owner ' || p.owner::text
@@ -418,7 +418,7 @@ def collect_schema(ctx: OperatorContext) -> Observation:
         t = ctx.settings.thresholds
         floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
         for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
-                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, None)):
+                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids()})):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
     return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)
