@@ -46,7 +46,7 @@ class Phases(BaseModel):
 class LlmUsage(BaseModel):
     """What the run's one brain spent: HTTP calls and tokens, and the questions the rules answered instead."""
 
-    calls: int = Field(0, description="chat completions requested, repairs included")
+    calls: int = Field(0, description="chat completions answered, repairs included (not the client's retries of failed requests)")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     questions: int = Field(0, description="questions the roles asked the LLM brain (plan, critique, summary, ...)")
