@@ -29,11 +29,11 @@ from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from operators.registry import REGISTRY, equivalents
+from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
+from operators.registry import REGISTRY, equivalents
 from roles.crew import PlainPhases, RunContext
 from roles.review import review
-from roles.worker import Status
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)
@@ -132,7 +132,7 @@ class ConfigFigures:
 
 def completed_tasks(run: RunContext) -> set[str]:
     """The tasks that really completed, from the run's sensory memory: a record kept apart from the report."""
-    rows = Workspace(run.workspace_path).query("SELECT task_id FROM memory_sensory WHERE status = ?", [Status.DONE.value])
+    rows = Workspace(run.workspace_path).query("SELECT task_id FROM memory_sensory WHERE status = ?", [TaskStatus.DONE.value])
     return {r["task_id"] for r in rows}
 
 

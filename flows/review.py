@@ -15,6 +15,7 @@ from prefect import flow
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings, Thresholds
 from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.vocabulary import Scenario
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
 from roles.crew import RunContext
@@ -38,7 +39,7 @@ def resolve_target(target: str | PostgresTarget | None, target_secret: str | Non
 def health_review(
     target: str | PostgresTarget | None = None,
     target_secret: str | None = None,
-    scenario: str = "health",
+    scenario: Scenario = Scenario.HEALTH,
     window: float = 10.0,
     brain: str = "rules",
     out: str | None = None,
