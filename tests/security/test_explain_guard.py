@@ -20,8 +20,8 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.hypo import generic_plan_cost
 from operators.sql import FOREIGN_CODE
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
@@ -95,8 +95,7 @@ def test_a_diagnosis_and_a_review_never_run_the_targets_functions(pg: EmbeddedPo
     reports = {}
     for scenario in ("diagnose", "health"):
         run = RunContext(target=parse_target(hostile), scenario=scenario, settings=settings, out_dir=tmp_path / scenario)
-        reports[scenario] = build_report(run, run_review(run, PlainPhases))
-        write_report(reports[scenario], run.out_dir)
+        reports[scenario] = review(run, PlainPhases)
     runs = evil_runs(pg)
     assert any(" workload " in line for line in runs), "the hostile function never ran at all: the log proves nothing"
     assert not [line for line in runs if " workload " not in line], "the review ran the target's function"
@@ -107,7 +106,6 @@ def test_a_diagnosis_and_a_review_never_run_the_targets_functions(pg: EmbeddedPo
 
 def test_a_superuser_review_says_it_should_not_run_as_one(pg: EmbeddedPostgres, hostile: str, tmp_path: Path) -> None:
     run = RunContext(target=parse_target(hostile), settings=Settings(window_seconds=1, activity_samples=2), out_dir=tmp_path)
-    report = build_report(run, run_review(run, PlainPhases))
-    write_report(report, tmp_path)
+    report = review(run, PlainPhases)
     assert any("ran as superuser postgres" in note for note in report.notes)
     assert "ran as superuser postgres" in (tmp_path / "report.md").read_text()

@@ -11,8 +11,8 @@ import psycopg
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review
 
 
 def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(pg: EmbeddedPostgres, tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(pg: EmbeddedP
         time.sleep(1.5)  # the holder has been idle in transaction past the threshold below when the review samples
         settings = Settings(window_seconds=1.5, activity_samples=3, thresholds=Thresholds(idle_in_transaction_seconds=1.0))
         run = RunContext(target=parse_target(dsn), settings=settings, out_dir=tmp_path)
-        report = build_report(run, run_review(run, PlainPhases))
+        report = review(run, PlainPhases)
     finally:
         holder.rollback()
         blocked.join(10)

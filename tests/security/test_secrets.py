@@ -46,7 +46,7 @@ def test_parse_errors_never_echo_a_password() -> None:
         with pytest.raises(Exception) as raised:
             parse_target(url)
         assert URL_PASSWORD not in str(raised.value)
-    assert URL_PASSWORD not in parse_target(f"postgresql://u@h/db?password={URL_PASSWORD}").url
+    assert URL_PASSWORD not in parse_target(f"postgresql://u@h/db?password={URL_PASSWORD}").model_dump_json()
 
 
 def _scan_children(cli: psutil.Process, leaks: list[str]) -> None:
