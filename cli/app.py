@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from dbcrew.errors import UsageError
+from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 
@@ -32,8 +34,9 @@ def _prefect_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def _default_out(display: str) -> Path:
-    database = display.rsplit("/", 1)[-1] or "db"
+def _default_out(dbname: str) -> Path:
+    """reports/<db>-<time>; the name is the database's, made safe as one path component."""
+    database = re.sub(r"[^\w.-]+", "-", dbname).strip(".-") or "db"
     return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
@@ -41,7 +44,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
                    switches: dict[str, bool] | None = None, scenario: str = "health", alert: str = "",
                    baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
-    from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
 
     if window < 0:
@@ -56,6 +58,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         overrides = parse_overrides(thresholds or [])
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
+    _check_fault_operators(fault_specs)
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
     _prefect_env()
@@ -67,7 +70,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     chosen = brain or default_brain()
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
-    report_dir = out_dir or _default_out(target.display)
+    report_dir = out_dir or _default_out(target.dbname)
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
@@ -87,6 +90,19 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
                                       **(switches or {})))
         finally:
             stop()
+
+
+def _check_fault_operators(faults: list[FaultSpec]) -> None:
+    """A fault on an operator that does not exist would never fire: the review would look resilient."""
+    from difflib import get_close_matches
+
+    from operators import REGISTRY
+
+    for fault in faults:
+        if fault.operator not in REGISTRY:
+            near = get_close_matches(fault.operator, REGISTRY, n=3)
+            hint = f"; did you mean {' or '.join(near)}?" if near else f"; one of {', '.join(sorted(REGISTRY))}"
+            raise UsageError(f"--inject-fault {fault}: no operator named {fault.operator!r}{hint}")
 
 
 @app.command()

@@ -6,7 +6,10 @@ pg_gather); every threshold can be overridden per run.
 
 from __future__ import annotations
 
+import math
 import os
+import re
+from decimal import Decimal
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -85,24 +88,46 @@ class Thresholds(BaseModel):
         return value
 
 
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, float]:
-    """`name=value` pairs (the CLI's --threshold) checked against Thresholds; ValueError in one line."""
+    """`name=value` pairs (the CLI's --threshold) checked against Thresholds; ValueError in one line.
+
+    A value is a plain decimal (`300`, `0.5`, `1e6`): not `nan` or `inf`, which compare false
+    with everything and would silently switch a check off, nor `1_000` or non-ASCII digits,
+    which Python's float() accepts. Counts and sizes take whole numbers, kept exact as int.
+    """
     known = Thresholds.model_fields
     overrides: dict[str, float] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
-        name = name.strip()
+        name, raw = name.strip(), raw.strip()
         if not sep or name not in known:
             raise ValueError(f"--threshold {pair!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
-        try:
-            overrides[name] = float(raw)
-        except ValueError:
-            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number") from None
+        if not PLAIN_NUMBER.fullmatch(raw):
+            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number (write e.g. 300, 0.5 or 1e6)")
+        overrides[name] = _number(pair, raw, whole=known[name].annotation is int)
     try:
-        Thresholds(**overrides)
+        checked = Thresholds(**overrides)
     except ValidationError as exc:
         raise ValueError(f"--threshold: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg'].lower()}") from None
-    return overrides
+    return {name: getattr(checked, name) for name in overrides}
+
+
+def _number(pair: str, raw: str, *, whole: bool) -> float:
+    """The exact value of a plain decimal: an int for a count or size, a finite float otherwise."""
+    value = Decimal(raw)
+    if whole:
+        if value.adjusted() >= 18:  # checked before any conversion: 1e999999999 would take minutes
+            raise ValueError(f"--threshold {pair!r}: {raw!r} is out of range")
+        if value != value.to_integral_value():
+            raise ValueError(f"--threshold {pair!r}: takes a whole number")
+        return int(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"--threshold {pair!r}: {raw!r} is out of range")
+    return number
 
 
 class Machine(BaseModel):
