@@ -15,7 +15,7 @@ from operators.checks.indexes import find_duplicates
 from operators.hypo import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import land
+from operators.sql import land, name_list, name_list_text
 
 ADVICE_COLUMNS = [
     ("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("columns", "VARCHAR"), ("ddl", "VARCHAR"), ("query", "VARCHAR"),
@@ -35,7 +35,7 @@ def _indexed(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[list[str]
     found: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
     for row in rows:
         if row["method"] == "btree" and row["indisvalid"] and not row["predicate"] and not row["expressions"] and row["column_names"]:
-            found[(row["schemaname"], row["relname"])].append(row["column_names"].split(","))
+            found[(row["schemaname"], row["relname"])].append(name_list(row["column_names"]))
     return found
 
 
@@ -65,7 +65,7 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
             queries = [s["query"] for s in statements if any(c.table == redundant["relname"] for c in filter_columns(s["query"]))]
             effect = hide_index_effect(conn, redundant["indexrelid"], queries, version)
             hides.append((redundant["indexrelid"], effect.available, _hide_summary(effect)))
-    rows = [(s.schema, s.table, ",".join(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
+    rows = [(s.schema, s.table, name_list_text(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
              s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,16 @@ def _plain(value: Any) -> Any:
 
 def land(ws: Workspace, name: str, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> int:
     return ws.write_table(name, columns, rows)
+
+
+def name_list(landed: str | None) -> list[str]:
+    """Column names landed as a JSON array (json_agg): a name may hold any character, a comma too."""
+    return [str(name) for name in json.loads(landed)] if landed else []
+
+
+def name_list_text(names: list[str]) -> str:
+    """The landed form of a list of column names, read back by `name_list`."""
+    return json.dumps(names, ensure_ascii=False)
 
 
 def quote_ident(name: str) -> str:

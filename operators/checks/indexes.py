@@ -9,13 +9,13 @@ from dbcrew.models import Finding, Role, Severity
 from operators.checks.base import observe, rounded
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import qualified, quote_ident
+from operators.sql import name_list, qualified, quote_ident
 
 DAY = 86_400.0
 
 
 def _key_columns(row: dict[str, Any]) -> list[str]:
-    return (row["column_names"] or "").split(",") if row["column_names"] else []
+    return name_list(row["column_names"])
 
 
 def _stats_age_seconds(ctx: OperatorContext) -> float:
@@ -148,7 +148,7 @@ def check_fk_without_index(ctx: OperatorContext) -> Observation:
     findings = []
     fks = ctx.workspace.query("SELECT * FROM foreign_keys")
     for fk in fks:
-        cols = fk["column_names"].split(",")
+        cols = name_list(fk["column_names"])
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):
             continue
         obj = f"{fk['schemaname']}.{fk['relname']}({', '.join(cols)})"
@@ -167,7 +167,7 @@ def _proven(ctx: OperatorContext) -> Observation:
     findings = []
     rows = ctx.workspace.query("SELECT * FROM index_advice ORDER BY total_ms DESC")
     for row in rows:
-        columns = row["columns"].split(",")
+        columns = name_list(row["columns"])
         findings.append(Finding(
             code="index_missing", severity=Severity.WARNING, object=f"{row['schemaname']}.{row['relname']}({', '.join(columns)})",
             title=f"An index on {row['relname']}({', '.join(columns)}) cuts the plan cost of {row['statements']} statement(s) by {row['saving']:.0%}",

@@ -134,7 +134,7 @@ SELECT s.indexrelid, s.relid, s.schemaname::text, s.relname::text, s.indexrelnam
        coalesce(pg_get_expr(i.indpred, i.indrelid), '') AS predicate,
        am.amname::text AS method,
        pg_get_indexdef(s.indexrelid) AS indexdef,
-       (SELECT string_agg(a.attname::text, ',' ORDER BY k.ord)
+       (SELECT json_agg(a.attname::text ORDER BY k.ord)::text
           FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
          WHERE k.ord <= i.indnkeyatts) AS column_names,
@@ -325,7 +325,7 @@ def collect_settings(ctx: OperatorContext) -> Observation:
 FOREIGN_KEYS_SQL = """
 SELECT k.oid AS constraint_oid, k.conname::text, n.nspname::text AS schemaname, c.relname::text,
        k.conrelid AS relid,
-       (SELECT string_agg(a.attname::text, ',' ORDER BY u.ord)
+       (SELECT json_agg(a.attname::text ORDER BY u.ord)::text
           FROM unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
           JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum) AS column_names,
        rn.nspname::text || '.' || rc.relname::text AS referenced

@@ -1,7 +1,7 @@
 """The CLI on the inputs a new user meets first: a Unix-socket target, and names that look like markup.
 
 One small database holds a schema, tables, a column and comments whose names carry `[bold]`,
-`[/tmp]`, both quotes, a newline and non-ASCII letters, with a table without primary key and a
+`[/tmp]`, both quotes, a comma, a newline and non-ASCII letters, with a table without primary key and a
 foreign key without index planted there so findings must name them. It is reviewed twice from
 the command line, once through the socket directory and once through TCP (window 1 s).
 """
@@ -26,7 +26,7 @@ from lab.embedded import EmbeddedPostgres
 SCHEMA = "[/tmp] sch'ema \"表\""
 PARENT = "[bold]Ünïcødé\nparent"
 CHILD = "[/tmp]child \"q\" 'x' 表"
-COLUMN = "fk [bold]\n'Ünïcødé' \"c\""
+COLUMN = "fk, [bold]\n'Ünïcødé' \"c\""  # the comma once split it in two
 COMMENT = "[bold]not markup[/bold] [/tmp] 'q' \"dq\"\nline two 表"
 DATABASE = "odd_names"
 
@@ -102,4 +102,4 @@ def test_names_that_look_like_markup_reach_the_report_and_the_console_verbatim(r
     assert f"fk_without_index           {foreign_key}" in review.result.stdout, review.result.stdout
     fix = next(f["fix_sql"] for f in review.report["findings"] if f["code"] == "fk_without_index" and f["object"] == foreign_key)
     assert fix == ('CREATE INDEX CONCURRENTLY ON "[/tmp] sch\'ema ""表"""."[/tmp]child ""q"" \'x\' 表" '
-                   '("fk [bold]\n\'Ünïcødé\' ""c""");')
+                   '("fk, [bold]\n\'Ünïcødé\' ""c""");')

@@ -11,6 +11,7 @@ from dbcrew.workspace import Workspace
 from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
 from operators.registry import OperatorContext
+from operators.sql import name_list_text
 
 INDEX_COLUMNS = [
     ("indexrelid", "BIGINT"), ("relid", "BIGINT"), ("schemaname", "VARCHAR"), ("relname", "VARCHAR"),
@@ -27,7 +28,8 @@ def ctx(tmp_path: Path) -> OperatorContext:
 
 def index(oid, name, cols, *, unique=False, primary=False, constraint=False, classes=None, predicate="", method="btree"):
     classes = classes or " ".join("3124" for _ in cols.split(","))
-    return (oid, 1, "public", "orders", name, unique, primary, True, constraint, cols, classes, method, "", predicate, f"def {name}", 8192)
+    landed = name_list_text(cols.split(","))  # as collect_index_stats lands them (json_agg)
+    return (oid, 1, "public", "orders", name, unique, primary, True, constraint, landed, classes, method, "", predicate, f"def {name}", 8192)
 
 
 def duplicates(tmp_path: Path, rows: list[tuple]) -> set[str]:
