@@ -111,6 +111,8 @@ def _conninfo(public_url: str) -> dict[str, Any]:
         params = conninfo_to_dict(public_url)
     except psycopg.ProgrammingError as exc:
         raise TargetError(f"malformed target URL: {first_line(exc)}") from None
+    except UnicodeDecodeError:  # psycopg decodes what libpq percent-decoded
+        raise TargetError("malformed target URL: a percent-encoded name is not UTF-8") from None
     params.pop("password", None)  # split_password took every spelling out; this keeps it so
     return params
 

@@ -134,6 +134,7 @@ def one_line_target_error_or_target(url: str) -> None:
 @example("postgresql://u:sec\x00ret@h/db")
 @example("postgresql://u@h1:1,h2:2/db")
 @example("postgresql://[::1")
+@example("postgresql://u@h/%99")
 def test_any_text_is_a_target_or_one_line_of_error(text: str):
     one_line_target_error_or_target(text)
     one_line_target_error_or_target("postgresql://" + text)
@@ -167,6 +168,7 @@ def test_what_the_properties_found():
         "postgresql://u:sec/ret@h/db": "unencoded @",  # libpq read host u, port sec, database ret@h/db
         "postgresql://u:sec@ret@h/db": "unencoded @",  # libpq read password sec, host ret@h
         "postgresql://u@h1:1,h2:2/db": "one server at a time",
+        "postgresql://u:secret@h/%99": "not UTF-8",  # psycopg's UnicodeDecodeError reached the CLI as an internal error
     }
     for url, message in cases.items():
         try:
