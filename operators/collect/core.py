@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Brief, Role
+from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.sql import fetch, land
 
@@ -204,7 +205,7 @@ def _land_deltas(
     return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table])
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("database_stats", "checkpointer"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer"))
 def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_database (this database) and the checkpointer counters over the window."""
     server = ctx.brief.server_version_num if ctx.brief else 170000
@@ -229,25 +230,25 @@ def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observ
     return obs.model_copy(update={"artifacts": ["database_stats", "checkpointer"]})
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("table_stats",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",))
 def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_user_tables with sizes, reloptions and primary keys over the window."""
     return _sample_window(ctx, TABLE_STATS, params)
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("table_stats",), equivalent_of="collect_table_stats")
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",), equivalent_of="collect_table_stats")
 def collect_table_stats_all(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Same as collect_table_stats, read from pg_stat_all_tables (for servers that hide the user view)."""
     return _sample_window(ctx, TABLE_STATS_ALL, params)
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("index_stats",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("index_stats",))
 def collect_index_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_user_indexes with definitions (columns, opclasses, predicate, method) over the window."""
     return _sample_window(ctx, INDEX_STATS, params)
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("statements",), requires=("pg_stat_statements",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
 def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_statements for this database over the window (needs the extension preloaded)."""
     if ctx.brief is not None and not ctx.brief.has_statements:
@@ -281,7 +282,7 @@ class ActivityParams(WindowParams):
     samples: int | None = Field(None, ge=1, le=60)
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("activity", "connections"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
 def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
     """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
     window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
@@ -313,7 +314,7 @@ FROM pg_settings
 """
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("settings",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("settings",))
 def collect_settings(ctx: OperatorContext) -> Observation:
     """Read pg_settings (values the role may not read show as hidden, and are left out)."""
     with ctx.target.session() as conn:
@@ -373,7 +374,7 @@ SELECT * FROM (
 """
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("foreign_keys", "sequences", "wraparound"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("foreign_keys", "sequences", "wraparound"))
 def collect_schema(ctx: OperatorContext) -> Observation:
     """Read foreign keys, sequences and transaction-ID ages (database and table level)."""
     with ctx.target.session() as conn:
