@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
-from operators.hypo import advise, hide_index_effect
+from operators.hypothetical_indexes import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from dbcrew.models import Role  # noqa: E402
 from dbcrew.vocabulary import Category  # noqa: E402
-from operators.diagnose.operators import FACTS_KEY, load_facts  # noqa: E402
+from operators.diagnose.steps import FACTS_KEY, load_facts  # noqa: E402
 from operators.registry import Observation, OperatorContext, operator  # noqa: E402
 
 TOP_METRICS = 6

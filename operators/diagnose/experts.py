@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.evidence import WindowEvidence
-from operators.diagnose.plans import StatementPlan
+from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
 
 

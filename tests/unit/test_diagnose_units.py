@@ -16,8 +16,8 @@ from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
 from operators.diagnose.facts import statement_candidates
-from operators.diagnose.plans import explainable, plan_issues
-from operators.diagnose.review import MAX_CAUSES, cross_review
+from operators.diagnose.plan_issues import explainable, plan_issues
+from operators.diagnose.cross_review import MAX_CAUSES, cross_review
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
 from roles.validators import validate

@@ -1,14 +1,13 @@
 """Statement analysis: EXPLAIN the heavy statements of the window and name the plan's problem.
 
-Statements come from pg_stat_statements (normalised text with $n parameters: explained with
-`EXPLAIN (GENERIC_PLAN)` on PostgreSQL 16+) and from the session samples (statements still
-running, with their literal text). Text from the database is data: it is parsed by PostgreSQL's
-own parser (pglast) and only a single plain SELECT is explained, never executed.
+Statements come from pg_stat_statements (normalised text with $n parameters) and from the
+session samples (statements still running, with their literal text); both are planned by
+`operators.explain.generic_plan`. Text from the database is data: only a single plain SELECT is
+explained, never executed.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -17,8 +16,9 @@ from pglast.ast import SelectStmt
 from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
-from operators.sql import unplannable
+from operators.explain import generic_plan, unplannable
 
+SELECT = (SelectStmt,)
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
 NESTED_LOOP_PAIRS = 1e7
 # A sequential scan returning at most this share of its table, through a plain column comparison.
@@ -44,19 +44,7 @@ class StatementPlan(BaseModel):
 
 def explainable(query: str) -> bool:
     """True for exactly one SELECT statement (what the read-only session may EXPLAIN)."""
-    return unplannable(query, (SelectStmt,)) is None
-
-
-def explain(conn: psycopg.Connection[Any], query: str, version: int) -> dict[str, Any]:
-    generic = "$1" in query
-    if generic and version < 160000:
-        raise ValueError("parameterised statement: EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16+")
-    options = "FORMAT JSON, GENERIC_PLAN" if generic else "FORMAT JSON"
-    row = conn.execute(f"EXPLAIN ({options}) {query}").fetchone()  # guarded by explainable()
-    assert row is not None
-    value = next(iter(row.values()))
-    plan = value if isinstance(value, list) else json.loads(value)
-    return plan[0]["Plan"]
+    return unplannable(query, SELECT) is None
 
 
 def _walk(node: dict[str, Any], parents: tuple[dict[str, Any], ...] = ()) -> list[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
@@ -131,8 +119,8 @@ def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float
             if not explainable(query):
                 continue
             try:
-                issues = plan_issues(explain(conn, query, version), table_rows)
+                issues = plan_issues(generic_plan(conn, query, version, SELECT), table_rows)
                 results.append(StatementPlan(query=query, share=share, issues=issues))
-            except (psycopg.Error, ValueError) as exc:
+            except psycopg.Error as exc:
                 results.append(StatementPlan(query=query, share=share, error=str(exc).splitlines()[0]))
     return results

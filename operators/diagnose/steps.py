@@ -17,7 +17,7 @@ from dbcrew.models import Finding, Role, RootCause, Severity
 from dbcrew.vocabulary import Category
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
-from operators.diagnose.review import cross_review
+from operators.diagnose.cross_review import cross_review
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
 
