@@ -16,6 +16,7 @@ from pglast.ast import SelectStmt
 from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
+from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.explain import generic_plan, unplannable
 
 SELECT = (SelectStmt,)
@@ -30,7 +31,7 @@ SUBPLAN_MIN_OUTER_ROWS = 100
 
 
 class PlanIssue(BaseModel):
-    code: str
+    code: Cause
     detail: str
     relations: list[str] = []
 
@@ -70,7 +71,7 @@ def plan_issues(plan: dict[str, Any], table_rows: dict[str, float] | None = None
             owner = parents[-1] if parents else plan
             outer_rows = float(owner.get("Plan Rows", 0))
             if outer_rows >= SUBPLAN_MIN_OUTER_ROWS or owner.get("Node Type") == "Aggregate":
-                issues.append(PlanIssue(code="query_correlated_subquery", relations=_relations(node),
+                issues.append(PlanIssue(code=RootCauseCode.QUERY_CORRELATED_SUBQUERY, relations=_relations(node),
                                         detail=f"{node.get('Subplan Name', 'SubPlan')} runs once per row of a {owner.get('Node Type')} "
                                                f"(about {outer_rows:.0f} rows), scanning {', '.join(_relations(node)) or 'a subquery'} each time"))
         if node.get("Node Type") == "Nested Loop" and len(node.get("Plans", [])) == 2:
@@ -78,7 +79,7 @@ def plan_issues(plan: dict[str, Any], table_rows: dict[str, float] | None = None
             inner_is_index = any("Index" in n.get("Node Type", "") for n, _ in _walk(inner))
             pairs = float(outer.get("Plan Rows", 0)) * float(_scan_rows(inner))
             if not inner_is_index and pairs >= NESTED_LOOP_PAIRS:
-                issues.append(PlanIssue(code="query_poor_join", relations=_relations(node),
+                issues.append(PlanIssue(code=RootCauseCode.QUERY_POOR_JOIN, relations=_relations(node),
                                         detail=f"nested loop over {outer.get('Plan Rows')} x {_scan_rows(inner):.0f} rows without an index on the inner side"
                                                + (f" (join filter {node['Join Filter']})" if "Join Filter" in node else "")))
     return issues
@@ -98,7 +99,7 @@ def _missing_index(node: dict[str, Any], parents: tuple[dict[str, Any], ...], ta
     if match is None or rows < MIN_SCANNED_ROWS or kept > SELECTIVE_SHARE * rows:
         return None
     column = match.group(1)
-    return PlanIssue(code="index_missing", relations=[relation],
+    return PlanIssue(code=FindingCode.INDEX_MISSING, relations=[relation],
                      detail=f"sequential scan of {relation} ({rows:.0f} rows) keeps about {kept:.0f} through {node['Filter']};"
                             f" proposed index: CREATE INDEX ON {relation} ({column})")
 

@@ -106,7 +106,8 @@ def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
     causes, notes = cross_review([sync, inserts], facts)
     assert [c.code for c in causes] == ["sync_commit_pressure"]
     assert any(n.code == "workload_many_inserts" and n.verdict.startswith("dropped") for n in notes)
-    many = [Candidate(code=f"cause_{i}", expert="x", strength=1.0 + i) for i in range(6)]
+    unrelated = ("workload_many_deletes", "workload_large_fetch", "query_poor_join", "cpu_contention", "io_contention", "memory_pressure")
+    many = [Candidate(code=code, expert="x", strength=1.0 + i) for i, code in enumerate(unrelated)]
     assert len(cross_review(many, facts)[0]) == MAX_CAUSES
 
 
