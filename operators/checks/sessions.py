@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
-from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
+from operators.checks.base import Judgement, check, rounded, severity_for
 from operators.registry import OperatorContext
 
 # The longest a session was seen in a state over all samples, per pid.

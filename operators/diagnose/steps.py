@@ -1,4 +1,4 @@
-"""The diagnosis as operators the planner can put in a strategy.
+"""The diagnosis's steps (sample the window, the experts, the cross review) as operators the planner can put in a strategy.
 
 The collector samples the window (`sample_anomaly_window`); each expert is a tasker operator
 reading those facts and writing its candidate causes; the chief DBA's `cross_review_causes`
