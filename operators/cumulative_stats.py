@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class CounterView:
     """One statistics view: the workspace table it lands in, its identity columns and its cumulative counters."""
@@ -54,6 +55,7 @@ def checkpointer(server_version_num: int) -> CounterView:
         keys=("source",),
         counters=("timed", "requested", "buffers_written"),
     )
+
 
 TABLE_COLUMNS = """
 SELECT s.relid, s.schemaname::text, s.relname::text, s.seq_scan, s.seq_tup_read,

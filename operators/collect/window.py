@@ -70,6 +70,7 @@ def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observ
     server = ctx.brief.server_version_num if ctx.brief else 170000
     return _sample_window(ctx, params, DATABASE_STATS, checkpointer(server))
 
+
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",))
 def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_user_tables with sizes, reloptions and primary keys over the window."""

@@ -57,6 +57,7 @@ WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite",
 
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
 
+
 @dataclass
 class HostProbe:
     """psutil readings of the host and the server's processes (local targets only)."""
