@@ -1,6 +1,6 @@
 """Collectors of the review's window: statistics counters sampled at its start and end, and sessions sampled across it.
 
-Counters (pg_stat_*, operators/cumulative_stats.py) are read at the start and the end of the
+Counters (pg_stat_*, operators/stat_views.py) are read at the start and the end of the
 window and landed with `<counter>_delta` columns, so checks judge what happened during the
 review, not since a reset that may be months old. Statistics are never reset.
 """
@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
-from operators.cumulative_stats import DATABASE_STATS, INDEX_STATS, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer
+from operators.stat_views import (
+    DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
+)
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.sql import fetch, land
 
@@ -97,26 +99,15 @@ def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observatio
     return _sample_window(ctx, params, STATEMENTS)
 
 
-ACTIVITY_SQL = """
-SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
-       a.pid, a.datname::text, a.usename::text, a.application_name, a.backend_type, a.state,
-       a.wait_event_type, a.wait_event,
-       extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS xact_seconds,
-       extract(epoch FROM clock_timestamp() - a.query_start)::float8 AS query_seconds,
-       extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_seconds,
-       left(a.query, 500) AS query,
-       array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
-FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND coalesce(a.application_name, '') <> 'dbcrew'
-  AND (a.datname = current_database() OR a.datname IS NULL)
-"""
-
 CONNECTIONS_SQL = """
 SELECT %(sample)s::int AS sample_no, count(*)::bigint AS connections,
        current_setting('max_connections')::bigint AS max_connections,
        current_setting('superuser_reserved_connections')::bigint AS reserved
 FROM pg_stat_activity WHERE backend_type = 'client backend'
 """
+
+
+QUOTED_QUERY_CHARS = 500  # statement text kept with each session sample (quoted in findings)
 
 
 class ActivityParams(WindowParams):
@@ -137,7 +128,7 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
         for sample in range(samples):
             if sample:
                 time.sleep(pause)
-            act_cols, rows = fetch(conn, ACTIVITY_SQL, {"sample": sample})
+            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS})
             activity_rows.extend(rows)
             conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
             connection_rows.extend(rows)

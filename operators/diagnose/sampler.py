@@ -22,7 +22,7 @@ import psycopg
 
 from dbcrew.targets import PostgresTarget
 from operators.collect.machine import target_is_local
-from operators.cumulative_stats import DATABASE_STATS, STATEMENTS, TABLE_STATS, checkpointer
+from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
 WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
@@ -35,16 +35,9 @@ SELECT replace(object, ' ', '_') AS object, sum(coalesce(reads, 0))::float8 AS r
 FROM pg_stat_io GROUP BY object
 """
 
-ACTIVITY_SQL = """
-SELECT a.pid, a.backend_type, coalesce(a.state, '') AS state,
-       coalesce(a.wait_event_type, '') AS wait_type, coalesce(a.wait_event, '') AS wait_event,
-       coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8 AS xact_seconds,
-       pg_blocking_pids(a.pid) AS blockers, left(a.query, 2000) AS query
-FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND a.datname = current_database()
-  AND coalesce(a.application_name, '') <> 'dbcrew'
-  AND a.backend_type IN ('client backend', 'parallel worker', 'autovacuum worker')
-"""
+# The sessions the tally counts, and how much of a running statement's text is kept to EXPLAIN it.
+TALLIED = ("client backend", "parallel worker", "autovacuum worker")
+EXPLAINED_QUERY_CHARS = 2000
 
 VACUUM_PROGRESS_SQL = "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
 
@@ -148,7 +141,13 @@ def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, floa
 
 
 def wait_key(row: dict[str, Any]) -> str:
-    return f"{row['wait_type']}:{row['wait_event']}" if row["wait_type"] else "CPU"
+    return f"{row['wait_event_type']}:{row['wait_event']}" if row["wait_event_type"] else "CPU"
+
+
+def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
+    """One session sample: this database's client backends, parallel workers and autovacuum workers."""
+    rows = conn.execute(SESSIONS_SQL, {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS}).fetchall()
+    return [row for row in rows if row["backend_type"] in TALLIED]
 
 
 @dataclass
@@ -166,7 +165,7 @@ class ActivityTally:
         by_pid = {r["pid"]: r for r in rows}
         gauges = Counter[str]()
         for row in rows:
-            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and row["query"].lstrip().lower().startswith("vacuum")):
+            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and (row["query"] or "").lstrip().lower().startswith("vacuum")):
                 gauges["act.vacuum"] += 1
             if row["state"] == "idle in transaction":
                 gauges["act.idle_in_xact"] += 1
@@ -187,11 +186,11 @@ class ActivityTally:
                 gauges["act.wait_lwlock"] += 1
             if row["backend_type"] == "client backend":
                 self.running[row["query"]] += 1
-            for blocker in row["blockers"] or []:
+            for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):
                 holder = by_pid.get(blocker)
                 if holder is not None:
-                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"],
-                                                              blocker_xact_seconds=holder["xact_seconds"])
+                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"] or "",
+                                                              blocker_xact_seconds=holder["xact_seconds"] or 0.0)
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
                                                       "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact")}
 
@@ -278,7 +277,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             then, old = history[0]
             values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
             history.append((now, counters))
-            values.update(tally.add(conn.execute(ACTIVITY_SQL).fetchall()))
+            values.update(tally.add(sessions(conn, tally.samples)))
             values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))

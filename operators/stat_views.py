@@ -1,10 +1,13 @@
-"""The cumulative statistics views (pg_stat_*) the health review and the diagnosis both read, written once.
+"""The statistics views (pg_stat_*) the health review and the diagnosis both read, written once.
 
-The health collectors (operators/collect/window.py) sample them at the start and the end of the
-review's window and land `<counter>_delta` columns; the diagnosis's sampler
+Cumulative counters: the health collectors (operators/collect/window.py) read them at the start
+and the end of the review's window and land `<counter>_delta` columns; the diagnosis's sampler
 (operators/diagnose/sampler.py) reads the same counters at every tick and turns them into
 per-second rates. A `CounterView` names a view's identity columns (`keys`, to pair the rows of
 two readings) and its cumulative `counters` (what a delta or a rate is taken of).
+
+Sessions (pg_stat_activity): both sample `SESSIONS_SQL` several times across the window, the
+health review for how long sessions stay in a state, the diagnosis for what active ones wait on.
 """
 
 from __future__ import annotations
@@ -129,3 +132,20 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     keys=("queryid", "userid", "toplevel"),
     counters=("calls", "total_exec_time", "rows", "shared_blks_hit", "shared_blks_read", "temp_blks_written"),
 )
+
+
+# This database's sessions (and the cluster's background processes), except ours and the crew's.
+# `query_chars` bounds the text: the health review quotes it, the diagnosis EXPLAINs it.
+SESSIONS_SQL = """
+SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
+       a.pid, a.datname::text, a.usename::text, a.application_name, a.backend_type, a.state,
+       a.wait_event_type, a.wait_event,
+       extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS xact_seconds,
+       extract(epoch FROM clock_timestamp() - a.query_start)::float8 AS query_seconds,
+       extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_seconds,
+       left(a.query, %(query_chars)s::int) AS query,
+       array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
+FROM pg_stat_activity a
+WHERE a.pid <> pg_backend_pid() AND coalesce(a.application_name, '') <> 'dbcrew'
+  AND (a.datname = current_database() OR a.datname IS NULL)
+"""
