@@ -35,7 +35,7 @@ from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, re
 from roles.monitor import Monitor
 from roles.planner import reflect_until_valid
 from roles.replanner import replan
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 from roles.worker import TaskOutcome, perform
 
 

@@ -21,7 +21,7 @@ from roles.crew import PlainPhases, RunContext, ThreadRunner, with_remembered_fi
 from roles.memory import Lesson, LongTermMemory, target_identity
 from roles.monitor import Monitor
 from roles.review import review as review_run
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 
 WINDOW = 1.0
 
