@@ -1,13 +1,14 @@
 """PostgreSQL targets: parse a URL, keep the password out of everything shareable, connect read-only.
 
-The password is split off at parse time and held in a process-local table keyed by the
-password-free DSN, so flow parameters, logs, reports and prompts only ever see the safe form.
+The password is split off at parse time and held in a private attribute of the parsed target:
+pydantic never dumps private attributes, so the target's JSON (a flow parameter on the Prefect
+server, a report, a prompt) only ever carries the safe form, while the object itself, passed
+along in process, still opens sessions with it.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
@@ -16,25 +17,28 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from dbcrew.errors import TargetError
-
-_PASSWORDS: dict[str, str] = {}
-_LOCK = threading.Lock()
 
 SCHEMES = ("postgresql://", "postgres://")
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
 
 
 class PostgresTarget(BaseModel):
-    """A password-free reference to a PostgreSQL database; safe to pass as a flow parameter."""
+    """A reference to a PostgreSQL database whose serialized form is password-free (safe as a flow parameter).
+
+    The password, when the URL had one, lives in `_password`: copies (`model_copy`) keep it,
+    dumps (`model_dump`, `model_dump_json`, Prefect's parameter encoding) and pickles (a
+    persisted Prefect result) leave it out.
+    """
 
     dsn: str
     display: str
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000
     connect_timeout_s: int = 5
+    _password: str | None = PrivateAttr(default=None)
 
     @property
     def kind(self) -> str:
@@ -44,6 +48,10 @@ class PostgresTarget(BaseModel):
     def dbname(self) -> str:
         """The database the URL names ("" when libpq's default, the user's name, applies)."""
         return str(conninfo_to_dict(self.dsn).get("dbname") or "")
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
 
     def connect(self, *, statement_timeout_ms: int | None = None) -> psycopg.Connection[dict[str, Any]]:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
@@ -59,9 +67,8 @@ class PostgresTarget(BaseModel):
             "options": options,
             "connect_timeout": self.connect_timeout_s,
         }
-        password = _PASSWORDS.get(self.dsn)
-        if password is not None:
-            kwargs["password"] = password
+        if self._password is not None:
+            kwargs["password"] = self._password
         try:
             return psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
@@ -99,11 +106,9 @@ def parse_target(url: str) -> PostgresTarget:
     params = _conninfo(public)
     password = _decode_password(secret) if secret is not None else None
     _check_location(params)
-    dsn = make_conninfo(**params)
-    with _LOCK:
-        if password:
-            _PASSWORDS[dsn] = password
-    return PostgresTarget(dsn=dsn, display=display_of(params))
+    target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
+    target._password = password or None
+    return target
 
 
 def _conninfo(public_url: str) -> dict[str, Any]:
