@@ -11,12 +11,12 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Ablations, Settings, Thresholds
+from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
 from dbcrew.targets import parse_target
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
 from roles.crew import RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.reporter import build_report, prune_reports, write_report
 
 
 def resolve_target(target: str | None, target_secret: str | None) -> str:
@@ -57,10 +57,17 @@ def health_review(
     ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
     settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
                         thresholds=Thresholds(**(thresholds or {})))
-    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path("."),
+    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path(out or "."),
                      brain=brain, faults=faults or [])
-    run.out_dir = Path(out) if out else Path("reports") / run.run_id
-    return str(review_with(run))
+    return str(review_with(run) if out else review_in_reports(run))
+
+
+def review_in_reports(run: RunContext) -> Path:
+    """Review into reports_root()/<run id>, then drop the reports past their retention on this disk."""
+    run.out_dir = reports_root() / run.run_id
+    path = review_with(run)
+    prune_reports(reports_root(), reports_retention_days())
+    return path
 
 
 def review_with(run: RunContext) -> Path:
