@@ -1,0 +1,95 @@
+"""Operating the crew with real processes: `dbcrew server`, its worker, schedules, a fleet run through the API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from uuid import UUID
+
+import pytest
+
+from tests.e2e.conftest import CrewServer
+
+pytestmark = pytest.mark.timeout(900)
+
+SCHEDULED = ("alpha", "beta", "gone")
+
+
+@pytest.fixture()
+def api(crew_server: CrewServer) -> Iterator[str]:
+    """This test's Prefect client talks to the crew's server."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: crew_server.api}):
+        yield crew_server.api
+
+
+def poll(check, what: str, attempts: int = 240):  # noqa: ANN001, ANN201 - a tiny waiting helper
+    """Ask again until `check()` gives something truthy; the server and worker act on their own clocks."""
+    for _ in range(attempts):
+        value = check()
+        if value:
+            return value
+        time.sleep(1.0)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterName, FlowRunFilter,
+                                                FlowRunFilterState, FlowRunFilterStateType)
+    from prefect.client.schemas.objects import StateType
+
+    def scheduled() -> dict[str, int] | None:
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs(
+                deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(SCHEDULED))),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))))
+            deployments = {d.id: d.name for d in client.read_deployments()}
+        counts = {name: sum(deployments.get(r.deployment_id) == name for r in runs) for name in SCHEDULED}
+        return counts if all(counts.values()) else None
+
+    counts = poll(scheduled, "scheduled runs of every target's deployment")
+    assert set(counts) == set(SCHEDULED) and min(counts.values()) >= 1
+
+
+def test_the_deployments_offer_a_form_of_choices(api: str):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        on_demand = client.read_deployment_by_name("review_target/on-demand")
+        lab = client.read_deployment_by_name("health_review/lab")
+        client.read_deployment_by_name("fleet_review/fleet")
+    form = on_demand.parameter_openapi_schema["properties"]
+    assert form["target"]["enum"] == ["alpha", "beta", "gone"]
+    assert set(form) == {"target", "scenario", "brain", "window", "alert"}  # no fault injection, no ablations
+    assert all(form[name].get("description") for name in form)
+    assert {"faults", "monitor", "gap_narrow"} <= set(lab.parameter_openapi_schema["properties"])
+    assert on_demand.entrypoint == "flows.targets.review_target"  # by module: any machine with dbcrew runs it
+
+
+def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(api: str):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        fleet = client.read_deployment_by_name("fleet_review/fleet")
+        run = client.create_flow_run_from_deployment(fleet.id, parameters={"tag": "fleet-test"})
+
+        def final():  # noqa: ANN202
+            state = client.read_flow_run(run.id).state
+            return state if state is not None and state.is_final() else None
+
+        state = poll(final, "the fleet run to finish", attempts=600)
+        assert state.is_completed(), state.message
+        summary = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["dbcrew-fleet-fleet-test"])))
+        children = client.read_flow_runs()
+    text = str(summary[0].data)
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    assert "2 of 3 reviews completed." in text
+    assert "[completed](" in rows["alpha"] and "[completed](" in rows["beta"]
+    assert "[failed](" in rows["gone"] and "cannot connect to postgresql://postgres@127.0.0.1:" in rows["gone"]
+    assert rows["alpha"].split("|")[2].strip() in {"critical", "warning", "info", "none"}
+    reviews = [c for c in children if c.parent_task_run_id is not None and c.name in {"alpha", "beta", "gone"}]
+    assert sorted(c.name for c in reviews) == ["alpha", "beta", "gone"]
+    assert all(isinstance(c.id, UUID) and c.work_queue_name == "reviews" for c in reviews)
