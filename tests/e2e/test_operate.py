@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -93,3 +98,20 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(ap
     reviews = [c for c in children if c.parent_task_run_id is not None and c.name in {"alpha", "beta", "gone"}]
     assert sorted(c.name for c in reviews) == ["alpha", "beta", "gone"]
     assert all(isinstance(c.id, UUID) and c.work_queue_name == "reviews" for c in reviews)
+
+
+def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, api: str, tmp_path: Path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    from cli.server import healthy
+    from lab.embedded import _free_port
+
+    assert healthy(crew_server.api) and not healthy(f"http://127.0.0.1:{_free_port()}/api")
+    result = subprocess.run([sys.executable, "-m", "cli", "review", crew_server.pg.dsn("alpha"), "--window", "1", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600, env={**os.environ, "PREFECT_API_URL": crew_server.api})
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"initialize-{report['run_id']}"])))
+    assert len(runs) == 1  # the run is on the server (and in its UI), not on an ephemeral one
