@@ -13,12 +13,30 @@ import threading
 import time
 from pathlib import Path
 
-from bench.serving import crew_server, tree_rss
+import psutil
+
+from lab.crew_server import running_crew_server
 from lab.embedded import EmbeddedPostgres
 
 DATABASES = 50
 WINDOW = 2.0
 CONCURRENCY = (1, 2, 4)
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and everything it started, in bytes."""
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for member in family:
+        try:
+            total += member.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def make_fleet(pg: EmbeddedPostgres, work: Path) -> Path:
@@ -75,9 +93,9 @@ def main() -> None:
         inventory = make_fleet(pg, work)
         print(f"{DATABASES} databases in one embedded cluster, window {WINDOW:g} s, process worker, rules brain")
         print(f"  {'reviews at once':>15} {'wall s':>8} {'db/min':>8} {'running s/review':>17} {'overhead s/review':>18} {'peak MiB':>9} {'ok':>4}")
-        with crew_server(inventory, work) as (api, process):
+        with running_crew_server(inventory, work) as server:
             for n in CONCURRENCY:
-                wall, running, peak, ok = run_fleet(api, process.pid, n, inventory)
+                wall, running, peak, ok = run_fleet(server.api, server.process.pid, n, inventory)
                 overhead = wall * n / DATABASES - running
                 print(f"  {n:>15} {wall:>8.1f} {DATABASES / wall * 60:>8.1f} {running:>17.1f} {overhead:>18.1f} {peak / 2**20:>9.0f} {ok:>4}",
                       flush=True)

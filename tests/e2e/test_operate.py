@@ -13,7 +13,8 @@ from uuid import UUID
 
 import pytest
 
-from tests.e2e.conftest import CrewServer
+from lab.crew_server import CrewServer
+from lab.embedded import EmbeddedPostgres
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -37,6 +38,15 @@ def poll(check, what: str, attempts: int = 240):  # noqa: ANN001, ANN201 - a tin
             return value
         time.sleep(1.0)
     pytest.fail(f"gave up waiting for {what}")
+
+
+def finished(client, run_id: UUID):  # noqa: ANN001, ANN201
+    """The run's final state, once the worker got it there."""
+    def final():  # noqa: ANN202
+        state = client.read_flow_run(run_id).state
+        return state if state is not None and state.is_final() else None
+
+    return poll(final, f"flow run {run_id} to finish", attempts=600)
 
 
 def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
@@ -80,12 +90,7 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(ap
     with get_client(sync_client=True) as client:
         fleet = client.read_deployment_by_name("fleet_review/fleet")
         run = client.create_flow_run_from_deployment(fleet.id, parameters={"tag": "fleet-test"})
-
-        def final():  # noqa: ANN202
-            state = client.read_flow_run(run.id).state
-            return state if state is not None and state.is_final() else None
-
-        state = poll(final, "the fleet run to finish", attempts=600)
+        state = finished(client, run.id)
         assert state.is_completed(), state.message
         summary = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["dbcrew-fleet-fleet-test"])))
         children = client.read_flow_runs()
@@ -97,10 +102,11 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(ap
     assert rows["alpha"].split("|")[2].strip() in {"critical", "warning", "info", "none"}
     reviews = [c for c in children if c.parent_task_run_id is not None and c.name in {"alpha", "beta", "gone"}]
     assert sorted(c.name for c in reviews) == ["alpha", "beta", "gone"]
-    assert all(isinstance(c.id, UUID) and c.work_queue_name == "reviews" for c in reviews)
+    assert all(c.work_queue_name == "reviews" for c in reviews)
 
 
-def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, api: str, tmp_path: Path):
+def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, fleet_pg: EmbeddedPostgres, api: str,
+                                                     tmp_path: Path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
@@ -108,7 +114,7 @@ def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, a
     from lab.embedded import _free_port
 
     assert healthy(crew_server.api) and not healthy(f"http://127.0.0.1:{_free_port()}/api")
-    result = subprocess.run([sys.executable, "-m", "cli", "review", crew_server.pg.dsn("alpha"), "--window", "1", "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "cli", "review", fleet_pg.dsn("alpha"), "--window", "1", "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env={**os.environ, "PREFECT_API_URL": crew_server.api})
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())

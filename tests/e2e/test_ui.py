@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CrewServer
-from tests.e2e.test_operate import poll
+from lab.crew_server import CrewServer
+from tests.e2e.test_operate import finished
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -46,12 +46,7 @@ def review_alpha(api: str) -> tuple[str, str]:
     with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("review_target/on-demand")
         run = client.create_flow_run_from_deployment(deployment.id, parameters={"target": "alpha", "window": 1})
-
-        def final():  # noqa: ANN202
-            state = client.read_flow_run(run.id).state
-            return state if state is not None and state.is_final() else None
-
-        assert poll(final, "the on-demand review", attempts=600).is_completed()
+        assert finished(client, run.id).is_completed()
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]), key=ArtifactFilterKey(like_="dbcrew-report-%")))
     return str(run.id), str(artifacts[0].id)
