@@ -1,7 +1,7 @@
 """review_target: review one database of the published inventory, by name.
 
 This is what the on-demand form, each target's schedule and the fleet start. The inventory is
-published to the Prefect server (a JSON block), not read from a worker's disk, so any worker of
+published to the Prefect server (a block of its own type), not read from a worker's disk, so any worker of
 the pool on any machine reviews any target; the password is fetched on the reviewing machine
 from the source the entry names and never becomes a parameter.
 """
