@@ -66,7 +66,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     _prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
-    from dbcrew.targets.postgres import redact_url
     from flows.review import health_review
     from roles.brains import BRAINS, default_brain
 
@@ -86,8 +85,8 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
 
         stop = progress.listen(on_event)
         try:
-            # The flow gets the URL without its password; the password stays in this process.
-            return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
+            # The flow gets the parsed target: its password is private, so no flow parameter carries it.
+            return Path(health_review(target=target, window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
                                       baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
                                       **(switches or {})))

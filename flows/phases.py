@@ -41,7 +41,7 @@ def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutc
 
 
 class PrefectPhases:
-    """The phases as flows, for `roles.crew.run_review`."""
+    """The phases as flows, for `roles.review.review`."""
 
     @staticmethod
     def initialize(run: RunContext) -> Initialized:

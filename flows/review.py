@@ -1,7 +1,9 @@
 """health_review: the flow a schedule, the Prefect UI or the CLI starts.
 
 Parameters carry no secret: `target` is a password-free URL (the password comes from the
-environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`).
+environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`), or, when the flow
+is called in process (the CLI), a parsed target whose password is a private attribute that
+Prefect's parameter encoding leaves out.
 """
 
 from __future__ import annotations
@@ -12,27 +14,30 @@ from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
-from dbcrew.targets import parse_target
+from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Scenario
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
-from roles.crew import RunContext, run_review
-from roles.reporter import build_report, prune_reports, write_report
+from roles.crew import RunContext
+from roles.reporter import prune_reports, report_path
+from roles.review import review
 
 
-def resolve_target(target: str | None, target_secret: str | None) -> str:
+def resolve_target(target: str | PostgresTarget | None, target_secret: str | None) -> PostgresTarget:
     if target_secret:
         from prefect.blocks.system import Secret
 
-        return str(Secret.load(target_secret).get())
+        return parse_target(str(Secret.load(target_secret).get()))
+    if isinstance(target, PostgresTarget):
+        return target
     if not target:
         raise ValueError("give either target or target_secret")
-    return target
+    return parse_target(target)
 
 
 @flow(name="health_review", flow_run_name="{scenario}-review", validate_parameters=True)
 def health_review(
-    target: str | None = None,
+    target: str | PostgresTarget | None = None,
     target_secret: str | None = None,
     scenario: Scenario = Scenario.HEALTH,
     window: float = 10.0,
@@ -54,7 +59,7 @@ def health_review(
     instructions), `baseline` the path of a window recorded in a quiet period (`dbcrew baseline`).
     `thresholds` overrides health-check thresholds for this run (names of dbcrew.settings.Thresholds).
     """
-    parsed = parse_target(resolve_target(target, target_secret))
+    parsed = resolve_target(target, target_secret)
     ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
     settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
                         thresholds=Thresholds(**(thresholds or {})))
@@ -72,8 +77,5 @@ def review_in_reports(run: RunContext) -> Path:
 
 
 def review_with(run: RunContext) -> Path:
-    review = run_review(run, PrefectPhases)
-    report = build_report(run, review)
-    path = write_report(report, run.out_dir)
-    post_report(run, report)
-    return path
+    post_report(run, review(run, PrefectPhases))
+    return report_path(run.out_dir)

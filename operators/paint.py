@@ -9,12 +9,13 @@ matplotlib.use("Agg")  # no display on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dbcrew.models import Role  # noqa: E402
+from dbcrew.vocabulary import Category  # noqa: E402
 from operators.registry import Observation, OperatorContext, operator  # noqa: E402
 
 TOP_TABLES = 10
 
 
-@operator(role=Role.PAINTER, category="paint", needs=("table_stats",), produces=("chart_table_activity",))
+@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",))
 def paint_table_activity(ctx: OperatorContext) -> Observation:
     """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
     rows = ctx.workspace.query(

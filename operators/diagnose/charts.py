@@ -9,13 +9,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dbcrew.models import Role  # noqa: E402
-from operators.diagnose.operators import FACTS_KEY, load_facts  # noqa: E402
+from dbcrew.vocabulary import Category  # noqa: E402
+from operators.diagnose.steps import FACTS_KEY, load_facts  # noqa: E402
 from operators.registry import Observation, OperatorContext, operator  # noqa: E402
 
 TOP_METRICS = 6
 
 
-@operator(role=Role.PAINTER, category="diagnose", needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
+@operator(role=Role.PAINTER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
 def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
     record = load_facts(ctx)
