@@ -81,15 +81,18 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def parse_target(url: str) -> PostgresTarget:
-    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`."""
+def parse_target(url: str, password: str | None = None) -> PostgresTarget:
+    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`.
+
+    `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
+    """
     if not url.startswith(SCHEMES):
         raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise TargetError(f"malformed target URL: {first_line(exc)}") from None
-    password = params.pop("password", None)
+    password = params.pop("password", None) or password
     target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
     target._password = None if password is None else str(password)
     return target
