@@ -13,6 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
+from cli.server import DEFAULT_PORT, api_url, healthy, server
 from dbcrew.errors import UsageError
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import parse_overrides
@@ -31,8 +32,11 @@ PREFECT_DEFAULTS = {
 
 
 def _prefect_env() -> None:
+    """Prefect's settings for a CLI run; a server running at the default address is used, not an ephemeral one."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if "PREFECT_API_URL" not in os.environ and healthy(api_url(DEFAULT_PORT)):
+        os.environ["PREFECT_API_URL"] = api_url(DEFAULT_PORT)
 
 
 def _default_out(dbname: str) -> Path:
@@ -216,6 +220,38 @@ def demo(
     missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
     if missed:
         raise typer.Exit(code=1)
+
+
+inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
+app.add_typer(inventory_app, name="inventory")
+
+
+@inventory_app.command("check")
+def inventory_check(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Check an inventory and list its targets (no password is read)."""
+    from dbcrew.inventory import load_inventory
+
+    for entry in load_inventory(path).targets:
+        show(line((entry.name, "bold"), f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
+                  f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"))
+
+
+@inventory_app.command("publish")
+def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Publish an inventory to the Prefect server (PREFECT_API_URL, or a server at the default address)."""
+    from dbcrew.inventory import load_inventory
+
+    inventory = load_inventory(path)
+    _prefect_env()
+    if "PREFECT_API_URL" not in os.environ:
+        raise UsageError("no Prefect server: start one (`dbcrew server`) or set PREFECT_API_URL")
+    from flows.targets import publish_inventory
+
+    publish_inventory(inventory)
+    show(line(f"published {len(inventory.targets)} targets to {os.environ['PREFECT_API_URL']}"))
+
+
+app.command()(server)
 
 
 def main() -> None:

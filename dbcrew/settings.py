@@ -15,6 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 MEMORY_ENV = "DBCREW_MEMORY_PATH"
+REPORTS_ENV = "DBCREW_REPORTS_DIR"
+RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
 
 
 def default_memory_path() -> Path:
@@ -24,6 +26,26 @@ def default_memory_path() -> Path:
         return Path(override).expanduser()
     data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return data_home / "dbcrew" / "memory.duckdb"
+
+
+def reports_root() -> Path:
+    """Where a run writes its report when no directory is given: $DBCREW_REPORTS_DIR, else ./reports."""
+    return Path(os.environ.get(REPORTS_ENV) or "reports").expanduser()
+
+
+def reports_retention_days() -> float:
+    """How long reports stay under reports_root() on a worker's disk ($DBCREW_REPORTS_RETENTION_DAYS, 14).
+
+    A worker's disk is not the record: the Prefect artifacts and the history store are.
+    """
+    raw = os.environ.get(RETENTION_ENV, "14")
+    try:
+        days = float(raw)
+    except ValueError:
+        raise ValueError(f"{RETENTION_ENV}={raw!r} is not a number of days") from None
+    if days < 0:
+        raise ValueError(f"{RETENTION_ENV} must not be negative")
+    return days
 
 
 class Ablations(BaseModel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -112,6 +114,21 @@ def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
 
 def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
     return {c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode() for c in report.charts}
+
+
+def prune_reports(root: Path, keep_days: float, now: float | None = None) -> list[Path]:
+    """Remove the run directories under `root` whose report is older than `keep_days`; returns them.
+
+    Only directories holding a report.json are touched, so a reports folder shared with other
+    files loses nothing else.
+    """
+    cutoff = (now if now is not None else time.time()) - keep_days * 86_400
+    removed = []
+    for report in sorted(root.glob("*/report.json")) if root.is_dir() else []:
+        if report.stat().st_mtime < cutoff:
+            shutil.rmtree(report.parent)
+            removed.append(report.parent)
+    return removed
 
 
 def report_path(run_dir: Path) -> Path:

@@ -88,11 +88,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def parse_target(url: str) -> PostgresTarget:
+def parse_target(url: str, password: str | None = None) -> PostgresTarget:
     """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`; TargetError in one line.
 
     The password is taken out of the text before libpq parses the rest, so no parse error can
     quote it back (libpq's messages echo the offending token), and it is decoded on its own.
+    `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
     """
     if not url.startswith(SCHEMES):
         raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
@@ -104,7 +105,7 @@ def parse_target(url: str) -> PostgresTarget:
         raise TargetError("malformed target URL: an unencoded @ after the user name; write @ as %40 in a password or name")
     public, secret = split_password(url)
     params = _conninfo(public)
-    password = _decode_password(secret) if secret is not None else None
+    password = (_decode_password(secret) if secret is not None else None) or password
     _check_location(params)
     target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
     target._password = password or None
