@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on servers and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dbcrew.models import Role  # noqa: E402
-from dbcrew.vocabulary import Category  # noqa: E402
-from operators.registry import Observation, OperatorContext, operator  # noqa: E402
+from dbcrew.models import Role
+from dbcrew.vocabulary import Category
+from operators.figures import pyplot
+from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
 
@@ -27,6 +22,7 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     charts_dir.mkdir(parents=True, exist_ok=True)
     path = charts_dir / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
+    plt = pyplot()
     fig, (scans, dead) = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True)
     try:
         positions = range(len(names))
