@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
+from cli.history import history
 from dbcrew.errors import UsageError
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
@@ -199,6 +200,9 @@ def demo(
     missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
     if missed:
         raise typer.Exit(code=1)
+
+
+app.command()(history)
 
 
 def main() -> None:

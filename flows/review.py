@@ -16,7 +16,16 @@ from dbcrew.targets import parse_target
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
 from roles.crew import RunContext, run_review
+from roles.history import reviewed
 from roles.reporter import build_report, write_report
+
+
+def run_link() -> str:
+    """The Prefect UI page of this flow run, when the server has a UI address (empty otherwise)."""
+    from prefect.runtime import flow_run
+    from prefect.settings import PREFECT_UI_URL
+
+    return str(flow_run.ui_url) if PREFECT_UI_URL.value() and flow_run.id else ""
 
 
 def resolve_target(target: str | None, target_secret: str | None) -> str:
@@ -64,8 +73,8 @@ def health_review(
 
 
 def review_with(run: RunContext) -> Path:
-    review = run_review(run, PrefectPhases)
-    report = build_report(run, review)
+    """Run the review, record it in the target's history (the shared store), write and post the report."""
+    report = reviewed(run, lambda: build_report(run, run_review(run, PrefectPhases)).model_copy(update={"link": run_link()}))
     path = write_report(report, run.out_dir)
     post_report(run, report)
     return path
