@@ -81,6 +81,9 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
                     [v * scale for v in values if v is not None], marker="o", color="tab:blue")
             ax.set_title(title)
             ax.set_ylabel(unit)
+            ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+            if field in ("dead_tuples", "oldest_xid_age"):  # counts: no fractional ticks
+                ax.yaxis.get_major_locator().set_params(integer=True)
         for ax in axes:
             ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize="small")
             ax.set_xlabel("run start (UTC)")

@@ -204,9 +204,10 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
     current = stored_findings(identity, report.findings)
     history = history_of(store, identity, report, current)
     store.record_run(record, current, vitals_of(run, report))
-    if report.scenario == Scenario.HEALTH:
-        keep_baseline(store, identity, run, report)
     update: dict[str, object] = {"history": history}
+    if report.scenario != Scenario.HEALTH:
+        return report.model_copy(update=update)  # a diagnosis neither samples a baseline nor measures the vitals
+    keep_baseline(store, identity, run, report)
     points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
     if len(points) >= 2:
         paint_trends(points, run.out_dir / TRENDS_CHART)
