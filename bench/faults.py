@@ -29,10 +29,10 @@ from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import TaskStatus
 from operators.registry import REGISTRY, equivalents
 from roles.crew import PlainPhases, ReviewResult, RunContext, run_review
 from roles.reporter import build_report
-from roles.worker import Status
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)
@@ -140,7 +140,7 @@ def judge(shop: DemoShop, faults: list[FaultSpec], review: ReviewResult, report:
         return False, f"missed {sorted(missed)}"
     outcomes = review.result.state.outcomes
     for entry in report.coverage:
-        done = entry.check in outcomes and outcomes[entry.check].status is Status.DONE
+        done = entry.check in outcomes and outcomes[entry.check].status is TaskStatus.DONE
         if entry.status.value == "ran" and not done:
             return False, f"{entry.check} reported as ran but did not complete"
         if entry.check in impossible and (entry.status.value == "ran" or not entry.reason):

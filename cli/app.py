@@ -16,6 +16,7 @@ from cli.history import history
 from dbcrew.errors import UsageError
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
@@ -39,7 +40,7 @@ def _default_out(display: str) -> Path:
 
 
 def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
-                   switches: dict[str, bool] | None = None, scenario: str = "health", alert: str = "",
+                   switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
                    baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.models.faults import FaultSpec
@@ -47,7 +48,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
 
     if window < 0:
         raise UsageError("--window must be zero or more seconds")
-    if scenario == "diagnose" and window < 1:
+    if scenario is Scenario.DIAGNOSE and window < 1:
         raise UsageError("--window must be at least 1 second for a diagnosis")
     if baseline is not None and not baseline.is_file():
         raise UsageError(f"--baseline {baseline}: no such file (record one with `dbcrew baseline`)")
@@ -61,6 +62,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         pass  # unreachable or refused: exit 2 now, before any flow starts
     _prefect_env()
     from dbcrew import progress
+    from dbcrew.progress import ProgressEvent
     from dbcrew.targets.postgres import redact_url
     from flows.review import health_review
     from roles.brains import BRAINS, default_brain
@@ -73,10 +75,10 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
 
-        def on_event(event: str, data: dict[str, Any]) -> None:
-            if event == "plan":
+        def on_event(event: ProgressEvent, data: dict[str, Any]) -> None:
+            if event is ProgressEvent.PLAN:
                 bar.update(job, total=data["total"], completed=data["done"])
-            elif event == "task":
+            elif event is ProgressEvent.TASK:
                 bar.advance(job)
 
         stop = progress.listen(on_event)
@@ -122,7 +124,7 @@ def diagnose(
     brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now."""
-    path = run_cli_review(target, window, out_dir, brain, [], scenario="diagnose", alert=alert, baseline=baseline)
+    path = run_cli_review(target, window, out_dir, brain, [], scenario=Scenario.DIAGNOSE, alert=alert, baseline=baseline)
     print_diagnosis(path)
 
 

@@ -1,4 +1,4 @@
-"""In-process progress events (task started, finished) for the CLI's progress bar.
+"""In-process progress events (plan drawn, task finished) for the CLI's progress bar.
 
 Listeners are process-local and never serialized; a review run under a Prefect worker simply has none.
 """
@@ -6,9 +6,16 @@ Listeners are process-local and never serialized; a review run under a Prefect w
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
-Listener = Callable[[str, dict[str, Any]], None]
+
+class ProgressEvent(StrEnum):
+    PLAN = "plan"  # a strategy starts executing: total= tasks in it, done= already completed (reused)
+    TASK = "task"  # a task finished: task_id=, status=
+
+
+Listener = Callable[[ProgressEvent, dict[str, Any]], None]
 _LISTENERS: list[Listener] = []
 
 
@@ -17,6 +24,6 @@ def listen(listener: Listener) -> Callable[[], None]:
     return lambda: _LISTENERS.remove(listener)
 
 
-def emit(event: str, **data: Any) -> None:
+def emit(event: ProgressEvent, **data: Any) -> None:
     for listener in list(_LISTENERS):
         listener(event, data)

@@ -1,4 +1,5 @@
-"""The crew's typed vocabulary: scenarios, operator categories, finding and root-cause codes.
+"""The crew's typed vocabulary: scenarios, operator categories, task statuses, plan problems,
+remedies, finding and root-cause codes.
 
 Codes are the stable API of report.json (shared/finding-codes.md); they are StrEnums so a code
 is checked where it is written, compares equal to its string in stored reports, and serializes
@@ -26,6 +27,66 @@ class Category(StrEnum):
     ADVISE = "advise"
     DIAGNOSE = "diagnose"
     PAINT = "paint"
+
+
+class TaskStatus(StrEnum):
+    """How a task of the plan ended."""
+
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class ProblemKind(StrEnum):
+    """Why a plan may not run as drafted: a validator's objection (roles/validators.py) or a critic's."""
+
+    DUPLICATE_ID = "duplicate_id"
+    DUPLICATE_AGENT = "duplicate_agent"
+    UNKNOWN_OPERATOR = "unknown_operator"  # not in the catalogue pruned for this target
+    MISSING_AGENT = "missing_agent"
+    WRONG_ROLE = "wrong_role"  # the operator belongs to another role than its agent's
+    UNKNOWN_DEPENDENCY = "unknown_dependency"
+    BAD_PARAMS = "bad_params"  # parameters the operator's model rejects
+    CYCLE = "cycle"
+    MISSING_INPUT = "missing_input"  # an artifact the operator needs comes from no upstream task
+    # a critic's objections (an LLM brain's critique, prompts/critique.j2)
+    MISSING_CHECK = "missing_check"  # a check the scenario needs is not planned
+    UNFIT_TASK = "unfit_task"  # a task that cannot serve its goal
+
+
+class RemedyKind(StrEnum):
+    """How the monitor's remedy is carried out: at once by the tasker, or by the planner re-planning."""
+
+    INSTRUCTION = "instruction"
+    REPLAN = "replan"
+
+
+class Action(StrEnum):
+    """The monitor's remedies (error_tree/tree.yaml names one per leaf)."""
+
+    # instructions the tasker applies at once
+    RETRY = "retry"
+    USE_EQUIVALENT = "use_equivalent"
+    SKIP = "skip"
+    CHANGE_PARAMS = "change_params"  # retry with parameters the monitor changed
+    REORDER = "reorder"  # run the task after the ones it turned out to depend on
+    # re-plan edits
+    REPLACE_OPERATOR = "replace_operator"
+    ADD_AGENT = "add_agent"
+    REMOVE_SUBGRAPH = "remove_subgraph"
+
+    @property
+    def kind(self) -> RemedyKind:
+        replans = self in (Action.REPLACE_OPERATOR, Action.ADD_AGENT, Action.REMOVE_SUBGRAPH)
+        return RemedyKind.REPLAN if replans else RemedyKind.INSTRUCTION
+
+
+class EditSource(StrEnum):
+    """Who made a plan edit."""
+
+    REPLAN = "replan"  # the planner narrowing the gap after a logic failure
+    MONITOR = "monitor"  # an instruction the tasker applied at once
+    MEMORY = "memory"  # a lesson from long-term memory, applied before the first run
 
 
 class FindingCode(StrEnum):

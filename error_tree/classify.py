@@ -24,7 +24,9 @@ from typing import Any
 import bm25s
 import numpy as np
 import yaml
+from pydantic import ValidationError
 
+from dbcrew.models.crew import Remedy
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.text.tokens import STOPWORDS
 
@@ -38,8 +40,6 @@ BM25_HALF = 4.0  # the BM25 score that counts as half a match (one rare shared w
 MIN_COSINE = 0.25  # a level has a signal when an example is at least this near...
 MIN_BM25 = 2.0  # ...or the error shares at least one rare-ish word with a leaf
 TEMPERATURE = 0.05  # softmax temperature that turns sibling scores into a confidence
-INSTRUCTION_ACTIONS = frozenset({"retry", "use_equivalent", "skip", "change_params", "reorder"})
-REPLAN_ACTIONS = frozenset({"replace_operator", "add_agent", "remove_subgraph"})
 
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _DIGITS = re.compile(r"\d+")
@@ -59,12 +59,6 @@ def normalise(text: str) -> str:
     pids, sizes and line numbers vary between two instances of one error and carry no signal.
     """
     return _STOPWORDS.sub(" ", _DIGITS.sub("0", _CAMEL.sub(" ", _CONNECT_PREAMBLE.sub("", text))))
-
-
-@dataclass(frozen=True)
-class Remedy:
-    kind: str  # instruction | replan
-    action: str
 
 
 @dataclass
@@ -99,7 +93,10 @@ class Classification:
 
 def _node(raw: dict[str, Any], path: tuple[str, ...]) -> Node:
     here = (*path, raw["name"])
-    remedy = Remedy(**raw["remedy"]) if "remedy" in raw else None
+    try:
+        remedy = Remedy.model_validate(raw["remedy"]) if "remedy" in raw else None
+    except ValidationError as exc:  # a typo in tree.yaml: say which leaf, in one line
+        raise ValueError(f"error tree {'/'.join(here)}: remedy {raw['remedy']}: {exc.errors()[0]['msg']}") from exc
     return Node(
         name=raw["name"], description=raw.get("description", ""), path=here, examples=list(raw.get("examples", [])),
         remedy=remedy, fallback=raw.get("fallback"), children=[_node(c, here) for c in raw.get("children", [])],

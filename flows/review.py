@@ -13,6 +13,7 @@ from prefect import flow
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings, Thresholds
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Scenario
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
 from roles.crew import RunContext, run_review
@@ -42,7 +43,7 @@ def resolve_target(target: str | None, target_secret: str | None) -> str:
 def health_review(
     target: str | None = None,
     target_secret: str | None = None,
-    scenario: str = "health",
+    scenario: Scenario = Scenario.HEALTH,
     window: float = 10.0,
     brain: str = "rules",
     out: str | None = None,

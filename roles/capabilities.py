@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
-from dbcrew.models.report import CoverageEntry, CoverageStatus
+from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
+from dbcrew.vocabulary import Category, FindingCode, TaskStatus
+from roles.worker import TaskOutcome
 
 
 @dataclass
@@ -33,7 +35,7 @@ EXTENSION_EFFECTS: dict[str, tuple[str, str]] = {
 }
 
 
-def missing_capabilities(brief: Brief) -> dict[str, str]:
+def missing_capabilities(brief: Brief) -> dict[str, SkipCause]:
     """capability -> why it is missing."""
     missing = {}
     if "pg_stat_statements" not in brief.extensions:
@@ -42,12 +44,12 @@ def missing_capabilities(brief: Brief) -> dict[str, str]:
         missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
     if "hypopg" not in brief.extensions:
         missing["hypopg"] = "extension hypopg is not installed in this database"
-    return missing
+    return {name: SkipCause(kind=SkipKind.MISSING_EXTENSION, detail=why) for name, why in missing.items()}
 
 
 def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
     missing = missing_capabilities(brief)
-    dropped: dict[str, str] = {}
+    dropped: dict[str, SkipCause] = {}
     for entry in catalogue:
         lacking = [c for c in entry.requires if c in missing]
         if lacking:
@@ -63,24 +65,25 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
             absent = [a for a in entry.needs if a not in produced]
             if absent:
                 # Carry the root cause (why the producer was dropped), not just the missing artifact.
-                cause = next((dropped[e.name] for e in catalogue if e.name in dropped and absent[0] in e.produces), "")
-                dropped[entry.name] = cause or f"needs {absent[0]}, which nothing on this target can collect"
+                cause = next((dropped[e.name] for e in catalogue if e.name in dropped and absent[0] in e.produces), None)
+                dropped[entry.name] = cause or SkipCause(kind=SkipKind.NO_SOURCE,
+                                                         detail=f"needs {absent[0]}, which nothing on this target can collect")
                 changed = True
     caps = Capabilities(available=[e for e in catalogue if e.name not in dropped])
     for entry in catalogue:
-        if entry.name in dropped and entry.category == "checks":
-            caps.coverage.append(CoverageEntry(check=entry.name, status=CoverageStatus.SKIPPED, reason=dropped[entry.name]))
+        if entry.name in dropped and entry.category is Category.CHECKS:
+            caps.coverage.append(CoverageEntry.of(entry.name, CoverageStatus.SKIPPED, dropped[entry.name]))
     for extension, (consequence, remedy) in EXTENSION_EFFECTS.items():
         if extension in missing:
             caps.findings.append(Finding(
-                code="extension_missing", severity=Severity.INFO, object=extension,
-                title=f"{extension} is unavailable: {consequence}", evidence={"reason": missing[extension]},
+                code=FindingCode.EXTENSION_MISSING, severity=Severity.INFO, object=extension,
+                title=f"{extension} is unavailable: {consequence}", evidence={"reason": missing[extension].detail},
                 recommendation=remedy, source="planner",
             ))
     if not brief.can_read_all_stats:
         grant = f"GRANT pg_read_all_stats TO {brief.current_user};"
         caps.findings.append(Finding(
-            code="privilege_insufficient", severity=Severity.INFO, object=brief.current_user,
+            code=FindingCode.PRIVILEGE_INSUFFICIENT, severity=Severity.INFO, object=brief.current_user,
             title=f"Role {brief.current_user} sees only its own sessions and statement texts",
             evidence={"missing": "pg_read_all_stats", "grant": grant},
             recommendation=f"{grant} (or GRANT pg_monitor) for a complete view of sessions and statements.",
@@ -97,22 +100,40 @@ def visibility_notes(brief: Brief) -> dict[str, str]:
     return {"check_sessions": note, "check_slow_queries": note, "check_missing_indexes": note}
 
 
+# PostgreSQL's own words for a refused privilege (aclcheck_error): the error carries no structured field
+# naming the object, so its message is read once, where the failure becomes a cause.
 _DENIED = re.compile(r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)")
-_UPSTREAM = re.compile(r"^upstream (\w+) (?:failed|did not complete)")
 
 
-def root_reason(reason: str, reasons: dict[str, str], role: str) -> str:
-    """A coverage reason traced to its root (an upstream failure's own reason) with the GRANT that fixes it."""
+def grant_for(message: str, role: str) -> str | None:
+    """The GRANT that gives `role` what a permission-denied error says it lacked; None for any other error."""
+    denied = _DENIED.search(message)
+    if denied is None:
+        return None
+    kind, name = denied.groups()
+    if kind == "function":
+        return f"GRANT EXECUTE ON FUNCTION {name} TO {role};"
+    if kind == "schema":
+        return f"GRANT USAGE ON SCHEMA {name} TO {role};"
+    return f"GRANT SELECT ON {name} TO {role};"
+
+
+def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> SkipCause:
+    """Why a task did not complete, traced through the upstream tasks it was skipped for to the root failure.
+
+    A skipped task carries its upstream as a structured cause (roles/tasker.py); a failed one its
+    error, which becomes a privilege cause with its GRANT when the target refused the role.
+    """
     seen: set[str] = set()
-    while (match := _UPSTREAM.match(reason)) and match.group(1) in reasons and match.group(1) not in seen:
-        seen.add(match.group(1))
-        reason = f"{reason}: {reasons[match.group(1)]}"
-        if _DENIED.search(reason):
-            break
-    denied = _DENIED.search(reason)
-    if denied:
-        kind, name = denied.groups()
-        grant = f"GRANT EXECUTE ON FUNCTION {name} TO {role};" if kind == "function" else (
-            f"GRANT USAGE ON SCHEMA {name} TO {role};" if kind == "schema" else f"GRANT SELECT ON {name} TO {role};")
-        reason = f"{reason} ({grant})"
-    return reason
+
+    def trace(outcome: TaskOutcome) -> SkipCause:
+        seen.add(outcome.task_id)
+        if outcome.status is TaskStatus.SKIPPED and outcome.cause is not None:
+            upstream = outcome.cause.upstream
+            if upstream in outcomes and upstream not in seen:
+                return outcome.cause.model_copy(update={"root": trace(outcomes[upstream])})
+            return outcome.cause
+        grant = grant_for(outcome.reason, role)
+        return SkipCause(kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=outcome.reason, grant=grant)
+
+    return trace(outcomes[task_id])

@@ -22,6 +22,7 @@ from dbcrew.models.report import CoverageEntry, LlmUsage, Phases
 from dbcrew.settings import Settings
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
+from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from operators.collect import probe
@@ -35,7 +36,7 @@ from roles.monitor import Monitor
 from roles.planner import reflect_until_valid
 from roles.replanner import replan
 from roles.tasker import ExecutionResult, ExecutionState, execute
-from roles.worker import Status, TaskOutcome, perform
+from roles.worker import TaskOutcome, perform
 
 
 class RunContext(BaseModel):
@@ -43,7 +44,7 @@ class RunContext(BaseModel):
 
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
     target: PostgresTarget
-    scenario: str = "health"
+    scenario: Scenario = Scenario.HEALTH
     settings: Settings = Field(default_factory=Settings)
     out_dir: Path
     brain: str = "rules"
@@ -113,7 +114,7 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     brain = make_brain(run.brain)
     assert result.replan_for is not None
     caps = prune(brief, catalogue())
-    done = [k for k, o in result.state.outcomes.items() if o.status == "done" and k in {t.id for t in result.strategy.tasks}]
+    done = [k for k, o in result.state.outcomes.items() if o.status is TaskStatus.DONE and k in {t.id for t in result.strategy.tasks}]
     ablations = run.settings.ablations
     recommendations = result.recommendations
     if ablations.memory:
@@ -211,7 +212,7 @@ def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
         if not run.settings.ablations.gap_narrow:
             state.outcomes.clear()  # the whole new plan runs again, from scratch
         kept = {t.id for t in outcome.strategy.tasks}
-        before = {k for k, o in state.outcomes.items() if o.status is Status.DONE and k in kept}
+        before = {k for k, o in state.outcomes.items() if o.status is TaskStatus.DONE and k in kept}
         instructed = len(state.edits)
         state.may_replan = replans < run.settings.max_replans
         result = phases.execute(run, init.brief, outcome.strategy, state)

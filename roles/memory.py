@@ -24,9 +24,10 @@ from dbcrew.models.report import Decision
 from dbcrew.store import Store
 from dbcrew.targets import PostgresTarget
 from dbcrew.text import embed
+from dbcrew.vocabulary import EditSource, TaskStatus
 from dbcrew.workspace import Workspace
 from roles.validators import validate
-from roles.worker import Status, TaskOutcome
+from roles.worker import TaskOutcome
 
 LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
 
@@ -85,7 +86,7 @@ def lessons_from(target: str, run_id: str, strategy: Strategy, outcomes: dict[st
         if edit.kind not in LEARNABLE or edit.before is None or edit.after is None:
             continue
         outcome = outcomes.get(edit.after.id)
-        if outcome is None or outcome.status is not Status.DONE:
+        if outcome is None or outcome.status is not TaskStatus.DONE:
             continue
         decision = errors.get(edit.task_id)
         lessons.append(Lesson(target=target, operator=edit.before.operator, kind=edit.kind, fixed=edit.after,
@@ -161,8 +162,8 @@ def apply_lessons(strategy: Strategy, lessons: list[Lesson], catalogue: list[Cat
         reason = f"memory: {lesson.describe()} (worked {lesson.successes}x, first in run {lesson.learned_run})"
         candidate_edits = []
         if strategy.agent(new.agent) is None and lesson.agent is not None:
-            candidate_edits.append(PlanEdit(kind=EditKind.ADD_AGENT, agent=lesson.agent, source="memory", reason=reason))
-        candidate_edits.append(PlanEdit(kind=lesson.kind, task_id=task.id, before=task, after=new, source="memory", reason=reason))
+            candidate_edits.append(PlanEdit(kind=EditKind.ADD_AGENT, agent=lesson.agent, source=EditSource.MEMORY, reason=reason))
+        candidate_edits.append(PlanEdit(kind=lesson.kind, task_id=task.id, before=task, after=new, source=EditSource.MEMORY, reason=reason))
         candidate = strategy.apply_all(candidate_edits)
         if len(validate(candidate, catalogue)) > len(validate(strategy, catalogue)):
             continue

@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from dbcrew.llm.base import Brain
-from dbcrew.models.crew import Action, Alert, Recommendation, WorkerReport
+from dbcrew.models.crew import Alert, Recommendation, WorkerReport
 from dbcrew.models.report import Decision, GlobalStateRecord
+from dbcrew.vocabulary import Action, RemedyKind, TaskStatus
 from error_tree import ErrorTree
 from operators.registry import get
 
@@ -26,8 +27,8 @@ LOG_TAIL = 6
 def compact_state(alert: Alert, by_status: dict[str, list[str]], paused: list[WorkerReport]) -> GlobalStateRecord:
     """The global state as key information only: task ids per status and the failing worker's own account."""
     return GlobalStateRecord(
-        done=sorted(by_status.get("done", [])), failed=sorted(by_status.get("failed", [])),
-        skipped=sorted(by_status.get("skipped", [])), running=sorted(r.task_id for r in paused),
+        done=sorted(by_status.get(TaskStatus.DONE, [])), failed=sorted(by_status.get(TaskStatus.FAILED, [])),
+        skipped=sorted(by_status.get(TaskStatus.SKIPPED, [])), running=sorted(r.task_id for r in paused),
         pending=sorted(by_status.get("pending", [])), error=f"{alert.error_type}: {alert.message}",
         logs=alert.logs[-LOG_TAIL:],
         history=[f"{a.error_type}: {a.message} (params {a.params})" for a in alert.attempts],
@@ -65,9 +66,9 @@ class Monitor:
 
     def decide(self, alert: Alert, state: GlobalStateRecord) -> MonitorDecision:
         found = self.tree.classify(alert.error_type, alert.message)
-        action = Action(found.remedy.action)
-        replan = found.remedy.kind == "replan"
-        recommendations = self.brain.recommend(alert, found.leaf, action.value) if replan else []
+        action = found.remedy.action
+        replan = found.remedy.kind is RemedyKind.REPLAN
+        recommendations = self.brain.recommend(alert, found.leaf, action) if replan else []
         params = repaired_params(alert.operator, dict(alert.params)) \
             if action is Action.CHANGE_PARAMS else {}
         remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "")

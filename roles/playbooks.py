@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dbcrew.models import AgentSpec, CatalogueEntry, Role, Strategy, TaskSpec
+from dbcrew.vocabulary import Category, Scenario
 
 ROLE_AGENTS: dict[Role, tuple[str, str]] = {
     Role.EXTRACTOR: ("collector", "collect statistics, activity and settings from the target over the window"),
@@ -48,16 +49,16 @@ def team_for(tasks: list[TaskSpec], catalogue: list[CatalogueEntry]) -> list[Age
 def strategy_from_operators(operators: list[str], catalogue: list[CatalogueEntry], rationale: str) -> Strategy:
     entries = {e.name: e for e in catalogue}
     tasks = [
-        TaskSpec(id=name, agent=ROLE_AGENTS[entries[name].role][0], operator=name, optional=entries[name].category != "collect")
+        TaskSpec(id=name, agent=ROLE_AGENTS[entries[name].role][0], operator=name, optional=entries[name].category is not Category.COLLECT)
         for name in operators
     ]
     return Strategy(team=team_for(tasks, catalogue), tasks=wire(tasks, catalogue), rationale=rationale)
 
 
 # Which operator categories each scenario's playbook draws on.
-PLAYBOOKS: dict[str, tuple[str, ...]] = {
-    "health": ("collect", "advise", "checks", "paint"),
-    "diagnose": ("diagnose",),
+PLAYBOOKS: dict[Scenario, tuple[Category, ...]] = {
+    Scenario.HEALTH: (Category.COLLECT, Category.ADVISE, Category.CHECKS, Category.PAINT),
+    Scenario.DIAGNOSE: (Category.DIAGNOSE,),
 }
 EXPERT_PREFIX = "expert_"
 

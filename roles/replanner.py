@@ -22,6 +22,7 @@ from dbcrew.llm.base import Brain
 from dbcrew.models import Strategy
 from dbcrew.models.crew import ReplanRequest
 from dbcrew.models.plan import EditKind, PlanEdit
+from dbcrew.vocabulary import EditSource
 from roles.planner import as_plan_request, reflect_until_valid
 
 # Applying in this order keeps every intermediate plan's references meaningful.
@@ -36,7 +37,7 @@ class Replanned:
     rejected: list[str] = field(default_factory=list)  # proposed edits the gap-narrow rules refused, and why
 
 
-def diff(old: Strategy, new: Strategy, source: str = "replan", reason: str = "") -> list[PlanEdit]:
+def diff(old: Strategy, new: Strategy, source: EditSource = EditSource.REPLAN, reason: str = "") -> list[PlanEdit]:
     """The plan edits that turn `old` into `new`, in the order they can be applied."""
     old_tasks = {t.id: t for t in old.tasks}
     new_tasks = {t.id: t for t in new.tasks}

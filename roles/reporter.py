@@ -11,13 +11,13 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
 from dbcrew.models.plan import EditKind
-from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, TargetInfo
+from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, SkipCause, SkipKind, TargetInfo
+from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.brains import make_brain
-from roles.capabilities import root_reason, visibility_notes
+from roles.capabilities import failure_cause, visibility_notes
 from roles.crew import ReviewResult, RunContext
-from roles.worker import Status
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -29,7 +29,7 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
     outcomes = review.result.state.outcomes
     entries = []
     for op in catalogue():
-        if op.category != "checks":
+        if op.category is not Category.CHECKS:
             continue
         if op.name in planned:
             entries.append(planned[op.name])
@@ -37,17 +37,16 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         outcome = outcomes.get(op.name)
         removed = next((e for e in review.edits if e.kind is EditKind.REMOVE and e.task_id == op.name), None)
         if outcome is None and removed is not None:
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason=f"removed from the plan: {removed.reason}"))
+            entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.REMOVED, detail=removed.reason)))
         elif outcome is None:
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.SKIPPED, reason="not planned"))
-        elif outcome.status is Status.DONE:
+            entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
+        elif outcome.status is TaskStatus.DONE:
             seen = outcome.observation.partial if outcome.observation else ""
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
-            status = CoverageStatus.FAILED if outcome.status is Status.FAILED else CoverageStatus.SKIPPED
-            reason = root_reason(outcome.reason, {k: o.reason for k, o in outcomes.items()}, review.init.brief.current_user)
-            entries.append(CoverageEntry(check=op.name, status=status, reason=reason))
+            status = CoverageStatus.FAILED if outcome.status is TaskStatus.FAILED else CoverageStatus.SKIPPED
+            entries.append(CoverageEntry.of(op.name, status, failure_cause(op.name, outcomes, review.init.brief.current_user)))
     return entries
 
 
@@ -61,8 +60,8 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
     coverage = coverage_of(review)
-    if run.scenario == "diagnose":
-        coverage = [c for c in coverage if c.reason != "not planned"]  # a diagnosis plans no health checks
+    if run.scenario is Scenario.DIAGNOSE:  # a diagnosis plans no health checks
+        coverage = [c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED]
     findings = findings_of(review)
     brain = make_brain(run.brain)
     summary = brain.summarize(run.scenario, findings, coverage)
@@ -81,7 +80,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
-        diagnosis=diagnosis_section(run, review, root_causes) if run.scenario == "diagnose" else None,
+        diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
     )
 
 

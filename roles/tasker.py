@@ -14,13 +14,15 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from dbcrew import progress
+from dbcrew.progress import ProgressEvent
 from dbcrew.models import Strategy, TaskSpec
-from dbcrew.models.crew import Action, Alert, Recommendation, WorkerReport
+from dbcrew.models.crew import Alert, Recommendation, WorkerReport
 from dbcrew.models.plan import EditKind, PlanEdit
-from dbcrew.models.report import Decision
+from dbcrew.models.report import Decision, SkipCause, SkipKind
+from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.monitor import Monitor, MonitorDecision, compact_state
-from roles.worker import Status, TaskOutcome, signature, without_agent
+from roles.worker import TaskOutcome, signature, without_agent
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -57,7 +59,7 @@ class ExecutionState(BaseModel):
         self.started.append(task_id)
 
     def by_status(self, strategy: Strategy) -> dict[str, list[str]]:
-        by = {s.value: [k for k, o in self.outcomes.items() if o.status is s] for s in Status}
+        by: dict[str, list[str]] = {s: [k for k, o in self.outcomes.items() if o.status is s] for s in TaskStatus}
         by["pending"] = [t.id for t in strategy.tasks if t.id not in self.outcomes]
         return by
 
@@ -69,8 +71,11 @@ class ExecutionResult(BaseModel):
     recommendations: list[Recommendation] = Field(default_factory=list)
 
 
-def _skip(state: ExecutionState, spec: TaskSpec, reason: str, status: Status = Status.SKIPPED) -> None:
-    state.outcomes[spec.id] = TaskOutcome(task_id=spec.id, operator=spec.operator, status=status, reason=reason, signature=signature(spec))
+def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) -> None:
+    """Skip `spec` because its upstream task did not complete; the reason is the cause rendered."""
+    cause = SkipCause(kind=kind, upstream=upstream)
+    state.outcomes[spec.id] = TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.SKIPPED, reason=cause.render(),
+                                          cause=cause, signature=signature(spec))
 
 
 def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: Monitor | None) -> ExecutionResult:
@@ -80,14 +85,14 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
     """
     for spec in strategy.tasks:
         kept = state.outcomes.get(spec.id)
-        if kept is not None and kept.status is Status.DONE and kept.signature == signature(spec):
+        if kept is not None and kept.status is TaskStatus.DONE and kept.signature == signature(spec):
             continue
         state.outcomes.pop(spec.id, None)
     if not state.original:
         state.original = [t.id for t in strategy.tasks]
     running: dict[str, Any] = {}
     unhandled: list[TaskOutcome] = []  # failures that finished while the crew was paused for another alert
-    progress.emit("plan", total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
+    progress.emit(ProgressEvent.PLAN, total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
     while True:
         outcome = unhandled.pop(0) if unhandled else None
         if outcome is None:
@@ -105,8 +110,8 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             del running[task_id]
             outcome = runner.outcome(handle)
         state.outcomes[outcome.task_id] = outcome
-        progress.emit("task", task_id=outcome.task_id, status=outcome.status.value)
-        if outcome.status is not Status.FAILED:
+        progress.emit(ProgressEvent.TASK, task_id=outcome.task_id, status=outcome.status)
+        if outcome.status is not TaskStatus.FAILED:
             continue
         spec = strategy.task(outcome.task_id)
         alert = broadcast(state, spec, outcome)
@@ -143,11 +148,11 @@ def _pause(strategy: Strategy, state: ExecutionState, runner: Runner, running: d
         outcome = runner.outcome(handle)
         del running[task_id]
         state.outcomes[task_id] = outcome
-        progress.emit("task", task_id=task_id, status=outcome.status.value)
-        if outcome.status is Status.FAILED:
+        progress.emit(ProgressEvent.TASK, task_id=task_id, status=outcome.status)
+        if outcome.status is TaskStatus.FAILED:
             unhandled.append(outcome)
         summary = outcome.observation.summary if outcome.observation else outcome.reason
-        reports.append(WorkerReport(agent=strategy.task(task_id).agent, task_id=task_id, status=outcome.status.value,
+        reports.append(WorkerReport(agent=strategy.task(task_id).agent, task_id=task_id, status=outcome.status,
                                     summary=summary))
     return reports
 
@@ -158,10 +163,10 @@ def _ready(strategy: Strategy, state: ExecutionState, running: dict[str, Any]) -
         if spec.id in state.outcomes or spec.id in running:
             continue
         upstream = [state.outcomes.get(n) for n in spec.needs]
-        blocked = next((o for o in upstream if o is not None and o.status is not Status.DONE
+        blocked = next((o for o in upstream if o is not None and o.status is not TaskStatus.DONE
                         and _hard(strategy, spec, o.task_id)), None)
         if blocked is not None:
-            _skip(state, spec, f"upstream {blocked.task_id} did not complete")
+            _skip(state, spec, SkipKind.UPSTREAM_INCOMPLETE, blocked.task_id)
             continue
         if all(o is not None for o in upstream):
             ready.append(spec)
@@ -185,7 +190,7 @@ def _fail_downstream(strategy: Strategy, state: ExecutionState, task_id: str) ->
     """Skip what cannot run without `task_id`, following hard dependencies only."""
     for other in strategy.tasks:
         if task_id in other.needs and other.id not in state.outcomes and _hard(strategy, other, task_id):
-            _skip(state, other, f"upstream {task_id} failed")
+            _skip(state, other, SkipKind.UPSTREAM_FAILED, task_id)
             _fail_downstream(strategy, state, other.id)
 
 
@@ -212,12 +217,12 @@ def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec
             new = spec.model_copy(update={"id": alternative.name, "operator": alternative.name})
             state.instructed[new.id] = state.instructed[spec.id]
             return _edit(state, strategy, PlanEdit(kind=EditKind.REPLACE, task_id=spec.id, before=spec, after=new,
-                                                   source="monitor", reason=reason))
+                                                   source=EditSource.MONITOR, reason=reason))
     if action is Action.CHANGE_PARAMS:
         if decision.params != spec.params:
             new = spec.model_copy(update={"params": decision.params})
             return _edit(state, strategy, PlanEdit(kind=EditKind.CHANGE_PARAMS, task_id=spec.id, before=spec, after=new,
-                                                   source="monitor", reason=reason))
+                                                   source=EditSource.MONITOR, reason=reason))
         del state.outcomes[spec.id]  # nothing to change: the same call once more
         return strategy
     if action is Action.REORDER:
@@ -225,10 +230,10 @@ def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec
         if needs != spec.needs:
             new = spec.model_copy(update={"needs": needs})
             return _edit(state, strategy, PlanEdit(kind=EditKind.REORDER, task_id=spec.id, before=spec, after=new,
-                                                   source="monitor", reason=reason))
+                                                   source=EditSource.MONITOR, reason=reason))
     # SKIP (or nothing to change): the task stays failed, with the reason, and its dependents skip.
     failed = state.outcomes[spec.id]
-    state.outcomes[spec.id] = failed.model_copy(update={"status": Status.FAILED, "reason": f"{failed.reason} (skipped on the monitor's instruction)"})
+    state.outcomes[spec.id] = failed.model_copy(update={"status": TaskStatus.FAILED, "reason": f"{failed.reason} (skipped on the monitor's instruction)"})
     _fail_downstream(strategy, state, spec.id)
     return strategy
 

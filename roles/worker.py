@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from enum import StrEnum
 from typing import Any
 
 import psycopg
@@ -18,7 +17,9 @@ from pydantic import BaseModel, Field, ValidationError
 from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
+from dbcrew.models.report import SkipCause
 from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import TaskStatus
 from operators.registry import Observation, OperatorContext, OperatorMisfit, get
 from roles.faults import FaultInjector
 
@@ -33,20 +34,15 @@ NOT_RETRYABLE = (
 )
 
 
-class Status(StrEnum):
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
 class TaskOutcome(BaseModel):
     task_id: str
     operator: str
-    status: Status
+    status: TaskStatus
     observation: Observation | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     seconds: float = 0.0
     reason: str = ""
+    cause: SkipCause | None = Field(None, description="why it was skipped (its upstream task); None unless skipped")
     signature: str = ""
     log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
 
@@ -83,7 +79,7 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
             run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
             observation = op.run(run_ctx, params)
             log.append(f"done: {observation.summary}")
-            return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.DONE, observation=observation,
+            return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.DONE, observation=observation,
                                attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec), log=log)
         except Exception as exc:  # noqa: BLE001 - every failure becomes an attempt, then an alert
             message = first_line(exc)
@@ -96,7 +92,7 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
                 break
             if isinstance(exc, (psycopg.OperationalError, TargetError)):
                 time.sleep(0.2 * (attempt + 1))
-    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.FAILED, attempts=attempts,
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
                        seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
                        signature=signature(spec), log=log)
 
@@ -104,7 +100,7 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
 def without_agent(spec: TaskSpec) -> TaskOutcome:
     """The outcome of a task no agent of the team can run: it fails before any call, and says why."""
     message = f"no agent {spec.agent!r} in the team to run {spec.operator}"
-    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=Status.FAILED, reason=message,
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, reason=message,
                        attempts=[Attempt(params=dict(spec.params), error_type="MissingAgent", message=message,
                                          reflection="a worker cannot add an agent to the team; raising an alert")],
                        signature=signature(spec), log=[f"MissingAgent: {message}"])

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, LlmUsage
+from dbcrew.vocabulary import Action, Scenario
 
 
 class Brain(ABC):
@@ -27,10 +28,10 @@ class Brain(ABC):
         """The brain's own objections to a plan the validators accepted."""
 
     @abstractmethod
-    def recommend(self, alert: Alert, leaf: str, action: str) -> list[Recommendation]: ...
+    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]: ...
 
     @abstractmethod
     def replan(self, request: ReplanRequest) -> Strategy: ...
 
     @abstractmethod
-    def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str: ...
+    def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str: ...

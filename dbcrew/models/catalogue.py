@@ -7,12 +7,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dbcrew.models.plan import Role
+from dbcrew.vocabulary import Category
 
 
 class CatalogueEntry(BaseModel):
     name: str
     role: Role
-    category: str
+    category: Category
     description: str
     needs: list[str] = Field(default_factory=list)
     produces: list[str] = Field(default_factory=list)

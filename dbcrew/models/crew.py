@@ -1,18 +1,17 @@
-"""Messages between the crew's roles: plan requests, validation problems, alerts, recommendations."""
+"""Messages between the crew's roles: plan requests, validation problems, alerts, remedies, recommendations."""
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dbcrew.models.brief import Brief
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import Strategy
+from dbcrew.vocabulary import Action, ProblemKind, RemedyKind, Scenario, TaskStatus
 
 
 class PlanRequest(BaseModel):
-    scenario: str
+    scenario: Scenario
     brief: Brief
     catalogue: list[CatalogueEntry]
     constraints: list[str] = Field(default_factory=list)
@@ -22,7 +21,7 @@ class Problem(BaseModel):
     """A deterministic validator's objection to a plan."""
 
     task_id: str | None
-    kind: str
+    kind: ProblemKind
     message: str
 
 
@@ -51,21 +50,27 @@ class WorkerReport(BaseModel):
 
     agent: str
     task_id: str
-    status: str
+    status: TaskStatus
     summary: str = ""
 
 
-class Action(StrEnum):
-    # instructions the tasker applies at once
-    RETRY = "retry"
-    USE_EQUIVALENT = "use_equivalent"
-    SKIP = "skip"
-    CHANGE_PARAMS = "change_params"  # retry with parameters the monitor changed
-    REORDER = "reorder"  # run the task after the ones it turned out to depend on
-    # re-plan edits
-    REPLACE_OPERATOR = "replace_operator"
-    ADD_AGENT = "add_agent"
-    REMOVE_SUBGRAPH = "remove_subgraph"
+class Remedy(BaseModel):
+    """An error-tree leaf's remedy: an action, and whether the tasker applies it or the planner re-plans.
+
+    Both are written in tree.yaml; the kind must be the action's own, so a leaf cannot ask the
+    tasker for a re-plan edit (or the planner for a retry).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: RemedyKind
+    action: Action
+
+    @model_validator(mode="after")
+    def _kind_fits_action(self) -> Remedy:
+        if self.action.kind is not self.kind:
+            raise ValueError(f"action {self.action.value} is of kind {self.action.kind.value}, not {self.kind.value}")
+        return self
 
 
 class Recommendation(BaseModel):
@@ -75,7 +80,7 @@ class Recommendation(BaseModel):
 
 
 class ReplanRequest(BaseModel):
-    scenario: str
+    scenario: Scenario
     brief: Brief
     catalogue: list[CatalogueEntry]
     strategy: Strategy

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dbcrew.vocabulary import Cause
+
 
 class Severity(StrEnum):
     CRITICAL = "critical"
@@ -19,7 +21,7 @@ class Severity(StrEnum):
 
 
 class Finding(BaseModel):
-    code: str
+    code: Cause = Field(description="a health check's code, or a root cause's in a diagnosis")
     severity: Severity
     object: str
     title: str

@@ -12,6 +12,8 @@ from typing import Any
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew.vocabulary import EditSource
+
 
 class Role(StrEnum):
     """Worker roles. An operator belongs to exactly one role; an agent has one role."""
@@ -62,7 +64,7 @@ class PlanEdit(BaseModel):
     before: TaskSpec | None = None
     after: TaskSpec | None = None
     agent: AgentSpec | None = Field(None, description="the agent an add_agent edit brings in")
-    source: str = Field("replan", description="replan | monitor | memory")
+    source: EditSource = EditSource.REPLAN
     reason: str = ""
 
     def describe(self) -> str:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from dbcrew.models.finding import Finding, Severity
 from dbcrew.models.plan import PlanEdit
+from dbcrew.vocabulary import Cause, Scenario
 
 SCHEMA_VERSION = 1
 
@@ -20,14 +21,58 @@ class CoverageStatus(StrEnum):
     FAILED = "failed"
 
 
+class SkipKind(StrEnum):
+    """Why a check did not run, or failed: the kinds of a coverage entry's structured cause."""
+
+    MISSING_EXTENSION = "missing_extension"  # an extension it needs is not installed, or not preloaded
+    NO_SOURCE = "no_source"  # it needs an artifact nothing on this target can collect
+    PRIVILEGE = "privilege"  # the review's role was refused; `grant` fixes it
+    FAULT = "fault"  # its operator failed, after self-correction and the monitor
+    UPSTREAM_FAILED = "upstream_failed"  # a task it needs failed
+    UPSTREAM_INCOMPLETE = "upstream_incomplete"  # a task it needs did not complete (failed or skipped)
+    REMOVED = "removed"  # a re-plan took it out of the plan
+    NOT_PLANNED = "not_planned"
+
+
+class SkipCause(BaseModel):
+    """The structured cause behind a coverage reason, traced through failed upstream tasks to the root.
+
+    The reason text in report.json is `render()` of it: the cause is built once where it happens
+    and never read back from the text.
+    """
+
+    kind: SkipKind
+    detail: str = Field("", description="the cause's own words: an error message, a missing capability, a re-plan's reason")
+    upstream: str | None = Field(None, description="the task whose failure this one follows")
+    root: SkipCause | None = Field(None, description="that upstream task's own cause")
+    grant: str | None = Field(None, description="the statement that gives the review's role what it lacked")
+
+    def render(self) -> str:
+        """The human reason: e.g. `upstream collect_statements failed: permission denied for view pg_stat_statements (GRANT ...)`."""
+        if self.kind in (SkipKind.UPSTREAM_FAILED, SkipKind.UPSTREAM_INCOMPLETE):
+            verb = "failed" if self.kind is SkipKind.UPSTREAM_FAILED else "did not complete"
+            return f"upstream {self.upstream} {verb}" + (f": {self.root.render()}" if self.root else "")
+        if self.kind is SkipKind.REMOVED:
+            return f"removed from the plan: {self.detail}"
+        if self.kind is SkipKind.NOT_PLANNED:
+            return "not planned"
+        return self.detail + (f" ({self.grant})" if self.grant else "")
+
+
 class CoverageEntry(BaseModel):
     check: str
     status: CoverageStatus
-    reason: str = ""
+    reason: str = Field("", description="the human text: the cause rendered, or a note on a check that ran partially")
+    cause: SkipCause | None = Field(None, description="why it did not run (or failed), structured; None when it ran")
+
+    @classmethod
+    def of(cls, check: str, status: CoverageStatus, cause: SkipCause) -> CoverageEntry:
+        """An entry whose reason is its cause rendered."""
+        return cls(check=check, status=status, reason=cause.render(), cause=cause)
 
 
 class RootCause(BaseModel):
-    code: str
+    code: Cause
     confidence: float
     evidence: dict[str, Any] = Field(default_factory=dict)
     solution: str = ""
@@ -122,7 +167,7 @@ class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     target: TargetInfo
-    scenario: str
+    scenario: Scenario
     started_at: datetime
     finished_at: datetime
     brain: str

@@ -19,6 +19,7 @@ from dbcrew.llm.client import BrainError, LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry
+from dbcrew.vocabulary import Action, Scenario
 from roles.brains.rules import RulesBrain
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class OpenAIBrain(Brain):
         answer = self._or_fallback("critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems())
         return answer.problems
 
-    def recommend(self, alert: Alert, leaf: str, action: str) -> list[Recommendation]:
+    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]:
         context = {"alert": alert.model_dump(), "leaf": leaf, "action": action}
         answer = self._or_fallback("recommend", lambda: self.ask("recommend.j2", context, Recommendations),
                                    lambda: Recommendations(recommendations=self._fallback.recommend(alert, leaf, action)))
@@ -84,7 +85,7 @@ class OpenAIBrain(Brain):
         context = {"request": json.loads(request.model_dump_json())}
         return self._or_fallback("re-plan", lambda: self.ask("replan.j2", context, Strategy), lambda: self._fallback.replan(request))
 
-    def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
+    def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
         context = {"scenario": scenario, "findings": [f.model_dump(mode="json") for f in findings],
                    "coverage": [c.model_dump(mode="json") for c in coverage]}
         answer = self._or_fallback("summarize", lambda: self.ask("summarize.j2", context, Summary),

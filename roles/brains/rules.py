@@ -6,21 +6,20 @@ from collections import Counter
 
 from dbcrew.llm.base import Brain
 from dbcrew.models import AgentSpec, CatalogueEntry, Finding, Role, Strategy, TaskSpec
-from dbcrew.models.crew import Action, Alert, PlanRequest, Problem, Recommendation, ReplanRequest
+from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, CoverageStatus
+from dbcrew.vocabulary import Action, ProblemKind, Scenario
 from roles.playbooks import EXPERT_PREFIX, PLAYBOOKS, agent_for, diagnose_team, strategy_from_operators, team_for, wire
 
 class RulesBrain(Brain):
     name = "rules"
 
     def plan(self, request: PlanRequest) -> Strategy:
-        categories = PLAYBOOKS.get(request.scenario)
-        if categories is None:
-            raise ValueError(f"no playbook for scenario {request.scenario!r}")
+        categories = PLAYBOOKS[request.scenario]
         # The catalogue the brain sees is already pruned to what the target can run; among
         # equivalent operators the playbook takes the primary one.
         chosen = [e.name for e in request.catalogue if e.category in categories and e.equivalent_of is None]
-        if request.scenario == "diagnose":
+        if request.scenario is Scenario.DIAGNOSE:
             return diagnose_team(chosen, request.catalogue)
         rationale = (
             f"{request.scenario} playbook: {len(chosen)} operators over {', '.join(categories)},"
@@ -31,7 +30,7 @@ class RulesBrain(Brain):
     def reflect(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
         """Drop tasks naming unknown operators, reset rejected parameters, reassign agents, rewire needs."""
         entries = {e.name: e for e in request.catalogue}
-        bad_params = {p.task_id for p in problems if p.kind == "bad_params"}
+        bad_params = {p.task_id for p in problems if p.kind is ProblemKind.BAD_PARAMS}
         tasks = []
         seen: set[str] = set()
         for spec in strategy.tasks:
@@ -51,8 +50,8 @@ class RulesBrain(Brain):
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
         return []
 
-    def recommend(self, alert: Alert, leaf: str, action: str) -> list[Recommendation]:
-        return [Recommendation(action=Action(action), task_id=alert.task_id, detail=f"{leaf}: {alert.message}")]
+    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]:
+        return [Recommendation(action=action, task_id=alert.task_id, detail=f"{leaf}: {alert.message}")]
 
     def replan(self, request: ReplanRequest) -> Strategy:
         strategy = request.strategy
@@ -81,8 +80,8 @@ class RulesBrain(Brain):
                 strategy = strategy.remove_tasks(strategy.downstream(failed.id))
         return strategy.model_copy(update={"round": request.strategy.round + 1})
 
-    def summarize(self, scenario: str, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
-        if scenario == "diagnose":
+    def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
+        if scenario is Scenario.DIAGNOSE:
             causes = sorted((f for f in findings if f.source == "cross_review_causes"), key=lambda f: -f.confidence)
             if not causes:
                 return "No root cause above the reporting confidence: the window looks like the baseline's workload."

@@ -12,6 +12,7 @@ from bench.injections import COMBINATIONS, RECIPES
 from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
+from dbcrew.vocabulary import Scenario
 from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
@@ -170,5 +171,5 @@ def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
 
     cause = Finding(code="lock_contention", severity=Severity.CRITICAL, object="database", title="t", confidence=0.9,
                     source="cross_review_causes")
-    assert RulesBrain().summarize("diagnose", [cause], []) == "1 root causes: lock_contention (confidence 0.90)."
-    assert RulesBrain().summarize("diagnose", [], []).startswith("No root cause")
+    assert RulesBrain().summarize(Scenario.DIAGNOSE, [cause], []) == "1 root causes: lock_contention (confidence 0.90)."
+    assert RulesBrain().summarize(Scenario.DIAGNOSE, [], []).startswith("No root cause")

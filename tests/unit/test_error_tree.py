@@ -6,9 +6,10 @@ from collections import Counter
 
 import pytest
 
-from dbcrew.models.crew import Action
+from dbcrew.models.crew import Remedy
+from dbcrew.vocabulary import Action, RemedyKind
 from error_tree import load_tree
-from error_tree.classify import INSTRUCTION_ACTIONS, REPLAN_ACTIONS, load_labelled, normalise
+from error_tree.classify import load_labelled, normalise
 from error_tree.evaluate import evaluate, split
 
 # Leaf names that code and other tests rely on (roles/monitor.py records them; tests assert them).
@@ -26,19 +27,37 @@ def test_tree_has_two_branches_and_enough_documented_leaves():
         assert leaf.description and len(leaf.examples) >= 2, leaf.name
 
 
-def test_every_remedy_is_a_real_action_of_the_right_kind():
-    for leaf in load_tree().leaves:
-        assert leaf.remedy is not None, leaf.name
-        action = Action(leaf.remedy.action)  # raises on an action the tasker does not know
-        allowed = INSTRUCTION_ACTIONS if leaf.remedy.kind == "instruction" else REPLAN_ACTIONS
-        assert leaf.remedy.kind in {"instruction", "replan"} and action.value in allowed, leaf.name
-    assert INSTRUCTION_ACTIONS | REPLAN_ACTIONS == {a.value for a in Action}
+def test_every_leaf_has_a_typed_remedy_and_every_action_is_used():
+    leaves = load_tree().leaves
+    for leaf in leaves:
+        assert isinstance(leaf.remedy, Remedy) and leaf.remedy.kind is leaf.remedy.action.kind, leaf.name
+    assert {leaf.remedy.action for leaf in leaves if leaf.remedy} == set(Action)
+
+
+@pytest.mark.parametrize(("remedy", "complaint"), [
+    ("{kind: instruction, action: restart_database}", "restart_database"),  # not an action the tasker knows
+    ("{kind: instruction, action: add_agent}", "action add_agent is of kind replan, not instruction"),
+    ("{kind: replan, action: retry}", "action retry is of kind instruction, not replan"),
+    ("{kind: later, action: retry}", "later"),
+])
+def test_a_tree_with_a_wrong_remedy_is_refused_naming_the_leaf(tmp_path, remedy, complaint):
+    tree = tmp_path / "tree.yaml"
+    tree.write_text(f"name: error\nchildren:\n  - name: pipeline\n    children:\n      - name: flaky\n"
+                    f"        examples: ['x', 'y']\n        remedy: {remedy}\n")
+    with pytest.raises(ValueError, match="error tree error/pipeline/flaky: remedy") as raised:
+        load_tree(tree)
+    assert complaint in str(raised.value)
+
+
+def test_action_kinds_split_instructions_from_replans():
+    assert {a for a in Action if a.kind is RemedyKind.REPLAN} == {Action.REPLACE_OPERATOR, Action.ADD_AGENT, Action.REMOVE_SUBGRAPH}
+    assert Remedy(kind="instruction", action="skip") == Remedy(kind=RemedyKind.INSTRUCTION, action=Action.SKIP)
 
 
 def test_pipeline_leaves_instruct_and_logic_leaves_replan():
     for leaf in load_tree().leaves:
         assert leaf.remedy is not None
-        assert leaf.remedy.kind == ("instruction" if leaf.path[1] == "pipeline" else "replan"), leaf.name
+        assert leaf.remedy.kind is (RemedyKind.INSTRUCTION if leaf.path[1] == "pipeline" else RemedyKind.REPLAN), leaf.name
 
 
 def test_declared_fallbacks_name_a_child():

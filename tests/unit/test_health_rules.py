@@ -14,7 +14,6 @@ from operators.checks.bloat import estimate_btree, estimate_table
 from operators.checks.configuration import check_settings
 from operators.collect.machine import target_is_local
 from operators.registry import OperatorContext
-from roles.capabilities import root_reason
 
 GB = 2**30
 
@@ -78,15 +77,6 @@ def test_declared_machine_wins_and_loopback_targets_are_local():
     assert Settings(machine=Machine(memory_bytes=GB, cpus=2)).machine.memory_bytes == GB
     assert target_is_local("postgresql://u@127.0.0.1:5432/x") and target_is_local("postgresql://u@localhost/x")
     assert target_is_local("postgresql://u@%2Ftmp%2Fsock/x") and not target_is_local("postgresql://u@db.example.com/x")
-
-
-def test_coverage_reason_is_traced_to_the_root_with_its_grant():
-    reasons = {"collect_statements": "InsufficientPrivilege: permission denied for view pg_stat_statements (skipped on the monitor's instruction)"}
-    traced = root_reason("upstream collect_statements failed", reasons, "keeper")
-    assert traced.startswith("upstream collect_statements failed: InsufficientPrivilege")
-    assert traced.endswith("(GRANT SELECT ON pg_stat_statements TO keeper;)")
-    assert root_reason("statement timeout", reasons, "keeper") == "statement timeout"
-    assert "GRANT EXECUTE ON FUNCTION pg_ls_waldir TO k;" in root_reason("permission denied for function pg_ls_waldir", {}, "k")
 
 
 def test_threshold_overrides_are_checked_by_name_type_and_sign():

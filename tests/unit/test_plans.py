@@ -113,3 +113,15 @@ def test_gap_narrow_restores_tasks_outside_the_failed_subgraph():
     assert sorted(r.split(":")[0] for r in refused) == ["remove check_vacuum_health", "remove collect_settings", "reorder check_settings"]
     assert {"collect_settings", "check_vacuum_health"} <= {t.id for t in narrowed.tasks}
     assert "check_slow_queries" not in {t.id for t in narrowed.tasks}  # inside the subgraph: allowed to go
+
+
+def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
+    from dbcrew.vocabulary import Scenario
+    from roles.playbooks import PLAYBOOKS
+
+    assert set(PLAYBOOKS) == set(Scenario)
+    categories = {entry.category for entry in catalogue()}
+    for scenario, drawn in PLAYBOOKS.items():
+        assert drawn and set(drawn) <= categories, scenario
+        plan = RulesBrain().plan(PlanRequest(scenario=scenario, brief=brief(), catalogue=catalogue()))
+        assert plan.tasks and validate(plan, catalogue()) == [], scenario
