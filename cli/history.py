@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from cli.console import SEVERITY_STYLES, line, show
 from dbcrew.errors import UsageError
-from dbcrew.store import Store, TargetSummary, open_store
+from dbcrew.store import Store, StoreUnavailable, TargetSummary, open_store
 from dbcrew.vocabulary import Scenario
 
 
@@ -42,7 +42,10 @@ def history(
     """Print a target's runs and trends from the shared store: findings, changes and vital signs per run."""
     from roles.history import timeline
 
-    store = open_store()
+    try:
+        store = open_store()
+    except StoreUnavailable as exc:
+        raise UsageError(str(exc)) from None
     found = find_target(store, target)
     rows = timeline(store, found.target, scenario.value, limit)
     show(line((found.display, "bold"), f"  ({found.target}, {found.runs} runs in {store.location})"))

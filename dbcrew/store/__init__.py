@@ -13,9 +13,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
+import psycopg
+
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
 from dbcrew.store.store import Store
+from dbcrew.targets.postgres import first_line, redact_url
 
 STORE_ENV = "DBCREW_STORE_URL"
 LEGACY_MEMORY_ENV = "DBCREW_MEMORY_PATH"
@@ -31,15 +35,20 @@ def store_url() -> str:
     return os.environ.get(STORE_ENV) or os.environ.get(LEGACY_MEMORY_ENV) or str(default_store_path())
 
 
+class StoreUnavailable(RuntimeError):
+    """The store cannot be opened (unreachable, refused, locked, not writable); the message holds no password."""
+
+
 def open_store(url: str | None = None) -> Store:
     """The store at `url` (default: `store_url()`), its schema created if missing."""
     url = url or store_url()
-    if url.startswith(("postgresql://", "postgres://")):
-        from dbcrew.targets.postgres import redact_url
+    postgres = url.startswith(("postgresql://", "postgres://"))
+    backend = PostgresBackend(url, redact_url(url)) if postgres else DuckDBBackend(Path(url.removeprefix("duckdb://")))
+    try:
+        return Store(backend)
+    except (psycopg.OperationalError, duckdb.IOException) as exc:
+        raise StoreUnavailable(f"the store {backend.location} cannot be opened: {redact_url(first_line(exc))}") from None
 
-        return Store(PostgresBackend(url, redact_url(url)))
-    return Store(DuckDBBackend(Path(url.removeprefix("duckdb://"))))
 
-
-__all__ = ["STORE_ENV", "Baseline", "RunRecord", "RunStatus", "Sighting", "Store", "StoredFinding", "TargetSummary",
+__all__ = ["STORE_ENV", "Baseline", "StoreUnavailable", "RunRecord", "RunStatus", "Sighting", "Store", "StoredFinding", "TargetSummary",
            "Vitals", "default_store_path", "fingerprint", "open_store", "store_url"]

@@ -273,6 +273,10 @@ def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(pl
                              timeout=120)
     assert unknown.returncode == 2 and "no target in the store matches 'nowhere'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+    env[STORE_ENV] = "postgresql://keeper:hunter2@127.0.0.1:1/nowhere"
+    down = subprocess.run([sys.executable, "-m", "cli", "history", "x"], capture_output=True, text=True, env=env, timeout=120)
+    assert down.returncode == 2 and "the store postgresql://keeper@127.0.0.1:1/nowhere cannot be opened" in down.stderr
+    assert "hunter2" not in down.stderr and len(down.stderr.strip().splitlines()) == 1
 
 
 def test_postgres_store_never_shows_its_password(pg: EmbeddedPostgres):
