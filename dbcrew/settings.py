@@ -31,6 +31,8 @@ class Thresholds(BaseModel):
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
+    stale_min_age_seconds: float = Field(300.0, description="an analyze younger than this is not judged by the changes"
+                                         " counted since: they may predate it (late statistics flush)")
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0
     long_running_query_seconds: float = 60.0
@@ -40,6 +42,9 @@ class Thresholds(BaseModel):
     sequence_critical_ratio: float = 0.90
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
+    horizon_holder_min_age: int = Field(1_000_000, description="an xmin this many transactions old is named as holding"
+                                        " back vacuum and freezing")
+    horizon_holder_min_seconds: float = Field(300.0, description="so is a transaction held open this long, whatever its age")
     missing_index_min_rows: int = 10_000
     missing_index_min_rows_per_scan: float = 1_000.0
     missing_index_min_seq_scans: int = 20

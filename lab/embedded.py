@@ -121,7 +121,9 @@ class EmbeddedPostgres:
         """A hot standby of this server, streaming through its own physical slot `<name>_slot`.
 
         For tests and demos of replication checks: pg_basebackup -R writes the standby's
-        connection settings; its cluster_name is the application_name the primary reports.
+        connection settings; its cluster_name is the application_name the primary reports. It
+        takes the primary's settings: a hot standby refuses to replay with a lower
+        max_connections or max_prepared_transactions than its primary's.
         """
         datadir = datadir.resolve()
         datadir.mkdir(parents=True)
@@ -132,7 +134,7 @@ class EmbeddedPostgres:
         self.psql(f"SELECT pg_create_physical_replication_slot('{name}_slot');")
         self._run([str(self.bin_dir / "pg_basebackup"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(self.port),
                    "-U", "postgres", "-R", "-S", f"{name}_slot", "--checkpoint=fast", "--no-sync"])
-        return EmbeddedPostgres(datadir, bin_dir=self.bin_dir, settings={"cluster_name": f"'{name}'"}).start()
+        return EmbeddedPostgres(datadir, bin_dir=self.bin_dir, settings={**self.settings, "cluster_name": f"'{name}'"}).start()
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Admin SQL for set-up (never used by a review): runs as the superuser over the socket."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dbcrew.models import Finding, Role, Severity
 from dbcrew.settings import Thresholds
 from operators.checks.base import observe, rounded, severity_for
+from operators.checks.horizon import horizon_holders
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import quote_ident
 
@@ -81,25 +82,38 @@ def check_temp_files(ctx: OperatorContext) -> Observation:
     return observe("check_temp_files", findings, "pg_stat_database deltas")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("wraparound",), checks=("xid_wraparound_risk", "mxid_wraparound_risk"))
+@operator(role=Role.TASKER, category="checks", needs=("wraparound",), uses=("xmin_horizon",),
+          checks=("xid_wraparound_risk", "mxid_wraparound_risk"))
 def check_wraparound(ctx: OperatorContext) -> Observation:
-    """Transaction-ID and multixact-ID ages of every database and the oldest tables."""
+    """Transaction-ID and multixact-ID ages of every database and the oldest tables.
+
+    An XID age finding names who holds the xmin horizon: freezing cannot make a table younger
+    than the oldest xmin still held (a database's catalogs also wait for logical slots).
+    """
     t = ctx.settings.thresholds
     findings = []
+    holding_tables = horizon_holders(ctx, database=None, catalogs=False)
     for row in ctx.workspace.query("SELECT scope, name, xid_age, mxid_age FROM wraparound"):
-        obj = "database" if row["scope"] == "database" else row["name"]
+        table = row["scope"] == "table"
+        holding = holding_tables if table else horizon_holders(ctx, database=row["name"], catalogs=True)
         limits = (("xid_wraparound_risk", row["xid_age"], t.xid_warning_age, t.xid_critical_age),
                   ("mxid_wraparound_risk", row["mxid_age"], t.mxid_warning_age, t.mxid_critical_age))
         for code, age, warning, critical in limits:
             severity = severity_for(float(age or 0), warning, critical)
-            if severity:
-                findings.append(Finding(
-                    code=code, severity=severity, object=obj if row["scope"] == "table" else f"database {row['name']}",
-                    title=f"{code.split('_')[0]} age {age:,} of {row['scope']} {row['name']} ({age / XID_LIMIT:.0%} of the limit)",
-                    evidence={"scope": row["scope"], "name": row["name"], "age": age},
-                    recommendation="Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon.",
-                    fix_sql=f"VACUUM (FREEZE, VERBOSE) {row['name']};" if row["scope"] == "table" else None,
-                ))
+            if not severity:
+                continue
+            evidence = {"scope": row["scope"], "name": row["name"], "age": age}
+            recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
+            if code == "xid_wraparound_risk" and holding:
+                evidence["horizon_held_by"] = holding
+                recommendation = (f"End or drop what holds the xmin horizon, oldest first ({holding[0]['holder']}, see the evidence),"
+                                  " then run VACUUM (FREEZE): it cannot freeze past an xmin still held.")
+            findings.append(Finding(
+                code=code, severity=severity, object=row["name"] if table else f"database {row['name']}",
+                title=f"{code.split('_')[0]} age {age:,} of {row['scope']} {row['name']} ({age / XID_LIMIT:.0%} of the limit)",
+                evidence=evidence, recommendation=recommendation,
+                fix_sql=f"VACUUM (FREEZE, VERBOSE) {row['name']};" if table else None,
+            ))
     return observe("check_wraparound", findings, "datfrozenxid and relfrozenxid ages")
 
 

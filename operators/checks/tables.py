@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dbcrew.models import Finding, Role, Severity
 from operators.checks.base import observe, rounded
+from operators.checks.horizon import horizon_holders
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import qualified
 
@@ -27,12 +28,20 @@ def _autovacuum_off(reloptions: str | None) -> bool:
     return any(opt.strip().lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off") for opt in (reloptions or "").split(","))
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats", "settings"),
+@operator(role=Role.TASKER, category="checks", needs=("table_stats", "settings"), uses=("xmin_horizon",),
           checks=("dead_tuples_high", "autovacuum_disabled", "statistics_stale"))
 def check_vacuum_health(ctx: OperatorContext) -> Observation:
-    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale."""
+    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale.
+
+    Changes counted since an analyze are judged only once that analyze is `stale_min_age_seconds`
+    old. Since PostgreSQL 15 a backend flushes its pending table statistics at most once a second
+    (an idle one within ten seconds), so rows a session changed just before its own ANALYZE can be
+    counted after it, as changes since: a table analyzed a moment ago is described by its
+    statistics whatever that count says, and autovacuum analyzes changed tables on its next round.
+    """
     t = ctx.settings.thresholds
     findings = []
+    holders = horizon_holders(ctx, database=None, catalogs=False)
     setting = ctx.workspace.query("SELECT setting FROM settings WHERE name = 'autovacuum'")
     if setting and setting[0]["setting"] == "off":
         findings.append(Finding(
@@ -57,21 +66,27 @@ def check_vacuum_health(ctx: OperatorContext) -> Observation:
         live, dead = row["n_live_tup"] or 0, row["n_dead_tup"] or 0
         ratio = dead / max(live + dead, 1)
         if dead >= t.dead_tuples_min and ratio >= t.dead_tuples_ratio:
+            evidence = rounded({"n_dead_tup": dead, "n_live_tup": live, "dead_ratio": ratio,
+                                "last_autovacuum": str(row["last_autovacuum"]), "last_vacuum": str(row["last_vacuum"])})
+            recommendation = "Vacuum it now, then find why vacuum fell behind (disabled, blocked by a long transaction, or too slow)."
+            if holders:
+                evidence["horizon_held_by"] = holders
+                recommendation += f" Vacuum leaves every row deleted after the xmin {holders[0]['holder']} holds: end or drop it first."
             findings.append(Finding(
                 code="dead_tuples_high", severity=Severity.CRITICAL if ratio >= 0.5 else Severity.WARNING, object=obj,
                 title=f"{row['relname']} holds {dead:,} dead tuples ({ratio:.0%} of its rows)",
-                evidence=rounded({"n_dead_tup": dead, "n_live_tup": live, "dead_ratio": ratio,
-                                  "last_autovacuum": str(row["last_autovacuum"]), "last_vacuum": str(row["last_vacuum"])}),
-                recommendation="Vacuum it now, then find why vacuum fell behind (disabled, blocked by a long transaction, or too slow).",
-                fix_sql=f"VACUUM (ANALYZE) {name};",
+                evidence=evidence, recommendation=recommendation, fix_sql=f"VACUUM (ANALYZE) {name};",
             ))
         never = row["last_analyze"] is None and row["last_autoanalyze"] is None
         mods = row["n_mod_since_analyze"] or 0
-        if live >= t.stale_min_rows and (never or mods / max(live, 1) >= t.stale_mod_ratio):
+        changed = (not never and row["analyzed_seconds_ago"] >= t.stale_min_age_seconds
+                   and mods / max(live, 1) >= t.stale_mod_ratio)
+        if live >= t.stale_min_rows and (never or changed):
             findings.append(Finding(
                 code="statistics_stale", severity=Severity.WARNING, object=obj,
                 title=f"Statistics of {row['relname']} are " + ("missing (never analyzed)" if never else f"stale ({mods:,} rows changed since)"),
-                evidence={"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never},
+                evidence=rounded({"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never,
+                                  "analyzed_seconds_ago": row["analyzed_seconds_ago"]}),
                 recommendation="Analyze it; the planner is estimating from outdated statistics.",
                 fix_sql=f"ANALYZE {name};",
             ))

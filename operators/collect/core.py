@@ -96,6 +96,7 @@ SELECT s.relid, s.schemaname::text, s.relname::text, s.seq_scan, s.seq_tup_read,
        coalesce(s.idx_scan, 0) AS idx_scan, coalesce(s.idx_tup_fetch, 0) AS idx_tup_fetch,
        s.n_tup_ins, s.n_tup_upd, s.n_tup_del, s.n_tup_hot_upd, s.n_live_tup, s.n_dead_tup,
        s.n_mod_since_analyze, s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze,
+       extract(epoch FROM now() - greatest(s.last_analyze, s.last_autoanalyze))::float8 AS analyzed_seconds_ago,
        s.vacuum_count, s.autovacuum_count, s.analyze_count, s.autoanalyze_count,
        c.reltuples::float8 AS reltuples, c.relpages::bigint AS relpages,
        pg_total_relation_size(c.oid) AS total_bytes, pg_relation_size(c.oid) AS table_bytes,
@@ -372,15 +373,51 @@ SELECT * FROM (
   ORDER BY 3 DESC LIMIT 500) AS old_tables
 """
 
+# Who holds the xmin horizon: vacuum removes no row version and freezes no XID newer than the
+# oldest of these. One row per holder; `database` NULL when it holds every database back, `here`
+# when it holds the reviewed one, `catalog_only` when it holds only the system catalogs (a
+# logical slot's catalog_xmin).
+# Walsenders are left to their standby or slot row, autovacuum workers are ignored by the
+# horizon, parallel workers share their leader's, and the review's own sessions are short.
+XMIN_HORIZON_SQL = """
+SELECT h.*, (h.database IS NULL OR h.database = current_database()) AS here FROM (
+SELECT 'transaction'::text AS kind, 'pid:' || a.pid AS holder, a.datname::text AS database, false AS catalog_only,
+       greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age,
+       extract(epoch FROM now() - a.xact_start)::float8 AS held_seconds,
+       concat_ws(', ', a.usename::text, nullif(a.application_name, ''), a.state) AS detail
+FROM pg_stat_activity a
+WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+  AND a.backend_type NOT IN ('walsender', 'autovacuum worker', 'parallel worker')
+  AND coalesce(a.application_name, '') <> 'dbcrew'
+UNION ALL
+SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, age(p.transaction)::bigint,
+       extract(epoch FROM now() - p.prepared)::float8, 'owner ' || p.owner::text
+FROM pg_prepared_xacts p
+UNION ALL
+SELECT 'replication_slot', 'slot ' || s.slot_name, NULL, s.xmin IS NULL,
+       greatest(age(s.xmin), age(s.catalog_xmin))::bigint, NULL,
+       concat_ws(', ', s.slot_type::text || coalesce(' (' || s.plugin::text || ')', ''),
+                 CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
+                 'consumer ' || nullif(r.application_name, ''))
+FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+UNION ALL
+SELECT 'standby', 'replica ' || coalesce(r.application_name, '') || coalesce('@' || host(r.client_addr), ''), NULL, false,
+       age(r.backend_xmin)::bigint, NULL, concat_ws(', ', r.state::text, 'hot_standby_feedback')
+FROM pg_stat_replication r
+WHERE r.backend_xmin IS NOT NULL) AS h
+"""
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("foreign_keys", "sequences", "wraparound"))
+
+@operator(role=Role.EXTRACTOR, category="collect", produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"))
 def collect_schema(ctx: OperatorContext) -> Observation:
-    """Read foreign keys, sequences and transaction-ID ages (database and table level)."""
+    """Read foreign keys, sequences, transaction-ID ages (database and table level) and who holds the xmin horizon."""
+    artifacts = ["foreign_keys", "sequences", "wraparound", "xmin_horizon"]
     with ctx.target.session() as conn:
         t = ctx.settings.thresholds
         floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
         for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
-                                 ("wraparound", WRAPAROUND_SQL, floors)):
+                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, None)):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
-    return Observation(summary="schema: foreign keys, sequences, wraparound ages", artifacts=["foreign_keys", "sequences", "wraparound"])
+    return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)

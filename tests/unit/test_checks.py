@@ -8,6 +8,8 @@ import operators  # noqa: F401
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
+from dbcrew.models import Finding
+from operators.checks.database import check_wraparound
 from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
 from operators.registry import OperatorContext
@@ -58,21 +60,67 @@ def test_exact_twins_report_one_and_never_the_constraint(tmp_path):
 
 TABLE_COLUMNS = [("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("reloptions", "VARCHAR"), ("n_live_tup", "BIGINT"),
                  ("n_dead_tup", "BIGINT"), ("n_mod_since_analyze", "BIGINT"), ("last_analyze", "TIMESTAMPTZ"),
-                 ("last_autoanalyze", "TIMESTAMPTZ"), ("last_vacuum", "TIMESTAMPTZ"), ("last_autovacuum", "TIMESTAMPTZ")]
+                 ("last_autoanalyze", "TIMESTAMPTZ"), ("analyzed_seconds_ago", "DOUBLE"), ("last_vacuum", "TIMESTAMPTZ"),
+                 ("last_autovacuum", "TIMESTAMPTZ")]
+HORIZON_COLUMNS = [("kind", "VARCHAR"), ("holder", "VARCHAR"), ("database", "VARCHAR"), ("catalog_only", "BOOLEAN"),
+                   ("xmin_age", "BIGINT"), ("held_seconds", "DOUBLE"), ("detail", "VARCHAR"), ("here", "BOOLEAN")]
+DAY = 86400.0
+
+
+def vacuum_findings(c: OperatorContext, tables: list[tuple]) -> dict[tuple[str, str], Finding]:
+    c.workspace.write_table("settings", [("name", "VARCHAR"), ("setting", "VARCHAR")], [("autovacuum", "on")])
+    c.workspace.write_table("table_stats", TABLE_COLUMNS, tables)
+    return {(f.code, f.object): f for f in check_vacuum_health(c).findings}
 
 
 def test_vacuum_health_thresholds(tmp_path):
-    c = ctx(tmp_path)
-    c.workspace.write_table("settings", [("name", "VARCHAR"), ("setting", "VARCHAR")], [("autovacuum", "on")])
-    c.workspace.write_table("table_stats", TABLE_COLUMNS, [
-        ("public", "carts", "autovacuum_enabled=false", 30000, 60000, 0, "2026-11-01", None, None, None),
-        ("public", "fine", None, 30000, 100, 10, "2026-11-01", None, None, None),
-        ("public", "small_dead", None, 100, 9000, 0, "2026-11-01", None, None, None),
-        ("public", "unanalyzed", None, 5000, 0, 0, None, None, None, None),
+    found = vacuum_findings(ctx(tmp_path), [
+        ("public", "carts", "autovacuum_enabled=false", 30000, 60000, 0, "2026-11-01", None, DAY, None, None),
+        ("public", "fine", None, 30000, 100, 10, "2026-11-01", None, DAY, None, None),
+        ("public", "small_dead", None, 100, 9000, 0, "2026-11-01", None, DAY, None, None),
+        ("public", "unanalyzed", None, 5000, 0, 0, None, None, None, None, None),
     ])
-    found = {(f.code, f.object, f.severity.value) for f in check_vacuum_health(c).findings}
-    assert found == {
+    assert {(code, obj, f.severity.value) for (code, obj), f in found.items()} == {
         ("autovacuum_disabled", "public.carts", "warning"),
         ("dead_tuples_high", "public.carts", "critical"),
         ("statistics_stale", "public.unanalyzed", "warning"),
     }
+    assert "horizon_held_by" not in found[("dead_tuples_high", "public.carts")].evidence
+
+
+def test_changes_counted_since_a_young_analyze_do_not_make_it_stale(tmp_path):
+    """Rows changed just before an ANALYZE can be flushed to pg_stat after it: until the analyze has settled, no verdict."""
+    found = vacuum_findings(ctx(tmp_path), [
+        ("public", "just_loaded", None, 10000, 0, 5000, "2026-11-01", None, 2.0, None, None),
+        ("public", "autoanalyzed_lately", None, 10000, 0, 5000, "2026-10-01", "2026-11-01", 299.0, None, None),
+        ("public", "changed_since", None, 10000, 0, 5000, "2026-11-01", None, 301.0, None, None),
+    ])
+    stale = {obj for code, obj in found if code == "statistics_stale"}
+    assert stale == {"public.changed_since"}
+    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 301.0
+
+
+def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path):
+    c = ctx(tmp_path)
+    c.workspace.write_table("xmin_horizon", HORIZON_COLUMNS, [
+        ("prepared_transaction", "prepared forgotten", "shop", False, 5_000_000, 9 * DAY, "owner app", True),
+        ("replication_slot", "slot decoder", None, True, 4_000_000, None, "logical (pgoutput), inactive", True),
+        ("transaction", "pid:42", "shop", False, 1_000, 3600.0, "app, idle in transaction", True),
+        ("transaction", "pid:43", "shop", False, 999, 2.0, "app, active", True),  # ordinary traffic
+        ("transaction", "pid:44", "other", False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
+    ])
+    found = vacuum_findings(c, [("public", "carts", None, 30000, 60000, 0, "2026-11-01", None, DAY, None, None)])
+    held = found[("dead_tuples_high", "public.carts")]
+    # Another database's session does not hold this one's tables; a logical slot holds only the catalogs.
+    assert [h["holder"] for h in held.evidence["horizon_held_by"]] == ["prepared forgotten", "pid:42"]
+    assert "prepared forgotten" in held.recommendation
+
+    c.workspace.write_table("wraparound", [("scope", "VARCHAR"), ("name", "VARCHAR"), ("xid_age", "BIGINT"), ("mxid_age", "BIGINT")], [
+        ("database", "shop", 1_200_000_000, 0), ("database", "other", 1_100_000_000, 0), ("table", "public.carts", 1_100_000_000, 0),
+    ])
+    by_object = {f.object: f for f in check_wraparound(c).findings}
+    names = {obj: [h["holder"] for h in f.evidence["horizon_held_by"]] for obj, f in by_object.items()}
+    assert names == {"database shop": ["prepared forgotten", "slot decoder", "pid:42"],
+                     "database other": ["pid:44", "slot decoder"],
+                     "public.carts": ["prepared forgotten", "pid:42"]}
+    assert by_object["public.carts"].recommendation.startswith("End or drop what holds the xmin horizon, oldest first (prepared forgotten")

@@ -1,0 +1,37 @@
+"""Who holds the xmin horizon back: the evidence the vacuum and wraparound checks attach.
+
+Vacuum removes no row version deleted after the oldest xmin still held in the cluster, and
+VACUUM (FREEZE) advances relfrozenxid no further than it: a long transaction, a prepared
+transaction, a replication slot or a standby's hot_standby_feedback keep dead tuples and old
+XIDs in place whatever vacuum does. A finding that vacuum is behind says who holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.checks.base import rounded
+from operators.registry import OperatorContext
+
+MAX_NAMED = 5
+
+
+def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: bool) -> list[dict[str, Any]]:
+    """The oldest holders that hold back `database` (None: the reviewed one), oldest first, at most MAX_NAMED.
+
+    A holder is named when its xmin is at least `horizon_holder_min_age` transactions old or it
+    has been held open `horizon_holder_min_seconds`; younger ones are ordinary traffic. Holders of
+    the catalogs only (a logical slot's catalog_xmin) count for `catalogs` judgements: a database's
+    frozen XID, not a user table's. Empty when the plan did not collect the horizon.
+    """
+    if not ctx.workspace.has("xmin_horizon"):
+        return []
+    t = ctx.settings.thresholds
+    where, args = ("here", []) if database is None else ("database IS NULL OR database = ?", [database])
+    rows = ctx.workspace.query(
+        f"SELECT kind, holder, xmin_age, held_seconds, detail FROM xmin_horizon"
+        f" WHERE ({where}) AND (? OR NOT catalog_only) AND (xmin_age >= ? OR coalesce(held_seconds, 0) >= ?)"
+        f" ORDER BY xmin_age DESC, holder LIMIT {MAX_NAMED}",
+        [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds],
+    )
+    return [rounded(row) for row in rows]

@@ -1,0 +1,65 @@
+"""statistics_stale against a late statistics flush: rows changed before an ANALYZE, counted after it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import operators  # noqa: F401
+from lab.embedded import EmbeddedPostgres
+from dbcrew.settings import Settings, Thresholds
+from dbcrew.targets import parse_target
+from dbcrew.workspace import Workspace
+from operators.checks.tables import check_vacuum_health
+from operators.collect.core import WindowParams, collect_settings, collect_table_stats
+from operators.registry import OperatorContext
+from tests.integration.health.clinic import flush_statistics
+
+SETTLE_SECONDS = 8.0
+
+
+def analyzed_seconds_ago(conn: psycopg.Connection[Any], table: str) -> float:
+    row = conn.execute("SELECT extract(epoch FROM now() - last_analyze)::float8 FROM pg_stat_user_tables WHERE relname = %s",
+                       [table]).fetchone()
+    assert row is not None and row[0] is not None
+    return float(row[0])
+
+
+def stale_tables(dsn: str, tmp_path: Path) -> set[str]:
+    """The real collectors and check over a real workspace, at once (no window: the analyzes' ages are the subject)."""
+    ctx = OperatorContext(target=parse_target(dsn), workspace=Workspace(tmp_path / "w.duckdb"),
+                          settings=Settings(thresholds=Thresholds(stale_min_age_seconds=SETTLE_SECONDS)), brief=None, run_dir=tmp_path)
+    collect_settings(ctx)
+    collect_table_stats(ctx, WindowParams(window_seconds=0))
+    return {f.object for f in check_vacuum_health(ctx).findings if f.code == "statistics_stale"}
+
+
+def test_a_flush_landing_after_analyze_is_not_staleness_but_real_changes_are(pg: EmbeddedPostgres, tmp_path: Path):
+    pg.psql("CREATE DATABASE late_flush;")
+    dsn = pg.dsn("late_flush")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Really changed: analyzed over settled counts, then half its rows updated.
+        conn.execute("CREATE TABLE changed (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = false);"
+                     " INSERT INTO changed SELECT g, g FROM generate_series(1, 5000) g")
+        flush_statistics(conn)
+        conn.execute("ANALYZE changed")
+        conn.execute("UPDATE changed SET v = v + 1 WHERE id % 2 = 0")
+        flush_statistics(conn)
+        time.sleep(max(0.0, SETTLE_SECONDS - analyzed_seconds_ago(conn, "changed")))
+
+        # Loaded and analyzed by one session: one message, so the backend never goes idle between
+        # the INSERT's commit and the ANALYZE and cannot flush the INSERT's counts before it.
+        conn.execute("CREATE TABLE loaded (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = false)")
+        conn.execute("BEGIN; INSERT INTO loaded SELECT g, g FROM generate_series(1, 5000) g; COMMIT; ANALYZE loaded")
+        flush_statistics(conn)
+        # The late flush landed: every row the ANALYZE saw now counts as changed since it.
+        late = conn.execute("SELECT n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables WHERE relname = 'loaded'").fetchone()
+        assert late == (5000, 10000)
+
+    stale = stale_tables(dsn, tmp_path)
+    with psycopg.connect(dsn) as conn:
+        assert analyzed_seconds_ago(conn, "loaded") < SETTLE_SECONDS, "the check ran too late to judge the young analyze"
+    assert stale == {"public.changed"}
