@@ -1,7 +1,8 @@
 """History, baselines and alerts on a real PostgreSQL target, with the store on both backends.
 
 Every test runs twice: on the default DuckDB file and with DBCREW_STORE_URL naming a database of
-the embedded PostgreSQL (acceptance 4: the same tests pass on both). Reviews go through the one
+the embedded PostgreSQL (acceptance 4: the same tests pass on both). The module has its own
+server: its planted databases come and go, and DROP DATABASE requests checkpoints. Reviews go through the one
 review path (`roles.history.reviewed` around build_report(run_review(...))), as the flow does.
 """
 
@@ -51,6 +52,14 @@ CREATE INDEX tags_item_copy_idx ON tags (item_id);
 ANALYZE;
 """
 BREAK_AGAIN = "ALTER TABLE audit DROP CONSTRAINT audit_pkey; ANALYZE;"
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """This module's own server: dropping databases requests checkpoints, which other modules' reviews would see."""
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("history-pg") / "data").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(params=["duckdb", "postgresql"])
