@@ -24,8 +24,8 @@ from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from operators.diagnose.sampler import sample_window
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review
 
 SIGMA = 0.1
 MAX_CAUSES = 4
@@ -68,10 +68,7 @@ class DiagnosisServer:
         """Run the diagnose scenario (rules brain, plain runner) and return its report."""
         settings = Settings(window_seconds=window, alert=alert, baseline_path=str(self.baseline))
         run = RunContext(target=parse_target(self.dsn), scenario="diagnose", settings=settings, out_dir=out_dir)
-        review = run_review(run, PlainPhases)
-        report = build_report(run, review)
-        write_report(report, out_dir)
-        return report
+        return review(run, PlainPhases)
 
     def diagnose_injected(self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS) -> tuple[Report, float]:
         """Inject `causes`, diagnose while they run; returns the report and the diagnosis's seconds."""

@@ -30,9 +30,10 @@ from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
+from dbcrew.workspace import Workspace
 from operators.registry import REGISTRY, equivalents
-from roles.crew import PlainPhases, ReviewResult, RunContext, run_review
-from roles.reporter import build_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)
@@ -129,7 +130,13 @@ class ConfigFigures:
                 f"   {recoveries / n:10.2f}   {sum(r.seconds for r in self.runs) / n:10.2f}")
 
 
-def judge(shop: DemoShop, faults: list[FaultSpec], review: ReviewResult, report: Report) -> tuple[bool, str]:
+def completed_tasks(run: RunContext) -> set[str]:
+    """The tasks that really completed, from the run's sensory memory: a record kept apart from the report."""
+    rows = Workspace(run.workspace_path).query("SELECT task_id FROM memory_sensory WHERE status = ?", [TaskStatus.DONE.value])
+    return {r["task_id"] for r in rows}
+
+
+def judge(shop: DemoShop, faults: list[FaultSpec], run: RunContext, report: Report) -> tuple[bool, str]:
     """Correct = every planted finding that was possible is found, and coverage is honest."""
     impossible = impossible_checks(faults)
     excused = impossible | impossible_checks(faults, degraded=True)
@@ -138,9 +145,9 @@ def judge(shop: DemoShop, faults: list[FaultSpec], review: ReviewResult, report:
     missed = [plant for plant in shop.expected if emitter[plant[0]] not in excused and plant not in found]
     if missed:
         return False, f"missed {sorted(missed)}"
-    outcomes = review.result.state.outcomes
+    completed = completed_tasks(run)
     for entry in report.coverage:
-        done = entry.check in outcomes and outcomes[entry.check].status is TaskStatus.DONE
+        done = entry.check in completed
         if entry.status.value == "ran" and not done:
             return False, f"{entry.check} reported as ran but did not complete"
         if entry.check in impossible and (entry.status.value == "ran" or not entry.reason):
@@ -153,13 +160,12 @@ def run_one(shop: DemoShop, work: Path, memory: Path, ablations: Ablations, faul
     run = RunContext(target=parse_target(shop.dsn), settings=settings, out_dir=work, faults=faults)
     started = time.perf_counter()
     try:
-        review = run_review(run, PlainPhases)
-        report = build_report(run, review)
+        report = review(run, PlainPhases)
     except Exception as exc:  # noqa: BLE001 - a crashed review is an incorrect run, and the bench says why
         return RunFigures(False, f"crashed: {type(exc).__name__}: {exc}", 0, 0, 0, time.perf_counter() - started)
     seconds = time.perf_counter() - started
-    correct, why = judge(shop, faults, review, report)
-    return RunFigures(correct, why, review.phases.alerts, review.phases.replans, review.phases.reexecuted_tasks, seconds)
+    correct, why = judge(shop, faults, run, report)
+    return RunFigures(correct, why, report.phases.alerts, report.phases.replans, report.phases.reexecuted_tasks, seconds)
 
 
 def main() -> None:

@@ -21,8 +21,8 @@ WINDOW = 10.0
 
 def main() -> None:
     from flows.review import health_review
-    from roles.crew import PlainPhases, RunContext, run_review
-    from roles.reporter import build_report, write_report
+    from roles.crew import PlainPhases, RunContext
+    from roles.review import review
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
     pg = EmbeddedPostgres(work / "pgdata").start()
@@ -44,7 +44,7 @@ def main() -> None:
 
         started = time.perf_counter()
         plain_run = RunContext(target=target, settings=Settings(window_seconds=WINDOW), out_dir=work / "plain")
-        write_report(build_report(plain_run, run_review(plain_run, PlainPhases)), plain_run.out_dir)
+        review(plain_run, PlainPhases)
         plain = time.perf_counter() - started
     finally:
         if shop is not None:

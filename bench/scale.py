@@ -39,13 +39,12 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from roles.crew import PlainPhases, RunContext, run_review
-    from roles.reporter import build_report, write_report
+    from roles.crew import PlainPhases, RunContext
+    from roles.review import review
 
     started = time.perf_counter()
     run = RunContext(target=parse_target(dsn), settings=Settings(window_seconds=WINDOW), out_dir=Path(out))
-    report = build_report(run, run_review(run, PlainPhases))
-    write_report(report, run.out_dir)
+    report = review(run, PlainPhases)
     elapsed = time.perf_counter() - started
     statuses = [c.status.value for c in report.coverage]
     print(json.dumps({

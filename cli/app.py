@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
+from cli.server import DEFAULT_PORT, api_url, healthy, server
 from dbcrew.errors import UsageError
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
@@ -30,8 +31,11 @@ PREFECT_DEFAULTS = {
 
 
 def _prefect_env() -> None:
+    """Prefect's settings for a CLI run; a server running at the default address is used, not an ephemeral one."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if "PREFECT_API_URL" not in os.environ and healthy(api_url(DEFAULT_PORT)):
+        os.environ["PREFECT_API_URL"] = api_url(DEFAULT_PORT)
 
 
 def _default_out(display: str) -> Path:
@@ -63,7 +67,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     _prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
-    from dbcrew.targets.postgres import redact_url
     from flows.review import health_review
     from roles.brains import BRAINS, default_brain
 
@@ -83,8 +86,8 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
 
         stop = progress.listen(on_event)
         try:
-            # The flow gets the URL without its password; the password stays in this process.
-            return Path(health_review(target=redact_url(url), window=window, out=str(report_dir), brain=chosen,
+            # The flow gets the parsed target: its password is private, so no flow parameter carries it.
+            return Path(health_review(target=target, window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
                                       baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
                                       **(switches or {})))
@@ -205,6 +208,38 @@ def demo(
 
 
 app.command()(history)
+
+
+inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
+app.add_typer(inventory_app, name="inventory")
+
+
+@inventory_app.command("check")
+def inventory_check(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Check an inventory and list its targets (no password is read)."""
+    from dbcrew.inventory import load_inventory
+
+    for entry in load_inventory(path).targets:
+        show(line((entry.name, "bold"), f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
+                  f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"))
+
+
+@inventory_app.command("publish")
+def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Publish an inventory to the Prefect server (PREFECT_API_URL, or a server at the default address)."""
+    from dbcrew.inventory import load_inventory
+
+    inventory = load_inventory(path)
+    _prefect_env()
+    if "PREFECT_API_URL" not in os.environ:
+        raise UsageError("no Prefect server: start one (`dbcrew server`) or set PREFECT_API_URL")
+    from flows.targets import publish_inventory
+
+    publish_inventory(inventory)
+    show(line(f"published {len(inventory.targets)} targets to {os.environ['PREFECT_API_URL']}"))
+
+
+app.command()(server)
 
 
 def main() -> None:

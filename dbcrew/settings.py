@@ -6,7 +6,33 @@ pg_gather); every threshold can be overridden per run.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from pydantic import BaseModel, Field, ValidationError, field_validator
+
+REPORTS_ENV = "DBCREW_REPORTS_DIR"
+RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
+
+
+def reports_root() -> Path:
+    """Where a run writes its report when no directory is given: $DBCREW_REPORTS_DIR, else ./reports."""
+    return Path(os.environ.get(REPORTS_ENV) or "reports").expanduser()
+
+
+def reports_retention_days() -> float:
+    """How long reports stay under reports_root() on a worker's disk ($DBCREW_REPORTS_RETENTION_DAYS, 14).
+
+    A worker's disk is not the record: the Prefect artifacts and the history store are.
+    """
+    raw = os.environ.get(RETENTION_ENV, "14")
+    try:
+        days = float(raw)
+    except ValueError:
+        raise ValueError(f"{RETENTION_ENV}={raw!r} is not a number of days") from None
+    if days < 0:
+        raise ValueError(f"{RETENTION_ENV} must not be negative")
+    return days
 
 
 class Ablations(BaseModel):
@@ -22,40 +48,51 @@ class Ablations(BaseModel):
 
 
 class Thresholds(BaseModel):
+    # cache_hit_ratio_low
     cache_hit_ratio_warning: float = 0.99
     cache_hit_ratio_critical: float = 0.90
     cache_min_block_accesses: int = Field(10_000, description="fewer accesses in the window: no verdict")
+    # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024
+    # dead_tuples_high, statistics_stale
     dead_tuples_min: int = 10_000
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
-    stale_min_age_seconds: float = Field(300.0, description="an analyze younger than this is not judged by the changes"
-                                         " counted since: they may predate it (late statistics flush)")
+    # An analyze younger than this is not judged by the changes counted since: they may predate it
+    # (a backend flushes its table statistics at most once a second, possibly after the ANALYZE).
+    stale_min_age_seconds: float = 300.0
+    # sessions: idle_in_transaction, long_running_query, connections_saturation
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0
     long_running_query_seconds: float = 60.0
     connections_warning_ratio: float = 0.80
     connections_critical_ratio: float = 0.95
+    # sequence_exhaustion
     sequence_warning_ratio: float = 0.75
     sequence_critical_ratio: float = 0.90
+    # xid_wraparound_risk, and who holds the xmin horizon back
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
     horizon_holder_min_age: int = Field(1_000_000, description="an xmin this many transactions old is named as holding"
                                         " back vacuum and freezing")
     horizon_holder_min_seconds: float = Field(300.0, description="so is a transaction held open this long, whatever its age")
+    # index_missing
     missing_index_min_rows: int = 10_000
     missing_index_min_rows_per_scan: float = 1_000.0
     missing_index_min_seq_scans: int = 20
     hypo_min_cost_saving: float = Field(0.5, description="plan-cost drop a hypothetical index must bring (dexter: 50 %)")
+    # slow_query, checkpoints_too_frequent, temp_files_spill
     slow_query_mean_ms: float = 500.0
     slow_query_min_calls: int = 10
     checkpoints_min_total: int = 10
     checkpoints_requested_ratio: float = 0.5
     temp_spill_warning_bytes: int = Field(100 * 2**20, description="less spilled in the window: info")
+    # mxid_wraparound_risk
     mxid_warning_age: int = 400_000_000
     mxid_critical_age: int = 1_000_000_000
+    # replication_lag
     replication_lag_warning_bytes: int = 16 * 2**20
     replication_lag_critical_bytes: int = 2**30
     replication_lag_warning_seconds: float = 60.0

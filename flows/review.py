@@ -1,7 +1,9 @@
 """health_review: the flow a schedule, the Prefect UI or the CLI starts.
 
 Parameters carry no secret: `target` is a password-free URL (the password comes from the
-environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`).
+environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`), or, when the flow
+is called in process (the CLI), a parsed target whose password is a private attribute that
+Prefect's parameter encoding leaves out.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Ablations, Settings, Thresholds
-from dbcrew.targets import parse_target
+from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
+from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Scenario
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
-from roles.crew import RunContext, run_review
-from roles.history import reviewed
-from roles.reporter import build_report, write_report
+from roles.crew import RunContext
+from roles.reporter import prune_reports, report_path
+from roles.review import review
 
 
 def run_link() -> str:
@@ -29,19 +31,21 @@ def run_link() -> str:
     return str(flow_run.ui_url) if PREFECT_UI_URL.value() and flow_run.id else ""
 
 
-def resolve_target(target: str | None, target_secret: str | None) -> str:
+def resolve_target(target: str | PostgresTarget | None, target_secret: str | None) -> PostgresTarget:
     if target_secret:
         from prefect.blocks.system import Secret
 
-        return str(Secret.load(target_secret).get())
+        return parse_target(str(Secret.load(target_secret).get()))
+    if isinstance(target, PostgresTarget):
+        return target
     if not target:
         raise ValueError("give either target or target_secret")
-    return target
+    return parse_target(target)
 
 
 @flow(name="health_review", flow_run_name="{scenario}-review", validate_parameters=True)
 def health_review(
-    target: str | None = None,
+    target: str | PostgresTarget | None = None,
     target_secret: str | None = None,
     scenario: Scenario = Scenario.HEALTH,
     window: float = 10.0,
@@ -63,19 +67,25 @@ def health_review(
     instructions), `baseline` the path of a window recorded in a quiet period (`dbcrew baseline`).
     `thresholds` overrides health-check thresholds for this run (names of dbcrew.settings.Thresholds).
     """
-    parsed = parse_target(resolve_target(target, target_secret))
+    parsed = resolve_target(target, target_secret)
     ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
     settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
                         thresholds=Thresholds(**(thresholds or {})))
-    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path("."),
+    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path(out or "."),
                      brain=brain, faults=faults or [])
-    run.out_dir = Path(out) if out else Path("reports") / run.run_id
-    return str(review_with(run))
+    return str(review_with(run) if out else review_in_reports(run))
+
+
+def review_in_reports(run: RunContext) -> Path:
+    """Review into reports_root()/<run id>, then drop the reports past their retention on this disk."""
+    run.out_dir = reports_root() / run.run_id
+    path = review_with(run)
+    prune_reports(reports_root(), reports_retention_days())
+    return path
 
 
 def review_with(run: RunContext) -> Path:
-    """Run the review, record it in the target's history (the shared store), write and post the report."""
-    report = reviewed(run, lambda: build_report(run, run_review(run, PrefectPhases)).model_copy(update={"link": run_link()}))
-    path = write_report(report, run.out_dir)
-    post_report(run, report)
-    return path
+    """Review (recorded in the target's history, the shared store) and post the report as artifacts."""
+    run.link = run.link or run_link()
+    post_report(run, review(run, PrefectPhases))
+    return report_path(run.out_dir)

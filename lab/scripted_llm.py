@@ -2,6 +2,8 @@
 
 Each POST to /v1/chat/completions takes the next scripted reply: a content string (wrapped in a
 chat completion), an HTTP status with an error body, or a delay longer than the client's timeout.
+Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
+garbage, for an endpoint that answers garbage through a whole review.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Reply:
 class ScriptedServer:
     replies: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    otherwise: Reply = field(default_factory=lambda: Reply(status=500, content="script exhausted"))
 
     def __post_init__(self) -> None:
         script = self
@@ -36,7 +39,7 @@ class ScriptedServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
-                reply = script.replies.pop(0) if script.replies else Reply(status=500, content="script exhausted")
+                reply = script.replies.pop(0) if script.replies else script.otherwise
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:

@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
+from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
-from operators.hypo import advise, hide_index_effect
+from operators.hypothetical_indexes import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land
@@ -48,7 +49,7 @@ def _hide_summary(effect: Any) -> str:
     return f"plan cost change with it hidden, per statement on its table: {', '.join(changes)}"
 
 
-@operator(role=Role.TASKER, category="advise", needs=("statements", "index_stats"), produces=("index_advice", "index_hide_effects"),
+@operator(role=Role.TASKER, category=Category.ADVISE, needs=("statements", "index_stats"), produces=("index_advice", "index_hide_effects"),
           requires=("hypopg",))
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     """Prove missing indexes with hypothetical ones on the top statements' generic plans (hypopg), and measure what hiding each duplicate does."""

@@ -5,20 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display on servers and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dbcrew.models import Role  # noqa: E402
-from dbcrew.store import Vitals  # noqa: E402
-from operators.registry import Observation, OperatorContext, operator  # noqa: E402
+from dbcrew.models import Role
+from dbcrew.store import Vitals
+from dbcrew.vocabulary import Category
+from operators.figures import pyplot
+from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
 
 
-@operator(role=Role.PAINTER, category="paint", needs=("table_stats",), produces=("chart_table_activity",))
+@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",))
 def paint_table_activity(ctx: OperatorContext) -> Observation:
     """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
     rows = ctx.workspace.query(
@@ -30,6 +26,7 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     charts_dir.mkdir(parents=True, exist_ok=True)
     path = charts_dir / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
+    plt = pyplot()
     fig, (scans, dead) = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True)
     try:
         positions = range(len(names))
@@ -66,6 +63,7 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     labels = [started.strftime("%m-%d %H:%M:%S") for started, _ in points]
     positions = list(range(len(points)))
+    plt = pyplot()
     fig, axes = plt.subplots(1, 1 + len(TREND_PANELS), figsize=(16, 3.6))
     try:
         counts = axes[0]

@@ -6,20 +6,33 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from pglast import parse_sql
 from pglast.keywords import RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS
-from pglast.parser import ParseError
+from psycopg.rows import tuple_row
 
 from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
 
 
 def fetch(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
     """Rows as tuples plus (column, DuckDB type) pairs taken from the result's type OIDs."""
-    with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+    with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(sql, params)  # type: ignore[arg-type]
         columns = [(d.name, PG_TYPE_TO_DUCKDB.get(d.type_code, "VARCHAR")) for d in cur.description or []]
         rows = cur.fetchall()
     return columns, [tuple(_plain(v) for v in row) for row in rows]
+
+
+def scalar(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first column of the one row `sql` returns, whatever the connection's row factory."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None, sql
+    return row[0]
+
+
+def execute(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> None:
+    """Run a statement whose result nobody reads (SET, PREPARE, a hypopg call)."""
+    with conn.cursor() as cur:
+        cur.execute(sql, params)  # type: ignore[arg-type]
 
 
 def _plain(value: Any) -> Any:
@@ -48,20 +61,3 @@ def quote_literal(value: str) -> str:
 def qualified(schema: str, name: str) -> str:
     return f"{quote_ident(schema)}.{quote_ident(name)}"
 
-
-def unplannable(query: str, kinds: tuple[type, ...]) -> str | None:
-    """Why `query` is not exactly one statement of `kinds` (None when it is).
-
-    The guard in front of every EXPLAIN of text read from the target: PostgreSQL's own parser
-    (pglast) decides, so a statement can never smuggle a second one or a utility command.
-    """
-    try:
-        parsed = parse_sql(query)
-    except ParseError as exc:
-        return f"not parsable: {exc}"
-    if len(parsed) != 1:
-        return f"{len(parsed)} statements in one text"
-    stmt = parsed[0].stmt
-    if not isinstance(stmt, kinds):
-        return f"utility statement ({type(stmt).__name__}) has no plan"
-    return None

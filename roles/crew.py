@@ -1,7 +1,8 @@
-"""One review as plain Python: initialize -> execute -> (re-plan -> execute)* -> report.
+"""The phases of one review and their loop: initialize -> execute -> (re-plan -> execute)*.
 
-`run_review` owns the loop; the phases it calls come from a `Phases` object, so the same loop
-runs under Prefect (flows/) or directly (tests, the benchmark's baseline).
+`run_phases` owns the loop; the phases it calls come from a `PhaseRunner`, so the same loop runs
+under Prefect (flows/) or directly (tests, the benchmark's baseline). roles/review.py turns its
+result into the report.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
+from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import PlanEdit
-from dbcrew.models.report import CoverageEntry, LlmUsage, Phases
+from dbcrew.models.report import CoverageEntry, Phases
 from dbcrew.settings import Settings
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
@@ -35,12 +37,18 @@ from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, re
 from roles.monitor import Monitor
 from roles.planner import reflect_until_valid
 from roles.replanner import replan
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 from roles.worker import TaskOutcome, perform
 
 
 class RunContext(BaseModel):
-    """Everything a phase needs, password-free and serializable (it is a flow parameter)."""
+    """Everything a phase needs; its serialized form is password-free (it is a flow parameter).
+
+    Two things travel only in process, as private attributes pydantic never dumps: the target's
+    password (inside `target`) and the run's one brain (`shared_brain`). Prefect hands a
+    subflow's parameters over by reference and keeps private attributes when it rebuilds a
+    model, so every phase of the run, Prefect subflow or plain call, asks the same brain.
+    """
 
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
     target: PostgresTarget
@@ -48,8 +56,17 @@ class RunContext(BaseModel):
     settings: Settings = Field(default_factory=Settings)
     out_dir: Path
     brain: str = "rules"
+    link: str = Field("", description="where to see the run: the Prefect UI page of its flow run, when known")
     faults: list[FaultSpec] = Field(default_factory=list)
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    _brain: Brain | None = PrivateAttr(default=None)
+
+    @property
+    def shared_brain(self) -> Brain:
+        """The run's one brain, made on first use: its usage and fall-backs add up over every phase."""
+        if self._brain is None:
+            self._brain = make_brain(self.brain)
+        return self._brain
 
     @property
     def workspace_path(self) -> Path:
@@ -62,7 +79,7 @@ class RunContext(BaseModel):
 
     def monitor(self) -> Monitor | None:
         """The monitor, or None when it is switched off (a failed task then just fails)."""
-        return Monitor(load_tree(), make_brain(self.brain)) if self.settings.ablations.monitor else None
+        return Monitor(load_tree(), self.shared_brain) if self.settings.ablations.monitor else None
 
 
 class Initialized(BaseModel):
@@ -71,7 +88,6 @@ class Initialized(BaseModel):
     coverage: list[CoverageEntry]
     findings: list[Finding]
     reflection_rounds: int
-    usage: LlmUsage
     identity: str = Field("", description="the target's identity in long-term memory (no password)")
     edits: list[PlanEdit] = Field(default_factory=list, description="lessons from long-term memory applied to the plan")
 
@@ -80,7 +96,6 @@ class ReplanOutcome(BaseModel):
     strategy: Strategy
     edits: list[PlanEdit]
     rejected: list[str]
-    usage: LlmUsage
 
 
 def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
@@ -94,7 +109,7 @@ def initialize(run: RunContext) -> Initialized:
     brief = probe(operator_context(run, None))
     stage_baseline(run, brief)
     caps = prune(brief, catalogue())
-    brain = make_brain(run.brain)
+    brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
     strategy = damage_plan(brain.plan(request), run.faults)
     rounds = 0
@@ -107,11 +122,10 @@ def initialize(run: RunContext) -> Initialized:
         lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, strategy)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(brief=brief, strategy=strategy, coverage=caps.coverage, findings=caps.findings,
-                       reflection_rounds=rounds, usage=brain.usage, identity=identity, edits=edits)
+                       reflection_rounds=rounds, identity=identity, edits=edits)
 
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
-    brain = make_brain(run.brain)
     assert result.replan_for is not None
     caps = prune(brief, catalogue())
     done = [k for k, o in result.state.outcomes.items() if o.status is TaskStatus.DONE and k in {t.id for t in result.strategy.tasks}]
@@ -121,9 +135,9 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
         recommendations = with_remembered_fixes(run, brief, result)
     request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
                             completed=done, failed=result.replan_for.task_id, recommendations=recommendations)
-    planned = replan(brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
+    planned = replan(run.shared_brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
                      reflection=ablations.reflection)
-    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected, usage=brain.usage)
+    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected)
 
 
 def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult) -> list[Recommendation]:
@@ -179,25 +193,20 @@ class PlainPhases:
 
 
 class ReviewResult(BaseModel):
+    """What the phases produced; the report is built from it and the run's brain."""
+
     init: Initialized
     result: ExecutionResult
     phases: Phases
     edits: list[PlanEdit] = Field(default_factory=list, description="memory, monitor and re-plan edits, in order")
     rejected: list[str] = Field(default_factory=list, description="re-plan edits the gap-narrow rules refused")
-    usage: LlmUsage = Field(default_factory=LlmUsage)
     partial: bool = False
     partial_reason: str = ""
 
 
-def _add(a: LlmUsage, b: LlmUsage) -> LlmUsage:
-    return LlmUsage(calls=a.calls + b.calls, prompt_tokens=a.prompt_tokens + b.prompt_tokens,
-                    completion_tokens=a.completion_tokens + b.completion_tokens)
-
-
-def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
+def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     """initialize -> execute -> (re-plan -> execute)* with at most `max_replans` re-plans, then remember."""
     init = phases.initialize(run)
-    usage = init.usage
     result = phases.execute(run, init.brief, init.strategy, ExecutionState(may_replan=run.settings.max_replans > 0))
     edits = [*init.edits, *result.state.edits]
     rejected: list[str] = []
@@ -205,7 +214,6 @@ def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     while result.replan_for is not None and replans < run.settings.max_replans:
         replans += 1
         outcome = phases.replan(run, init.brief, result)
-        usage = _add(usage, outcome.usage)
         edits += outcome.edits
         rejected += outcome.rejected
         state = result.state
@@ -226,7 +234,7 @@ def run_review(run: RunContext, phases: PhaseRunner) -> ReviewResult:
                           f" {stuck.error_type}: {stuck.message}")
     counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
                       reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits))
-    review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected, usage=usage,
+    review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected,
                           partial=stuck is not None, partial_reason=partial_reason)
     remember(run, review)
     return review

@@ -26,7 +26,7 @@ from dbcrew.workspace import Workspace
 from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.evidence import Baseline as WindowBaseline
 from operators.diagnose.evidence import WindowEvidence
-from operators.diagnose.operators import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
+from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
 from roles.memory import target_identity
@@ -185,7 +185,7 @@ def failed_report(run: RunContext, error: BaseException) -> Report:
     """The report of a run that raised: no findings, the error in one line (for the store and alerts)."""
     return Report(run_id=run.run_id, target=TargetInfo(kind=run.target.kind, display=run.target.display),
                   scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=run.brain,
-                  error=f"{type(error).__name__}: {first_line(error)}",
+                  link=run.link, error=f"{type(error).__name__}: {first_line(error)}",
                   summary=f"The review failed: {type(error).__name__}: {first_line(error)}")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +17,6 @@ from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
-from roles.brains import make_brain
 from roles.capabilities import failure_cause, visibility_notes
 from roles.crew import ReviewResult, RunContext
 
@@ -59,28 +60,25 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
+    """The report of a finished run: the run's brain writes the summary, then says what it spent and who answered."""
     coverage = coverage_of(review)
     if run.scenario is Scenario.DIAGNOSE:  # a diagnosis plans no health checks
         coverage = [c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED]
     findings = findings_of(review)
-    brain = make_brain(run.brain)
+    brain = run.shared_brain
     summary = brain.summarize(run.scenario, findings, coverage)
-    usage = review.usage.model_copy(update={
-        "calls": review.usage.calls + brain.usage.calls,
-        "prompt_tokens": review.usage.prompt_tokens + brain.usage.prompt_tokens,
-        "completion_tokens": review.usage.completion_tokens + brain.usage.completion_tokens,
-    })
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
     root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
                          key=lambda rc: -rc.confidence)
     return Report(
         run_id=run.run_id,
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
-        scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.name,
-        coverage=coverage, findings=findings, phases=review.phases, llm=usage, summary=summary,
+        scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
+        coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
+        link=run.link,
     )
 
 
@@ -128,11 +126,29 @@ def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
     return {c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode() for c in report.charts}
 
 
-def write_report(report: Report, run_dir: Path) -> Path:
-    """Write report.json, report.md (charts by path) and report.html (charts inline); returns report.json."""
+def prune_reports(root: Path, keep_days: float, now: float | None = None) -> list[Path]:
+    """Remove the run directories under `root` whose report is older than `keep_days`; returns them.
+
+    Only directories holding a report.json are touched, so a reports folder shared with other
+    files loses nothing else.
+    """
+    cutoff = (now if now is not None else time.time()) - keep_days * 86_400
+    removed = []
+    for report in sorted(root.glob("*/report.json")) if root.is_dir() else []:
+        if report.stat().st_mtime < cutoff:
+            shutil.rmtree(report.parent)
+            removed.append(report.parent)
+    return removed
+
+
+def report_path(run_dir: Path) -> Path:
+    return run_dir / "report.json"
+
+
+def write_report(report: Report, run_dir: Path) -> None:
+    """Write report.json, report.md (charts by path) and report.html (charts inline)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "report.json").write_text(report.model_dump_json(indent=2))
+    report_path(run_dir).write_text(report.model_dump_json(indent=2))
     (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
     html = _env().get_template("report.html.j2").render(report=report, chart_src=inline_charts(report, run_dir))
     (run_dir / "report.html").write_text(html)
-    return run_dir / "report.json"

@@ -16,6 +16,10 @@ class Brain(ABC):
     def __init__(self) -> None:
         self.usage = LlmUsage()
 
+    def answered_by(self) -> str:
+        """What report.brain says: this brain's name; a brain that falls back says how often it did."""
+        return self.name
+
     @abstractmethod
     def plan(self, request: PlanRequest) -> Strategy: ...
 

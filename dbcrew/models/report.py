@@ -89,9 +89,13 @@ class Phases(BaseModel):
 
 
 class LlmUsage(BaseModel):
-    calls: int = 0
+    """What the run's one brain spent: HTTP calls and tokens, and the questions the rules answered instead."""
+
+    calls: int = Field(0, description="chat completions answered, repairs included (not the client's retries of failed requests)")
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    questions: int = Field(0, description="questions the roles asked the LLM brain (plan, critique, summary, ...)")
+    fallbacks: int = Field(0, description="of those, questions the rules brain answered because the endpoint gave no usable answer")
 
 
 class TargetInfo(BaseModel):
@@ -170,7 +174,7 @@ class Report(BaseModel):
     scenario: Scenario
     started_at: datetime
     finished_at: datetime
-    brain: str
+    brain: str = Field(description="which brain answered, e.g. 'openai, 3 of 9 questions fell back to rules'")
     coverage: list[CoverageEntry] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     root_causes: list[RootCause] = Field(default_factory=list)

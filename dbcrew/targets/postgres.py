@@ -1,12 +1,13 @@
 """PostgreSQL targets: parse a URL, keep the password out of everything shareable, connect read-only.
 
-The password is split off at parse time and held in a process-local table keyed by the
-password-free DSN, so flow parameters, logs, reports and prompts only ever see the safe form.
+The password is split off at parse time and held in a private attribute of the parsed target:
+pydantic never dumps private attributes, so the target's JSON (a flow parameter on the Prefect
+server, a report, a prompt) only ever carries the safe form, while the object itself, passed
+along in process, still opens sessions with it.
 """
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
@@ -15,28 +16,35 @@ from urllib.parse import quote
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from dbcrew.errors import TargetError
-
-_PASSWORDS: dict[str, str] = {}
-_LOCK = threading.Lock()
 
 SCHEMES = ("postgresql://", "postgres://")
 
 
 class PostgresTarget(BaseModel):
-    """A password-free reference to a PostgreSQL database; safe to pass as a flow parameter."""
+    """A reference to a PostgreSQL database whose serialized form is password-free (safe as a flow parameter).
+
+    The password, when the URL had one, lives in `_password`: copies (`model_copy`) keep it,
+    dumps (`model_dump`, `model_dump_json`, Prefect's parameter encoding) and pickles (a
+    persisted Prefect result) leave it out.
+    """
 
     dsn: str
     display: str
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000
     connect_timeout_s: int = 5
+    _password: str | None = PrivateAttr(default=None)
 
     @property
     def kind(self) -> str:
         return "postgresql"
+
+    def __getstate__(self) -> dict[Any, Any]:
+        state = super().__getstate__()
+        return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
 
     def connect(self, *, statement_timeout_ms: int | None = None) -> psycopg.Connection[dict[str, Any]]:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
@@ -52,9 +60,8 @@ class PostgresTarget(BaseModel):
             "options": options,
             "connect_timeout": self.connect_timeout_s,
         }
-        password = _PASSWORDS.get(self.dsn)
-        if password is not None:
-            kwargs["password"] = password
+        if self._password is not None:
+            kwargs["password"] = self._password
         try:
             return psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
@@ -74,21 +81,21 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def parse_target(url: str) -> PostgresTarget:
-    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`."""
+def parse_target(url: str, password: str | None = None) -> PostgresTarget:
+    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`.
+
+    `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
+    """
     if not url.startswith(SCHEMES):
         raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise TargetError(f"malformed target URL: {first_line(exc)}") from None
-    password = params.pop("password", None)
-    dsn = make_conninfo(**params)
-    with _LOCK:
-        if password is not None:
-            _PASSWORDS[dsn] = str(password)
-    return PostgresTarget(dsn=dsn, display=display_of(params))
-
+    password = params.pop("password", None) or password
+    target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
+    target._password = None if password is None else str(password)
+    return target
 
 
 def display_of(params: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
 from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.experts import Facts
-from operators.diagnose.plans import StatementPlan, analyse_statements
+from operators.diagnose.plan_issues import StatementPlan, analyse_statements
 from operators.diagnose.sampler import sample_window
 
 TOP_STATEMENTS = 5

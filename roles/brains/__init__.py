@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
 from roles.brains.rules import RulesBrain
 from prompts import render
 
-BRAINS = ("rules", "openai")
+BrainName = Literal["rules", "openai"]  # a dropdown in the Prefect UI's run form
+BRAINS: tuple[str, ...] = get_args(BrainName)
 
 
 def default_brain() -> str:

@@ -1,8 +1,9 @@
 """The LLM brain: the roles' questions asked of any OpenAI-compatible endpoint through one client.
 
 When the endpoint stays unusable for a question (timeouts, 429 after the client's own retries,
-garbage after the repairs), the rules brain answers that question instead, and the fall-back is
-counted so the review can say which brain answered.
+garbage after the repairs), the rules brain answers that question instead. Questions and
+fall-backs are counted in the same `usage` as the client's calls and tokens, so the report can
+say which brain answered.
 """
 
 from __future__ import annotations
@@ -46,16 +47,24 @@ class OpenAIBrain(Brain):
         self.client = LlmClient(render, **client_options)
         self.usage = self.client.usage
         self._fallback = RulesBrain()
-        self.fallbacks = 0
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
         return self.client.ask(template, context, model)
 
+    def answered_by(self) -> str:
+        asked, fell = self.usage.questions, self.usage.fallbacks
+        if fell == 0:
+            return self.name
+        if fell == asked:
+            return f"rules ({self.name} gave no usable answer to any of {asked} questions)"
+        return f"{self.name}, {fell} of {asked} questions fell back to rules"
+
     def _or_fallback(self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]) -> Any:
+        self.usage.questions += 1
         try:
             return call()
         except BrainError as exc:
-            self.fallbacks += 1
+            self.usage.fallbacks += 1
             log.warning("LLM brain could not %s (%s); the rules brain answered instead", what, exc)
             return fallback()
 

@@ -3,7 +3,7 @@
 Every test runs twice: on the default DuckDB file and with DBCREW_STORE_URL naming a database of
 the embedded PostgreSQL (acceptance 4: the same tests pass on both). The module has its own
 server: its planted databases come and go, and DROP DATABASE requests checkpoints. Reviews go through the one
-review path (`roles.history.reviewed` around build_report(run_review(...))), as the flow does.
+review path (`roles.review.review`, which records history), as the flow does.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
 from roles.alerts import notify
-from roles.crew import PlainPhases, RunContext, run_review
+from roles.crew import PlainPhases, RunContext
 from roles.history import TRENDS_CHART, failed_report, reviewed
 from roles.memory import target_identity
-from roles.reporter import build_report, write_report
+from roles.review import review as review_run
 
 PLANTED = """
 CREATE TABLE audit (at timestamptz NOT NULL DEFAULT now(), what text NOT NULL);
@@ -88,9 +88,7 @@ def planted(pg: EmbeddedPostgres) -> Iterator[str]:
 def review(dsn: str, out: Path, scenario: str = "health", window: float = 1.0) -> Report:
     run = RunContext(target=parse_target(dsn), scenario=scenario, out_dir=out,
                      settings=Settings(window_seconds=window, activity_samples=2))
-    report = reviewed(run, lambda: build_report(run, run_review(run, PlainPhases)))
-    write_report(report, out)
-    return report
+    return review_run(run, PlainPhases)
 
 
 def refused() -> Report:

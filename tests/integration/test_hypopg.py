@@ -18,7 +18,7 @@ import pytest
 
 from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
-from operators.hypo import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
+from operators.hypothetical_indexes import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")
@@ -106,7 +106,7 @@ def _statements(conn: Any) -> list[Statement]:
 
 def _our_prepared(conn: Any) -> int:
     """The advisor's own PREPAREd statements still alive (psycopg's automatic ones are named _pg3_*)."""
-    return int(conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_hypo%'").fetchone()["n"])
+    return int(conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_generic%'").fetchone()["n"])
 
 
 def _version(conn: Any) -> int:
@@ -262,8 +262,8 @@ def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(ses
 
 def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: EmbeddedPostgres, tmp_path: Path) -> None:
     from dbcrew.settings import Settings
-    from roles.crew import PlainPhases, RunContext, run_review
-    from roles.reporter import build_report
+    from roles.crew import PlainPhases, RunContext
+    from roles.review import review
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(
@@ -276,7 +276,7 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: Emb
         dbname="shop15",
     )
     run = RunContext(target=parse_target(pg15.dsn("shop15")), settings=Settings(window_seconds=1.0, activity_samples=2), out_dir=tmp_path)
-    report = build_report(run, run_review(run, PlainPhases))
+    report = review(run, PlainPhases)
     missing = [f for f in report.findings if f.code == "index_missing"]
     assert [f.object for f in missing] == ["public.orders(customer)"]
     proof = missing[0].evidence

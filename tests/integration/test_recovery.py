@@ -9,8 +9,8 @@ from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review as review_run
 
 WINDOW = 1.0
 
@@ -18,9 +18,7 @@ WINDOW = 1.0
 def review(dsn: str, out: Path, faults: list[str], **switches: bool) -> Report:
     settings = Settings(window_seconds=WINDOW, activity_samples=2, ablations=Ablations(**switches))
     run = RunContext(target=parse_target(dsn), settings=settings, out_dir=out, faults=[FaultSpec.parse(f) for f in faults])
-    report = build_report(run, run_review(run, PlainPhases))
-    write_report(report, out)
-    return report
+    return review_run(run, PlainPhases)
 
 
 def coverage(report: Report) -> dict[str, str]:

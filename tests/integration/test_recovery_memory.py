@@ -17,12 +17,12 @@ from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
-from roles.crew import PlainPhases, RunContext, ThreadRunner, run_review, with_remembered_fixes
 from dbcrew.store import open_store
+from roles.crew import PlainPhases, RunContext, ThreadRunner, with_remembered_fixes
 from roles.memory import Lesson, LongTermMemory, target_identity
 from roles.monitor import Monitor
-from roles.reporter import build_report
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.review import review as review_run
+from roles.execution import ExecutionResult, ExecutionState, execute
 
 WINDOW = 1.0
 
@@ -57,7 +57,7 @@ def run_for(dsn: str, out: Path, faults: list[str], **switches: bool) -> RunCont
 
 
 def review(run: RunContext, phases: type = PlainPhases) -> Report:
-    return build_report(run, run_review(run, phases))
+    return review_run(run, phases)
 
 
 def test_second_run_on_a_target_starts_with_the_fix_in_its_plan(shop: DemoShop, tmp_path: Path, private_store: Path):

@@ -13,8 +13,8 @@ from lab.embedded import EmbeddedPostgres
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review as review_run
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 
@@ -22,10 +22,7 @@ READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", 
 def review(dsn: str, out: Path, faults: list[FaultSpec] | None = None, window: float = 1.5):
     run = RunContext(target=parse_target(dsn), settings=Settings(window_seconds=window, activity_samples=3), out_dir=out,
                      faults=faults or [])
-    result = run_review(run, PlainPhases)
-    report = build_report(run, result)
-    write_report(report, out)
-    return report
+    return review_run(run, PlainPhases)
 
 
 def test_review_finds_every_planted_problem_and_nothing_else(shop: DemoShop, tmp_path: Path):

@@ -17,8 +17,8 @@ from lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext, run_review
-from roles.reporter import build_report, write_report
+from roles.crew import PlainPhases, RunContext
+from roles.review import review as review_run
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in
@@ -34,9 +34,7 @@ IDLE_CONNECTIONS = 24  # with the 8 specimen sessions: 32 of 37 usable, whatever
 def review(dsn: str, out: Path, thresholds: Thresholds = CLINIC_THRESHOLDS, window: float = 3.0) -> Report:
     run = RunContext(target=parse_target(dsn), out_dir=out,
                      settings=Settings(window_seconds=window, activity_samples=4, max_workers=4, thresholds=thresholds))
-    report = build_report(run, run_review(run, PlainPhases))
-    write_report(report, out)
-    return report
+    return review_run(run, PlainPhases)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The diagnosis as operators the planner can put in a strategy.
+"""The diagnosis's steps (sample the window, the experts, the cross review) as operators the planner can put in a strategy.
 
 The collector samples the window (`sample_anomaly_window`); each expert is a tasker operator
 reading those facts and writing its candidate causes; the chief DBA's `cross_review_causes`
@@ -14,11 +14,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Finding, Role, RootCause, Severity
+from dbcrew.vocabulary import Category
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, gather
+from operators.diagnose.cross_review import cross_review
 from operators.diagnose.sampler import sample_window
-from operators.diagnose.review import cross_review
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
 
@@ -43,7 +44,7 @@ def _candidates_key(expert: str) -> str:
     return f"candidates_{expert}"
 
 
-@operator(role=Role.EXTRACTOR, category="diagnose", produces=(FACTS_KEY,))
+@operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
     seconds = params.window_seconds or ctx.settings.window_seconds
@@ -68,7 +69,7 @@ class HealthWindowParams(BaseModel):
     window_seconds: float | None = Field(None, ge=0, description="defaults to the run's window")
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=(HEALTH_WINDOW_KEY,))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(HEALTH_WINDOW_KEY,))
 def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> Observation:
     """Sample rates, waits and host metrics over the window, kept as the target's baseline for later diagnoses when quiet."""
     seconds = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
@@ -97,7 +98,7 @@ def _expert_operator(expert: str, doc: str) -> None:
 
     fn.__name__ = f"expert_{expert}"
     fn.__doc__ = doc
-    operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
+    operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
 
 
 for _name, _doc in {
@@ -118,7 +119,7 @@ def _severity(confidence: float) -> Severity:
     return Severity.CRITICAL if confidence >= 0.8 else Severity.WARNING
 
 
-@operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,),
+@operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,),
           uses=tuple(_candidates_key(e) for e in EXPERTS), produces=("root_causes",))
 def cross_review_causes(ctx: OperatorContext) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""
