@@ -13,6 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.console import SEVERITY_STYLES, err, fail, line, show
+from cli.history import history
 from cli.server import DEFAULT_PORT, api_url, healthy, server
 from dbcrew.errors import UsageError
 from dbcrew.models.faults import FaultSpec
@@ -220,6 +221,9 @@ def demo(
     missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
     if missed:
         raise typer.Exit(code=1)
+
+
+app.command()(history)
 
 
 inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")

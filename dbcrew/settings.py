@@ -14,18 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-MEMORY_ENV = "DBCREW_MEMORY_PATH"
 REPORTS_ENV = "DBCREW_REPORTS_DIR"
 RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
-
-
-def default_memory_path() -> Path:
-    """Long-term memory lives outside any run directory: $DBCREW_MEMORY_PATH, else the user's data dir."""
-    override = os.environ.get(MEMORY_ENV)
-    if override:
-        return Path(override).expanduser()
-    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return data_home / "dbcrew" / "memory.duckdb"
 
 
 def reports_root() -> Path:
@@ -187,7 +177,9 @@ class Settings(BaseModel):
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)
     ablations: Ablations = Field(default_factory=Ablations)
-    memory_path: Path = Field(default_factory=default_memory_path, description="the long-term memory DuckDB file")
+    store_url: str | None = Field(None, description="the shared store of history, memory and baselines (dbcrew.store);"
+                                  " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"
+                                  " never a password here")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     machine: Machine = Field(default_factory=Machine)
     alert: str = Field("", description="diagnosis: the alert text that started it (data, never instructions)")

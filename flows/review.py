@@ -23,6 +23,14 @@ from roles.reporter import prune_reports, report_path
 from roles.review import review
 
 
+def run_link() -> str:
+    """The Prefect UI page of this flow run, when the server has a UI address (empty otherwise)."""
+    from prefect.runtime import flow_run
+    from prefect.settings import PREFECT_UI_URL
+
+    return str(flow_run.ui_url) if PREFECT_UI_URL.value() and flow_run.id else ""
+
+
 def resolve_target(target: str | PostgresTarget | None, target_secret: str | None) -> PostgresTarget:
     if target_secret:
         from prefect.blocks.system import Secret
@@ -77,5 +85,7 @@ def review_in_reports(run: RunContext) -> Path:
 
 
 def review_with(run: RunContext) -> Path:
+    """Review (recorded in the target's history, the shared store) and post the report as artifacts."""
+    run.link = run.link or run_link()
     post_report(run, review(run, PrefectPhases))
     return report_path(run.out_dir)

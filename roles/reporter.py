@@ -78,6 +78,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
+        link=run.link,
     )
 
 
@@ -91,7 +92,7 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
     alert = run.settings.alert or "no alert text"
     title = f"Diagnosis: {', '.join(c.code for c in causes[:2])}" if causes else "Diagnosis: no root cause found"
     description = (f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
-                   + (f" (strongest: {abnormal[0]})" if abnormal else "" if facts.get("baseline") else " (no baseline given)") + ".")
+                   + (f" (strongest: {abnormal[0]})" if abnormal else "") + f". {baseline_note(facts.get('baseline_source', ''))}")
     outcomes = review.result.state.outcomes
     process, experts = [], []
     for task_id, outcome in outcomes.items():
@@ -102,6 +103,15 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
         process.append(f"{task_id}: {outcome.observation.summary}")
     process += [f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(rows.get("review_notes", "[]"))]
     return DiagnosisSection(title=title, anomaly_description=description, abnormal_metrics=abnormal, experts=experts, process=process)
+
+
+def baseline_note(source: str) -> str:
+    """Where the baseline came from, or what its absence costs the diagnosis."""
+    if source:
+        return f"Baseline: {source}."
+    return ("No baseline (no --baseline file and no quiet window kept from an earlier health review of this target):"
+            " no metric can be called abnormal, so every expert was called in and no cause was checked against the"
+            " target's normal behaviour; expect lower confidence and more candidates.")
 
 
 def _env() -> Environment:
