@@ -16,9 +16,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
-os.environ.setdefault("DBCREW_MEMORY_PATH", os.path.join(tempfile.mkdtemp(prefix="dbcrew-bench-memory-"), "memory.duckdb"))
+os.environ.setdefault("DBCREW_STORE_URL", os.path.join(tempfile.mkdtemp(prefix="dbcrew-bench-store-"), "store.duckdb"))
 
-SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose")
+SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli")
 
 
 def main(argv: list[str]) -> int:

@@ -156,7 +156,7 @@ def judge(shop: DemoShop, faults: list[FaultSpec], run: RunContext, report: Repo
 
 
 def run_one(shop: DemoShop, work: Path, memory: Path, ablations: Ablations, faults: list[FaultSpec]) -> RunFigures:
-    settings = Settings(window_seconds=WINDOW, activity_samples=2, ablations=ablations, memory_path=memory)
+    settings = Settings(window_seconds=WINDOW, activity_samples=2, ablations=ablations, store_url=str(memory))
     run = RunContext(target=parse_target(shop.dsn), settings=settings, out_dir=work, faults=faults)
     started = time.perf_counter()
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
-from operators.hypo import Statement, advise
+from operators.hypothetical_indexes import Statement, advise
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import sys
 from datetime import datetime
@@ -16,8 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from cli import interrupts
 from cli.console import SEVERITY_STYLES, err, fail, line, show
+from cli.history import history
 from cli.outdir import prepare_out
+from cli.server import DEFAULT_PORT, api_url, healthy, server
 from dbcrew.errors import UsageError
+from dbcrew.models.faults import FaultSpec
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import parse_overrides
@@ -36,12 +40,16 @@ PREFECT_DEFAULTS = {
 
 
 def _prefect_env() -> None:
+    """Prefect's settings for a CLI run; a server running at the default address is used, not an ephemeral one."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if "PREFECT_API_URL" not in os.environ and healthy(api_url(DEFAULT_PORT)):
+        os.environ["PREFECT_API_URL"] = api_url(DEFAULT_PORT)
 
 
-def _default_out(display: str) -> Path:
-    database = display.rsplit("/", 1)[-1] or "db"
+def _default_out(dbname: str) -> Path:
+    """reports/<db>-<time>; the name is the database's, made safe as one path component."""
+    database = re.sub(r"[^\w.-]+", "-", dbname).strip(".-") or "db"
     return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
@@ -49,7 +57,6 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
                    switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
                    baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
-    from dbcrew.models.faults import FaultSpec
     from dbcrew.targets import parse_target
 
     if not math.isfinite(window) or window < 0:
@@ -64,7 +71,8 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         overrides = parse_overrides(thresholds or [])
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
-    report_dir = prepare_out(out_dir or _default_out(target.display))
+    _check_fault_operators(fault_specs)
+    report_dir = prepare_out(out_dir or _default_out(target.dbname))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
     if redact(url) != url:
@@ -112,6 +120,19 @@ def check_baseline(path: Path) -> None:
         WindowEvidence.load(path)
     except (ValidationError, OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
+
+
+def _check_fault_operators(faults: list[FaultSpec]) -> None:
+    """A fault on an operator that does not exist would never fire: the review would look resilient."""
+    from difflib import get_close_matches
+
+    from operators import REGISTRY
+
+    for fault in faults:
+        if fault.operator not in REGISTRY:
+            near = get_close_matches(fault.operator, REGISTRY, n=3)
+            hint = f"; did you mean {' or '.join(near)}?" if near else f"; one of {', '.join(sorted(REGISTRY))}"
+            raise UsageError(f"--inject-fault {fault}: no operator named {fault.operator!r}{hint}")
 
 
 @app.command()
@@ -226,6 +247,41 @@ def demo(
     missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
     if missed:
         raise typer.Exit(code=1)
+
+
+app.command()(history)
+
+
+inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
+app.add_typer(inventory_app, name="inventory")
+
+
+@inventory_app.command("check")
+def inventory_check(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Check an inventory and list its targets (no password is read)."""
+    from dbcrew.inventory import load_inventory
+
+    for entry in load_inventory(path).targets:
+        show(line((entry.name, "bold"), f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
+                  f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"))
+
+
+@inventory_app.command("publish")
+def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+    """Publish an inventory to the Prefect server (PREFECT_API_URL, or a server at the default address)."""
+    from dbcrew.inventory import load_inventory
+
+    inventory = load_inventory(path)
+    _prefect_env()
+    if "PREFECT_API_URL" not in os.environ:
+        raise UsageError("no Prefect server: start one (`dbcrew server`) or set PREFECT_API_URL")
+    from flows.targets import publish_inventory
+
+    publish_inventory(inventory)
+    show(line(f"published {len(inventory.targets)} targets to {os.environ['PREFECT_API_URL']}"))
+
+
+app.command()(server)
 
 
 def _click_errors() -> tuple[type[Exception], ...]:

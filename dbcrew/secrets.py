@@ -3,7 +3,8 @@
 A child process inherits the environment: the Prefect server the CLI starts would carry the LLM
 API key and PGPASSWORD for its whole life (readable in /proc/<pid>/environ by the same user, and
 passed on to whatever it starts). `hold_environment_secrets` moves them into this process's
-memory before any child starts; `secret` reads them back (or from the environment when they were
+memory before any child starts; `secret` reads them back, `held_secrets` hands them to a child
+that runs reviews (or from the environment when they were
 never moved, as in a flow run a deployment starts).
 """
 
@@ -24,6 +25,13 @@ def hold_environment_secrets() -> None:
             value = os.environ.pop(name, None)
             if value:
                 _HELD[name] = value
+
+
+def held_secrets() -> dict[str, str]:
+    """The variables moved out of the environment, for the one child that needs them: a worker
+    running reviews (its flow runs reach the target and the model), never a server."""
+    with _LOCK:
+        return dict(_HELD)
 
 
 def secret(name: str) -> str | None:

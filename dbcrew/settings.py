@@ -6,21 +6,36 @@ pg_gather); every threshold can be overridden per run.
 
 from __future__ import annotations
 
+import math
 import os
+import re
+from decimal import Decimal
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-MEMORY_ENV = "DBCREW_MEMORY_PATH"
+REPORTS_ENV = "DBCREW_REPORTS_DIR"
+RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
 
 
-def default_memory_path() -> Path:
-    """Long-term memory lives outside any run directory: $DBCREW_MEMORY_PATH, else the user's data dir."""
-    override = os.environ.get(MEMORY_ENV)
-    if override:
-        return Path(override).expanduser()
-    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return data_home / "dbcrew" / "memory.duckdb"
+def reports_root() -> Path:
+    """Where a run writes its report when no directory is given: $DBCREW_REPORTS_DIR, else ./reports."""
+    return Path(os.environ.get(REPORTS_ENV) or "reports").expanduser()
+
+
+def reports_retention_days() -> float:
+    """How long reports stay under reports_root() on a worker's disk ($DBCREW_REPORTS_RETENTION_DAYS, 14).
+
+    A worker's disk is not the record: the Prefect artifacts and the history store are.
+    """
+    raw = os.environ.get(RETENTION_ENV, "14")
+    try:
+        days = float(raw)
+    except ValueError:
+        raise ValueError(f"{RETENTION_ENV}={raw!r} is not a number of days") from None
+    if days < 0:
+        raise ValueError(f"{RETENTION_ENV} must not be negative")
+    return days
 
 
 class Ablations(BaseModel):
@@ -38,40 +53,51 @@ class Ablations(BaseModel):
 class Thresholds(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)  # a NaN threshold would silently never fire
 
+    # cache_hit_ratio_low
     cache_hit_ratio_warning: float = 0.99
     cache_hit_ratio_critical: float = 0.90
     cache_min_block_accesses: int = Field(10_000, description="fewer accesses in the window: no verdict")
+    # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024
+    # dead_tuples_high, statistics_stale
     dead_tuples_min: int = 10_000
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
-    stale_min_age_seconds: float = Field(300.0, description="an analyze younger than this is not judged by the changes"
-                                         " counted since: they may predate it (late statistics flush)")
+    # An analyze younger than this is not judged by the changes counted since: they may predate it
+    # (a backend flushes its table statistics at most once a second, possibly after the ANALYZE).
+    stale_min_age_seconds: float = 300.0
+    # sessions: idle_in_transaction, long_running_query, connections_saturation
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0
     long_running_query_seconds: float = 60.0
     connections_warning_ratio: float = 0.80
     connections_critical_ratio: float = 0.95
+    # sequence_exhaustion
     sequence_warning_ratio: float = 0.75
     sequence_critical_ratio: float = 0.90
+    # xid_wraparound_risk, and who holds the xmin horizon back
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
     horizon_holder_min_age: int = Field(1_000_000, description="an xmin this many transactions old is named as holding"
                                         " back vacuum and freezing")
     horizon_holder_min_seconds: float = Field(300.0, description="so is a transaction held open this long, whatever its age")
+    # index_missing
     missing_index_min_rows: int = 10_000
     missing_index_min_rows_per_scan: float = 1_000.0
     missing_index_min_seq_scans: int = 20
     hypo_min_cost_saving: float = Field(0.5, description="plan-cost drop a hypothetical index must bring (dexter: 50 %)")
+    # slow_query, checkpoints_too_frequent, temp_files_spill
     slow_query_mean_ms: float = 500.0
     slow_query_min_calls: int = 10
     checkpoints_min_total: int = 10
     checkpoints_requested_ratio: float = 0.5
     temp_spill_warning_bytes: int = Field(100 * 2**20, description="less spilled in the window: info")
+    # mxid_wraparound_risk
     mxid_warning_age: int = 400_000_000
     mxid_critical_age: int = 1_000_000_000
+    # replication_lag
     replication_lag_warning_bytes: int = 16 * 2**20
     replication_lag_critical_bytes: int = 2**30
     replication_lag_warning_seconds: float = 60.0
@@ -92,24 +118,46 @@ class Thresholds(BaseModel):
         return value
 
 
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, float]:
-    """`name=value` pairs (the CLI's --threshold) checked against Thresholds; ValueError in one line."""
+    """`name=value` pairs (the CLI's --threshold) checked against Thresholds; ValueError in one line.
+
+    A value is a plain decimal (`300`, `0.5`, `1e6`): not `nan` or `inf`, which compare false
+    with everything and would silently switch a check off, nor `1_000` or non-ASCII digits,
+    which Python's float() accepts. Counts and sizes take whole numbers, kept exact as int.
+    """
     known = Thresholds.model_fields
     overrides: dict[str, float] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
-        name = name.strip()
+        name, raw = name.strip(), raw.strip()
         if not sep or name not in known:
             raise ValueError(f"--threshold {pair!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
-        try:
-            overrides[name] = float(raw)
-        except ValueError:
-            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number") from None
+        if not PLAIN_NUMBER.fullmatch(raw):
+            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number (write e.g. 300, 0.5 or 1e6)")
+        overrides[name] = _number(pair, raw, whole=known[name].annotation is int)
     try:
-        Thresholds(**overrides)
+        checked = Thresholds(**overrides)
     except ValidationError as exc:
         raise ValueError(f"--threshold: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg'].lower()}") from None
-    return overrides
+    return {name: getattr(checked, name) for name in overrides}
+
+
+def _number(pair: str, raw: str, *, whole: bool) -> float:
+    """The exact value of a plain decimal: an int for a count or size, a finite float otherwise."""
+    value = Decimal(raw)
+    if whole:
+        if value.adjusted() >= 18:  # checked before any conversion: 1e999999999 would take minutes
+            raise ValueError(f"--threshold {pair!r}: {raw!r} is out of range")
+        if value != value.to_integral_value():
+            raise ValueError(f"--threshold {pair!r}: takes a whole number")
+        return int(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"--threshold {pair!r}: {raw!r} is out of range")
+    return number
 
 
 class Machine(BaseModel):
@@ -133,7 +181,9 @@ class Settings(BaseModel):
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)
     ablations: Ablations = Field(default_factory=Ablations)
-    memory_path: Path = Field(default_factory=default_memory_path, description="the long-term memory DuckDB file")
+    store_url: str | None = Field(None, description="the shared store of history, memory and baselines (dbcrew.store);"
+                                  " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"
+                                  " never a password here")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     machine: Machine = Field(default_factory=Machine)
     alert: str = Field("", description="diagnosis: the alert text that started it (data, never instructions)")

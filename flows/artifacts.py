@@ -37,7 +37,19 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+OUTCOME = "outcome"
+
+
+def outcome_row(report: Report) -> dict[str, object]:
+    """One line a fleet summary reads back: the worst severity and the problems, new and resolved."""
+    problems = [f for f in report.findings if f.is_problem]
+    worst = min((f.severity for f in problems), key=lambda s: s.rank, default=None)
+    return {"target": report.target.display, "worst": worst.value if worst else "none", "problems": len(problems),
+            "new": None, "resolved": None, "summary": report.summary}
+
+
 def post_report(run: RunContext, report: Report) -> None:
+    create_table_artifact([outcome_row(report)], key=artifact_key(run, OUTCOME), description="outcome of the review")
     markdown = render_markdown(report, inline_charts(report, run.out_dir))
     create_markdown_artifact(markdown, key=artifact_key(run, "report"), description=f"{run.scenario} review")
     rows = [{"severity": f.severity.value, "code": f.code, "object": f.object, "title": f.title,

@@ -11,7 +11,7 @@ from flows.runner import Bundle, PrefectRunner
 from roles import crew
 from roles.crew import Initialized, ReplanOutcome, RunContext
 from roles.faults import FaultInjector
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 
 
 @flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)

@@ -13,14 +13,22 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Ablations, Settings, Thresholds
+from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Scenario
 from flows.artifacts import post_report
 from flows.phases import PrefectPhases
 from roles.crew import RunContext
-from roles.reporter import report_path
+from roles.reporter import prune_reports, report_path
 from roles.review import review
+
+
+def run_link() -> str:
+    """The Prefect UI page of this flow run, when the server has a UI address (empty otherwise)."""
+    from prefect.runtime import flow_run
+    from prefect.settings import PREFECT_UI_URL
+
+    return str(flow_run.ui_url) if PREFECT_UI_URL.value() and flow_run.id else ""
 
 
 def resolve_target(target: str | PostgresTarget | None, target_secret: str | None) -> PostgresTarget:
@@ -63,8 +71,21 @@ def health_review(
     ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
     settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
                         thresholds=Thresholds(**(thresholds or {})))
-    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path("."),
+    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path(out or "."),
                      brain=brain, faults=faults or [])
-    run.out_dir = Path(out) if out else Path("reports") / run.run_id
+    return str(review_with(run) if out else review_in_reports(run))
+
+
+def review_in_reports(run: RunContext) -> Path:
+    """Review into reports_root()/<run id>, then drop the reports past their retention on this disk."""
+    run.out_dir = reports_root() / run.run_id
+    path = review_with(run)
+    prune_reports(reports_root(), reports_retention_days())
+    return path
+
+
+def review_with(run: RunContext) -> Path:
+    """Review (recorded in the target's history, the shared store) and post the report as artifacts."""
+    run.link = run.link or run_link()
     post_report(run, review(run, PrefectPhases))
-    return str(report_path(run.out_dir))
+    return report_path(run.out_dir)

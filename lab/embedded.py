@@ -15,6 +15,7 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import importlib.util
 
@@ -68,6 +69,13 @@ class EmbeddedPostgres:
 
     def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
+
+    def socket_dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
+        """The same database through the Unix socket, in the form psql users and the wheel's get_uri() write.
+
+        The port stays in the URL: it names the socket file (`.s.PGSQL.<port>`) in the directory.
+        """
+        return f"postgresql://{quote(user, safe='')}@/{quote(dbname, safe='')}?host={quote(str(self.socket_dir), safe='/')}&port={self.port}"
 
     def _run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         # Drop root's groups too: a root-group directory with no group bits would deny the server.

@@ -11,11 +11,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
+from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
-from operators.hypo import advise, hide_index_effect
+from operators.explain import FOREIGN_CODE
+from operators.hypothetical_indexes import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import FOREIGN_CODE, land
+from operators.sql import land, name_list, name_list_text
 
 ADVICE_COLUMNS = [
     ("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("columns", "VARCHAR"), ("ddl", "VARCHAR"), ("query", "VARCHAR"),
@@ -35,7 +37,7 @@ def _indexed(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[list[str]
     found: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
     for row in rows:
         if row["method"] == "btree" and row["indisvalid"] and not row["predicate"] and not row["expressions"] and row["column_names"]:
-            found[(row["schemaname"], row["relname"])].append(row["column_names"].split(","))
+            found[(row["schemaname"], row["relname"])].append(name_list(row["column_names"]))
     return found
 
 
@@ -48,7 +50,7 @@ def _hide_summary(effect: Any) -> str:
     return f"plan cost change with it hidden, per statement on its table: {', '.join(changes)}"
 
 
-@operator(role=Role.TASKER, category="advise", needs=("statements", "index_stats"), produces=("index_advice", "index_hide_effects"),
+@operator(role=Role.TASKER, category=Category.ADVISE, needs=("statements", "index_stats"), produces=("index_advice", "index_hide_effects"),
           requires=("hypopg",))
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     """Prove missing indexes with hypothetical ones on the top statements' generic plans (hypopg), and measure what hiding each duplicate does."""
@@ -65,7 +67,7 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
             queries = [s["query"] for s in statements if any(c.table == redundant["relname"] for c in filter_columns(s["query"]))]
             effect = hide_index_effect(conn, redundant["indexrelid"], queries, version)
             hides.append((redundant["indexrelid"], effect.available, _hide_summary(effect)))
-    rows = [(s.schema, s.table, ",".join(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
+    rows = [(s.schema, s.table, name_list_text(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
              s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from dbcrew.text import VectorIndex, tokens
+from dbcrew.vocabulary import Cause
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
@@ -27,7 +28,7 @@ TEXT_WEIGHT = 0.5
 
 class Chunk(BaseModel):
     name: str
-    code: str
+    code: Cause
     expert: str
     content: str
     metrics: list[str]
@@ -50,7 +51,7 @@ class KnowledgeBase:
         self._bm25.index([tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False)
         self._vectors = VectorIndex([f"{c.name}. {c.content} {c.steps}" for c in chunks])
 
-    def for_code(self, code: str) -> Chunk | None:
+    def for_code(self, code: Cause) -> Chunk | None:
         return next((c for c in self.chunks if c.code == code), None)
 
     def retrieve(self, metric_names: list[str], text: str, k: int = 3, expert: str | None = None) -> list[Match]:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import matplotlib
+from datetime import datetime
+from pathlib import Path
 
-matplotlib.use("Agg")  # no display on servers and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dbcrew.models import Role  # noqa: E402
-from operators.registry import Observation, OperatorContext, operator  # noqa: E402
+from dbcrew.models import Role
+from dbcrew.store import Vitals
+from dbcrew.vocabulary import Category
+from operators.figures import pyplot
+from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
 
 
-@operator(role=Role.PAINTER, category="paint", needs=("table_stats",), produces=("chart_table_activity",))
+@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",))
 def paint_table_activity(ctx: OperatorContext) -> Observation:
     """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
     rows = ctx.workspace.query(
@@ -26,6 +26,7 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     charts_dir.mkdir(parents=True, exist_ok=True)
     path = charts_dir / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
+    plt = pyplot()
     fig, (scans, dead) = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True)
     try:
         positions = range(len(names))
@@ -43,3 +44,50 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     finally:
         plt.close(fig)
     return Observation(summary=f"chart of {len(rows)} tables", artifacts=["chart_table_activity"], charts=[str(path.relative_to(ctx.run_dir))])
+
+
+TREND_PANELS = (  # (vital, panel title, y-axis label, scale to the label's unit)
+    ("cache_hit_ratio", "Cache hit ratio", "hit ratio (%)", 100.0),
+    ("dead_tuples", "Dead tuples", "dead tuples (all tables)", 1.0),
+    ("oldest_xid_age", "Oldest transaction ID age", "XID age (transactions)", 1.0),
+    ("database_bytes", "Database size", "size (MiB)", 1 / 2**20),
+)
+
+
+def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
+    """Findings by severity and the vital signs across runs, one point per run (x: run start, UTC).
+
+    A plain function rather than an operator: it draws the target's history from the store after
+    the review, not something the plan's tasks collect.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    labels = [started.strftime("%m-%d %H:%M:%S") for started, _ in points]
+    positions = list(range(len(points)))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 1 + len(TREND_PANELS), figsize=(16, 3.6))
+    try:
+        counts = axes[0]
+        for severity, colour in (("critical", "tab:red"), ("warning", "tab:orange"), ("info", "tab:gray")):
+            counts.plot(positions, [getattr(v, severity) for _, v in points], marker="o", color=colour, label=severity)
+        counts.set_title("Findings by severity")
+        counts.set_ylabel("findings")
+        counts.yaxis.get_major_locator().set_params(integer=True)
+        counts.legend(fontsize="small")
+        for ax, (field, title, unit, scale) in zip(axes[1:], TREND_PANELS, strict=True):
+            values = [getattr(v, field) for _, v in points]
+            ax.plot([p for p, v in zip(positions, values, strict=True) if v is not None],
+                    [v * scale for v in values if v is not None], marker="o", color="tab:blue")
+            ax.set_title(title)
+            ax.set_ylabel(unit)
+            ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+            if field in ("dead_tuples", "oldest_xid_age"):  # counts: no fractional ticks
+                ax.yaxis.get_major_locator().set_params(integer=True)
+        for ax in axes:
+            ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize="small")
+            ax.set_xlabel("run start (UTC)")
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=80)
+    finally:
+        plt.close(fig)
+    return path

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
+from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
 
@@ -54,7 +55,7 @@ class OperatorContext:
 class Operator:
     name: str
     role: Role
-    category: str
+    category: Category
     description: str
     fn: Callable[[OperatorContext, BaseModel], Observation]
     params_model: type[BaseModel]
@@ -63,7 +64,7 @@ class Operator:
     uses: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     equivalent_of: str | None = None
-    checks: tuple[str, ...] = field(default=(), metadata={"doc": "finding codes it can emit"})
+    checks: tuple[FindingCode, ...] = field(default=(), metadata={"doc": "finding codes it can emit"})
 
     def run(self, ctx: OperatorContext, params: dict[str, Any]) -> Observation:
         return self.fn(ctx, self.params_model.model_validate(params))
@@ -83,13 +84,13 @@ REGISTRY: dict[str, Operator] = {}
 def operator(
     *,
     role: Role,
-    category: str,
+    category: Category,
     needs: tuple[str, ...] = (),
     produces: tuple[str, ...] = (),
     uses: tuple[str, ...] = (),
     requires: tuple[str, ...] = (),
     equivalent_of: str | None = None,
-    checks: tuple[str, ...] = (),
+    checks: tuple[FindingCode, ...] = (),
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
     """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner reads.
 

@@ -130,7 +130,7 @@ def grant_for(message: str, role: str) -> str | None:
 def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> SkipCause:
     """Why a task did not complete, traced through the upstream tasks it was skipped for to the root failure.
 
-    A skipped task carries its upstream as a structured cause (roles/tasker.py); a failed one its
+    A skipped task carries its upstream as a structured cause (roles/execution.py); a failed one its
     error, which becomes a privilege cause with its GRANT when the target refused the role.
     """
     seen: set[str] = set()

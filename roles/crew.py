@@ -22,6 +22,7 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, Phases
 from dbcrew.settings import Settings
+from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
@@ -31,11 +32,12 @@ from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
 from roles.capabilities import prune
 from roles.faults import FaultInjector, damage_plan
+from roles.history import stage_baseline
 from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, remember_run, target_identity
 from roles.monitor import Monitor
 from roles.planner import reflect_until_valid
 from roles.replanner import replan
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 from roles.worker import TaskOutcome, perform
 
 
@@ -54,6 +56,7 @@ class RunContext(BaseModel):
     settings: Settings = Field(default_factory=Settings)
     out_dir: Path
     brain: str = "rules"
+    link: str = Field("", description="where to see the run: the Prefect UI page of its flow run, when known")
     faults: list[FaultSpec] = Field(default_factory=list)
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     _brain: Brain | None = PrivateAttr(default=None)
@@ -104,6 +107,7 @@ def initialize(run: RunContext) -> Initialized:
     """Probe the target into a brief, prune the catalogue by it, plan, reflect, then apply known lessons."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     brief = probe(operator_context(run, None))
+    stage_baseline(run, brief)
     caps = prune(brief, catalogue())
     brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
@@ -115,7 +119,7 @@ def initialize(run: RunContext) -> Initialized:
     identity, edits = "", []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
-        lessons = recall(LongTermMemory(run.settings.memory_path), identity, strategy)
+        lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, strategy)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(brief=brief, strategy=strategy, coverage=caps.coverage, findings=caps.findings,
                        reflection_rounds=rounds, identity=identity, edits=edits)
@@ -141,7 +145,7 @@ def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult
     alert = result.replan_for
     assert alert is not None
     identity = target_identity(run.target, brief)
-    lessons = recall(LongTermMemory(run.settings.memory_path), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
+    lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
     known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
     if known is None:
         return result.recommendations
@@ -243,4 +247,4 @@ def remember(run: RunContext, review: ReviewResult) -> None:
     if run.settings.ablations.memory and review.init.identity:
         lessons = lessons_from(review.init.identity, run.run_id, review.result.strategy, state.outcomes, state.decisions,
                                review.edits)
-        LongTermMemory(run.settings.memory_path).learn(lessons)
+        LongTermMemory(open_store(run.settings.store_url)).learn(lessons)

@@ -3,8 +3,8 @@
 - Sensory: the raw observations of this run (each task's outcome, summary, errors, log), kept in
   the run's workspace.
 - Short-term: this run's decisions, plan edits and attempts, also in the workspace.
-- Long-term: lessons across runs, in a DuckDB file outside any run directory
-  (`Settings.memory_path`): for one target identity (the server's system identifier and the
+- Long-term: lessons across runs, in the shared store (dbcrew.store: a DuckDB file by default,
+  PostgreSQL by `DBCREW_STORE_URL`), outside any run directory: for one target identity (the server's system identifier and the
   database, never a password), an operator that failed and the change that made its task work.
 - Hybrid recall: the lessons for this target whose operator the new plan uses, ranked by how
   often they worked and, when an error is known, by how close their error is to it; the planner
@@ -14,18 +14,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
 
-import duckdb
 import numpy as np
 from pydantic import BaseModel
 
 from dbcrew.models import AgentSpec, Brief, CatalogueEntry, Strategy, TaskSpec
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision
+from dbcrew.store import Store
 from dbcrew.targets import PostgresTarget
 from dbcrew.text import embed
 from dbcrew.vocabulary import EditSource, TaskStatus
@@ -99,53 +95,31 @@ def lessons_from(target: str, run_id: str, strategy: Strategy, outcomes: dict[st
     return lessons
 
 
-# -- long-term memory: lessons across runs, in their own DuckDB file --------------------------------
+# -- long-term memory: lessons across runs, in the shared store ------------------------------------
 class LongTermMemory:
-    """Lessons per target identity. Opened per call, so two runs never hold the file at once."""
+    """Lessons per target identity, kept in the shared store beside the target's history."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
-            conn.execute("""
-                CREATE TABLE IF NOT EXISTS lessons (
-                    target VARCHAR, operator VARCHAR, kind VARCHAR, body VARCHAR, successes INTEGER,
-                    learned_at TIMESTAMPTZ, used_at TIMESTAMPTZ, PRIMARY KEY (target, operator))""")
-
-    @contextmanager
-    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        conn = duckdb.connect(str(self.path))
-        try:
-            yield conn
-        finally:
-            conn.close()
+    def __init__(self, store: Store):
+        self.store = store
 
     def learn(self, lessons: list[Lesson]) -> None:
         """Keep one lesson per (target, operator): the latest fix that worked, with its success count."""
-        now = datetime.now(UTC)
-        with self._connect() as conn:
-            for lesson in lessons:
-                row = conn.execute("SELECT body, successes FROM lessons WHERE target = ? AND operator = ?",
-                                   [lesson.target, lesson.operator]).fetchone()
-                successes = 1
-                if row is not None:
-                    known = Lesson.model_validate_json(row[0])
-                    same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
-                        (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
-                    successes = row[1] + 1 if same_fix else 1
-                    if same_fix:
-                        lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
-                                                           "learned_run": known.learned_run})
-                lesson = lesson.model_copy(update={"successes": successes})
-                conn.execute("DELETE FROM lessons WHERE target = ? AND operator = ?", [lesson.target, lesson.operator])
-                conn.execute("INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             [lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes, now, now])
+        for lesson in lessons:
+            stored = self.store.lesson(lesson.target, lesson.operator)
+            successes = 1
+            if stored is not None:
+                known = Lesson.model_validate_json(stored[0])
+                same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
+                    (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
+                successes = stored[1] + 1 if same_fix else 1
+                if same_fix:
+                    lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
+                                                       "learned_run": known.learned_run})
+            lesson = lesson.model_copy(update={"successes": successes})
+            self.store.put_lesson(lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes)
 
     def lessons(self, target: str) -> list[Lesson]:
-        with self._connect() as conn:
-            rows = conn.execute("SELECT body FROM lessons WHERE target = ? ORDER BY successes DESC, used_at DESC",
-                                [target]).fetchall()
-        return [Lesson.model_validate_json(r[0]) for r in rows]
+        return [Lesson.model_validate_json(body) for body in self.store.lessons(target)]
 
 
 def recall(memory: LongTermMemory, target: str, strategy: Strategy, error: str = "",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,6 +90,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
+        link=run.link,
     )
 
 
@@ -101,7 +104,7 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
     alert = run.settings.alert or "no alert text"
     title = f"Diagnosis: {', '.join(c.code for c in causes[:2])}" if causes else "Diagnosis: no root cause found"
     description = (f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
-                   + (f" (strongest: {abnormal[0]})" if abnormal else "" if facts.get("baseline") else " (no baseline given)") + ".")
+                   + (f" (strongest: {abnormal[0]})" if abnormal else "") + f". {baseline_note(facts.get('baseline_source', ''))}")
     outcomes = review.result.state.outcomes
     process, experts = [], []
     for task_id, outcome in outcomes.items():
@@ -112,6 +115,15 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
         process.append(f"{task_id}: {outcome.observation.summary}")
     process += [f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(rows.get("review_notes", "[]"))]
     return DiagnosisSection(title=title, anomaly_description=description, abnormal_metrics=abnormal, experts=experts, process=process)
+
+
+def baseline_note(source: str) -> str:
+    """Where the baseline came from, or what its absence costs the diagnosis."""
+    if source:
+        return f"Baseline: {source}."
+    return ("No baseline (no --baseline file and no quiet window kept from an earlier health review of this target):"
+            " no metric can be called abnormal, so every expert was called in and no cause was checked against the"
+            " target's normal behaviour; expect lower confidence and more candidates.")
 
 
 def _env() -> Environment:
@@ -128,6 +140,21 @@ def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
 
 def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
     return {c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode() for c in report.charts}
+
+
+def prune_reports(root: Path, keep_days: float, now: float | None = None) -> list[Path]:
+    """Remove the run directories under `root` whose report is older than `keep_days`; returns them.
+
+    Only directories holding a report.json are touched, so a reports folder shared with other
+    files loses nothing else.
+    """
+    cutoff = (now if now is not None else time.time()) - keep_days * 86_400
+    removed = []
+    for report in sorted(root.glob("*/report.json")) if root.is_dir() else []:
+        if report.stat().st_mtime < cutoff:
+            shutil.rmtree(report.parent)
+            removed.append(report.parent)
+    return removed
 
 
 def report_path(run_dir: Path) -> Path:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dbcrew.models import Report
 from roles.crew import PhaseRunner, RunContext, run_phases
+from roles.history import reviewed
 from roles.reporter import build_report, write_report
 
 
 def review(run: RunContext, phases: PhaseRunner) -> Report:
-    """Run the phases, build the report with the run's brain, write report.json/md/html into `run.out_dir`."""
-    report = build_report(run, run_phases(run, phases))
+    """Run the phases, build the report with the run's brain, record it in the target's history (the shared
+    store: a review that raises is recorded as failed), write report.json/md/html into `run.out_dir`."""
+    report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))
     write_report(report, run.out_dir)
     return report

@@ -55,8 +55,9 @@ def out_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def private_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Long-term memory per test: one test's lessons must not change the next one's plan."""
-    path = tmp_path / "memory" / "memory.duckdb"
-    monkeypatch.setenv("DBCREW_MEMORY_PATH", str(path))
+def private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A shared store (history, memory, baselines) per test: one test's lessons must not change the next one's plan."""
+    path = tmp_path / "store" / "store.duckdb"
+    monkeypatch.setenv("DBCREW_STORE_URL", str(path))
+    monkeypatch.delenv("DBCREW_MEMORY_PATH", raising=False)
     return path

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from dbcrew.models.finding import Finding
+from dbcrew.models.finding import Finding, Severity
 from dbcrew.models.plan import PlanEdit
 from dbcrew.vocabulary import Cause, Scenario
 
@@ -142,6 +142,31 @@ class DiagnosisSection(BaseModel):
     process: list[str] = Field(default_factory=list, description="what each expert and the cross review concluded")
 
 
+class HistoryItem(BaseModel):
+    """One finding's place in the target's history: its code and object, severity, and when it was first seen."""
+
+    code: str
+    object: str
+    severity: Severity
+    first_seen: datetime
+
+
+class History(BaseModel):
+    """What changed since the target's previous run that saw the database (none: the first run).
+
+    new: never seen before; persisting: in the previous run too, not worse; resolved: in the
+    previous run, gone now (only when the check that finds it ran); regressed: in the previous
+    run with a milder severity, or back after it had been resolved.
+    """
+
+    previous_run_id: str | None = None
+    previous_started_at: datetime | None = None
+    new: list[HistoryItem] = Field(default_factory=list)
+    persisting: list[HistoryItem] = Field(default_factory=list)
+    resolved: list[HistoryItem] = Field(default_factory=list)
+    regressed: list[HistoryItem] = Field(default_factory=list)
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -162,4 +187,8 @@ class Report(BaseModel):
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
     notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")
     charts: list[str] = Field(default_factory=list)
+    captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what the chart shows")
     diagnosis: DiagnosisSection | None = None
+    history: History | None = Field(None, description="what changed since the target's previous run (the shared store)")
+    link: str = Field("", description="where to see this run: the Prefect UI's flow-run page when known")
+    error: str = Field("", description="why the run failed; empty when it completed")

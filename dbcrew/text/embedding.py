@@ -3,26 +3,39 @@
 Nothing may download a model at run time, so the vectors are hashed character n-grams (within
 word boundaries) plus word unigrams: close spellings ("canceling"/"cancelled", "privilege"/
 "privileges") land near each other, which is the similarity error texts and knowledge chunks need.
-Vectors are L2-normalised, so faiss's inner product is the cosine.
+Vectors are L2-normalised, so faiss's inner product is the cosine. scikit-learn and faiss load on
+first use: they cost over a second of CPU to import, which every flow run in a process worker would
+otherwise pay whether or not it embeds anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
-import faiss
 import numpy as np
-from sklearn.feature_extraction.text import HashingVectorizer
-from sklearn.preprocessing import normalize
 
 DIMENSIONS = 2**14
-_CHARS = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
-_WORDS = HashingVectorizer(analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
+
+
+@cache
+def _vectorizers() -> tuple[Any, Any]:
+    """Character n-grams within word boundaries, and word unigrams, hashed into DIMENSIONS."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=DIMENSIONS, alternate_sign=False,
+                              norm=None, lowercase=True)
+    words = HashingVectorizer(analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
+    return chars, words
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:
     """One L2-normalised float32 row per text; an empty text embeds to the zero vector."""
-    matrix = _CHARS.transform(texts) + 2.0 * _WORDS.transform(texts)
+    from sklearn.preprocessing import normalize
+
+    chars, words = _vectorizers()
+    matrix = chars.transform(texts) + 2.0 * words.transform(texts)
     return normalize(matrix, norm="l2").toarray().astype(np.float32)
 
 
@@ -30,6 +43,8 @@ class VectorIndex:
     """Exact cosine search over a small corpus (error-tree leaves, knowledge chunks)."""
 
     def __init__(self, texts: Sequence[str]):
+        import faiss
+
         self.size = len(texts)
         self._index = faiss.IndexFlatIP(DIMENSIONS)
         if texts:

@@ -1,18 +1,77 @@
-"""Shared helpers for check operators."""
+"""The skeleton every check shares, written once: registration, gathering findings, coverage.
+
+A check body is a generator over the workspace: it yields its findings, and what it looked at is
+either declared with the check (`looked_at`, when it is always the same) or returned by the body as
+a `Coverage` (when it depends on what the body read, or the body could not see everything).
+`@check` registers the body as a tasker operator of the checks category and turns it into the
+Observation the crew records, with the check's own name as the findings' source, so a body holds
+only its judgement.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
-from dbcrew.models import Finding, Severity
-from operators.registry import Observation
+from dbcrew.models import Finding, Role, Severity
+from dbcrew.vocabulary import Category, FindingCode
+from operators.registry import Observation, OperatorContext, operator
 
 
-def observe(source: str, findings: list[Finding], looked_at: str) -> Observation:
+@dataclass(frozen=True)
+class Coverage:
+    """What a check judged (for its summary) and what it could not see (coverage says 'ran, partial')."""
+
+    looked_at: str
+    partial: str = ""
+
+
+Judgement = Generator[Finding, None, Coverage | None]
+CheckBody = Callable[[OperatorContext], Judgement]
+Check = Callable[[OperatorContext], Observation]
+
+
+def check(
+    *, needs: tuple[str, ...], codes: tuple[FindingCode, ...], uses: tuple[str, ...] = (), looked_at: str = "",
+) -> Callable[[CheckBody], Check]:
+    """Register `body` as the check operator of its name; its docstring is what the planner reads.
+
+    `needs` are the workspace tables it cannot run without, `uses` those it reads when the plan
+    has them, `codes` the finding codes it can emit, `looked_at` its coverage when the body
+    returns none.
+    """
+
+    def register(body: CheckBody) -> Check:
+        def run(ctx: OperatorContext) -> Observation:
+            findings, coverage = _gather(body(ctx))
+            if coverage is None:
+                if not looked_at:
+                    raise TypeError(f"check {body.__name__} returned no coverage and declares no looked_at")
+                coverage = Coverage(looked_at)
+            return _observe(body.__name__, findings, coverage)
+
+        run.__name__, run.__qualname__, run.__doc__, run.__module__ = body.__name__, body.__qualname__, body.__doc__, body.__module__
+        return operator(role=Role.TASKER, category=Category.CHECKS, needs=needs, uses=uses, checks=codes)(run)
+
+    return register
+
+
+def _gather(judgement: Judgement) -> tuple[list[Finding], Coverage | None]:
+    findings = []
+    while True:
+        try:
+            findings.append(next(judgement))
+        except StopIteration as done:
+            return findings, done.value
+
+
+def _observe(source: str, findings: list[Finding], coverage: Coverage) -> Observation:
     problems = sum(1 for f in findings if f.is_problem)
     return Observation(
-        summary=f"{source}: {len(findings)} findings ({problems} problems) over {looked_at}",
+        summary=f"{source}: {len(findings)} findings ({problems} problems) over {coverage.looked_at}",
         findings=[f.model_copy(update={"source": source}) for f in findings],
+        partial=coverage.partial,
     )
 
 

@@ -13,9 +13,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe, rounded, severity_for
-from operators.registry import Observation, OperatorContext, operator
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
+from operators.registry import OperatorContext
 from operators.sql import qualified
 
 BLOCK = 8192
@@ -70,12 +71,12 @@ def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | Non
     return severity_for(ratio, t.bloat_warning_ratio, t.bloat_critical_ratio)
 
 
-def _bloat_finding(ctx: OperatorContext, code: str, row: dict[str, Any], name: str, est: Estimate) -> Finding | None:
+def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: dict[str, Any], name: str, est: Estimate) -> Finding | None:
     ratio = est.ratio(row["relpages"])
     severity = _severity(ctx, ratio, est.wasted_bytes)
     if severity is None:
         return None
-    kind = "Table" if code == "table_bloat" else "Index"
+    kind = "Table" if code == FindingCode.TABLE_BLOAT else "Index"
     return Finding(
         code=code, severity=severity, object=qualified(row["schemaname"], name),
         title=f"{kind} {name} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
@@ -85,30 +86,29 @@ def _bloat_finding(ctx: OperatorContext, code: str, row: dict[str, Any], name: s
     )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_widths", "index_widths"), checks=("table_bloat", "index_bloat"))
-def check_bloat(ctx: OperatorContext) -> Observation:
+@check(needs=("table_widths", "index_widths"), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT))
+def check_bloat(ctx: OperatorContext) -> Judgement:
     """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
     tables = ctx.workspace.query("SELECT * FROM table_widths")
     indexes = ctx.workspace.query("SELECT * FROM index_widths")
-    findings = []
     for row in filter(_complete, tables):
         est = estimate_table(row["relpages"], row["reltuples"], row["data_width"], row["columns"], row["has_nulls"], row["fillfactor"])
-        finding = _bloat_finding(ctx, "table_bloat", row, row["relname"], est)
+        finding = _bloat_finding(ctx, FindingCode.TABLE_BLOAT, row, row["relname"], est)
         if finding:
-            findings.append(finding.model_copy(update={
+            yield finding.model_copy(update={
                 "recommendation": "Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
-            }))
+            })
     for row in filter(_complete, indexes):
         est = estimate_btree(row["relpages"], row["reltuples"], row["data_width"], row["fillfactor"])
-        finding = _bloat_finding(ctx, "index_bloat", row, row["indexrelname"], est)
+        finding = _bloat_finding(ctx, FindingCode.INDEX_BLOAT, row, row["indexrelname"], est)
         if finding:
-            findings.append(finding.model_copy(update={
+            yield finding.model_copy(update={
                 "recommendation": "Rebuild it without blocking writes.",
                 "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
-            }))
+            })
     partial = sum(not _complete(r) for r in tables) + sum(not _complete(r) for r in indexes)
-    obs = observe("check_bloat", findings, f"{len(tables)} tables and {len(indexes)} indexes")
+    looked_at = f"{len(tables)} tables and {len(indexes)} indexes"
     if partial:
-        obs = obs.model_copy(update={"partial": f"{partial} relations not estimated (never analyzed, or columns hidden from"
-                                                f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)"})
-    return obs
+        return Coverage(looked_at, f"{partial} relations not estimated (never analyzed, or columns hidden from"
+                                   f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)")
+    return Coverage(looked_at)

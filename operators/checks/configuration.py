@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check
 from operators.checks.database import judged_hit_ratio, requested_checkpoint_share
-from operators.registry import Observation, OperatorContext, operator
+from operators.registry import OperatorContext
 
 KB = 1024
 MB = 1024 * KB
@@ -126,7 +127,7 @@ def _finding(advice: Advice, source: str) -> Finding:
     severity = Severity.WARNING if advice.hazard or advice.symptom else Severity.INFO
     because = f" ({advice.symptom})" if advice.symptom else ""
     return Finding(
-        code="setting_suboptimal", severity=severity, object=advice.setting,
+        code=FindingCode.SETTING_SUBOPTIMAL, severity=severity, object=advice.setting,
         title=f"{advice.setting} = {advice.current}: advised {advice.advised}{because}",
         evidence={"current": advice.current, "advised": advice.advised, "why": advice.why, "symptom": advice.symptom,
                   "machine": source},
@@ -136,9 +137,8 @@ def _finding(advice: Advice, source: str) -> Finding:
     )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("settings", "machine"), uses=("database_stats", "checkpointer"),
-          checks=("setting_suboptimal",))
-def check_settings(ctx: OperatorContext) -> Observation:
+@check(needs=("settings", "machine"), uses=("database_stats", "checkpointer"), codes=(FindingCode.SETTING_SUBOPTIMAL,))
+def check_settings(ctx: OperatorContext) -> Judgement:
     """Memory, checkpoint, work_mem, random_page_cost and autovacuum settings against pgtune-style advice."""
     settings = {r["name"]: r for r in ctx.workspace.query("SELECT name, setting, unit FROM settings")}
     machine = ctx.workspace.query("SELECT * FROM machine")[0]
@@ -148,12 +148,11 @@ def check_settings(ctx: OperatorContext) -> Observation:
     if memory:
         advice.extend(_sizing(settings, memory, symptoms))
     seen: set[str] = set()
-    findings = []
     for item in sorted(advice, key=lambda a: not (a.hazard or a.symptom)):  # a hazard wins over plain sizing advice
         if item.setting not in seen:
             seen.add(item.setting)
-            findings.append(_finding(item, machine["source"]))
-    obs = observe("check_settings", findings, f"{len(settings)} settings, machine {machine['source']}")
+            yield _finding(item, machine["source"])
+    looked_at = f"{len(settings)} settings, machine {machine['source']}"
     if not memory:
-        obs = obs.model_copy(update={"partial": "machine size unknown: memory-sized advice not given (declare it in settings.machine)"})
-    return obs
+        return Coverage(looked_at, "machine size unknown: memory-sized advice not given (declare it in settings.machine)")
+    return Coverage(looked_at)

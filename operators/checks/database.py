@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dbcrew.models import Finding, Role, Severity
+from dbcrew.models import Finding, Severity
 from dbcrew.settings import Thresholds
-from operators.checks.base import observe, rounded, severity_for
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
 from operators.checks.horizon import horizon_holders
-from operators.registry import Observation, OperatorContext, operator
+from operators.registry import OperatorContext
 from operators.sql import qualified, quote_ident
 
 XID_LIMIT = 2**31
@@ -27,119 +28,110 @@ def requested_checkpoint_share(timed: int | None, requested: int | None, t: Thre
     return share if share > t.checkpoints_requested_ratio else None
 
 
-@operator(role=Role.TASKER, category="checks", needs=("database_stats",), checks=("cache_hit_ratio_low",))
-def check_cache_hit_ratio(ctx: OperatorContext) -> Observation:
+@check(needs=("database_stats",), codes=(FindingCode.CACHE_HIT_RATIO_LOW,), looked_at="pg_stat_database deltas")
+def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals)."""
     t = ctx.settings.thresholds
-    findings = []
     for row in ctx.workspace.query("SELECT datname, blks_hit_delta AS hit, blks_read_delta AS read FROM database_stats"):
         ratio = judged_hit_ratio(row["hit"], row["read"], t)
         if ratio is None:
             continue
         severity = severity_for(ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False)
         if severity:
-            findings.append(Finding(
-                code="cache_hit_ratio_low", severity=severity, object="database",
+            yield Finding(
+                code=FindingCode.CACHE_HIT_RATIO_LOW, severity=severity, object="database",
                 title=f"Cache hit ratio {ratio:.1%} over the window (threshold {t.cache_hit_ratio_warning:.0%})",
                 evidence=rounded({"ratio": ratio, "blocks_hit": row["hit"], "blocks_read": row["read"]}),
                 recommendation="Raise shared_buffers if memory allows, or find the statements reading most blocks from disk.",
-            ))
-    return observe("check_cache_hit_ratio", findings, "pg_stat_database deltas")
+            )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("checkpointer",), checks=("checkpoints_too_frequent",))
-def check_checkpoints(ctx: OperatorContext) -> Observation:
+@check(needs=("checkpointer",), codes=(FindingCode.CHECKPOINTS_TOO_FREQUENT,), looked_at="checkpointer counters")
+def check_checkpoints(ctx: OperatorContext) -> Judgement:
     """Requested (WAL-triggered) checkpoints dominating timed ones since the statistics began."""
     t = ctx.settings.thresholds
-    findings = []
     for row in ctx.workspace.query("SELECT timed, requested FROM checkpointer"):
         share = requested_checkpoint_share(row["timed"], row["requested"], t)
         if share is not None:
             total = (row["timed"] or 0) + (row["requested"] or 0)
-            findings.append(Finding(
-                code="checkpoints_too_frequent", severity=Severity.WARNING, object="max_wal_size",
+            yield Finding(
+                code=FindingCode.CHECKPOINTS_TOO_FREQUENT, severity=Severity.WARNING, object="max_wal_size",
                 title=f"{share:.0%} of {total} checkpoints were requested by WAL volume, not by time",
                 evidence={"timed": row["timed"], "requested": row["requested"]},
                 recommendation="Raise max_wal_size so checkpoints follow checkpoint_timeout.",
-            ))
-    return observe("check_checkpoints", findings, "checkpointer counters")
+            )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("database_stats",), checks=("temp_files_spill",))
-def check_temp_files(ctx: OperatorContext) -> Observation:
+@check(needs=("database_stats",), codes=(FindingCode.TEMP_FILES_SPILL,), looked_at="pg_stat_database deltas")
+def check_temp_files(ctx: OperatorContext) -> Judgement:
     """Temporary files written during the window: sorts and hashes spilling past work_mem."""
     t = ctx.settings.thresholds
-    findings = []
     for row in ctx.workspace.query("SELECT temp_files_delta AS files, temp_bytes_delta AS bytes FROM database_stats"):
         if row["files"] > 0:
-            findings.append(Finding(
-                code="temp_files_spill", severity=Severity.WARNING if row["bytes"] >= t.temp_spill_warning_bytes else Severity.INFO,
+            yield Finding(
+                code=FindingCode.TEMP_FILES_SPILL, severity=Severity.WARNING if row["bytes"] >= t.temp_spill_warning_bytes else Severity.INFO,
                 object="work_mem",
                 title=f"{int(row['files'])} temporary files ({row['bytes'] / 2**20:.1f} MiB) written in the window",
                 evidence={"temp_files": row["files"], "temp_bytes": row["bytes"]},
                 recommendation="Find the spilling statements (temp_blks_written in pg_stat_statements); raise work_mem for them.",
-            ))
-    return observe("check_temp_files", findings, "pg_stat_database deltas")
+            )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("wraparound",), uses=("xmin_horizon",),
-          checks=("xid_wraparound_risk", "mxid_wraparound_risk"))
-def check_wraparound(ctx: OperatorContext) -> Observation:
+@check(needs=("wraparound",), uses=("xmin_horizon",), codes=(FindingCode.XID_WRAPAROUND_RISK, FindingCode.MXID_WRAPAROUND_RISK),
+       looked_at="datfrozenxid and relfrozenxid ages")
+def check_wraparound(ctx: OperatorContext) -> Judgement:
     """Transaction-ID and multixact-ID ages of every database and the oldest tables.
 
     An XID age finding names who holds the xmin horizon: freezing cannot make a table younger
     than the oldest xmin still held (a database's catalogs also wait for logical slots).
     """
     t = ctx.settings.thresholds
-    findings = []
     holding_tables = horizon_holders(ctx, database=None, catalogs=False)
     for row in ctx.workspace.query("SELECT scope, name, xid_age, mxid_age FROM wraparound"):
         table = row["scope"] == "table"
         holding = holding_tables if table else horizon_holders(ctx, database=row["name"], catalogs=True)
-        limits = (("xid_wraparound_risk", row["xid_age"], t.xid_warning_age, t.xid_critical_age),
-                  ("mxid_wraparound_risk", row["mxid_age"], t.mxid_warning_age, t.mxid_critical_age))
+        limits = ((FindingCode.XID_WRAPAROUND_RISK, row["xid_age"], t.xid_warning_age, t.xid_critical_age),
+                  (FindingCode.MXID_WRAPAROUND_RISK, row["mxid_age"], t.mxid_warning_age, t.mxid_critical_age))
         for code, age, warning, critical in limits:
             severity = severity_for(float(age or 0), warning, critical)
             if not severity:
                 continue
             evidence = {"scope": row["scope"], "name": row["name"], "age": age}
             recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
-            if code == "xid_wraparound_risk" and holding:
+            if code == FindingCode.XID_WRAPAROUND_RISK and holding:
                 evidence["horizon_held_by"] = holding
                 recommendation = (f"End or drop what holds the xmin horizon, oldest first ({holding[0]['holder']}, see the evidence),"
                                   " then run VACUUM (FREEZE): it cannot freeze past an xmin still held.")
-            findings.append(Finding(
+            yield Finding(
                 code=code, severity=severity, object=row["name"] if table else f"database {row['name']}",
                 title=f"{code.split('_')[0]} age {age:,} of {row['scope']} {row['name']} ({age / XID_LIMIT:.0%} of the limit)",
                 evidence=evidence, recommendation=recommendation,
                 fix_sql=f"VACUUM (FREEZE, VERBOSE) {row['name']};" if table else None,
-            ))
-    return observe("check_wraparound", findings, "datfrozenxid and relfrozenxid ages")
+            )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("sequences",), checks=("sequence_exhaustion",))
-def check_sequences(ctx: OperatorContext) -> Observation:
+@check(needs=("sequences",), codes=(FindingCode.SEQUENCE_EXHAUSTION,))
+def check_sequences(ctx: OperatorContext) -> Judgement:
     """Sequences close to the maximum of their type (last_value is null when the role cannot read it)."""
     t = ctx.settings.thresholds
-    findings = []
     rows = ctx.workspace.query("SELECT * FROM sequences WHERE last_value IS NOT NULL AND max_value > 0")
     for row in rows:
         used = row["last_value"] / row["max_value"]
         severity = severity_for(used, t.sequence_warning_ratio, t.sequence_critical_ratio)
         if severity:
             name = qualified(row['schemaname'], row['sequencename'])
-            findings.append(Finding(
-                code="sequence_exhaustion", severity=severity, object=name,
+            yield Finding(
+                code=FindingCode.SEQUENCE_EXHAUSTION, severity=severity, object=name,
                 title=f"Sequence {name} has used {used:.0%} of its {row['column_type'] or row['data_type']} range",
                 evidence=rounded({"last_value": row["last_value"], "max_value": row["max_value"], "used": used,
                                   "column_type": row["column_type"]}),
                 recommendation="Widen the sequence and the columns it feeds to bigint before it runs out.",
                 fix_sql=f"ALTER SEQUENCE {quote_ident(row['schemaname'])}.{quote_ident(row['sequencename'])} AS bigint;",
-            ))
-    obs = observe("check_sequences", findings, f"{len(rows)} readable sequences")
+            )
+    looked_at = f"{len(rows)} readable sequences"
     hidden = ctx.workspace.query("SELECT schemaname, sequencename FROM sequences WHERE last_value IS NULL AND NOT never_used")
     if hidden:
         schemas = sorted({r["schemaname"] for r in hidden})
         grants = " ".join(f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};" for s in schemas)
-        obs = obs.model_copy(update={"partial": f"{len(hidden)} sequences unreadable by this role ({grants})"})
-    return obs
+        return Coverage(looked_at, f"{len(hidden)} sequences unreadable by this role ({grants})")
+    return Coverage(looked_at)

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe, rounded
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded
 from operators.predicates import filter_columns
-from operators.registry import Observation, OperatorContext, operator
-from operators.sql import qualified, quote_ident
+from operators.registry import OperatorContext
+from operators.sql import name_list, qualified, quote_ident
 
 DAY = 86_400.0
 
 
 def _key_columns(row: dict[str, Any]) -> list[str]:
-    return (row["column_names"] or "").split(",") if row["column_names"] else []
+    return name_list(row["column_names"])
 
 
 def _stats_age_seconds(ctx: OperatorContext) -> float:
@@ -23,8 +24,8 @@ def _stats_age_seconds(ctx: OperatorContext) -> float:
     return float(rows[0]["stats_age_seconds"]) if rows else 0.0
 
 
-@operator(role=Role.TASKER, category="checks", needs=("index_stats", "database_stats"), checks=("index_unused",))
-def check_unused_indexes(ctx: OperatorContext) -> Observation:
+@check(needs=("index_stats", "database_stats"), codes=(FindingCode.INDEX_UNUSED,))
+def check_unused_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes never scanned since the statistics began, excluding those backing constraints.
 
     The verdict depends on how old the statistics are: younger than the threshold, it is info only.
@@ -32,15 +33,14 @@ def check_unused_indexes(ctx: OperatorContext) -> Observation:
     t = ctx.settings.thresholds
     age = _stats_age_seconds(ctx)
     mature = age >= t.unused_index_min_stats_age_days * DAY
-    findings = []
     rows = ctx.workspace.query(
         "SELECT * FROM index_stats WHERE idx_scan = 0 AND NOT indisunique AND NOT indisprimary"
         " AND NOT backs_constraint AND indisvalid AND index_bytes >= ?",
         [t.unused_index_min_bytes],
     )
     for row in rows:
-        findings.append(Finding(
-            code="index_unused", severity=Severity.WARNING if mature else Severity.INFO,
+        yield Finding(
+            code=FindingCode.INDEX_UNUSED, severity=Severity.WARNING if mature else Severity.INFO,
             object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} has not been scanned in {age / DAY:.1f} days of statistics",
             evidence={"idx_scan": row["idx_scan"], "index_bytes": row["index_bytes"], "stats_age_days": round(age / DAY, 2)},
@@ -48,8 +48,8 @@ def check_unused_indexes(ctx: OperatorContext) -> Observation:
             + ("" if mature else " Statistics are too young for a verdict."),
             fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};" if mature else None,
             confidence=0.8 if mature else 0.3,
-        ))
-    return observe("check_unused_indexes", findings, f"{len(rows)} never-scanned indexes")
+        )
+    return Coverage(f"{len(rows)} never-scanned indexes")
 
 
 def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -95,8 +95,8 @@ def find_duplicates(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], di
     return pairs
 
 
-@operator(role=Role.TASKER, category="checks", needs=("index_stats",), uses=("index_hide_effects",), checks=("index_duplicate",))
-def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
+@check(needs=("index_stats",), uses=("index_hide_effects",), codes=(FindingCode.INDEX_DUPLICATE,))
+def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes equal to, or a leading prefix of, another index with the same method, opclasses and predicate.
 
     When hypopg could hide the index, the evidence says what that did to the plans of the
@@ -106,7 +106,6 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
     effects = {}
     if ctx.workspace.has("index_hide_effects"):
         effects = {r["indexrelid"]: r for r in ctx.workspace.query("SELECT * FROM index_hide_effects")}
-    findings = []
     for redundant, keeper in find_duplicates(rows):
         cols, kcols = _key_columns(redundant), _key_columns(keeper)
         name = qualified(redundant['schemaname'], redundant['indexrelname'])
@@ -114,62 +113,58 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Observation:
         effect = effects.get(redundant["indexrelid"])
         if effect is not None:
             evidence["if_dropped"] = effect["summary"]
-        findings.append(Finding(
-            code="index_duplicate", severity=Severity.WARNING, object=name,
+        yield Finding(
+            code=FindingCode.INDEX_DUPLICATE, severity=Severity.WARNING, object=name,
             title=f"Index {redundant['indexrelname']} ({', '.join(cols)}) is covered by {keeper['indexrelname']} ({', '.join(kcols)})",
             evidence=evidence,
             recommendation=f"Drop it; {keeper['indexrelname']} serves the same lookups.",
             fix_sql=f"DROP INDEX CONCURRENTLY {qualified(redundant['schemaname'], redundant['indexrelname'])};",
-        ))
-    return observe("check_duplicate_indexes", findings, f"{len(rows)} valid indexes")
+        )
+    return Coverage(f"{len(rows)} valid indexes")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("index_stats",), checks=("index_invalid",))
-def check_invalid_indexes(ctx: OperatorContext) -> Observation:
+@check(needs=("index_stats",), codes=(FindingCode.INDEX_INVALID,), looked_at="index validity flags")
+def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes left invalid by a failed CREATE INDEX CONCURRENTLY: they cost writes and serve no reads."""
-    findings = []
     for row in ctx.workspace.query("SELECT * FROM index_stats WHERE NOT indisvalid"):
-        findings.append(Finding(
-            code="index_invalid", severity=Severity.WARNING, object=qualified(row['schemaname'], row['indexrelname']),
+        yield Finding(
+            code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} is invalid",
             evidence={"index": row["indexdef"]},
             recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
             fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
-        ))
-    return observe("check_invalid_indexes", findings, "index validity flags")
+        )
 
 
-@operator(role=Role.TASKER, category="checks", needs=("foreign_keys", "index_stats"), checks=("fk_without_index",))
-def check_fk_without_index(ctx: OperatorContext) -> Observation:
+@check(needs=("foreign_keys", "index_stats"), codes=(FindingCode.FK_WITHOUT_INDEX,))
+def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     """Foreign keys whose referencing columns are not the leading columns of any valid index."""
     leading: dict[int, list[list[str]]] = defaultdict(list)
     for row in ctx.workspace.query("SELECT relid, column_names FROM index_stats WHERE indisvalid AND predicate = ''"):
         leading[row["relid"]].append(_key_columns(row))
-    findings = []
     fks = ctx.workspace.query("SELECT * FROM foreign_keys")
     for fk in fks:
-        cols = fk["column_names"].split(",")
+        cols = name_list(fk["column_names"])
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):
             continue
         obj = qualified(fk['schemaname'], fk['relname']) + f"({', '.join(quote_ident(c) for c in cols)})"
-        findings.append(Finding(
-            code="fk_without_index", severity=Severity.WARNING, object=obj,
+        yield Finding(
+            code=FindingCode.FK_WITHOUT_INDEX, severity=Severity.WARNING, object=obj,
             title=f"Foreign key {fk['conname']} -> {fk['referenced']} has no index on its columns",
             evidence={"constraint": fk["conname"], "columns": cols, "references": fk["referenced"]},
             recommendation="Index the referencing columns: deletes and key updates on the referenced table scan this one otherwise.",
             fix_sql=f"CREATE INDEX CONCURRENTLY ON {qualified(fk['schemaname'], fk['relname'])} ({', '.join(quote_ident(c) for c in cols)});",
-        ))
-    return observe("check_fk_without_index", findings, f"{len(fks)} foreign keys")
+        )
+    return Coverage(f"{len(fks)} foreign keys")
 
 
-def _proven(ctx: OperatorContext) -> Observation:
+def _proven(ctx: OperatorContext) -> Judgement:
     """Findings from the hypothetical-index advice: only indexes the planner showed it would use."""
-    findings = []
     rows = ctx.workspace.query("SELECT * FROM index_advice ORDER BY total_ms DESC")
     for row in rows:
-        columns = row["columns"].split(",")
-        findings.append(Finding(
-            code="index_missing", severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']) + f"({', '.join(quote_ident(c) for c in columns)})",
+        columns = name_list(row["columns"])
+        yield Finding(
+            code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']) + f"({', '.join(quote_ident(c) for c in columns)})",
             title=f"An index on {row['relname']}({', '.join(columns)}) cuts the plan cost of {row['statements']} statement(s) by {row['saving']:.0%}",
             evidence=rounded({"query": row["query"], "calls": row["calls"], "total_ms": row["total_ms"], "proposed_index": row["ddl"],
                               "cost_before": row["cost_before"], "cost_after": row["cost_after"], "saving": row["saving"],
@@ -177,21 +172,20 @@ def _proven(ctx: OperatorContext) -> Observation:
             recommendation="Create the index; the planner uses it for these statements (hypothetical-index proof).",
             fix_sql=row["ddl"],
             confidence=0.9,
-        ))
-    return observe("check_missing_indexes", findings, f"{len(rows)} hypopg-proven suggestions")
+        )
+    return Coverage(f"{len(rows)} hypopg-proven suggestions")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), uses=("statements", "index_advice"),
-          checks=("index_missing",))
-def check_missing_indexes(ctx: OperatorContext) -> Observation:
+@check(needs=("table_stats", "index_stats"), uses=("statements", "index_advice"), codes=(FindingCode.INDEX_MISSING,))
+def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
 
     The heuristic: large tables read mostly by sequential scans, the column from the filters of
     their statements (lower confidence); without pg_stat_statements it names only the table.
     """
-    if ctx.workspace.has("index_advice"):
-        return _proven(ctx)
     t = ctx.settings.thresholds
+    if ctx.workspace.has("index_advice"):
+        return (yield from _proven(ctx))
     tables = ctx.workspace.query(
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
         " AND seq_tup_read > idx_tup_fetch",
@@ -203,7 +197,6 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
     statements = ctx.workspace.query("SELECT query, calls, total_exec_time FROM statements ORDER BY total_exec_time DESC LIMIT 200") if ctx.workspace.has("statements") else []
     # Each statement is parsed once, whatever the number of tables.
     parsed = [(stmt, filter_columns(stmt["query"])) for stmt in statements] if tables else []
-    findings = []
     for table in tables:
         candidates: dict[str, dict[str, Any]] = {}
         for stmt, columns in parsed:
@@ -222,8 +215,8 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
         name = qualified(table["schemaname"], table["relname"])
         if candidates:
             column, usage = max(candidates.items(), key=lambda kv: kv[1]["total_ms"])
-            findings.append(Finding(
-                code="index_missing", severity=Severity.WARNING,
+            yield Finding(
+                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING,
                 object=f"{name}({quote_ident(column)})",
                 title=f"{table['relname']} is scanned sequentially for filters on {column}",
                 evidence={**evidence, "query": usage["query"], "calls": usage["calls"], "total_ms": round(usage["total_ms"], 1),
@@ -231,27 +224,26 @@ def check_missing_indexes(ctx: OperatorContext) -> Observation:
                 recommendation=f"Create an index on {table['relname']}({column}); measure the plan before and after.",
                 fix_sql=f"CREATE INDEX CONCURRENTLY ON {name} ({quote_ident(column)});",
                 confidence=0.7,
-            ))
+            )
         else:
-            findings.append(Finding(
-                code="index_missing", severity=Severity.WARNING, object=name,
+            yield Finding(
+                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
                 title=f"{table['relname']} is read mostly by sequential scans of about {evidence['rows_per_seq_scan']:.0f} rows",
                 evidence=evidence,
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
                 confidence=0.4,
-            ))
-    obs = observe("check_missing_indexes", findings, f"{len(tables)} sequentially scanned large tables")
-    return obs.model_copy(update={"partial": "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes"})
+            )
+    return Coverage(f"{len(tables)} sequentially scanned large tables",
+                    "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats", "index_stats"), checks=("indexes_too_many",))
-def check_index_count(ctx: OperatorContext) -> Observation:
+@check(needs=("table_stats", "index_stats"), codes=(FindingCode.INDEXES_TOO_MANY,))
+def check_index_count(ctx: OperatorContext) -> Judgement:
     """Write-heavy tables carrying many indexes: every insert and non-HOT update writes each of them."""
     t = ctx.settings.thresholds
     counts = {r["relid"]: r for r in ctx.workspace.query(
         "SELECT relid, count(*) AS indexes, sum(idx_scan) AS scans, list(indexrelname ORDER BY idx_scan) AS names"
         " FROM index_stats GROUP BY relid HAVING count(*) >= ?", [t.indexes_too_many])}
-    findings = []
     for table in ctx.workspace.query("SELECT * FROM table_stats"):
         heavy = counts.get(table["relid"])
         if heavy is None:
@@ -261,12 +253,12 @@ def check_index_count(ctx: OperatorContext) -> Observation:
         share = writes / max(writes + reads, 1)
         if share < t.indexes_too_many_write_share:
             continue
-        findings.append(Finding(
-            code="indexes_too_many", severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
+        yield Finding(
+            code=FindingCode.INDEXES_TOO_MANY, severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
             title=f"{table['relname']} carries {heavy['indexes']} indexes and is written far more than read ({share:.0%} writes)",
             evidence=rounded({"indexes": heavy["indexes"], "row_writes": writes, "scans": reads, "write_share": share,
                               "least_used": heavy["names"][:3]}),
             recommendation="Drop the least-used indexes (the unused and duplicate findings name candidates); each one slows every write.",
             confidence=0.6,
-        ))
-    return observe("check_index_count", findings, f"{len(counts)} tables with {t.indexes_too_many}+ indexes")
+        )
+    return Coverage(f"{len(counts)} tables with {t.indexes_too_many}+ indexes")

@@ -2,46 +2,45 @@
 
 from __future__ import annotations
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe, rounded, severity_for
-from operators.registry import Observation, OperatorContext, operator
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
+from operators.registry import OperatorContext
 from operators.sql import quote_ident, quote_literal
 
 
-@operator(role=Role.TASKER, category="checks", needs=("replication",), checks=("replication_lag",))
-def check_replication_lag(ctx: OperatorContext) -> Observation:
+@check(needs=("replication",), codes=(FindingCode.REPLICATION_LAG,))
+def check_replication_lag(ctx: OperatorContext) -> Judgement:
     """Standbys behind by more WAL bytes or replay seconds than the thresholds (worse of the two wins)."""
     t = ctx.settings.thresholds
-    findings = []
     rows = ctx.workspace.query("SELECT * FROM replication")
     for row in rows:
         by_bytes = severity_for(row["lag_bytes"] or 0.0, t.replication_lag_warning_bytes, t.replication_lag_critical_bytes)
         by_time = severity_for(row["lag_seconds"] or 0.0, t.replication_lag_warning_seconds, t.replication_lag_critical_seconds)
         severity = Severity.CRITICAL if Severity.CRITICAL in (by_bytes, by_time) else (by_bytes or by_time)
         if severity:
-            findings.append(Finding(
-                code="replication_lag", severity=severity, object=f"replica {row['name']}",
+            yield Finding(
+                code=FindingCode.REPLICATION_LAG, severity=severity, object=f"replica {row['name']}",
                 title=f"Replica {row['name']} is {(row['lag_bytes'] or 0) / 2**20:.1f} MiB of WAL behind",
                 evidence=rounded({"scope": row["scope"], "state": row["state"], "lag_bytes": row["lag_bytes"],
                                   "lag_seconds": row["lag_seconds"]}),
                 recommendation="Check the replica's replay (paused? long queries with max_standby_streaming_delay? I/O) and its network.",
-            ))
-    return observe("check_replication_lag", findings, f"{len(rows)} replication streams")
+            )
+    return Coverage(f"{len(rows)} replication streams")
 
 
-@operator(role=Role.TASKER, category="checks", needs=("replication_slots",), checks=("replication_slot_inactive",))
-def check_replication_slots(ctx: OperatorContext) -> Observation:
+@check(needs=("replication_slots",), codes=(FindingCode.REPLICATION_SLOT_INACTIVE,))
+def check_replication_slots(ctx: OperatorContext) -> Judgement:
     """Inactive replication slots: they keep WAL (and, for logical slots, the catalog xmin) forever."""
     t = ctx.settings.thresholds
-    findings = []
     rows = ctx.workspace.query("SELECT * FROM replication_slots")
     for row in rows:
         if row["active"]:
             continue
         retained = row["retained_bytes"] or 0.0
         lost = row["wal_status"] in ("unreserved", "lost")
-        findings.append(Finding(
-            code="replication_slot_inactive",
+        yield Finding(
+            code=FindingCode.REPLICATION_SLOT_INACTIVE,
             severity=Severity.CRITICAL if lost or retained >= t.slot_retained_critical_bytes else Severity.WARNING,
             object=f"slot {quote_ident(row['slot_name'])}",
             title=f"Replication slot {row['slot_name']} ({row['slot_type']}) is inactive, retaining {retained / 2**20:.1f} MiB of WAL",
@@ -49,5 +48,5 @@ def check_replication_slots(ctx: OperatorContext) -> Observation:
                               "retained_bytes": retained}),
             recommendation="Reconnect its consumer, or drop the slot if the consumer is gone for good.",
             fix_sql=f"SELECT pg_drop_replication_slot({quote_literal(row['slot_name'])});",
-        ))
-    return observe("check_replication_slots", findings, f"{len(rows)} replication slots")
+        )
+    return Coverage(f"{len(rows)} replication slots")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe, rounded
-from operators.registry import Observation, OperatorContext, operator
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded
+from operators.registry import OperatorContext
 
 TOP = 5
 MAX_REPORTED = 25
 
 
-@operator(role=Role.TASKER, category="checks", needs=("statements",), checks=("slow_query",))
-def check_slow_queries(ctx: OperatorContext) -> Observation:
+@check(needs=("statements",), codes=(FindingCode.SLOW_QUERY,))
+def check_slow_queries(ctx: OperatorContext) -> Judgement:
     """Top statements by total time; a warning when their mean time passes the threshold.
 
     Query texts are data from the target: they are quoted in evidence, never interpreted.
@@ -25,14 +26,13 @@ def check_slow_queries(ctx: OperatorContext) -> Observation:
         " WHERE rank <= ? OR (mean_ms >= ? AND calls >= ?) ORDER BY total_exec_time DESC LIMIT ?",
         [TOP, t.slow_query_mean_ms, t.slow_query_min_calls, MAX_REPORTED],
     )
-    findings = []
     for row in rows:
         slow = row["mean_ms"] >= t.slow_query_mean_ms and row["calls"] >= t.slow_query_min_calls
-        findings.append(Finding(
-            code="slow_query", severity=Severity.WARNING if slow else Severity.INFO, object=f"queryid:{row['queryid']}",
+        yield Finding(
+            code=FindingCode.SLOW_QUERY, severity=Severity.WARNING if slow else Severity.INFO, object=f"queryid:{row['queryid']}",
             title=f"Statement averaging {row['mean_ms']:.1f} ms over {row['calls']:,} calls",
             evidence=rounded({"query": row["query"], "calls": row["calls"], "mean_ms": row["mean_ms"],
                               "total_ms": row["total_exec_time"], "calls_in_window": row["calls_delta"]}),
             recommendation="Examine its plan (EXPLAIN) and the indexes on the tables it reads." if slow else "",
-        ))
-    return observe("check_slow_queries", findings, f"top {TOP} statements and those past the slow thresholds")
+        )
+    return Coverage(f"top {TOP} statements and those past the slow thresholds")

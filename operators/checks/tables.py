@@ -2,35 +2,34 @@
 
 from __future__ import annotations
 
-from dbcrew.models import Finding, Role, Severity
-from operators.checks.base import observe, rounded
+from dbcrew.models import Finding, Severity
+from dbcrew.vocabulary import FindingCode
+from operators.checks.base import Coverage, Judgement, check, rounded
 from operators.checks.horizon import horizon_holders
-from operators.registry import Observation, OperatorContext, operator
+from operators.registry import OperatorContext
 from operators.sql import qualified
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats",), checks=("table_without_primary_key",))
-def check_primary_keys(ctx: OperatorContext) -> Observation:
+@check(needs=("table_stats",), codes=(FindingCode.TABLE_WITHOUT_PRIMARY_KEY,), looked_at="table constraints")
+def check_primary_keys(ctx: OperatorContext) -> Judgement:
     """Ordinary tables with no primary key (logical replication and many tools need one)."""
-    findings = []
     rows = ctx.workspace.query("SELECT * FROM table_stats WHERE NOT has_primary_key AND relkind = 'r'")
     for row in rows:
-        findings.append(Finding(
-            code="table_without_primary_key", severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']),
+        yield Finding(
+            code=FindingCode.TABLE_WITHOUT_PRIMARY_KEY, severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']),
             title=f"Table {row['relname']} has no primary key",
             evidence={"n_live_tup": row["n_live_tup"]},
             recommendation="Add a primary key (an identity column if nothing natural is unique).",
-        ))
-    return observe("check_primary_keys", findings, "table constraints")
+        )
 
 
 def _autovacuum_off(reloptions: str | None) -> bool:
     return any(opt.strip().lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off") for opt in (reloptions or "").split(","))
 
 
-@operator(role=Role.TASKER, category="checks", needs=("table_stats", "settings"), uses=("xmin_horizon",),
-          checks=("dead_tuples_high", "autovacuum_disabled", "statistics_stale"))
-def check_vacuum_health(ctx: OperatorContext) -> Observation:
+@check(needs=("table_stats", "settings"), uses=("xmin_horizon",),
+       codes=(FindingCode.DEAD_TUPLES_HIGH, FindingCode.AUTOVACUUM_DISABLED, FindingCode.STATISTICS_STALE))
+def check_vacuum_health(ctx: OperatorContext) -> Judgement:
     """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale.
 
     Changes counted since an analyze are judged only once that analyze is `stale_min_age_seconds`
@@ -40,29 +39,28 @@ def check_vacuum_health(ctx: OperatorContext) -> Observation:
     statistics whatever that count says, and autovacuum analyzes changed tables on its next round.
     """
     t = ctx.settings.thresholds
-    findings = []
     holders = horizon_holders(ctx, database=None, catalogs=False)
     setting = ctx.workspace.query("SELECT setting FROM settings WHERE name = 'autovacuum'")
     if setting and setting[0]["setting"] == "off":
-        findings.append(Finding(
-            code="autovacuum_disabled", severity=Severity.CRITICAL, object="autovacuum",
+        yield Finding(
+            code=FindingCode.AUTOVACUUM_DISABLED, severity=Severity.CRITICAL, object="autovacuum",
             title="Autovacuum is off for the whole server",
             evidence={"autovacuum": "off"},
             recommendation="Turn autovacuum on: without it dead tuples pile up and transaction IDs wrap around.",
             fix_sql="ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();",
-        ))
+        )
     tables = ctx.workspace.query("SELECT * FROM table_stats")
     for row in tables:
         obj = qualified(row['schemaname'], row['relname'])
         name = qualified(row["schemaname"], row["relname"])
         if _autovacuum_off(row["reloptions"]):
-            findings.append(Finding(
-                code="autovacuum_disabled", severity=Severity.WARNING, object=obj,
+            yield Finding(
+                code=FindingCode.AUTOVACUUM_DISABLED, severity=Severity.WARNING, object=obj,
                 title=f"Autovacuum is disabled for {row['relname']}",
                 evidence={"reloptions": row["reloptions"]},
                 recommendation="Reset the storage parameter so autovacuum looks after this table again.",
                 fix_sql=f"ALTER TABLE {name} RESET (autovacuum_enabled);",
-            ))
+            )
         live, dead = row["n_live_tup"] or 0, row["n_dead_tup"] or 0
         ratio = dead / max(live + dead, 1)
         if dead >= t.dead_tuples_min and ratio >= t.dead_tuples_ratio:
@@ -72,22 +70,22 @@ def check_vacuum_health(ctx: OperatorContext) -> Observation:
             if holders:
                 evidence["horizon_held_by"] = holders
                 recommendation += f" Vacuum leaves every row deleted after the xmin {holders[0]['holder']} holds: end or drop it first."
-            findings.append(Finding(
-                code="dead_tuples_high", severity=Severity.CRITICAL if ratio >= 0.5 else Severity.WARNING, object=obj,
+            yield Finding(
+                code=FindingCode.DEAD_TUPLES_HIGH, severity=Severity.CRITICAL if ratio >= 0.5 else Severity.WARNING, object=obj,
                 title=f"{row['relname']} holds {dead:,} dead tuples ({ratio:.0%} of its rows)",
                 evidence=evidence, recommendation=recommendation, fix_sql=f"VACUUM (ANALYZE) {name};",
-            ))
+            )
         never = row["last_analyze"] is None and row["last_autoanalyze"] is None
         mods = row["n_mod_since_analyze"] or 0
         changed = (not never and row["analyzed_seconds_ago"] >= t.stale_min_age_seconds
                    and mods / max(live, 1) >= t.stale_mod_ratio)
         if live >= t.stale_min_rows and (never or changed):
-            findings.append(Finding(
-                code="statistics_stale", severity=Severity.WARNING, object=obj,
+            yield Finding(
+                code=FindingCode.STATISTICS_STALE, severity=Severity.WARNING, object=obj,
                 title=f"Statistics of {row['relname']} are " + ("missing (never analyzed)" if never else f"stale ({mods:,} rows changed since)"),
                 evidence=rounded({"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never,
                                   "analyzed_seconds_ago": row["analyzed_seconds_ago"]}),
                 recommendation="Analyze it; the planner is estimating from outdated statistics.",
                 fix_sql=f"ANALYZE {name};",
-            ))
-    return observe("check_vacuum_health", findings, f"{len(tables)} tables")
+            )
+    return Coverage(f"{len(tables)} tables")

@@ -12,6 +12,7 @@ import psutil
 from psycopg.conninfo import conninfo_to_dict
 
 from dbcrew.models import Role
+from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land
 
@@ -24,7 +25,7 @@ def target_is_local(dsn: str) -> bool:
     return all(h in LOCAL_HOSTS or h.startswith("/") for h in str(host).split(","))
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("machine",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("machine",))
 def collect_machine(ctx: OperatorContext) -> Observation:
     """Memory and CPUs of the target's machine: declared in settings, measured when the target is local, else unknown."""
     declared = ctx.settings.machine

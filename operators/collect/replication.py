@@ -8,6 +8,7 @@ standby has received more than it replayed.
 from __future__ import annotations
 
 from dbcrew.models import Role
+from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import fetch, land
 
@@ -35,7 +36,7 @@ FROM pg_replication_slots
 """
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("replication", "replication_slots"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots"))
 def collect_replication(ctx: OperatorContext) -> Observation:
     """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
     with ctx.target.session() as conn:

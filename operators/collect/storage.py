@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
+from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import fetch, land
 
@@ -64,7 +65,7 @@ class StorageParams(BaseModel):
     limit: int = Field(500, ge=1, le=10_000, description="largest relations estimated")
 
 
-@operator(role=Role.EXTRACTOR, category="collect", produces=("table_widths", "index_widths"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_widths", "index_widths"))
 def collect_relation_widths(ctx: OperatorContext, params: StorageParams) -> Observation:
     """Read pages, rows and column widths (pg_stats) of the largest tables and btree indexes, for bloat estimates."""
     args = {"min_pages": params.min_pages, "limit": params.limit}

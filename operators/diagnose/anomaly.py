@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.stats import ks_2samp
 
 from operators.diagnose.evidence import WindowEvidence
 
@@ -46,6 +45,10 @@ def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) ->
     """Metrics of `window` that left the baseline's range, strongest first; none without a baseline."""
     if baseline is None:
         return []
+    # scipy.stats costs a second of CPU to import: paid only by a diagnosis with a baseline, not by
+    # every review whose process imports the operator catalogue.
+    from scipy.stats import ks_2samp
+
     found = []
     for name, values in window.series.items():
         base = baseline.series.get(name)

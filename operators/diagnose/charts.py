@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dbcrew.models import Role  # noqa: E402
-from operators.diagnose.operators import FACTS_KEY, load_facts  # noqa: E402
-from operators.registry import Observation, OperatorContext, operator  # noqa: E402
+from dbcrew.models import Role
+from dbcrew.vocabulary import Category
+from operators.diagnose.steps import FACTS_KEY, load_facts
+from operators.figures import pyplot
+from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
 
 
-@operator(role=Role.PAINTER, category="diagnose", needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
+@operator(role=Role.PAINTER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
 def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
     record = load_facts(ctx)
@@ -26,6 +22,7 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     charts_dir.mkdir(parents=True, exist_ok=True)
     path = charts_dir / "abnormal_metrics.png"
     rows = (len(shown) + 1) // 2
+    plt = pyplot()
     fig, axes = plt.subplots(rows, 2, figsize=(10, 2.4 * rows), squeeze=False)
     try:
         step = record.window.interval

@@ -100,3 +100,10 @@ class WindowEvidence(BaseModel):
     @classmethod
     def load(cls, path: Path) -> WindowEvidence:
         return cls.model_validate_json(path.read_text())
+
+
+class Baseline(BaseModel):
+    """A quiet window to compare against, and where it came from (said in the report)."""
+
+    window: WindowEvidence
+    source: str = Field(description="e.g. 'the baseline file quiet.json' or 'the quiet window of health review <run>'")

@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.evidence import WindowEvidence
-from operators.diagnose.plans import StatementPlan
+from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
 
 
 class Candidate(BaseModel):
     """A cause one expert proposes, with how far its evidence exceeds the threshold (strength >= 1)."""
 
-    code: str
+    code: Cause
     expert: str
     strength: float
     evidence: dict[str, object] = Field(default_factory=dict)
@@ -83,7 +84,7 @@ def cpu_expert(facts: Facts) -> list[Candidate]:
     busy = w.mean("host.cpu_busy")
     need = CPU_SESSIONS_PER_CORE * w.cpu_count
     if on_cpu >= need and busy >= CPU_HOST_BUSY:
-        return [Candidate(code="cpu_contention", expert="cpu", strength=on_cpu / need,
+        return [Candidate(code=RootCauseCode.CPU_CONTENTION, expert="cpu", strength=on_cpu / need,
                           evidence={"runnable_sessions": round(on_cpu, 2), "cpu_cores": w.cpu_count, "host_cpu_busy_pct": round(busy, 1),
                                     "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2), "load1": round(w.mean("host.load1"), 2)},
                           indicators=["act.on_cpu", "host.cpu_busy", "host.load1", "pg.cpu_cores"])]
@@ -102,7 +103,7 @@ def memory_expert(facts: Facts) -> list[Candidate]:
                    swap / SWAP_MB_PER_S)
     if strength < 1.0:
         return []
-    return [Candidate(code="memory_pressure", expert="memory", strength=strength,
+    return [Candidate(code=RootCauseCode.MEMORY_PRESSURE, expert="memory", strength=strength,
                       evidence={"backend_private_memory_gb": round(private, 2), "memory_total_gb": round(total_gb, 1),
                                 "min_available_gb": round(available, 2), "swap_mb_per_s": round(swap, 2),
                                 "work_mem": w.settings.get("work_mem", "")},
@@ -123,7 +124,7 @@ def io_expert(facts: Facts) -> list[Candidate]:
     waiting = share * w.mean("act.active")
     iowait = w.mean("host.iowait")
     if share >= IO_WAIT_SHARE and waiting >= 1.0 and (io_time >= IO_TIME_MS_PER_S or iowait >= 10.0):
-        return [Candidate(code="io_contention", expert="io", strength=min(share / IO_WAIT_SHARE, max(io_time / IO_TIME_MS_PER_S, iowait / 10.0)),
+        return [Candidate(code=RootCauseCode.IO_CONTENTION, expert="io", strength=min(share / IO_WAIT_SHARE, max(io_time / IO_TIME_MS_PER_S, iowait / 10.0)),
                           evidence={"io_wait_share": round(share, 2), "sessions_waiting_on_io": round(waiting, 2),
                                     "io_time_ms_per_s": round(io_time, 1), "blocks_read_per_s": round(w.mean("db.blks_read"), 1),
                                     "host_iowait_pct": round(iowait, 1)},
@@ -142,19 +143,19 @@ def workload_expert(facts: Facts) -> list[Candidate]:
     per_commit = facts.per_commit("db.tup_inserted")
     bulk = [(q, r) for q, r in _insert_statements(w) if r >= LARGE_STATEMENT_ROWS]
     if inserted >= INSERT_ROWS_PER_S and commits >= MANY_COMMITS_PER_S and per_commit <= SMALL_COMMIT_ROWS:
-        out.append(Candidate(code="workload_many_inserts", expert="workload",
+        out.append(Candidate(code=RootCauseCode.WORKLOAD_MANY_INSERTS, expert="workload",
                              strength=min(inserted / INSERT_ROWS_PER_S, commits / MANY_COMMITS_PER_S),
                              evidence={"rows_inserted_per_s": round(inserted), "commits_per_s": round(commits), "rows_per_commit": round(per_commit, 1)},
                              indicators=["db.tup_inserted", "db.xact_commit", "wal.wal_bytes", "wal.wal_records"]))
     if inserted >= INSERT_ROWS_PER_S and (bulk or per_commit > SMALL_COMMIT_ROWS):
-        out.append(Candidate(code="workload_large_insert", expert="workload", strength=inserted / INSERT_ROWS_PER_S,
+        out.append(Candidate(code=RootCauseCode.WORKLOAD_LARGE_INSERT, expert="workload", strength=inserted / INSERT_ROWS_PER_S,
                              evidence={"rows_inserted_per_s": round(inserted), "rows_per_commit": round(per_commit),
                                        "bulk_statements": [{"query": q[:200], "rows_per_call": round(r)} for q, r in bulk[:3]],
                                        "wal_mb_per_s": round(w.mean("wal.wal_bytes") / 2**20, 1)},
                              indicators=["db.tup_inserted", "wal.wal_bytes", "io.relation.extends", "io.relation.writes"]))
     updated = w.mean("db.tup_updated")
     if updated >= UPDATE_ROWS_PER_S:
-        out.append(Candidate(code="workload_high_updates", expert="workload", strength=updated / UPDATE_ROWS_PER_S,
+        out.append(Candidate(code=RootCauseCode.WORKLOAD_HIGH_UPDATES, expert="workload", strength=updated / UPDATE_ROWS_PER_S,
                              evidence={"rows_updated_per_s": round(updated), "commits_per_s": round(commits),
                                        "lock_wait_share": round(w.wait_share("Lock:"), 2)},
                              indicators=["db.tup_updated", "db.xact_commit", "wal.wal_bytes"],
@@ -162,22 +163,22 @@ def workload_expert(facts: Facts) -> list[Candidate]:
     deleted = w.mean("db.tup_deleted")
     if deleted >= DELETE_ROWS_PER_S:
         tables = sorted(w.tables, key=lambda t: -t.n_tup_del)[:1]
-        out.append(Candidate(code="workload_many_deletes", expert="workload", strength=deleted / DELETE_ROWS_PER_S,
+        out.append(Candidate(code=RootCauseCode.WORKLOAD_MANY_DELETES, expert="workload", strength=deleted / DELETE_ROWS_PER_S,
                              evidence={"rows_deleted_per_s": round(deleted),
                                        "dead_tuples": {t.name: int(t.n_dead_tup) for t in tables}},
                              indicators=["db.tup_deleted", "wal.wal_bytes"], objects=[t.name for t in tables]))
     fetches = [s for s in w.statements if s.kind in ("select", "with", "table") and s.rows_per_call >= LARGE_STATEMENT_ROWS]
     fetched = sum(s.rows for s in fetches) / max(w.seconds, 1e-9)
     if fetches and fetched >= FETCH_ROWS_PER_S:
-        out.append(Candidate(code="workload_large_fetch", expert="workload", strength=fetched / FETCH_ROWS_PER_S,
+        out.append(Candidate(code=RootCauseCode.WORKLOAD_LARGE_FETCH, expert="workload", strength=fetched / FETCH_ROWS_PER_S,
                              evidence={"rows_fetched_per_s": round(fetched),
                                        "statements": [{"query": s.query[:200], "rows_per_call": round(s.rows_per_call), "calls": s.calls} for s in fetches[:3]]},
                              indicators=["db.tup_returned", "db.tup_fetched", "db.blks_hit"]))
     return out
 
 
-def _plan_candidates(facts: Facts, expert: str, codes: tuple[str, ...]) -> list[Candidate]:
-    out: dict[str, Candidate] = {}
+def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> list[Candidate]:
+    out: dict[Cause, Candidate] = {}
     for plan in facts.plans:
         if plan.share < QUERY_SHARE:
             continue
@@ -193,7 +194,7 @@ def _plan_candidates(facts: Facts, expert: str, codes: tuple[str, ...]) -> list[
 
 
 def query_expert(facts: Facts) -> list[Candidate]:
-    return _plan_candidates(facts, "query", ("query_correlated_subquery", "query_poor_join"))
+    return _plan_candidates(facts, "query", (RootCauseCode.QUERY_CORRELATED_SUBQUERY, RootCauseCode.QUERY_POOR_JOIN))
 
 
 def locks_expert(facts: Facts) -> list[Candidate]:
@@ -202,7 +203,7 @@ def locks_expert(facts: Facts) -> list[Candidate]:
     waiting = w.mean("act.wait_lock")
     if share >= LOCK_WAIT_SHARE and waiting >= 1.0:
         blockers = sorted({(b.blocker_pid, b.blocker_state, round(b.blocker_xact_seconds, 1)) for b in w.blocked})[:5]
-        return [Candidate(code="lock_contention", expert="locks", strength=share / LOCK_WAIT_SHARE,
+        return [Candidate(code=RootCauseCode.LOCK_CONTENTION, expert="locks", strength=share / LOCK_WAIT_SHARE,
                           evidence={"lock_wait_share": round(share, 2), "sessions_waiting_on_locks": round(waiting, 2),
                                     "lock_waits": {k: n for k, n in w.waits.items() if k.startswith("Lock:")},
                                     "blockers": [{"pid": p, "state": s, "xact_seconds": x} for p, s, x in blockers]},
@@ -216,7 +217,7 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     waiting = w.mean("act.wait_wal_flush")
     sync = w.settings.get("synchronous_commit", "on")
     if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= 1.0:
-        return [Candidate(code="sync_commit_pressure", expert="configuration", strength=share / FLUSH_WAIT_SHARE,
+        return [Candidate(code=RootCauseCode.SYNC_COMMIT_PRESSURE, expert="configuration", strength=share / FLUSH_WAIT_SHARE,
                           evidence={"wal_flush_wait_share": round(share, 2), "sessions_waiting_on_wal_flush": round(waiting, 2),
                                     "commits_per_s": round(w.mean("db.xact_commit")), "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
                                     "synchronous_commit": sync, "commit_delay": w.settings.get("commit_delay", "")},
@@ -230,7 +231,7 @@ def vacuum_expert(facts: Facts) -> list[Candidate]:
     presence = sum(1 for v in values if v > 0) / len(values) if values else 0.0
     scanned = max(w.mean("vacuum.heap_blks_scanned"), w.mean("vacuum.buffers"))
     if presence >= VACUUM_PRESENCE and scanned >= VACUUM_BLOCKS_PER_S:
-        return [Candidate(code="vacuum_interference", expert="vacuum", strength=min(presence / VACUUM_PRESENCE, scanned / VACUUM_BLOCKS_PER_S),
+        return [Candidate(code=RootCauseCode.VACUUM_INTERFERENCE, expert="vacuum", strength=min(presence / VACUUM_PRESENCE, scanned / VACUUM_BLOCKS_PER_S),
                           evidence={"vacuum_presence": round(presence, 2), "vacuum_heap_blocks_per_s": round(scanned),
                                     "running": [q[:120] for q in w.running if q.lstrip().lower().startswith("vacuum")][:3]},
                           indicators=["act.vacuum", "vacuum.heap_blks_scanned", "vacuum.buffers", "db.blks_read", "io.relation.reads"])]
@@ -239,13 +240,13 @@ def vacuum_expert(facts: Facts) -> list[Candidate]:
 
 def index_expert(facts: Facts) -> list[Candidate]:
     w = facts.window
-    out = _plan_candidates(facts, "index", ("index_missing",))
+    out = _plan_candidates(facts, "index", (FindingCode.INDEX_MISSING,))
     heavy = [t for t in w.tables if t.index_count >= TOO_MANY_INDEXES and t.writes / max(w.seconds, 1e-9) >= INDEXED_WRITES_PER_S]
     if not heavy:
         return out
     top = max(heavy, key=lambda t: t.writes)
     rate = top.writes / max(w.seconds, 1e-9)
-    return [*out, Candidate(code="indexes_too_many", expert="index", strength=min(top.index_count / TOO_MANY_INDEXES, rate / INDEXED_WRITES_PER_S),
+    return [*out, Candidate(code=FindingCode.INDEXES_TOO_MANY, expert="index", strength=min(top.index_count / TOO_MANY_INDEXES, rate / INDEXED_WRITES_PER_S),
                       evidence={"table": top.name, "indexes": top.index_count, "writes_per_s": round(rate)},
                       indicators=["db.tup_updated", "db.tup_inserted", "wal.wal_bytes"], objects=[top.name])]
 

@@ -107,5 +107,5 @@ def extract_chunks(folder: Path, ask: Ask, experts_by_code: dict[str, str]) -> l
 
 def write_chunks(chunks: list[Chunk], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump([c.model_dump() for c in chunks], sort_keys=False, allow_unicode=True))
+    path.write_text(yaml.safe_dump([c.model_dump(mode="json") for c in chunks], sort_keys=False, allow_unicode=True))
     return path

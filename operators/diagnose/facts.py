@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
-from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.experts import Facts
-from operators.diagnose.plans import StatementPlan, analyse_statements
+from operators.diagnose.plan_issues import StatementPlan, analyse_statements
 from operators.diagnose.sampler import sample_window
 
 TOP_STATEMENTS = 5
@@ -25,6 +24,7 @@ class FactsRecord(BaseModel):
 
     window: WindowEvidence
     baseline: WindowEvidence | None = None
+    baseline_source: str = Field("", description="where the baseline came from; empty: no baseline")
     abnormal: list[AbnormalMetric] = Field(default_factory=list)
     plans: list[StatementPlan] = Field(default_factory=list)
     alert: str = ""
@@ -49,9 +49,9 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
 
-def gather(target: PostgresTarget, seconds: float, baseline_path: Path | None, alert: str = "") -> FactsRecord:
+def gather(target: PostgresTarget, seconds: float, stored: Baseline | None, alert: str = "") -> FactsRecord:
     window = sample_window(target, seconds)
-    baseline = WindowEvidence.load(baseline_path) if baseline_path else None
+    baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
     plans = analyse_statements(target, statement_candidates(window), window.server_version_num, rows)
-    return FactsRecord(window=window, baseline=baseline, abnormal=abnormal_metrics(window, baseline), plans=plans, alert=alert)
+    return FactsRecord(window=window, baseline=baseline, baseline_source=stored.source if stored else "", abnormal=abnormal_metrics(window, baseline), plans=plans, alert=alert)

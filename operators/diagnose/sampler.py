@@ -21,14 +21,10 @@ import psutil
 import psycopg
 
 from dbcrew.targets import PostgresTarget, own_pids
+from operators.collect.machine import target_is_local
+from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
-DATABASE_SQL = """
-SELECT xact_commit, xact_rollback, blks_read, blks_hit, tup_returned, tup_fetched, tup_inserted,
-       tup_updated, tup_deleted, temp_files, temp_bytes, deadlocks,
-       blk_read_time::float8 AS blk_read_time, blk_write_time::float8 AS blk_write_time
-FROM pg_stat_database WHERE datname = current_database()
-"""
 WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
 VACUUM_IO_SQL = "SELECT coalesce(sum(coalesce(hits, 0) + coalesce(reads, 0)), 0)::float8 AS buffers FROM pg_stat_io WHERE context = 'vacuum'"
 IO_SQL = """
@@ -38,34 +34,10 @@ SELECT replace(object, ' ', '_') AS object, sum(coalesce(reads, 0))::float8 AS r
        sum(coalesce(write_time, 0))::float8 AS write_time, sum(coalesce(fsync_time, 0))::float8 AS fsync_time
 FROM pg_stat_io GROUP BY object
 """
-CHECKPOINTER_SQL = "SELECT num_timed AS timed, num_requested AS requested, buffers_written FROM pg_stat_checkpointer"
-BGWRITER_SQL = "SELECT checkpoints_timed AS timed, checkpoints_req AS requested, buffers_checkpoint AS buffers_written FROM pg_stat_bgwriter"
 
-ACTIVITY_SQL = """
-SELECT a.pid, a.backend_type, coalesce(a.state, '') AS state,
-       coalesce(a.wait_event_type, '') AS wait_type, coalesce(a.wait_event, '') AS wait_event,
-       coalesce(extract(epoch FROM clock_timestamp() - a.xact_start), 0)::float8 AS xact_seconds,
-       pg_blocking_pids(a.pid) AS blockers, left(a.query, 2000) AS query
-FROM pg_stat_activity a
-WHERE a.pid <> ALL(%(own)s::int[]) AND a.datname = current_database()  -- the review's own sessions, by backend PID
-  AND a.backend_type IN ('client backend', 'parallel worker', 'autovacuum worker')
-"""
-
-STATEMENTS_SQL = """
-SELECT queryid, left(query, 2000) AS query, calls::float8 AS calls, total_exec_time::float8 AS total_exec_time,
-       rows::float8 AS rows, shared_blks_read::float8 AS shared_blks_read, temp_blks_written::float8 AS temp_blks_written
-FROM pg_stat_statements
-WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL AND toplevel
-"""
-
-TABLES_SQL = """
-SELECT s.schemaname || '.' || s.relname AS name, s.seq_scan::float8 AS seq_scan, s.seq_tup_read::float8 AS seq_tup_read,
-       coalesce(s.idx_scan, 0)::float8 AS idx_scan, s.n_tup_ins::float8 AS n_tup_ins, s.n_tup_upd::float8 AS n_tup_upd,
-       s.n_tup_del::float8 AS n_tup_del, s.n_live_tup::float8 AS n_live_tup, s.n_dead_tup::float8 AS n_dead_tup,
-       (SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid)::int AS index_count,
-       pg_total_relation_size(s.relid) AS total_bytes
-FROM pg_stat_user_tables s
-"""
+# The sessions the tally counts, and how much of a running statement's text is kept to EXPLAIN it.
+TALLIED = ("client backend", "parallel worker", "autovacuum worker")
+EXPLAINED_QUERY_CHARS = 2000
 
 VACUUM_PROGRESS_SQL = "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
 
@@ -77,8 +49,6 @@ SETTINGS_SQL = "SELECT name, setting || coalesce(unit, '') AS value FROM pg_sett
 WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
 
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
-
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "")
 
 
 @dataclass
@@ -93,8 +63,7 @@ class HostProbe:
     @classmethod
     def find(cls, target: PostgresTarget, backend_pid: int) -> HostProbe | None:
         """The postmaster of `target` if it runs on this host (our backend's parent), else None."""
-        host = next((p.split("=", 1)[1] for p in target.dsn.split() if p.startswith("host=")), "")
-        if host not in LOCAL_HOSTS and not host.startswith("/"):
+        if not target_is_local(target.dsn):
             return None
         try:
             backend = psutil.Process(backend_pid)
@@ -156,7 +125,8 @@ def _one(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
 
 def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
     """Every cumulative counter of one tick, flattened to 'view.column' names."""
-    counters = {f"db.{k}": float(v or 0) for k, v in _one(conn, DATABASE_SQL).items()}
+    database = _one(conn, DATABASE_STATS.sql)
+    counters = {f"db.{k}": float(database[k] or 0) for k in DATABASE_STATS.counters}
     if version >= 140000:
         counters.update({f"wal.{k}": float(v or 0) for k, v in _one(conn, WAL_SQL).items()})
     if version >= 160000:
@@ -164,13 +134,20 @@ def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, floa
             obj = row.pop("object")
             counters.update({f"io.{obj}.{k}": float(v or 0) for k, v in row.items()})
         counters["vacuum.buffers"] = float(_one(conn, VACUUM_IO_SQL)["buffers"])
-    checkpointer = _one(conn, CHECKPOINTER_SQL if version >= 170000 else BGWRITER_SQL)
-    counters.update({f"checkpoint.{k}": float(v or 0) for k, v in checkpointer.items()})
+    checkpoints = checkpointer(version)
+    row = _one(conn, checkpoints.sql)
+    counters.update({f"checkpoint.{k}": float(row[k] or 0) for k in checkpoints.counters})
     return counters
 
 
 def wait_key(row: dict[str, Any]) -> str:
-    return f"{row['wait_type']}:{row['wait_event']}" if row["wait_type"] else "CPU"
+    return f"{row['wait_event_type']}:{row['wait_event']}" if row["wait_event_type"] else "CPU"
+
+
+def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
+    """One session sample: this database's client backends, parallel workers and autovacuum workers."""
+    rows = conn.execute(SESSIONS_SQL, {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids()}).fetchall()
+    return [row for row in rows if row["backend_type"] in TALLIED]
 
 
 @dataclass
@@ -188,7 +165,7 @@ class ActivityTally:
         by_pid = {r["pid"]: r for r in rows}
         gauges = Counter[str]()
         for row in rows:
-            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and row["query"].lstrip().lower().startswith("vacuum")):
+            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and (row["query"] or "").lstrip().lower().startswith("vacuum")):
                 gauges["act.vacuum"] += 1
             if row["state"] == "idle in transaction":
                 gauges["act.idle_in_xact"] += 1
@@ -209,11 +186,11 @@ class ActivityTally:
                 gauges["act.wait_lwlock"] += 1
             if row["backend_type"] == "client backend":
                 self.running[row["query"]] += 1
-            for blocker in row["blockers"] or []:
+            for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):
                 holder = by_pid.get(blocker)
                 if holder is not None:
-                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"],
-                                                              blocker_xact_seconds=holder["xact_seconds"])
+                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"] or "",
+                                                              blocker_xact_seconds=holder["xact_seconds"] or 0.0)
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
                                                       "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact")}
 
@@ -233,8 +210,9 @@ class VacuumProgress:
 
 
 def _statements(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
+    """Top-level statements by queryid."""
     try:
-        return {row["queryid"]: row for row in conn.execute(STATEMENTS_SQL).fetchall()}
+        return {row["queryid"]: row for row in conn.execute(STATEMENTS.sql).fetchall() if row["toplevel"]}
     except psycopg.errors.UndefinedTable:
         return {}  # pg_stat_statements not installed: statement analysis sees only running statements
 
@@ -257,13 +235,14 @@ def statement_deltas(before: dict[int, dict[str, Any]], after: dict[int, dict[st
 
 
 def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[TableDelta]:
-    old = {r["name"]: r for r in before}
+    """Each table's counters over the window (rows of TABLE_STATS; a table created meanwhile started from zero)."""
+    old = {r["relid"]: r for r in before}
     counters = ("seq_scan", "seq_tup_read", "idx_scan", "n_tup_ins", "n_tup_upd", "n_tup_del")
     tables = []
     for row in after:
-        prev = old.get(row["name"], {})
-        values = {c: row[c] - prev.get(c, 0.0) for c in counters}
-        tables.append(TableDelta(name=row["name"], n_live_tup=row["n_live_tup"], n_dead_tup=row["n_dead_tup"],
+        prev = old.get(row["relid"], {})
+        values = {c: float(row[c] or 0) - float(prev.get(c) or 0) for c in counters}
+        tables.append(TableDelta(name=f"{row['schemaname']}.{row['relname']}", n_live_tup=row["n_live_tup"], n_dead_tup=row["n_dead_tup"],
                                  index_count=row["index_count"], total_bytes=row["total_bytes"], **values))
     return tables
 
@@ -276,7 +255,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
         settings = {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
         host = HostProbe.find(target, backend)
         statements_before = _statements(conn)
-        tables_before = conn.execute(TABLES_SQL).fetchall()
+        tables_before = conn.execute(TABLE_STATS.sql).fetchall()
         tally = ActivityTally()
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
@@ -298,7 +277,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             then, old = history[0]
             values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
             history.append((now, counters))
-            values.update(tally.add(conn.execute(ACTIVITY_SQL, {"own": own_pids()}).fetchall()))
+            values.update(tally.add(sessions(conn, tally.samples)))
             values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))
@@ -308,7 +287,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             if now >= deadline - 1e-3:
                 break
         statements = statement_deltas(statements_before, _statements(conn))
-        tables = table_deltas(tables_before, conn.execute(TABLES_SQL).fetchall())
+        tables = table_deltas(tables_before, conn.execute(TABLE_STATS.sql).fetchall())
     return WindowEvidence(
         started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
         session_samples=tally.samples, blocked=list(tally.blocked.values()), statements=statements, tables=tables,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Literal, get_args
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
@@ -10,7 +11,8 @@ from dbcrew.secrets import secret
 from roles.brains.rules import RulesBrain
 from prompts import render
 
-BRAINS = ("rules", "openai")
+BrainName = Literal["rules", "openai"]  # a dropdown in the Prefect UI's run form
+BRAINS: tuple[str, ...] = get_args(BrainName)
 
 
 def default_brain() -> str:

@@ -31,7 +31,7 @@ def dbcrew(*args: str) -> subprocess.CompletedProcess[str]:
         (("review", NOWHERE, "--window", "nan"), "--window"),
         (("review", NOWHERE, "--window", "inf"), "--window"),
         (("baseline", NOWHERE, "--window", "nan", "--out", "/tmp/never.json"), "--window"),
-        (("review", NOWHERE, "--threshold", "idle_in_transaction_seconds=nan"), "finite"),
+        (("review", NOWHERE, "--threshold", "idle_in_transaction_seconds=nan"), "not a number"),
         (("review", NOWHERE, "--out", "/proc/x"), "--out /proc/x: cannot write there"),
         (("review", NOWHERE, "--out", "/etc/hostname"), "not a folder"),
         (("diagnose", NOWHERE, "--baseline", "/etc/hostname"), "not a baseline"),

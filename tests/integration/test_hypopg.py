@@ -18,7 +18,7 @@ import pytest
 
 from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
-from operators.hypo import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
+from operators.hypothetical_indexes import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")
@@ -106,7 +106,7 @@ def _statements(conn: Any) -> list[Statement]:
 
 def _our_prepared(conn: Any) -> int:
     """The advisor's own PREPAREd statements still alive (psycopg's automatic ones are named _pg3_*)."""
-    return int(conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_hypo%'").fetchone()["n"])
+    return int(conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_generic%'").fetchone()["n"])
 
 
 def _version(conn: Any) -> int:

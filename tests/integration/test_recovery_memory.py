@@ -17,11 +17,12 @@ from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
+from dbcrew.store import open_store
 from roles.crew import PlainPhases, RunContext, ThreadRunner, with_remembered_fixes
 from roles.memory import Lesson, LongTermMemory, target_identity
 from roles.monitor import Monitor
 from roles.review import review as review_run
-from roles.tasker import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, execute
 
 WINDOW = 1.0
 
@@ -59,26 +60,26 @@ def review(run: RunContext, phases: type = PlainPhases) -> Report:
     return review_run(run, phases)
 
 
-def test_second_run_on_a_target_starts_with_the_fix_in_its_plan(shop: DemoShop, tmp_path: Path, private_memory: Path):
+def test_second_run_on_a_target_starts_with_the_fix_in_its_plan(shop: DemoShop, tmp_path: Path, private_store: Path):
     first = review(run_for(shop.dsn, tmp_path / "first", ["collect_table_stats:misfit"]))
     assert first.phases.replans == 1 and first.phases.lessons_applied == 0
     # Memory lives outside the run directory, keyed by the cluster's system identifier and the database.
-    assert private_memory.exists() and not private_memory.is_relative_to(tmp_path / "first")
-    with duckdb.connect(str(private_memory), read_only=True) as conn:
+    assert private_store.exists() and not private_store.is_relative_to(tmp_path / "first")
+    with duckdb.connect(str(private_store), read_only=True) as conn:
         (target,) = conn.execute("SELECT DISTINCT target FROM lessons").fetchone()
     assert target.endswith("/shop") and target.split("/")[0].isdigit()
 
     second_run = run_for(shop.dsn, tmp_path / "second", ["collect_table_stats:misfit"])
     init = PlainPhases.initialize(second_run)
     operators = {t.operator for t in init.strategy.tasks}
-    known = LongTermMemory(private_memory).lessons(target)
+    known = LongTermMemory(open_store(str(private_store))).lessons(target)
     assert "collect_table_stats_all" in operators and "collect_table_stats" not in operators, (init.identity, known)
     assert [(e.kind.value, e.source) for e in init.edits] == [("replace", "memory")]
 
     second = review(second_run)
     assert (second.phases.alerts, second.phases.replans, second.phases.lessons_applied) == (0, 0, 1)
     assert all(c.status.value == "ran" for c in second.coverage)
-    assert LongTermMemory(private_memory).lessons(target)[0].successes == 2  # the fix worked again
+    assert LongTermMemory(open_store(str(private_store))).lessons(target)[0].successes == 2  # the fix worked again
 
 
 def test_timeout_fixed_by_an_instruction_is_remembered_too(shop: DemoShop, tmp_path: Path):
@@ -87,9 +88,11 @@ def test_timeout_fixed_by_an_instruction_is_remembered_too(shop: DemoShop, tmp_p
     assert second.phases.alerts == 0 and second.edits[0].source == "memory"
 
 
-def test_without_memory_nothing_is_kept_or_used(shop: DemoShop, tmp_path: Path, private_memory: Path):
+def test_without_memory_nothing_is_kept_or_used(shop: DemoShop, tmp_path: Path, private_store: Path):
     review(run_for(shop.dsn, tmp_path / "first", ["collect_table_stats:misfit"], memory=False))
-    assert not private_memory.exists()
+    store = open_store(str(private_store))  # the run is in the history, but it taught nothing
+    (target,) = store.targets()
+    assert store.lessons(target.target) == []
     review(run_for(shop.dsn, tmp_path / "learn", ["collect_table_stats:misfit"]))
     blind = review(run_for(shop.dsn, tmp_path / "blind", ["collect_table_stats:misfit"], memory=False))
     assert blind.phases.replans == 1 and blind.phases.lessons_applied == 0
@@ -149,13 +152,13 @@ def test_reorder_instruction_runs_the_task_after_its_producers(shop: DemoShop, t
 
 
 def test_replan_recommendations_carry_the_fix_memory_recalls_for_the_error(shop: DemoShop, tmp_path: Path,
-                                                                          private_memory: Path):
+                                                                          private_store: Path):
     run = run_for(shop.dsn, tmp_path, [], memory=False)
     init = PlainPhases.initialize(run)
     identity = target_identity(run.target, init.brief)
     spec = init.strategy.task("collect_table_stats")
     fixed = spec.model_copy(update={"id": "collect_table_stats_all", "operator": "collect_table_stats_all"})
-    LongTermMemory(private_memory).learn([Lesson(target=identity, operator=spec.operator, kind=EditKind.REPLACE, fixed=fixed,
+    LongTermMemory(open_store(str(private_store))).learn([Lesson(target=identity, operator=spec.operator, kind=EditKind.REPLACE, fixed=fixed,
                                                  error="OperatorMisfit: collect_table_stats cannot serve this target")])
     alert = Alert(task_id=spec.id, agent=spec.agent, operator=spec.operator, error_type="OperatorMisfit",
                   message="collect_table_stats cannot serve this target")

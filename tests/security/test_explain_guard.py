@@ -18,8 +18,8 @@ import pytest
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from operators.hypo import generic_plan_cost
-from operators.sql import FOREIGN_CODE
+from operators.explain import FOREIGN_CODE
+from operators.hypothetical_indexes import generic_plan_cost
 from roles.crew import PlainPhases, RunContext
 from roles.review import review
 

@@ -92,3 +92,18 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
     # The secrets the target held were seen (and masked), not merely missed.
     workspace = (out / "workspace.duckdb").read_bytes().decode("latin-1")
     assert "leaky_app" in workspace and "PASSWORD ********" in workspace
+
+
+def test_dbcrew_server_gives_no_secret_to_the_prefect_server_and_the_held_ones_to_its_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli import server
+    from dbcrew import secrets
+
+    monkeypatch.setattr(secrets, "_HELD", {})
+    for name, value in (("OPENAI_API_KEY", API_KEY), ("PGPASSWORD", URL_PASSWORD), ("SHOP_PASSWORD", ROLE_PASSWORD)):
+        monkeypatch.setenv(name, value)
+    secrets.hold_environment_secrets()  # what `dbcrew` does first
+    api = server.api_url(4200)
+    server_env = server.server_environment(api, withheld={"SHOP_PASSWORD"})
+    assert not set(SECRETS) & set(server_env.values()), "the Prefect server inherited a secret"
+    worker_env = server.worker_environment(api, 5.0)
+    assert (worker_env["OPENAI_API_KEY"], worker_env["PGPASSWORD"], worker_env["SHOP_PASSWORD"]) == (API_KEY, URL_PASSWORD, ROLE_PASSWORD)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import operators  # noqa: F401
+from dbcrew.models import Finding, Role, Severity
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace
-from dbcrew.models import Finding
+from operators.checks.base import Coverage, check
 from operators.checks.database import check_wraparound
 from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
-from operators.registry import OperatorContext
+from operators.registry import REGISTRY, OperatorContext
+from operators.sql import name_list_text
 
 INDEX_COLUMNS = [
     ("indexrelid", "BIGINT"), ("relid", "BIGINT"), ("schemaname", "VARCHAR"), ("relname", "VARCHAR"),
@@ -29,7 +34,8 @@ def ctx(tmp_path: Path) -> OperatorContext:
 
 def index(oid, name, cols, *, unique=False, primary=False, constraint=False, classes=None, predicate="", method="btree"):
     classes = classes or " ".join("3124" for _ in cols.split(","))
-    return (oid, 1, "public", "orders", name, unique, primary, True, constraint, cols, classes, method, "", predicate, f"def {name}", 8192)
+    landed = name_list_text(cols.split(","))  # as collect_index_stats lands them (json_agg)
+    return (oid, 1, "public", "orders", name, unique, primary, True, constraint, landed, classes, method, "", predicate, f"def {name}", 8192)
 
 
 def duplicates(tmp_path: Path, rows: list[tuple]) -> set[str]:
@@ -124,3 +130,41 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
                      "database other": ["pid:44", "slot decoder"],
                      "public.carts": ["prepared forgotten", "pid:42"]}
     assert by_object["public.carts"].recommendation.startswith("End or drop what holds the xmin horizon, oldest first (prepared forgotten")
+
+
+def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
+    """@check registers a tasker operator of the checks category; the body's findings carry its name as
+    source, its coverage is the declared one unless the body returns its own (with what it could not see)."""
+    ws_ctx = ctx(tmp_path)
+    seen = Finding(code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object="public.i", title="i is invalid")
+
+    def check_toy_declared(_ctx):
+        """Toy check with a fixed coverage."""
+        yield seen
+
+    def check_toy_returned(_ctx):
+        """Toy check that could not see everything."""
+        yield seen
+        yield seen.model_copy(update={"severity": Severity.INFO})
+        return Coverage("two toys", partial="one toy hidden")
+
+    def check_toy_silent(_ctx):
+        """Toy check that forgets its coverage."""
+        yield seen
+
+    try:
+        declared = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,), looked_at="one toy")(check_toy_declared)(ws_ctx)
+        returned = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_returned)(ws_ctx)
+        silent = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_silent)
+        entry = REGISTRY["check_toy_declared"].entry()
+        with pytest.raises(TypeError, match="check_toy_silent returned no coverage"):
+            silent(ws_ctx)
+    finally:
+        for name in ("check_toy_declared", "check_toy_returned", "check_toy_silent"):
+            REGISTRY.pop(name, None)
+    assert (entry.role, entry.category, entry.needs, entry.checks) == (Role.TASKER, Category.CHECKS, ["toys"], ["index_invalid"])
+    assert entry.description == "Toy check with a fixed coverage."
+    assert declared.summary == "check_toy_declared: 1 findings (1 problems) over one toy" and declared.partial == ""
+    assert [f.source for f in declared.findings] == ["check_toy_declared"]
+    assert returned.summary == "check_toy_returned: 2 findings (1 problems) over two toys"
+    assert returned.partial == "one toy hidden"

@@ -18,9 +18,9 @@ from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
 from operators.diagnose.facts import statement_candidates
-from operators.diagnose.plans import plan_issues
-from operators.sql import refused_text
-from operators.diagnose.review import MAX_CAUSES, cross_review
+from operators.diagnose.cross_review import MAX_CAUSES, cross_review
+from operators.diagnose.plan_issues import plan_issues
+from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
 from roles.validators import validate
@@ -115,7 +115,8 @@ def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
     causes, notes = cross_review([sync, inserts], facts)
     assert [c.code for c in causes] == ["sync_commit_pressure"]
     assert any(n.code == "workload_many_inserts" and n.verdict.startswith("dropped") for n in notes)
-    many = [Candidate(code=f"cause_{i}", expert="x", strength=1.0 + i) for i in range(6)]
+    unrelated = ("workload_many_deletes", "workload_large_fetch", "query_poor_join", "cpu_contention", "io_contention", "memory_pressure")
+    many = [Candidate(code=code, expert="x", strength=1.0 + i) for i, code in enumerate(unrelated)]
     assert len(cross_review(many, facts)[0]) == MAX_CAUSES
 
 

@@ -1,4 +1,4 @@
-"""Long-term memory on a real DuckDB file: learning, reinforcement, hybrid recall, lessons applied as plan edits."""
+"""Long-term memory in the shared store (a real DuckDB file): learning, reinforcement, hybrid recall, lessons applied as plan edits."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Strategy
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.plan import EditKind
-from dbcrew.settings import MEMORY_ENV, Settings, default_memory_path
+from dbcrew.store import STORE_ENV, open_store, store_url
 from operators.registry import catalogue
 from roles.capabilities import prune
 from roles.memory import Lesson, LongTermMemory, apply_lessons, recall
@@ -32,17 +32,19 @@ def swap_lesson(strategy: Strategy, operator: str, replacement: str, target: str
     return Lesson(target=target, operator=operator, kind=EditKind.REPLACE, fixed=fixed, error=error, learned_run="r1")
 
 
-def test_memory_path_is_a_setting_outside_runs_and_the_env_var_overrides_it(monkeypatch, tmp_path: Path):
-    monkeypatch.delenv(MEMORY_ENV)
+def test_the_store_is_a_file_beside_the_old_memory_unless_the_environment_names_one(monkeypatch, tmp_path: Path):
+    monkeypatch.delenv(STORE_ENV)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
-    assert default_memory_path() == tmp_path / ".local" / "share" / "dbcrew" / "memory.duckdb"
-    monkeypatch.setenv(MEMORY_ENV, str(tmp_path / "elsewhere.duckdb"))
-    assert Settings().memory_path == tmp_path / "elsewhere.duckdb"
+    assert store_url() == str(tmp_path / ".local" / "share" / "dbcrew" / "store.duckdb")
+    monkeypatch.setenv("DBCREW_MEMORY_PATH", str(tmp_path / "old-memory.duckdb"))  # the older variable still works
+    assert open_store().location == str(tmp_path / "old-memory.duckdb")
+    monkeypatch.setenv(STORE_ENV, f"duckdb://{tmp_path / 'elsewhere.duckdb'}")
+    assert open_store().location == str(tmp_path / "elsewhere.duckdb")
 
 
 def test_lessons_are_kept_per_target_and_reinforced_when_the_same_fix_works_again(tmp_path: Path):
-    memory = LongTermMemory(tmp_path / "m.duckdb")
+    memory = LongTermMemory(open_store(str(tmp_path / "m.duckdb")))
     strategy = plan()
     lesson = swap_lesson(strategy, "collect_table_stats", "collect_table_stats_all", error="OperatorMisfit: cannot serve")
     memory.learn([lesson])
@@ -53,12 +55,12 @@ def test_lessons_are_kept_per_target_and_reinforced_when_the_same_fix_works_agai
     # A different fix for the same operator replaces the old one and starts counting again.
     params = strategy.task("collect_table_stats").model_copy(update={"params": {"window_seconds": 1.0}})
     memory.learn([Lesson(target=TARGET, operator="collect_table_stats", kind=EditKind.CHANGE_PARAMS, fixed=params)])
-    (kept,) = LongTermMemory(tmp_path / "m.duckdb").lessons(TARGET)  # reopened: it persisted
+    (kept,) = LongTermMemory(open_store(str(tmp_path / "m.duckdb"))).lessons(TARGET)  # reopened: it persisted
     assert (kept.kind, kept.successes) == (EditKind.CHANGE_PARAMS, 1)
 
 
 def test_hybrid_recall_takes_only_planned_operators_and_ranks_by_the_error(tmp_path: Path):
-    memory = LongTermMemory(tmp_path / "m.duckdb")
+    memory = LongTermMemory(open_store(str(tmp_path / "m.duckdb")))
     strategy = plan()
     timeout = swap_lesson(strategy, "collect_table_stats", "collect_table_stats_all",
                           error="QueryCanceled: canceling statement due to statement timeout")

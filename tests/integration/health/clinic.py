@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from operators.collect.core import XMIN_HORIZON_SQL
+from operators.collect.catalog import XMIN_HORIZON_SQL
 from tests.integration.health.sessions import Held
 
 SCHEMA = """

@@ -14,7 +14,8 @@ from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from operators.checks.tables import check_vacuum_health
-from operators.collect.core import WindowParams, collect_settings, collect_table_stats
+from operators.collect.catalog import collect_settings
+from operators.collect.window import WindowParams, collect_table_stats
 from operators.registry import OperatorContext
 from tests.integration.health.clinic import flush_statistics
 

@@ -22,8 +22,9 @@ from psycopg import errors
 from psycopg.rows import tuple_row
 
 from dbcrew.targets.postgres import first_line
+from operators.explain import Unplannable, generic_plan, unplannable
 from operators.predicates import filter_columns
-from operators.sql import qualified, quote_ident, unplannable
+from operators.sql import execute, qualified, quote_ident, scalar
 
 MIN_COST = 100.0  # Dexter's --min-cost: a cheaper plan is not worth an index, nor a second column
 MAX_COLUMNS_PER_TABLE = 8  # bounds pass 2 at 56 ordered pairs per table
@@ -138,23 +139,14 @@ def hypopg_status(conn: psycopg.Connection[Any]) -> Hypopg | None:
 
 
 def generic_plan_cost(conn: psycopg.Connection[Any], query: str, server_version_num: int) -> PlanCost:
-    """Total cost of the statement's generic plan, valid for normalized texts with $1, $2 ...
-
-    PostgreSQL 16+ plans them with EXPLAIN (GENERIC_PLAN). Before 16, as Dexter does: PREPARE,
-    force the generic plan, EXPLAIN EXECUTE with NULL for every parameter (the generic plan does
-    not look at the values), DEALLOCATE. The statement is planned, never executed.
-    """
-    kind = unplannable(conn, query, PLANNABLE)
-    if kind is not None:
-        return PlanCost(None, kind)
+    """Total cost of the statement's generic plan (operators.explain), or why there is none."""
     try:
-        if server_version_num >= 160000:
-            plan = _scalar(conn, f"EXPLAIN (GENERIC_PLAN, FORMAT JSON) {query}")
-        else:
-            plan = _prepared_generic_plan(conn, query)
+        plan = generic_plan(conn, query, server_version_num, PLANNABLE)
+    except Unplannable as exc:
+        return PlanCost(None, str(exc))
     except UNPLANNABLE as exc:
         return PlanCost(None, f"cannot be planned: {type(exc).__name__}: {first_line(exc)}")
-    return PlanCost(float(plan[0]["Plan"]["Total Cost"]))
+    return PlanCost(float(plan["Total Cost"]))
 
 
 def advise(
@@ -200,11 +192,11 @@ def hide_index_effect(conn: psycopg.Connection[Any], index_oid: int, queries: It
     costs = []
     for query in queries:
         visible = generic_plan_cost(conn, query, server_version_num)
-        _call(conn, f"SELECT {hypo.fn('hypopg_hide_index')}(%s)", [index_oid])
+        execute(conn, f"SELECT {hypo.fn('hypopg_hide_index')}(%s)", [index_oid])
         try:
             hidden = generic_plan_cost(conn, query, server_version_num)
         finally:
-            _call(conn, f"SELECT {hypo.fn('hypopg_unhide_index')}(%s)", [index_oid])
+            execute(conn, f"SELECT {hypo.fn('hypopg_unhide_index')}(%s)", [index_oid])
         costs.append((query, visible, hidden))
     return HideEffect(True, None, tuple(costs))
 
@@ -236,7 +228,7 @@ class _Advisor:
     refused: dict[Index, str] = field(default_factory=dict)  # hypothetical indexes hypopg would not create, and why
 
     def reset(self) -> None:
-        _call(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
+        execute(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
 
     def consider(self, stmt: Statement) -> None:
         """Pass 1 (one column at a time), then pass 2 (ordered pairs) when the plan is still expensive."""
@@ -331,12 +323,12 @@ class _Advisor:
         """The statement's cost with one hypothetical btree on table(columns), and its estimated size."""
         ddl = f"CREATE INDEX ON {qualified(table.schema, table.name)} ({', '.join(quote_ident(c) for c in columns)})"
         try:
-            oid = _scalar(self.conn, f"SELECT indexrelid FROM {self.hypo.fn('hypopg_create_index')}(%s)", [ddl])
+            oid = scalar(self.conn, f"SELECT indexrelid FROM {self.hypo.fn('hypopg_create_index')}(%s)", [ddl])
         except psycopg.ProgrammingError as exc:  # e.g. a json column: no default btree operator class
             self.refused[(table, columns)] = first_line(exc)
             return None
         try:
-            size = int(_scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid]))
+            size = int(scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid]))
             cost = self._plan(query)
         finally:
             self.reset()
@@ -370,33 +362,3 @@ def _resolve_table(conn: psycopg.Connection[Any], name: str) -> _Table | None:
         ).fetchone()
     return _Table(row[0], row[1], frozenset(row[3]), row[2]) if row else None
 
-
-_PREPARED = itertools.count()
-
-
-def _prepared_generic_plan(conn: psycopg.Connection[Any], query: str) -> Any:
-    name = f"dbcrew_hypo_{next(_PREPARED)}"
-    prepared = False
-    try:
-        with conn.transaction():
-            _call(conn, "SET LOCAL plan_cache_mode = force_generic_plan")
-            _call(conn, f"PREPARE {name} AS {query}")
-            prepared = True
-            params = _scalar(conn, "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = %s", [name])
-            args = f"({', '.join(['NULL'] * params)})" if params else ""
-            return _scalar(conn, f"EXPLAIN (FORMAT JSON) EXECUTE {name}{args}")
-    finally:
-        if prepared:  # prepared statements outlive the transaction, even a rolled-back one
-            _call(conn, f"DEALLOCATE {name}")
-
-
-def _scalar(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> Any:
-    with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(sql, params).fetchone()  # type: ignore[arg-type]
-    assert row is not None, sql
-    return row[0]
-
-
-def _call(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> None:
-    with conn.cursor() as cur:
-        cur.execute(sql, params)  # type: ignore[arg-type]

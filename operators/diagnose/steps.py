@@ -1,4 +1,4 @@
-"""The diagnosis as operators the planner can put in a strategy.
+"""The diagnosis's steps (sample the window, the experts, the cross review) as operators the planner can put in a strategy.
 
 The collector samples the window (`sample_anomaly_window`); each expert is a tasker operator
 reading those facts and writing its candidate causes; the chief DBA's `cross_review_causes`
@@ -14,14 +14,19 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Finding, Role, RootCause, Severity
+from dbcrew.vocabulary import Category
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
+from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, gather
-from operators.diagnose.plans import NOT_EXPLAINED
-from operators.diagnose.review import cross_review
+from operators.diagnose.cross_review import cross_review
+from operators.diagnose.plan_issues import NOT_EXPLAINED
+from operators.diagnose.sampler import sample_window
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
 
 FACTS_KEY = "anomaly_facts"
+HEALTH_WINDOW_KEY = "health_window"  # a health review's sampled window: the target's next baseline when quiet
+STORED_BASELINE_KEY = "stored_baseline"  # the target's latest quiet window from the store, staged by the crew
 
 
 class AnomalyWindowParams(BaseModel):
@@ -40,18 +45,41 @@ def _candidates_key(expert: str) -> str:
     return f"candidates_{expert}"
 
 
-@operator(role=Role.EXTRACTOR, category="diagnose", produces=(FACTS_KEY,))
+@operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
     seconds = params.window_seconds or ctx.settings.window_seconds
-    baseline = Path(ctx.settings.baseline_path) if ctx.settings.baseline_path else None
-    record = gather(ctx.target, seconds, baseline, ctx.settings.alert)
+    record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert)
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
     refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
     partial = f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog" if refused else ""
     return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"
                                + (f"; {partial}" if partial else ""), artifacts=[FACTS_KEY], partial=partial)
+
+
+def baseline_for(ctx: OperatorContext) -> Baseline | None:
+    """The `--baseline` file when given, else the stored quiet window the crew staged, else none."""
+    if ctx.settings.baseline_path:
+        path = Path(ctx.settings.baseline_path)
+        return Baseline(window=WindowEvidence.load(path), source=f"the baseline file {path.name}")
+    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [STORED_BASELINE_KEY])
+    return Baseline.model_validate_json(rows[0]["body"]) if rows else None
+
+
+class HealthWindowParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window_seconds: float | None = Field(None, ge=0, description="defaults to the run's window")
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(HEALTH_WINDOW_KEY,))
+def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> Observation:
+    """Sample rates, waits and host metrics over the window, kept as the target's baseline for later diagnoses when quiet."""
+    seconds = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    window = sample_window(ctx.target, seconds)
+    ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
+    blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
+    return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}", artifacts=[HEALTH_WINDOW_KEY])
 
 
 def run_expert(ctx: OperatorContext, expert: str) -> Observation:
@@ -73,7 +101,7 @@ def _expert_operator(expert: str, doc: str) -> None:
 
     fn.__name__ = f"expert_{expert}"
     fn.__doc__ = doc
-    operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
+    operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
 
 
 for _name, _doc in {
@@ -94,7 +122,7 @@ def _severity(confidence: float) -> Severity:
     return Severity.CRITICAL if confidence >= 0.8 else Severity.WARNING
 
 
-@operator(role=Role.TASKER, category="diagnose", needs=(FACTS_KEY,),
+@operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,),
           uses=tuple(_candidates_key(e) for e in EXPERTS), produces=("root_causes",))
 def cross_review_causes(ctx: OperatorContext) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""

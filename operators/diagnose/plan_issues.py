@@ -1,15 +1,13 @@
 """Statement analysis: EXPLAIN the heavy statements of the window and name the plan's problem.
 
-Statements come from pg_stat_statements (normalised text with $n parameters: explained with
-`EXPLAIN (GENERIC_PLAN)` on PostgreSQL 16+) and from the session samples (statements still
-running, with their literal text). Text from the database is data: it is parsed by PostgreSQL's
-own parser (pglast) and only a single plain SELECT calling nothing but pg_catalog's code is
-explained, never executed.
+Statements come from pg_stat_statements (normalised text with $n parameters) and from the
+session samples (statements still running, with their literal text); both are planned by
+`operators.explain.generic_plan`. Text from the database is data: only a single plain SELECT
+calling nothing but pg_catalog's code is explained, never executed.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -18,8 +16,10 @@ from pglast.ast import SelectStmt
 from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
-from operators.sql import FOREIGN_CODE, unplannable
+from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
+from operators.explain import FOREIGN_CODE, Unplannable, generic_plan
 
+SELECT = (SelectStmt,)
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
 NESTED_LOOP_PAIRS = 1e7
 # A sequential scan returning at most this share of its table, through a plain column comparison.
@@ -32,7 +32,7 @@ SUBPLAN_MIN_OUTER_ROWS = 100
 
 
 class PlanIssue(BaseModel):
-    code: str
+    code: Cause
     detail: str
     relations: list[str] = []
 
@@ -42,18 +42,6 @@ class StatementPlan(BaseModel):
     share: float
     issues: list[PlanIssue] = []
     error: str = ""
-
-
-def explain(conn: psycopg.Connection[Any], query: str, version: int) -> dict[str, Any]:
-    generic = "$1" in query
-    if generic and version < 160000:
-        raise ValueError("parameterised statement: EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16+")
-    options = "FORMAT JSON, GENERIC_PLAN" if generic else "FORMAT JSON"
-    row = conn.execute(f"EXPLAIN ({options}) {query}").fetchone()  # guarded by unplannable()
-    assert row is not None
-    value = next(iter(row.values()))
-    plan = value if isinstance(value, list) else json.loads(value)
-    return plan[0]["Plan"]
 
 
 def _walk(node: dict[str, Any], parents: tuple[dict[str, Any], ...] = ()) -> list[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
@@ -79,7 +67,7 @@ def plan_issues(plan: dict[str, Any], table_rows: dict[str, float] | None = None
             owner = parents[-1] if parents else plan
             outer_rows = float(owner.get("Plan Rows", 0))
             if outer_rows >= SUBPLAN_MIN_OUTER_ROWS or owner.get("Node Type") == "Aggregate":
-                issues.append(PlanIssue(code="query_correlated_subquery", relations=_relations(node),
+                issues.append(PlanIssue(code=RootCauseCode.QUERY_CORRELATED_SUBQUERY, relations=_relations(node),
                                         detail=f"{node.get('Subplan Name', 'SubPlan')} runs once per row of a {owner.get('Node Type')} "
                                                f"(about {outer_rows:.0f} rows), scanning {', '.join(_relations(node)) or 'a subquery'} each time"))
         if node.get("Node Type") == "Nested Loop" and len(node.get("Plans", [])) == 2:
@@ -87,7 +75,7 @@ def plan_issues(plan: dict[str, Any], table_rows: dict[str, float] | None = None
             inner_is_index = any("Index" in n.get("Node Type", "") for n, _ in _walk(inner))
             pairs = float(outer.get("Plan Rows", 0)) * float(_scan_rows(inner))
             if not inner_is_index and pairs >= NESTED_LOOP_PAIRS:
-                issues.append(PlanIssue(code="query_poor_join", relations=_relations(node),
+                issues.append(PlanIssue(code=RootCauseCode.QUERY_POOR_JOIN, relations=_relations(node),
                                         detail=f"nested loop over {outer.get('Plan Rows')} x {_scan_rows(inner):.0f} rows without an index on the inner side"
                                                + (f" (join filter {node['Join Filter']})" if "Join Filter" in node else "")))
     return issues
@@ -107,7 +95,7 @@ def _missing_index(node: dict[str, Any], parents: tuple[dict[str, Any], ...], ta
     if match is None or rows < MIN_SCANNED_ROWS or kept > SELECTIVE_SHARE * rows:
         return None
     column = match.group(1)
-    return PlanIssue(code="index_missing", relations=[relation],
+    return PlanIssue(code=FindingCode.INDEX_MISSING, relations=[relation],
                      detail=f"sequential scan of {relation} ({rows:.0f} rows) keeps about {kept:.0f} through {node['Filter']};"
                             f" proposed index: CREATE INDEX ON {relation} ({column})")
 
@@ -125,14 +113,12 @@ def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float
     results = []
     with target.session() as conn:
         for query, share in candidates:
-            why = unplannable(conn, query, (SelectStmt,))
-            if why is not None:
-                if why.startswith(FOREIGN_CODE):  # worth saying: a heavy statement the diagnosis could not look into
-                    results.append(StatementPlan(query=query, share=share, error=f"{NOT_EXPLAINED}: {why}"))
-                continue
             try:
-                issues = plan_issues(explain(conn, query, version), table_rows)
+                issues = plan_issues(generic_plan(conn, query, version, SELECT), table_rows)
                 results.append(StatementPlan(query=query, share=share, issues=issues))
-            except (psycopg.Error, ValueError) as exc:
+            except Unplannable as exc:
+                if str(exc).startswith(FOREIGN_CODE):  # worth saying: a heavy statement the diagnosis could not look into
+                    results.append(StatementPlan(query=query, share=share, error=f"{NOT_EXPLAINED}: {exc}"))
+            except psycopg.Error as exc:
                 results.append(StatementPlan(query=query, share=share, error=str(exc).splitlines()[0]))
     return results

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.experts import Candidate, Facts
 
 MAX_CAUSES = 4
@@ -23,7 +24,7 @@ UNSUPPORTED_PENALTY = 0.15
 
 
 class ReviewedCause(BaseModel):
-    code: str
+    code: Cause
     confidence: float
     expert: str
     evidence: dict[str, object]
@@ -32,21 +33,21 @@ class ReviewedCause(BaseModel):
 
 
 class ReviewNote(BaseModel):
-    code: str
+    code: Cause
     reviewer: str
     verdict: str
 
 
 # (kept, challenged, when the challenge holds): the challenged cause is the same symptom seen
 # from another angle, so it is dropped when the kept cause's evidence is the stronger.
-Conflict = tuple[str, str, Callable[[Candidate, Candidate, Facts], bool]]
+Conflict = tuple[Cause, Cause, Callable[[Candidate, Candidate, Facts], bool]]
 CONFLICTS: list[Conflict] = [
-    ("sync_commit_pressure", "workload_many_inserts", lambda kept, challenged, _f: kept.strength >= challenged.strength),
-    ("lock_contention", "workload_high_updates", lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength),
-    ("query_correlated_subquery", "index_missing", lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set()),
-    ("indexes_too_many", "workload_high_updates",
+    (RootCauseCode.SYNC_COMMIT_PRESSURE, RootCauseCode.WORKLOAD_MANY_INSERTS, lambda kept, challenged, _f: kept.strength >= challenged.strength),
+    (RootCauseCode.LOCK_CONTENTION, RootCauseCode.WORKLOAD_HIGH_UPDATES, lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength),
+    (RootCauseCode.QUERY_CORRELATED_SUBQUERY, FindingCode.INDEX_MISSING, lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set()),
+    (FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_HIGH_UPDATES,
      lambda kept, challenged, _f: bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)),
-    ("workload_large_insert", "workload_many_inserts", lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000),
+    (RootCauseCode.WORKLOAD_LARGE_INSERT, RootCauseCode.WORKLOAD_MANY_INSERTS, lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000),
 ]
 
 
@@ -54,8 +55,8 @@ def cross_review(candidates: list[Candidate], facts: Facts) -> tuple[list[Review
     notes: list[ReviewNote] = []
     abnormal = facts.abnormal_names
     by_code = {c.code: c for c in sorted(candidates, key=lambda c: c.strength)}  # strongest claim per code wins
-    confidence: dict[str, float] = {}
-    support: dict[str, list[str]] = {}
+    confidence: dict[Cause, float] = {}
+    support: dict[Cause, list[str]] = {}
     for code, cand in by_code.items():
         value = cand.base_confidence
         hits = [m for m in cand.indicators if m in abnormal]

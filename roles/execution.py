@@ -1,4 +1,4 @@
-"""The tasker walks the strategy's DAG: ready tasks run concurrently, failures go to the monitor.
+"""Execution of a strategy: its DAG walked, ready tasks run concurrently, failures go to the monitor.
 
 The alert protocol: a worker whose task failed after its own self-correction broadcasts an alert.
 Every worker pauses: nothing new starts, running tasks finish and report their state. The monitor

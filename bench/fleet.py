@@ -1,0 +1,104 @@
+"""Bench section `fleet`: 50 databases of one embedded cluster reviewed by the fleet flow on a process worker.
+
+With 1, 2 and 4 reviews at once (the reviews queue's limit), window 2 s: databases per minute,
+Prefect's overhead per review (each review's slot time beyond the time its flow run was running:
+the worker's process start, imports, scheduling), and the peak memory of `dbcrew server`'s
+process tree (server, worker, flow runs). Goal: at least 30 databases per minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from lab.crew_server import running_crew_server
+from lab.embedded import EmbeddedPostgres
+
+DATABASES = 50
+WINDOW = 2.0
+CONCURRENCY = (1, 2, 4)
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of a process and everything it started, in bytes."""
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for member in family:
+        try:
+            total += member.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def make_fleet(pg: EmbeddedPostgres, work: Path) -> Path:
+    lines = ["targets:"]
+    for i in range(DATABASES):
+        name = f"db{i:02d}"
+        pg.psql(f"CREATE DATABASE {name};")
+        pg.psql("CREATE EXTENSION pg_stat_statements; CREATE TABLE items (id bigint PRIMARY KEY, note text);"
+                "INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, 1000) g; ANALYZE items;", dbname=name)
+        lines += [f"  - name: {name}", f"    url: {pg.dsn(name)}", f"    window: {WINDOW}"]
+    inventory = work / "targets.yaml"
+    inventory.write_text("\n".join(lines) + "\n")
+    return inventory
+
+
+def run_fleet(api: str, server_pid: int, max_reviews: int, inventory: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, mean running seconds per review, peak bytes, completed reviews) of one fleet run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from dbcrew.inventory import load_inventory
+    from flows.deploy import deploy_inventory
+
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.5):
+            peak = max(peak, tree_rss(server_pid))
+
+    with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        deploy_inventory(load_inventory(inventory), max_reviews=max_reviews)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.perf_counter()
+        run = client.create_flow_run_from_deployment(client.read_deployment_by_name("fleet_review/fleet").id)
+        while not (state := client.read_flow_run(run.id).state) or not state.is_final():
+            time.sleep(0.5)
+        wall = time.perf_counter() - started
+        done.set()
+        sampler.join()
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+    completed = [c for c in children if c.state and c.state.is_completed()]
+    running = sum(c.total_run_time.total_seconds() for c in completed) / max(len(completed), 1)
+    return wall, running, peak, len(completed)
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-fleet-"))
+    pg = EmbeddedPostgres(work / "pgdata", settings={"max_connections": "200"}).start()
+    try:
+        inventory = make_fleet(pg, work)
+        print(f"{DATABASES} databases in one embedded cluster, window {WINDOW:g} s, process worker, rules brain")
+        print(f"  {'reviews at once':>15} {'wall s':>8} {'db/min':>8} {'running s/review':>17} {'overhead s/review':>18} {'peak MiB':>9} {'ok':>4}")
+        with running_crew_server(inventory, work) as server:
+            for n in CONCURRENCY:
+                wall, running, peak, ok = run_fleet(server.api, server.process.pid, n, inventory)
+                overhead = wall * n / DATABASES - running
+                print(f"  {n:>15} {wall:>8.1f} {DATABASES / wall * 60:>8.1f} {running:>17.1f} {overhead:>18.1f} {peak / 2**20:>9.0f} {ok:>4}",
+                      flush=True)
+        print("  goal: >= 30 databases per minute on 2 cores")
+    finally:
+        pg.stop()

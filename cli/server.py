@@ -1,0 +1,175 @@
+"""`dbcrew server`: a local Prefect server with its UI, a process work pool, a worker, the inventory deployed.
+
+The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
+worker, the flow runs it started and (when this command started it) the server, so nothing is
+left behind. A server already answering at the address is reused and left running. The server
+gets no secret (no API key, no database password); the worker, whose flow runs review the
+targets, gets the ones the CLI holds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import IO, Annotated
+
+import httpx
+import psutil
+import typer
+
+from cli.console import line, show
+from dbcrew.errors import UsageError
+from dbcrew.secrets import held_secrets
+
+DEFAULT_PORT = 4200
+STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
+STOP_SECONDS = 15.0
+
+
+def api_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/api"
+
+
+def healthy(api: str) -> bool:
+    """Whether a Prefect server answers at `api` (a quick probe: a CLI run must not wait for it)."""
+    try:
+        return httpx.get(f"{api}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def server_environment(api: str, withheld: Iterable[str] = ()) -> dict[str, str]:
+    """The server's own environment: its UI asks PREFECT_API_URL where the API is (blank UI otherwise).
+
+    No secret: the CLI has already moved OPENAI_API_KEY and PGPASSWORD out of os.environ
+    (dbcrew.secrets), and the `withheld` variables (the inventory's password variables) are left out.
+    """
+    return {
+        **{name: value for name, value in os.environ.items() if name not in set(withheld)},
+        "PREFECT_API_URL": api,
+        "PREFECT_UI_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": str(int(STARTUP_SECONDS)),
+        "PREFECT_LOGGING_LEVEL": os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING"),
+    }
+
+
+def stop_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a child and everything it started (flow runs may sit in their own sessions), then SIGKILL stragglers."""
+    try:
+        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for member in family:
+        try:
+            member.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(family, timeout=STOP_SECONDS)
+    for member in alive:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=STOP_SECONDS)
+    process.wait()
+
+
+@contextmanager
+def child(args: list[str], env: dict[str, str], log: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        yield process
+    finally:
+        stop_tree(process)
+
+
+def wait_healthy(api: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not healthy(api):
+        if process.poll() is not None:
+            raise UsageError(f"the Prefect server exited with code {process.returncode} (see {log_path})")
+        if time.monotonic() > deadline:
+            raise UsageError(f"the Prefect server did not answer within {STARTUP_SECONDS:.0f} s (see {log_path})")
+        time.sleep(0.5)
+
+
+@contextmanager
+def running_server(port: int, logs: Path, stack: ExitStack, withheld: Iterable[str] = ()) -> Iterator[str]:
+    """The API address of a server at 127.0.0.1:port: the one already there, or one started now."""
+    api = api_url(port)
+    if healthy(api):
+        show(line(f"reusing the Prefect server at {api}"))
+        yield api
+        return
+    log_path = logs / "server.log"
+    log = stack.enter_context(log_path.open("ab"))
+    show(line(f"starting a Prefect server on 127.0.0.1:{port} (log: {log_path}) ..."))
+    process = stack.enter_context(child(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        server_environment(api, withheld), log))
+    wait_healthy(api, process, log_path)
+    yield api
+
+
+def worker_environment(api: str, poll_seconds: float) -> dict[str, str]:
+    """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model."""
+    return {**server_environment(api), **held_secrets(), "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds)}
+
+
+def worker_args(pool: str, name: str) -> list[str]:
+    return [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process", "--name", name]
+
+
+def wait_for_signal() -> None:
+    """Block until Ctrl-C or SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(1.0):
+        pass
+
+
+def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path) -> None:
+    from dbcrew.inventory import PasswordFromEnv, load_inventory
+
+    inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
+    password_variables = {e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)}
+    logs.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        api = stack.enter_context(running_server(port, logs, stack, password_variables))
+        os.environ["PREFECT_API_URL"] = api
+        from flows.deploy import deploy_inventory
+
+        names = deploy_inventory(inventory, pool, max_reviews)
+        worker_log = stack.enter_context((logs / "worker.log").open("ab"))
+        stack.enter_context(child(worker_args(pool, f"dbcrew-{os.getpid()}"),
+                                  worker_environment(api, poll_seconds), worker_log))
+        show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
+        show(line(f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"))
+        show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
+        show(line("press Ctrl-C to stop"))
+        sys.stdout.flush()
+        wait_for_signal()
+        show(line("stopping ..."))
+    show(line("stopped"))
+
+
+def server(
+    inventory: Annotated[Path, typer.Option(help="the targets inventory (see deployments/README.md)")] = Path("targets.yaml"),
+    port: Annotated[int, typer.Option(help="the server's port on 127.0.0.1")] = DEFAULT_PORT,
+    pool: Annotated[str, typer.Option(help="the process work pool's name")] = "dbcrew",
+    max_reviews: Annotated[int, typer.Option(min=1, help="reviews at once over the whole pool (the reviews queue's limit)")] = 2,
+    poll_seconds: Annotated[float, typer.Option(min=0.5, help="how often the worker asks for runs")] = 5.0,
+    logs: Annotated[Path, typer.Option(help="folder for the server's and the worker's logs")] = Path(".dbcrew/server"),
+) -> None:
+    """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews."""
+    serve(inventory, port, pool, max_reviews, poll_seconds, logs)

@@ -1,0 +1,171 @@
+"""The targets inventory (`targets.yaml`): which databases the crew reviews, when, and how.
+
+A password never appears in the inventory: an entry says where it comes from (the worker's
+environment, libpq's ~/.pgpass, or a Prefect Secret block by name), and the URL is refused when
+it carries one. The inventory is checked whole before anything is deployed; a mistake is one
+line naming the entry and the field (`targets[2].schedule: ...`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from cronsim import CronSim, CronSimError
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dbcrew.errors import TargetError, UsageError
+from dbcrew.settings import Thresholds
+from dbcrew.targets import parse_target
+from dbcrew.targets.postgres import SCHEMES
+from dbcrew.vocabulary import Scenario
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PasswordFromEnv(_Strict):
+    """The password is the value of an environment variable on the machine that runs the review."""
+
+    env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class PasswordFromSecret(_Strict):
+    """The password is the value of a Prefect Secret block (shared by every worker of the pool)."""
+
+    secret: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+
+
+# "pgpass": libpq finds the password itself (~/.pgpass or PGPASSFILE on the reviewing machine).
+PasswordSource = Literal["pgpass"] | PasswordFromEnv | PasswordFromSecret
+
+
+class TargetEntry(_Strict):
+    """One database of the fleet."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN, description="lowercase letters, digits, dashes; names deployments and limits")]
+    url: str = Field(description="postgresql://user@host:port/dbname, never with a password")
+    password: PasswordSource = "pgpass"
+    tags: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
+    schedule: str | None = Field(None, description="cron expression (UTC) for this target's own scheduled review")
+    scenario: Scenario = Scenario.HEALTH
+    window: float = Field(10.0, ge=1.0, description="seconds the review samples activity and counters")
+    thresholds: dict[str, float] = Field(default_factory=dict, description="names of dbcrew.settings.Thresholds")
+    alerts: list[str] = Field(default_factory=list, description="Apprise URLs told about new problems and failed runs")
+
+    @field_validator("url")
+    @classmethod
+    def _url_without_password(cls, url: str) -> str:
+        if url.startswith(SCHEMES):
+            try:
+                has_password = bool(conninfo_to_dict(url).get("password"))
+            except psycopg.ProgrammingError:
+                has_password = False  # malformed: parse_target below says how
+            if has_password:
+                raise ValueError("the URL carries a password: remove it and name its source in `password` (env, pgpass or secret)")
+        try:
+            parse_target(url)
+        except TargetError as exc:
+            raise ValueError(str(exc)) from None
+        return url
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, schedule: str | None) -> str | None:
+        if schedule is None:
+            return None
+        try:
+            next(iter(CronSim(schedule, datetime.now(UTC))))
+        except (CronSimError, StopIteration) as exc:
+            raise ValueError(f"{schedule!r} is not a cron expression ({exc or 'never fires'})") from None
+        return schedule
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_thresholds(cls, overrides: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(overrides) - set(Thresholds.model_fields))
+        if unknown:
+            raise ValueError(f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.Thresholds")
+        Thresholds(**overrides)
+        return overrides
+
+    @property
+    def password_label(self) -> str:
+        """Where the password comes from, for people (never the password itself)."""
+        if isinstance(self.password, PasswordFromEnv):
+            return f"env {self.password.env}"
+        if isinstance(self.password, PasswordFromSecret):
+            return f"secret {self.password.secret}"
+        return "pgpass"
+
+
+class Inventory(_Strict):
+    targets: list[TargetEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Inventory:
+        seen: set[str] = set()
+        for entry in self.targets:
+            if entry.name in seen:
+                raise ValueError(f"two targets are named {entry.name!r}")
+            seen.add(entry.name)
+        return self
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.targets]
+
+    def get(self, name: str) -> TargetEntry:
+        for entry in self.targets:
+            if entry.name == name:
+                return entry
+        raise UsageError(f"no target named {name!r} in the inventory (known: {', '.join(self.names())})")
+
+    def select(self, tag: str | None) -> list[TargetEntry]:
+        """Every target, or those carrying `tag`."""
+        return [t for t in self.targets if tag is None or tag in t.tags]
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif not re.fullmatch(r"PasswordFrom\w+|literal\[.*\]|function-after\[.*\]", part):
+            text += f".{part}" if text else part
+    return text
+
+
+def validation_line(exc: ValidationError) -> str:
+    """The first error of a validation, as `targets[1].url: message` (one line)."""
+    error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    where = _location(tuple(error["loc"]))
+    return f"{where}: {message}" if where else message
+
+
+def parse_inventory(data: object, source: str = "inventory") -> Inventory:
+    try:
+        return Inventory.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{source}: {validation_line(exc)}") from None
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Read and check `targets.yaml`; any problem is a UsageError of one line."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the inventory ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{path}: not valid YAML{where}") from None
+    return parse_inventory(data, str(path))

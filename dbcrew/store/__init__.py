@@ -1,0 +1,54 @@
+"""The shared store (history, baselines, long-term memory): a DuckDB file by default, PostgreSQL by URL.
+
+`open_store()` reads `DBCREW_STORE_URL`: `postgresql://...` (or `postgres://`) names a PostgreSQL
+database that workers on several machines share (the store's own database, never a review
+target; put its password in PGPASSWORD or ~/.pgpass, or in the URL of the environment variable,
+never in a flow parameter); `duckdb:///path` or a plain path names a DuckDB file. Unset, the
+store is `$XDG_DATA_HOME/dbcrew/store.duckdb` (`~/.local/share/dbcrew/store.duckdb`), or the file
+the older `DBCREW_MEMORY_PATH` names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import psycopg
+
+from dbcrew.store.backends import DuckDBBackend, PostgresBackend
+from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
+from dbcrew.store.store import Store
+from dbcrew.targets.postgres import first_line, redact_url
+
+STORE_ENV = "DBCREW_STORE_URL"
+LEGACY_MEMORY_ENV = "DBCREW_MEMORY_PATH"
+
+
+def default_store_path() -> Path:
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data_home / "dbcrew" / "store.duckdb"
+
+
+def store_url() -> str:
+    """The store the environment names: DBCREW_STORE_URL, else DBCREW_MEMORY_PATH's file, else the default file."""
+    return os.environ.get(STORE_ENV) or os.environ.get(LEGACY_MEMORY_ENV) or str(default_store_path())
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be opened (unreachable, refused, locked, not writable); the message holds no password."""
+
+
+def open_store(url: str | None = None) -> Store:
+    """The store at `url` (default: `store_url()`), its schema created if missing."""
+    url = url or store_url()
+    postgres = url.startswith(("postgresql://", "postgres://"))
+    backend = PostgresBackend(url, redact_url(url)) if postgres else DuckDBBackend(Path(url.removeprefix("duckdb://")))
+    try:
+        return Store(backend)
+    except (psycopg.OperationalError, duckdb.IOException) as exc:
+        raise StoreUnavailable(f"the store {backend.location} cannot be opened: {redact_url(first_line(exc))}") from None
+
+
+__all__ = ["STORE_ENV", "Baseline", "StoreUnavailable", "RunRecord", "RunStatus", "Sighting", "Store", "StoredFinding", "TargetSummary",
+           "Vitals", "default_store_path", "fingerprint", "open_store", "store_url"]

@@ -1,0 +1,90 @@
+"""Deploy the crew to a Prefect server: a process work pool, the inventory, and its deployments.
+
+Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
+machine with dbcrew installed runs them; nothing points at this machine's files. The pool has two
+queues: `reviews` (its concurrency limit is the fleet's overall limit) and `fleet` (the fleet runs
+that wait for reviews must never take a review's slot).
+"""
+
+from __future__ import annotations
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.deployments.runner import EntrypointType, RunnerDeployment
+from prefect.exceptions import ObjectNotFound
+from prefect.schedules import Cron
+from prefect.workers.process import ProcessWorker
+
+from dbcrew.inventory import Inventory, TargetEntry
+from flows.fleet import fleet_review
+from flows.review import health_review
+from flows.targets import ON_DEMAND, publish_inventory, review_target
+
+POOL = "dbcrew"
+REVIEW_QUEUE = "reviews"
+FLEET_QUEUE = "fleet"
+
+
+def ensure_pool(pool: str, max_reviews: int) -> None:
+    """A process work pool with the two queues; `max_reviews` reviews at once over every worker."""
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+        except ObjectNotFound:
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process",
+                                                   base_job_template=ProcessWorker.get_default_base_job_template()))
+        for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None)):
+            try:
+                existing = client.read_work_queue_by_name(queue, work_pool_name=pool)
+                client.update_work_queue(existing.id, concurrency_limit=limit)
+            except ObjectNotFound:
+                client.create_work_queue(queue, work_pool_name=pool, concurrency_limit=limit)
+
+
+def target_deployment(entry: TargetEntry) -> RunnerDeployment:
+    """The target's own deployment: its cron schedule, its name fixed as the one parameter."""
+    return review_target.to_deployment(
+        name=entry.name, parameters={"target": entry.name}, schedules=[Cron(entry.schedule, timezone="UTC")] if entry.schedule else None,
+        description=f"{entry.scenario} review of {entry.name}" + (f" on `{entry.schedule}` (UTC)" if entry.schedule else ""),
+        tags=["dbcrew", *entry.tags], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH)
+
+
+def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
+    """The run form of the UI: the target is a choice among the inventory's names."""
+    deployment = review_target.to_deployment(
+        name=ON_DEMAND, description="Review a database of the inventory now: choose the target, scenario and brain",
+        tags=["dbcrew", ON_DEMAND], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH)
+    # Prefect builds the form from the flow's signature; the names are only known now (no public setter).
+    deployment._parameter_openapi_schema.properties["target"]["enum"] = inventory.names()
+    return deployment
+
+
+def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
+    return [
+        *(target_deployment(entry) for entry in inventory.targets),
+        on_demand_deployment(inventory),
+        health_review.to_deployment(
+            name="lab", description="Any URL, with fault injection and the ablation switches (for experiments)",
+            tags=["dbcrew", "lab"], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH),
+        fleet_review.to_deployment(
+            name="fleet", description="Review every target of the inventory (or those with a tag) on the pool",
+            tags=["dbcrew", "fleet"], work_queue_name=FLEET_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH),
+    ]
+
+
+def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
+    """Publish the inventory and (re)create every deployment; drops targets' deployments no longer listed.
+
+    Returns the deployments' full names (flow/deployment).
+    """
+    publish_inventory(inventory)
+    ensure_pool(pool, max_reviews)
+    deployments = deployments_of(inventory)
+    for deployment in deployments:
+        deployment.apply(work_pool_name=pool)
+    keep = {d.name for d in deployments}
+    with get_client(sync_client=True) as client:
+        for stale in client.read_deployments():
+            if stale.entrypoint == "flows.targets.review_target" and stale.name not in keep:
+                client.delete_deployment(stale.id)
+    return [d.full_name for d in deployments]

@@ -1,0 +1,103 @@
+"""review_target: review one database of the published inventory, by name.
+
+This is what the on-demand form, each target's schedule and the fleet start. The inventory is
+published to the Prefect server (a block of its own type), not read from a worker's disk, so any worker of
+the pool on any machine reviews any target; the password is fetched on the reviewing machine
+from the source the entry names and never becomes a parameter.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.blocks.core import Block
+from prefect.blocks.system import Secret
+from prefect.client.orchestration import get_client
+from prefect.concurrency.sync import concurrency
+from pydantic import Field
+
+from dbcrew.errors import TargetError, UsageError
+from dbcrew.inventory import Inventory, PasswordFromEnv, PasswordFromSecret, TargetEntry, parse_inventory
+from dbcrew.settings import Settings, Thresholds
+from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.vocabulary import Scenario
+from flows.review import review_in_reports
+from roles.brains import BrainName
+from roles.crew import RunContext
+
+INVENTORY_BLOCK = "fleet"
+ON_DEMAND = "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
+
+
+class InventoryBlock(Block):
+    """The published targets inventory (no passwords: only where each one comes from)."""
+
+    _block_type_name = "dbcrew inventory"
+    _block_type_slug = "dbcrew-inventory"
+    _description = "The databases dbcrew reviews: targets.yaml, as checked and published by `dbcrew inventory publish`."
+
+    inventory: dict[str, Any]
+
+
+def target_limit(name: str) -> str:
+    """The global concurrency limit that keeps one review per target at a time."""
+    return f"dbcrew-target-{name}"
+
+
+def publish_inventory(inventory: Inventory) -> None:
+    """Store the inventory on the server and make each target's concurrency limit (one review at a time)."""
+    InventoryBlock(inventory=inventory.model_dump(mode="json")).save(INVENTORY_BLOCK, overwrite=True)
+    with get_client(sync_client=True) as client:
+        for entry in inventory.targets:
+            client.upsert_global_concurrency_limit_by_name(target_limit(entry.name), 1)
+
+
+def published_inventory() -> Inventory:
+    try:
+        block = InventoryBlock.load(INVENTORY_BLOCK)
+    except ValueError:
+        raise UsageError("no inventory on this Prefect server: run `dbcrew inventory publish targets.yaml` "
+                         "(or `dbcrew server`)") from None
+    return parse_inventory(block.inventory, "the published inventory")
+
+
+def resolve_password(entry: TargetEntry) -> str | None:
+    """The entry's password from its source, on this machine; None leaves it to libpq (~/.pgpass)."""
+    source = entry.password
+    if isinstance(source, PasswordFromEnv):
+        if source.env not in os.environ:
+            raise TargetError(f"target {entry.name}: environment variable {source.env} (its password) is not set on this worker")
+        return os.environ[source.env]
+    if isinstance(source, PasswordFromSecret):
+        try:
+            return str(Secret.load(source.secret).get())
+        except ValueError:
+            raise TargetError(f"target {entry.name}: no Secret block named {source.secret!r} (its password)") from None
+    return None
+
+
+def connect_entry(entry: TargetEntry) -> PostgresTarget:
+    return parse_target(entry.url, password=resolve_password(entry))
+
+
+@flow(name="review_target", flow_run_name="{target}", validate_parameters=True)
+def review_target(
+    target: str = Field(description="the target's name in the inventory"),
+    scenario: Scenario | None = Field(
+        None, description="health: the periodic review; diagnose: root causes of an anomaly happening now. Empty: the inventory's"),
+    brain: BrainName = Field(
+        "rules", description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for"),
+    window: float | None = Field(None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"),
+    alert: str = Field("", description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'"),
+) -> str:
+    """Review one database of the inventory; one review per target at a time (its global concurrency limit)."""
+    entry = published_inventory().get(target)
+    parsed = connect_entry(entry)
+    settings = Settings(window_seconds=window or entry.window, alert=alert, thresholds=Thresholds(**entry.thresholds))
+    run = RunContext(target=parsed, scenario=Scenario(scenario or entry.scenario), settings=settings,
+                     out_dir=Path("."), brain=brain)
+    with concurrency(target_limit(entry.name), occupy=1):
+        return str(review_in_reports(run))

@@ -1,0 +1,62 @@
+"""`dbcrew server` run as a user runs it, for the e2e tests and the benchmarks: a free port, its own Prefect home.
+
+Started as a child process, ready once it prints its "press Ctrl-C" line, stopped with SIGTERM
+(what Ctrl-C would do); `stop()` returns what it printed after being told to stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.embedded import _free_port
+
+READY = "press Ctrl-C"
+
+
+@dataclass
+class CrewServer:
+    api: str
+    process: subprocess.Popen[str]
+    logs: Path
+    banner: str
+
+    @property
+    def ui(self) -> str:
+        return self.api.removesuffix("/api")
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.communicate(timeout=120)[0]
+
+
+@contextmanager
+def running_crew_server(inventory: Path, work: Path, max_reviews: int = 2, env: dict[str, str] | None = None) -> Iterator[CrewServer]:
+    port = _free_port()
+    environment = {**os.environ, "PREFECT_HOME": str(work / "prefect-home"), "DBCREW_REPORTS_DIR": str(work / "reports"),
+                   "DBCREW_MEMORY_PATH": str(work / "memory.duckdb"), **(env or {})}
+    environment.pop("PREFECT_API_URL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "server", "--inventory", str(inventory), "--port", str(port),
+         "--max-reviews", str(max_reviews), "--poll-seconds", "1", "--logs", str(work / "logs")],
+        env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+    assert process.stdout is not None
+    seen = []
+    for out in process.stdout:
+        seen.append(out)
+        if out.startswith(READY):
+            break
+    else:
+        raise RuntimeError("dbcrew server did not start:\n" + "".join(seen))
+    server = CrewServer(api=f"http://127.0.0.1:{port}/api", process=process, logs=work / "logs", banner="".join(seen))
+    try:
+        yield server
+    finally:
+        if process.poll() is None:
+            server.stop()

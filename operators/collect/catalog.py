@@ -1,0 +1,125 @@
+"""Collectors of what is read once, not sampled: settings, foreign keys, sequences, transaction-ID ages and who holds the xmin horizon."""
+
+from __future__ import annotations
+
+from dbcrew.models import Role
+from dbcrew.targets import own_pids
+from dbcrew.vocabulary import Category
+from operators.registry import Observation, OperatorContext, operator
+from operators.sql import fetch, land
+
+
+SETTINGS_SQL = """
+SELECT name, setting, unit, source, boot_val, reset_val, context, vartype
+FROM pg_settings
+"""
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("settings",))
+def collect_settings(ctx: OperatorContext) -> Observation:
+    """Read pg_settings (values the role may not read show as hidden, and are left out)."""
+    with ctx.target.session() as conn:
+        columns, rows = fetch(conn, SETTINGS_SQL)
+    count = land(ctx.workspace, "settings", columns, rows)
+    return Observation(summary=f"settings: {count} rows", artifacts=["settings"])
+
+
+FOREIGN_KEYS_SQL = """
+SELECT k.oid AS constraint_oid, k.conname::text, n.nspname::text AS schemaname, c.relname::text,
+       k.conrelid AS relid,
+       (SELECT json_agg(a.attname::text ORDER BY u.ord)::text
+          FROM unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
+          JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum) AS column_names,
+       rn.nspname::text || '.' || rc.relname::text AS referenced
+FROM pg_constraint k
+JOIN pg_class c ON c.oid = k.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_class rc ON rc.oid = k.confrelid
+JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE k.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+"""
+
+SEQUENCES_SQL = """
+SELECT s.schemaname::text, s.sequencename::text, s.data_type::text, s.last_value, s.increment_by,
+       -- A bigint sequence feeding an integer column runs out at the column's maximum (PgHero's trap).
+       least(s.max_value, CASE a.atttypid WHEN 'int2'::regtype THEN 32767 WHEN 'int4'::regtype THEN 2147483647
+                                          ELSE s.max_value END) AS max_value,
+       coalesce(a.atttypid::regtype::text, '') AS column_type,
+       -- last_value is NULL both for a never-used sequence and for one this role may not read.
+       (has_sequence_privilege(c.oid, 'SELECT,USAGE') AND s.last_value IS NULL) AS never_used
+FROM pg_sequences s
+JOIN pg_namespace n ON n.nspname = s.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.sequencename
+LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+     AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+LEFT JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+"""
+
+WRAPAROUND_SQL = """
+SELECT 'database'::text AS scope, datname::text AS name,
+       age(datfrozenxid)::bigint AS xid_age, mxid_age(datminmxid)::bigint AS mxid_age
+FROM pg_database WHERE datallowconn
+UNION ALL
+SELECT * FROM (
+  -- A table is as old as the older of itself and its TOAST table (PgHero); only rows past a
+  -- threshold, capped, so 10,000 young tables cost nothing.
+  SELECT 'table'::text, format('%%I.%%I', n.nspname, c.relname),
+         greatest(age(c.relfrozenxid), age(t.relfrozenxid))::bigint AS xid_age,
+         greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+  WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+    AND (greatest(age(c.relfrozenxid), age(t.relfrozenxid)) >= %(xid_floor)s
+         OR greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid)) >= %(mxid_floor)s)
+  ORDER BY 3 DESC LIMIT 500) AS old_tables
+"""
+
+
+# Who holds the xmin horizon: vacuum removes no row version and freezes no XID newer than the
+# oldest of these. One row per holder; `database` NULL when it holds every database back, `here`
+# when it holds the reviewed one, `catalog_only` when it holds only the system catalogs (a
+# logical slot's catalog_xmin).
+# Walsenders are left to their standby or slot row, autovacuum workers are ignored by the
+# horizon, parallel workers share their leader's, and the review's own sessions are short.
+XMIN_HORIZON_SQL = """
+SELECT h.*, (h.database IS NULL OR h.database = current_database()) AS here FROM (
+SELECT 'transaction'::text AS kind, 'pid:' || a.pid AS holder, a.datname::text AS database, false AS catalog_only,
+       greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age,
+       extract(epoch FROM now() - a.xact_start)::float8 AS held_seconds,
+       concat_ws(', ', a.usename::text, nullif(a.application_name, ''), a.state) AS detail
+FROM pg_stat_activity a
+WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+  AND a.pid <> ALL(%(own)s::int[])  -- the review's own sessions, by backend PID (never by name)
+  AND a.backend_type NOT IN ('walsender', 'autovacuum worker', 'parallel worker')
+UNION ALL
+SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, age(p.transaction)::bigint,
+       extract(epoch FROM now() - p.prepared)::float8, 'owner ' || p.owner::text
+FROM pg_prepared_xacts p
+UNION ALL
+SELECT 'replication_slot', 'slot ' || s.slot_name, NULL, s.xmin IS NULL,
+       greatest(age(s.xmin), age(s.catalog_xmin))::bigint, NULL,
+       concat_ws(', ', s.slot_type::text || coalesce(' (' || s.plugin::text || ')', ''),
+                 CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
+                 'consumer ' || nullif(r.application_name, ''))
+FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+UNION ALL
+SELECT 'standby', 'replica ' || coalesce(r.application_name, '') || coalesce('@' || host(r.client_addr), ''), NULL, false,
+       age(r.backend_xmin)::bigint, NULL, concat_ws(', ', r.state::text, 'hot_standby_feedback')
+FROM pg_stat_replication r
+WHERE r.backend_xmin IS NOT NULL) AS h
+"""
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"))
+def collect_schema(ctx: OperatorContext) -> Observation:
+    """Read foreign keys, sequences, transaction-ID ages (database and table level) and who holds the xmin horizon."""
+    artifacts = ["foreign_keys", "sequences", "wraparound", "xmin_horizon"]
+    with ctx.target.session() as conn:
+        t = ctx.settings.thresholds
+        floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
+        for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
+                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids()})):
+            columns, rows = fetch(conn, sql, args)
+            land(ctx.workspace, table, columns, rows)
+    return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)

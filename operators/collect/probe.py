@@ -1,0 +1,50 @@
+"""The probe: the target's version, size, extensions and the review role's privileges, as the run's brief.
+
+Every plan is drafted from the brief (which collectors the role may run, which extensions are
+there), so the probe runs before anything else and lands the brief in the workspace.
+"""
+
+from __future__ import annotations
+
+from dbcrew.models import Brief
+from operators.registry import OperatorContext
+
+PROBE_SQL = """
+SELECT current_setting('server_version') AS server_version,
+       current_setting('server_version_num')::int AS server_version_num,
+       current_database() AS database,
+       current_user AS current_user,
+       pg_database_size(current_database()) AS database_size_bytes,
+       (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+           AND n.nspname NOT LIKE 'pg_toast%') AS table_count,
+       (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relkind = 'i' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+           AND n.nspname NOT LIKE 'pg_toast%') AS index_count,
+       pg_is_in_recovery() AS in_recovery,
+       (SELECT coalesce(array_agg(extname::text ORDER BY extname), '{}') FROM pg_extension) AS extensions,
+       CASE WHEN pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+            THEN current_setting('shared_preload_libraries') END AS preloaded,
+       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS is_superuser,
+       pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can_read_all_stats,
+       pg_has_role(current_user, 'pg_read_all_settings', 'USAGE') AS can_read_all_settings,
+       current_setting('max_connections')::int AS max_connections,
+       current_setting('track_io_timing') = 'on' AS track_io_timing,
+       CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
+            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier
+"""
+
+
+def probe(ctx: OperatorContext) -> Brief:
+    """Read the target's version, size, extensions and the review role's privileges into a brief."""
+    with ctx.target.session() as conn:
+        row = conn.execute(PROBE_SQL).fetchone()
+    assert row is not None
+    raw = row.pop("preloaded")
+    # NULL: the role may not read the setting; the statements collector then finds out at run time.
+    preloaded = None if raw is None else [lib.strip() for lib in raw.split(",") if lib.strip()]
+    brief = Brief(**row, preloaded_libraries=preloaded)
+    if brief.is_superuser:
+        brief = brief.model_copy(update={"can_read_all_stats": True, "can_read_all_settings": True})
+    ctx.workspace.put_observation("brief", brief.model_dump())
+    return brief

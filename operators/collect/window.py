@@ -1,0 +1,141 @@
+"""Collectors of the review's window: statistics counters sampled at its start and end, and sessions sampled across it.
+
+Counters (pg_stat_*, operators/stat_views.py) are read at the start and the end of the
+window and landed with `<counter>_delta` columns, so checks judge what happened during the
+review, not since a reset that may be months old. Statistics are never reset.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbcrew.models import Role
+from dbcrew.targets import own_pids
+from dbcrew.vocabulary import Category
+from operators.stat_views import (
+    DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
+)
+from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
+from operators.sql import fetch, land
+
+
+class WindowParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    window_seconds: float | None = Field(None, ge=0, description="defaults to the run's window")
+
+
+def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterView) -> Observation:
+    """Read `views` at the start and the end of the window and land each with its deltas.
+
+    The summary is the first view's; the artifacts are every view's.
+    """
+    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    with ctx.target.session() as conn:
+        before = [fetch(conn, view.sql) for view in views]
+    started = time.monotonic()
+    time.sleep(window)
+    with ctx.target.session() as conn:
+        after = [fetch(conn, view.sql)[1] for view in views]
+    elapsed = time.monotonic() - started
+    landed = [_land_deltas(ctx, view, columns, old, new, elapsed) for view, (columns, old), new in zip(views, before, after, strict=True)]
+    return landed[0].model_copy(update={"artifacts": [view.table for view in views]})
+
+
+def _land_deltas(
+    ctx: OperatorContext,
+    view: CounterView,
+    columns: list[tuple[str, str]],
+    before: list[tuple[Any, ...]],
+    after: list[tuple[Any, ...]],
+    elapsed: float,
+) -> Observation:
+    names = [c for c, _ in columns]
+    key_idx = [names.index(k) for k in view.keys]
+    counter_idx = [names.index(c) for c in view.counters]
+    first = {tuple(row[i] for i in key_idx): row for row in before}
+    delta_columns = [(f"{c}_delta", "DOUBLE") for c in view.counters]
+    rows = []
+    for row in after:
+        old = first.get(tuple(row[i] for i in key_idx))
+        # An object created during the window started from zero.
+        deltas = [float(row[i] or 0) - float((old[i] if old else 0) or 0) for i in counter_idx]
+        rows.append((*row, *deltas, elapsed))
+    count = land(ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows)
+    return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table])
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer"))
+def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
+    """Sample pg_stat_database (this database) and the checkpointer counters over the window."""
+    server = ctx.brief.server_version_num if ctx.brief else 170000
+    return _sample_window(ctx, params, DATABASE_STATS, checkpointer(server))
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",))
+def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
+    """Sample pg_stat_user_tables with sizes, reloptions and primary keys over the window."""
+    return _sample_window(ctx, params, TABLE_STATS)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",), equivalent_of="collect_table_stats")
+def collect_table_stats_all(ctx: OperatorContext, params: WindowParams) -> Observation:
+    """Same as collect_table_stats, read from pg_stat_all_tables (for servers that hide the user view)."""
+    return _sample_window(ctx, params, TABLE_STATS_ALL)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("index_stats",))
+def collect_index_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
+    """Sample pg_stat_user_indexes with definitions (columns, opclasses, predicate, method) over the window."""
+    return _sample_window(ctx, params, INDEX_STATS)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
+def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observation:
+    """Sample pg_stat_statements for this database over the window (needs the extension preloaded)."""
+    if ctx.brief is not None and not ctx.brief.has_statements:
+        raise OperatorMisfit("pg_stat_statements is not installed and preloaded on this target")
+    return _sample_window(ctx, params, STATEMENTS)
+
+
+CONNECTIONS_SQL = """
+SELECT %(sample)s::int AS sample_no, count(*)::bigint AS connections,
+       current_setting('max_connections')::bigint AS max_connections,
+       current_setting('superuser_reserved_connections')::bigint AS reserved
+FROM pg_stat_activity WHERE backend_type = 'client backend'
+"""
+
+
+QUOTED_QUERY_CHARS = 500  # statement text kept with each session sample (quoted in findings)
+
+
+class ActivityParams(WindowParams):
+    samples: int | None = Field(None, ge=1, le=60)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
+def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
+    """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
+    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    samples = params.samples or ctx.settings.activity_samples
+    pause = window / max(samples - 1, 1)
+    activity_rows: list[tuple[Any, ...]] = []
+    connection_rows: list[tuple[Any, ...]] = []
+    act_cols: list[tuple[str, str]] = []
+    conn_cols: list[tuple[str, str]] = []
+    with ctx.target.session() as conn:
+        for sample in range(samples):
+            if sample:
+                time.sleep(pause)
+            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids()})
+            activity_rows.extend(rows)
+            conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
+            connection_rows.extend(rows)
+    land(ctx.workspace, "activity", act_cols, activity_rows)
+    land(ctx.workspace, "connections", conn_cols, connection_rows)
+    return Observation(
+        summary=f"activity: {len(activity_rows)} session rows in {samples} samples",
+        artifacts=["activity", "connections"],
+    )

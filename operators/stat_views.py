@@ -1,0 +1,153 @@
+"""The statistics views (pg_stat_*) the health review and the diagnosis both read, written once.
+
+Cumulative counters: the health collectors (operators/collect/window.py) read them at the start
+and the end of the review's window and land `<counter>_delta` columns; the diagnosis's sampler
+(operators/diagnose/sampler.py) reads the same counters at every tick and turns them into
+per-second rates. A `CounterView` names a view's identity columns (`keys`, to pair the rows of
+two readings) and its cumulative `counters` (what a delta or a rate is taken of).
+
+Sessions (pg_stat_activity): both sample `SESSIONS_SQL` several times across the window, the
+health review for how long sessions stay in a state, the diagnosis for what active ones wait on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CounterView:
+    """One statistics view: the workspace table it lands in, its identity columns and its cumulative counters."""
+
+    table: str
+    sql: str
+    keys: tuple[str, ...]
+    counters: tuple[str, ...]
+
+
+DATABASE_STATS = CounterView(
+    table="database_stats",
+    sql="""
+SELECT datname::text, numbackends, xact_commit, xact_rollback, blks_read, blks_hit,
+       tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted,
+       conflicts, temp_files, temp_bytes, deadlocks, blk_read_time::float8, blk_write_time::float8,
+       stats_reset, extract(epoch FROM now() - coalesce(stats_reset, pg_postmaster_start_time()))::float8
+         AS stats_age_seconds
+FROM pg_stat_database WHERE datname = current_database()
+""",
+    keys=("datname",),
+    counters=(
+        "xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
+        "tup_inserted", "tup_updated", "tup_deleted", "conflicts", "temp_files", "temp_bytes",
+        "deadlocks", "blk_read_time", "blk_write_time",
+    ),
+)
+
+# One query for PostgreSQL 17+ (pg_stat_checkpointer) and one for older servers (pg_stat_bgwriter).
+CHECKPOINTER_SQL_17 = ("SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
+                       " buffers_written::bigint AS buffers_written FROM pg_stat_checkpointer")
+CHECKPOINTER_SQL_OLD = ("SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
+                        " buffers_checkpoint::bigint AS buffers_written FROM pg_stat_bgwriter")
+
+
+def checkpointer(server_version_num: int) -> CounterView:
+    """The checkpoint counters: pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before."""
+    return CounterView(
+        table="checkpointer",
+        sql=CHECKPOINTER_SQL_17 if server_version_num >= 170000 else CHECKPOINTER_SQL_OLD,
+        keys=("source",),
+        counters=("timed", "requested", "buffers_written"),
+    )
+
+
+TABLE_COLUMNS = """
+SELECT s.relid, s.schemaname::text, s.relname::text, s.seq_scan, s.seq_tup_read,
+       coalesce(s.idx_scan, 0) AS idx_scan, coalesce(s.idx_tup_fetch, 0) AS idx_tup_fetch,
+       s.n_tup_ins, s.n_tup_upd, s.n_tup_del, s.n_tup_hot_upd, s.n_live_tup, s.n_dead_tup,
+       s.n_mod_since_analyze, s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze,
+       extract(epoch FROM now() - greatest(s.last_analyze, s.last_autoanalyze))::float8 AS analyzed_seconds_ago,
+       s.vacuum_count, s.autovacuum_count, s.analyze_count, s.autoanalyze_count,
+       c.reltuples::float8 AS reltuples, c.relpages::bigint AS relpages,
+       pg_total_relation_size(c.oid) AS total_bytes, pg_relation_size(c.oid) AS table_bytes,
+       array_to_string(c.reloptions, ',') AS reloptions,
+       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p') AS has_primary_key,
+       c.relkind::text AS relkind,
+       (SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid)::int AS index_count
+FROM {view} s JOIN pg_class c ON c.oid = s.relid
+"""
+
+TABLE_STATS = CounterView(
+    table="table_stats",
+    sql=TABLE_COLUMNS.format(view="pg_stat_user_tables"),
+    keys=("relid",),
+    counters=("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_del", "n_tup_hot_upd"),
+)
+# pg_stat_user_tables is a filter over pg_stat_all_tables; a managed service that hides the view
+# still answers the underlying one.
+TABLE_STATS_ALL = CounterView(
+    table="table_stats",
+    sql=TABLE_COLUMNS.format(view="pg_stat_all_tables")
+    + " WHERE s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname !~ '^pg_toast'",
+    keys=TABLE_STATS.keys,
+    counters=TABLE_STATS.counters,
+)
+
+INDEX_STATS = CounterView(
+    table="index_stats",
+    sql="""
+SELECT s.indexrelid, s.relid, s.schemaname::text, s.relname::text, s.indexrelname::text,
+       s.idx_scan, s.idx_tup_read, s.idx_tup_fetch,
+       pg_relation_size(s.indexrelid) AS index_bytes,
+       i.indisunique, i.indisprimary, i.indisvalid, i.indisready, i.indisexclusion,
+       i.indkey::text AS indkey, i.indclass::text AS indclass, i.indcollation::text AS indcollation,
+       i.indoption::text AS indoption, i.indnkeyatts::int AS key_columns,
+       coalesce(pg_get_expr(i.indexprs, i.indrelid), '') AS expressions,
+       coalesce(pg_get_expr(i.indpred, i.indrelid), '') AS predicate,
+       am.amname::text AS method,
+       pg_get_indexdef(s.indexrelid) AS indexdef,
+       (SELECT json_agg(a.attname::text ORDER BY k.ord)::text
+          FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+          JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+         WHERE k.ord <= i.indnkeyatts) AS column_names,
+       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = s.indexrelid AND k.contype IN ('p', 'u', 'x'))
+         AS backs_constraint
+FROM pg_stat_user_indexes s
+JOIN pg_index i ON i.indexrelid = s.indexrelid
+JOIN pg_class ic ON ic.oid = s.indexrelid
+JOIN pg_am am ON am.oid = ic.relam
+""",
+    keys=("indexrelid",),
+    counters=("idx_scan", "idx_tup_read", "idx_tup_fetch"),
+)
+
+STATEMENTS = CounterView(
+    table="statements",
+    sql="""
+SELECT s.queryid, s.userid, s.toplevel, left(s.query, 2000) AS query, s.calls,
+       s.total_exec_time::float8 AS total_exec_time, s.rows,
+       s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
+FROM pg_stat_statements s
+WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND s.queryid IS NOT NULL
+""",
+    keys=("queryid", "userid", "toplevel"),
+    counters=("calls", "total_exec_time", "rows", "shared_blks_hit", "shared_blks_read", "temp_blks_written"),
+)
+
+
+# This database's sessions (and the cluster's background processes), except the review's own,
+# recognised by backend PID (`own`: dbcrew.targets.own_pids), never by a name others can take.
+# `query_chars` bounds the text: the health review quotes it, the diagnosis EXPLAINs it.
+SESSIONS_SQL = """
+SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
+       a.pid, a.datname::text, a.usename::text, a.application_name, a.backend_type, a.state,
+       a.wait_event_type, a.wait_event,
+       extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS xact_seconds,
+       extract(epoch FROM clock_timestamp() - a.query_start)::float8 AS query_seconds,
+       extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_seconds,
+       left(a.query, %(query_chars)s::int) AS query,
+       array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
+FROM pg_stat_activity a
+WHERE a.pid <> ALL(%(own)s::int[])
+  AND (a.datname = current_database() OR a.datname IS NULL)
+"""

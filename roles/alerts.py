@@ -1,0 +1,81 @@
+"""Alerts through Apprise URLs (Slack, e-mail, a webhook's json:// or jsons://, ...): who is told, and what.
+
+A run alerts when it failed, or when it found problems (critical or warning) that are new or
+regressed since the target's previous run; persisting problems were told before and stay quiet.
+A report without history (no previous run known) alerts on every problem. The message carries the
+target's password-free display, the run's link (the Prefect UI page when known) and the findings;
+any credentials that slipped into an error text are cut out before sending.
+"""
+
+from __future__ import annotations
+
+import re
+
+import apprise
+from pydantic import BaseModel
+
+from dbcrew.models import Report
+from dbcrew.models.report import HistoryItem
+
+MAX_LISTED = 20
+_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNORECASE)
+_PASSWORD_PARAM = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+
+
+class AlertNotDelivered(RuntimeError):
+    """Apprise could not deliver to every URL (the review itself is not affected)."""
+
+
+class Alert(BaseModel):
+    title: str
+    body: str
+    failed: bool
+    findings: list[HistoryItem]
+
+
+def scrub(text: str) -> str:
+    """Cut passwords out of URLs and `password=` pairs in free text (error messages)."""
+    return _PASSWORD_PARAM.sub(r"\1***", _CREDENTIALS.sub(r"\1@", text))
+
+
+def news_of(report: Report) -> list[HistoryItem]:
+    """The problems worth telling: new or regressed critical and warning findings (all of them without history)."""
+    if report.history is None:
+        return [HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at)
+                for f in report.findings if f.is_problem]
+    items = [*report.history.new, *report.history.regressed]
+    return sorted((i for i in items if i.severity.value != "info"), key=lambda i: (i.severity.rank, i.code, i.object))
+
+
+def alert_for(report: Report) -> Alert | None:
+    """The alert this run deserves, or None when it has nothing new to say."""
+    where = f"Target: {report.target.display}\nRun: {report.link or report.run_id} ({report.scenario}," \
+            f" started {report.started_at:%Y-%m-%d %H:%M UTC})"
+    if report.error:
+        return Alert(title=f"dbcrew: the {report.scenario} review of {report.target.display} failed",
+                     body=scrub(f"{where}\nError: {report.error}"), failed=True, findings=[])
+    news = news_of(report)
+    if not news:
+        return None
+    worst = news[0].severity.value
+    lines = [f"- {i.severity.value} {i.code} on {i.object} (first seen {i.first_seen:%Y-%m-%d %H:%M UTC})" for i in news[:MAX_LISTED]]
+    if len(news) > MAX_LISTED:
+        lines.append(f"- ... and {len(news) - MAX_LISTED} more (see the report)")
+    title = f"dbcrew: {len(news)} new problem{'s' if len(news) > 1 else ''} ({worst}) on {report.target.display}"
+    return Alert(title=title, body=scrub("\n".join([where, "New or regressed since the previous run:", *lines])),
+                 failed=False, findings=news)
+
+
+def notify(report: Report, urls: list[str]) -> Alert | None:
+    """Send this run's alert to every Apprise URL; the alert sent, or None when there was nothing to send."""
+    alert = alert_for(report)
+    if alert is None or not urls:
+        return None
+    targets = apprise.Apprise()
+    for url in urls:
+        if not targets.add(url):
+            raise ValueError(f"not an Apprise URL: {scrub(url).split('?', 1)[0]}")
+    kind = apprise.NotifyType.FAILURE if alert.failed else apprise.NotifyType.WARNING
+    if not targets.notify(title=alert.title, body=alert.body, notify_type=kind):
+        raise AlertNotDelivered(f"the alert for run {report.run_id} was not delivered to every one of {len(urls)} URLs")
+    return alert

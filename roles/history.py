@@ -1,0 +1,260 @@
+"""History across runs, from the shared store: what changed since last time, trends, baselines.
+
+`reviewed(run, review)` is the one hook of the review path: it runs the review, stores the run
+(findings with fingerprints, vital signs), compares it with the target's previous run of the same
+scenario (new, persisting, resolved, regressed, each with its first-seen date), draws the trends
+chart, and keeps a health review's sampled window as the target's baseline when it was quiet. A
+review that raises is stored as a failed run, and the error goes on. Before a diagnosis,
+`stage_baseline` hands the target's latest quiet window to the sampler unless a --baseline file
+was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from dbcrew.models import Brief, Finding, Report
+from dbcrew.models.report import CoverageStatus, History, HistoryItem, TargetInfo
+from dbcrew.store import Baseline, RunRecord, RunStatus, Sighting, Store, StoredFinding, Vitals, fingerprint, open_store
+from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import FindingCode, Scenario
+from dbcrew.workspace import Workspace
+from operators.diagnose.anomaly import abnormal_metrics
+from operators.diagnose.evidence import Baseline as WindowBaseline
+from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
+from operators.paint import paint_trends
+from operators.registry import catalogue
+from roles.memory import target_identity
+
+if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
+    from roles.crew import RunContext
+
+TREND_RUNS = 30
+TRENDS_CHART = "charts/trends.png"
+TRENDS_CAPTION = ("Trends over this target's last {n} {scenario} reviews, one point per run (x: run start, UTC): findings by"
+                  " severity, cache hit ratio, dead tuples, the database's transaction ID age and its size.")
+# Findings that say the window was not a normal period: it must not become what "normal" means.
+BUSY_CODES = (FindingCode.BLOCKING_LOCKS, FindingCode.LONG_RUNNING_QUERY, FindingCode.CONNECTIONS_SATURATION)
+
+
+# -- what one run leaves in the store -----------------------------------------------------------
+def brief_of(run: RunContext) -> Brief | None:
+    """The probe's brief from the run's workspace (None when the run failed before the probe)."""
+    if not run.workspace_path.exists():
+        return None
+    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = 'brief'")
+    return Brief.model_validate_json(rows[0]["body"]) if rows else None
+
+
+def identity_for(run: RunContext, store: Store) -> str:
+    """The target's identity: from the probe, else the one last recorded for its display, else the display."""
+    brief = brief_of(run)
+    if brief is not None:
+        return target_identity(run.target, brief)
+    return store.identity_of(run.target.display) or run.target.display
+
+
+def _one(workspace: Workspace, table: str, sql: str, params: list[object] | None = None) -> object:
+    """One value from a table the review may not have collected (a skipped collector): None then."""
+    if not workspace.has(table):
+        return None
+    rows = workspace.query(sql, params)
+    return next(iter(rows[0].values())) if rows else None
+
+
+def vitals_of(run: RunContext, report: Report) -> Vitals:
+    """Vital signs from the run's workspace: cache hit ratio over the window, dead tuples, XID age, size."""
+    counts = {s: sum(f.severity.value == s for f in report.findings) for s in ("critical", "warning", "info")}
+    brief = brief_of(run)
+    if brief is None:
+        return Vitals(**counts)
+    workspace = Workspace(run.workspace_path)
+    hits = workspace.query("SELECT blks_hit, blks_read, blks_hit_delta, blks_read_delta FROM database_stats") \
+        if workspace.has("database_stats") else []
+    ratio = None
+    if hits:
+        row = hits[0]
+        hit, read = (row["blks_hit_delta"], row["blks_read_delta"]) if row["blks_hit_delta"] + row["blks_read_delta"] > 0 \
+            else (row["blks_hit"], row["blks_read"])  # an idle window: the ratio since the statistics began
+        ratio = hit / (hit + read) if hit + read > 0 else None
+    dead = _one(workspace, "table_stats", "SELECT sum(n_dead_tup) FROM table_stats")
+    xid = _one(workspace, "wraparound", "SELECT max(xid_age) FROM wraparound WHERE scope = 'database' AND name = ?",
+               [brief.database])
+    return Vitals(cache_hit_ratio=ratio, dead_tuples=None if dead is None else int(dead),  # type: ignore[call-overload]
+                  oldest_xid_age=None if xid is None else int(xid),  # type: ignore[call-overload]
+                  database_bytes=brief.database_size_bytes, **counts)
+
+
+def stored_findings(identity: str, findings: list[Finding]) -> list[StoredFinding]:
+    return [StoredFinding(fingerprint=fingerprint(identity, f.code, f.object), code=f.code, object=f.object,
+                          severity=f.severity, title=f.title) for f in findings]
+
+
+def unverified_codes(report: Report) -> set[str]:
+    """Codes of the checks that did not run this time: their earlier findings cannot be called resolved."""
+    not_ran = {c.check for c in report.coverage if c.status is not CoverageStatus.RAN}
+    return {code for entry in catalogue() if entry.name in not_ran for code in entry.checks}
+
+
+# -- what changed ------------------------------------------------------------------------------
+def compare(current: list[StoredFinding], previous: list[StoredFinding], sightings: dict[str, Sighting],
+            now: datetime, unverified: set[str]) -> tuple[list[HistoryItem], ...]:
+    """(new, persisting, resolved, regressed) of `current` against the previous run and all earlier sightings."""
+    before = {f.fingerprint: f for f in previous}
+
+    def item(f: StoredFinding) -> HistoryItem:
+        seen = sightings.get(f.fingerprint)
+        return HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=seen.first_seen if seen else now)
+
+    new, persisting, regressed = [], [], []
+    for finding in current:
+        old = before.get(finding.fingerprint)
+        if old is None:
+            (regressed if finding.fingerprint in sightings else new).append(item(finding))  # back after being resolved
+        elif finding.severity.rank < old.severity.rank:
+            regressed.append(item(finding))
+        else:
+            persisting.append(item(finding))
+    seen_now = {f.fingerprint for f in current}
+    resolved = [item(f) for f in previous if f.fingerprint not in seen_now and f.code not in unverified]
+    return new, persisting, resolved, regressed
+
+
+def history_of(store: Store, identity: str, report: Report, current: list[StoredFinding]) -> History:
+    previous = store.previous_run(identity, report.scenario, report.started_at)
+    if previous is None:
+        return History(new=[HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at)
+                            for f in current])
+    new, persisting, resolved, regressed = compare(
+        current, store.findings(previous.run_id), store.sightings(identity, report.scenario, report.started_at),
+        report.started_at, unverified_codes(report))
+    return History(previous_run_id=previous.run_id, previous_started_at=previous.started_at, new=new,
+                   persisting=persisting, resolved=resolved, regressed=regressed)
+
+
+# -- baselines ---------------------------------------------------------------------------------
+def judge_quiet(window: WindowEvidence, findings: list[Finding], previous: WindowEvidence | None) -> tuple[bool, str]:
+    """Quiet: no session blocked, no busy-workload finding, and (when one exists) nothing left the last baseline."""
+    if window.blocked:
+        return False, f"{len(window.blocked)} sessions were blocked during the window"
+    busy = sorted({f.code for f in findings if f.is_problem and f.code in BUSY_CODES})
+    if busy:
+        return False, f"the review found {', '.join(busy)}"
+    if previous is not None:
+        moved = abnormal_metrics(window, previous)
+        if moved:
+            return False, f"{len(moved)} metrics left the previous baseline ({', '.join(m.name for m in moved[:3])})"
+    return True, "no blocked session, no busy-workload finding" + (", nothing left the previous baseline" if previous else "")
+
+
+def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) -> Baseline | None:
+    """Store a health review's sampled window, marked quiet or not; None when the review sampled none."""
+    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = ?", [HEALTH_WINDOW_KEY])
+    if not rows:
+        return None
+    window = WindowEvidence.model_validate_json(rows[0]["body"])
+    latest = store.latest_baseline(identity)
+    quiet, reason = judge_quiet(window, report.findings,
+                                WindowEvidence.model_validate_json(latest.window_json) if latest else None)
+    baseline = Baseline(target=identity, run_id=report.run_id, taken_at=report.started_at, quiet=quiet, reason=reason,
+                        window_json=rows[0]["body"])
+    store.save_baseline(baseline)
+    return baseline
+
+
+def stage_baseline(run: RunContext, brief: Brief, store: Store | None = None) -> None:
+    """Before a diagnosis without --baseline: put the target's latest quiet window where the sampler looks."""
+    if run.scenario != Scenario.DIAGNOSE or run.settings.baseline_path:
+        return
+    store = store or open_store(run.settings.store_url)
+    latest = store.latest_baseline(target_identity(run.target, brief))
+    if latest is None:
+        return
+    staged = WindowBaseline(window=WindowEvidence.model_validate_json(latest.window_json),
+                            source=f"the quiet window of health review {latest.run_id} ({latest.taken_at:%Y-%m-%d %H:%M} UTC)")
+    Workspace(run.workspace_path).put_observation(STORED_BASELINE_KEY, staged.model_dump_json())
+
+
+# -- the hook ------------------------------------------------------------------------------------
+def failed_report(run: RunContext, error: BaseException) -> Report:
+    """The report of a run that raised: no findings, the error in one line (for the store and alerts)."""
+    return Report(run_id=run.run_id, target=TargetInfo(kind=run.target.kind, display=run.target.display),
+                  scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=run.brain,
+                  link=run.link, error=f"{type(error).__name__}: {first_line(error)}",
+                  summary=f"The review failed: {type(error).__name__}: {first_line(error)}")
+
+
+def record_history(run: RunContext, report: Report, store: Store | None = None) -> Report:
+    """Store the run; the report with its history and trends chart (a failed run is stored, nothing compared)."""
+    store = store or open_store(run.settings.store_url)
+    identity = identity_for(run, store)
+    status = RunStatus.FAILED if report.error else RunStatus.PARTIAL if report.partial else RunStatus.COMPLETED
+    record = RunRecord(run_id=report.run_id, target=identity, display=report.target.display, scenario=report.scenario,
+                       started_at=report.started_at, finished_at=report.finished_at, status=status,
+                       report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
+                       link=report.link, error=report.error)
+    if report.error:
+        store.record_run(record, [])
+        return report
+    current = stored_findings(identity, report.findings)
+    history = history_of(store, identity, report, current)
+    store.record_run(record, current, vitals_of(run, report))
+    update: dict[str, object] = {"history": history}
+    if report.scenario != Scenario.HEALTH:
+        return report.model_copy(update=update)  # a diagnosis neither samples a baseline nor measures the vitals
+    keep_baseline(store, identity, run, report)
+    points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
+    if len(points) >= 2:
+        paint_trends(points, run.out_dir / TRENDS_CHART)
+        update["charts"] = [*report.charts, TRENDS_CHART]
+        update["captions"] = {**report.captions,
+                              TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario)}
+    return report.model_copy(update=update)
+
+
+def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None = None) -> Report:
+    """Run the review and record it in the target's history; a review that raises is recorded as failed."""
+    try:
+        report = review()
+    except Exception as exc:
+        record_history(run, failed_report(run, exc), store)
+        raise
+    return record_history(run, report, store)
+
+
+# -- the timeline `dbcrew history` prints --------------------------------------------------------
+class RunChanges(BaseModel):
+    """One stored run with its vital signs and its counts of change against the run before it."""
+
+    run: RunRecord
+    vitals: Vitals | None
+    new: int = 0
+    regressed: int = 0
+    resolved: int = 0
+
+
+def timeline(store: Store, identity: str, scenario: str, limit: int) -> list[RunChanges]:
+    """The target's last `limit` runs of `scenario`, oldest first, each compared with the run before it."""
+    vitals = {r.run_id: v for r, v in store.trends(identity, scenario)}
+    sightings: dict[str, Sighting] = {}
+    previous: list[StoredFinding] = []
+    rows = []
+    for run in (r for r in store.runs(identity) if r.scenario == scenario):
+        if run.status is RunStatus.FAILED:
+            rows.append(RunChanges(run=run, vitals=None))
+            continue
+        current = store.findings(run.run_id)
+        new, _, resolved, regressed = compare(current, previous, sightings, run.started_at, set())
+        rows.append(RunChanges(run=run, vitals=vitals.get(run.run_id), new=len(new), regressed=len(regressed),
+                               resolved=len(resolved)))
+        for finding in current:
+            seen = sightings.get(finding.fingerprint)
+            sightings[finding.fingerprint] = Sighting(first_seen=seen.first_seen if seen else run.started_at,
+                                                      last_seen=run.started_at)
+        previous = current
+    return rows[-limit:]

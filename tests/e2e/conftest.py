@@ -1,0 +1,67 @@
+"""One `dbcrew server` (Prefect server + process worker + deployed inventory) shared by the e2e tests that operate it."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lab.crew_server import CrewServer, running_crew_server
+from lab.embedded import EmbeddedPostgres, _free_port
+
+INVENTORY = """
+targets:
+  - name: alpha
+    url: {alpha}
+    schedule: "0 3 * * *"
+    window: 1
+    tags: [fleet-test]
+  - name: beta
+    url: {beta}
+    password: {{env: BETA_PASSWORD}}
+    schedule: "30 4 * * 1"
+    window: 1
+    tags: [fleet-test]
+  - name: gone
+    url: postgresql://postgres@127.0.0.1:{dead_port}/gone
+    schedule: "0 5 1 * *"
+    window: 1
+    tags: [fleet-test]
+"""
+
+
+@pytest.fixture(scope="session")
+def fleet_pg() -> Iterator[EmbeddedPostgres]:
+    """The fleet's own cluster, outside pytest's base temp: another pytest run on the machine resets that
+    folder to mode 0700, after which the server's system user can no longer open its files by path."""
+    work = Path(tempfile.mkdtemp(prefix="dbcrew-fleet-pg-"))
+    server = EmbeddedPostgres(work / "data").start()
+    yield server
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def crew_server(fleet_pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrewServer]:
+    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable)."""
+    pg = fleet_pg
+    work = tmp_path_factory.mktemp("crew-server")
+    for name in ("alpha", "beta"):
+        pg.psql(f"CREATE DATABASE {name};")
+        pg.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE items (id int);", dbname=name)
+    inventory = work / "targets.yaml"
+    inventory.write_text(INVENTORY.format(alpha=pg.dsn("alpha"), beta=pg.dsn("beta"), dead_port=_free_port()))
+    family: list[psutil.Process] = []
+    with running_crew_server(inventory, work, env={"BETA_PASSWORD": "not-needed-with-trust"}) as server:
+        assert f"Prefect UI: {server.ui}" in server.banner, server.banner
+        family = psutil.Process(server.process.pid).children(recursive=True)
+        yield server
+        family += [c for c in psutil.Process(server.process.pid).children(recursive=True) if c not in family]
+        rest = server.stop()
+    assert server.process.returncode == 0 and "stopped" in rest, rest
+    _, alive = psutil.wait_procs(family, timeout=5)
+    assert not alive, f"dbcrew server left processes behind: {[p.pid for p in alive]}"
