@@ -87,6 +87,10 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     chosen = brain or default_brain()
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
+    if chosen == "openai":
+        from dbcrew.llm.client import endpoint_limits
+
+        endpoint_limits()  # a bad DBCREW_LLM_TIMEOUT / DBCREW_LLM_MAX_RETRIES: exit 2 before any flow starts
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)

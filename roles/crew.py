@@ -35,7 +35,7 @@ from roles.faults import FaultInjector, damage_plan
 from roles.history import stage_baseline
 from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, remember_run, target_identity
 from roles.monitor import Monitor
-from roles.planner import reflect_until_valid
+from roles.planner import make_plan
 from roles.replanner import replan
 from roles.execution import ExecutionResult, ExecutionState, execute
 from roles.worker import TaskOutcome, perform
@@ -111,11 +111,9 @@ def initialize(run: RunContext) -> Initialized:
     caps = prune(brief, catalogue())
     brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
-    strategy = damage_plan(brain.plan(request), run.faults)
-    rounds = 0
-    if run.settings.ablations.reflection:
-        planned = reflect_until_valid(brain, request, strategy, run.settings.max_reflection_rounds)
-        strategy, rounds = planned.strategy, len(planned.rounds)
+    planned = make_plan(brain, request, run.settings.max_reflection_rounds, reflection=run.settings.ablations.reflection,
+                        draft=lambda strategy: damage_plan(strategy, run.faults))
+    strategy, rounds = planned.strategy, len(planned.rounds)
     identity, edits = "", []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)

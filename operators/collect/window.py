@@ -32,7 +32,7 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
 
     The summary is the first view's; the artifacts are every view's.
     """
-    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    window = ctx.window(params.window_seconds)
     with ctx.target.session() as conn:
         before = [fetch(conn, view.sql) for view in views]
     started = time.monotonic()
@@ -118,7 +118,7 @@ class ActivityParams(WindowParams):
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
 def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
     """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
-    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    window = ctx.window(params.window_seconds)
     samples = params.samples or ctx.settings.activity_samples
     pause = window / max(samples - 1, 1)
     activity_rows: list[tuple[Any, ...]] = []

@@ -48,7 +48,7 @@ def _candidates_key(expert: str) -> str:
 @operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
-    seconds = params.window_seconds or ctx.settings.window_seconds
+    seconds = ctx.window(params.window_seconds)
     record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert)
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
@@ -75,7 +75,7 @@ class HealthWindowParams(BaseModel):
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(HEALTH_WINDOW_KEY,))
 def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> Observation:
     """Sample rates, waits and host metrics over the window, kept as the target's baseline for later diagnoses when quiet."""
-    seconds = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    seconds = ctx.window(params.window_seconds)
     window = sample_window(ctx.target, seconds)
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
