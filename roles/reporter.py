@@ -78,6 +78,12 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     findings = findings_of(review)
     brain = run.shared_brain
     summary = brain.summarize(run.scenario, findings, coverage)
+    partial = review.partial_reason
+    unreachable = max((o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0)
+    if unreachable:
+        # Checks that never ran find nothing: "0 problems" alone would read as a clean bill of health.
+        gone = f"incomplete: target unreachable for {unreachable:.0f} s"
+        summary, partial = f"{gone}. {summary}", "; ".join(p for p in (gone, partial) if p)
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
     root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
                          key=lambda rc: -rc.confidence)
@@ -87,7 +93,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
-        ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
+        ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
         link=run.link,

@@ -6,6 +6,7 @@ into an error alert for the monitor. Nothing is swallowed: each exception is rec
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -34,6 +35,40 @@ NOT_RETRYABLE = (
 )
 
 
+# Targets a task of this process waited out in vain: later tasks fail at once instead of waiting
+# again (the run stays bounded), until the target answers a probe.
+_GONE: set[str] = set()
+_GONE_LOCK = threading.Lock()
+FIRST_PAUSE = 0.5
+UNREACHABLE = "target unreachable for"
+
+
+def wait_for_target(ctx: OperatorContext) -> float | None:
+    """Probe the target with doubling pauses for at most `settings.target_wait_seconds`; None when it
+    answers, else the seconds it stayed unreachable. A target already waited out in vain gets one probe."""
+    started = time.monotonic()
+    budget = ctx.settings.target_wait_seconds
+    pause = FIRST_PAUSE
+    with _GONE_LOCK:
+        gone = ctx.target.dsn in _GONE
+    while True:
+        try:
+            with ctx.target.session():
+                pass
+        except TargetError:
+            waited = time.monotonic() - started
+            if gone or waited >= budget:
+                with _GONE_LOCK:
+                    _GONE.add(ctx.target.dsn)
+                return waited if not gone else budget
+            time.sleep(min(pause, budget - waited))
+            pause *= 2
+            continue
+        with _GONE_LOCK:
+            _GONE.discard(ctx.target.dsn)
+        return None
+
+
 class TaskOutcome(BaseModel):
     task_id: str
     operator: str
@@ -45,6 +80,7 @@ class TaskOutcome(BaseModel):
     cause: SkipCause | None = Field(None, description="why it was skipped (its upstream task); None unless skipped")
     signature: str = ""
     log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
+    unreachable_seconds: float = Field(0.0, description="failed because the target did not answer for this long")
 
 
 def signature(spec: TaskSpec) -> str:
@@ -88,10 +124,16 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
                 reflection = "self-correction is off: raising an alert"
             attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=message, reflection=reflection))
             log += [f"failed: {type(exc).__name__}: {message}", f"reflection: {reflection}"]
+            if isinstance(exc, (psycopg.OperationalError, TargetError)) and retries:
+                unreachable = wait_for_target(ctx)
+                if unreachable is not None:
+                    message = f"{UNREACHABLE} {unreachable:.0f} s: {message}"
+                    log.append(message)
+                    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
+                                       seconds=time.monotonic() - started, reason=message, signature=signature(spec), log=log,
+                                       unreachable_seconds=unreachable)
             if not retry or attempt == retries:
                 break
-            if isinstance(exc, (psycopg.OperationalError, TargetError)):
-                time.sleep(0.2 * (attempt + 1))
     return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
                        seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
                        signature=signature(spec), log=log)
