@@ -85,15 +85,21 @@ def stop(signum: int) -> None:
 def _end_children() -> list[int]:
     """Terminate every process this one started (recursively), kill what outlives the grace period."""
     children = psutil.Process().children(recursive=True)
-    for child in children:
-        try:
-            child.terminate()
-        except psutil.NoSuchProcess:
-            continue
-    _gone, alive = psutil.wait_procs(children, timeout=GRACE_SECONDS)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            continue
+    end_processes(children, GRACE_SECONDS)
     return [c.pid for c in children]
+
+
+def end_processes(processes: list[psutil.Process], grace: float) -> None:
+    """SIGTERM each of `processes`, SIGKILL those still alive after `grace` seconds, reap them."""
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _gone, alive = psutil.wait_procs(processes, timeout=grace)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=grace)

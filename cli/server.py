@@ -25,6 +25,7 @@ import psutil
 import typer
 
 from cli.console import line, show
+from cli.interrupts import end_processes
 from dbcrew.errors import UsageError
 from dbcrew.secrets import held_secrets
 
@@ -67,18 +68,7 @@ def stop_tree(process: subprocess.Popen[bytes]) -> None:
         family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         family = []
-    for member in family:
-        try:
-            member.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(family, timeout=STOP_SECONDS)
-    for member in alive:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=STOP_SECONDS)
+    end_processes(family, STOP_SECONDS)
     process.wait()
 
 
