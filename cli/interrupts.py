@@ -3,9 +3,10 @@
 SIGTERM's default action kills the process at once (no `finally`, no atexit): the Prefect server
 the CLI started lived on as an orphan. Ctrl-C unwound into Prefect's task runner, which waits for
 its worker threads, one of them possibly in a sampling window of minutes. Here the first signal
-unwinds the flow (KeyboardInterrupt, so Prefect records the run as crashed) and arms a watchdog:
-whichever comes first, the unwinding reaching the CLI or the grace period ending, ends every
-process the run started and exits 128 + the signal at once.
+asks the run to stop (dbcrew.stopping: sampling waits end, no new task or re-plan starts, the
+report says what did not run) and arms a watchdog: whichever comes first, the partial report
+written or the grace period ending, ends every process the run started and exits 128 + the
+signal at once.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from typing import Any, TypeVar
 import psutil
 
 from cli.console import fail
+from dbcrew import stopping
 
 T = TypeVar("T")
-GRACE_SECONDS = 5.0
+GRACE_SECONDS = 10.0
 _received: list[int] = []
 _stopping = threading.Lock()
 
@@ -45,17 +47,26 @@ def run_interruptible(fn: Callable[[], T]) -> T:
     CLI: a flow in the main thread arms Prefect's own SIGTERM handler, which unwinds only after
     every worker thread has finished its task."""
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread as it is
             box["error"] = exc
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=target, daemon=True, name="dbcrew-run")
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.2)
+    threading.Thread(target=target, daemon=True, name="dbcrew-run").start()
+    # An Event, not Thread.join: a join interrupted by the signal's KeyboardInterrupt can leave the
+    # thread looking finished while it still runs.
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt as exc:
+            # The first signal: the run winds down and writes a partial report; the watchdog ends
+            # everything after the grace period if it has not by then.
+            stopping.request(f"stopped by {exc}")
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]

@@ -15,10 +15,11 @@ import psycopg
 from psycopg import errors as pgerrors
 from pydantic import BaseModel, Field, ValidationError
 
+from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
-from dbcrew.models.report import SkipCause
+from dbcrew.models.report import SkipCause, SkipKind
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import TaskStatus
 from operators.registry import Observation, OperatorContext, OperatorMisfit, get
@@ -109,11 +110,15 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
     log: list[str] = []
     started = time.monotonic()
     for attempt in range(retries + 1):
+        if stopping.requested():
+            return stopped(spec, log)
         log.append(f"attempt {attempt + 1}: {spec.operator} params={params} statement_timeout={timeout_ms}ms")
         try:
             injector.before(spec.operator)
             run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
             observation = op.run(run_ctx, params)
+            if stopping.requested():  # cut short: what it saw is not the window that was asked for
+                return stopped(spec, log)
             log.append(f"done: {observation.summary}")
             return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.DONE, observation=observation,
                                attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec), log=log)
@@ -137,6 +142,13 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
     return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
                        seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
                        signature=signature(spec), log=log)
+
+
+def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
+    """The outcome of a task the run was stopped before it completed (Ctrl-C, SIGTERM)."""
+    cause = SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested())
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.SKIPPED, reason=cause.render(), cause=cause,
+                       signature=signature(spec), log=[*(log or []), cause.render()])
 
 
 def without_agent(spec: TaskSpec) -> TaskOutcome:

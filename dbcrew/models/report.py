@@ -32,6 +32,7 @@ class SkipKind(StrEnum):
     UPSTREAM_INCOMPLETE = "upstream_incomplete"  # a task it needs did not complete (failed or skipped)
     REMOVED = "removed"  # a re-plan took it out of the plan
     NOT_PLANNED = "not_planned"
+    STOPPED = "stopped"  # the run was stopped (Ctrl-C, SIGTERM) before it completed
 
 
 class SkipCause(BaseModel):

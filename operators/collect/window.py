@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew import stopping
 from dbcrew.models import Role
 from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
@@ -36,7 +37,7 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     with ctx.target.session() as conn:
         before = [fetch(conn, view.sql) for view in views]
     started = time.monotonic()
-    time.sleep(window)
+    stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
     with ctx.target.session() as conn:
         after = [fetch(conn, view.sql)[1] for view in views]
     elapsed = time.monotonic() - started
@@ -128,7 +129,8 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     with ctx.target.session() as conn:
         for sample in range(samples):
             if sample:
-                time.sleep(pause)
+                if stopping.pause(pause):
+                    break
             act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids()})
             activity_rows.extend(rows)
             conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})

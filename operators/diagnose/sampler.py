@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import psycopg
 
+from dbcrew import stopping
 from dbcrew.targets import PostgresTarget, own_pids
 from operators.collect.machine import target_is_local
 from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
@@ -266,7 +267,8 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             host.read(0.0)
         deadline = last_tick + seconds
         while True:
-            time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
+            if stopping.pause(min(interval, deadline - time.monotonic())):
+                break
             now = time.monotonic()
             elapsed = now - last_tick
             counters = read_counters(conn, version)

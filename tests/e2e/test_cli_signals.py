@@ -1,7 +1,9 @@
-"""Ctrl-C and SIGTERM stop a running review, its Prefect server included: exit 130 / 143, nothing left."""
+"""Ctrl-C and SIGTERM stop a running review, its Prefect server included: exit 130 / 143, nothing left,
+and the report of what ran so far is written, saying it was stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,3 +45,8 @@ def test_a_signal_stops_the_run_and_everything_it_started(pg: EmbeddedPostgres, 
     assert "Traceback" not in err and f"stopped by {signal.Signals(signum).name}" in err, err[-2000:]
     survivors = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert survivors == [], "processes the run started outlived it"
+    name = signal.Signals(signum).name
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["partial"].startswith(f"stopped by {name}: "), report["partial"]
+    stopped = [c for c in report["coverage"] if c["reason"] == f"stopped by {name}"]
+    assert stopped and not [c for c in report["coverage"] if c["status"] == "ran"], report["coverage"]
