@@ -71,13 +71,17 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
     url = f"{leaky}?password={URL_PASSWORD}"
     command = [sys.executable, "-m", "cli", "review", url, "--brain", "rules", "--window", "2", "--out", str(out)]
     leaks: list[str] = []
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as cli_proc:
+    # Files, not pipes: nobody reads a pipe while the run goes on, and DEBUG logging fills one.
+    stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with stdout_path.open("w") as out_file, stderr_path.open("w") as err_file, \
+            subprocess.Popen(command, env=env, stdout=out_file, stderr=err_file, text=True) as cli_proc:
         cli = psutil.Process(cli_proc.pid)
         deadline = time.monotonic() + 420
         while cli_proc.poll() is None and time.monotonic() < deadline:
             _scan_children(cli, leaks)
             time.sleep(0.5)
-        stdout, stderr = cli_proc.communicate(timeout=60)
+        cli_proc.wait(timeout=60)
+    stdout, stderr = stdout_path.read_text(), stderr_path.read_text()
     idle.close()
     assert cli_proc.returncode == 0, stderr[-3000:]
     assert not leaks, leaks
