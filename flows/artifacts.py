@@ -41,11 +41,22 @@ OUTCOME = "outcome"
 
 
 def outcome_row(report: Report) -> dict[str, object]:
-    """One line a fleet summary reads back: the worst severity and the problems, new and resolved."""
+    """One line a fleet summary reads back: the worst severity, the problems, and the problems new (or back,
+    regressed) and resolved since the target's previous run (None: the run has no history to compare).
+    Like alerts, it counts problems only: `info` findings come and go with the workload."""
     problems = [f for f in report.findings if f.is_problem]
     worst = min((f.severity for f in problems), key=lambda s: s.rank, default=None)
+    history = report.history
     return {"target": report.target.display, "worst": worst.value if worst else "none", "problems": len(problems),
-            "new": None, "resolved": None, "summary": report.summary}
+            "new": sum(i.is_problem for i in [*history.new, *history.regressed]) if history else None,
+            "resolved": sum(i.is_problem for i in history.resolved) if history else None, "summary": report.summary}
+
+
+def post_alert(run: RunContext, outcome: str, detail: str) -> None:
+    """What became of the run's alert (sent, or why not), next to its report in the UI; the detail (it names
+    the target) in a code block, so the UI's markdown neither links nor formats it."""
+    text = f"# Alert\n\n{outcome}\n\n```text\n{detail.replace('`', chr(39))}\n```"
+    create_markdown_artifact(text, key=artifact_key(run, "alert"), description="the run's alert")
 
 
 def post_report(run: RunContext, report: Report) -> None:
