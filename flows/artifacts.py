@@ -38,6 +38,13 @@ def _cell(text: str) -> str:
 
 
 OUTCOME = "outcome"
+STATEMENT_CHARS = 300  # a table cell's share of a statement's text; the report has all of it
+
+
+def shorten(text: str) -> str:
+    """A statement on one line, cut to what a table cell shows."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= STATEMENT_CHARS else flat[:STATEMENT_CHARS - 1] + "…"
 
 
 def outcome_row(report: Report) -> dict[str, object]:
@@ -63,9 +70,10 @@ def post_report(run: RunContext, report: Report) -> None:
     create_table_artifact([outcome_row(report)], key=artifact_key(run, OUTCOME), description="outcome of the review")
     markdown = render_markdown(report, inline_charts(report, run.out_dir))
     create_markdown_artifact(markdown, key=artifact_key(run, "report"), description=f"{run.scenario} review")
-    rows = [{"severity": f.severity.value, "code": f.code, "object": f.object, "title": f.title,
+    rows = [{"severity": f.severity.value, "code": f.code, "object": f.object, "statement": shorten(f.statement), "title": f.title,
              "recommendation": f.recommendation} for f in report.findings]
-    create_table_artifact(rows or [{"severity": "-", "code": "-", "object": "-", "title": "no findings", "recommendation": ""}],
+    create_table_artifact(rows or [{"severity": "-", "code": "-", "object": "-", "statement": "", "title": "no findings",
+                                    "recommendation": ""}],
                           key=artifact_key(run, "findings"), description="findings")
     if report.decisions:
         rows = [{"task": d.task_id, "error": d.error, "leaf": f"{d.branch}/{d.leaf}", "confidence": d.confidence,

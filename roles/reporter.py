@@ -68,6 +68,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     brain = run.shared_brain
     summary = brain.summarize(run.scenario, findings, coverage)
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
+    captions = {c: text for o in review.result.state.outcomes.values() if o.observation for c, text in o.observation.captions.items()}
     root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
                          key=lambda rc: -rc.confidence)
     return Report(
@@ -75,7 +76,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
+        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits,
         ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
         link=run.link,
