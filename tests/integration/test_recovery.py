@@ -97,7 +97,8 @@ def test_missing_agent_is_fixed_by_reflection_or_else_by_a_replan_that_adds_it(s
     assert (decision.task_id, decision.branch) == ("paint_table_activity", "logic") and "MissingAgent" in decision.error
     assert replanned.phases.replans == 1
     assert "add_agent" in {e.kind.value for e in replanned.edits}
-    assert replanned.charts == ["charts/table_activity.png"]
+    # the painter's chart is drawn once its agent is added (the second run also has history's trends chart)
+    assert "charts/table_activity.png" in replanned.charts
 
 
 def test_without_monitor_a_failure_just_fails_and_its_dependents_skip(shop: DemoShop, tmp_path: Path):
