@@ -64,6 +64,7 @@ def test_the_review_artifact_renders_in_the_prefect_ui(crew_server: CrewServer, 
     browser.get(f"{crew_server.ui}/artifacts/artifact/{artifact_id}")
     title = wait.until(ready.presence_of_element_located((By.XPATH, "//h1[contains(., 'dbcrew health review of')]")))
     assert "postgresql://postgres@127.0.0.1:" in title.text and "/alpha" in title.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "a[href^='mailto:']"), "the target's display became an e-mail link"
     table = wait.until(ready.presence_of_element_located((By.XPATH, "//table[.//th[contains(., 'code')]]")))
     assert "table_without_primary_key" in table.text
     chart = wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "img[src^='data:image/png']")))
@@ -101,5 +102,8 @@ def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, t
     cell = browser.execute_script("return [...document.querySelectorAll('table.findings td')]"
                                   ".find(td => td.textContent.includes('queryid:')).textContent")
     assert "queryid:-8412731409716231" in cell and "very_long_column_name_39" in cell
+    markdown = (tmp_path / "report.md").read_text()  # what the Prefect UI's report artifact shows
+    assert markdown.startswith("# dbcrew health review of `postgresql://postgres@db.example:5432/shop`\n")
+    assert "`queryid:-8412731409716231` `SELECT very_long_column_name_0," in markdown
     shot = tmp_path / "report-html.png"
     assert browser.save_screenshot(str(shot))
