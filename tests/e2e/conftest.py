@@ -29,7 +29,7 @@ targets:
     schedule: "30 4 * * 1"
     window: 1
     tags: [fleet-test]
-    alerts: ["{hook}/beta"]
+    alerts: ["{hook}/beta", "json://127.0.0.1:{dead_port}/nobody-listens"]
   - name: gone
     url: postgresql://postgres@127.0.0.1:{dead_port}/gone
     schedule: "0 5 1 * *"

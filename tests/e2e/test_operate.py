@@ -145,6 +145,19 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(ap
     assert rows["alpha"][1] in {"critical", "warning", "info", "none"}
     assert sorted(fleet.reviews) == ["alpha", "beta", "gone"]
     assert all(c.work_queue_name == "reviews" for c in fleet.reviews.values())
+    # beta's second alert URL has no listener: the failed delivery is shown on its run, which still completed
+    assert "Not delivered" in alert_artifact(fleet.reviews["beta"]) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
+
+
+def alert_artifact(review: FlowRun) -> str:
+    """What the review's alert artifact says became of its alert."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[review.id]), key=ArtifactFilterKey(like_="dbcrew-alert-%")))
+    return str(artifact.data)
 
 
 def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
