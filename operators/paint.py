@@ -35,15 +35,21 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         scans.set_yticks(list(positions), names)
         scans.set_xscale("symlog")
         scans.set_title("Scans since statistics began")
+        scans.set_xlabel("scans (symmetric log scale)")
         scans.legend(loc="lower right", fontsize="small")
         dead.barh(list(positions), [r["n_dead_tup"] for r in rows][::-1], color="tab:red")
         dead.set_xscale("symlog")
         dead.set_title("Dead tuples")
+        dead.set_xlabel("dead tuples (symmetric log scale)")
         fig.tight_layout()
         fig.savefig(path, dpi=80)
     finally:
         plt.close(fig)
-    return Observation(summary=f"chart of {len(rows)} tables", artifacts=["chart_table_activity"], charts=[str(path.relative_to(ctx.run_dir))])
+    chart = str(path.relative_to(ctx.run_dir))
+    caption = (f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
+               " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side.")
+    return Observation(summary=f"chart of {len(rows)} tables", artifacts=["chart_table_activity"], charts=[chart],
+                       captions={chart: caption})
 
 
 TREND_PANELS = (  # (vital, panel title, y-axis label, scale to the label's unit)

@@ -31,6 +31,8 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
             ax.plot([step * (i + 1) for i in range(len(values))], values, color="tab:red", label="window")
             ax.axhline(metric.baseline_median, color="tab:blue", linestyle="--", label="baseline median")
             ax.set_title(f"{metric.name} (z {metric.z:+.1f})", fontsize="small")
+            ax.set_xlabel("seconds into the window", fontsize="x-small")
+            ax.set_ylabel(metric.name, fontsize="x-small")
             ax.tick_params(labelsize="x-small")
         for ax in list(axes.flat)[len(shown):]:
             ax.set_visible(False)
@@ -39,5 +41,8 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
         fig.savefig(path, dpi=80)
     finally:
         plt.close(fig)
+    chart = str(path.relative_to(ctx.run_dir))
+    caption = (f"The {len(shown)} metrics that left the baseline most (|z| in each title), sampled every {step:g} s over"
+               " the window (red), against the baseline's median (dashed blue).")
     return Observation(summary=f"chart of {len(shown)} abnormal metrics", artifacts=["chart_abnormal_metrics"],
-                       charts=[str(path.relative_to(ctx.run_dir))])
+                       charts=[chart], captions={chart: caption})

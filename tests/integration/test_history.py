@@ -12,11 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import psycopg
@@ -33,6 +31,7 @@ from roles.crew import PlainPhases, RunContext
 from roles.history import TRENDS_CHART, failed_report, reviewed
 from roles.memory import target_identity
 from roles.review import review as review_run
+from tests.webhooks import receiving_webhooks
 
 PLANTED = """
 CREATE TABLE audit (at timestamptz NOT NULL DEFAULT now(), what text NOT NULL);
@@ -187,32 +186,10 @@ def _observation(run_dir: Path, key: str) -> str:
     return str(row["body"])
 
 
-class Receiver(BaseHTTPRequestHandler):
-    """A webhook on 127.0.0.1 that keeps what Apprise's json:// posts to it."""
-
-    received: list[dict[str, object]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append({"path": self.path, **json.loads(body)})
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        """Quiet: the test reads what was received, not the access log."""
-
-
 @pytest.fixture()
 def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
-    received: list[dict[str, object]] = []
-    handler = type("Hook", (Receiver,), {"received": received})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"json://127.0.0.1:{server.server_address[1]}/hook", received
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with receiving_webhooks() as (url, received):
+        yield f"{url}/hook", received
 
 
 def test_alerts_reach_a_webhook_for_new_problems_and_failures_never_for_old_news(planted: str, store_url: str,
