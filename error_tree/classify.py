@@ -21,7 +21,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 import yaml
 from pydantic import ValidationError
@@ -116,6 +115,8 @@ class ErrorTree:
                 owners.append(i)
         self._vectors = VectorIndex(texts)
         self._owners = np.array(owners)
+        import bm25s  # here, not at import: it pulls in scipy.sparse, which a run without this index never needs
+
         self._bm25 = bm25s.BM25()
         self._bm25.index([leaf.document() for leaf in self.leaves], show_progress=False)
 

@@ -38,23 +38,42 @@ def _cell(text: str) -> str:
 
 
 OUTCOME = "outcome"
+STATEMENT_CHARS = 300  # a table cell's share of a statement's text; the report has all of it
+
+
+def shorten(text: str) -> str:
+    """A statement on one line, cut to what a table cell shows."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= STATEMENT_CHARS else flat[:STATEMENT_CHARS - 1] + "…"
 
 
 def outcome_row(report: Report) -> dict[str, object]:
-    """One line a fleet summary reads back: the worst severity and the problems, new and resolved."""
+    """One line a fleet summary reads back: the worst severity, the problems, and the problems new (or back,
+    regressed) and resolved since the target's previous run (None: the run has no history to compare).
+    Like alerts, it counts problems only: `info` findings come and go with the workload."""
     problems = [f for f in report.findings if f.is_problem]
     worst = min((f.severity for f in problems), key=lambda s: s.rank, default=None)
+    history = report.history
     return {"target": report.target.display, "worst": worst.value if worst else "none", "problems": len(problems),
-            "new": None, "resolved": None, "summary": report.summary}
+            "new": sum(i.is_problem for i in [*history.new, *history.regressed]) if history else None,
+            "resolved": sum(i.is_problem for i in history.resolved) if history else None, "summary": report.summary}
+
+
+def post_alert(run: RunContext, outcome: str, detail: str) -> None:
+    """What became of the run's alert (sent, or why not), next to its report in the UI; the detail (it names
+    the target) in a code block, so the UI's markdown neither links nor formats it."""
+    text = f"# Alert\n\n{outcome}\n\n```text\n{detail.replace('`', chr(39))}\n```"
+    create_markdown_artifact(text, key=artifact_key(run, "alert"), description="the run's alert")
 
 
 def post_report(run: RunContext, report: Report) -> None:
     create_table_artifact([outcome_row(report)], key=artifact_key(run, OUTCOME), description="outcome of the review")
     markdown = render_markdown(report, inline_charts(report, run.out_dir))
     create_markdown_artifact(markdown, key=artifact_key(run, "report"), description=f"{run.scenario} review")
-    rows = [{"severity": f.severity.value, "code": f.code, "object": f.object, "title": f.title,
+    rows = [{"severity": f.severity.value, "code": f.code, "object": f.object, "statement": shorten(f.statement), "title": f.title,
              "recommendation": f.recommendation} for f in report.findings]
-    create_table_artifact(rows or [{"severity": "-", "code": "-", "object": "-", "title": "no findings", "recommendation": ""}],
+    create_table_artifact(rows or [{"severity": "-", "code": "-", "object": "-", "statement": "", "title": "no findings",
+                                    "recommendation": ""}],
                           key=artifact_key(run, "findings"), description="findings")
     if report.decisions:
         rows = [{"task": d.task_id, "error": d.error, "leaf": f"{d.branch}/{d.leaf}", "confidence": d.confidence,

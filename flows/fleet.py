@@ -104,6 +104,11 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _code(value: str) -> str:
+    """A cell's text as a code span: an error naming `postgres@host` must not become an e-mail link in the UI."""
+    return f"`{_cell(value).replace('`', chr(39))}`" if value else ""
+
+
 def post_summary(rows: list[FleetRow], tag: str | None) -> None:
     """The fleet's table, worst first: target, worst severity, new, resolved, and a link to each run."""
     order = {"failed": 0, "critical": 1, "warning": 2, "info": 3, "none": 4}
@@ -114,5 +119,5 @@ def post_summary(rows: list[FleetRow], tag: str | None) -> None:
     for r in sorted(rows, key=lambda r: (order.get(r.worst, 5), r.target)):
         link = f"[{r.state.lower()}]({r.run_url})" if r.run_url else r.state.lower()
         lines.append(f"| {_cell(r.target)} | {_cell(r.worst)} | {_cell(r.problems)} | {_cell(r.new)} | "
-                     f"{_cell(r.resolved)} | {link} | {_cell(r.detail)} |")
+                     f"{_cell(r.resolved)} | {link} | {_code(r.detail)} |")
     create_markdown_artifact("\n".join(lines), key="dbcrew-fleet" + (f"-{tag}" if tag else ""), description="fleet summary")

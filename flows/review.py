@@ -12,6 +12,7 @@ from pathlib import Path
 
 from prefect import flow
 
+from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
@@ -73,19 +74,24 @@ def health_review(
                         thresholds=Thresholds(**(thresholds or {})))
     run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path(out or "."),
                      brain=brain, faults=faults or [])
-    return str(review_with(run) if out else review_in_reports(run))
+    if out:
+        review_with(run)
+    else:
+        review_in_reports(run)
+    return str(report_path(run.out_dir))
 
 
-def review_in_reports(run: RunContext) -> Path:
+def review_in_reports(run: RunContext) -> Report:
     """Review into reports_root()/<run id>, then drop the reports past their retention on this disk."""
     run.out_dir = reports_root() / run.run_id
-    path = review_with(run)
+    report = review_with(run)
     prune_reports(reports_root(), reports_retention_days())
-    return path
+    return report
 
 
-def review_with(run: RunContext) -> Path:
+def review_with(run: RunContext) -> Report:
     """Review (recorded in the target's history, the shared store) and post the report as artifacts."""
     run.link = run.link or run_link()
-    post_report(run, review(run, PrefectPhases))
-    return report_path(run.out_dir)
+    report = review(run, PrefectPhases)
+    post_report(run, report)
+    return report

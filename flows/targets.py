@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.blocks.core import Block
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
@@ -20,13 +20,18 @@ from prefect.concurrency.sync import concurrency
 from pydantic import Field
 
 from dbcrew.errors import TargetError, UsageError
+from dbcrew.models import Report
 from dbcrew.inventory import Inventory, PasswordFromEnv, PasswordFromSecret, TargetEntry, parse_inventory
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Scenario
-from flows.review import review_in_reports
+from flows.artifacts import post_alert
+from flows.review import review_in_reports, run_link
 from roles.brains import BrainName
+from roles.alerts import AlertNotDelivered, notify
 from roles.crew import RunContext
+from roles.history import failed_report
+from roles.reporter import report_path
 
 INVENTORY_BLOCK = "fleet"
 ON_DEMAND = "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
@@ -93,11 +98,37 @@ def review_target(
     window: float | None = Field(None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"),
     alert: str = Field("", description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'"),
 ) -> str:
-    """Review one database of the inventory; one review per target at a time (its global concurrency limit)."""
+    """Review one database of the inventory; one review per target at a time (its global concurrency limit).
+
+    Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
+    tokens) about new problems, or that the run failed.
+    """
     entry = published_inventory().get(target)
-    parsed = connect_entry(entry)
     settings = Settings(window_seconds=window or entry.window, alert=alert, thresholds=Thresholds(**entry.thresholds))
-    run = RunContext(target=parsed, scenario=Scenario(scenario or entry.scenario), settings=settings,
-                     out_dir=Path("."), brain=brain)
-    with concurrency(target_limit(entry.name), occupy=1):
-        return str(review_in_reports(run))
+    run = RunContext(target=parse_target(entry.url), scenario=Scenario(scenario or entry.scenario), settings=settings,
+                     out_dir=Path("."), brain=brain, link=run_link())
+    try:
+        run.target = connect_entry(entry)  # the same target, with its password from the entry's source
+        with concurrency(target_limit(entry.name), occupy=1):
+            report = review_in_reports(run)
+    except Exception as exc:
+        tell(run, entry, failed_report(run, exc))
+        raise
+    tell(run, entry, report)
+    return str(report_path(run.out_dir))
+
+
+def tell(run: RunContext, entry: TargetEntry, report: Report) -> None:
+    """Send the run's alert to the entry's URLs. A delivery that fails is logged as an error and posted as the
+    run's alert artifact; the review's own outcome stands."""
+    if not entry.alerts:
+        return
+    try:
+        sent = notify(report, entry.alerts)
+    except AlertNotDelivered as exc:
+        get_run_logger().error("alert not delivered: %s", exc)
+        post_alert(run, "Not delivered (the review itself stands):", str(exc))
+        return
+    if sent is not None:
+        get_run_logger().info("alert sent to %d URLs: %s", len(entry.alerts), sent.title)
+        post_alert(run, f"Sent to {len(entry.alerts)} URLs:", f"{sent.title}\n{sent.body}")

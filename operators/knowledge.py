@@ -13,7 +13,6 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-import bm25s
 import yaml
 from pydantic import BaseModel
 
@@ -47,6 +46,8 @@ class KnowledgeBase:
         if not chunks:
             raise ValueError("empty knowledge base")
         self.chunks = chunks
+        import bm25s  # here, not at import: it pulls in scipy.sparse, which a run without this index never needs
+
         self._bm25 = bm25s.BM25()
         self._bm25.index([tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False)
         self._vectors = VectorIndex([f"{c.name}. {c.content} {c.steps}" for c in chunks])

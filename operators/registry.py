@@ -36,6 +36,7 @@ class Observation(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
+    captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what it shows and how to read its axes")
     partial: str = Field("", description="what this call could not see (coverage says 'ran, partial')")
     root_causes: list[RootCause] = Field(default_factory=list, description="diagnosis only: the cross review's causes")
 

@@ -44,7 +44,7 @@ def news_of(report: Report) -> list[HistoryItem]:
         return [HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at)
                 for f in report.findings if f.is_problem]
     items = [*report.history.new, *report.history.regressed]
-    return sorted((i for i in items if i.severity.value != "info"), key=lambda i: (i.severity.rank, i.code, i.object))
+    return sorted((i for i in items if i.is_problem), key=lambda i: (i.severity.rank, i.code, i.object))
 
 
 def alert_for(report: Report) -> Alert | None:
@@ -67,14 +67,17 @@ def alert_for(report: Report) -> Alert | None:
 
 
 def notify(report: Report, urls: list[str]) -> Alert | None:
-    """Send this run's alert to every Apprise URL; the alert sent, or None when there was nothing to send."""
+    """Send this run's alert to every Apprise URL; the alert sent, or None when there was nothing to send.
+
+    AlertNotDelivered when a URL is not one Apprise knows or a delivery failed: the caller shows it."""
     alert = alert_for(report)
     if alert is None or not urls:
         return None
     targets = apprise.Apprise()
     for url in urls:
         if not targets.add(url):
-            raise ValueError(f"not an Apprise URL: {scrub(url).split('?', 1)[0]}")
+            # the URL's path and query carry its tokens (Slack, Telegram, ...): name the scheme only
+            raise AlertNotDelivered(f"alert URL #{urls.index(url) + 1} ({url.partition(':')[0]}://...) is not an Apprise URL")
     kind = apprise.NotifyType.FAILURE if alert.failed else apprise.NotifyType.WARNING
     if not targets.notify(title=alert.title, body=alert.body, notify_type=kind):
         raise AlertNotDelivered(f"the alert for run {report.run_id} was not delivered to every one of {len(urls)} URLs")

@@ -80,7 +80,7 @@ class RunContext(BaseModel):
 
     def monitor(self) -> Monitor | None:
         """The monitor, or None when it is switched off (a failed task then just fails)."""
-        return Monitor(load_tree(), self.shared_brain) if self.settings.ablations.monitor else None
+        return Monitor(load_tree, self.shared_brain) if self.settings.ablations.monitor else None
 
 
 class Initialized(BaseModel):

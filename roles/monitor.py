@@ -9,7 +9,9 @@ leaf yields recommendations and sends the planner back to re-plan (gap narrow).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -60,9 +62,16 @@ class MonitorDecision:
 
 
 class Monitor:
-    def __init__(self, tree: ErrorTree, brain: Brain):
-        self.tree = tree
+    """Decides on alerts. The error tree (its vector and BM25 indexes, and the libraries behind them) is
+    built at the first alert: most runs have none and should not pay for it."""
+
+    def __init__(self, tree: Callable[[], ErrorTree], brain: Brain):
+        self._load_tree = tree
         self.brain = brain
+
+    @cached_property
+    def tree(self) -> ErrorTree:
+        return self._load_tree()
 
     def decide(self, alert: Alert, state: GlobalStateRecord) -> MonitorDecision:
         found = self.tree.classify(alert.error_type, alert.message)

@@ -85,6 +85,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         gone = f"incomplete: target unreachable for {unreachable:.0f} s"
         summary, partial = f"{gone}. {summary}", "; ".join(p for p in (gone, partial) if p)
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
+    captions = {c: text for o in review.result.state.outcomes.values() if o.observation for c, text in o.observation.captions.items()}
     root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
                          key=lambda rc: -rc.confidence)
     return Report(
@@ -92,7 +93,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts), edits=review.edits,
+        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits,
         ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,

@@ -35,3 +35,10 @@ class Finding(BaseModel):
     def is_problem(self) -> bool:
         """`info` never counts as a problem (finding-codes.md)."""
         return self.severity is not Severity.INFO
+
+    @property
+    def statement(self) -> str:
+        """The (normalized) statement a finding about one quotes in its evidence, e.g. a slow query's text: its
+        object stays `queryid:<n>` (finding-codes.md), which means nothing to a reader without it. Empty otherwise."""
+        query = self.evidence.get("query")
+        return query if isinstance(query, str) else ""

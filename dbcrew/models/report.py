@@ -151,6 +151,11 @@ class HistoryItem(BaseModel):
     severity: Severity
     first_seen: datetime
 
+    @property
+    def is_problem(self) -> bool:
+        """`info` never counts as a problem (finding-codes.md), as for a Finding."""
+        return self.severity is not Severity.INFO
+
 
 class History(BaseModel):
     """What changed since the target's previous run that saw the database (none: the first run).

@@ -45,10 +45,6 @@ def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) ->
     """Metrics of `window` that left the baseline's range, strongest first; none without a baseline."""
     if baseline is None:
         return []
-    # scipy.stats costs a second of CPU to import: paid only by a diagnosis with a baseline, not by
-    # every review whose process imports the operator catalogue.
-    from scipy.stats import ks_2samp
-
     found = []
     for name, values in window.series.items():
         base = baseline.series.get(name)
@@ -60,6 +56,10 @@ def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) ->
         z = robust_z(w, b)
         if abs(z) < Z_THRESHOLD:
             continue
+        # scipy.stats costs a second or more of CPU to import: paid only when a metric's median moved far,
+        # not by every health review that compares its quiet window with the last baseline (history).
+        from scipy.stats import ks_2samp
+
         p = float(ks_2samp(w, b).pvalue)
         if p < KS_P_VALUE:
             found.append(AbnormalMetric(name=name, baseline_median=float(np.median(b)), window_median=float(np.median(w)), z=z, ks_p=p))

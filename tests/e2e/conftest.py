@@ -10,8 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dbcrew.store import STORE_ENV
 from lab.crew_server import CrewServer, running_crew_server
 from lab.embedded import EmbeddedPostgres, _free_port
+from tests.webhooks import receiving_webhooks
 
 INVENTORY = """
 targets:
@@ -20,18 +22,23 @@ targets:
     schedule: "0 3 * * *"
     window: 1
     tags: [fleet-test]
+    alerts: ["{hook}/alpha"]
   - name: beta
     url: {beta}
     password: {{env: BETA_PASSWORD}}
     schedule: "30 4 * * 1"
     window: 1
     tags: [fleet-test]
+    alerts: ["{hook}/beta", "json://127.0.0.1:{dead_port}/nobody-listens"]
   - name: gone
     url: postgresql://postgres@127.0.0.1:{dead_port}/gone
     schedule: "0 5 1 * *"
     window: 1
     tags: [fleet-test]
+    alerts: ["{hook}/gone"]
 """
+BETA_PASSWORD = "not-needed-with-trust"  # no alert, log or artifact may carry it
+STORE = "dbcrew_store"  # the shared store (history, memory, baselines) of the worker and the test: a database of the fleet's cluster
 
 
 @pytest.fixture(scope="session")
@@ -46,17 +53,28 @@ def fleet_pg() -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture(scope="session")
-def crew_server(fleet_pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrewServer]:
-    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable)."""
+def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
+    """The alert receiver every target of the inventory names (json://127.0.0.1:<port>/<target>)."""
+    with receiving_webhooks() as hook:
+        yield hook
+
+
+@pytest.fixture(scope="session")
+def crew_server(fleet_pg: EmbeddedPostgres, webhook: tuple[str, list[dict[str, object]]],
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrewServer]:
+    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable), each alerting
+    the webhook receiver, and the history in a PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
     pg = fleet_pg
     work = tmp_path_factory.mktemp("crew-server")
+    pg.psql(f"CREATE DATABASE {STORE};")
     for name in ("alpha", "beta"):
         pg.psql(f"CREATE DATABASE {name};")
         pg.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE items (id int);", dbname=name)
     inventory = work / "targets.yaml"
-    inventory.write_text(INVENTORY.format(alpha=pg.dsn("alpha"), beta=pg.dsn("beta"), dead_port=_free_port()))
+    inventory.write_text(INVENTORY.format(alpha=pg.dsn("alpha"), beta=pg.dsn("beta"), dead_port=_free_port(),
+                                         hook=webhook[0]))
     family: list[psutil.Process] = []
-    with running_crew_server(inventory, work, env={"BETA_PASSWORD": "not-needed-with-trust"}) as server:
+    with running_crew_server(inventory, work, env={"BETA_PASSWORD": BETA_PASSWORD, STORE_ENV: pg.dsn(STORE)}) as server:
         assert f"Prefect UI: {server.ui}" in server.banner, server.banner
         family = psutil.Process(server.process.pid).children(recursive=True)
         yield server

@@ -13,8 +13,13 @@ from uuid import UUID
 
 import pytest
 
+from prefect.client.schemas.objects import FlowRun
+from pydantic import BaseModel
+
+from dbcrew.models import Report
 from lab.crew_server import CrewServer
 from lab.embedded import EmbeddedPostgres
+from tests.e2e.conftest import BETA_PASSWORD
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -83,26 +88,107 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
     assert on_demand.entrypoint == "flows.targets.review_target"  # by module: any machine with dbcrew runs it
 
 
-def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(api: str):
+FIX_ONE_PLANT_ANOTHER = "ALTER TABLE items ADD PRIMARY KEY (id); CREATE TABLE notes (body text);"
+
+
+class FleetRun(BaseModel):
+    """A finished fleet run: its summary artifact's rows by target, and its reviews' flow runs by target."""
+
+    text: str
+    rows: dict[str, list[str]]
+    reviews: dict[str, FlowRun]
+
+
+def run_fleet(tag: str) -> FleetRun:
+    """Start the fleet deployment through the API, as the UI's Run button does, and wait for it."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey, FlowRunFilter,
+                                                FlowRunFilterParentFlowRunId)
 
     with get_client(sync_client=True) as client:
         fleet = client.read_deployment_by_name("fleet_review/fleet")
-        run = client.create_flow_run_from_deployment(fleet.id, parameters={"tag": "fleet-test"})
+        run = client.create_flow_run_from_deployment(fleet.id, parameters={"tag": tag})
         state = finished(client, run.id)
         assert state.is_completed(), state.message
-        summary = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["dbcrew-fleet-fleet-test"])))
-        children = client.read_flow_runs()
+        summary = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[f"dbcrew-fleet-{tag}"]), flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
     text = str(summary[0].data)
-    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and "---" not in line}
-    assert "2 of 3 reviews completed." in text
-    assert "[completed](" in rows["alpha"] and "[completed](" in rows["beta"]
-    assert "[failed](" in rows["gone"] and "cannot connect to postgresql://postgres@127.0.0.1:" in rows["gone"]
-    assert rows["alpha"].split("|")[2].strip() in {"critical", "warning", "info", "none"}
-    reviews = [c for c in children if c.parent_task_run_id is not None and c.name in {"alpha", "beta", "gone"}]
-    assert sorted(c.name for c in reviews) == ["alpha", "beta", "gone"]
-    assert all(c.work_queue_name == "reviews" for c in reviews)
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[1:-1]]
+            for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    return FleetRun(text=text, rows=rows, reviews={c.name: c for c in children})
+
+
+@pytest.fixture(scope="module")
+def first_fleet(crew_server: CrewServer, webhook: tuple[str, list[dict[str, object]]]) -> tuple[FleetRun, int]:
+    """The fleet's first run, and how many alerts the receiver had got by its end."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: crew_server.api}):
+        return run_fleet("fleet-test"), len(webhook[1])
+
+
+def report_of(crew_server: CrewServer, review: FlowRun) -> Report:
+    """The report a review wrote (its flow run's result is the path, on this one machine's worker)."""
+    (path,) = [p for p in (crew_server.logs.parent / "reports").glob("*/report.json")
+               if Report.model_validate_json(p.read_text()).link.endswith(str(review.id))]
+    return Report.model_validate_json(path.read_text())
+
+
+def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(api: str, first_fleet: tuple[FleetRun, int]):
+    fleet, _ = first_fleet
+    rows = fleet.rows
+    assert "2 of 3 reviews completed." in fleet.text
+    assert rows["target"][:5] == ["target", "worst", "problems", "new", "resolved"]
+    assert "[completed](" in rows["alpha"][5] and "[completed](" in rows["beta"][5]
+    assert "[failed](" in rows["gone"][5] and "cannot connect to" in rows["gone"][6]
+    assert rows["alpha"][1] in {"critical", "warning", "info", "none"}
+    assert sorted(fleet.reviews) == ["alpha", "beta", "gone"]
+    assert all(c.work_queue_name == "reviews" for c in fleet.reviews.values())
+    # beta's second alert URL has no listener: the failed delivery is shown on its run, which still completed
+    assert "Not delivered" in alert_artifact(fleet.reviews["beta"]) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
+
+
+def alert_artifact(review: FlowRun) -> str:
+    """What the review's alert artifact says became of its alert."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[review.id]), key=ArtifactFilterKey(like_="dbcrew-alert-%")))
+    return str(artifact.data)
+
+
+def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
+        api: str, crew_server: CrewServer, fleet_pg: EmbeddedPostgres, first_fleet: tuple[FleetRun, int],
+        webhook: tuple[str, list[dict[str, object]]]):
+    _, alerts_before = first_fleet
+    received = webhook[1]
+    fleet_pg.psql(FIX_ONE_PLANT_ANOTHER, dbname="alpha")
+    fleet = run_fleet("fleet-test")
+
+    alpha = report_of(crew_server, fleet.reviews["alpha"])
+    assert alpha.history is not None and alpha.history.previous_run_id is not None
+    new = {(i.code, i.object) for i in [*alpha.history.new, *alpha.history.regressed] if i.is_problem}
+    resolved = {(i.code, i.object) for i in alpha.history.resolved if i.is_problem}
+    assert ("table_without_primary_key", "public.notes") in new
+    assert ("table_without_primary_key", "public.items") in resolved and not new & resolved
+    assert fleet.rows["alpha"][3:5] == [str(len(new)), str(len(resolved))]
+    beta = report_of(crew_server, fleet.reviews["beta"])
+    assert beta.history is not None and beta.history.persisting
+    assert fleet.rows["beta"][3:5] == ["0", "0"]  # nothing changed there (info findings come and go with the workload)
+    assert fleet.rows["gone"][3:5] == ["-", "-"]
+
+    later = received[alerts_before:]
+    assert [m["path"] for m in later if m["path"] != "/gone"] == ["/alpha"]  # beta has no news; gone fails every time
+    (told,) = [m for m in later if m["path"] == "/alpha"]
+    body = str(told["message"])
+    assert alpha.link and alpha.link in body and "table_without_primary_key on public.notes" in body
+    assert "public.items" not in body  # resolved is not news
+    failures = [m for m in received if m["path"] == "/gone"]
+    assert len(failures) == 2 and all(m["type"] == "failure" for m in failures)
+    assert BETA_PASSWORD not in json.dumps(received)
 
 
 def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, fleet_pg: EmbeddedPostgres, api: str,

@@ -64,6 +64,7 @@ def test_the_review_artifact_renders_in_the_prefect_ui(crew_server: CrewServer, 
     browser.get(f"{crew_server.ui}/artifacts/artifact/{artifact_id}")
     title = wait.until(ready.presence_of_element_located((By.XPATH, "//h1[contains(., 'dbcrew health review of')]")))
     assert "postgresql://postgres@127.0.0.1:" in title.text and "/alpha" in title.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "a[href^='mailto:']"), "the target's display became an e-mail link"
     table = wait.until(ready.presence_of_element_located((By.XPATH, "//table[.//th[contains(., 'code')]]")))
     assert "table_without_primary_key" in table.text
     chart = wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "img[src^='data:image/png']")))
@@ -71,3 +72,38 @@ def test_the_review_artifact_renders_in_the_prefect_ui(crew_server: CrewServer, 
     assert browser.execute_script("return arguments[0].naturalWidth", chart) > 100
     shot = tmp_path / "report-artifact.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, tmp_path: Path):  # noqa: ANN001
+    """Unbroken fix SQL and statement texts wrap inside the findings table: nothing runs off the page."""
+    from datetime import UTC, datetime
+
+    from dbcrew.models import Finding, Report, Severity
+    from dbcrew.models.report import TargetInfo
+    from roles.reporter import write_report
+
+    columns = ", ".join(f"very_long_column_name_{i}" for i in range(40))
+    statement = f"SELECT {columns} FROM public.orders_with_a_very_long_table_name WHERE customer_id = $1"
+    findings = [
+        Finding(code="index_missing", severity=Severity.WARNING, object="public.orders_with_a_very_long_table_name",
+                title="A frequent query scans the table", recommendation="Create the index.", evidence={"query": statement},
+                fix_sql="CREATE INDEX CONCURRENTLY ON public.orders_with_a_very_long_table_name(" + "x" * 300 + ");"),
+        Finding(code="slow_query", severity=Severity.WARNING, object="queryid:-8412731409716231", title="Slow statement",
+                evidence={"query": statement}),
+    ]
+    now = datetime.now(UTC)
+    report = Report(run_id="wrapcheck", target=TargetInfo(kind="postgresql", display="postgresql://postgres@db.example:5432/shop"),
+                    scenario="health", started_at=now, finished_at=now, brain="rules", findings=findings)
+    write_report(report, tmp_path)
+    browser.set_window_size(1000, 1200)
+    browser.get((tmp_path / "report.html").as_uri())
+    overflow = browser.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the page is {overflow} px wider than the window"
+    cell = browser.execute_script("return [...document.querySelectorAll('table.findings td')]"
+                                  ".find(td => td.textContent.includes('queryid:')).textContent")
+    assert "queryid:-8412731409716231" in cell and "very_long_column_name_39" in cell
+    markdown = (tmp_path / "report.md").read_text()  # what the Prefect UI's report artifact shows
+    assert markdown.startswith("# dbcrew health review of `postgresql://postgres@db.example:5432/shop`\n")
+    assert "`queryid:-8412731409716231` `SELECT very_long_column_name_0," in markdown
+    shot = tmp_path / "report-html.png"
+    assert browser.save_screenshot(str(shot))

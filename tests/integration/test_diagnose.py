@@ -54,6 +54,7 @@ def test_report_has_dbot_sections(server: DiagnosisServer, tmp_path: Path) -> No
     for section in ("Anomaly description", "Root causes", "Solutions", "Diagnosis process", "Abnormal metrics"):
         assert section in markdown
     assert report.charts and (tmp_path / "report" / report.charts[0]).is_file()
+    assert all(report.captions.get(c) for c in report.charts), "every chart says what it shows"
     lock = Report.model_validate_json((tmp_path / "report" / "report.json").read_text()).root_causes[0]
     assert lock.code == "lock_contention" and lock.evidence["blockers"], "the blocker is named"
 

@@ -12,14 +12,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import psycopg
+from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 import pytest
 
 from dbcrew.models import Report, Severity
@@ -33,6 +32,7 @@ from roles.crew import PlainPhases, RunContext
 from roles.history import TRENDS_CHART, failed_report, reviewed
 from roles.memory import target_identity
 from roles.review import review as review_run
+from tests.webhooks import receiving_webhooks
 
 PLANTED = """
 CREATE TABLE audit (at timestamptz NOT NULL DEFAULT now(), what text NOT NULL);
@@ -132,7 +132,8 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(plante
     assert "## What changed" in markdown and f"Since run {first.run_id}" in markdown
     assert TRENDS_CHART in second.charts and (tmp_path / "second" / TRENDS_CHART).stat().st_size > 5000
     html = (tmp_path / "second" / "report.html").read_text()
-    assert "<h2>What changed</h2>" in html and "<figcaption>Trends over this target's last 2 health reviews" in html
+    caption = escape("Trends over this target's last 2 health reviews")  # report.html is autoescaped
+    assert "<h2>What changed</h2>" in html and f"<figcaption>{caption}" in html
 
     with psycopg.connect(planted, autocommit=True) as conn:
         conn.execute(BREAK_AGAIN)
@@ -187,32 +188,10 @@ def _observation(run_dir: Path, key: str) -> str:
     return str(row["body"])
 
 
-class Receiver(BaseHTTPRequestHandler):
-    """A webhook on 127.0.0.1 that keeps what Apprise's json:// posts to it."""
-
-    received: list[dict[str, object]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append({"path": self.path, **json.loads(body)})
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        """Quiet: the test reads what was received, not the access log."""
-
-
 @pytest.fixture()
 def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
-    received: list[dict[str, object]] = []
-    handler = type("Hook", (Receiver,), {"received": received})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"json://127.0.0.1:{server.server_address[1]}/hook", received
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with receiving_webhooks() as (url, received):
+        yield f"{url}/hook", received
 
 
 def test_alerts_reach_a_webhook_for_new_problems_and_failures_never_for_old_news(planted: str, store_url: str,

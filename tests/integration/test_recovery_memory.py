@@ -116,7 +116,7 @@ class TreePhases(PlainPhases):
     @classmethod
     def execute(cls, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            return execute(strategy, state, ThreadRunner(run, brief, pool), Monitor(load_tree(cls.tree_path), RulesBrain()))
+            return execute(strategy, state, ThreadRunner(run, brief, pool), Monitor(lambda: load_tree(cls.tree_path), RulesBrain()))
 
 
 def tree_phases(tmp_path: Path) -> type[TreePhases]:

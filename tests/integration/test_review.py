@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from markupsafe import escape
 
 from lab.shop import DemoShop
 from lab.embedded import EmbeddedPostgres
@@ -34,6 +35,11 @@ def test_review_finds_every_planted_problem_and_nothing_else(shop: DemoShop, tmp
     assert all(c.status.value == "ran" for c in report.coverage)
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") == 1
     assert (tmp_path / "charts" / "table_activity.png").stat().st_size > 1000
+    assert report.charts and all(report.captions.get(c) for c in report.charts), "every chart says what it shows"
+    html = (tmp_path / "report.html").read_text()
+    slow = [f for f in report.findings if f.code == "slow_query"]
+    assert slow and all(f.object.startswith("queryid:") and f.statement for f in slow)
+    assert f'<pre class="statement">{escape(slow[0].statement)}</pre>' in html  # the text next to its query id
     missing = next(f for f in report.findings if f.code == "index_missing")
     assert missing.fix_sql == "CREATE INDEX CONCURRENTLY ON public.customers (email);"
     assert "email" in missing.evidence["query"]

@@ -1,0 +1,40 @@
+"""A review's process imports the heavy libraries only when a step needs them (each flow run on a worker is a
+fresh process: what it imports at start it pays for on every review)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("bm25s", "scipy", "sklearn", "faiss", "matplotlib")
+PROBE = f"""
+import sys
+from pathlib import Path
+import flows.review, flows.targets, flows.fleet
+from dbcrew.targets import parse_target
+from roles.crew import RunContext
+monitor = RunContext(target=parse_target("postgresql://u@127.0.0.1:5432/db"), out_dir=Path(".")).monitor()
+print(",".join(m for m in {HEAVY!r} if m in sys.modules))
+"""
+
+
+def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
+    loaded = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    assert loaded == "", f"imported at start: {loaded}"
+
+
+def test_the_monitor_builds_its_error_tree_at_the_first_alert():
+    from error_tree import ErrorTree
+    from roles.brains.rules import RulesBrain
+    from roles.monitor import Monitor
+
+    built: list[int] = []
+
+    def tree() -> ErrorTree:
+        built.append(1)
+        from error_tree import load_tree
+        return load_tree()
+
+    monitor = Monitor(tree, RulesBrain())
+    assert built == []
+    assert monitor.tree is monitor.tree and built == [1]
