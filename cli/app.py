@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import setproctitle
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from cli import interrupts
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
+from cli.outdir import prepare_out
 from cli.server import DEFAULT_PORT, api_url, healthy, server
 from dbcrew.errors import UsageError
 from dbcrew.models.faults import FaultSpec
+from dbcrew.redact import redact
+from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
@@ -52,12 +59,12 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     """Validate input, check the target answers, then run the review flows with a progress bar."""
     from dbcrew.targets import parse_target
 
-    if window < 0:
-        raise UsageError("--window must be zero or more seconds")
+    if not math.isfinite(window) or window < 0:
+        raise UsageError("--window must be a finite number of seconds, zero or more")
     if scenario is Scenario.DIAGNOSE and window < 1:
         raise UsageError("--window must be at least 1 second for a diagnosis")
-    if baseline is not None and not baseline.is_file():
-        raise UsageError(f"--baseline {baseline}: no such file (record one with `dbcrew baseline`)")
+    if baseline is not None:
+        check_baseline(baseline)
     target = parse_target(url)
     try:
         fault_specs = [FaultSpec.parse(f) for f in faults]
@@ -65,8 +72,12 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
     _check_fault_operators(fault_specs)
+    report_dir = prepare_out(out_dir or _default_out(target.dbname))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
+    if redact(url) != url:
+        fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
+             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
     _prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
@@ -76,7 +87,10 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     chosen = brain or default_brain()
     if chosen not in BRAINS:
         raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
-    report_dir = out_dir or _default_out(target.dbname)
+    if chosen == "openai":
+        from dbcrew.llm.client import endpoint_limits
+
+        endpoint_limits()  # a bad DBCREW_LLM_TIMEOUT / DBCREW_LLM_MAX_RETRIES: exit 2 before any flow starts
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {target.display}", total=None)
@@ -90,12 +104,26 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
         stop = progress.listen(on_event)
         try:
             # The flow gets the parsed target: its password is private, so no flow parameter carries it.
-            return Path(health_review(target=target, window=window, out=str(report_dir), brain=chosen,
+            return Path(interrupts.run_interruptible(lambda: health_review(target=target, window=window, out=str(report_dir), brain=chosen,
                                       faults=fault_specs, scenario=scenario, alert=alert,
                                       baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
-                                      **(switches or {})))
+                                      **(switches or {}))))
         finally:
             stop()
+
+
+def check_baseline(path: Path) -> None:
+    """A baseline the diagnosis can compare with, or UsageError: garbage would pass for a quiet window."""
+    from pydantic import ValidationError
+
+    from operators.diagnose.evidence import WindowEvidence
+
+    if not path.is_file():
+        raise UsageError(f"--baseline {path}: no such file (record one with `dbcrew baseline`)")
+    try:
+        WindowEvidence.load(path)
+    except (ValidationError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
 
 
 def _check_fault_operators(faults: list[FaultSpec]) -> None:
@@ -157,8 +185,10 @@ def baseline(
     from dbcrew.targets import parse_target
     from operators.diagnose.sampler import sample_window
 
-    if window < 1:
-        raise UsageError("--window must be at least 1 second")
+    if not math.isfinite(window) or window < 1:
+        raise UsageError("--window must be a finite number of seconds, at least 1")
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; give the baseline's file name")
     parsed = parse_target(target)
     with parsed.session():
         pass
@@ -258,24 +288,54 @@ def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")]
 app.command()(server)
 
 
+def _click_errors() -> tuple[type[Exception], ...]:
+    """Click's exception base, as typer raises it: typer >= 0.25 bundles its own click (typer._click),
+    whose exceptions are not the `click` package's; older typers raise click's own."""
+    import click
+
+    bundled = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return (bundled, click.ClickException)
+
+
+CLICK_ERRORS = _click_errors()
+
+
+def hide_command_line_secrets() -> None:
+    """A password on the command line (a target URL's) is visible to every user in `ps` for the
+    whole run: overwrite the process title with the redacted command line (the run warns once its
+    input is accepted, see run_cli_review)."""
+    shown = [redact(arg) for arg in sys.argv]
+    if shown != sys.argv:
+        setproctitle.setproctitle(" ".join(shown))
+
+
 def main() -> None:
+    hold_environment_secrets()  # before any child process (the Prefect server) can inherit them
+    hide_command_line_secrets()
+    interrupts.install()
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # typer turns KeyboardInterrupt into a returned 130
+        if interrupts.received():
+            interrupts.stop(interrupts.received()[0])
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except UsageError as exc:
         fail(f"dbcrew: error: {exc}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        fail("dbcrew: aborted")
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        interrupts.stop((interrupts.received() or [signal.SIGINT])[0])
+    except CLICK_ERRORS as exc:  # a usage error (bad option value, unknown option or command, missing argument)
+        fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
+        sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
         if os.environ.get("DBCREW_DEBUG"):
             raise
         fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")
         sys.exit(1)
+    except BaseException as exc:  # Prefect's TerminationSignal: its own SIGTERM handler, armed while a flow runs
+        signum = getattr(exc, "signal", None)
+        if not isinstance(signum, int):
+            raise
+        interrupts.stop(signum)

@@ -2,7 +2,9 @@
 
 The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
 worker, the flow runs it started and (when this command started it) the server, so nothing is
-left behind. A server already answering at the address is reused and left running.
+left behind. A server already answering at the address is reused and left running. The server
+gets no secret (no API key, no database password); the worker, whose flow runs review the
+targets, gets the ones the CLI holds.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Annotated
@@ -23,7 +25,9 @@ import psutil
 import typer
 
 from cli.console import line, show
+from cli.interrupts import end_processes
 from dbcrew.errors import UsageError
+from dbcrew.secrets import held_secrets
 
 DEFAULT_PORT = 4200
 STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
@@ -42,10 +46,14 @@ def healthy(api: str) -> bool:
         return False
 
 
-def server_environment(api: str) -> dict[str, str]:
-    """The server's own environment: its UI asks PREFECT_API_URL where the API is (blank UI otherwise)."""
+def server_environment(api: str, withheld: Iterable[str] = ()) -> dict[str, str]:
+    """The server's own environment: its UI asks PREFECT_API_URL where the API is (blank UI otherwise).
+
+    No secret: the CLI has already moved OPENAI_API_KEY and PGPASSWORD out of os.environ
+    (dbcrew.secrets), and the `withheld` variables (the inventory's password variables) are left out.
+    """
     return {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in set(withheld)},
         "PREFECT_API_URL": api,
         "PREFECT_UI_API_URL": api,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -60,18 +68,7 @@ def stop_tree(process: subprocess.Popen[bytes]) -> None:
         family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         family = []
-    for member in family:
-        try:
-            member.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(family, timeout=STOP_SECONDS)
-    for member in alive:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=STOP_SECONDS)
+    end_processes(family, STOP_SECONDS)
     process.wait()
 
 
@@ -96,7 +93,7 @@ def wait_healthy(api: str, process: subprocess.Popen[bytes], log_path: Path) -> 
 
 
 @contextmanager
-def running_server(port: int, logs: Path, stack: ExitStack) -> Iterator[str]:
+def running_server(port: int, logs: Path, stack: ExitStack, withheld: Iterable[str] = ()) -> Iterator[str]:
     """The API address of a server at 127.0.0.1:port: the one already there, or one started now."""
     api = api_url(port)
     if healthy(api):
@@ -108,9 +105,14 @@ def running_server(port: int, logs: Path, stack: ExitStack) -> Iterator[str]:
     show(line(f"starting a Prefect server on 127.0.0.1:{port} (log: {log_path}) ..."))
     process = stack.enter_context(child(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        server_environment(api), log))
+        server_environment(api, withheld), log))
     wait_healthy(api, process, log_path)
     yield api
+
+
+def worker_environment(api: str, poll_seconds: float) -> dict[str, str]:
+    """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model."""
+    return {**server_environment(api), **held_secrets(), "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds)}
 
 
 def worker_args(pool: str, name: str) -> list[str]:
@@ -127,19 +129,20 @@ def wait_for_signal() -> None:
 
 
 def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path) -> None:
-    from dbcrew.inventory import load_inventory
+    from dbcrew.inventory import PasswordFromEnv, load_inventory
 
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
+    password_variables = {e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)}
     logs.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        api = stack.enter_context(running_server(port, logs, stack))
+        api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
 
         names = deploy_inventory(inventory, pool, max_reviews)
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         stack.enter_context(child(worker_args(pool, f"dbcrew-{os.getpid()}"),
-                                  {**server_environment(api), "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds)}, worker_log))
+                                  worker_environment(api, poll_seconds), worker_log))
         show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
         show(line(f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"))
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))

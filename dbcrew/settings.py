@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 REPORTS_ENV = "DBCREW_REPORTS_DIR"
 RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
@@ -51,6 +51,8 @@ class Ablations(BaseModel):
 
 
 class Thresholds(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # a NaN threshold would silently never fire
+
     # cache_hit_ratio_low
     cache_hit_ratio_warning: float = 0.99
     cache_hit_ratio_critical: float = 0.90
@@ -168,6 +170,8 @@ class Machine(BaseModel):
 class Settings(BaseModel):
     """What a run may do to its target and how hard it may try."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     window_seconds: float = 10.0
     activity_samples: int = 5
     statement_timeout_ms: int = 30_000
@@ -176,6 +180,8 @@ class Settings(BaseModel):
     worker_retries: int = Field(2, ge=0, le=2, description="self-corrections before an alert")
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)
+    target_wait_seconds: float = Field(30.0, ge=0, le=600, description="how long a task waits, probing with growing pauses,"
+                                       " for a target that stopped answering; then the run says it is incomplete")
     ablations: Ablations = Field(default_factory=Ablations)
     store_url: str | None = Field(None, description="the shared store of history, memory and baselines (dbcrew.store);"
                                   " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"

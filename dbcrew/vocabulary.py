@@ -49,6 +49,7 @@ class ProblemKind(StrEnum):
     BAD_PARAMS = "bad_params"  # parameters the operator's model rejects
     CYCLE = "cycle"
     MISSING_INPUT = "missing_input"  # an artifact the operator needs comes from no upstream task
+    EMPTY_PLAN = "empty_plan"  # no task: nothing would be reviewed
     # a critic's objections (an LLM brain's critique, prompts/critique.j2)
     MISSING_CHECK = "missing_check"  # a check the scenario needs is not planned
     UNFIT_TASK = "unfit_task"  # a task that cannot serve its goal

@@ -16,6 +16,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from dbcrew.redact import redact, redact_value
+
 # PostgreSQL type OIDs the collectors return, mapped to DuckDB column types. Collector SQL casts
 # everything else to text, bigint, float8, bool or timestamptz, so this table stays small.
 PG_TYPE_TO_DUCKDB: dict[int, str] = {
@@ -74,10 +76,11 @@ class Workspace:
 
     # -- tables -----------------------------------------------------------------------------
     def write_table(self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> int:
-        """Replace table `name` with typed columns; returns the row count."""
+        """Replace table `name` with typed columns; returns the row count. Texts are redacted (no
+        password read from the target, e.g. in a `CREATE ROLE ... PASSWORD` statement, is kept)."""
         ddl = ", ".join(f'"{col}" {typ}' for col, typ in columns)
         names = [col for col, _ in columns]
-        frame = pd.DataFrame([list(r) for r in rows], columns=names, dtype=object)
+        frame = pd.DataFrame([[redact_value(v) for v in r] for r in rows], columns=names, dtype=object)
         select = ", ".join(f'CAST(frame."{col}" AS {typ}) AS "{col}"' for col, typ in columns)
         with self._write_lock, self._cursor() as cur:
             cur.execute(f'CREATE OR REPLACE TABLE "{name}" ({ddl})')
@@ -103,7 +106,7 @@ class Workspace:
 
     # -- snapshot keys ------------------------------------------------------------------------
     def put_observation(self, key: str, body: Any) -> str:
-        text = body if isinstance(body, str) else json.dumps(body, default=str)
+        text = redact(body if isinstance(body, str) else json.dumps(body, default=str))
         with self._write_lock, self._cursor() as cur:
             cur.execute("INSERT OR REPLACE INTO observations VALUES (?, ?)", [key, text])
         return key

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
+from operators.explain import FOREIGN_CODE
 from operators.hypothetical_indexes import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
@@ -70,7 +71,9 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
              s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
+    foreign = sum(1 for _query, why in advice.skipped if why.startswith(FOREIGN_CODE))
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
         artifacts=["index_advice", "index_hide_effects"],
+        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog" if foreign else "",
     )

@@ -232,7 +232,7 @@ class _Advisor:
 
     def consider(self, stmt: Statement) -> None:
         """Pass 1 (one column at a time), then pass 2 (ordered pairs) when the plan is still expensive."""
-        why = unplannable(stmt.query, PLANNABLE)
+        why = unplannable(self.conn, stmt.query, PLANNABLE)
         if why is not None:
             return self._skip(stmt, why)
         candidates = self._candidates(stmt.query)

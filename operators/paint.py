@@ -8,7 +8,7 @@ from pathlib import Path
 from dbcrew.models import Role
 from dbcrew.store import Vitals
 from dbcrew.vocabulary import Category
-from operators.figures import pyplot
+from operators.figures import chart_observation, figure
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
@@ -22,13 +22,9 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         " ORDER BY seq_scan + idx_scan + n_dead_tup DESC LIMIT ?",
         [TOP_TABLES],
     )
-    charts_dir = ctx.run_dir / "charts"
-    charts_dir.mkdir(parents=True, exist_ok=True)
-    path = charts_dir / "table_activity.png"
+    path = ctx.run_dir / "charts" / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
-    plt = pyplot()
-    fig, (scans, dead) = plt.subplots(1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True)
-    try:
+    with figure(path, 1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (_, (scans, dead)):
         positions = range(len(names))
         scans.barh([p - 0.2 for p in positions], [r["seq_scan"] for r in rows][::-1], height=0.4, label="sequential scans")
         scans.barh([p + 0.2 for p in positions], [r["idx_scan"] for r in rows][::-1], height=0.4, label="index scans")
@@ -41,16 +37,9 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         dead.set_xscale("symlog")
         dead.set_title("Dead tuples")
         dead.set_xlabel("dead tuples (symmetric log scale)")
-        fig.tight_layout()
-        fig.savefig(path, dpi=80)
-    finally:
-        plt.close(fig)
-    chart = str(path.relative_to(ctx.run_dir))
     caption = (f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
                " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side.")
-    return Observation(summary=f"chart of {len(rows)} tables", artifacts=["chart_table_activity"], charts=[chart],
-                       captions={chart: caption})
-
+    return chart_observation(ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption)
 
 TREND_PANELS = (  # (vital, panel title, y-axis label, scale to the label's unit)
     ("cache_hit_ratio", "Cache hit ratio", "hit ratio (%)", 100.0),
@@ -66,12 +55,9 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
     A plain function rather than an operator: it draws the target's history from the store after
     the review, not something the plan's tasks collect.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     labels = [started.strftime("%m-%d %H:%M:%S") for started, _ in points]
     positions = list(range(len(points)))
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 1 + len(TREND_PANELS), figsize=(16, 3.6))
-    try:
+    with figure(path, 1, 1 + len(TREND_PANELS), figsize=(16, 3.6)) as (_, axes):
         counts = axes[0]
         for severity, colour in (("critical", "tab:red"), ("warning", "tab:orange"), ("info", "tab:gray")):
             counts.plot(positions, [getattr(v, severity) for _, v in points], marker="o", color=colour, label=severity)
@@ -92,8 +78,4 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
             ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize="small")
             ax.set_xlabel("run start (UTC)")
             ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(path, dpi=80)
-    finally:
-        plt.close(fig)
     return path

@@ -51,6 +51,12 @@ class OperatorContext:
     brief: Brief | None
     run_dir: Path
 
+    def window(self, requested: float | None) -> float:
+        """The seconds a task samples: a plan may ask for less than the run's window, never more,
+        so a model's parameters cannot outgrow the user's `--window`."""
+        run = self.settings.window_seconds
+        return run if requested is None else min(requested, run)
+
 
 @dataclass(frozen=True)
 class Operator:

@@ -135,7 +135,8 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 )
 
 
-# This database's sessions (and the cluster's background processes), except ours and the crew's.
+# This database's sessions (and the cluster's background processes), except the review's own,
+# recognised by backend PID (`own`: dbcrew.targets.own_pids), never by a name others can take.
 # `query_chars` bounds the text: the health review quotes it, the diagnosis EXPLAINs it.
 SESSIONS_SQL = """
 SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
@@ -147,6 +148,6 @@ SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        left(a.query, %(query_chars)s::int) AS query,
        array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
 FROM pg_stat_activity a
-WHERE a.pid <> pg_backend_pid() AND coalesce(a.application_name, '') <> 'dbcrew'
+WHERE a.pid <> ALL(%(own)s::int[])
   AND (a.datname = current_database() OR a.datname IS NULL)
 """

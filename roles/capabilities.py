@@ -92,6 +92,15 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
     return caps
 
 
+def privilege_notes(brief: Brief) -> list[str]:
+    """A warning when the review runs with more rights than it needs: a superuser plans other users'
+    statements and reads every catalog with rights a mistake (or a hostile object) could use."""
+    if not brief.is_superuser:
+        return []
+    return [f"ran as superuser {brief.current_user}: a review needs only pg_monitor; "
+            "run it as a dedicated least-privilege role (CREATE ROLE dbcrew LOGIN; GRANT pg_monitor TO dbcrew;)"]
+
+
 def visibility_notes(brief: Brief) -> dict[str, str]:
     """Checks that run but see only part of the picture without pg_read_all_stats."""
     if brief.can_read_all_stats:

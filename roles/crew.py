@@ -15,12 +15,13 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from dbcrew import stopping
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import PlanEdit
-from dbcrew.models.report import CoverageEntry, Phases
+from dbcrew.models.report import CoverageEntry, Phases, SkipKind
 from dbcrew.settings import Settings
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
@@ -35,7 +36,7 @@ from roles.faults import FaultInjector, damage_plan
 from roles.history import stage_baseline
 from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, remember_run, target_identity
 from roles.monitor import Monitor
-from roles.planner import reflect_until_valid
+from roles.planner import make_plan
 from roles.replanner import replan
 from roles.execution import ExecutionResult, ExecutionState, execute
 from roles.worker import TaskOutcome, perform
@@ -111,11 +112,9 @@ def initialize(run: RunContext) -> Initialized:
     caps = prune(brief, catalogue())
     brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
-    strategy = damage_plan(brain.plan(request), run.faults)
-    rounds = 0
-    if run.settings.ablations.reflection:
-        planned = reflect_until_valid(brain, request, strategy, run.settings.max_reflection_rounds)
-        strategy, rounds = planned.strategy, len(planned.rounds)
+    planned = make_plan(brain, request, run.settings.max_reflection_rounds, reflection=run.settings.ablations.reflection,
+                        draft=lambda strategy: damage_plan(strategy, run.faults))
+    strategy, rounds = planned.strategy, len(planned.rounds)
     identity, edits = "", []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
@@ -211,7 +210,7 @@ def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     edits = [*init.edits, *result.state.edits]
     rejected: list[str] = []
     replans = 0
-    while result.replan_for is not None and replans < run.settings.max_replans:
+    while result.replan_for is not None and replans < run.settings.max_replans and not stopping.requested():
         replans += 1
         outcome = phases.replan(run, init.brief, result)
         edits += outcome.edits
@@ -232,10 +231,14 @@ def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     if stuck is not None:
         partial_reason = (f"stopped re-planning after {replans} re-plans (the budget): {stuck.task_id} still failed with"
                           f" {stuck.error_type}: {stuck.message}")
+    cut = [k for k, o in state.outcomes.items() if o.cause is not None and o.cause.kind is SkipKind.STOPPED]
+    if cut:
+        partial_reason = "; ".join(p for p in (f"{stopping.requested()}: {len(cut)} of {len(state.outcomes)} tasks did not complete",
+                                               partial_reason) if p)
     counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
                       reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits))
     review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected,
-                          partial=stuck is not None, partial_reason=partial_reason)
+                          partial=bool(partial_reason), partial_reason=partial_reason)
     remember(run, review)
     return review
 

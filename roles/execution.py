@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from dbcrew import progress
+from dbcrew import progress, stopping
 from dbcrew.progress import ProgressEvent
 from dbcrew.models import Strategy, TaskSpec
 from dbcrew.models.crew import Alert, Recommendation, WorkerReport
@@ -22,7 +22,7 @@ from dbcrew.models.report import Decision, SkipCause, SkipKind
 from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.monitor import Monitor, MonitorDecision, compact_state
-from roles.worker import TaskOutcome, signature, without_agent
+from roles.worker import TaskOutcome, signature, stopped, without_agent
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -95,7 +95,11 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
     progress.emit(ProgressEvent.PLAN, total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
     while True:
         outcome = unhandled.pop(0) if unhandled else None
-        if outcome is None:
+        if outcome is None and stopping.requested():
+            for spec in strategy.tasks:  # nothing new starts; what runs winds down (roles/worker.py)
+                if spec.id not in state.outcomes and spec.id not in running:
+                    state.outcomes[spec.id] = stopped(spec)
+        elif outcome is None:
             for spec in _ready(strategy, state, running):
                 state.record_start(spec.id)
                 if strategy.agent(spec.agent) is None:
@@ -111,7 +115,7 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             outcome = runner.outcome(handle)
         state.outcomes[outcome.task_id] = outcome
         progress.emit(ProgressEvent.TASK, task_id=outcome.task_id, status=outcome.status)
-        if outcome.status is not TaskStatus.FAILED:
+        if outcome.status is not TaskStatus.FAILED or stopping.requested():
             continue
         spec = strategy.task(outcome.task_id)
         alert = broadcast(state, spec, outcome)

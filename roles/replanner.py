@@ -116,6 +116,11 @@ def narrow(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit
 
 def replan(brain: Brain, request: ReplanRequest, max_rounds: int, *, gap_narrow: bool = True,
            reflection: bool = True) -> Replanned:
+    """The re-planned strategy; one the brain cannot make valid becomes the rules brain's, through its fall-back."""
+    return brain.with_fallback("re-plan", lambda planner: _replan(planner, request, max_rounds, gap_narrow, reflection))
+
+
+def _replan(brain: Brain, request: ReplanRequest, max_rounds: int, gap_narrow: bool, reflection: bool) -> Replanned:
     proposed = brain.replan(request)
     why = "; ".join(r.detail for r in request.recommendations if r.detail)
     reason = f"re-plan after {request.failed} failed" + (f" ({why})" if why else "")

@@ -12,13 +12,16 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dbcrew.models import Finding, Report
+from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
 from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, SkipCause, SkipKind, TargetInfo
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
-from roles.capabilities import failure_cause, visibility_notes
+from roles.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew import ReviewResult, RunContext
+from roles.markdown import md_cell, md_code, md_fence, md_text
+from roles.worker import TaskOutcome
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -28,8 +31,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
     planned = {entry.check: entry for entry in review.init.coverage}
     notes = visibility_notes(review.init.brief)
     outcomes = review.result.state.outcomes
+    ops = catalogue()
     entries = []
-    for op in catalogue():
+    for op in ops:
         if op.category is not Category.CHECKS:
             continue
         if op.name in planned:
@@ -42,13 +46,20 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         elif outcome is None:
             entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
         elif outcome.status is TaskStatus.DONE:
-            seen = outcome.observation.partial if outcome.observation else ""
+            seen = "; ".join(p for p in (outcome.observation.partial if outcome.observation else "", *inherited_partials(op, ops, outcomes)) if p)
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
             status = CoverageStatus.FAILED if outcome.status is TaskStatus.FAILED else CoverageStatus.SKIPPED
             entries.append(CoverageEntry.of(op.name, status, failure_cause(op.name, outcomes, review.init.brief.current_user)))
     return entries
+
+
+def inherited_partials(check: CatalogueEntry, ops: list[CatalogueEntry], outcomes: dict[str, TaskOutcome]) -> list[str]:
+    """What the producers of a check's inputs could not see: the check saw no more than they did."""
+    inputs = set(check.needs) | set(check.uses)
+    producers = [op.name for op in ops if op.name != check.name and inputs & set(op.produces)]
+    return [o.observation.partial for name in producers if (o := outcomes.get(name)) and o.observation and o.observation.partial]
 
 
 def findings_of(review: ReviewResult) -> list[Finding]:
@@ -67,6 +78,12 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     findings = findings_of(review)
     brain = run.shared_brain
     summary = brain.summarize(run.scenario, findings, coverage)
+    partial = review.partial_reason
+    unreachable = max((o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0)
+    if unreachable:
+        # Checks that never ran find nothing: "0 problems" alone would read as a clean bill of health.
+        gone = f"incomplete: target unreachable for {unreachable:.0f} s"
+        summary, partial = f"{gone}. {summary}", "; ".join(p for p in (gone, partial) if p)
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
     captions = {c: text for o in review.result.state.outcomes.values() if o.observation for c, text in o.observation.captions.items()}
     root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
@@ -77,7 +94,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
         decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits,
-        ablations=run.settings.ablations.off(), partial=review.partial_reason, root_causes=root_causes,
+        ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
+        notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
         link=run.link,
     )
@@ -116,7 +134,11 @@ def baseline_note(source: str) -> str:
 
 
 def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters."""
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "html.j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(md_text=md_text, md_cell=md_cell, md_code=md_code, md_fence=md_fence)
+    return env
 
 
 def render_markdown(report: Report, chart_src: dict[str, str]) -> str:

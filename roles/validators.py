@@ -20,6 +20,8 @@ def validate(strategy: Strategy, catalogue: list[CatalogueEntry]) -> list[Proble
     """
     allowed = {e.name: e for e in catalogue}
     problems: list[Problem] = []
+    if not strategy.tasks:
+        problems.append(Problem(task_id=None, kind=ProblemKind.EMPTY_PLAN, message="the plan has no task: nothing would be reviewed"))
     ids = [t.id for t in strategy.tasks]
     for dup in {i for i in ids if ids.count(i) > 1}:
         problems.append(Problem(task_id=dup, kind=ProblemKind.DUPLICATE_ID, message=f"task id {dup} is used twice"))

@@ -6,6 +6,7 @@ into an error alert for the monitor. Nothing is swallowed: each exception is rec
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -14,10 +15,11 @@ import psycopg
 from psycopg import errors as pgerrors
 from pydantic import BaseModel, Field, ValidationError
 
+from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
-from dbcrew.models.report import SkipCause
+from dbcrew.models.report import SkipCause, SkipKind
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import TaskStatus
 from operators.registry import Observation, OperatorContext, OperatorMisfit, get
@@ -34,6 +36,40 @@ NOT_RETRYABLE = (
 )
 
 
+# Targets a task of this process waited out in vain: later tasks fail at once instead of waiting
+# again (the run stays bounded), until the target answers a probe.
+_GONE: set[str] = set()
+_GONE_LOCK = threading.Lock()
+FIRST_PAUSE = 0.5
+UNREACHABLE = "target unreachable for"
+
+
+def wait_for_target(ctx: OperatorContext) -> float | None:
+    """Probe the target with doubling pauses for at most `settings.target_wait_seconds`; None when it
+    answers, else the seconds it stayed unreachable. A target already waited out in vain gets one probe."""
+    started = time.monotonic()
+    budget = ctx.settings.target_wait_seconds
+    pause = FIRST_PAUSE
+    with _GONE_LOCK:
+        gone = ctx.target.dsn in _GONE
+    while True:
+        try:
+            with ctx.target.session():
+                pass
+        except TargetError:
+            waited = time.monotonic() - started
+            if gone or waited >= budget:
+                with _GONE_LOCK:
+                    _GONE.add(ctx.target.dsn)
+                return waited if not gone else budget
+            time.sleep(min(pause, budget - waited))
+            pause *= 2
+            continue
+        with _GONE_LOCK:
+            _GONE.discard(ctx.target.dsn)
+        return None
+
+
 class TaskOutcome(BaseModel):
     task_id: str
     operator: str
@@ -45,6 +81,7 @@ class TaskOutcome(BaseModel):
     cause: SkipCause | None = Field(None, description="why it was skipped (its upstream task); None unless skipped")
     signature: str = ""
     log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
+    unreachable_seconds: float = Field(0.0, description="failed because the target did not answer for this long")
 
 
 def signature(spec: TaskSpec) -> str:
@@ -73,11 +110,15 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
     log: list[str] = []
     started = time.monotonic()
     for attempt in range(retries + 1):
+        if stopping.requested():
+            return stopped(spec, log)
         log.append(f"attempt {attempt + 1}: {spec.operator} params={params} statement_timeout={timeout_ms}ms")
         try:
             injector.before(spec.operator)
             run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
             observation = op.run(run_ctx, params)
+            if stopping.requested():  # cut short: what it saw is not the window that was asked for
+                return stopped(spec, log)
             log.append(f"done: {observation.summary}")
             return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.DONE, observation=observation,
                                attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec), log=log)
@@ -88,13 +129,26 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
                 reflection = "self-correction is off: raising an alert"
             attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=message, reflection=reflection))
             log += [f"failed: {type(exc).__name__}: {message}", f"reflection: {reflection}"]
+            if isinstance(exc, (psycopg.OperationalError, TargetError)) and retries:
+                unreachable = wait_for_target(ctx)
+                if unreachable is not None:
+                    message = f"{UNREACHABLE} {unreachable:.0f} s: {message}"
+                    log.append(message)
+                    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
+                                       seconds=time.monotonic() - started, reason=message, signature=signature(spec), log=log,
+                                       unreachable_seconds=unreachable)
             if not retry or attempt == retries:
                 break
-            if isinstance(exc, (psycopg.OperationalError, TargetError)):
-                time.sleep(0.2 * (attempt + 1))
     return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
                        seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
                        signature=signature(spec), log=log)
+
+
+def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
+    """The outcome of a task the run was stopped before it completed (Ctrl-C, SIGTERM)."""
+    cause = SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested())
+    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.SKIPPED, reason=cause.render(), cause=cause,
+                       signature=signature(spec), log=[*(log or []), cause.render()])
 
 
 def without_agent(spec: TaskSpec) -> TaskOutcome:

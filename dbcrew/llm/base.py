@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TypeVar
 
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, LlmUsage
 from dbcrew.vocabulary import Action, Scenario
+
+T = TypeVar("T")
+
+
+class BrainError(Exception):
+    """The brain gave no usable answer (the endpoint failed, no repair validated, or its plan could not be made valid)."""
+
+
+class EndpointDown(BrainError):
+    """The endpoint did not answer at all (timeout or connection error, after the client's retries)."""
 
 
 class Brain(ABC):
@@ -19,6 +31,12 @@ class Brain(ABC):
     def answered_by(self) -> str:
         """What report.brain says: this brain's name; a brain that falls back says how often it did."""
         return self.name
+
+    def with_fallback(self, what: str, attempt: Callable[[Brain], T]) -> T:
+        """`attempt(self)`. A brain that can fall back (the LLM brain) runs `attempt` again with the
+        rules brain when it raises BrainError, and records it; the rules brain has nothing to fall
+        back to, so the error propagates."""
+        return attempt(self)
 
     @abstractmethod
     def plan(self, request: PlanRequest) -> Strategy: ...

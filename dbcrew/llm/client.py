@@ -8,23 +8,49 @@ The client knows nothing of roles: the prompts it sends are rendered by the call
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import json_repair
 import openai
 from pydantic import BaseModel, ValidationError
 
+from dbcrew.errors import UsageError
+from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.models.report import LlmUsage
+from dbcrew.secrets import secret
 
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-class BrainError(Exception):
-    """The endpoint gave no usable answer."""
+TIMEOUT_ENV, RETRIES_ENV = "DBCREW_LLM_TIMEOUT", "DBCREW_LLM_MAX_RETRIES"
+DEFAULT_TIMEOUT, DEFAULT_RETRIES = 60.0, 2
+MAX_RETRIES = 10
+
+
+def endpoint_limits() -> tuple[float, int]:
+    """(seconds a request may take, retries of a failed request) from DBCREW_LLM_TIMEOUT and
+    DBCREW_LLM_MAX_RETRIES; UsageError in one line for a value out of range. Together with the
+    brain's circuit breaker (an endpoint that did not answer is not asked again in the run), they
+    bound what a dead or slow endpoint adds to a review: timeout x (1 + retries)."""
+    raw_timeout, raw_retries = os.environ.get(TIMEOUT_ENV, ""), os.environ.get(RETRIES_ENV, "")
+    try:
+        timeout = float(raw_timeout) if raw_timeout.strip() else DEFAULT_TIMEOUT
+    except ValueError:
+        timeout = math.nan
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise UsageError(f"{TIMEOUT_ENV}={raw_timeout!r}: give the seconds a request may take, a number above 0")
+    if not raw_retries.strip():
+        return timeout, DEFAULT_RETRIES
+    if not raw_retries.strip().isdigit() or int(raw_retries) > MAX_RETRIES:
+        raise UsageError(f"{RETRIES_ENV}={raw_retries!r}: give a whole number from 0 to {MAX_RETRIES}")
+    return timeout, int(raw_retries)
 
 
 def strip_fences(text: str) -> str:
@@ -32,25 +58,39 @@ def strip_fences(text: str) -> str:
     return match.group(1) if match else text.strip()
 
 
+def extract_json(text: str) -> str:
+    """The JSON object in an answer: as it is when it parses, else found in the prose or code fence
+    around it and repaired (trailing commas, missing quotes or brackets) by json-repair. Asking the
+    model again costs a round trip and tokens; a sentence around the object should not."""
+    stripped = strip_fences(text)
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return json_repair.repair_json(text) or stripped
+    return stripped
+
+
 class LlmClient:
     """The `openai` client, the model's name, and the usage this client has spent."""
 
     def __init__(self, render: Render, *, base_url: str | None = None, api_key: str | None = None,
-                 model: str | None = None, timeout: float = 60.0, max_repairs: int = 2):
+                 model: str | None = None, timeout: float | None = None, max_retries: int | None = None,
+                 max_repairs: int = 2):
         self._render = render
         self.model = model or os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini")
+        default_timeout, default_retries = endpoint_limits()
         self._client = openai.OpenAI(
             base_url=base_url or os.environ.get("DBCREW_LLM_BASE_URL") or None,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-            timeout=timeout,
-            max_retries=2,
+            api_key=api_key or secret("OPENAI_API_KEY") or "not-needed",
+            timeout=timeout if timeout is not None else default_timeout,
+            max_retries=max_retries if max_retries is not None else default_retries,
         )
         self._max_repairs = max_repairs
         self.usage = LlmUsage()
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
         """One answer as a validated `model`, regenerated with the validation error when it is not;
-        BrainError when the endpoint fails or no repair validates."""
+        EndpointDown when the endpoint does not answer, BrainError when it fails otherwise or no repair validates."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": self._render("system.j2", {})},
             {"role": "user", "content": self._render(template, {**context, "schema": model.model_json_schema()})},
@@ -59,6 +99,8 @@ class LlmClient:
         for _ in range(self._max_repairs + 1):
             try:
                 response = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0)  # type: ignore[arg-type]
+            except openai.APIConnectionError as exc:  # a timeout included
+                raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
             except openai.APIError as exc:
                 raise BrainError(f"{type(exc).__name__}: {exc}") from exc
             self.usage.calls += 1
@@ -67,7 +109,7 @@ class LlmClient:
                 self.usage.completion_tokens += response.usage.completion_tokens
             text = response.choices[0].message.content or "" if response.choices else ""
             try:
-                return model.model_validate_json(strip_fences(text))
+                return model.model_validate_json(extract_json(text))
             except ValidationError as exc:
                 error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
                 messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]

@@ -32,6 +32,7 @@ class SkipKind(StrEnum):
     UPSTREAM_INCOMPLETE = "upstream_incomplete"  # a task it needs did not complete (failed or skipped)
     REMOVED = "removed"  # a re-plan took it out of the plan
     NOT_PLANNED = "not_planned"
+    STOPPED = "stopped"  # the run was stopped (Ctrl-C, SIGTERM) before it completed
 
 
 class SkipCause(BaseModel):
@@ -190,6 +191,7 @@ class Report(BaseModel):
     edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
     ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
+    notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")
     charts: list[str] = Field(default_factory=list)
     captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what the chart shows")
     diagnosis: DiagnosisSection | None = None

@@ -1,5 +1,5 @@
 """Connectors to the databases dbcrew reviews. Every session they open is read-only."""
 
-from dbcrew.targets.postgres import PostgresTarget, parse_target
+from dbcrew.targets.postgres import PostgresTarget, own_pids, parse_target
 
-__all__ = ["PostgresTarget", "parse_target"]
+__all__ = ["PostgresTarget", "own_pids", "parse_target"]

@@ -9,6 +9,7 @@ along in process, still opens sessions with it.
 from __future__ import annotations
 
 import re
+import threading
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
@@ -20,9 +21,43 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, PrivateAttr
 
 from dbcrew.errors import TargetError
+from dbcrew.redact import redact
+from dbcrew.secrets import secret
 
 SCHEMES = ("postgresql://", "postgres://")
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
+
+
+_OWN_PIDS: set[int] = set()
+_LOCK = threading.Lock()
+
+
+class OwnSession(psycopg.Connection[dict[str, Any]]):
+    """A review session that is registered by its backend PID while it is open.
+
+    The review recognizes its own sessions in pg_stat_activity by these PIDs, never by
+    application_name: any client can call itself `dbcrew` and would otherwise be hidden from
+    the session, lock and idle-in-transaction checks.
+    """
+
+    own_pid: int = 0
+
+    def register(self) -> OwnSession:
+        self.own_pid = self.info.backend_pid
+        with _LOCK:
+            _OWN_PIDS.add(self.own_pid)
+        return self
+
+    def close(self) -> None:
+        super().close()
+        with _LOCK:
+            _OWN_PIDS.discard(self.own_pid)
+
+
+def own_pids() -> list[int]:
+    """Backend PIDs of the review sessions this process has open (a run's tasks are its threads)."""
+    with _LOCK:
+        return sorted(_OWN_PIDS)
 
 
 class PostgresTarget(BaseModel):
@@ -53,7 +88,7 @@ class PostgresTarget(BaseModel):
         state = super().__getstate__()
         return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
 
-    def connect(self, *, statement_timeout_ms: int | None = None) -> psycopg.Connection[dict[str, Any]]:
+    def connect(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
         timeout = statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
         options = (
@@ -67,12 +102,14 @@ class PostgresTarget(BaseModel):
             "options": options,
             "connect_timeout": self.connect_timeout_s,
         }
-        if self._password is not None:
-            kwargs["password"] = self._password
+        password = self._password if self._password is not None else secret("PGPASSWORD")
+        if password is not None:
+            kwargs["password"] = password
         try:
-            return psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
+            conn = OwnSession.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
-            raise TargetError(f"cannot connect to {self.display}: {first_line(exc)}") from exc
+            raise TargetError(f"cannot connect to {self.display}: {redact(first_line(exc))}") from exc
+        return conn.register()
 
     @contextmanager
     def session(self, **kwargs: Any) -> Iterator[psycopg.Connection[dict[str, Any]]]:
@@ -96,7 +133,7 @@ def parse_target(url: str, password: str | None = None) -> PostgresTarget:
     `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
     """
     if not url.startswith(SCHEMES):
-        raise TargetError(f"unsupported target {redact_url(url)!r}: expected postgresql://user@host:port/dbname")
+        raise TargetError(f"unsupported target {redact(redact_url(url))!r}: expected postgresql://user@host:port/dbname")
     if "\x00" in url:
         raise TargetError("malformed target URL: it contains a NUL character")
     if "@" in _credentials(url.partition("://")[2])[2]:

@@ -78,7 +78,7 @@ def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: dict[str, Any],
         return None
     kind = "Table" if code == FindingCode.TABLE_BLOAT else "Index"
     return Finding(
-        code=code, severity=severity, object=f"{row['schemaname']}.{name}",
+        code=code, severity=severity, object=qualified(row["schemaname"], name),
         title=f"{kind} {name} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
         evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
                           "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),

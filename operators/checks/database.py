@@ -8,7 +8,7 @@ from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
 from operators.checks.horizon import horizon_holders
 from operators.registry import OperatorContext
-from operators.sql import quote_ident
+from operators.sql import qualified, quote_ident
 
 XID_LIMIT = 2**31
 
@@ -119,7 +119,7 @@ def check_sequences(ctx: OperatorContext) -> Judgement:
         used = row["last_value"] / row["max_value"]
         severity = severity_for(used, t.sequence_warning_ratio, t.sequence_critical_ratio)
         if severity:
-            name = f"{row['schemaname']}.{row['sequencename']}"
+            name = qualified(row['schemaname'], row['sequencename'])
             yield Finding(
                 code=FindingCode.SEQUENCE_EXHAUSTION, severity=severity, object=name,
                 title=f"Sequence {name} has used {used:.0%} of its {row['column_type'] or row['data_type']} range",

@@ -41,7 +41,7 @@ def check_unused_indexes(ctx: OperatorContext) -> Judgement:
     for row in rows:
         yield Finding(
             code=FindingCode.INDEX_UNUSED, severity=Severity.WARNING if mature else Severity.INFO,
-            object=f"{row['schemaname']}.{row['indexrelname']}",
+            object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} has not been scanned in {age / DAY:.1f} days of statistics",
             evidence={"idx_scan": row["idx_scan"], "index_bytes": row["index_bytes"], "stats_age_days": round(age / DAY, 2)},
             recommendation="Check replicas too (their scans are counted separately) before dropping it."
@@ -108,7 +108,7 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
         effects = {r["indexrelid"]: r for r in ctx.workspace.query("SELECT * FROM index_hide_effects")}
     for redundant, keeper in find_duplicates(rows):
         cols, kcols = _key_columns(redundant), _key_columns(keeper)
-        name = f"{redundant['schemaname']}.{redundant['indexrelname']}"
+        name = qualified(redundant['schemaname'], redundant['indexrelname'])
         evidence: dict[str, Any] = {"index": redundant["indexdef"], "covered_by": keeper["indexdef"], "index_bytes": redundant["index_bytes"]}
         effect = effects.get(redundant["indexrelid"])
         if effect is not None:
@@ -128,7 +128,7 @@ def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes left invalid by a failed CREATE INDEX CONCURRENTLY: they cost writes and serve no reads."""
     for row in ctx.workspace.query("SELECT * FROM index_stats WHERE NOT indisvalid"):
         yield Finding(
-            code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object=f"{row['schemaname']}.{row['indexrelname']}",
+            code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object=qualified(row['schemaname'], row['indexrelname']),
             title=f"Index {row['indexrelname']} on {row['relname']} is invalid",
             evidence={"index": row["indexdef"]},
             recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
@@ -147,7 +147,7 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
         cols = name_list(fk["column_names"])
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):
             continue
-        obj = f"{fk['schemaname']}.{fk['relname']}({', '.join(cols)})"
+        obj = qualified(fk['schemaname'], fk['relname']) + f"({', '.join(quote_ident(c) for c in cols)})"
         yield Finding(
             code=FindingCode.FK_WITHOUT_INDEX, severity=Severity.WARNING, object=obj,
             title=f"Foreign key {fk['conname']} -> {fk['referenced']} has no index on its columns",
@@ -164,7 +164,7 @@ def _proven(ctx: OperatorContext) -> Judgement:
     for row in rows:
         columns = name_list(row["columns"])
         yield Finding(
-            code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=f"{row['schemaname']}.{row['relname']}({', '.join(columns)})",
+            code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']) + f"({', '.join(quote_ident(c) for c in columns)})",
             title=f"An index on {row['relname']}({', '.join(columns)}) cuts the plan cost of {row['statements']} statement(s) by {row['saving']:.0%}",
             evidence=rounded({"query": row["query"], "calls": row["calls"], "total_ms": row["total_ms"], "proposed_index": row["ddl"],
                               "cost_before": row["cost_before"], "cost_after": row["cost_after"], "saving": row["saving"],
@@ -217,7 +217,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
             column, usage = max(candidates.items(), key=lambda kv: kv[1]["total_ms"])
             yield Finding(
                 code=FindingCode.INDEX_MISSING, severity=Severity.WARNING,
-                object=f"{table['schemaname']}.{table['relname']}({column})",
+                object=f"{name}({quote_ident(column)})",
                 title=f"{table['relname']} is scanned sequentially for filters on {column}",
                 evidence={**evidence, "query": usage["query"], "calls": usage["calls"], "total_ms": round(usage["total_ms"], 1),
                           "proposed_index": f"({column})"},
@@ -227,7 +227,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
             )
         else:
             yield Finding(
-                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
                 title=f"{table['relname']} is read mostly by sequential scans of about {evidence['rows_per_seq_scan']:.0f} rows",
                 evidence=evidence,
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
@@ -254,7 +254,7 @@ def check_index_count(ctx: OperatorContext) -> Judgement:
         if share < t.indexes_too_many_write_share:
             continue
         yield Finding(
-            code=FindingCode.INDEXES_TOO_MANY, severity=Severity.WARNING, object=f"{table['schemaname']}.{table['relname']}",
+            code=FindingCode.INDEXES_TOO_MANY, severity=Severity.WARNING, object=qualified(table['schemaname'], table['relname']),
             title=f"{table['relname']} carries {heavy['indexes']} indexes and is written far more than read ({share:.0%} writes)",
             evidence=rounded({"indexes": heavy["indexes"], "row_writes": writes, "scans": reads, "write_share": share,
                               "least_used": heavy["names"][:3]}),

@@ -6,7 +6,7 @@ from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
 from operators.registry import OperatorContext
-from operators.sql import quote_literal
+from operators.sql import quote_ident, quote_literal
 
 
 @check(needs=("replication",), codes=(FindingCode.REPLICATION_LAG,))
@@ -42,7 +42,7 @@ def check_replication_slots(ctx: OperatorContext) -> Judgement:
         yield Finding(
             code=FindingCode.REPLICATION_SLOT_INACTIVE,
             severity=Severity.CRITICAL if lost or retained >= t.slot_retained_critical_bytes else Severity.WARNING,
-            object=f"slot {row['slot_name']}",
+            object=f"slot {quote_ident(row['slot_name'])}",
             title=f"Replication slot {row['slot_name']} ({row['slot_type']}) is inactive, retaining {retained / 2**20:.1f} MiB of WAL",
             evidence=rounded({"slot_type": row["slot_type"], "database": row["database"], "wal_status": row["wal_status"],
                               "retained_bytes": retained}),

@@ -16,7 +16,7 @@ def check_primary_keys(ctx: OperatorContext) -> Judgement:
     rows = ctx.workspace.query("SELECT * FROM table_stats WHERE NOT has_primary_key AND relkind = 'r'")
     for row in rows:
         yield Finding(
-            code=FindingCode.TABLE_WITHOUT_PRIMARY_KEY, severity=Severity.WARNING, object=f"{row['schemaname']}.{row['relname']}",
+            code=FindingCode.TABLE_WITHOUT_PRIMARY_KEY, severity=Severity.WARNING, object=qualified(row['schemaname'], row['relname']),
             title=f"Table {row['relname']} has no primary key",
             evidence={"n_live_tup": row["n_live_tup"]},
             recommendation="Add a primary key (an identity column if nothing natural is unique).",
@@ -51,7 +51,7 @@ def check_vacuum_health(ctx: OperatorContext) -> Judgement:
         )
     tables = ctx.workspace.query("SELECT * FROM table_stats")
     for row in tables:
-        obj = f"{row['schemaname']}.{row['relname']}"
+        obj = qualified(row['schemaname'], row['relname'])
         name = qualified(row["schemaname"], row["relname"])
         if _autovacuum_off(row["reloptions"]):
             yield Finding(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dbcrew.models import Role
+from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import fetch, land
@@ -62,7 +63,7 @@ UNION ALL
 SELECT * FROM (
   -- A table is as old as the older of itself and its TOAST table (PgHero); only rows past a
   -- threshold, capped, so 10,000 young tables cost nothing.
-  SELECT 'table'::text, n.nspname::text || '.' || c.relname::text,
+  SELECT 'table'::text, format('%%I.%%I', n.nspname, c.relname),
          greatest(age(c.relfrozenxid), age(t.relfrozenxid))::bigint AS xid_age,
          greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -87,9 +88,9 @@ SELECT 'transaction'::text AS kind, 'pid:' || a.pid AS holder, a.datname::text A
        extract(epoch FROM now() - a.xact_start)::float8 AS held_seconds,
        concat_ws(', ', a.usename::text, nullif(a.application_name, ''), a.state) AS detail
 FROM pg_stat_activity a
-WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+  AND a.pid <> ALL(%(own)s::int[])  -- the review's own sessions, by backend PID (never by name)
   AND a.backend_type NOT IN ('walsender', 'autovacuum worker', 'parallel worker')
-  AND coalesce(a.application_name, '') <> 'dbcrew'
 UNION ALL
 SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, age(p.transaction)::bigint,
        extract(epoch FROM now() - p.prepared)::float8, 'owner ' || p.owner::text
@@ -118,7 +119,7 @@ def collect_schema(ctx: OperatorContext) -> Observation:
         t = ctx.settings.thresholds
         floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
         for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
-                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, None)):
+                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids()})):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
     return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)

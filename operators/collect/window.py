@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew import stopping
 from dbcrew.models import Role
+from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
 from operators.stat_views import (
     DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
@@ -31,11 +33,11 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
 
     The summary is the first view's; the artifacts are every view's.
     """
-    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    window = ctx.window(params.window_seconds)
     with ctx.target.session() as conn:
         before = [fetch(conn, view.sql) for view in views]
     started = time.monotonic()
-    time.sleep(window)
+    stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
     with ctx.target.session() as conn:
         after = [fetch(conn, view.sql)[1] for view in views]
     elapsed = time.monotonic() - started
@@ -117,7 +119,7 @@ class ActivityParams(WindowParams):
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
 def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
     """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
-    window = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    window = ctx.window(params.window_seconds)
     samples = params.samples or ctx.settings.activity_samples
     pause = window / max(samples - 1, 1)
     activity_rows: list[tuple[Any, ...]] = []
@@ -127,8 +129,9 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     with ctx.target.session() as conn:
         for sample in range(samples):
             if sample:
-                time.sleep(pause)
-            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS})
+                if stopping.pause(pause):
+                    break
+            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids()})
             activity_rows.extend(rows)
             conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
             connection_rows.extend(rows)

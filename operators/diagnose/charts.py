@@ -5,7 +5,7 @@ from __future__ import annotations
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import pyplot
+from operators.figures import chart_observation, figure
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
@@ -18,13 +18,9 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     shown = record.abnormal[:TOP_METRICS]
     if not shown:
         return Observation(summary="no abnormal metric to draw", artifacts=["chart_abnormal_metrics"])
-    charts_dir = ctx.run_dir / "charts"
-    charts_dir.mkdir(parents=True, exist_ok=True)
-    path = charts_dir / "abnormal_metrics.png"
+    path = ctx.run_dir / "charts" / "abnormal_metrics.png"
     rows = (len(shown) + 1) // 2
-    plt = pyplot()
-    fig, axes = plt.subplots(rows, 2, figsize=(10, 2.4 * rows), squeeze=False)
-    try:
+    with figure(path, rows, 2, figsize=(10, 2.4 * rows), squeeze=False) as (_, axes):
         step = record.window.interval
         for ax, metric in zip(axes.flat, shown):
             values = record.window.series[metric.name]
@@ -37,12 +33,6 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
         for ax in list(axes.flat)[len(shown):]:
             ax.set_visible(False)
         axes.flat[0].legend(fontsize="x-small")
-        fig.tight_layout()
-        fig.savefig(path, dpi=80)
-    finally:
-        plt.close(fig)
-    chart = str(path.relative_to(ctx.run_dir))
     caption = (f"The {len(shown)} metrics that left the baseline most (|z| in each title), sampled every {step:g} s over"
                " the window (red), against the baseline's median (dashed blue).")
-    return Observation(summary=f"chart of {len(shown)} abnormal metrics", artifacts=["chart_abnormal_metrics"],
-                       charts=[chart], captions={chart: caption})
+    return chart_observation(ctx, path, "chart_abnormal_metrics", f"chart of {len(shown)} abnormal metrics", caption)

@@ -2,8 +2,8 @@
 
 Statements come from pg_stat_statements (normalised text with $n parameters) and from the
 session samples (statements still running, with their literal text); both are planned by
-`operators.explain.generic_plan`. Text from the database is data: only a single plain SELECT is
-explained, never executed.
+`operators.explain.generic_plan`. Text from the database is data: only a single plain SELECT
+calling nothing but pg_catalog's code is explained, never executed.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.explain import generic_plan, unplannable
+from operators.explain import FOREIGN_CODE, Unplannable, generic_plan
 
 SELECT = (SelectStmt,)
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
@@ -26,6 +26,7 @@ NESTED_LOOP_PAIRS = 1e7
 SELECTIVE_SHARE = 0.01
 MIN_SCANNED_ROWS = 10_000
 COLUMN_FILTER = re.compile(r"^\(?\(?(\w+)\)?\s*(=|<|>|<=|>=)\s*(\$\d+|'[^']*'(::[\w ]+)?|-?[\d.]+)\)?$")
+NOT_EXPLAINED = "not explained"
 # A correlated subplan re-run for at least this many outer rows.
 SUBPLAN_MIN_OUTER_ROWS = 100
 
@@ -41,11 +42,6 @@ class StatementPlan(BaseModel):
     share: float
     issues: list[PlanIssue] = []
     error: str = ""
-
-
-def explainable(query: str) -> bool:
-    """True for exactly one SELECT statement (what the read-only session may EXPLAIN)."""
-    return unplannable(query, SELECT) is None
 
 
 def _walk(node: dict[str, Any], parents: tuple[dict[str, Any], ...] = ()) -> list[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
@@ -117,11 +113,12 @@ def analyse_statements(target: PostgresTarget, candidates: list[tuple[str, float
     results = []
     with target.session() as conn:
         for query, share in candidates:
-            if not explainable(query):
-                continue
             try:
                 issues = plan_issues(generic_plan(conn, query, version, SELECT), table_rows)
                 results.append(StatementPlan(query=query, share=share, issues=issues))
+            except Unplannable as exc:
+                if str(exc).startswith(FOREIGN_CODE):  # worth saying: a heavy statement the diagnosis could not look into
+                    results.append(StatementPlan(query=query, share=share, error=f"{NOT_EXPLAINED}: {exc}"))
             except psycopg.Error as exc:
                 results.append(StatementPlan(query=query, share=share, error=str(exc).splitlines()[0]))
     return results

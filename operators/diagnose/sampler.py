@@ -20,7 +20,8 @@ from typing import Any
 import psutil
 import psycopg
 
-from dbcrew.targets import PostgresTarget
+from dbcrew import stopping
+from dbcrew.targets import PostgresTarget, own_pids
 from operators.collect.machine import target_is_local
 from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
@@ -146,7 +147,7 @@ def wait_key(row: dict[str, Any]) -> str:
 
 def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
     """One session sample: this database's client backends, parallel workers and autovacuum workers."""
-    rows = conn.execute(SESSIONS_SQL, {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS}).fetchall()
+    rows = conn.execute(SESSIONS_SQL, {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids()}).fetchall()
     return [row for row in rows if row["backend_type"] in TALLIED]
 
 
@@ -266,7 +267,8 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             host.read(0.0)
         deadline = last_tick + seconds
         while True:
-            time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
+            if stopping.pause(min(interval, deadline - time.monotonic())):
+                break
             now = time.monotonic()
             elapsed = now - last_tick
             counters = read_counters(conn, version)

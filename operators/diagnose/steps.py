@@ -19,6 +19,7 @@ from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.cross_review import cross_review
+from operators.diagnose.plan_issues import NOT_EXPLAINED
 from operators.diagnose.sampler import sample_window
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
@@ -47,12 +48,14 @@ def _candidates_key(expert: str) -> str:
 @operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
-    seconds = params.window_seconds or ctx.settings.window_seconds
+    seconds = ctx.window(params.window_seconds)
     record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert)
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
-    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}",
-                       artifacts=[FACTS_KEY])
+    refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
+    partial = f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog" if refused else ""
+    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"
+                               + (f"; {partial}" if partial else ""), artifacts=[FACTS_KEY], partial=partial)
 
 
 def baseline_for(ctx: OperatorContext) -> Baseline | None:
@@ -72,7 +75,7 @@ class HealthWindowParams(BaseModel):
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(HEALTH_WINDOW_KEY,))
 def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> Observation:
     """Sample rates, waits and host metrics over the window, kept as the target's baseline for later diagnoses when quiet."""
-    seconds = params.window_seconds if params.window_seconds is not None else ctx.settings.window_seconds
+    seconds = ctx.window(params.window_seconds)
     window = sample_window(ctx.target, seconds)
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""

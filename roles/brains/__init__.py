@@ -7,6 +7,7 @@ from typing import Literal, get_args
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
+from dbcrew.secrets import secret
 from roles.brains.rules import RulesBrain
 from prompts import render
 
@@ -15,7 +16,7 @@ BRAINS: tuple[str, ...] = get_args(BrainName)
 
 
 def default_brain() -> str:
-    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or os.environ.get("OPENAI_API_KEY") else "rules"
+    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or secret("OPENAI_API_KEY") else "rules"
 
 
 def make_brain(name: str) -> Brain:

@@ -1,7 +1,11 @@
 """The LLM brain: the roles' questions asked of any OpenAI-compatible endpoint through one client.
 
 When the endpoint stays unusable for a question (timeouts, 429 after the client's own retries,
-garbage after the repairs), the rules brain answers that question instead. Questions and
+garbage after the repairs), the rules brain answers that question instead. An endpoint that did
+not answer at all (timeout, connection error) is not asked again in the run: every later question
+goes straight to the rules, so a dead or slow endpoint costs a review one request's time, not one
+per question. A plan the model cannot make valid (an operator outside the allowlist, an empty plan,
+a critique that never agrees) is replaced by the rules plan (`with_fallback`). Questions and
 fall-backs are counted in the same `usage` as the client's calls and tokens, so the report can
 say which brain answered.
 """
@@ -15,8 +19,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from dbcrew.llm.base import Brain
-from dbcrew.llm.client import BrainError, LlmClient, Render
+from dbcrew.llm.base import Brain, BrainError, EndpointDown
+from dbcrew.llm.client import LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry
@@ -25,6 +29,7 @@ from roles.brains.rules import RulesBrain
 
 log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
+T = TypeVar("T")
 
 
 class Problems(BaseModel):
@@ -47,6 +52,7 @@ class OpenAIBrain(Brain):
         self.client = LlmClient(render, **client_options)
         self.usage = self.client.usage
         self._fallback = RulesBrain()
+        self._down = ""  # why the endpoint stopped answering, once it did
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
         return self.client.ask(template, context, model)
@@ -61,12 +67,29 @@ class OpenAIBrain(Brain):
 
     def _or_fallback(self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]) -> Any:
         self.usage.questions += 1
+        if self._down:
+            self.usage.fallbacks += 1
+            return fallback()
         try:
             return call()
         except BrainError as exc:
             self.usage.fallbacks += 1
-            log.warning("LLM brain could not %s (%s); the rules brain answered instead", what, exc)
+            if isinstance(exc, EndpointDown):
+                self._down = str(exc)
+                log.warning("LLM endpoint did not answer (%s): the rules brain answers the rest of the run", exc)
+            else:
+                log.warning("LLM brain could not %s (%s); the rules brain answered instead", what, exc)
             return fallback()
+
+    def with_fallback(self, what: str, attempt: Callable[[Brain], T]) -> T:
+        asked, fell = self.usage.questions, self.usage.fallbacks
+        try:
+            return attempt(self)
+        except BrainError as exc:
+            # Every answer the attempt used is thrown away: each of its questions fell back.
+            self.usage.fallbacks = fell + (self.usage.questions - asked)
+            log.warning("LLM brain could not %s (%s); the rules brain did instead", what, exc)
+            return attempt(self._fallback)
 
     def plan(self, request: PlanRequest) -> Strategy:
         context = {"scenario": request.scenario, "brief": request.brief.model_dump(), "catalogue": _catalogue(request)}

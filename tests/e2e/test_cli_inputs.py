@@ -22,6 +22,7 @@ import pytest
 from psycopg import sql
 
 from lab.embedded import EmbeddedPostgres
+from operators.sql import qualified, quote_ident
 
 SCHEMA = "[/tmp] sch'ema \"表\""
 PARENT = "[bold]Ünïcødé\nparent"
@@ -94,10 +95,13 @@ def test_names_that_look_like_markup_reach_the_report_and_the_console_verbatim(r
     objects = {f["code"]: [] for f in review.report["findings"]}
     for finding in review.report["findings"]:
         objects[finding["code"]].append(finding["object"])
-    table, foreign_key = f"{SCHEMA}.{CHILD}", f"{SCHEMA}.{CHILD}({COLUMN})"
+    # Object names are quoted as identifiers (the form fix SQL takes), so a dot, quote or newline
+    # in a name cannot make two names look like one.
+    table = qualified(SCHEMA, CHILD)
+    foreign_key = f"{table}({quote_ident(COLUMN)})"
     assert table in objects.get("table_without_primary_key", []), objects
     assert foreign_key in objects.get("fk_without_index", []), objects
-    # The summary prints each problem's object as the catalogue holds it: no tag eaten, no escape added.
+    # The summary prints each problem's object as the report holds it: no tag eaten, no escape added.
     assert f"table_without_primary_key  {table}" in review.result.stdout, review.result.stdout
     assert f"fk_without_index           {foreign_key}" in review.result.stdout, review.result.stdout
     fix = next(f["fix_sql"] for f in review.report["findings"] if f["code"] == "fk_without_index" and f["object"] == foreign_key)

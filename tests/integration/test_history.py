@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 import pytest
 
 from dbcrew.models import Report, Severity
@@ -131,7 +132,8 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(plante
     assert "## What changed" in markdown and f"Since run {first.run_id}" in markdown
     assert TRENDS_CHART in second.charts and (tmp_path / "second" / TRENDS_CHART).stat().st_size > 5000
     html = (tmp_path / "second" / "report.html").read_text()
-    assert "<h2>What changed</h2>" in html and "<figcaption>Trends over this target's last 2 health reviews" in html
+    caption = escape("Trends over this target's last 2 health reviews")  # report.html is autoescaped
+    assert "<h2>What changed</h2>" in html and f"<figcaption>{caption}" in html
 
     with psycopg.connect(planted, autocommit=True) as conn:
         conn.execute(BREAK_AGAIN)

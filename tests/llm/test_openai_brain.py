@@ -120,3 +120,12 @@ def test_brain_that_never_answered_says_the_rules_did(server: ScriptedServer):
     assert validate(strategy, request().catalogue) == []
     assert b.answered_by() == "rules (openai gave no usable answer to any of 2 questions)"
     assert RulesBrain().answered_by() == "rules"
+
+
+def test_prose_around_the_json_is_extracted_and_repaired_without_asking_again(server: ScriptedServer):
+    plan = good_plan_json()
+    server.replies += [Reply(content=f"Here is the plan you asked for:\n```json\n{plan[:-1]},}}\n```\nI hope it helps.")]
+    b = brain(server)
+    strategy = b.plan(request())
+    assert b.usage.calls == 1 and b.usage.fallbacks == 0  # one answer, no regeneration, no fall-back
+    assert validate(strategy, request().catalogue) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pglast.ast import SelectStmt
 
 import operators  # noqa: F401  (registers every operator)
 from bench.diagnose import accuracy
@@ -17,8 +18,9 @@ from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
 from operators.diagnose.facts import statement_candidates
-from operators.diagnose.plan_issues import explainable, plan_issues
 from operators.diagnose.cross_review import MAX_CAUSES, cross_review
+from operators.diagnose.plan_issues import plan_issues
+from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
 from roles.validators import validate
@@ -67,11 +69,17 @@ def test_plan_patterns() -> None:
     assert plan_issues(nested_loop(indexed)) == []
 
 
-def test_only_single_selects_are_explained() -> None:
-    assert explainable("SELECT * FROM t WHERE id = $1")
+def test_only_single_selects_calling_pg_catalog_are_explained() -> None:
+    def explainable(query: str) -> bool:
+        return refused_text(query, (SelectStmt,)) is None
+
+    assert explainable("SELECT * FROM t WHERE id = $1 AND lower(name) = pg_catalog.upper($2)")
     assert not explainable("DELETE FROM t")
     assert not explainable("SELECT 1; DROP TABLE t")
     assert not explainable("SELECT * FROM t WHERE")  # truncated text
+    assert not explainable("SELECT * FROM t WHERE id = public.evil()")
+    assert not explainable("SELECT * FROM t WHERE a OPERATOR(public.===) b")
+    assert not explainable("SELECT '1'::public.evil_type")
 
 
 def test_monitoring_statements_are_not_workload() -> None:
