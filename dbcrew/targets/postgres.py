@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,9 @@ SCHEMES = ("postgresql://", "postgres://")
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
 
 
-_OWN_PIDS: set[int] = set()
+# Open review sessions, held weakly: a session that is closed or garbage-collected drops out by
+# itself, so a PID the operating system has since given to someone else's backend is never hidden.
+_OWN_SESSIONS: weakref.WeakSet[OwnSession] = weakref.WeakSet()
 _LOCK = threading.Lock()
 
 
@@ -45,19 +48,23 @@ class OwnSession(psycopg.Connection[dict[str, Any]]):
     def register(self) -> OwnSession:
         self.own_pid = self.info.backend_pid
         with _LOCK:
-            _OWN_PIDS.add(self.own_pid)
+            _OWN_SESSIONS.add(self)
         return self
 
     def close(self) -> None:
         super().close()
         with _LOCK:
-            _OWN_PIDS.discard(self.own_pid)
+            _OWN_SESSIONS.discard(self)
 
 
-def own_pids() -> list[int]:
-    """Backend PIDs of the review sessions this process has open (a run's tasks are its threads)."""
+def own_pids(conn: psycopg.Connection[Any] | None = None) -> list[int]:
+    """Backend PIDs of the review sessions this process has open (a run's tasks are its threads),
+    on the same server as `conn` when given: PIDs of different servers mean different backends."""
+    server = (conn.info.host, conn.info.port) if conn is not None else None
     with _LOCK:
-        return sorted(_OWN_PIDS)
+        sessions = list(_OWN_SESSIONS)
+    return sorted(s.own_pid for s in sessions
+                  if not s.closed and (server is None or (s.info.host, s.info.port) == server))
 
 
 class PostgresTarget(BaseModel):

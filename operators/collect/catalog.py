@@ -119,7 +119,7 @@ def collect_schema(ctx: OperatorContext) -> Observation:
         t = ctx.settings.thresholds
         floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
         for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
-                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids()})):
+                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids(conn)})):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
     return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)

@@ -131,7 +131,7 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
             if sample:
                 if stopping.pause(pause):
                     break
-            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids()})
+            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)})
             activity_rows.extend(rows)
             conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
             connection_rows.extend(rows)
