@@ -20,7 +20,9 @@ def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: boo
     """The oldest holders that hold back `database` (None: the reviewed one), oldest first, at most MAX_NAMED.
 
     A holder is named when its xmin is at least `horizon_holder_min_age` transactions old or it
-    has been held open `horizon_holder_min_seconds`; younger ones are ordinary traffic. Holders of
+    has been held open `horizon_holder_min_seconds`; younger ones are ordinary traffic. A session
+    holding only a snapshot is named by time alone: a fresh snapshot inherits the old xmin of
+    whoever really holds the horizon. Holders of
     the catalogs only (a logical slot's catalog_xmin) count for `catalogs` judgements: a database's
     frozen XID, not a user table's. Empty when the plan did not collect the horizon.
     """
@@ -30,7 +32,7 @@ def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: boo
     where, args = ("here", []) if database is None else ("database IS NULL OR database = ?", [database])
     rows = ctx.workspace.query(
         f"SELECT kind, holder, xmin_age, held_seconds, detail FROM xmin_horizon"
-        f" WHERE ({where}) AND (? OR NOT catalog_only) AND (xmin_age >= ? OR coalesce(held_seconds, 0) >= ?)"
+        f" WHERE ({where}) AND (? OR NOT catalog_only) AND ((xmin_age >= ? AND NOT snapshot_only) OR coalesce(held_seconds, 0) >= ?)"
         f" ORDER BY xmin_age DESC, holder LIMIT {MAX_NAMED}",
         [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds],
     )

@@ -81,9 +81,13 @@ SELECT * FROM (
 # logical slot's catalog_xmin).
 # Walsenders are left to their standby or slot row, autovacuum workers are ignored by the
 # horizon, parallel workers share their leader's, and the review's own sessions are short.
+# A session without an XID of its own holds only a snapshot, and a snapshot taken a moment ago
+# carries the horizon someone else holds (its xmin is the oldest running XID): such a session is
+# named for the time it has held its snapshot, never for the age it inherited (`snapshot_only`).
 XMIN_HORIZON_SQL = """
 SELECT h.*, (h.database IS NULL OR h.database = current_database()) AS here FROM (
 SELECT 'transaction'::text AS kind, 'pid:' || a.pid AS holder, a.datname::text AS database, false AS catalog_only,
+       a.backend_xid IS NULL AS snapshot_only,
        greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age,
        extract(epoch FROM now() - a.xact_start)::float8 AS held_seconds,
        concat_ws(', ', a.usename::text, nullif(a.application_name, ''), a.state) AS detail
@@ -92,11 +96,11 @@ WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
   AND a.pid <> ALL(%(own)s::int[])  -- the review's own sessions, by backend PID (never by name)
   AND a.backend_type NOT IN ('walsender', 'autovacuum worker', 'parallel worker')
 UNION ALL
-SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, age(p.transaction)::bigint,
+SELECT 'prepared_transaction', 'prepared ' || p.gid, p.database::text, false, false, age(p.transaction)::bigint,
        extract(epoch FROM now() - p.prepared)::float8, 'owner ' || p.owner::text
 FROM pg_prepared_xacts p
 UNION ALL
-SELECT 'replication_slot', 'slot ' || s.slot_name, NULL, s.xmin IS NULL,
+SELECT 'replication_slot', 'slot ' || s.slot_name, NULL, s.xmin IS NULL, false,
        greatest(age(s.xmin), age(s.catalog_xmin))::bigint, NULL,
        concat_ws(', ', s.slot_type::text || coalesce(' (' || s.plugin::text || ')', ''),
                  CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
@@ -104,7 +108,7 @@ SELECT 'replication_slot', 'slot ' || s.slot_name, NULL, s.xmin IS NULL,
 FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
 UNION ALL
-SELECT 'standby', 'replica ' || coalesce(r.application_name, '') || coalesce('@' || host(r.client_addr), ''), NULL, false,
+SELECT 'standby', 'replica ' || coalesce(r.application_name, '') || coalesce('@' || host(r.client_addr), ''), NULL, false, false,
        age(r.backend_xmin)::bigint, NULL, concat_ws(', ', r.state::text, 'hot_standby_feedback')
 FROM pg_stat_replication r
 WHERE r.backend_xmin IS NOT NULL) AS h

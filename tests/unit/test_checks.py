@@ -69,7 +69,7 @@ TABLE_COLUMNS = [("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("reloptions
                  ("last_autoanalyze", "TIMESTAMPTZ"), ("analyzed_seconds_ago", "DOUBLE"), ("last_vacuum", "TIMESTAMPTZ"),
                  ("last_autovacuum", "TIMESTAMPTZ")]
 HORIZON_COLUMNS = [("kind", "VARCHAR"), ("holder", "VARCHAR"), ("database", "VARCHAR"), ("catalog_only", "BOOLEAN"),
-                   ("xmin_age", "BIGINT"), ("held_seconds", "DOUBLE"), ("detail", "VARCHAR"), ("here", "BOOLEAN")]
+                   ("snapshot_only", "BOOLEAN"), ("xmin_age", "BIGINT"), ("held_seconds", "DOUBLE"), ("detail", "VARCHAR"), ("here", "BOOLEAN")]
 DAY = 86400.0
 
 
@@ -109,11 +109,13 @@ def test_changes_counted_since_a_young_analyze_do_not_make_it_stale(tmp_path):
 def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path):
     c = ctx(tmp_path)
     c.workspace.write_table("xmin_horizon", HORIZON_COLUMNS, [
-        ("prepared_transaction", "prepared forgotten", "shop", False, 5_000_000, 9 * DAY, "owner app", True),
-        ("replication_slot", "slot decoder", None, True, 4_000_000, None, "logical (pgoutput), inactive", True),
-        ("transaction", "pid:42", "shop", False, 1_000, 3600.0, "app, idle in transaction", True),
-        ("transaction", "pid:43", "shop", False, 999, 2.0, "app, active", True),  # ordinary traffic
-        ("transaction", "pid:44", "other", False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
+        ("prepared_transaction", "prepared forgotten", "shop", False, False, 5_000_000, 9 * DAY, "owner app", True),
+        ("replication_slot", "slot decoder", None, True, False, 4_000_000, None, "logical (pgoutput), inactive", True),
+        ("transaction", "pid:42", "shop", False, False, 1_000, 3600.0, "app, idle in transaction", True),
+        ("transaction", "pid:43", "shop", False, False, 999, 2.0, "app, active", True),  # ordinary traffic
+        # a query that just began: its snapshot inherits the horizon the others hold, it holds nothing itself
+        ("transaction", "pid:45", "shop", False, True, 5_000_000, 0.1, "app, active", True),
+        ("transaction", "pid:44", "other", False, False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
     ])
     found = vacuum_findings(c, [("public", "carts", None, 30000, 60000, 0, "2026-11-01", None, DAY, None, None)])
     held = found[("dead_tuples_high", "public.carts")]
