@@ -37,7 +37,7 @@ def target_identity(target: PostgresTarget, brief: Brief) -> str:
 
     The probe read the identifier; when the role may not, the address is the next best identity.
     """
-    cluster = brief.system_identifier or target.display.split("://", 1)[-1].split("@")[-1].rsplit("/", 1)[0]
+    cluster = brief.system_identifier or target.address
     return f"{cluster}/{brief.database}"
 
 

@@ -91,6 +91,12 @@ class PostgresTarget(BaseModel):
         """The database the URL names ("" when libpq's default, the user's name, applies)."""
         return str(conninfo_to_dict(self.dsn).get("dbname") or "")
 
+    @property
+    def address(self) -> str:
+        """`host:port` as libpq reads them from the DSN (a socket directory is a host): the server, not the database."""
+        params = conninfo_to_dict(self.dsn)
+        return f"{params.get('host') or ''}:{params.get('port') or 5432}"
+
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()
         return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
