@@ -146,7 +146,8 @@ SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        extract(epoch FROM clock_timestamp() - a.query_start)::float8 AS query_seconds,
        extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_seconds,
        left(a.query, %(query_chars)s::int) AS query,
-       array_to_string(pg_blocking_pids(a.pid), ',') AS blocked_by
+       CASE WHEN a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot'
+            THEN array_to_string(pg_blocking_pids(a.pid), ',') ELSE '' END AS blocked_by
 FROM pg_stat_activity a
 WHERE a.pid <> ALL(%(own)s::int[])
   AND (a.datname = current_database() OR a.datname IS NULL)

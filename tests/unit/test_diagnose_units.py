@@ -102,6 +102,14 @@ def test_experts_judge_by_thresholds() -> None:
     assert [c.code for c in configuration_expert(Facts(flushing, None, []))] == ["sync_commit_pressure"]
     relaxed = flushing.model_copy(update={"settings": {"synchronous_commit": "off"}})
     assert configuration_expert(Facts(relaxed, None, [])) == []
+    # Flushes dominate but fewer sessions wait (the clients spend their time elsewhere): still the cause.
+    light = window({"act.wait_wal_flush": [0.45] * 10}, waits={"LWLock:WALWrite": 30, "IO:WalSync": 10, "CPU": 8},
+                   session_samples=50, settings={"synchronous_commit": "on"})
+    assert [c.code for c in configuration_expert(Facts(light, None, []))] == ["sync_commit_pressure"]
+    # A healthy OLTP load also flushes at every commit, but few sessions wait and flushes are not its main wait.
+    healthy = window({"act.wait_wal_flush": [0.18] * 10}, waits={"IO:WalSync": 8, "CPU": 9, "Lock:transactionid": 11},
+                     session_samples=50, settings={"synchronous_commit": "on"})
+    assert configuration_expert(Facts(healthy, None, [])) == []
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
