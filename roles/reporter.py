@@ -7,6 +7,7 @@ import json
 import shutil
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -133,8 +134,12 @@ def baseline_note(source: str) -> str:
             " target's normal behaviour; expect lower confidence and more candidates.")
 
 
+@cache
 def _env() -> Environment:
-    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters."""
+    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters.
+
+    One environment per process: it compiles each template once (a worker runs many reviews) and
+    is safe to render from concurrent reviews."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "html.j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(md_text=md_text, md_cell=md_cell, md_code=md_code, md_fence=md_fence)
