@@ -32,8 +32,9 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 DEBIAN_MANUAL = Path("/usr/share/doc/postgresql-doc-15/html")
 MANUAL = "postgresql-manual"
 KNOWLEDGE = "knowledge"
-INDEX_VERSION = 3  # bump when chunking, tokens or the index layout change
+INDEX_VERSION = 4  # bump when chunking, tokens or the index layout change
 SEMANTIC_WEIGHT = 0.35
+NAMED_BOOST = 0.6  # a question that names a setting or an SQL command wants that entry first
 SVD_DIMENSIONS = 192
 SECTION_CLASSES = {"sect1", "sect2", "sect3", "sect4", "refsect1", "refsect2", "chapter", "appendix", "refentry", "part", "preface"}
 SKIPPED_CLASSES = {"navheader", "navfooter", "toc", "list-of-tables", "list-of-figures", "list-of-examples"}
@@ -154,6 +155,7 @@ class DocsIndex:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import TfidfVectorizer
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own level when imported
         if not passages:
             raise ValueError("no passage to index: the manual folder holds no HTML section")
         self.passages = passages
@@ -165,6 +167,11 @@ class DocsIndex:
         self.svd = TruncatedSVD(n_components=min(SVD_DIMENSIONS, matrix.shape[1] - 1, len(passages) - 1), random_state=0)
         self.vectors = _normalised(self.svd.fit_transform(matrix))
         self._faiss: Any = None
+        self.named: dict[str, list[int]] = {}
+        for i, p in enumerate(passages):
+            name = _named_entry(p)
+            if name:
+                self.named.setdefault(name, []).append(i)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_faiss": None}
@@ -189,10 +196,22 @@ class DocsIndex:
         lexical = np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)
         top = float(lexical.max()) or 1.0
         scores = lexical / top + SEMANTIC_WEIGHT * self._semantic(query)
+        spoken = " " + " ".join(re.findall(r"[a-z0-9_]+", query.lower())) + " "
+        for name, positions in self.named.items():
+            if f" {name} " in spoken:
+                scores[positions] += NAMED_BOOST
         if source is not None:
             scores = np.where([p.source == source for p in self.passages], scores, -1.0)
         order = np.argsort(-scores)[:k]
         return [Hit(passage=self.passages[i], score=round(float(scores[i]), 4)) for i in order if scores[i] > 0]
+
+
+def _named_entry(passage: Passage) -> str:
+    """The name a passage is the reference entry of (a setting, an SQL command), as a question would spell it."""
+    anchor = passage.section.partition("#")[2]
+    if not anchor.startswith(("GUC-", "SQL-")):
+        return ""
+    return " ".join(re.findall(r"[a-z0-9_]+", passage.title.split(" (")[0].lower()))
 
 
 def _normalised(matrix: np.ndarray) -> np.ndarray:
