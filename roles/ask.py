@@ -26,8 +26,8 @@ from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
-from operators.lookups import catalogue_names, run_lookup
-from roles.instance import MissingSlot, invocation
+from operators.lookups import CatalogueNames, catalogue_names, run_lookup
+from roles.instance import MissingSlot, fill_slots, invocation
 from roles.routing import router, write_request
 
 OBSERVATION_LIMIT = 600
@@ -43,7 +43,11 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
     FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
     brain_name = brain.name if brain is not None else "rules"
-    route = router().route(question)
+    names = None
+    if target is not None and write_request(question) is None:
+        with target.session() as conn:
+            names = catalogue_names(conn)
+    route = router().route(question, fill_slots(question, names).objects_masked if names is not None else None)
     if route is Route.UNSAFE:
         request = write_request(question)
         reason = READ_ONLY + (f" The request: {request!r}." if request else "")
@@ -55,7 +59,7 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
     if route is Route.ANALYSIS:
         return Answer(route=route, answer=_analysis(question, target), brain=brain_name)
     if route is Route.INSTANCE:
-        return _instance(question, target, workspace, brain_name)
+        return _instance(question, target, names, workspace, brain_name)
     return _knowledge(question, route, docs, brain_name)
 
 
@@ -78,12 +82,12 @@ def _citation(hit: Hit, question: str) -> Citation:
                     excerpt=best_sentences(passage.text, question))
 
 
-def _instance(question: str, target: PostgresTarget | None, workspace: Workspace | None, brain_name: str) -> Answer:
-    if target is None:
+def _instance(question: str, target: PostgresTarget | None, names: CatalogueNames | None, workspace: Workspace | None,
+              brain_name: str) -> Answer:
+    if target is None or names is None:
         return Answer(route=Route.INSTANCE, brain=brain_name,
                       answer="This question is about a database's own state: give the database to look at (--target URL).")
     with target.session() as conn:
-        names = catalogue_names(conn)
         try:
             call = invocation(question, names, router())
         except MissingSlot as exc:

@@ -25,6 +25,7 @@ class Slots:
     setting: str | None = None
     limit: int | None = None
     masked: str = ""
+    objects_masked: str = ""  # only tables and indexes replaced: what the router reads
     spans: list[tuple[int, int, str]] = field(default_factory=list)
 
 
@@ -62,14 +63,20 @@ def fill_slots(question: str, names: CatalogueNames) -> Slots:
         if any(start < e and s < end for s, e, _ in taken) or getattr(slots, kind) is not None:
             continue
         setattr(slots, kind, item[0] if kind == "setting" else item)
-        taken.append((start, end, kind))
+        if kind != "setting" or "_" in item[0]:  # "autovacuum", "port": plain words stay words for the classifier
+            taken.append((start, end, kind))
     number = re.search(r"\b(?:top|first|largest|biggest)\s+(\d{1,2})\b", question, re.IGNORECASE)
     slots.limit = int(number.group(1)) if number else None
-    masked = question
-    for start, end, kind in sorted(taken, reverse=True):
-        masked = masked[:start] + SLOT_WORDS[kind] + masked[end:]
-    slots.masked, slots.spans = masked, sorted(taken)
+    slots.masked = _masked(question, taken)
+    slots.objects_masked = _masked(question, [t for t in taken if t[2] != "setting"])
+    slots.spans = sorted(taken)
     return slots
+
+
+def _masked(question: str, spans: list[tuple[int, int, str]]) -> str:
+    for start, end, kind in sorted(spans, reverse=True):
+        question = question[:start] + SLOT_WORDS[kind] + question[end:]
+    return question
 
 
 class MissingSlot(ValueError):
