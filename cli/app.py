@@ -15,6 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli import interrupts
+from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
 from cli.reviewing import prefect_env, prepare_review, start_review
@@ -172,6 +173,7 @@ def demo(
 
 
 app.command()(history)
+app.command()(ask)
 
 
 inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
