@@ -220,12 +220,13 @@ def mcp(
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP: the port to listen on (the endpoint is /mcp)")] = 8765,
     max_window: Annotated[float, typer.Option(min=0, help="the longest window a tool call may ask for, in seconds")] = 60.0,
     row_limit: Annotated[int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")] = 100,
-    brain: Annotated[str | None, typer.Option(help="the reviews' brain: rules (offline) or openai")] = None,
+    brain: Annotated[str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")] = None,
+    docs: Annotated[Path | None, typer.Option(help="ask: folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)")] = None,
 ) -> None:
-    """Serve the crew over MCP: review, diagnose, latest_review and the read-only operators as tools."""
+    """Serve the crew over MCP: ask, review, diagnose, latest_review and the read-only operators as tools."""
     from cli.mcp_server import Limits, serve
 
-    serve(transport.value, host, port, Limits(max_window=max_window, row_limit=row_limit, brain=brain))
+    serve(transport.value, host, port, Limits(max_window=max_window, row_limit=row_limit, brain=brain, docs=docs))
 
 
 def _click_errors() -> tuple[type[Exception], ...]:

@@ -1,5 +1,5 @@
 """`dbcrew mcp` as an MCP client sees it: the SDK's own client starts the server over stdio (and
-reaches it over streamable HTTP), lists the tools and calls them against the planted shop on the
+reaches it over streamable HTTP), lists the tools and calls them (ask, review, the operators) against the planted shop on the
 session's embedded PostgreSQL. Reviews go through the session's Prefect test server."""
 
 from __future__ import annotations
@@ -43,17 +43,19 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParam
         async with Client(stdio) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             lookup = await client.call_tool("collect_table_stats", {"target": url, "params": {"window_seconds": 0}})
+            size = await client.call_tool("ask", {"question": "how big is the orders table", "target": url})
+            write = await client.call_tool("ask", {"question": "delete the old rows of audit_log for me", "target": url})
             review = await client.call_tool("review", {"target": url, "window": 1})
             latest = await client.call_tool("latest_review", {"target": url})
             secret = await client.call_tool("collect_settings", {"target": pg.dsn("shop").replace("postgres@", f"postgres:{SECRET}@")})
             too_long = await client.call_tool("review", {"target": url, "window": 3600})
             unknown = await client.call_tool("collect_settings", {"target": "mysql://nobody@127.0.0.1/shop"})
-            return {"tools": tools, "lookup": lookup, "review": review, "latest": latest, "secret": secret,
+            return {"tools": tools, "lookup": lookup, "size": size, "write": write, "review": review, "latest": latest, "secret": secret,
                     "too_long": too_long, "unknown": unknown}
 
     got = anyio.run(session)
     tools = got["tools"]
-    assert {"review", "diagnose", "latest_review", "collect_settings", "collect_table_stats", "collect_activity"} <= set(tools)
+    assert {"ask", "review", "diagnose", "latest_review", "collect_settings", "collect_table_stats", "collect_activity"} <= set(tools)
     assert tools["collect_activity"].input_schema["$defs"]["ActivityParams"]["properties"]["samples"]["anyOf"][0]["maximum"] == 60
     assert tools["collect_settings"].annotations.read_only_hint is True
 
@@ -61,6 +63,11 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParam
     assert not lookup.is_error, lookup.content
     tables = {t["name"]: t for t in lookup.structured_content["tables"]}
     assert {r["relname"] for r in tables["table_stats"]["rows"]} >= {"orders", "cart_items", "audit_log"}
+
+    size = got["size"].structured_content
+    assert size["route"] == "instance" and "orders" in size["answer"] and size["tools"], size
+    write = got["write"].structured_content
+    assert write["refused"] and write["route"] == "unsafe", write
 
     review = got["review"]
     assert not review.is_error, review.content
