@@ -76,10 +76,9 @@ FLUSH_WAIT_SHARE = 0.40
 FLUSH_WAIT_SESSIONS = 0.3
 # ... and the flush waiters as a share of the client sessions in use (active or idle between
 # transactions): commit pressure holds the clients back, a rate-limited load leaves them idle
-# between commits. Measured under a host load of 10-12 on 2 cores (fsyncs slow, 2-4 ms): clients
-# committing back to back waited 0.77-0.87 of their time on flushes; pgbench (4 clients) 0.24 at
-# 300 tps and 0.43 asked for 1000 tps (it got 536), with 0.8-1.3 sessions waiting and flush shares
-# of 0.57-0.72 that the two tests above pass.
+# between commits. Measured under a host load of 10 on 2 cores (fsyncs slow, 3-4 ms): clients
+# committing back to back waited 0.77-0.87 of their time on flushes, pgbench at 300 tps (4 clients)
+# about 0.3 with 1.3 sessions waiting and a flush share of 0.70 that the two tests above pass.
 FLUSH_CLIENT_SHARE = 0.5
 VACUUM_PRESENCE = 0.5            # share of samples with a vacuum running
 VACUUM_BLOCKS_PER_S = 2_000      # heap blocks scanned (or buffers accessed) per second by vacuums
