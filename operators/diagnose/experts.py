@@ -74,12 +74,6 @@ FLUSH_WAIT_SHARE = 0.40
 # 0.18 with a flush share at or below 0.28; six clients of single-row commits ranged 0.44 to 3.3 at
 # a share of 0.71 to 0.90, the level swinging with how the clients' process got the CPU.
 FLUSH_WAIT_SESSIONS = 0.3
-# ... and the flush waiters as a share of the client sessions in use (active or idle between
-# transactions): commit pressure holds the clients back, a rate-limited load leaves them idle
-# between commits. Measured under a host load of 10 on 2 cores (fsyncs slow, 3-4 ms): clients
-# committing back to back waited 0.77-0.87 of their time on flushes, pgbench at 300 tps (4 clients)
-# about 0.3 with 1.3 sessions waiting and a flush share of 0.70 that the two tests above pass.
-FLUSH_CLIENT_SHARE = 0.5
 VACUUM_PRESENCE = 0.5            # share of samples with a vacuum running
 VACUUM_BLOCKS_PER_S = 2_000      # heap blocks scanned (or buffers accessed) per second by vacuums
 QUERY_SHARE = 0.10               # a statement must take this share of the window's statement time
@@ -227,11 +221,9 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     share = w.wait_share(*WAL_FLUSH_WAITS)
     waiting = w.mean("act.wait_wal_flush")
     sync = w.settings.get("synchronous_commit", "on")
-    held = waiting / max(w.mean("act.active") + w.mean("act.idle"), waiting, 1e-9)
-    if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= FLUSH_WAIT_SESSIONS and held >= FLUSH_CLIENT_SHARE:
+    if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= FLUSH_WAIT_SESSIONS:
         return [Candidate(code=RootCauseCode.SYNC_COMMIT_PRESSURE, expert="configuration", strength=share / FLUSH_WAIT_SHARE,
                           evidence={"wal_flush_wait_share": round(share, 2), "sessions_waiting_on_wal_flush": round(waiting, 2),
-                                    "share_of_client_sessions_waiting": round(held, 2),
                                     "commits_per_s": round(w.mean("db.xact_commit")), "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
                                     "synchronous_commit": sync, "commit_delay": w.settings.get("commit_delay", "")},
                           indicators=["act.wait_wal_flush", "io.wal.fsyncs", "db.xact_commit", "io.wal.fsync_time"])]
