@@ -16,6 +16,7 @@ import re
 import uuid
 from pathlib import Path
 
+import psycopg
 import pydantic
 
 from dbcrew.errors import TargetError
@@ -42,11 +43,16 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
         workspace: Workspace | None = None) -> Answer:
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
     FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
+    if target is None or write_request(question) is not None:
+        return _answer(question, None, docs, brain, workspace)
+    with target.session() as conn:  # one session for the catalogue's names and the look-up
+        return _answer(question, conn, docs, brain, workspace, target)
+
+
+def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, brain: Brain | None,
+            workspace: Workspace | None, target: PostgresTarget | None = None) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
-    names = None
-    if target is not None and write_request(question) is None:
-        with target.session() as conn:
-            names = catalogue_names(conn)
+    names = catalogue_names(conn) if conn is not None else None
     route = router().route(question, fill_slots(question, names).objects_masked if names is not None else None)
     if route is Route.UNSAFE:
         request = write_request(question)
@@ -59,7 +65,7 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
     if route is Route.ANALYSIS:
         return Answer(route=route, answer=_analysis(question, target), brain=brain_name)
     if route is Route.INSTANCE:
-        return _instance(question, target, names, workspace, brain_name)
+        return _instance(question, conn, names, workspace, brain_name)
     return _knowledge(question, route, docs, brain_name)
 
 
@@ -82,20 +88,19 @@ def _citation(hit: Hit, question: str) -> Citation:
                     excerpt=best_sentences(passage.text, question))
 
 
-def _instance(question: str, target: PostgresTarget | None, names: CatalogueNames | None, workspace: Workspace | None,
+def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNames | None, workspace: Workspace | None,
               brain_name: str) -> Answer:
-    if target is None or names is None:
+    if conn is None or names is None:
         return Answer(route=Route.INSTANCE, brain=brain_name,
                       answer="This question is about a database's own state: give the database to look at (--target URL).")
-    with target.session() as conn:
-        try:
-            call = invocation(question, names, router())
-        except MissingSlot as exc:
-            return Answer(route=Route.INSTANCE, answer=str(exc), brain=brain_name)
-        try:
-            result = run_lookup(conn, call.lookup, call.params)
-        except pydantic.ValidationError as exc:
-            raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
+    try:
+        call = invocation(question, names, router())
+    except MissingSlot as exc:
+        return Answer(route=Route.INSTANCE, answer=str(exc), brain=brain_name)
+    try:
+        result = run_lookup(conn, call.lookup, call.params)
+    except pydantic.ValidationError as exc:
+        raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
     observation = result.observation
     tool = ToolCall(operator=call.lookup.value, params=result.params, observation=observation)
     if len(observation) > OBSERVATION_LIMIT:

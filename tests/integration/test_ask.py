@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from dbcrew.targets import parse_target
+from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
@@ -81,3 +82,19 @@ def test_a_manual_question_is_answered_from_cited_sections(tmp_path: Path):
     assert answer.route is Route.PRODUCT and not answer.refused
     assert answer.citations[0].section == "runtime-config-resource.html#GUC-WORK-MEM"
     assert "temporary disk files" in answer.citations[0].excerpt and "Prev Next" not in answer.answer
+
+
+def test_an_instance_question_opens_one_session_and_sessions_are_activity(shop: DemoShop, monkeypatch: pytest.MonkeyPatch):
+    target = parse_target(shop.dsn)
+    opened: list[int] = []
+    register = OwnSession.register
+
+    def counted(session: OwnSession) -> OwnSession:
+        opened.append(session.info.backend_pid)
+        return register(session)
+
+    monkeypatch.setattr(OwnSession, "register", counted)
+    answer = ask("which sessions are connected and what are their states?", target)
+    assert answer.tools[0].operator == "activity" and len(opened) == 1
+    listed = ask("Assess index health, vacuum health and configuration and report", target)
+    assert listed.route is Route.ANALYSIS and not listed.refused
