@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pydantic
 
 from dbcrew.errors import TargetError
-from dbcrew.llm.base import Brain
+from dbcrew.llm.base import Brain, BrainError
+from dbcrew.llm.client import LlmClient
 from dbcrew.models.answer import Answer, Citation, ToolCall
 from dbcrew.settings import reports_root
 from dbcrew.targets import PostgresTarget
+from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
 from operators.lookups import CatalogueNames, catalogue_names, run_lookup
+from roles.ask_llm import react, written
+from roles.brains.openai import OpenAIBrain
 from roles.instance import MissingSlot, fill_slots, invocation
 from roles.routing import router, write_request
 
@@ -36,6 +42,7 @@ CITED_PASSAGES = 3
 READ_ONLY = ("dbcrew is read-only: it never writes to a database (its sessions run with "
              "default_transaction_read_only), so it will not carry out a request to change data, schema, settings or sessions.")
 OFF_TOPIC = "This question is not about databases; dbcrew answers questions about PostgreSQL and the databases it reviews."
+T = TypeVar("T")
 DIAGNOSE_WORDS = re.compile(r"\b(slow|slower|now|spike|latency|timing out|timeouts?|stuck|cpu|root cause|cause|why)\b", re.IGNORECASE)
 
 
@@ -52,6 +59,7 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
 def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, brain: Brain | None,
             workspace: Workspace | None, target: PostgresTarget | None = None) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
+    client = brain.client if isinstance(brain, OpenAIBrain) else None
     names = catalogue_names(conn) if conn is not None else None
     route = router().route(question, fill_slots(question, names).objects_masked if names is not None else None)
     if route is Route.UNSAFE:
@@ -65,15 +73,32 @@ def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, b
     if route is Route.ANALYSIS:
         return Answer(route=route, answer=_analysis(question, target), brain=brain_name)
     if route is Route.INSTANCE:
-        return _instance(question, conn, names, workspace, brain_name)
-    return _knowledge(question, route, docs, brain_name)
+        answer = _instance(question, conn, names, workspace, brain_name, client)
+    else:
+        answer = _knowledge(question, route, docs, brain_name, client)
+    if client is not None:
+        answer.llm = client.usage.model_copy()
+    return answer
 
 
-def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str) -> Answer:
+def _by_llm(what: str, client: LlmClient, attempt: Callable[[], T | None]) -> tuple[T | None, str]:
+    """The LLM's result and the brain label: 'openai', or why the offline answer stands instead."""
+    try:
+        result = attempt()
+    except BrainError as exc:
+        return None, f"rules (openai failed to {what}: {first_line(exc)})"
+    return result, "openai" if result is not None else f"rules (openai gave no usable {what})"
+
+
+def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str, client: LlmClient | None) -> Answer:
     hits = docs_index(manual_folder(docs)).search(question, CITED_PASSAGES)
     if not hits:
         return Answer(route=route, answer="The manual has no passage about this question.", brain=brain_name)
     citations = [_citation(hit, question) for hit in hits]
+    if client is not None:
+        text, brain_name = _by_llm("cited answer", client, lambda: written(question, [h.passage for h in hits], client))
+        if text is not None:
+            return Answer(route=route, answer=text, citations=citations, brain=brain_name)
     lead = citations[0]
     others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations[1:])
     text = f"From {lead.title or lead.section} ({lead.section}): {lead.excerpt}"
@@ -89,10 +114,14 @@ def _citation(hit: Hit, question: str) -> Citation:
 
 
 def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNames | None, workspace: Workspace | None,
-              brain_name: str) -> Answer:
+              brain_name: str, client: LlmClient | None) -> Answer:
     if conn is None or names is None:
         return Answer(route=Route.INSTANCE, brain=brain_name,
                       answer="This question is about a database's own state: give the database to look at (--target URL).")
+    if client is not None:
+        outcome, brain_name = _by_llm("look-up answer", client, lambda: react(question, conn, names, client))
+        if outcome is not None:
+            return Answer(route=Route.INSTANCE, answer=outcome.answer, tools=outcome.tools, brain=brain_name)
     try:
         call = invocation(question, names, router())
     except MissingSlot as exc:

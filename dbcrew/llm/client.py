@@ -88,6 +88,21 @@ class LlmClient:
         self._max_repairs = max_repairs
         self.usage = LlmUsage()
 
+    def chat(self, messages: list[dict[str, str]]) -> str:
+        """One completion of `messages` as text, its usage counted; EndpointDown or BrainError when it fails.
+        For dialogues whose turns are not JSON (the ask path's Thought / Action / Observation turns)."""
+        try:
+            response = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0)  # type: ignore[arg-type]
+        except openai.APIConnectionError as exc:  # a timeout included
+            raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
+        except openai.APIError as exc:
+            raise BrainError(f"{type(exc).__name__}: {exc}") from exc
+        self.usage.calls += 1
+        if response.usage is not None:
+            self.usage.prompt_tokens += response.usage.prompt_tokens
+            self.usage.completion_tokens += response.usage.completion_tokens
+        return response.choices[0].message.content or "" if response.choices else ""
+
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
         """One answer as a validated `model`, regenerated with the validation error when it is not;
         EndpointDown when the endpoint does not answer, BrainError when it fails otherwise or no repair validates."""
@@ -97,17 +112,7 @@ class LlmClient:
         ]
         error = ""
         for _ in range(self._max_repairs + 1):
-            try:
-                response = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0)  # type: ignore[arg-type]
-            except openai.APIConnectionError as exc:  # a timeout included
-                raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
-            except openai.APIError as exc:
-                raise BrainError(f"{type(exc).__name__}: {exc}") from exc
-            self.usage.calls += 1
-            if response.usage is not None:
-                self.usage.prompt_tokens += response.usage.prompt_tokens
-                self.usage.completion_tokens += response.usage.completion_tokens
-            text = response.choices[0].message.content or "" if response.choices else ""
+            text = self.chat(messages)
             try:
                 return model.model_validate_json(extract_json(text))
             except ValidationError as exc:
