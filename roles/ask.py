@@ -25,10 +25,10 @@ from dbcrew.errors import TargetError
 from dbcrew.llm.base import Brain, BrainError
 from dbcrew.llm.client import LlmClient
 from dbcrew.models.answer import Answer, Citation, ToolCall
-from dbcrew.settings import reports_root
+from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from dbcrew.vocabulary import Route
+from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
 from operators.lookups import CatalogueNames, catalogue_names, run_lookup
@@ -39,6 +39,7 @@ from roles.routing import router, write_request
 
 OBSERVATION_LIMIT = 600
 CITED_PASSAGES = 3
+MAX_LISTED_FINDINGS = 5
 READ_ONLY = ("dbcrew is read-only: it never writes to a database (its sessions run with "
              "default_transaction_read_only), so it will not carry out a request to change data, schema, settings or sessions.")
 OFF_TOPIC = "This question is not about databases; dbcrew answers questions about PostgreSQL and the databases it reviews."
@@ -47,17 +48,17 @@ DIAGNOSE_WORDS = re.compile(r"\b(slow|slower|now|spike|latency|timing out|timeou
 
 
 def ask(question: str, target: PostgresTarget | None = None, docs: Path | None = None, brain: Brain | None = None,
-        workspace: Workspace | None = None) -> Answer:
+        workspace: Workspace | None = None, settings: Settings | None = None) -> Answer:
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
     FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
     if target is None or write_request(question) is not None:
-        return _answer(question, None, docs, brain, workspace)
+        return _answer(question, None, docs, brain, workspace, None, settings)
     with target.session() as conn:  # one session for the catalogue's names and the look-up
-        return _answer(question, conn, docs, brain, workspace, target)
+        return _answer(question, conn, docs, brain, workspace, target, settings)
 
 
 def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, brain: Brain | None,
-            workspace: Workspace | None, target: PostgresTarget | None = None) -> Answer:
+            workspace: Workspace | None, target: PostgresTarget | None, settings: Settings | None) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
     client = brain.client if isinstance(brain, OpenAIBrain) else None
     names = catalogue_names(conn) if conn is not None else None
@@ -71,7 +72,7 @@ def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, b
     if route is Route.OFF_TOPIC:
         return Answer(route=route, answer=OFF_TOPIC, refused=True, reason="not about databases", brain=brain_name)
     if route is Route.ANALYSIS:
-        return Answer(route=route, answer=_analysis(question, target), brain=brain_name)
+        return _analysis(question, target, brain_name, settings)
     if route is Route.INSTANCE:
         answer = _instance(question, conn, names, workspace, brain_name, client)
     else:
@@ -140,12 +141,29 @@ def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNa
     return Answer(route=Route.INSTANCE, answer=observation, tools=[tool], brain=brain_name)
 
 
-def _analysis(question: str, target: PostgresTarget | None) -> str:
+def _analysis(question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None) -> Answer:
+    """Without a target, the review to run; with one, that review run through the one review path (the
+    planner's team, the painter's charts), its summary and worst findings as the answer."""
     diagnose = bool(DIAGNOSE_WORDS.search(question))
-    command = "diagnose" if diagnose else "review"
-    where = target.display if target is not None else "TARGET"
+    scenario = Scenario.DIAGNOSE if diagnose else Scenario.HEALTH
     what = ("a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that sample "
             "the database now, cross-review their root causes and rank them") if diagnose else \
            ("a health review: the planner forms a team (extractor, tasker, painter) that collects statistics, runs "
             "every health check and draws the activity charts")
-    return f"This needs {what}. Run: dbcrew {command} {where}"
+    command = "diagnose" if diagnose else "review"
+    if target is None:
+        return Answer(route=Route.ANALYSIS, brain=brain_name, answer=f"This needs {what}. Run: dbcrew {command} TARGET")
+    from roles.crew import PlainPhases, RunContext  # the review machinery loads only when a review runs
+    from roles.review import review
+
+    chosen = (settings or Settings()).model_copy(update={"alert": question} if diagnose else {})
+    run = RunContext(target=target, scenario=scenario, settings=chosen, brain=brain_name.partition(" ")[0],
+                     out_dir=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}")
+    report = review(run, PlainPhases)
+    problems = sorted((f for f in report.findings if f.is_problem), key=lambda f: f.severity.rank)
+    worst = "; ".join(f"{f.severity.value} {f.code} on {f.object}" for f in problems[:MAX_LISTED_FINDINGS])
+    text = (f"Ran {what}. {report.summary}".strip() + (f"\nWorst findings: {worst}." if worst else "") +
+            f"\nReport: {run.out_dir / 'report.html'}" + (f" (charts: {', '.join(report.charts)})" if report.charts else ""))
+    tool = ToolCall(operator=f"{scenario.value}_review", params={"window_seconds": chosen.window_seconds},
+                    observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {run.out_dir}")
+    return Answer(route=Route.ANALYSIS, answer=text, tools=[tool], brain=report.brain)

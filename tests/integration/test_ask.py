@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route
@@ -96,5 +98,16 @@ def test_an_instance_question_opens_one_session_and_sessions_are_activity(shop: 
     monkeypatch.setattr(OwnSession, "register", counted)
     answer = ask("which sessions are connected and what are their states?", target)
     assert answer.tools[0].operator == "activity" and len(opened) == 1
-    listed = ask("Assess index health, vacuum health and configuration and report", target)
-    assert listed.route is Route.ANALYSIS and not listed.refused
+
+
+
+def test_an_analysis_request_runs_the_review_through_the_one_review_path(shop: DemoShop, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
+    quick = Settings(window_seconds=1.0, activity_samples=2)
+    answer = ask("Assess index health, vacuum health and configuration and report", parse_target(shop.dsn), settings=quick)
+    assert answer.route is Route.ANALYSIS and not answer.refused and answer.tools[0].operator == "health_review"
+    written = json.loads(next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text())
+    worst = [f for f in written["findings"] if f["severity"] == "critical"]
+    assert worst and f"critical {worst[0]['code']} on {worst[0]['object']}" in answer.answer
+    assert written["charts"] and "charts:" in answer.answer, "the painter drew"
