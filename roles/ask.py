@@ -122,7 +122,8 @@ def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNa
     if client is not None:
         outcome, brain_name = _by_llm("look-up answer", client, lambda: react(question, conn, names, client))
         if outcome is not None:
-            return Answer(route=Route.INSTANCE, answer=outcome.answer, tools=outcome.tools, brain=brain_name)
+            tools = [_kept(t, {"observation": t.observation}, workspace) for t in outcome.tools]
+            return Answer(route=Route.INSTANCE, answer=outcome.answer, tools=tools, brain=brain_name)
     try:
         call = invocation(question, names, router())
     except MissingSlot as exc:
@@ -131,14 +132,19 @@ def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNa
         result = run_lookup(conn, call.lookup, call.params)
     except pydantic.ValidationError as exc:
         raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
-    observation = result.observation
-    tool = ToolCall(operator=call.lookup.value, params=result.params, observation=observation)
-    if len(observation) > OBSERVATION_LIMIT:
-        store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
-        tool.observation_key = store.put_observation(f"ask:{call.lookup.value}:{uuid.uuid4().hex[:8]}",
-                                                     {"observation": observation, "rows": result.rows})
-        tool.observation = observation[:OBSERVATION_LIMIT - 1] + "…"
-    return Answer(route=Route.INSTANCE, answer=observation, tools=[tool], brain=brain_name)
+    tool = _kept(ToolCall(operator=call.lookup.value, params=result.params, observation=result.observation),
+                 {"observation": result.observation, "rows": result.rows}, workspace)
+    return Answer(route=Route.INSTANCE, answer=result.observation, tools=[tool], brain=brain_name)
+
+
+def _kept(tool: ToolCall, whole: dict[str, object], workspace: Workspace | None) -> ToolCall:
+    """`tool` with an observation longer than OBSERVATION_LIMIT stored in the workspace and cut, its key kept
+    (RCAgent's snapshot keys): an answer stays short, the whole observation stays findable."""
+    if len(tool.observation) <= OBSERVATION_LIMIT:
+        return tool
+    store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
+    key = store.put_observation(f"ask:{tool.operator}:{uuid.uuid4().hex[:8]}", whole)
+    return tool.model_copy(update={"observation_key": key, "observation": tool.observation[:OBSERVATION_LIMIT - 1] + "…"})
 
 
 def _analysis(question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None) -> Answer:

@@ -8,6 +8,7 @@ passages do not support is rejected and asked for again, then the extractive ans
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
+from dbcrew.workspace import Workspace
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
 from prompts import render
@@ -46,7 +48,10 @@ def manual(tmp_path: Path) -> Path:
     return docs
 
 
-def test_react_corrects_a_wrong_tool_and_malformed_json_then_answers_from_the_look_up(server: ScriptedServer, shop: DemoShop):
+def test_react_corrects_a_wrong_tool_and_malformed_json_then_answers_from_the_look_up(server: ScriptedServer, shop: DemoShop,
+                                                                                      tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("roles.ask.OBSERVATION_LIMIT", 40)  # the table_size observation is longer: kept by key
     server.replies = [
         Reply("Thought: I need the size.\nAction: table_sizes\nAction Input: {\"table\": \"orders\"}"),
         Reply("Thought: right tool.\nAction: table_size\nAction Input: {table: orders,"),
@@ -54,7 +59,8 @@ def test_react_corrects_a_wrong_tool_and_malformed_json_then_answers_from_the_lo
         Reply("Thought: now properly.\nAction: table_size\nAction Input: {\"schema_name\": \"public\", \"table\": \"orders\"}"),
         Reply("Thought: the observation has it.\nFinal Answer: The orders table is the size the look-up reported."),
     ]
-    answer = ask("how big is the orders table?", parse_target(shop.dsn), brain=brain(server))
+    workspace = Workspace(tmp_path / "ask.duckdb")
+    answer = ask("how big is the orders table?", parse_target(shop.dsn), brain=brain(server), workspace=workspace)
     assert answer.route is Route.INSTANCE and answer.brain == "openai"
     assert answer.answer == "The orders table is the size the look-up reported."
     assert [(t.operator, t.params) for t in answer.tools] == [("table_size", {"schema_name": "public", "table": "orders"})]
@@ -62,7 +68,8 @@ def test_react_corrects_a_wrong_tool_and_malformed_json_then_answers_from_the_lo
     assert "There is no tool 'table_sizes'" in observations[0]
     assert "not valid JSON" in observations[1]
     assert "no table 'pg_authid'" in observations[2]
-    assert answer.tools[0].observation in observations[3]
+    kept = workspace.query("SELECT body FROM observations WHERE key = ?", [answer.tools[0].observation_key])
+    assert answer.tools[0].observation.endswith("…") and f"Observation: {json.loads(kept[0]['body'])['observation']}" == observations[3]
     assert answer.llm.calls == 5
 
 
