@@ -204,3 +204,21 @@ def test_no_prompt_holds_a_secret_and_database_text_is_only_quoted_data(server, 
         for message in request["messages"]:
             outside = re.sub(r"<data>.*?</data>", "", message.get("content") or "", flags=re.S)
             assert "ignore previous instructions" not in outside  # ...but only inside a data fence
+
+
+def test_review_hook_reads_the_workspace_facts_and_counts_one_question(server, record, rules, tmp_path):
+    from dbcrew.workspace import Workspace
+    from operators.diagnose.steps import FACTS_KEY
+    from roles.brains.openai import OpenAIBrain
+    from roles.brains.rules import RulesBrain
+    from roles.diagnosis.review import with_llm_experts
+
+    workspace = Workspace(tmp_path / "workspace.duckdb")
+    workspace.put_observation(FACTS_KEY, record.model_dump_json())
+    assert with_llm_experts(RulesBrain(), workspace, rules) == (rules, None)
+    server.replies += [tool("statements", limit=1), tool("propose_causes", causes=[LOCKS])]
+    brain = OpenAIBrain(render, base_url=server.url, api_key=API_KEY, model="scripted", timeout=5.0)
+    causes, report = with_llm_experts(brain, workspace, rules)
+    assert [c.code for c in causes] == ["workload_many_inserts", "lock_contention"] and report is not None
+    assert (brain.usage.questions, brain.usage.fallbacks, brain.usage.calls) == (1, 0, report.calls)
+    assert "hunter2" not in json.dumps(server.requests)
