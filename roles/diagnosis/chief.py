@@ -18,7 +18,7 @@ from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import Capability, LlmClient, Render, ResponseCache, endpoint_capability
 from dbcrew.models import RootCause
 from dbcrew.models.report import LlmDiagnosis
-from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
+from dbcrew.vocabulary import Cause, RootCauseCode
 from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
 from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
@@ -111,7 +111,7 @@ def owned_codes(expert: str) -> list[str]:
 def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, object]:
     return {"alert": record.alert or "no alert text", "baseline": record.baseline_source or "none",
             "abnormal": [f"{m.name} {m.baseline_median:.4g} -> {m.window_median:.4g}" for m in record.abnormal[:12]],
-            "rules": [str(c.code) for c in rules], "codes": [*RootCauseCode, *FindingCode]}
+            "rules": [str(c.code) for c in rules], "codes": sorted({*RootCauseCode, *experts_by_code()})}
 
 
 def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:

@@ -7,7 +7,9 @@ controller, not the model, keeps the loop sane:
   commas), and only an answer still unusable is asked for again (a regeneration);
 - an unknown tool or an action repeated with the same arguments gets a corrective message, not an
   observation, and both are counted;
-- an observation longer than the limit is cut behind a snapshot key (DiagnosisTools);
+- an observation longer than the limit is cut behind a snapshot key (DiagnosisTools), and once a
+  newer one arrives an older observation is shown by its key alone: each call carries one full
+  observation, not the whole history of them (without a limit nothing is cut or folded);
 - every call is paid from the diagnosis's budget first (BudgetExhausted stops the loop between calls),
   and answered from the response cache when the same request was asked before.
 """
@@ -100,6 +102,7 @@ class Controller:
             {"role": "user", "content": self.render("diagnose_expert.j2", {**context, "expert": expert})},
         ]
         seen: set[str] = set()
+        shown: list[tuple[int, str, str]] = []  # (message index, tool, observation) still shown in full
         for _ in range(self.budget.limits.steps):
             self.budget.check()
             completion = self.client.complete(
@@ -123,25 +126,33 @@ class Controller:
                     self.tally.regenerations += 1
                     messages.append(self._reply(call_id, "invalid", error=_first_error(exc)))
                     continue
-            messages.append(self._observe(call_id, action, seen))
+            reply, observation = self._observe(call_id, action, seen)
+            if observation and self.tools.limit:
+                for index, tool, text in shown:
+                    key = self.tools.snapshots.keep(text)
+                    messages[index] = self._reply(messages[index].get("tool_call_id", ""), "observation", tool=tool,
+                                                  text=f"[stored as {key}: call expand with key {key!r} to read it again]")
+                shown = [(len(messages), action.action, observation)]
+            messages.append(reply)
         raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
 
-    def _observe(self, call_id: str, action: Action, seen: set[str]) -> dict[str, Any]:
+    def _observe(self, call_id: str, action: Action, seen: set[str]) -> tuple[dict[str, Any], str]:
+        """(the message answering the action, the observation's whole text or '' for a correction)."""
         if action.action not in self.tools.names():
             self.tally.corrections["unknown_tool"] += 1
-            return self._reply(call_id, "unknown_tool", tool=action.action)
+            return self._reply(call_id, "unknown_tool", tool=action.action), ""
         signature = json.dumps([action.action, action.args], sort_keys=True, default=str)
         if signature in seen:
             self.tally.corrections["repeated_action"] += 1
-            return self._reply(call_id, "repeated_action", tool=action.action)
+            return self._reply(call_id, "repeated_action", tool=action.action), ""
         seen.add(signature)
         try:
-            text, cut = self.tools.run(action.action, action.args)
+            text, whole, cut = self.tools.run(action.action, action.args)
         except (ValueError, TypeError) as exc:
-            return self._reply(call_id, "bad_args", tool=action.action, error=str(exc))
+            return self._reply(call_id, "bad_args", tool=action.action, error=str(exc)), ""
         self.tally.tool_calls += 1
         self.tally.snapshots += cut
-        return self._reply(call_id, "observation", tool=action.action, text=text)
+        return self._reply(call_id, "observation", tool=action.action, text=text), whole
 
     def _action(self, completion: Completion) -> tuple[str, Action | None, str]:
         """(the tool call's id or '', the action, why there is none)."""

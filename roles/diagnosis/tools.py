@@ -75,17 +75,18 @@ class DiagnosisTools:
     def names(self) -> list[str]:
         return list(TOOL_SPECS)
 
-    def run(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
-        """(the observation as the model sees it, whether it was cut behind a snapshot key).
-        KeyError for a tool that does not exist; ValueError for arguments it cannot use."""
+    def run(self, name: str, args: dict[str, Any]) -> tuple[str, str, bool]:
+        """(the observation as the model sees it, its whole text, whether it was cut behind a snapshot
+        key). KeyError for a tool that does not exist; ValueError for arguments it cannot use."""
         if name == "expand":
-            return self._expand(str(args.get("key", "")), int(args.get("offset", 0) or 0)), False
+            text = self._expand(str(args.get("key", "")), int(args.get("offset", 0) or 0))
+            return text, text, False
         text = json.dumps(self._observe(name, args), sort_keys=True, default=str)
         if not self.limit or len(text) <= self.limit:
-            return text, False
+            return text, text, False
         key = self.snapshots.keep(text)
         return (f"{text[:self.limit]} ... [cut: {len(text) - self.limit} more characters;"
-                f" call expand with key {key!r} and offset {self.limit} to read on]"), True
+                f" call expand with key {key!r} and offset {self.limit} to read on]"), text, True
 
     def _expand(self, key: str, offset: int) -> str:
         body = self.snapshots.bodies.get(key)

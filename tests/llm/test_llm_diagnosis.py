@@ -165,13 +165,14 @@ def test_long_observation_is_a_head_and_a_snapshot_key_that_expands(server, reco
     shown = server.requests[1]["messages"][-1]["content"]
     assert report.snapshots == 1 and "call expand with key 'obs-1'" in shown and len(shown) < 400
     expanded = server.requests[2]["messages"][-1]["content"]
+    assert "[stored as obs-2: call expand with key 'obs-2'" in server.requests[2]["messages"][-3]["content"]  # folded
     assert expanded.split("<data>")[1].startswith(json.dumps(json.loads(_full_metrics(record)), sort_keys=True)[120:180])
 
 
 def _full_metrics(record: FactsRecord) -> str:
     from roles.diagnosis.tools import DiagnosisTools
 
-    return DiagnosisTools(record, limit=0).run("metrics", {})[0]
+    return DiagnosisTools(record, limit=0).run("metrics", {})[1]
 
 
 def test_response_cache_answers_a_repeated_diagnosis_without_calls(server, record, rules):
