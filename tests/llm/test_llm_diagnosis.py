@@ -223,3 +223,18 @@ def test_review_hook_reads_the_workspace_facts_and_counts_one_question(server, r
     assert [c.code for c in causes] == ["workload_many_inserts", "lock_contention"] and report is not None
     assert (brain.usage.questions, brain.usage.fallbacks, brain.usage.calls) == (1, 0, report.calls)
     assert "hunter2" not in json.dumps(server.requests)
+
+
+def test_bad_settings_are_one_clear_usage_error(monkeypatch):
+    from dbcrew.errors import UsageError
+    from dbcrew.llm.client import endpoint_capability
+
+    monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "lots")
+    with pytest.raises(UsageError, match="DBCREW_LLM_DIAG_CALLS='lots': give a whole number of at least 1"):
+        Limits.from_env()
+    monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "5")
+    monkeypatch.setenv("DBCREW_LLM_OBSERVATION_CHARS", "0")
+    assert (Limits.from_env().calls, Limits.from_env().observation_chars) == (5, 0)
+    monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "telepathy")
+    with pytest.raises(UsageError, match="choose one of tools, json_schema, prompted"):
+        endpoint_capability()
