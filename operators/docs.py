@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from dbcrew.pickled import cached
-from dbcrew.settings import cache_root
+from dbcrew.build_cache import cached_build
 from operators.knowledge import load_chunks
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -240,8 +239,7 @@ def manual_folder(docs: Path | None) -> Path:
 @lru_cache(maxsize=4)
 def docs_index(folder: Path) -> DocsIndex:
     """The index of `folder`'s manual plus the knowledge chunks: from the cache, else built and cached."""
-    path = cache_root() / "docs" / f"{_fingerprint(folder)}.pickle"
-    return cached(path, DocsIndex, lambda: DocsIndex(manual_passages(folder) + knowledge_passages()))
+    return cached_build("docs", _fingerprint(folder), DocsIndex, lambda: DocsIndex(manual_passages(folder) + knowledge_passages()))
 
 
 def best_sentences(text: str, query: str, limit: int = 420) -> str:

@@ -55,7 +55,7 @@ def react(question: str, conn: psycopg.Connection[Any], names: CatalogueNames, c
                 {"role": "user", "content": "Begin."}]
     calls: list[ToolCall] = []
     for _ in range(MAX_STEPS):
-        turn = client.chat(messages)
+        turn = client.complete(messages).text
         final = _FINAL.search(turn)
         if final:
             return ReactOutcome(final.group("answer").strip(), calls)
@@ -105,7 +105,7 @@ def written(question: str, passages: list[Passage], client: LlmClient) -> str | 
     messages = [{"role": "system", "content": render("ask_written.j2", {"question": question, "passages": passages})},
                 {"role": "user", "content": "Answer."}]
     for _ in range(REGENERATIONS + 1):
-        text = client.chat(messages).strip()
+        text = client.complete(messages).text.strip()
         unsupported = unsupported_sentences(text, [p.text for p in passages])
         if text and not unsupported:
             return text

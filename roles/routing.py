@@ -21,8 +21,7 @@ from typing import Any
 
 import yaml
 
-from dbcrew.pickled import cached
-from dbcrew.settings import cache_root
+from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
 from roles.question_features import annotate_all
 
@@ -186,4 +185,4 @@ class Router:
 def router(path: Path = QUESTIONS) -> Router:
     """The trained router: from the cache when this version of the questions was trained before."""
     digest = hashlib.sha256(f"{MODEL_VERSION}:".encode() + path.read_bytes()).hexdigest()[:16]
-    return cached(cache_root() / "router" / f"{digest}.pickle", Router, lambda: Router(path))
+    return cached_build("router", digest, Router, lambda: Router(path))
