@@ -46,7 +46,8 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         elif outcome is None:
             entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
         elif outcome.status is TaskStatus.DONE:
-            seen = "; ".join(p for p in (outcome.observation.partial if outcome.observation else "", *inherited_partials(op, ops, outcomes)) if p)
+            seen = "; ".join(dict.fromkeys(p for p in (outcome.observation.partial if outcome.observation else "",
+                                                      *inherited_partials(op, ops, outcomes)) if p))
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:

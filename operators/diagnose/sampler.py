@@ -26,6 +26,7 @@ import psycopg
 from dbcrew import stopping
 from dbcrew.targets import PostgresTarget, own_pids
 from operators.collect.machine import target_is_local
+from operators.held import Held, guarded, held_relations
 from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
@@ -273,7 +274,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
         settings = {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
         host = HostProbe.find(target, backend)
         statements_before = _statements(conn)
-        tables_before = conn.execute(TABLE_STATS.sql).fetchall()
+        held, tables_before = _tables(conn, Held())
         tally = ActivityTally()
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
@@ -308,11 +309,18 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             if now >= deadline - 1e-3:
                 break
         statements = statement_deltas(statements_before, _statements(conn))
-        tables = table_deltas(tables_before, conn.execute(TABLE_STATS.sql).fetchall())
+        held, tables_after = _tables(conn, held)
+        tables = table_deltas(tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)])
     return WindowEvidence(
         started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
         session_samples=tally.samples, blocked=list(tally.blocked.values()), statements=statements, tables=tables,
         settings=settings, running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
+        left_out=held.describe() if held else "",
     )
+
+
+def _tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
+    """TABLE_STATS without the tables another session holds ACCESS EXCLUSIVE (a set that only grows)."""
+    return guarded(conn, held | held_relations(conn), lambda args: conn.execute(TABLE_STATS.sql, args).fetchall())

@@ -1,0 +1,58 @@
+"""Real faults thrown at a review from outside the product: they cost only what they touch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from lab.shop import DemoShop
+from dbcrew.targets import parse_target
+from operators.held import Held, guarded
+from operators.sql import fetch
+from operators.stat_views import TABLE_STATS
+from tests.integration.test_recovery import review
+
+LOCKED = "orders"
+
+
+@contextmanager
+def locked(dsn: str, table: str) -> Iterator[int]:
+    """Another session holding `table` ACCESS EXCLUSIVE (a migration, VACUUM FULL, CLUSTER) until the block ends; its PID."""
+    with psycopg.connect(dsn, application_name="migration") as conn:
+        conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield conn.info.backend_pid
+        finally:
+            conn.rollback()
+
+
+def test_a_table_locked_for_the_whole_review_costs_that_table_only(shop: DemoShop, tmp_path: Path):
+    with locked(shop.dsn, LOCKED) as pid:
+        report = review(shop.dsn, tmp_path, [])
+    found = {(f.code, f.object) for f in report.findings}
+    assert ("index_missing", "public.customers(email)") in found  # planted on a table nobody locked
+    assert ("dead_tuples_high", "public.cart_items") in found
+    # Nothing waited the lock out: no alert, no instruction, and every check ran.
+    assert (report.phases.alerts, report.phases.instructions) == (0, 0)
+    assert {c.status.value for c in report.coverage} == {"ran"}
+    cov = {c.check: c.reason for c in report.coverage}
+    named = f"left out, locked by another session: public.{LOCKED} (held ACCESS EXCLUSIVE by pid {pid})"
+    for check in ("check_missing_indexes", "check_duplicate_indexes", "check_fk_without_index", "check_vacuum_health"):
+        assert named in cov[check], check
+    assert named not in cov["check_settings"]
+    # The locked table is not judged from what could not be read (its indexes): no finding about it.
+    assert not [obj for _, obj in found if obj.startswith(f"public.{LOCKED}")]
+
+
+def test_a_lock_taken_after_the_held_set_was_read_is_retried_without_it(shop: DemoShop):
+    target = parse_target(shop.dsn).model_copy(update={"lock_timeout_ms": 50})
+    with locked(shop.dsn, LOCKED), target.session() as conn:
+        # An empty held set, as if read just before the lock was taken: the first read times out.
+        held, (columns, rows) = guarded(conn, Held(), lambda args: fetch(conn, TABLE_STATS.sql, args))
+    names = [c for c, _ in columns]
+    assert f"public.{LOCKED}" in held.reasons
+    relnames = {row[names.index("relname")] for row in rows}
+    assert LOCKED not in relnames and "customers" in relnames
