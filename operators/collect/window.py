@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew import stopping
 from dbcrew.models import Role
-from dbcrew.targets import own_pids
+from dbcrew.targets import own_pids, resumable
 from dbcrew.vocabulary import Category
 from operators.stat_views import (
     DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
@@ -39,12 +39,12 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     (operators/held.py) and named in `partial`. The summary is the first view's; the artifacts are every view's.
     """
     window = ctx.window(params.window_seconds)
-    with ctx.target.session() as conn:
-        held, before = _read(conn, views, Held())
+    with resumable(ctx.target) as session:
+        held, before = session.run(lambda conn: _read(conn, views, Held()))
     started = time.monotonic()
     stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
-    with ctx.target.session() as conn:
-        held, after = _read(conn, views, held)
+    with resumable(ctx.target) as session:
+        held, after = session.run(lambda conn: _read(conn, views, held))
     elapsed = time.monotonic() - started
     landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
               for view, (columns, old), (_, new) in zip(views, before, after, strict=True)]
@@ -151,18 +151,18 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     connection_rows: list[tuple[Any, ...]] = []
     act_cols: list[tuple[str, str]] = []
     conn_cols: list[tuple[str, str]] = []
-    with ctx.target.session() as conn:
+    with resumable(ctx.target) as session:
         for sample in range(samples):
             if sample:
                 if stopping.pause(pause):
                     break
-            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)})
+            act_cols, rows = session.run(lambda conn, n=sample: fetch(conn, SESSIONS_SQL, {"sample": n, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)}))
             activity_rows.extend(rows)
-            conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
+            conn_cols, rows = session.run(lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n}))
             connection_rows.extend(rows)
     land(ctx.workspace, "activity", act_cols, activity_rows)
     land(ctx.workspace, "connections", conn_cols, connection_rows)
     return Observation(
-        summary=f"activity: {len(activity_rows)} session rows in {samples} samples",
+        summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
         artifacts=["activity", "connections"],
     )

@@ -78,6 +78,7 @@ class WindowEvidence(BaseModel):
     memory_total_bytes: int | None = None
     server_version_num: int = 0
     left_out: str = Field("", description="tables not sampled because another session held them (operators/held.py)")
+    reconnects: int = Field(0, description="times the server ended the sampling session and it was resumed on a new one")
 
     def mean(self, metric: str) -> float:
         values = self.series.get(metric) or []

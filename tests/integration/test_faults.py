@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,10 +10,13 @@ from pathlib import Path
 import psycopg
 
 from lab.shop import DemoShop
+from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import TABLE_STATS
+from roles.crew import PlainPhases, RunContext
+from roles.review import review as review_run
 from tests.integration.test_recovery import review
 
 LOCKED = "orders"
@@ -56,3 +60,39 @@ def test_a_lock_taken_after_the_held_set_was_read_is_retried_without_it(shop: De
     assert f"public.{LOCKED}" in held.reasons
     relnames = {row[names.index("relname")] for row in rows}
     assert LOCKED not in relnames and "customers" in relnames
+
+
+@contextmanager
+def terminating(dsn: str, older_than: float) -> Iterator[list[int]]:
+    """An administrator (or a pooler) ending every review session older than `older_than` seconds, until the block ends; the PIDs it ended."""
+    ended: list[int] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        with psycopg.connect(dsn, autocommit=True, application_name="terminator") as conn:
+            while not stop.wait(0.05):
+                ended.extend(row[0] for row in conn.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
+                    " AND backend_start < clock_timestamp() - make_interval(secs => %s)", (older_than,)).fetchall())
+
+    thread = threading.Thread(target=run, name="terminator")
+    thread.start()
+    try:
+        yield ended
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_sessions_terminated_mid_review_are_resumed_with_full_coverage(shop: DemoShop, tmp_path: Path):
+    settings = Settings(window_seconds=2.0, activity_samples=4)
+    with terminating(shop.dsn, older_than=0.4) as ended:
+        report = review_run(RunContext(target=parse_target(shop.dsn), settings=settings, out_dir=tmp_path), PlainPhases)
+    assert ended  # the window's samplers live longer than 0.4 s: each was ended at least once
+    assert (report.phases.alerts, report.phases.instructions) == (0, 0)
+    assert {c.status.value for c in report.coverage} == {"ran"}
+    # A killed session is not a problem of the database: no warning or critical finding that the shop did not plant.
+    planted = {code for code, _ in shop.expected}
+    assert {f.code for f in report.findings if f.severity.value != "info"} <= planted
+    assert not [f for f in report.findings if any(f"pid:{pid}" == f.object for pid in ended)]
+    assert ("index_missing", "public.customers(email)") in {(f.code, f.object) for f in report.findings}
