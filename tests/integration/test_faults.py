@@ -8,8 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
+from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from operators.held import Held, guarded
@@ -96,3 +99,34 @@ def test_sessions_terminated_mid_review_are_resumed_with_full_coverage(shop: Dem
     assert {f.code for f in report.findings if f.severity.value != "info"} <= planted
     assert not [f for f in report.findings if any(f"pid:{pid}" == f.object for pid in ended)]
     assert ("index_missing", "public.customers(email)") in {(f.code, f.object) for f in report.findings}
+
+
+def test_an_instruction_that_failed_twice_becomes_a_replan_that_carries_the_global_state(
+        shop: DemoShop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Every call of check_checkpoints meets a refused connection: "retry" cannot help, twice.
+    server = ScriptedServer(otherwise=Reply(content="no JSON here"))  # every question falls back to the rules brain
+    monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
+    monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
+    run = RunContext(target=parse_target(shop.dsn), out_dir=tmp_path, brain="openai",
+                     settings=Settings(window_seconds=1.0, activity_samples=2),
+                     faults=[FaultSpec.parse("check_checkpoints:disconnect")])
+    try:
+        report = review_run(run, PlainPhases)
+    finally:
+        server.close()
+    remedies = [d.remedy for d in report.decisions if d.task_id == "check_checkpoints"]
+    assert remedies[:2] == ["instruction: retry", "instruction: retry"]
+    assert remedies[2] == "replan (escalated: 2 instructions failed (connection: retry)): replace_operator"
+    assert (report.phases.instructions, report.phases.replans) == (2, 1)
+    # The re-plan request carries the escalation, the alert with the worker's reflection, and the global state.
+    asked = [r["messages"][1]["content"] for r in server.requests]
+    replan_prompt = next(p for p in asked if p.startswith("Re-plan scenario"))
+    assert "Escalated: 2 instructions failed (connection: retry)" in replan_prompt
+    assert "The crew's global state when it paused" in replan_prompt and '"done": [' in replan_prompt
+    assert "connection problem; retrying after a short pause" in replan_prompt  # the worker's reflection
+    assert "The crew's global state when it paused" in next(p for p in asked if p.startswith("A worker failed"))
+    # The planner removed what no instruction could fix (it stays failed, with its error); everything else ran.
+    assert [(e.kind.value, e.task_id, e.source) for e in report.edits] == [("remove", "check_checkpoints", "replan")]
+    coverage = {c.check: c for c in report.coverage}
+    assert coverage["check_checkpoints"].status.value == "failed" and "Connection refused" in coverage["check_checkpoints"].reason
+    assert {c.status.value for name, c in coverage.items() if name != "check_checkpoints"} == {"ran"}
