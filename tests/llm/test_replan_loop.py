@@ -7,30 +7,15 @@ the gap-narrow rules, the regeneration and the improvement check are the product
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-
-import pytest
 
 from dbcrew.models import Strategy
 from lab.scripted_llm import Reply, ScriptedServer
-from prompts import render
-from roles.brains.openai import OpenAIBrain
 from roles.replanner import replan
+from tests.llm.test_brain_bounds import brain, server  # noqa: F401  (the scripted server fixture)
 from tests.unit.test_plan_edits import plan, replan_request
 
 FAILED = "collect_table_stats"
 COMPLETED = ["collect_settings", "collect_activity", "collect_index_stats"]
-
-
-@pytest.fixture()
-def server() -> Iterator[ScriptedServer]:
-    s = ScriptedServer()
-    yield s
-    s.close()
-
-
-def brain(server: ScriptedServer) -> OpenAIBrain:
-    return OpenAIBrain(render, base_url=server.url, api_key="test-key", model="scripted", timeout=5.0, max_repairs=0)
 
 
 def fixed(old: Strategy) -> Strategy:
