@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean manual
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
-bench: $(STAMP)
+# The PostgreSQL manual `dbcrew ask` retrieves from (Debian's postgresql-doc-15), installed when absent and root.
+manual:
+	@test -d /usr/share/doc/postgresql-doc-15/html || [ "$$(id -u)" != 0 ] || \
+	  { apt-get install -y -q postgresql-doc-15 >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q postgresql-doc-15 >/dev/null; }; }
+
+bench: $(STAMP) manual
 	$(BIN)/python -m bench
 
 clean:

@@ -18,18 +18,24 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
 os.environ.setdefault("DBCREW_STORE_URL", os.path.join(tempfile.mkdtemp(prefix="dbcrew-bench-store-"), "store.duckdb"))
 
-SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli")
+SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli", "ask")
 
 
 def main(argv: list[str]) -> int:
-    chosen = argv or list(SECTIONS)
+    """Sections by name; options after the names (`diagnose --suite generalization --levels 2`) go to the one section named."""
+    first_option = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    chosen, options = argv[:first_option] or list(SECTIONS), argv[first_option:]
     unknown = [name for name in chosen if name not in SECTIONS]
     if unknown:
         print(f"bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
+    if options and len(chosen) != 1:
+        print("bench: options go to one section: name exactly one before them", file=sys.stderr)
+        return 2
     for name in chosen:
         print(f"== {name} ==", flush=True)
-        importlib.import_module(f"bench.{name}").main()
+        section = importlib.import_module(f"bench.{name}")
+        section.main(options) if options else section.main()
         print(flush=True)
     return 0
 

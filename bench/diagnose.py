@@ -10,11 +10,12 @@ reported causes (A_c right, A_w wrong, A_a actual causes).
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,17 +50,20 @@ class DiagnosisServer:
     pg: EmbeddedPostgres
     dsn: str
     baseline: Path
+    catalogue: str = injections.__name__  # the module whose RECIPES the cases name
 
     @classmethod
-    def start(cls, workdir: Path, baseline_seconds: float = WINDOW_SECONDS) -> DiagnosisServer:
+    def start(cls, workdir: Path, baseline_seconds: float = WINDOW_SECONDS, prepare: Callable[[str], None] = injections.prepare_schema,
+              catalogue: str = injections.__name__) -> DiagnosisServer:
+        """Start the server, let `prepare(dsn)` create the suite's tables, then record the baseline of the idle server."""
         pg = EmbeddedPostgres(workdir / "data", settings=SERVER_SETTINGS).start()
         pg.psql("CREATE DATABASE diag;")
         pg.psql("CREATE EXTENSION pg_stat_statements;", "diag")
         dsn = pg.dsn("diag")
-        injections.prepare_schema(dsn)
+        prepare(dsn)
         baseline = workdir / "baseline.json"
         sample_window(parse_target(dsn), baseline_seconds).save(baseline)
-        return cls(pg=pg, dsn=dsn, baseline=baseline)
+        return cls(pg=pg, dsn=dsn, baseline=baseline, catalogue=catalogue)
 
     def stop(self) -> None:
         self.pg.stop()
@@ -72,7 +76,7 @@ class DiagnosisServer:
 
     def diagnose_injected(self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS) -> tuple[Report, float]:
         """Inject `causes`, diagnose while they run; returns the report and the diagnosis's seconds."""
-        with injections.injected(self.dsn, list(causes)):
+        with injections.injected(self.dsn, list(causes), catalogue=self.catalogue):
             started = time.monotonic()
             report = self.diagnose(out_dir, window, alert="queries are slower than usual")
             seconds = time.monotonic() - started
@@ -90,7 +94,25 @@ def time_cli_diagnosis(server: DiagnosisServer, out_dir: Path, cause: str = "loc
     return seconds, result.returncode
 
 
-def main() -> None:
+SUITES = ("injection", "generalization")
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    """The injection suite (default), or `--suite generalization [its options]` (bench.generalization)."""
+    parser = argparse.ArgumentParser(prog="python -m bench diagnose", add_help=False)
+    parser.add_argument("--suite", choices=SUITES, default="injection")
+    known, rest = parser.parse_known_args(list(argv))
+    if known.suite == "generalization":
+        from bench import generalization
+
+        generalization.main(rest)
+    elif rest:
+        parser.error(f"the injection suite takes no options ({' '.join(rest)})")
+    else:
+        injection_suite()
+
+
+def injection_suite() -> None:
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
         workdir = Path(tmp)
         server = DiagnosisServer.start(workdir)

@@ -9,8 +9,10 @@ what runs, how many clients, with which session settings.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,7 +78,7 @@ class Client:
     settings: tuple[str, ...] = ()
     fetch: bool = False
     pause: float = 0.0
-    transaction: tuple[str, ...] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
+    transaction: tuple[str | Statement, ...] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
     hold: float = 0.0
 
 
@@ -86,6 +88,7 @@ class Recipe:
     clients: tuple[tuple[Client, int], ...]
     reset: str = ""  # SQL run before the clients start (refills what the last run consumed)
     description: str = ""
+    command: tuple[str, ...] = ()  # a program of the server's bin folder run beside the clients (e.g. pgbench), the DSN appended
 
 
 def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: list[str]) -> None:
@@ -98,8 +101,8 @@ def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: lis
                 try:
                     if client.transaction:
                         with conn.transaction():
-                            for sql in client.transaction:
-                                conn.execute(sql)
+                            for step in client.transaction:
+                                conn.execute(*((step, None) if isinstance(step, str) else step(rng)))
                             stop.wait(client.hold)
                         continue
                     sql, params = client.statement(rng)
@@ -127,19 +130,27 @@ def _clients(dsn: str, recipes: list[Recipe], stop: threading.Event, errors: lis
     return threads
 
 
-def _serve(dsn: str, causes: list[str], stop: Any, ready: Any, failures: Any) -> None:
-    """Child process: run the clients of `causes` until `stop` is set, then cancel and join them."""
+def _serve(dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, failures: Any) -> None:
+    """Child process: run the clients of `causes` (keys of `catalogue`'s RECIPES: statements are
+    closures, so the child looks recipes up by name) until `stop` is set, then cancel and join them."""
+    from lab.embedded import POSTGRES_BIN_PATH
+
     errors: list[str] = []
-    recipes = [RECIPES[c] for c in causes]
+    recipes = [importlib.import_module(catalogue).RECIPES[c] for c in causes]
     with connect(dsn) as conn:
         for recipe in recipes:
             if recipe.reset:
                 conn.execute(recipe.reset)
+    programs = [subprocess.Popen([str(POSTGRES_BIN_PATH / r.command[0]), *r.command[1:], dsn],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in recipes if r.command]
     halt = threading.Event()
     threads = _clients(dsn, recipes, halt, errors)
     ready.set()
     stop.wait()
     halt.set()
+    for program in programs:
+        program.terminate()
+        program.wait(timeout=30)
     with connect(dsn) as conn:
         conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()", (APP,))
     for thread in threads:
@@ -149,12 +160,13 @@ def _serve(dsn: str, causes: list[str], stop: Any, ready: Any, failures: Any) ->
 
 
 @contextmanager
-def injected(dsn: str, causes: list[str], warmup: float = 2.0) -> Iterator[None]:
-    """Run the recipes of `causes` in a child process (its own interpreter, so the clients never
-    compete with the diagnosis for the GIL); yields once they ran for `warmup` seconds."""
+def injected(dsn: str, causes: list[str], warmup: float = 2.0, catalogue: str = __name__) -> Iterator[None]:
+    """Run the recipes of `causes` (from the RECIPES of module `catalogue`) in a child process (its
+    own interpreter, so the clients never compete with the diagnosis for the GIL); yields once they
+    ran for `warmup` seconds."""
     context = multiprocessing.get_context("spawn")
     stop, ready, failures = context.Event(), context.Event(), context.Queue()
-    child = context.Process(target=_serve, args=(dsn, list(causes), stop, ready, failures), daemon=True)
+    child = context.Process(target=_serve, args=(dsn, catalogue, list(causes), stop, ready, failures), daemon=True)
     child.start()
     try:
         if not ready.wait(timeout=120):

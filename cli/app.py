@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import sys
-from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,84 +15,35 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli import interrupts
+from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
-from cli.outdir import prepare_out
-from cli.server import DEFAULT_PORT, api_url, healthy, server
+from cli.reviewing import prefect_env, prepare_review, start_review
+from cli.server import server
 from dbcrew.errors import UsageError
-from dbcrew.models.faults import FaultSpec
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
-from dbcrew.settings import parse_overrides
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
 
-PREFECT_DEFAULTS = {
-    # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-}
-
-
-def _prefect_env() -> None:
-    """Prefect's settings for a CLI run; a server running at the default address is used, not an ephemeral one."""
-    for key, value in PREFECT_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    if "PREFECT_API_URL" not in os.environ and healthy(api_url(DEFAULT_PORT)):
-        os.environ["PREFECT_API_URL"] = api_url(DEFAULT_PORT)
-
-
-def _default_out(dbname: str) -> Path:
-    """reports/<db>-<time>; the name is the database's, made safe as one path component."""
-    database = re.sub(r"[^\w.-]+", "-", dbname).strip(".-") or "db"
-    return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
 def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
                    switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
                    baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
     """Validate input, check the target answers, then run the review flows with a progress bar."""
-    from dbcrew.targets import parse_target
-
-    if not math.isfinite(window) or window < 0:
-        raise UsageError("--window must be a finite number of seconds, zero or more")
-    if scenario is Scenario.DIAGNOSE and window < 1:
-        raise UsageError("--window must be at least 1 second for a diagnosis")
-    if baseline is not None:
-        check_baseline(baseline)
-    target = parse_target(url)
-    try:
-        fault_specs = [FaultSpec.parse(f) for f in faults]
-        overrides = parse_overrides(thresholds or [])
-    except ValueError as exc:
-        raise UsageError(first_line(exc)) from None
-    _check_fault_operators(fault_specs)
-    report_dir = prepare_out(out_dir or _default_out(target.dbname))
-    with target.session():
-        pass  # unreachable or refused: exit 2 now, before any flow starts
+    request = prepare_review(url, window, out_dir, brain, faults, switches, scenario, alert, baseline, thresholds)
     if redact(url) != url:
         fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
              " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
-    _prefect_env()
+    prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
-    from flows.review import health_review
-    from roles.brains import BRAINS, default_brain
 
-    chosen = brain or default_brain()
-    if chosen not in BRAINS:
-        raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
-    if chosen == "openai":
-        from dbcrew.llm.client import endpoint_limits
-
-        endpoint_limits()  # a bad DBCREW_LLM_TIMEOUT / DBCREW_LLM_MAX_RETRIES: exit 2 before any flow starts
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
-        job = bar.add_task(f"reviewing {target.display}", total=None)
+        job = bar.add_task(f"reviewing {request.target.display}", total=None)
 
         def on_event(event: ProgressEvent, data: dict[str, Any]) -> None:
             if event is ProgressEvent.PLAN:
@@ -103,40 +53,9 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
 
         stop = progress.listen(on_event)
         try:
-            # The flow gets the parsed target: its password is private, so no flow parameter carries it.
-            return Path(interrupts.run_interruptible(lambda: health_review(target=target, window=window, out=str(report_dir), brain=chosen,
-                                      faults=fault_specs, scenario=scenario, alert=alert,
-                                      baseline=str(baseline.resolve()) if baseline else None, thresholds=overrides,
-                                      **(switches or {}))))
+            return interrupts.run_interruptible(lambda: start_review(request))
         finally:
             stop()
-
-
-def check_baseline(path: Path) -> None:
-    """A baseline the diagnosis can compare with, or UsageError: garbage would pass for a quiet window."""
-    from pydantic import ValidationError
-
-    from operators.diagnose.evidence import WindowEvidence
-
-    if not path.is_file():
-        raise UsageError(f"--baseline {path}: no such file (record one with `dbcrew baseline`)")
-    try:
-        WindowEvidence.load(path)
-    except (ValidationError, OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
-
-
-def _check_fault_operators(faults: list[FaultSpec]) -> None:
-    """A fault on an operator that does not exist would never fire: the review would look resilient."""
-    from difflib import get_close_matches
-
-    from operators import REGISTRY
-
-    for fault in faults:
-        if fault.operator not in REGISTRY:
-            near = get_close_matches(fault.operator, REGISTRY, n=3)
-            hint = f"; did you mean {' or '.join(near)}?" if near else f"; one of {', '.join(sorted(REGISTRY))}"
-            raise UsageError(f"--inject-fault {fault}: no operator named {fault.operator!r}{hint}")
 
 
 @app.command()
@@ -254,6 +173,7 @@ def demo(
 
 
 app.command()(history)
+app.command()(ask)
 
 
 inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
@@ -276,7 +196,7 @@ def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")]
     from dbcrew.inventory import load_inventory
 
     inventory = load_inventory(path)
-    _prefect_env()
+    prefect_env()
     if "PREFECT_API_URL" not in os.environ:
         raise UsageError("no Prefect server: start one (`dbcrew server`) or set PREFECT_API_URL")
     from flows.targets import publish_inventory
@@ -286,6 +206,27 @@ def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")]
 
 
 app.command()(server)
+
+
+class McpTransport(StrEnum):
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+@app.command()
+def mcp(
+    transport: Annotated[McpTransport, typer.Option(help="stdio (the client starts the server) or streamable HTTP")] = McpTransport.STDIO,
+    host: Annotated[str, typer.Option(help="HTTP: the address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP: the port to listen on (the endpoint is /mcp)")] = 8765,
+    max_window: Annotated[float, typer.Option(min=0, help="the longest window a tool call may ask for, in seconds")] = 60.0,
+    row_limit: Annotated[int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")] = 100,
+    brain: Annotated[str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")] = None,
+    docs: Annotated[Path | None, typer.Option(help="ask: folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)")] = None,
+) -> None:
+    """Serve the crew over MCP: ask, review, diagnose, latest_review and the read-only operators as tools."""
+    from cli.mcp_server import Limits, serve
+
+    serve(transport.value, host, port, Limits(max_window=max_window, row_limit=row_limit, brain=brain, docs=docs))
 
 
 def _click_errors() -> tuple[type[Exception], ...]:

@@ -23,6 +23,15 @@ def reports_root() -> Path:
     return Path(os.environ.get(REPORTS_ENV) or "reports").expanduser()
 
 
+def cache_root() -> Path:
+    """Where built indexes live between runs (the manual's search index, the question router):
+    $DBCREW_CACHE_DIR, else $XDG_CACHE_HOME/dbcrew, else ~/.cache/dbcrew."""
+    explicit = os.environ.get("DBCREW_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "dbcrew"
+
+
 def reports_retention_days() -> float:
     """How long reports stay under reports_root() on a worker's disk ($DBCREW_REPORTS_RETENTION_DAYS, 14).
 

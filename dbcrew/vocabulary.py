@@ -90,6 +90,36 @@ class EditSource(StrEnum):
     MEMORY = "memory"  # a lesson from long-term memory, applied before the first run
 
 
+class Route(StrEnum):
+    """Where `dbcrew ask` sends a question (DQA's question classification routing, QCR)."""
+
+    UNSAFE = "unsafe"  # a write or destructive request: refused, the crew is read-only
+    OFF_TOPIC = "off_topic"  # not about databases: declined
+    GENERAL = "general"  # database knowledge that holds for any engine: answered from the manual and knowledge
+    PRODUCT = "product"  # PostgreSQL's own features and settings: retrieval over the manual, cited
+    INSTANCE = "instance"  # about the target's own state: read-only look-ups (tool invocation)
+    ANALYSIS = "analysis"  # a whole review or diagnosis: the planner forms a team
+
+
+class Lookup(StrEnum):
+    """The read-only look-ups an instance question becomes (operators/lookups.py), one per kind of answer."""
+
+    TABLE_SIZE = "table_size"
+    TABLE_COLUMNS = "table_columns"
+    TABLE_INDEXES = "table_indexes"
+    TABLE_STATS = "table_stats"
+    INDEX_INFO = "index_info"
+    SETTING = "setting"
+    ACTIVITY = "activity"
+    LOCKS = "locks"
+    DATABASE_SIZE = "database_size"
+    LARGEST_TABLES = "largest_tables"
+    LIST_TABLES = "list_tables"
+    SERVER_VERSION = "server_version"
+    EXTENSIONS = "extensions"
+    WRAPAROUND = "wraparound"
+
+
 class FindingCode(StrEnum):
     """Health checks: the state of the database (finding-codes.md, first table)."""
 

@@ -172,7 +172,7 @@ def workload_expert(facts: Facts) -> list[Candidate]:
                              evidence={"rows_deleted_per_s": round(deleted),
                                        "dead_tuples": {t.name: int(t.n_dead_tup) for t in tables}},
                              indicators=["db.tup_deleted", "wal.wal_bytes"], objects=[t.name for t in tables]))
-    fetches = [s for s in w.statements if s.kind in ("select", "with", "table") and s.rows_per_call >= LARGE_STATEMENT_ROWS]
+    fetches = [s for s in w.statements if s.kind == "select" and s.rows_per_call >= LARGE_STATEMENT_ROWS]
     fetched = sum(s.rows for s in fetches) / max(w.seconds, 1e-9)
     if fetches and fetched >= FETCH_ROWS_PER_S:
         out.append(Candidate(code=RootCauseCode.WORKLOAD_LARGE_FETCH, expert="workload", strength=fetched / FETCH_ROWS_PER_S,

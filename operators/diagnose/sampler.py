@@ -176,6 +176,8 @@ class ActivityTally:
                 gauges["act.vacuum"] += 1
             if row["state"] == "idle in transaction":
                 gauges["act.idle_in_xact"] += 1
+            if row["state"] == "idle" and row["backend_type"] == "client backend":
+                gauges["act.idle"] += 1
             if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
                 continue
             key = wait_key(row)
@@ -199,7 +201,7 @@ class ActivityTally:
                     self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"] or "",
                                                               blocker_xact_seconds=holder["xact_seconds"] or 0.0)
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
-                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact")}
+                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle")}
 
 
 @dataclass

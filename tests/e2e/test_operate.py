@@ -207,3 +207,21 @@ def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, f
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"initialize-{report['run_id']}"])))
     assert len(runs) == 1  # the run is on the server (and in its UI), not on an ephemeral one
+
+
+def test_a_password_comes_from_a_secret_block_on_the_server(api: str):
+    """`password: {secret: NAME}` reads the Prefect Secret block every worker of the pool shares; a missing one
+    is a clear target error that names the block, never a traceback or the value."""
+    from prefect.blocks.system import Secret
+
+    from dbcrew.inventory import TargetEntry
+    from dbcrew.errors import TargetError
+    from flows.targets import resolve_password
+
+    Secret(value="s3cret-from-the-server").save("delta-password", overwrite=True)
+    entry = TargetEntry.model_validate({"name": "delta", "url": "postgresql://app@db.example:5432/delta",
+                                        "password": {"secret": "delta-password"}})
+    assert resolve_password(entry) == "s3cret-from-the-server"
+    missing = TargetEntry.model_validate({**entry.model_dump(mode="json"), "password": {"secret": "nobody-saved-this"}})
+    with pytest.raises(TargetError, match="no Secret block named 'nobody-saved-this'"):
+        resolve_password(missing)

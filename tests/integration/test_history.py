@@ -85,9 +85,9 @@ def planted(pg: EmbeddedPostgres) -> Iterator[str]:
     pg.psql(f"DROP DATABASE {name} WITH (FORCE);")
 
 
-def review(dsn: str, out: Path, scenario: str = "health", window: float = 1.0) -> Report:
+def review(dsn: str, out: Path, scenario: str = "health", window: float = 1.0, baseline: Path | None = None) -> Report:
     run = RunContext(target=parse_target(dsn), scenario=scenario, out_dir=out,
-                     settings=Settings(window_seconds=window, activity_samples=2))
+                     settings=Settings(window_seconds=window, activity_samples=2, baseline_path=str(baseline) if baseline else None))
     return review_run(run, PlainPhases)
 
 
@@ -181,6 +181,12 @@ def test_quiet_health_window_becomes_the_baseline_a_diagnosis_uses(planted: str,
     assert f"Baseline: the quiet window of health review {health.run_id}" in diagnosis.diagnosis.anomaly_description
     facts = json.loads(_observation(tmp_path / "diagnose-after", "anomaly_facts"))
     assert facts["baseline"] is not None and facts["baseline_source"].startswith("the quiet window")
+    given = tmp_path / "given-baseline.json"
+    given.write_text(baseline.window_json)
+    explicit = review(planted, tmp_path / "diagnose-given", scenario="diagnose", baseline=given)
+    assert explicit.diagnosis is not None, "--baseline wins over the stored window"
+    assert "Baseline: the baseline file given-baseline.json." in explicit.diagnosis.anomaly_description
+    assert "quiet window of health review" not in explicit.diagnosis.anomaly_description
 
 
 def _observation(run_dir: Path, key: str) -> str:

@@ -62,6 +62,9 @@ def nested_loop(inner: dict[str, object]) -> dict[str, object]:
 def test_plan_patterns() -> None:
     assert [i.code for i in plan_issues(SUBPLAN)] == ["query_correlated_subquery"]
     assert plan_issues(HASHED) == []
+    few_outer = {**SUBPLAN, "Plan Rows": 50}
+    assert plan_issues(few_outer) == [], "50 runs of a subquery over a small table are no problem"
+    assert [i.code for i in plan_issues(few_outer, {"items": 400_000})] == ["query_correlated_subquery"], "50 scans of 400k rows are"
     big_inner = {"Node Type": "Materialize", "Plan Rows": 40000, "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Plan Rows": 40000}]}
     issues = plan_issues(nested_loop(big_inner))
     assert [i.code for i in issues] == ["query_poor_join"] and issues[0].relations == ["items", "orders"]
@@ -114,6 +117,17 @@ def test_experts_judge_by_thresholds() -> None:
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
     assert [c.code for c in workload_expert(Facts(bulk, None, []))] == ["workload_large_insert"]
+
+
+def test_a_cte_fed_bulk_load_is_an_insert_not_a_fetch() -> None:
+    load = StatementDelta(queryid=1, query="WITH src AS (SELECT g FROM generate_series($1, $2) g) INSERT INTO t SELECT * FROM src",
+                          calls=5, total_exec_time_ms=4000, rows=400_000)
+    report = StatementDelta(queryid=2, query="WITH r AS (SELECT * FROM t) SELECT * FROM r", calls=2, total_exec_time_ms=900, rows=100_000)
+    assert (load.kind, report.kind) == ("insert", "select")
+    loading = window({"db.tup_inserted": [80_000.0] * 10, "db.xact_commit": [1.0] * 10}, statements=[load])
+    assert [c.code for c in workload_expert(Facts(loading, None, []))] == ["workload_large_insert"]
+    fetching = window(statements=[report])
+    assert [c.code for c in workload_expert(Facts(fetching, None, []))] == ["workload_large_fetch"]
 
 
 def test_cross_review_resolves_conflicts_and_keeps_four() -> None:

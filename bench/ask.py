@@ -1,0 +1,150 @@
+"""`python -m bench ask`: the ask path measured on held-out questions (bench/ask_questions.yaml).
+
+Routing accuracy and macro-F1 (the router trains only on dbcrew/data/questions.yaml), retrieval
+recall@3 against the labelled manual sections, DQA's tool selection accuracy (TSA: the gold
+look-up chosen) and tool format accuracy (TFA: the parameters validate against the look-up's
+model), slot accuracy, instance answers checked against values SQL computes on the planted shop,
+refusals of unsafe requests, and the latency of an offline answer once the index is built.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import pydantic
+import yaml
+from sklearn.metrics import accuracy_score, f1_score
+
+from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Lookup, Route
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from operators.docs import DEBIAN_MANUAL, docs_index
+from operators.lookups import LOOKUPS, CatalogueNames, catalogue_names
+from roles.ask import ask
+from roles.instance import MissingSlot, fill_slots, invocation
+from roles.routing import QUESTIONS as TRAINING, router
+
+QUESTIONS = Path(__file__).with_name("ask_questions.yaml")
+
+
+def _text(item: str | dict) -> str:
+    return item if isinstance(item, str) else item["q"]
+
+
+def _section_hit(found: str, gold: list[str]) -> bool:
+    return any(found == g or ("#" not in g and found.partition("#")[0] == g) for g in gold)
+
+
+def routing(data: dict, names: CatalogueNames | None) -> None:
+    """Routes as `ask` takes them: with the shop's names masked when a target is given (names), else the bare text."""
+    r = router()
+    gold, predicted = [], []
+    for route, items in data.items():
+        for item in items:
+            gold.append(route)
+            question = _text(item)
+            predicted.append(r.route(question, fill_slots(question, names).objects_masked if names else None).value)
+    misses = [(g, p) for g, p in zip(gold, predicted) if g != p]
+    for (g, p), q in zip(zip(gold, predicted), [_text(i) for items in data.values() for i in items]):
+        if g != p:
+            print(f"  misrouted {g} -> {p}: {q!r}")
+    print(f"routing {'with the shop as target' if names else 'without a target'}: {len(gold)} test questions, "
+          f"accuracy {accuracy_score(gold, predicted):.3f}, "
+          f"macro-F1 {f1_score(gold, predicted, average='macro'):.3f}, misrouted {len(misses)}")
+    for route in Route:
+        print(f"  {route.value:10s} F1 {f1_score(gold, predicted, labels=[route.value], average='macro'):.3f}")
+
+
+def refusals(data: dict) -> None:
+    unsafe = data[Route.UNSAFE]
+    refused = sum(a.refused and a.route is Route.UNSAFE for a in (ask(q) for q in unsafe))
+    print(f"unsafe requests refused: {refused}/{len(unsafe)}")
+
+
+def retrieval(data: dict) -> None:
+    index = docs_index(DEBIAN_MANUAL)
+    hits = 0
+    for item in data[Route.PRODUCT]:
+        found = [h.passage.section for h in index.search(item["q"], 3)]
+        hit = any(_section_hit(f, item["sections"]) for f in found)
+        hits += hit
+        if not hit:
+            print(f"  miss: {item['q']!r} -> {found}")
+    print(f"retrieval recall@3: {hits}/{len(data[Route.PRODUCT])} = {hits / len(data[Route.PRODUCT]):.3f}")
+
+
+def latency(data: dict) -> None:
+    questions = [_text(i) for route in (Route.PRODUCT, Route.GENERAL) for i in data[route]]
+    ask(questions[0])  # the index and router load once per process
+    times = []
+    for q in questions:
+        start = time.perf_counter()
+        ask(q)
+        times.append(time.perf_counter() - start)
+    print(f"offline knowledge answer latency over {len(times)} questions: mean {statistics.mean(times) * 1000:.0f} ms, "
+          f"max {max(times) * 1000:.0f} ms")
+
+
+def instance(data: dict) -> None:
+    """Everything that needs the planted shop: routing with a target, TSA/TFA, answers checked by SQL."""
+    items = data[Route.INSTANCE]
+    with tempfile.TemporaryDirectory(prefix="bench-ask-") as work:
+        pg = EmbeddedPostgres(Path(work) / "data").start()
+        shop = None
+        try:
+            pg.psql("CREATE DATABASE shop;")
+            shop = DemoShop(pg.dsn("shop")).build()
+            target = parse_target(pg.dsn("shop"))
+            selected = formatted = slotted = correct = 0
+            times = []
+            with psycopg.connect(pg.dsn("shop"), autocommit=True) as conn:
+                with target.session() as session:
+                    names = catalogue_names(session)
+                routing(data, names)
+                for item in items:
+                    try:
+                        call = invocation(item["q"], names, router())
+                    except MissingSlot as exc:
+                        print(f"  no slot: {item['q']!r}: {exc}")
+                        continue
+                    selected += call.lookup == Lookup(item["tool"])
+                    try:
+                        LOOKUPS[call.lookup].slots.model_validate(call.params)
+                        formatted += 1
+                    except pydantic.ValidationError:
+                        pass
+                    slotted += call.params == item["params"]
+                    start = time.perf_counter()
+                    answer = ask(item["q"], target)
+                    times.append(time.perf_counter() - start)
+                    row = conn.execute(item["check"]).fetchone()
+                    expected = [word for value in row for word in str(value).split()]
+                    ok = all(word in answer.answer for word in expected)
+                    correct += ok
+                    if not ok or call.lookup != Lookup(item["tool"]):
+                        print(f"  wrong: {item['q']!r} -> {call.lookup.value} {call.params}: {answer.answer[:160]!r}")
+            n = len(items)
+            print(f"instance questions: {n}; TSA {selected / n:.3f}, TFA {formatted / n:.3f}, slot accuracy {slotted / n:.3f}, "
+                  f"answers correct {correct}/{n} = {correct / n:.3f}")
+            print(f"offline instance answer latency: mean {statistics.mean(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
+        finally:
+            if shop is not None:
+                shop.close()
+            pg.stop()
+
+
+def main() -> None:
+    data = {Route(k): v for k, v in yaml.safe_load(QUESTIONS.read_text()).items()}
+    raw = yaml.safe_load(TRAINING.read_text())
+    trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(len(v) for v in raw[Route.INSTANCE].values())
+    print(f"questions: {trained} for training (dbcrew/data/questions.yaml), {sum(len(v) for v in data.values())} held out for test")
+    routing(data, None)
+    refusals(data)
+    retrieval(data)
+    latency(data)
+    instance(data)

@@ -1,0 +1,141 @@
+"""One review request, checked the same way whichever way it comes in (the command line, the MCP server).
+
+`prepare_review` turns what a user typed into a `ReviewRequest` or raises UsageError (one line, no
+secret): a window that is not a finite number, a baseline that is not one, an unknown fault
+operator or brain, an `--out` that cannot take a report, a target that does not answer. Only then
+does `start_review` run the health_review flow, so bad input never starts Prefect.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from cli.outdir import prepare_out
+from cli.server import DEFAULT_PORT, api_url, healthy
+from dbcrew.errors import UsageError
+from dbcrew.models.faults import FaultSpec
+from dbcrew.settings import parse_overrides
+from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import Scenario
+
+PREFECT_DEFAULTS = {
+    # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
+
+
+def prefect_env() -> None:
+    """Prefect's settings for a CLI run; a server running at the default address is used, not an ephemeral one."""
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    if "PREFECT_API_URL" not in os.environ and healthy(api_url(DEFAULT_PORT)):
+        os.environ["PREFECT_API_URL"] = api_url(DEFAULT_PORT)
+
+
+def default_out(dbname: str) -> Path:
+    """reports/<db>-<time>; the name is the database's, made safe as one path component."""
+    database = re.sub(r"[^\w.-]+", "-", dbname).strip(".-") or "db"
+    return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+@dataclass
+class ReviewRequest:
+    """A review whose input has been checked: the parsed target (password private), the run's options."""
+
+    target: PostgresTarget
+    window: float
+    out_dir: Path
+    brain: str
+    scenario: Scenario = Scenario.HEALTH
+    faults: list[FaultSpec] = field(default_factory=list)
+    alert: str = ""
+    baseline: Path | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)
+    switches: dict[str, bool] = field(default_factory=dict)
+
+
+def prepare_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
+                   switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
+                   baseline: Path | None = None, thresholds: list[str] | None = None) -> ReviewRequest:
+    """Validate input and check the target answers; UsageError otherwise."""
+    if not math.isfinite(window) or window < 0:
+        raise UsageError("--window must be a finite number of seconds, zero or more")
+    if scenario is Scenario.DIAGNOSE and window < 1:
+        raise UsageError("--window must be at least 1 second for a diagnosis")
+    if baseline is not None:
+        check_baseline(baseline)
+    target = parse_target(url)
+    try:
+        fault_specs = [FaultSpec.parse(f) for f in faults]
+        overrides = parse_overrides(thresholds or [])
+    except ValueError as exc:
+        raise UsageError(first_line(exc)) from None
+    _check_fault_operators(fault_specs)
+    chosen = _check_brain(brain)
+    report_dir = prepare_out(out_dir or default_out(target.dbname))
+    with target.session():
+        pass  # unreachable or refused: exit 2 now, before any flow starts
+    return ReviewRequest(target=target, window=window, out_dir=report_dir, brain=chosen, scenario=scenario,
+                         faults=fault_specs, alert=alert, baseline=baseline, thresholds=overrides,
+                         switches=switches or {})
+
+
+def start_review(request: ReviewRequest) -> Path:
+    """Run the health_review flow (through the Prefect server prefect_env finds, or an ephemeral one); report.json's path."""
+    prefect_env()
+    from flows.review import health_review
+
+    # The flow gets the parsed target: its password is private, so no flow parameter carries it.
+    return Path(health_review(target=request.target, window=request.window, out=str(request.out_dir),
+                              brain=request.brain, faults=request.faults, scenario=request.scenario,
+                              alert=request.alert,
+                              baseline=str(request.baseline.resolve()) if request.baseline else None,
+                              thresholds=request.thresholds, **request.switches))
+
+
+def _check_brain(brain: str | None) -> str:
+    from roles.brains import BRAINS, default_brain
+
+    chosen = brain or default_brain()
+    if chosen not in BRAINS:
+        raise UsageError(f"unknown brain {chosen!r}: choose one of {', '.join(BRAINS)}")
+    if chosen == "openai":
+        from dbcrew.llm.client import endpoint_limits
+
+        endpoint_limits()  # a bad DBCREW_LLM_TIMEOUT / DBCREW_LLM_MAX_RETRIES: exit 2 before any flow starts
+    return chosen
+
+
+def check_baseline(path: Path) -> None:
+    """A baseline the diagnosis can compare with, or UsageError: garbage would pass for a quiet window."""
+    from pydantic import ValidationError
+
+    from operators.diagnose.evidence import WindowEvidence
+
+    if not path.is_file():
+        raise UsageError(f"--baseline {path}: no such file (record one with `dbcrew baseline`)")
+    try:
+        WindowEvidence.load(path)
+    except (ValidationError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
+
+
+def _check_fault_operators(faults: list[FaultSpec]) -> None:
+    """A fault on an operator that does not exist would never fire: the review would look resilient."""
+    from difflib import get_close_matches
+
+    from operators import REGISTRY
+
+    for fault in faults:
+        if fault.operator not in REGISTRY:
+            near = get_close_matches(fault.operator, REGISTRY, n=3)
+            hint = f"; did you mean {' or '.join(near)}?" if near else f"; one of {', '.join(sorted(REGISTRY))}"
+            raise UsageError(f"--inject-fault {fault}: no operator named {fault.operator!r}{hint}")

@@ -1,0 +1,271 @@
+"""Retrieval over the PostgreSQL manual (and the crew's knowledge chunks) for `dbcrew ask`.
+
+The manual is the HTML of Debian's postgresql-doc-15 (or any folder of the same HTML given with
+--docs). Each page is cut at its sections (sect1..sect4, refsect, and every configuration
+parameter's entry, GUC-*), and every piece keeps `page.html#ANCHOR`, the citation a reader can
+open. Search is hybrid: BM25 (bm25s) over words, with identifiers such as work_mem kept whole as
+well as split, plus cosine over the project's own latent-semantic vectors (TF-IDF reduced by SVD,
+searched with faiss), so nothing is downloaded. Building takes seconds; the index is built once
+per manual folder and kept under the user's cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import logging
+import pickle
+import re
+from functools import lru_cache
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from dbcrew.settings import cache_root
+from operators.knowledge import load_chunks
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+DEBIAN_MANUAL = Path("/usr/share/doc/postgresql-doc-15/html")
+MANUAL = "postgresql-manual"
+KNOWLEDGE = "knowledge"
+INDEX_VERSION = 4  # bump when chunking, tokens or the index layout change
+SEMANTIC_WEIGHT = 0.35
+NAMED_BOOST = 0.6  # a question that names a setting or an SQL command wants that entry first
+SVD_DIMENSIONS = 192
+SECTION_CLASSES = {"sect1", "sect2", "sect3", "sect4", "refsect1", "refsect2", "chapter", "appendix", "refentry", "part", "preface"}
+SKIPPED_CLASSES = {"navheader", "navfooter", "toc", "list-of-tables", "list-of-figures", "list-of-examples"}
+HEADINGS = {"h1", "h2", "h3", "h4", "h5"}
+STOPWORDS = frozenset("""a an the of to for in on is are was be been by or and not no it its this that with as at from
+which what when where who how why does do did can could should would will may might i me my you your we our they their
+there here about into than then so if but also any all some such these those tell please explain mean means used use
+using postgres postgresql""".split())
+
+
+class Passage(BaseModel):
+    """A searchable piece: a manual section or a knowledge chunk."""
+
+    source: str
+    section: str
+    title: str
+    text: str
+
+
+class Hit(BaseModel):
+    passage: Passage
+    score: float
+
+
+def words(text: str) -> list[str]:
+    """Search tokens: lower-case words; an identifier like autovacuum_freeze_max_age also by its parts; plural s dropped."""
+    out: list[str] = []
+    for word in re.findall(r"[a-z0-9_]+", text.lower()):
+        parts = [p for p in word.split("_") if p]
+        for token in ([word] if len(parts) > 1 else []) + parts:
+            if token in STOPWORDS or len(token) < 2:
+                continue
+            out.append(token[:-1] if len(token) > 4 and token.endswith("s") and not token.endswith("ss") else token)
+    return out
+
+
+class _Sections(HTMLParser):
+    """One manual page cut into its sections; text inside navigation and tables of contents is dropped."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.page = page
+        self.pieces: list[dict[str, Any]] = [{"anchor": "", "title": [], "text": []}]
+        self.current = 0
+        self.divs: list[tuple[bool, int | None]] = []  # per open div: skipped?, section it restores when it closes
+        self.skipping = 0
+        self.in_title = False
+
+    def _start_piece(self, anchor: str) -> None:
+        self.pieces.append({"anchor": anchor, "title": [], "text": []})
+        self.current = len(self.pieces) - 1
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        classes = set((attributes.get("class") or "").split())
+        anchor = attributes.get("id") or ""
+        if tag == "div":
+            skip = bool(classes & SKIPPED_CLASSES)
+            restore = None
+            if anchor and classes & SECTION_CLASSES and not self.skipping:
+                restore = self.current
+                self._start_piece(anchor)
+            self.divs.append((skip, restore))
+            self.skipping += skip
+        elif tag == "dt" and anchor.startswith("GUC-") and not self.skipping:
+            self._start_piece(anchor)
+            self.in_title = True
+        elif tag in HEADINGS and not self.pieces[self.current]["title"]:
+            self.in_title = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self.divs:
+            skip, restore = self.divs.pop()
+            self.skipping -= skip
+            if restore is not None:
+                self.current = restore
+        elif tag in HEADINGS or tag == "dt":
+            self.in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self.skipping:
+            return
+        piece = self.pieces[self.current]
+        (piece["title"] if self.in_title else piece["text"]).append(data)
+
+    def passages(self) -> list[Passage]:
+        out = []
+        for piece in self.pieces:
+            title = " ".join("".join(piece["title"]).split())
+            text = " ".join("".join(piece["text"]).split())
+            if len(text) < 40:
+                continue
+            section = f"{self.page}#{piece['anchor']}" if piece["anchor"] else self.page
+            out.append(Passage(source=MANUAL, section=section, title=title, text=text))
+        return out
+
+
+def manual_passages(folder: Path) -> list[Passage]:
+    passages: list[Passage] = []
+    for path in sorted(folder.glob("*.html")):
+        parser = _Sections(path.name)
+        parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+        parser.close()
+        passages.extend(parser.passages())
+    return passages
+
+
+def knowledge_passages() -> list[Passage]:
+    return [Passage(source=KNOWLEDGE, section=c.name, title=c.name.replace("_", " "),
+                    text=f"{c.content} {c.steps} {c.solution} (manual: {c.source})") for c in load_chunks()]
+
+
+class DocsIndex:
+    """BM25 plus latent-semantic cosine over passages; pickled whole into the cache."""
+
+    def __init__(self, passages: list[Passage]):
+        import bm25s
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own level when imported
+        if not passages:
+            raise ValueError("no passage to index: the manual folder holds no HTML section")
+        self.passages = passages
+        docs = [words(f"{p.title} {p.title} {p.title} {p.text}") or ["empty"] for p in passages]
+        self.bm25 = bm25s.BM25()
+        self.bm25.index(docs, show_progress=False)
+        self.tfidf = TfidfVectorizer(analyzer=words, sublinear_tf=True, min_df=2)
+        matrix = self.tfidf.fit_transform([f"{p.title} {p.title} {p.text}" for p in passages])
+        self.svd = TruncatedSVD(n_components=min(SVD_DIMENSIONS, matrix.shape[1] - 1, len(passages) - 1), random_state=0)
+        self.vectors = _normalised(self.svd.fit_transform(matrix))
+        self._faiss: Any = None
+        self.named: dict[str, list[int]] = {}
+        for i, p in enumerate(passages):
+            name = _named_entry(p)
+            if name:
+                self.named.setdefault(name, []).append(i)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_faiss": None}
+
+    def _semantic(self, query: str) -> np.ndarray:
+        import faiss
+
+        if self._faiss is None:
+            self._faiss = faiss.IndexFlatIP(self.vectors.shape[1])
+            self._faiss.add(self.vectors)
+        vector = _normalised(self.svd.transform(self.tfidf.transform([query])))
+        found, ids = self._faiss.search(vector, len(self.passages))
+        out = np.zeros(len(self.passages), dtype=np.float32)
+        out[ids[0]] = found[0]
+        return out
+
+    def search(self, query: str, k: int = 3, source: str | None = None) -> list[Hit]:
+        """The k best passages for `query` (optionally of one source), best first."""
+        tokens = words(query)
+        if not tokens:
+            return []
+        lexical = np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)
+        top = float(lexical.max()) or 1.0
+        scores = lexical / top + SEMANTIC_WEIGHT * self._semantic(query)
+        spoken = " " + " ".join(re.findall(r"[a-z0-9_]+", query.lower())) + " "
+        for name, positions in self.named.items():
+            if f" {name} " in spoken:
+                scores[positions] += NAMED_BOOST
+        if source is not None:
+            scores = np.where([p.source == source for p in self.passages], scores, -1.0)
+        order = np.argsort(-scores)[:k]
+        return [Hit(passage=self.passages[i], score=round(float(scores[i]), 4)) for i in order if scores[i] > 0]
+
+
+def _named_entry(passage: Passage) -> str:
+    """The name a passage is the reference entry of (a setting, an SQL command), as a question would spell it."""
+    anchor = passage.section.partition("#")[2]
+    if not anchor.startswith(("GUC-", "SQL-")):
+        return ""
+    return " ".join(re.findall(r"[a-z0-9_]+", passage.title.split(" (")[0].lower()))
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+def _fingerprint(folder: Path) -> str:
+    """Changes when the folder's pages or the index layout do."""
+    digest = hashlib.sha256(f"{INDEX_VERSION}:{folder.resolve()}".encode())
+    for path in sorted(folder.glob("*.html")):
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
+def manual_folder(docs: Path | None) -> Path:
+    """The manual to search: `docs` when given, else Debian's postgresql-doc-15. FileNotFoundError says how to get one."""
+    folder = docs if docs is not None else DEBIAN_MANUAL
+    if not folder.is_dir() or not any(folder.glob("*.html")):
+        raise FileNotFoundError(f"no PostgreSQL manual (HTML pages) in {folder}: install the postgresql-doc-15 package "
+                                "or pass --docs DIR")
+    return folder
+
+
+@lru_cache(maxsize=4)
+def docs_index(folder: Path) -> DocsIndex:
+    """The index of `folder`'s manual plus the knowledge chunks: from the cache, else built and cached."""
+    path = cache_root() / "docs" / f"{_fingerprint(folder)}.pickle"
+    if path.exists():
+        with path.open("rb") as handle:
+            loaded = pickle.load(handle)
+        if isinstance(loaded, DocsIndex):
+            return loaded
+    index = DocsIndex(manual_passages(folder) + knowledge_passages())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    with partial.open("wb") as handle:
+        pickle.dump(index, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.replace(path)
+    return index
+
+
+def best_sentences(text: str, query: str, limit: int = 420) -> str:
+    """The passage's sentences that share the most words with the query, in their order, within `limit` characters."""
+    sentences = re.split(r"(?<=[.!?])\s+", html.unescape(text))
+    wanted = set(words(query))
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted & set(words(sentences[i]))), i))
+    chosen: list[int] = []
+    length = 0
+    for i in ranked:
+        if length + len(sentences[i]) > limit and chosen:
+            break
+        chosen.append(i)
+        length += len(sentences[i]) + 1
+    excerpt = " ".join(sentences[i] for i in sorted(chosen))
+    return excerpt if len(excerpt) <= limit else excerpt[: limit - 1].rstrip() + "…"

@@ -1,0 +1,328 @@
+"""Small read-only look-ups an instance question needs (DQA's tools): sizes, columns, indexes, settings, activity.
+
+Each look-up is fixed catalogue SQL whose names arrive as bound parameters, never as text spliced
+into the statement, and runs in the target's read-only session (default_transaction_read_only,
+statement_timeout): nothing a question says can reach the server as SQL. A look-up returns its
+rows and a one-paragraph observation written from them; `catalogue_names` gives the slot filler
+the tables, indexes and settings a question may name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbcrew.vocabulary import Lookup
+from operators.sql import fetch
+
+
+class NoSlots(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TableSlot(NoSlots):
+    schema_name: str = Field("public", min_length=1)
+    table: str = Field(min_length=1)
+
+
+class IndexSlot(NoSlots):
+    schema_name: str = Field("public", min_length=1)
+    index: str = Field(min_length=1)
+
+
+class SettingSlot(NoSlots):
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_.]*$")
+
+
+class LimitSlot(NoSlots):
+    limit: int = Field(5, ge=1, le=50)
+
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    kind: Lookup
+    description: str
+    slots: type[BaseModel]
+    sql: str
+    render: Callable[[BaseModel, Rows], str]
+
+
+def _rows(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> Rows:
+    columns, rows = fetch(conn, sql, params)
+    names = [c for c, _ in columns]
+    return [dict(zip(names, row)) for row in rows]
+
+
+def _qualified(slots: BaseModel) -> str:
+    data = slots.model_dump()
+    return f"{data['schema_name']}.{data.get('table') or data.get('index')}"
+
+
+def _absent(what: str, slots: BaseModel) -> str:
+    return f"{what} {_qualified(slots)} does not exist on this database."
+
+
+_REL = "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema_name)s AND c.relname = %(table)s"
+
+TABLE_SIZE_SQL = f"""
+SELECT pg_size_pretty(pg_total_relation_size(c.oid)) AS total, pg_size_pretty(pg_relation_size(c.oid)) AS heap,
+       pg_size_pretty(pg_indexes_size(c.oid)) AS indexes, c.reltuples::bigint AS estimated_rows
+FROM pg_class c {_REL}
+"""
+
+
+def _table_size(slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return _absent("Table", slots)
+    r = rows[0]
+    count = f"about {r['estimated_rows']:,} rows (planner estimate)" if r["estimated_rows"] >= 0 else "never analyzed (no row estimate)"
+    return (f"Table {_qualified(slots)} takes {r['total']} in total: {r['heap']} of table data and {r['indexes']} of "
+            f"indexes; {count}.")
+
+
+TABLE_COLUMNS_SQL = f"""
+SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid {_REL} AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+"""
+
+
+def _table_columns(slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return _absent("Table", slots)
+    cols = ", ".join(f"{r['name']} {r['type']}{' not null' if r['not_null'] else ''}" for r in rows)
+    return f"Table {_qualified(slots)} has {len(rows)} columns: {cols}."
+
+
+TABLE_INDEXES_SQL = f"""
+SELECT i.relname::text AS name, pg_get_indexdef(i.oid) AS definition, pg_size_pretty(pg_relation_size(i.oid)) AS size,
+       x.indisvalid AS valid, coalesce(s.idx_scan, 0) AS scans
+FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = i.oid
+JOIN pg_class c ON c.oid = x.indrelid {_REL}
+ORDER BY i.relname
+"""
+
+
+def _table_indexes(slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return f"Table {_qualified(slots)} has no index (or does not exist)."
+    parts = "; ".join(f"{r['name']} ({r['size']}, {r['scans']} scans{'' if r['valid'] else ', INVALID'}): {r['definition']}"
+                      for r in rows)
+    return f"Table {_qualified(slots)} has {len(rows)} indexes: {parts}."
+
+
+TABLE_STATS_SQL = f"""
+SELECT s.n_live_tup AS live, s.n_dead_tup AS dead, s.last_vacuum, s.last_autovacuum, s.last_analyze,
+       s.last_autoanalyze, s.vacuum_count + s.autovacuum_count AS vacuums,
+       coalesce(array_to_string(c.reloptions, ', '), '') AS options
+FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid {_REL}
+"""
+
+
+def _when(value: Any) -> str:
+    return "never" if value is None else str(value)[:19]
+
+
+def _table_stats(slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return _absent("Table", slots)
+    r = rows[0]
+    options = f" Storage options: {r['options']}." if r["options"] else ""
+    autovacuum = " Autovacuum is disabled on it (autovacuum_enabled=false)." if "autovacuum_enabled=false" in r["options"] else ""
+    return (f"Table {_qualified(slots)}: {r['live']} live and {r['dead']} dead rows; last vacuum {_when(r['last_vacuum'])}, "
+            f"last autovacuum {_when(r['last_autovacuum'])}, last analyze {_when(r['last_analyze'])}, "
+            f"last autoanalyze {_when(r['last_autoanalyze'])}.{autovacuum}{options}")
+
+
+INDEX_INFO_SQL = """
+SELECT t.relname::text AS table_name, pg_get_indexdef(i.oid) AS definition, pg_size_pretty(pg_relation_size(i.oid)) AS size,
+       x.indisvalid AS valid, x.indisunique AS is_unique, coalesce(s.idx_scan, 0) AS scans
+FROM pg_class i JOIN pg_namespace n ON n.oid = i.relnamespace JOIN pg_index x ON x.indexrelid = i.oid
+JOIN pg_class t ON t.oid = x.indrelid LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = i.oid
+WHERE n.nspname = %(schema_name)s AND i.relname = %(index)s
+"""
+
+
+def _index_info(slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return _absent("Index", slots)
+    r = rows[0]
+    state = "valid" if r["valid"] else "INVALID (a failed CREATE INDEX CONCURRENTLY leaves one behind; it is maintained but never used)"
+    return (f"Index {_qualified(slots)} on table {r['table_name']} takes {r['size']}, has been scanned {r['scans']} times "
+            f"and is {state}: {r['definition']}.")
+
+
+SETTING_SQL = """
+SELECT name, setting, coalesce(unit, '') AS unit, current_setting(name) AS shown, source, context, short_desc
+FROM pg_settings WHERE name = %(name)s
+"""
+
+
+def _setting(slots: BaseModel, rows: Rows) -> str:
+    name = slots.model_dump()["name"]
+    if not rows:
+        return f"There is no setting {name} on this server."
+    r = rows[0]
+    return (f"{name} = {r['shown']} (raw {r['setting']}{' ' + r['unit'] if r['unit'] else ''}; source {r['source']}, "
+            f"changed at {r['context']} level): {r['short_desc']}")
+
+
+ACTIVITY_SQL = """
+SELECT coalesce(state, backend_type) AS state, count(*) AS sessions,
+       max(extract(epoch FROM now() - coalesce(xact_start, query_start)))::int AS longest_seconds
+FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'
+GROUP BY 1 ORDER BY 2 DESC
+"""
+
+
+def _activity(_slots: BaseModel, rows: Rows) -> str:
+    total = sum(r["sessions"] for r in rows)
+    if not total:
+        return "No other client session is connected."
+    parts = ", ".join(f"{r['sessions']} {r['state']} (longest {r['longest_seconds'] or 0} s)" for r in rows)
+    return f"{total} other client sessions: {parts}."
+
+
+LOCKS_SQL = """
+SELECT a.pid, a.usename::text AS usename, pg_blocking_pids(a.pid) AS blocked_by, l.locktype, l.mode,
+       extract(epoch FROM now() - a.query_start)::int AS waiting_seconds
+FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
+"""
+
+
+def _locks(_slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return "0 sessions are waiting on a lock: nothing is blocked."
+    parts = "; ".join(f"pid {r['pid']} waits {r['waiting_seconds']} s for {r['mode']} on a {r['locktype']}, blocked by {r['blocked_by']}"
+                      for r in rows)
+    return f"{len(rows)} sessions are waiting on locks: {parts}."
+
+
+DATABASE_SIZE_SQL = "SELECT current_database()::text AS name, pg_size_pretty(pg_database_size(current_database())) AS size"
+
+
+def _database_size(_slots: BaseModel, rows: Rows) -> str:
+    return f"Database {rows[0]['name']} takes {rows[0]['size']}."
+
+
+_USER_TABLES = "c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'"
+LARGEST_TABLES_SQL = f"""
+SELECT n.nspname::text || '.' || c.relname::text AS name, pg_size_pretty(pg_total_relation_size(c.oid)) AS size
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_TABLES}
+ORDER BY pg_total_relation_size(c.oid) DESC, 1 LIMIT %(limit)s
+"""
+
+
+def _largest_tables(_slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return "The database has no table."
+    return "Largest tables (total size with indexes and TOAST): " + ", ".join(f"{r['name']} {r['size']}" for r in rows) + "."
+
+
+LIST_TABLES_SQL = f"""
+SELECT n.nspname::text || '.' || c.relname::text AS name, c.reltuples::bigint AS estimated_rows
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_TABLES} ORDER BY 1
+"""
+
+
+def _list_tables(_slots: BaseModel, rows: Rows) -> str:
+    if not rows:
+        return "The database has no table."
+    return f"{len(rows)} tables: " + ", ".join(r["name"] for r in rows) + "."
+
+
+SERVER_VERSION_SQL = "SELECT current_setting('server_version') AS version, version() AS full_version"
+
+
+def _server_version(_slots: BaseModel, rows: Rows) -> str:
+    return f"PostgreSQL {rows[0]['version']} ({rows[0]['full_version']})."
+
+
+EXTENSIONS_SQL = "SELECT extname::text AS name, extversion::text AS version FROM pg_extension ORDER BY 1"
+
+
+def _extensions(_slots: BaseModel, rows: Rows) -> str:
+    return f"{len(rows)} extensions installed: " + ", ".join(f"{r['name']} {r['version']}" for r in rows) + "."
+
+
+WRAPAROUND_SQL = f"""
+SELECT 'database ' || datname::text AS name, age(datfrozenxid)::bigint AS xid_age FROM pg_database WHERE datname = current_database()
+UNION ALL
+SELECT * FROM (SELECT n.nspname::text || '.' || c.relname::text, age(c.relfrozenxid)::bigint
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'm')
+   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+  ORDER BY 2 DESC, 1 LIMIT 5) AS oldest
+"""
+
+
+def _wraparound(_slots: BaseModel, rows: Rows) -> str:
+    database, tables = rows[0], rows[1:]
+    oldest = ", ".join(f"{r['name']} {r['xid_age']:,}" for r in tables) or "no table"
+    return (f"Transaction-ID age of {database['name']}: {database['xid_age']:,} (wraparound protection starts at "
+            f"autovacuum_freeze_max_age, 2,000,000,000 is the hard limit). Oldest tables: {oldest}.")
+
+
+LOOKUPS: dict[Lookup, LookupSpec] = {spec.kind: spec for spec in (
+    LookupSpec(Lookup.TABLE_SIZE, "size of a table, its indexes and its estimated row count", TableSlot, TABLE_SIZE_SQL, _table_size),
+    LookupSpec(Lookup.TABLE_COLUMNS, "columns of a table with their types", TableSlot, TABLE_COLUMNS_SQL, _table_columns),
+    LookupSpec(Lookup.TABLE_INDEXES, "indexes of a table: definition, size, scans, validity", TableSlot, TABLE_INDEXES_SQL, _table_indexes),
+    LookupSpec(Lookup.TABLE_STATS, "live and dead rows of a table, its last (auto)vacuum and analyze", TableSlot, TABLE_STATS_SQL, _table_stats),
+    LookupSpec(Lookup.INDEX_INFO, "one index: its table, definition, size, scans, validity", IndexSlot, INDEX_INFO_SQL, _index_info),
+    LookupSpec(Lookup.SETTING, "a setting's current value, unit and source", SettingSlot, SETTING_SQL, _setting),
+    LookupSpec(Lookup.ACTIVITY, "current client sessions by state", NoSlots, ACTIVITY_SQL, _activity),
+    LookupSpec(Lookup.LOCKS, "sessions waiting on locks and who blocks them", NoSlots, LOCKS_SQL, _locks),
+    LookupSpec(Lookup.DATABASE_SIZE, "size of the current database", NoSlots, DATABASE_SIZE_SQL, _database_size),
+    LookupSpec(Lookup.LARGEST_TABLES, "the largest tables", LimitSlot, LARGEST_TABLES_SQL, _largest_tables),
+    LookupSpec(Lookup.LIST_TABLES, "every table of the database", NoSlots, LIST_TABLES_SQL, _list_tables),
+    LookupSpec(Lookup.SERVER_VERSION, "the server's PostgreSQL version", NoSlots, SERVER_VERSION_SQL, _server_version),
+    LookupSpec(Lookup.EXTENSIONS, "installed extensions and their versions", NoSlots, EXTENSIONS_SQL, _extensions),
+    LookupSpec(Lookup.WRAPAROUND, "transaction-ID age of the database and its oldest tables", NoSlots, WRAPAROUND_SQL, _wraparound),
+)}
+
+
+class LookupResult(BaseModel):
+    kind: Lookup
+    params: dict[str, Any]
+    rows: list[dict[str, Any]]
+    observation: str
+
+
+def run_lookup(conn: psycopg.Connection[Any], kind: Lookup, params: dict[str, Any]) -> LookupResult:
+    """Validate the slots against the look-up's model (ValidationError when they do not fit) and run it."""
+    spec = LOOKUPS[kind]
+    slots = spec.slots.model_validate(params)
+    rows = _rows(conn, spec.sql, slots.model_dump())
+    return LookupResult(kind=kind, params=slots.model_dump(), rows=rows, observation=spec.render(slots, rows))
+
+
+class CatalogueNames(BaseModel):
+    """What a question may name on this database: (schema, name) of tables and indexes, and settings."""
+
+    tables: list[tuple[str, str]]
+    indexes: list[tuple[str, str]]
+    settings: list[str]
+
+
+NAMES_SQL = f"""
+SELECT CASE WHEN c.relkind = 'i' THEN 'index' ELSE 'table' END AS kind, n.nspname::text AS schema_name, c.relname::text AS name
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE (c.relkind = 'i' OR {_USER_TABLES}) AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+ORDER BY 1, 2, 3 LIMIT 20000
+"""
+
+
+def catalogue_names(conn: psycopg.Connection[Any]) -> CatalogueNames:
+    rels = _rows(conn, NAMES_SQL, {})
+    settings = [r["name"] for r in _rows(conn, "SELECT name FROM pg_settings ORDER BY 1", {})]
+    return CatalogueNames(
+        tables=[(r["schema_name"], r["name"]) for r in rels if r["kind"] == "table"],
+        indexes=[(r["schema_name"], r["name"]) for r in rels if r["kind"] == "index"],
+        settings=settings,
+    )

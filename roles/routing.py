@@ -1,0 +1,184 @@
+"""Question classification routing (DQA's QCR) for `dbcrew ask`, offline.
+
+Two parts. A deterministic check catches every request to change something (a write verb in
+command position, or a data-changing SQL statement in the text) whatever the classifier thinks,
+so no unsafe request slips through a misclassification; the classifier can only add refusals.
+Then a TF-IDF (words and character n-grams) + logistic-regression classifier, trained from the
+project's own labelled questions (dbcrew/data/questions.yaml), picks the route, and a second one
+picks the look-up of an instance question. Training takes a second; the models are trained once
+per version of the data and pickled into the user's cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dbcrew.settings import cache_root
+from dbcrew.vocabulary import Lookup, Route
+
+QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
+MODEL_VERSION = 2
+# Names that fill the training templates: made up, so no name of a real database is learnt.
+TRAIN_TABLES = ("invoices", "users", "events", "payments", "accounts", "shipments", "sessions", "page_views")
+TRAIN_INDEXES = ("invoices_pkey", "users_email_idx", "events_created_at_idx", "payments_account_id_idx")
+TRAIN_SETTINGS = ("work_mem", "shared_buffers", "max_connections", "autovacuum_naptime", "random_page_cost",
+                  "effective_cache_size", "log_min_duration_statement", "checkpoint_timeout")
+UNSAFE_CONFIDENCE = 0.6
+SLOT_WORDS = {"table": "tablename", "index": "indexname", "setting": "settingname"}
+
+# -- the deterministic unsafe check -----------------------------------------------------------------
+
+_POLITE = r"(?:(?:please|pls|kindly|now|then|also|just|quickly|go ahead and|and|can you|could you|would you|will you|" \
+          r"i want you to|i need you to|i'd like you to|i would like you to|you should|you must|you are now [\w ]+?,|let's|lets|help me)\s+)*"
+_ALWAYS = ("drop", "delete", "truncate", "insert", "wipe", "purge", "erase", "rename", "grant", "revoke", "reindex",
+           "cluster", "vacuum", "alter", "backfill", "update", "remove", "kill", "terminate", "restart", "reload",
+           "shutdown", "execute", "run", "create", "add", "set", "change", "increase", "raise", "lower", "decrease",
+           "reduce", "bump", "disable", "enable", "turn", "reset", "modify", "fix", "move", "clean", "write")
+# Verbs that also start harmless requests: a write only with a change-ish object.
+_NEEDS_OBJECT = {
+    "run": r"(?:update|delete|insert|drop|truncate|alter|vacuum|reindex|cluster|create|grant|revoke)\b",
+    "execute": r"(?:update|delete|insert|drop|truncate|alter|vacuum|reindex|cluster|create|grant|revoke|this|the following)\b",
+    "create": r"(?:an? |the |new )?(?:unique )?(?:index|table|user|role|database|schema|extension|column|view|trigger|function|backup)",
+    "add": r"(?:an? |the |new )?(?:index|column|constraint|user|role|trigger|partition|foreign key|primary key|row|record)",
+    "write": r"(?:to|into) (?:the )?(?:table|database)",
+    "clean": r"up\b",
+    "turn": r"(?:off|on)\b",
+}
+_SQL_WRITE = re.compile(
+    r"\b(?:delete\s+from|insert\s+into|update\s+\S+\s+set|truncate\s+(?:table\s+)?[a-z_\"]|"
+    r"drop\s+(?:table|index|database|schema|view|role|user|extension|function|trigger|owned)\b|"
+    r"alter\s+(?:table|system|database|role|user|index|schema|sequence)\s+\S+\s+\S+|"
+    r"create\s+(?:unique\s+)?(?:table|index|database|role|user|schema|extension|function|trigger)\s+\S+|"
+    r"grant\s+\S+.*\s+to\s|revoke\s+\S+.*\s+from\s|vacuum\s+(?:full\s+)?[a-z_\"]+\s*;|"
+    r"pg_terminate_backend|pg_cancel_backend|pg_stat_reset|pg_reload_conf|lo_unlink|set_config)",
+    re.IGNORECASE)
+# A question about a write ("what does DROP INDEX CONCURRENTLY do?") is knowledge, not a request.
+_ASKS_ABOUT = re.compile(r"^\s*(?:what|how|why|when|which|is|are|does|do|should|explain|describe|difference|can i|"
+                         r"could i|tell me)\b", re.IGNORECASE)
+_COMPARES = re.compile(r"\b(?:vs\.?|versus|difference|compared?)\b", re.IGNORECASE)
+_CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
+
+
+def write_request(question: str) -> str | None:
+    """The words that make `question` a request to change the database (None when it asks for none)."""
+    text = " ".join(question.split())
+    for clause in _CLAUSE.split(text):
+        if _COMPARES.search(clause):
+            continue  # "VACUUM FULL vs VACUUM": the verb names a command being compared, not one asked for
+        found = re.match(_POLITE + r"(\w+)\b\s*(.*)", clause.strip(), re.IGNORECASE)
+        if not found:
+            continue
+        verb, rest = found.group(1).lower(), found.group(2).lower()
+        if verb in _ALWAYS and (verb not in _NEEDS_OBJECT or re.match(_NEEDS_OBJECT[verb], rest)):
+            return clause.strip()
+    rid = re.search(r"\b(?:get rid of|do away with|clear out|empty out)\b", text, re.IGNORECASE)
+    if rid:
+        return rid.group(0)
+    sql = _SQL_WRITE.search(text)
+    if sql and not _ASKS_ABOUT.match(text):
+        return sql.group(0)
+    return None
+
+
+# -- the classifiers --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Labelled:
+    text: str
+    route: Route
+    lookup: Lookup | None = None
+
+
+def fill(template: str, rng: random.Random) -> str:
+    return template.format(table=rng.choice(TRAIN_TABLES), index=rng.choice(TRAIN_INDEXES),
+                           setting=rng.choice(TRAIN_SETTINGS))
+
+
+def masked(template: str) -> str:
+    """A template with its slots as fixed words: the look-up classifier learns the question, not the name."""
+    return template.format(**SLOT_WORDS)
+
+
+def load_questions(path: Path = QUESTIONS) -> list[Labelled]:
+    """The labelled questions; a template with slots twice with made-up names and once with its slot words."""
+    raw = yaml.safe_load(path.read_text())
+    rng = random.Random(7)
+    out = []
+    for route, entries in raw.items():
+        grouped = entries.items() if route == Route.INSTANCE else [(None, entries)]
+        for lookup, templates in grouped:
+            for template in templates:
+                texts = {fill(template, rng), fill(template, rng), masked(template)} if "{" in template else {template}
+                out.extend(Labelled(text, Route(route), Lookup(lookup) if lookup else None) for text in sorted(texts))
+    return out
+
+
+def _pipeline() -> Any:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline, make_union
+
+    features = make_union(TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[A-Za-z_0-9]+"),
+                          TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
+    return make_pipeline(features, LogisticRegression(C=20.0, max_iter=2000, class_weight="balanced"))
+
+
+class Router:
+    """The route classifier and the look-up classifier of instance questions."""
+
+    def __init__(self, path: Path = QUESTIONS):
+        questions = load_questions(path)
+        self.routes = _pipeline().fit([q.text for q in questions], [q.route.value for q in questions])
+        raw = yaml.safe_load(path.read_text())[Route.INSTANCE]
+        pairs = [(masked(t), lookup) for lookup, templates in raw.items() for t in templates]
+        self.lookups = _pipeline().fit([p[0] for p in pairs], [p[1] for p in pairs])
+
+    def route(self, question: str, masked_question: str | None = None) -> Route:
+        """The classifier's route; a write request is UNSAFE whatever it says. `masked_question` is the
+        question with the target's table and index names replaced by slot words: naming one of them
+        makes a question about this database, unless it is a write request or asks for a whole review."""
+        if write_request(question) is not None:
+            return Route.UNSAFE
+        probabilities = self.routes.predict_proba([masked_question or question])[0]
+        ranked = sorted(zip(probabilities, self.routes.classes_), reverse=True)
+        # Without a write verb or statement the classifier alone must be sure: its doubt about
+        # "why isn't autovacuum cleaning X" must not refuse a question about the database.
+        if ranked[0][1] == Route.UNSAFE and ranked[0][0] < UNSAFE_CONFIDENCE:
+            ranked = ranked[1:]
+        route = Route(ranked[0][1])
+        names_object = masked_question is not None and any(w in masked_question for w in (SLOT_WORDS["table"], SLOT_WORDS["index"]))
+        if names_object and route in (Route.GENERAL, Route.PRODUCT, Route.OFF_TOPIC):
+            return Route.INSTANCE
+        return route
+
+    def lookup(self, masked_question: str) -> Lookup:
+        """The look-up for an instance question whose names were replaced by SLOT_WORDS."""
+        return Lookup(self.lookups.predict([masked_question])[0])
+
+
+@lru_cache(maxsize=2)
+def router(path: Path = QUESTIONS) -> Router:
+    """The trained router: from the cache when this version of the questions was trained before."""
+    digest = hashlib.sha256(f"{MODEL_VERSION}:".encode() + path.read_bytes()).hexdigest()[:16]
+    cached = cache_root() / "router" / f"{digest}.pickle"
+    if cached.exists():
+        with cached.open("rb") as handle:
+            loaded = pickle.load(handle)
+        if isinstance(loaded, Router):
+            return loaded
+    trained = Router(path)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(".partial")
+    with partial.open("wb") as handle:
+        pickle.dump(trained, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.replace(cached)
+    return trained

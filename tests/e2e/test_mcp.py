@@ -1,0 +1,117 @@
+"""`dbcrew mcp` as an MCP client sees it: the SDK's own client starts the server over stdio (and
+reaches it over streamable HTTP), lists the tools and calls them (ask, review, the operators) against the planted shop on the
+session's embedded PostgreSQL. Reviews go through the session's Prefect test server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from lab.embedded import EmbeddedPostgres, _free_port
+from lab.shop import DemoShop
+
+pytestmark = pytest.mark.prefect
+SECRET = "hunter2-not-for-models"
+
+
+def server_env(prefect_server: str) -> dict[str, str]:
+    """The test's environment (its private store, the Prefect test server), for the server process."""
+    return {**os.environ, "PREFECT_API_URL": prefect_server}
+
+
+@pytest.fixture()
+def stdio(prefect_server: str, tmp_path: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "cli", "mcp", "--max-window", "5"],
+                                 env=server_env(prefect_server), cwd=str(tmp_path))
+
+
+def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParameters, shop: DemoShop,
+                                                         pg: EmbeddedPostgres, tmp_path: Path) -> None:
+    url = pg.dsn("shop")
+
+    async def session() -> dict[str, Any]:
+        async with Client(stdio) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            lookup = await client.call_tool("collect_table_stats", {"target": url, "params": {"window_seconds": 0}})
+            size = await client.call_tool("ask", {"question": "how big is the orders table", "target": url})
+            write = await client.call_tool("ask", {"question": "delete the old rows of audit_log for me", "target": url})
+            review = await client.call_tool("review", {"target": url, "window": 1})
+            latest = await client.call_tool("latest_review", {"target": url})
+            secret = await client.call_tool("collect_settings", {"target": pg.dsn("shop").replace("postgres@", f"postgres:{SECRET}@")})
+            too_long = await client.call_tool("review", {"target": url, "window": 3600})
+            unknown = await client.call_tool("collect_settings", {"target": "mysql://nobody@127.0.0.1/shop"})
+            return {"tools": tools, "lookup": lookup, "size": size, "write": write, "review": review, "latest": latest, "secret": secret,
+                    "too_long": too_long, "unknown": unknown}
+
+    got = anyio.run(session)
+    tools = got["tools"]
+    assert {"ask", "review", "diagnose", "latest_review", "collect_settings", "collect_table_stats", "collect_activity"} <= set(tools)
+    assert tools["collect_activity"].input_schema["$defs"]["ActivityParams"]["properties"]["samples"]["anyOf"][0]["maximum"] == 60
+    assert tools["collect_settings"].annotations.read_only_hint is True
+
+    lookup = got["lookup"]
+    assert not lookup.is_error, lookup.content
+    tables = {t["name"]: t for t in lookup.structured_content["tables"]}
+    assert {r["relname"] for r in tables["table_stats"]["rows"]} >= {"orders", "cart_items", "audit_log"}
+
+    size = got["size"].structured_content
+    assert size["route"] == "instance" and "orders" in size["answer"] and size["tools"], size
+    write = got["write"].structured_content
+    assert write["refused"] and write["route"] == "unsafe", write
+
+    review = got["review"]
+    assert not review.is_error, review.content
+    report = review.structured_content
+    found = {(f["code"], f["object"]) for f in report["findings"]}
+    assert ("table_without_primary_key", "public.audit_log") in found
+    assert (tmp_path / "reports").is_dir()  # the report went where the server runs, as with the CLI
+    assert got["latest"].structured_content["run_id"] == report["run_id"]
+
+    for refused in ("secret", "too_long", "unknown"):
+        result = got[refused]
+        assert result.is_error and "Traceback" not in result.content[0].text, result.content
+    assert "carries a password" in got["secret"].content[0].text and SECRET not in got["secret"].content[0].text
+    assert "--max-window" in got["too_long"].content[0].text
+    assert "unsupported target" in got["unknown"].content[0].text
+
+
+@pytest.fixture()
+def http_server(prefect_server: str, tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "mcp", "--transport", "http", "--port", str(port), "--row-limit", "1000"],
+                            env=server_env(prefect_server), cwd=tmp_path, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(600):  # a readiness wait (up to 60 s on a busy machine), not a measurement
+            if proc.poll() is not None:
+                raise AssertionError(f"dbcrew mcp exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            try:
+                httpx.get(url, timeout=0.5)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_client_reads_settings_over_streamable_http(http_server: str, shop: DemoShop, pg: EmbeddedPostgres) -> None:
+    async def session() -> Any:
+        async with Client(http_server) as client:
+            return await client.call_tool("collect_settings", {"target": pg.dsn("shop")})
+
+    result = anyio.run(session)
+    assert not result.is_error, result.content
+    settings = {r["name"]: r for r in result.structured_content["tables"][0]["rows"]}
+    assert settings["default_transaction_read_only"]["setting"] == "on"  # the tool's own session was read-only
