@@ -4,7 +4,9 @@ When a worker's alert is broadcast, every worker pauses (running tasks finish, n
 and reports; the monitor then sees the whole crew's state compacted to key facts: which tasks are
 done, failed, skipped, were running or wait, and the failing task's error, log tail, attempt
 history and reflection. A pipeline leaf yields an instruction the tasker applies at once; a logic
-leaf yields recommendations and sends the planner back to re-plan (gap narrow).
+leaf yields recommendations and sends the planner back to re-plan (gap narrow). An instruction
+that already failed twice on a task is escalated: the planner re-plans with the alert, the
+worker's reflection, the global state and the recommendations (the tasker calls `escalate`).
 """
 
 from __future__ import annotations

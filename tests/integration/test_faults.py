@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
 import pytest
 
+from lab.outside import locked, terminating
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
 from dbcrew.models.faults import FaultSpec
@@ -23,17 +20,6 @@ from roles.review import review as review_run
 from tests.integration.test_recovery import review
 
 LOCKED = "orders"
-
-
-@contextmanager
-def locked(dsn: str, table: str) -> Iterator[int]:
-    """Another session holding `table` ACCESS EXCLUSIVE (a migration, VACUUM FULL, CLUSTER) until the block ends; its PID."""
-    with psycopg.connect(dsn, application_name="migration") as conn:
-        conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-        try:
-            yield conn.info.backend_pid
-        finally:
-            conn.rollback()
 
 
 def test_a_table_locked_for_the_whole_review_costs_that_table_only(shop: DemoShop, tmp_path: Path):
@@ -65,31 +51,9 @@ def test_a_lock_taken_after_the_held_set_was_read_is_retried_without_it(shop: De
     assert LOCKED not in relnames and "customers" in relnames
 
 
-@contextmanager
-def terminating(dsn: str, older_than: float) -> Iterator[list[int]]:
-    """An administrator (or a pooler) ending every review session older than `older_than` seconds, until the block ends; the PIDs it ended."""
-    ended: list[int] = []
-    stop = threading.Event()
-
-    def run() -> None:
-        with psycopg.connect(dsn, autocommit=True, application_name="terminator") as conn:
-            while not stop.wait(0.05):
-                ended.extend(row[0] for row in conn.execute(
-                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
-                    " AND backend_start < clock_timestamp() - make_interval(secs => %s)", (older_than,)).fetchall())
-
-    thread = threading.Thread(target=run, name="terminator")
-    thread.start()
-    try:
-        yield ended
-    finally:
-        stop.set()
-        thread.join()
-
-
 def test_sessions_terminated_mid_review_are_resumed_with_full_coverage(shop: DemoShop, tmp_path: Path):
     settings = Settings(window_seconds=2.0, activity_samples=4)
-    with terminating(shop.dsn, older_than=0.4) as ended:
+    with terminating(shop.dsn, every=0.05, older_than=0.4) as ended:
         report = review_run(RunContext(target=parse_target(shop.dsn), settings=settings, out_dir=tmp_path), PlainPhases)
     assert ended  # the window's samplers live longer than 0.4 s: each was ended at least once
     assert (report.phases.alerts, report.phases.instructions) == (0, 0)
