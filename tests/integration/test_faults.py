@@ -91,6 +91,7 @@ def test_an_instruction_that_failed_twice_becomes_a_replan_that_carries_the_glob
     assert "The crew's global state when it paused" in next(p for p in asked if p.startswith("A worker failed"))
     # The planner removed what no instruction could fix (it stays failed, with its error); everything else ran.
     assert [(e.kind.value, e.task_id, e.source) for e in report.edits] == [("remove", "check_checkpoints", "replan")]
+    assert report.declined and "### Re-plan edits not applied" in (tmp_path / "report.md").read_text()
     coverage = {c.check: c for c in report.coverage}
     assert coverage["check_checkpoints"].status.value == "failed" and "Connection refused" in coverage["check_checkpoints"].reason
     assert {c.status.value for name, c in coverage.items() if name != "check_checkpoints"} == {"ran"}
