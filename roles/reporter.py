@@ -48,7 +48,8 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         elif outcome is None:
             entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
         elif outcome.status is TaskStatus.DONE:
-            seen = "; ".join(p for p in (outcome.observation.partial if outcome.observation else "", *inherited_partials(op, ops, outcomes)) if p)
+            seen = "; ".join(dict.fromkeys(p for p in (outcome.observation.partial if outcome.observation else "",
+                                                      *inherited_partials(op, ops, outcomes)) if p))
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
@@ -98,7 +99,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits,
+        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits, declined=review.rejected,
         ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,

@@ -87,6 +87,7 @@ class Phases(BaseModel):
     reused_tasks: int = Field(0, description="completed tasks a re-plan kept instead of running again")
     reexecuted_tasks: int = Field(0, description="task runs a recovery caused: reruns and replacements")
     lessons_applied: int = Field(0, description="plan edits taken from long-term memory before the first run")
+    regenerations: int = Field(0, description="re-plan proposals asked again because the gap-narrow rules refused some of their edits")
 
 
 class LlmUsage(BaseModel):
@@ -209,6 +210,8 @@ class Report(BaseModel):
     summary: str = ""
     decisions: list[Decision] = Field(default_factory=list)
     edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
+    declined: list[str] = Field(default_factory=list, description="re-plan edits not applied: refused by the gap-narrow rules"
+                                " (after regeneration) or dropped as not improving the plan, each with why")
     ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
     notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")

@@ -7,7 +7,7 @@ from collections import Counter
 from dbcrew.llm.base import Brain
 from dbcrew.models import AgentSpec, CatalogueEntry, Finding, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
-from dbcrew.models.report import CoverageEntry, CoverageStatus
+from dbcrew.models.report import CoverageEntry, CoverageStatus, GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
 from roles.playbooks import EXPERT_PREFIX, PLAYBOOKS, agent_for, diagnose_team, strategy_from_operators, team_for, wire
 
@@ -50,7 +50,7 @@ class RulesBrain(Brain):
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
         return []
 
-    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]:
+    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
         return [Recommendation(action=action, task_id=alert.task_id, detail=f"{leaf}: {alert.message}")]
 
     def replan(self, request: ReplanRequest) -> Strategy:
