@@ -1,9 +1,9 @@
 """`python -m bench llm`: what an LLM diagnosis costs through the scripted OpenAI-compatible server.
 
 One real window (an embedded server under an injected flood of small inserts, against its idle
-baseline) is diagnosed by a scripted competent team (three experts: each looks at the abnormal
-metrics, every metric series, the waits, the statements and the knowledge, then proposes a cause
-citing the window's real values). The server counts tokens from the request's size (about four
+baseline) is diagnosed by a scripted competent team (three experts: each looks at every metric
+series, the waits, the statements and the knowledge in one turn of parallel tool calls, then
+proposes a cause citing the window's real values). The server counts tokens from the request's size (about four
 characters a token), so the table shows what the prompts weigh with RCAgent's snapshot keys
 (observations cut at DBCREW_LLM_OBSERVATION_CHARS' default) and without them (every observation
 whole), and the latency of one call through the real `openai` client.
@@ -53,12 +53,13 @@ class TimedClient(LlmClient):
 
 
 def script(record: FactsRecord, experts: int) -> list[Reply]:
-    """A competent expert's turns, once per expert: observe, then propose the flood with its real values."""
+    """A competent expert's two turns, once per expert: four observations at once (parallel tool calls;
+    the abnormal metrics are in its task), then the flood proposed with its real values."""
     cited = [{"metric": m, "stat": "mean", "value": round(metric_stat(record.window, record.baseline, m, "mean") or 0.0, 1)}
              for m in ("db.tup_inserted", "db.xact_commit")]
-    turns = [("abnormal_metrics", {}), ("metrics", {}), ("waits", {}), ("statements", {}), ("knowledge", {"query": "many small inserts"}),
-             ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})]
-    return [Reply(tool_calls=[turn]) for _ in range(experts) for turn in turns]
+    observe = [("observe", {"what": w}) for w in ("metrics", "waits", "statements")] + [("observe", {"what": "knowledge", "query": "many small inserts"})]
+    propose = ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})
+    return [reply for _ in range(experts) for reply in (Reply(tool_calls=observe), Reply(tool_calls=[propose]))]
 
 
 def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int) -> tuple[LlmDiagnosis, list[float]]:

@@ -3,8 +3,8 @@
 Each POST to /v1/chat/completions takes the next scripted reply: a content string (wrapped in a
 chat completion), native tool calls, an HTTP status with an error body, or a delay longer than the
 client's timeout. Usage is 100 prompt and 20 completion tokens a call, or, with `measure_usage`,
-the request's and the reply's size in tokens (about four characters each), so a bench can see what
-a prompt costs.
+the request's and the reply's size in tokens (about four characters each: the messages, and the tool
+specs and response format an endpoint bills with them), so a bench can see what a prompt costs.
 Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
 garbage, for an endpoint that answers garbage through a whole review.
 """
@@ -61,7 +61,8 @@ class ScriptedServer:
                             {"id": f"call_{len(script.requests)}_{i}", "type": "function",
                              "function": {"name": name, "arguments": json.dumps(args)}}
                             for i, (name, args) in enumerate(reply.tool_calls)]
-                    prompt, completion = (approx_tokens(json.dumps(body["messages"])), approx_tokens(json.dumps(message))) \
+                    billed = {k: body[k] for k in ("messages", "tools", "response_format") if k in body}
+                    prompt, completion = (approx_tokens(json.dumps(billed)), approx_tokens(json.dumps(message))) \
                         if script.measure_usage else (100, 20)
                     payload = {
                         "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": body["model"],

@@ -18,7 +18,7 @@ from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import Capability, LlmClient, Render, ResponseCache, endpoint_capability
 from dbcrew.models import RootCause
 from dbcrew.models.report import LlmDiagnosis
-from dbcrew.vocabulary import Cause, RootCauseCode
+from dbcrew.vocabulary import Cause
 from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
 from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
@@ -29,6 +29,7 @@ from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
 from roles.diagnosis.tools import DiagnosisTools, Snapshots
 
+SHOWN_ABNORMAL = 8  # in the task prompt; every call of the conversation carries it
 NEW_CAUSE_CONFIDENCE = 0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
 
 
@@ -109,9 +110,12 @@ def owned_codes(expert: str) -> list[str]:
 
 
 def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, object]:
+    """What every expert starts from: the alert, the baseline, the strongest abnormal metrics (the
+    rest are one `observe abnormal` away) and the rules' causes."""
+    strongest = sorted(record.abnormal, key=lambda m: -abs(m.z))[:SHOWN_ABNORMAL]
     return {"alert": record.alert or "no alert text", "baseline": record.baseline_source or "none",
-            "abnormal": [f"{m.name} {m.baseline_median:.4g} -> {m.window_median:.4g}" for m in record.abnormal[:12]],
-            "rules": [str(c.code) for c in rules], "codes": sorted({*RootCauseCode, *experts_by_code()})}
+            "abnormal": [f"{m.name} {m.baseline_median:.3g} -> {m.window_median:.3g}, z {m.z:.0f}" for m in strongest],
+            "more": len(record.abnormal) - len(strongest), "rules": [str(c.code) for c in rules]}
 
 
 def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:

@@ -25,7 +25,7 @@ import json_repair
 from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew.llm.base import BrainError
-from dbcrew.llm.client import Capability, Completion, LlmClient, Render, ResponseCache, strip_fences
+from dbcrew.llm.client import Capability, Completion, LlmClient, Render, ResponseCache, ToolCall, strip_fences
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
 from roles.diagnosis.tools import PROPOSE, DiagnosisTools
@@ -113,27 +113,33 @@ class Controller:
             self.tally.paid(completion)
             if not completion.cached:
                 self.budget.spend(completion.prompt_tokens, completion.completion_tokens)
-            call_id, action, error = self._action(completion)
-            messages.append(_assistant(completion, call_id))
-            if action is None:
-                self.tally.regenerations += 1
-                messages.append(self._reply(call_id, "invalid", error=error))
-                continue
-            if action.action == PROPOSE:
-                try:
-                    return Proposal.model_validate(action.args).causes
-                except ValidationError as exc:
+            turn = self._actions(completion)
+            messages.append(_assistant(completion, [call_id for call_id, _, _ in turn]))
+            proposed: list[ProposedCause] | None = None
+            observed: list[tuple[int, str, str]] = []
+            for call_id, action, error in turn:
+                if action is not None and action.action == PROPOSE:
+                    try:
+                        proposed = Proposal.model_validate(action.args).causes
+                        continue
+                    except ValidationError as exc:
+                        action, error = None, _first_error(exc)
+                if action is None:
                     self.tally.regenerations += 1
-                    messages.append(self._reply(call_id, "invalid", error=_first_error(exc)))
+                    messages.append(self._reply(call_id, "invalid", error=error))
                     continue
-            reply, observation = self._observe(call_id, action, seen)
-            if observation and self.tools.limit:
+                reply, observation = self._observe(call_id, action, seen)
+                messages.append(reply)
+                if observation:
+                    observed.append((len(messages) - 1, action.action, observation))
+            if proposed is not None:
+                return proposed
+            if observed and self.tools.limit:
                 for index, tool, text in shown:
                     key = self.tools.snapshots.keep(text)
                     messages[index] = self._reply(messages[index].get("tool_call_id", ""), "observation", tool=tool,
                                                   text=f"[stored as {key}: call expand with key {key!r} to read it again]")
-                shown = [(len(messages), action.action, observation)]
-            messages.append(reply)
+                shown = observed
         raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
 
     def _observe(self, call_id: str, action: Action, seen: set[str]) -> tuple[dict[str, Any], str]:
@@ -154,27 +160,37 @@ class Controller:
         self.tally.snapshots += cut
         return self._reply(call_id, "observation", tool=action.action, text=text), whole
 
-    def _action(self, completion: Completion) -> tuple[str, Action | None, str]:
-        """(the tool call's id or '', the action, why there is none)."""
+    def _actions(self, completion: Completion) -> list[tuple[str, Action | None, str]]:
+        """Every action of the model's turn as (the tool call's id or '', the action, why there is
+        none): an endpoint may answer with several tool calls at once (parallel tool calls), and
+        observing them in one turn costs one call instead of several."""
         if completion.tool_calls:
-            call = completion.tool_calls[0]
-            try:
-                args, repaired = parse_json(call.arguments or "{}")
-            except ValueError as exc:
-                return call.id, None, f"the arguments of {call.name} are not JSON ({exc})"
-            self.tally.repairs += repaired
-            return call.id, Action(action=call.name, args=args if isinstance(args, dict) else {}), ""
+            return [self._tool_action(call) for call in completion.tool_calls]
+        return [self._text_action(completion.text)]
+
+    def _tool_action(self, call: ToolCall) -> tuple[str, Action | None, str]:
         try:
-            value, repaired = parse_json(completion.text)
+            args, repaired = parse_json(call.arguments or "{}")
+        except ValueError as exc:
+            return call.id, None, f"the arguments of {call.name} are not JSON ({exc})"
+        self.tally.repairs += repaired
+        name, args = self.tools.resolve(call.name, args if isinstance(args, dict) else {})
+        return call.id, Action(action=name, args=args), ""
+
+    def _text_action(self, text: str) -> tuple[str, Action | None, str]:
+        try:
+            value, repaired = parse_json(text)
         except ValueError as exc:
             return "", None, str(exc)
         self.tally.repairs += repaired
         if isinstance(value, dict) and "causes" in value and "action" not in value:
             value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
         try:
-            return "", Action.model_validate(value), ""
+            action = Action.model_validate(value)
         except ValidationError as exc:
             return "", None, _first_error(exc)
+        name, args = self.tools.resolve(action.action, action.args)
+        return "", action.model_copy(update={"action": name, "args": args}), ""
 
     def _reply(self, call_id: str, kind: str, **context: Any) -> dict[str, Any]:
         text = self.render("diagnose_feedback.j2", {"kind": kind, "tool": "", "text": "", "error": "", "tools": self.tools.names(),
@@ -182,13 +198,13 @@ class Controller:
         return {"role": "tool", "tool_call_id": call_id, "content": text} if call_id else {"role": "user", "content": text}
 
 
-def _assistant(completion: Completion, call_id: str) -> dict[str, Any]:
-    """The model's turn as the next request repeats it: with only the tool call the controller answers."""
-    if not call_id:
+def _assistant(completion: Completion, call_ids: list[str]) -> dict[str, Any]:
+    """The model's turn as the next request repeats it: with the tool calls the controller answers."""
+    if not any(call_ids):
         return {"role": "assistant", "content": completion.text}
-    call = next(c for c in completion.tool_calls if c.id == call_id)
     return {"role": "assistant", "content": completion.text or None,
-            "tool_calls": [{"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}
+            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                           for c in completion.tool_calls if c.id in call_ids]}
 
 
 def _step_format() -> dict[str, Any]:

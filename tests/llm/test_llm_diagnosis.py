@@ -98,11 +98,12 @@ def test_rules_find_the_insert_flood(rules: list[RootCause]):
 
 
 def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(server, record, rules):
-    server.replies += [tool("abnormal_metrics"), tool("metrics", names=["db.tup_inserted", "db.xact_commit"]),
-                       tool("waits"), tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED])]
+    server.replies += [tool("observe", what="abnormal"),
+                       Reply(tool_calls=[("observe", {"what": "metrics", "names": ["db.tup_inserted", "db.xact_commit"]}), ("waits", {})]),
+                       tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED])]
     causes, report = diagnoser(server).diagnose(record, rules)
-    assert report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 4
-    assert (report.prompt_tokens, report.completion_tokens) == (400, 80)
+    assert report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 3  # two observations in one turn
+    assert (report.prompt_tokens, report.completion_tokens) == (300, 60)
     assert report.accepted == ["workload: workload_many_inserts", "workload: lock_contention"]
     assert report.rejected == ["workload: cpu_contention: cites db.tup_inserted mean = 95000, observed 3e+04"]
     by_code = {c.code: c for c in causes}
@@ -111,8 +112,12 @@ def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(s
     assert by_code["workload_many_inserts"].evidence["llm"][0]["expert"] == "workload"
     assert by_code["lock_contention"].confidence == 0.7 and by_code["lock_contention"].evidence["source"] == "llm"
     first = server.requests[0]
-    assert {t["function"]["name"] for t in first["tools"]} >= {"metrics", "waits", "knowledge", "expand", "propose_causes"}
-    assert server.requests[1]["messages"][-1]["role"] == "tool"
+    assert [t["function"]["name"] for t in first["tools"]] == ["observe", "expand", "propose_causes"]
+    codes = first["tools"][2]["function"]["parameters"]["properties"]["causes"]["items"]["properties"]["code"]["enum"]
+    assert "cpu_contention" in codes and "cpu_contention" not in first["messages"][1]["content"]  # the vocabulary stated once
+    parallel = server.requests[2]["messages"]
+    assert [m["role"] for m in parallel[-3:]] == ["assistant", "tool", "tool"] and len(parallel[-3]["tool_calls"]) == 2
+    assert "[stored as obs-" in parallel[3]["content"] or len(parallel[3]["content"]) < 1_200  # the older turn folded or short
 
 
 def test_fenced_broken_unknown_repeated_and_hallucinated_answers_are_handled(server, record, rules):
@@ -153,7 +158,7 @@ def test_time_out_falls_back_to_the_rules_and_stops(server, record, rules):
 
 
 def test_budget_exhausted_stops_cleanly_with_the_rules_answer(server, record, rules):
-    server.replies += [tool("waits"), tool("abnormal_metrics"), tool("tables")]
+    server.replies += [tool("waits"), tool("observe", what="abnormal"), tool("tables")]
     causes, report = diagnoser(server, calls=2).diagnose(record, rules)
     assert causes == rules and report.stopped == "calls: 2 of 2 spent" and report.calls == 2 and len(server.requests) == 2
     assert report.fallbacks == ["workload: budget ran out (calls: 2 of 2 spent)"]
