@@ -29,6 +29,7 @@ from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
 from roles.diagnosis.tools import DiagnosisTools, Snapshots
 
+JOIN_SHARE = 0.25  # an expert the alert does not name joins when it explains this share of the abnormal metrics
 SHOWN_ABNORMAL = 8  # in the task prompt; every call of the conversation carries it
 NEW_CAUSE_CONFIDENCE = 0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
 
@@ -88,21 +89,31 @@ class LlmDiagnoser:
         out.accepted = [f"{expert}: {cause.code}" for expert, cause in accepted]
         out.calls, out.cached, out.prompt_tokens, out.completion_tokens = tally.calls, tally.cached, tally.prompt_tokens, tally.completion_tokens
         out.tool_calls, out.snapshots, out.repairs, out.regenerations = tally.tool_calls, tally.snapshots, tally.repairs, tally.regenerations
+        out.reflections, out.backtracks = tally.reflections, tally.backtracks
         out.corrections = dict(tally.corrections)
         return merge(rules, accepted), out
 
 
 def team_for(record: FactsRecord, size: int) -> list[str]:
-    """At most `size` of the experts the alert and the abnormal metrics call in (all without a
-    baseline), the strongest called first: alert words count twice, each abnormal metric once."""
+    """At most `size` experts, sized by what the anomaly needs (every expert costs its own conversation):
+    the experts the alert names and the strongest one, then, greedily, the expert explaining the most abnormal metrics the
+    team does not yet explain, while it explains at least JOIN_SHARE of all the abnormal metrics.
+    Without a baseline nothing is abnormal: every expert is engaged, ranked by the alert's words."""
     engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
     words = {w.strip(".,:;()[]\"'").lower() for w in record.alert.split()}
-
-    def pull(expert: str) -> int:
-        prefixes, keywords = EXPERT_SIGNALS[expert]
-        return 2 * len(words & set(keywords)) + sum(m.name.startswith(prefixes) for m in record.abnormal)
-
-    return sorted(engaged, key=lambda e: -pull(e))[:size]
+    named = {e for e in engaged if words & set(EXPERT_SIGNALS[e][1])}
+    explains = {e: {m.name for m in record.abnormal if m.name.startswith(EXPERT_SIGNALS[e][0])} for e in engaged}
+    if not record.abnormal:
+        return sorted(engaged, key=lambda e: e not in named)[:size]
+    team: list[str] = []
+    explained: set[str] = set()
+    while len(team) < size and (left := [e for e in engaged if e not in team]):
+        best = max(left, key=lambda e: (e in named, len(explains[e] - explained)))
+        if team and best not in named and len(explains[best] - explained) < max(1.0, JOIN_SHARE * len(record.abnormal)):
+            break
+        team.append(best)
+        explained |= explains[best]
+    return team
 
 
 def owned_codes(expert: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""RCAgent's controller: one expert's Thought/Action/Observation loop against the endpoint.
+"""RCAgent's controller: one expert's Thought/Action/Observation turns against the endpoint, as
+D-Bot's tree search (tree.py: reflect, score, backtrack).
 
 Per endpoint capability the model acts through native tool calls, through JSON constrained by a
 schema, or through JSON asked for in the prompt; all three end in the same `Action`. The
@@ -8,8 +9,9 @@ controller, not the model, keeps the loop sane:
 - an unknown tool or an action repeated with the same arguments gets a corrective message, not an
   observation, and both are counted;
 - an observation longer than the limit is cut behind a snapshot key (DiagnosisTools), and once a
-  newer one arrives an older observation is shown by its key alone: each call carries one full
-  observation, not the whole history of them (without a limit nothing is cut or folded);
+  newer turn observes, an older turn's observations are shown by their keys alone: each call carries
+  one turn's observations, not the whole history of them (without a limit nothing is cut or folded);
+- several tool calls in one turn (parallel tool calls) are all answered: one call, not several;
 - every call is paid from the diagnosis's budget first (BudgetExhausted stops the loop between calls),
   and answered from the response cache when the same request was asked before.
 """
@@ -28,7 +30,8 @@ from dbcrew.llm.base import BrainError
 from dbcrew.llm.client import Capability, Completion, LlmClient, Render, ResponseCache, ToolCall, strip_fences
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
-from roles.diagnosis.tools import PROPOSE, DiagnosisTools
+from roles.diagnosis.tools import PROPOSE, REFLECT, DiagnosisTools
+from roles.diagnosis.tree import Node, Search
 
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
 
@@ -41,6 +44,12 @@ class Action(BaseModel):
 
 class Proposal(BaseModel):
     causes: list[ProposedCause]
+
+
+class Reflection(BaseModel):
+    hypothesis: str = ""
+    score: float = Field(ge=0, le=1)
+    note: str = ""
 
 
 class GaveUp(BrainError):
@@ -59,6 +68,8 @@ class Tally:
     snapshots: int = 0
     repairs: int = 0
     regenerations: int = 0
+    reflections: int = 0
+    backtracks: int = 0
     corrections: Counter[str] = field(default_factory=Counter)
 
     def paid(self, completion: Completion) -> None:
@@ -94,19 +105,19 @@ class Controller:
     cache: ResponseCache | None = None
 
     def run_expert(self, expert: str, context: dict[str, Any], sample: int = 0) -> list[ProposedCause]:
-        """The causes one expert proposes. BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
+        """The causes one expert proposes after a tree search of at most `steps` calls (tree.py).
+        BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
         native = self.capability is Capability.TOOLS
         specs = self.tools.specs()
-        messages: list[dict[str, Any]] = [
+        search = Search(Node(messages=[
             {"role": "system", "content": self.render("diagnose_system.j2", {"native_tools": native, "tools": specs})},
             {"role": "user", "content": self.render("diagnose_expert.j2", {**context, "expert": expert})},
-        ]
-        seen: set[str] = set()
-        shown: list[tuple[int, str, str]] = []  # (message index, tool, observation) still shown in full
+        ]))
+        node, pending = search.root, []  # pending: the backtrack lesson the next request carries
         for _ in range(self.budget.limits.steps):
             self.budget.check()
             completion = self.client.complete(
-                messages, tools=specs if native else None,
+                node.messages + pending, tools=specs if native else None,
                 response_format=_step_format() if self.capability is Capability.JSON_SCHEMA else None,
                 temperature=SAMPLING_TEMPERATURE if sample else 0.0, timeout=self.budget.remaining_seconds(),
                 cache=self.cache, sample=sample)
@@ -114,33 +125,58 @@ class Controller:
             if not completion.cached:
                 self.budget.spend(completion.prompt_tokens, completion.completion_tokens)
             turn = self._actions(completion)
-            messages.append(_assistant(completion, [call_id for call_id, _, _ in turn]))
-            proposed: list[ProposedCause] | None = None
-            observed: list[tuple[int, str, str]] = []
-            for call_id, action, error in turn:
-                if action is not None and action.action == PROPOSE:
-                    try:
+            node = search.expand(node)
+            node.messages += [*pending, _assistant(completion, [call_id for call_id, _, _ in turn])]
+            pending = []
+            proposed = self._answer(node, turn)
+            if proposed is not None and not search.low(node):
+                return proposed
+            if proposed is not None:
+                search.candidates.append((node.score, proposed))
+            if search.low(node) and (proposed is not None or node.scored):
+                self.tally.backtracks += 1
+                node = search.backtrack(node)
+                pending = [self._reply("", "backtrack", abandoned=search.abandoned)]
+        best = search.best_candidate()
+        if best is None:
+            raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
+        return best
+
+    def _answer(self, node: Node, turn: list[tuple[str, Action | None, str]]) -> list[ProposedCause] | None:
+        """Answer every action of a turn into `node` (observations, reflections, corrections); the
+        proposal when the turn made a valid one. The observations of earlier turns fold to their keys."""
+        proposed: list[ProposedCause] | None = None
+        observed: list[tuple[int, str, str]] = []
+        for call_id, action, error in turn:
+            if action is not None and action.action in (PROPOSE, REFLECT):
+                try:
+                    if action.action == PROPOSE:
                         proposed = Proposal.model_validate(action.args).causes
                         continue
-                    except ValidationError as exc:
-                        action, error = None, _first_error(exc)
-                if action is None:
-                    self.tally.regenerations += 1
-                    messages.append(self._reply(call_id, "invalid", error=error))
+                    reflection = Reflection.model_validate(action.args)
+                except ValidationError as exc:
+                    action, error = None, _first_error(exc)
+                else:
+                    node.score, node.hypothesis, node.note, node.scored = reflection.score, reflection.hypothesis, reflection.note, True
+                    self.tally.reflections += 1
+                    node.messages.append(self._reply(call_id, "reflected", score=reflection.score))
                     continue
-                reply, observation = self._observe(call_id, action, seen)
-                messages.append(reply)
-                if observation:
-                    observed.append((len(messages) - 1, action.action, observation))
-            if proposed is not None:
-                return proposed
-            if observed and self.tools.limit:
-                for index, tool, text in shown:
-                    key = self.tools.snapshots.keep(text)
-                    messages[index] = self._reply(messages[index].get("tool_call_id", ""), "observation", tool=tool,
-                                                  text=f"[stored as {key}: call expand with key {key!r} to read it again]")
-                shown = observed
-        raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
+            if action is None:
+                self.tally.regenerations += 1
+                node.messages.append(self._reply(call_id, "invalid", error=error))
+                continue
+            reply, observation = self._observe(call_id, action, node.seen)
+            node.messages.append(reply)
+            if observation:
+                observed.append((len(node.messages) - 1, action.action, observation))
+                node.observed.append(action.action)
+        if observed and self.tools.limit:
+            for index, tool, text in node.shown:
+                key = self.tools.snapshots.keep(text)
+                node.messages[index] = self._reply(node.messages[index].get("tool_call_id", ""), "observation", tool=tool,
+                                                   text=f"[stored as {key}: call expand with key {key!r} to read it again]")
+            node.shown = observed
+        return proposed
 
     def _observe(self, call_id: str, action: Action, seen: set[str]) -> tuple[dict[str, Any], str]:
         """(the message answering the action, the observation's whole text or '' for a correction)."""

@@ -76,7 +76,7 @@ class DiagnosisTools:
 
     def names(self) -> list[str]:
         """What an action may name: the tools, and a view directly (`waits` for `observe` what=waits)."""
-        return [OBSERVE, *VIEWS, EXPAND, PROPOSE]
+        return [OBSERVE, *VIEWS, EXPAND, REFLECT, PROPOSE]
 
     @staticmethod
     def resolve(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -139,7 +139,7 @@ class DiagnosisTools:
         raise KeyError(name)
 
 
-OBSERVE, EXPAND = "observe", "expand"
+OBSERVE, EXPAND, REFLECT = "observe", "expand", "reflect"
 VIEWS = ("abnormal", "metrics", "waits", "statements", "plans", "tables", "settings", "knowledge")
 
 
@@ -166,6 +166,10 @@ def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
                                   "limit": {"type": "integer"}, "query": {"type": "string"}}}),
         EXPAND: ("Read a cut or stored observation on.",
                  {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}}}),
+        REFLECT: ("Score your line of inquiry: `hypothesis` (a code), `score` 0-1 (how well the observations support it), "
+                  "`note`. Below 0.4 the search backtracks to its best earlier point.",
+                  {"type": "object", "required": ["hypothesis", "score"], "properties": {
+                      "hypothesis": {"type": "string"}, "score": {"type": "number"}, "note": {"type": "string"}}}),
         PROPOSE: ("Finish: causes citing observed values (a wait share: metric wait:<prefix>, stat share).",
                   {"type": "object", "required": ["causes"], "properties": {"causes": {"type": "array", "items": cause}}}),
     }
