@@ -218,6 +218,22 @@ def test_response_cache_answers_a_repeated_diagnosis_without_calls(server, recor
     assert first[0] == second[0] and (second[1].calls, second[1].cached) == (0, 2) and len(server.requests) == 2
 
 
+def test_response_cache_persists_across_runs_in_its_directory(server, record, rules, tmp_path):
+    server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
+    first = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
+    stored = sorted(tmp_path.glob("*.json"))
+    assert len(stored) == 2 and not any(API_KEY in p.read_text() or "hunter2" in p.read_text() for p in stored)
+    again = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)  # a new process's cache
+    assert again[0] == first[0] and (again[1].calls, again[1].cached) == (0, 2) and len(server.requests) == 2
+    for path in stored:
+        path.write_text("{damaged")
+    server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
+    third = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
+    assert third[0] == first[0] and third[1].calls == 2
+    readable = [p for p in tmp_path.glob("*.json") if p.read_text().startswith("{\"")]
+    assert len(readable) == 2  # the first request's answer rewritten; the second request differs (new tool-call id)
+
+
 def test_self_consistency_keeps_the_codes_most_samples_voted_for(server, record, rules):
     server.replies += [tool("propose_causes", causes=[INSERTS, LOCKS]), tool("propose_causes", causes=[INSERTS]),
                        tool("propose_causes", causes=[INSERTS, LOCKS])]
