@@ -113,6 +113,8 @@ class LlmDiagnosis(BaseModel):
     snapshots: int = Field(0, description="observations too long to show whole: a head and a key to expand shown instead")
     repairs: int = Field(0, description="answers json-repair made parseable without asking again")
     regenerations: int = Field(0, description="answers asked for again because they could not be used")
+    reflections: int = Field(0, description="lines of inquiry the experts scored (D-Bot's tree search)")
+    backtracks: int = Field(0, description="low-scoring branches abandoned for a better earlier point of the search")
     corrections: dict[str, int] = Field(default_factory=dict, description="corrective messages sent: unknown_tool, repeated_action")
     accepted: list[str] = Field(default_factory=list, description="'expert: code' proposals that passed the guard and the vote")
     rejected: list[str] = Field(default_factory=list, description="'expert: code: why' proposals the hallucination guard refused")
