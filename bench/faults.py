@@ -199,7 +199,7 @@ def main(argv: Sequence[str] = ()) -> None:
                 results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
                     failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
-        external_lines = external(shop, work, CONFIGS)
+        external_lines = external(shop, pg, work, CONFIGS)
     finally:
         if shop is not None:
             shop.close()

@@ -112,6 +112,8 @@ class Thresholds(BaseModel):
     replication_lag_warning_seconds: float = 60.0
     replication_lag_critical_seconds: float = 600.0
     slot_retained_critical_bytes: int = Field(2**30, description="an inactive slot retaining more WAL: critical")
+    slot_inactive_grace_seconds: float = Field(300.0, ge=0, description="a slot inactive for less (PostgreSQL 17+): its replica is"
+                                               " restarting or failing over; named in the coverage, not a finding yet")
     bloat_warning_ratio: float = Field(0.40, description="estimated wasted share of a relation (postgres-checkup)")
     bloat_critical_ratio: float = 0.80
     bloat_min_wasted_bytes: int = Field(8 * 2**20, description="less waste is not worth a rebuild")

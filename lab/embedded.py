@@ -121,9 +121,16 @@ class EmbeddedPostgres:
         self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-w", "-t", "60", "start"])
         return self
 
+    def is_running(self) -> bool:
+        return (self.datadir / "postmaster.pid").exists()
+
     def stop(self) -> None:
-        if (self.datadir / "postmaster.pid").exists():
+        if self.is_running():
             self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+
+    def restart(self) -> None:
+        """`pg_ctl restart -m fast`: every session ended, new ones refused until the server is up again."""
+        self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-m", "fast", "-w", "-t", "60", "restart"])
 
     def standby(self, datadir: Path, name: str) -> EmbeddedPostgres:
         """A hot standby of this server, streaming through its own physical slot `<name>_slot`.

@@ -1,7 +1,8 @@
 """Faults thrown at a review from outside the product, by other sessions of the same server.
 
 What production does to a review: a migration holding a table ACCESS EXCLUSIVE, an administrator
-or a pooler ending sessions, a role with a tight statement_timeout. Each is a context manager
+or a pooler ending sessions, a role with a tight statement_timeout, a restart, a privilege
+revoked, a replica going away. Each is a context manager
 that injects the fault for as long as the block (the review) runs. Used by the integration tests
 and `bench faults`; they write only to the lab's own database, never through the review.
 """
@@ -9,7 +10,7 @@ and `bench faults`; they write only to the lab's own database, never through the
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -58,3 +59,31 @@ def role_setting(dsn: str, role: str, name: str, value: str) -> Iterator[None]:
             yield
         finally:
             conn.execute(sql.SQL("ALTER ROLE {} RESET {}").format(sql.Identifier(role), sql.Identifier(name)))
+
+
+@contextmanager
+def later(after: float, action: Callable[[], None]) -> Iterator[threading.Thread]:
+    """`action()` once, `after` seconds into the block (an administrator acting mid-review); waited for at its end."""
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: stop.wait(after) or action(), name="outside")
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextmanager
+def revoking(dsn: str, group: str, role: str, after: float) -> Iterator[None]:
+    """`REVOKE group FROM role` `after` seconds into the block; granted back after it."""
+    def revoke() -> None:
+        with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
+            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(role)))
+
+    try:
+        with later(after, revoke):
+            yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role)))

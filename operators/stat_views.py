@@ -38,7 +38,8 @@ SELECT datname::text, numbackends, xact_commit, xact_rollback, blks_read, blks_h
        tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted,
        conflicts, temp_files, temp_bytes, deadlocks, blk_read_time::float8, blk_write_time::float8,
        stats_reset, extract(epoch FROM now() - coalesce(stats_reset, pg_postmaster_start_time()))::float8
-         AS stats_age_seconds
+         AS stats_age_seconds,
+       extract(epoch FROM pg_postmaster_start_time())::float8 AS server_started
 FROM pg_stat_database WHERE datname = current_database()
 """,
     keys=("datname",),
@@ -46,6 +47,7 @@ FROM pg_stat_database WHERE datname = current_database()
         "xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
         "tup_inserted", "tup_updated", "tup_deleted", "conflicts", "temp_files", "temp_bytes",
         "deadlocks", "blk_read_time", "blk_write_time",
+        "server_started",  # its delta is not 0 when the server restarted during the window (operators/checks/database.py)
     ),
 )
 

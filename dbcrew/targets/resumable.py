@@ -7,28 +7,40 @@ ended every few seconds it never finished. Through a `Resumable`, each read is o
 when the server ended the connection, a new session is opened and only that read runs again;
 what the collector gathered before stays. A connection that dies before completing one read after
 a reconnect is not progress: the error goes to the worker (and the monitor) as before.
+
+A restart (`pg_ctl restart -m fast`, a failover) ends the session and then refuses new ones for a
+while ("the database system is shutting down / starting up", connection refused): the reconnect
+waits for the server with doubling pauses, for at most `wait` seconds (the run's
+target_wait_seconds), before the error goes to the worker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
+
+from dbcrew import stopping
+from dbcrew.errors import TargetError
 
 if TYPE_CHECKING:
     from dbcrew.targets.postgres import PostgresTarget
 
 T = TypeVar("T")
 MAX_RECONNECTS = 100  # a bound on a run whose sessions are ended faster than it reads
+FIRST_PAUSE = 0.1
+MAX_PAUSE = 1.0  # a restart takes about a second: a longer pause only adds to the wait
 
 
 class Resumable:
     """One logical session over as many server sessions as it takes; `reconnects` says how many."""
 
-    def __init__(self, target: PostgresTarget, **connect: Any):
+    def __init__(self, target: PostgresTarget, *, wait: float = 0.0, **connect: Any):
         self._target = target
+        self._wait = wait
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
         self._reads_on_conn = 0
@@ -38,7 +50,7 @@ class Resumable:
         """`read(conn)` on the live session; once more on a new one when the server ended it during the read."""
         while True:
             if self._conn is None:
-                self._conn = self._target.connect(**self._connect)
+                self._conn = self._reconnect() if self.reconnects else self._target.connect(**self._connect)
                 self._reads_on_conn = 0
             conn = self._conn
             try:
@@ -55,6 +67,19 @@ class Resumable:
             self._reads_on_conn += 1
             return result
 
+    def _reconnect(self) -> psycopg.Connection[Any]:
+        """A new session after the server ended the last one, waiting (bounded) while it restarts."""
+        started = time.monotonic()
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return self._target.connect(**self._connect)
+            except TargetError:
+                left = self._wait - (time.monotonic() - started)
+                if left <= 0 or stopping.pause(min(pause, left)):
+                    raise
+                pause = min(pause * 2, MAX_PAUSE)
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -70,8 +95,8 @@ def resumed_note(reconnects: int) -> str:
 
 
 @contextmanager
-def resumable(target: PostgresTarget, **connect: Any) -> Iterator[Resumable]:
-    session = Resumable(target, **connect)
+def resumable(target: PostgresTarget, *, wait: float = 0.0, **connect: Any) -> Iterator[Resumable]:
+    session = Resumable(target, wait=wait, **connect)
     try:
         yield session
     finally:

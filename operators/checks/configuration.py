@@ -17,7 +17,7 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check
-from operators.checks.database import judged_hit_ratio, requested_checkpoint_share
+from operators.checks.database import CACHE_SQL, judged_hit_ratio, requested_checkpoint_share
 from operators.registry import OperatorContext
 
 KB = 1024
@@ -110,8 +110,8 @@ def _symptoms(ctx: OperatorContext) -> dict[str, str]:
     found: dict[str, str] = {}
     ws, t = ctx.workspace, ctx.settings.thresholds
     if ws.has("database_stats"):
-        for row in ws.query("SELECT blks_hit_delta AS hit, blks_read_delta AS read, temp_bytes_delta AS temp FROM database_stats"):
-            ratio = judged_hit_ratio(row["hit"], row["read"], t)
+        for row in ws.query(CACHE_SQL.format(more=", temp_bytes_delta AS temp")):
+            ratio = judged_hit_ratio(row, t)
             if ratio is not None and ratio <= t.cache_hit_ratio_warning:
                 found["cache"] = f"cache hit ratio {ratio:.1%} in the window"
             if row["temp"] >= t.temp_spill_warning_bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dbcrew.models import Finding, Severity
 from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import FindingCode
@@ -13,10 +15,17 @@ from operators.sql import qualified, quote_ident
 XID_LIMIT = 2**31
 
 
-def judged_hit_ratio(hit: float, read: float, t: Thresholds) -> float | None:
-    """The window's shared-buffer hit ratio, or None when too few blocks were accessed to judge."""
-    accesses = hit + read
-    return hit / accesses if accesses >= t.cache_min_block_accesses else None
+# The window's cache counters, and whether the server restarted during it (a restart empties shared
+# buffers: the reads after it are a cold cache filling up, not a cache too small for the workload).
+CACHE_SQL = "SELECT blks_hit_delta AS hit, blks_read_delta AS read, server_started_delta <> 0 AS restarted{more} FROM database_stats"
+RESTARTED = "the server restarted during the window: its cache started cold, the hit ratio is not judged"
+
+
+def judged_hit_ratio(row: dict[str, Any], t: Thresholds) -> float | None:
+    """The window's shared-buffer hit ratio (a CACHE_SQL row), or None when too few blocks were accessed
+    or the server restarted during the window."""
+    accesses = row["hit"] + row["read"]
+    return row["hit"] / accesses if accesses >= t.cache_min_block_accesses and not row["restarted"] else None
 
 
 def requested_checkpoint_share(timed: int | None, requested: int | None, t: Thresholds) -> float | None:
@@ -32,8 +41,10 @@ def requested_checkpoint_share(timed: int | None, requested: int | None, t: Thre
 def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals)."""
     t = ctx.settings.thresholds
-    for row in ctx.workspace.query("SELECT datname, blks_hit_delta AS hit, blks_read_delta AS read FROM database_stats"):
-        ratio = judged_hit_ratio(row["hit"], row["read"], t)
+    restarted = False
+    for row in ctx.workspace.query(CACHE_SQL.format(more="")):
+        restarted = restarted or row["restarted"]
+        ratio = judged_hit_ratio(row, t)
         if ratio is None:
             continue
         severity = severity_for(ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False)
@@ -44,6 +55,7 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
                 evidence=rounded({"ratio": ratio, "blocks_hit": row["hit"], "blocks_read": row["read"]}),
                 recommendation="Raise shared_buffers if memory allows, or find the statements reading most blocks from disk.",
             )
+    return Coverage("pg_stat_database deltas", RESTARTED) if restarted else None
 
 
 @check(needs=("checkpointer",), codes=(FindingCode.CHECKPOINTS_TOO_FREQUENT,), looked_at="checkpointer counters")

@@ -34,11 +34,16 @@ def check_replication_slots(ctx: OperatorContext) -> Judgement:
     """Inactive replication slots: they keep WAL (and, for logical slots, the catalog xmin) forever."""
     t = ctx.settings.thresholds
     rows = ctx.workspace.query("SELECT * FROM replication_slots")
+    gone: list[str] = []
     for row in rows:
         if row["active"]:
             continue
         retained = row["retained_bytes"] or 0.0
         lost = row["wal_status"] in ("unreserved", "lost")
+        if row["inactive_seconds"] is not None and row["inactive_seconds"] < t.slot_inactive_grace_seconds \
+                and not lost and retained < t.slot_retained_critical_bytes:
+            gone.append(f"{row['slot_name']} ({row['inactive_seconds']:.0f} s ago)")
+            continue  # its consumer just went away (a restart, a failover): not yet a slot left behind
         yield Finding(
             code=FindingCode.REPLICATION_SLOT_INACTIVE,
             severity=Severity.CRITICAL if lost or retained >= t.slot_retained_critical_bytes else Severity.WARNING,
@@ -49,4 +54,6 @@ def check_replication_slots(ctx: OperatorContext) -> Judgement:
             recommendation="Reconnect its consumer, or drop the slot if the consumer is gone for good.",
             fix_sql=f"SELECT pg_drop_replication_slot({quote_literal(row['slot_name'])});",
         )
-    return Coverage(f"{len(rows)} replication slots")
+    return Coverage(f"{len(rows)} replication slots",
+                    partial=f"replica gone during the review, its lag not measured; slot judged after {t.slot_inactive_grace_seconds:.0f} s"
+                            f" inactive: {', '.join(gone)}" if gone else "")

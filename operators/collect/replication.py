@@ -27,21 +27,25 @@ SELECT 'this server'::text, 'replay', 'recovering',
 WHERE pg_is_in_recovery()
 """
 
+# inactive_since (PostgreSQL 17+): a slot whose consumer went away seconds ago is a replica restarting
+# or failing over, not yet a slot left behind.
 SLOTS_SQL = """
 SELECT slot_name::text, slot_type::text, coalesce(database::text, '') AS database, active,
-       coalesce(wal_status, '') AS wal_status,
+       coalesce(wal_status, '') AS wal_status, {inactive_seconds} AS inactive_seconds,
        CASE WHEN pg_is_in_recovery() OR restart_lsn IS NULL THEN NULL
             ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 END AS retained_bytes
 FROM pg_replication_slots
 """
+INACTIVE_SECONDS = "extract(epoch FROM now() - inactive_since)::float8"
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots"))
 def collect_replication(ctx: OperatorContext) -> Observation:
     """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
+    server = ctx.brief.server_version_num if ctx.brief else 170000
     with ctx.target.session() as conn:
         rep_cols, rep_rows = fetch(conn, REPLICATION_SQL)
-        slot_cols, slot_rows = fetch(conn, SLOTS_SQL)
+        slot_cols, slot_rows = fetch(conn, SLOTS_SQL.format(inactive_seconds=INACTIVE_SECONDS if server >= 170000 else "NULL::float8"))
     land(ctx.workspace, "replication", rep_cols, rep_rows)
     land(ctx.workspace, "replication_slots", slot_cols, slot_rows)
     return Observation(

@@ -39,11 +39,11 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     (operators/held.py) and named in `partial`. The summary is the first view's; the artifacts are every view's.
     """
     window = ctx.window(params.window_seconds)
-    with resumable(ctx.target) as session:
+    # One resumable session for both readings: a server restarted in between is waited for, not a failed task.
+    with resumable(ctx.target, wait=ctx.settings.target_wait_seconds) as session:
         held, before = session.run(lambda conn: _read(conn, views, Held()))
-    started = time.monotonic()
-    stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
-    with resumable(ctx.target) as session:
+        started = time.monotonic()
+        stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
         held, after = session.run(lambda conn: _read(conn, views, held))
     elapsed = time.monotonic() - started
     landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
@@ -118,12 +118,34 @@ def collect_index_stats(ctx: OperatorContext, params: WindowParams) -> Observati
     return _sample_window(ctx, params, INDEX_STATS)
 
 
+STATS_PRIVILEGE_SQL = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can, current_user AS role"
+
+
+def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) -> str:
+    """What a collector could not see because the role lost pg_read_all_stats after the probe found it; empty otherwise.
+
+    Privileges are checked when a statement runs: a REVOKE during the review hides other roles'
+    sessions and statement texts from the next reading on, without an error. The probe's brief
+    says what the review started with; a reading that no longer has it names the GRANT.
+    """
+    if ctx.brief is None or not ctx.brief.can_read_all_stats:
+        return ""  # never had it: the planner's visibility notes already say so
+    row = conn.execute(STATS_PRIVILEGE_SQL).fetchone()
+    if row is None or row["can"]:
+        return ""
+    return (f"pg_read_all_stats lost during the review: sessions and statement texts of other roles unseen from then on"
+            f" (GRANT pg_read_all_stats TO {row['role']};)")
+
+
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
 def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_statements for this database over the window (needs the extension preloaded)."""
     if ctx.brief is not None and not ctx.brief.has_statements:
         raise OperatorMisfit("pg_stat_statements is not installed and preloaded on this target")
-    return _sample_window(ctx, params, STATEMENTS)
+    observation = _sample_window(ctx, params, STATEMENTS)
+    with ctx.target.session() as conn:
+        lost = stats_privilege_lost(conn, ctx)
+    return observation.model_copy(update={"partial": "; ".join(p for p in (observation.partial, lost) if p)})
 
 
 CONNECTIONS_SQL = """
@@ -151,7 +173,8 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     connection_rows: list[tuple[Any, ...]] = []
     act_cols: list[tuple[str, str]] = []
     conn_cols: list[tuple[str, str]] = []
-    with resumable(ctx.target) as session:
+    lost = ""
+    with resumable(ctx.target, wait=ctx.settings.target_wait_seconds) as session:
         for sample in range(samples):
             if sample:
                 if stopping.pause(pause):
@@ -160,9 +183,10 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
             activity_rows.extend(rows)
             conn_cols, rows = session.run(lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n}))
             connection_rows.extend(rows)
+            lost = lost or session.run(lambda conn: stats_privilege_lost(conn, ctx))
     land(ctx.workspace, "activity", act_cols, activity_rows)
     land(ctx.workspace, "connections", conn_cols, connection_rows)
     return Observation(
         summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
-        artifacts=["activity", "connections"],
+        artifacts=["activity", "connections"], partial=lost,
     )

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.outside import locked, terminating
+from dbcrew.errors import TargetError
+from dbcrew.targets.resumable import resumable
+from lab.embedded import EmbeddedPostgres
+from lab.outside import later, locked, terminating
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
 from dbcrew.models.faults import FaultSpec
@@ -95,3 +98,23 @@ def test_an_instruction_that_failed_twice_becomes_a_replan_that_carries_the_glob
     coverage = {c.check: c for c in report.coverage}
     assert coverage["check_checkpoints"].status.value == "failed" and "Connection refused" in coverage["check_checkpoints"].reason
     assert {c.status.value for name, c in coverage.items() if name != "check_checkpoints"} == {"ran"}
+
+
+def test_a_session_resumed_through_a_server_restart_keeps_what_it_read(tmp_path: Path):
+    # Its own cluster: a restart ends every session, the shared shop's planted idle one too.
+    pg = EmbeddedPostgres(tmp_path / "data").start()
+    try:
+        target = parse_target(pg.dsn())
+        with resumable(target, wait=30.0) as session:
+            before = session.run(lambda conn: conn.execute("SELECT pg_postmaster_start_time() AS t").fetchone()["t"])
+            pg.stop()  # the first half of `pg_ctl restart -m fast`: the session is ended, new ones are refused
+            with later(0.2, lambda: pg.start() and None):  # the second half, while the read waits for it
+                after = session.run(lambda conn: conn.execute("SELECT pg_postmaster_start_time() AS t").fetchone()["t"])
+        assert after > before and session.reconnects == 1
+        with resumable(target) as unready:  # no wait: a server still down is the worker's error at once
+            unready.run(lambda conn: conn.execute("SELECT 1"))
+            pg.stop()
+            with pytest.raises(TargetError):
+                unready.run(lambda conn: conn.execute("SELECT 1"))
+    finally:
+        pg.stop()

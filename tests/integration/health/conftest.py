@@ -26,6 +26,7 @@ from tests.integration.health import clinic
 CLINIC_THRESHOLDS = Thresholds(
     unused_index_min_stats_age_days=0, xid_warning_age=2_000, mxid_warning_age=20, long_running_query_seconds=2,
     idle_in_transaction_seconds=2, slow_query_mean_ms=50, temp_spill_warning_bytes=2**20, bloat_min_wasted_bytes=2**20,
+    slot_inactive_grace_seconds=0,  # the clinic's stale slot was created seconds before the review
 )
 MAX_CONNECTIONS = 40
 IDLE_CONNECTIONS = 24  # with the 8 specimen sessions: 32 of 37 usable, whatever the review itself opens
