@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.diagnose import DiagnosisServer, accuracy
-from bench.injections import NO_SYNC, SERIAL, Client, Recipe, Statement, connect, fixed
+from bench.injections import NO_SYNC, SERIAL, Client, Recipe, Statement, committers, connect, fixed
 from lab.embedded import POSTGRES_BIN_PATH
 
 LEVELS = (1, 2, 3)
@@ -184,9 +184,8 @@ def cause_recipes(level: int) -> list[Recipe]:
             "SELECT d.id, (SELECT count(*) FROM ev_event e WHERE e.device_id = d.id AND e.kind = 'error') FROM ev_device d"
             f" WHERE d.id <= {(50, 150, 400)[n - 1]}"), (SERIAL,)), 1),),
             description="errors per device through a scalar subquery over an unindexed column"),
-        Recipe("sync_commit_pressure", ((Client(fixed(""), ("SET synchronous_commit = on",), transaction=transfer_steps()),
-                                         (2, 4, 6)[n - 1]),),
-               description="ledger transfers (two updates and a posting) committed durably"),
+        Recipe("sync_commit_pressure", (), command=committers("ledger_transfer.sql", (2, 4, 6)[n - 1]),
+               description="ledger transfers (two updates and a posting) committed durably, back to back"),
         Recipe("lock_contention", ((Client(fixed(""), (NO_SYNC,), transaction=(hot_product,), hold=0.05), (4, 6, 8)[n - 1]),),
                description="clients sell the same three hot products, holding the row lock 50 ms each"),
         Recipe("vacuum_interference", (

@@ -113,6 +113,16 @@ def test_experts_judge_by_thresholds() -> None:
     healthy = window({"act.wait_wal_flush": [0.18] * 10}, waits={"IO:WalSync": 8, "CPU": 9, "Lock:transactionid": 11},
                      session_samples=50, settings={"synchronous_commit": "on"})
     assert configuration_expert(Facts(healthy, None, [])) == []
+    # Measured windows: pgbench at 300 tps on a slow disk waits on flushes for most of its active time
+    # but its clients idle between transactions longer; back-to-back transfers go straight on.
+    paced = window({"act.wait_wal_flush": [0.85] * 10, "act.active": [1.0] * 10, "act.idle_between": [2.68] * 10},
+                   waits={"IO:WalSync": 43, "CPU": 7}, session_samples=50, settings={"synchronous_commit": "on"})
+    assert configuration_expert(Facts(paced, None, [])) == []
+    pressed = window({"act.wait_wal_flush": [0.9] * 10, "act.active": [1.02] * 10, "act.idle_in_xact": [0.63] * 10,
+                      "act.idle_between": [0.35] * 10}, waits={"IO:WalSync": 45, "CPU": 5}, session_samples=50,
+                     settings={"synchronous_commit": "on"})
+    found = configuration_expert(Facts(pressed, None, []))
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.72
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
