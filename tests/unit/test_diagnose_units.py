@@ -147,6 +147,13 @@ def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
     causes, notes = cross_review([sync, inserts], facts)
     assert [c.code for c in causes] == ["sync_commit_pressure"]
     assert any(n.code == "workload_many_inserts" and n.verdict.startswith("dropped") for n in notes)
+    # Durable transfers: two single-row updates per commit are the flush's cost, not an update workload;
+    # updates of thousands of rows per commit are their own cause beside it.
+    updates = Candidate(code="workload_high_updates", expert="workload", strength=1.2)
+    transfers = Facts(window({"db.tup_updated": [2400.0], "db.xact_commit": [1200.0]}), None, [])
+    assert [c.code for c in cross_review([sync, updates], transfers)[0]] == ["sync_commit_pressure"]
+    batches = Facts(window({"db.tup_updated": [24000.0], "db.xact_commit": [12.0]}), None, [])
+    assert {c.code for c in cross_review([sync, updates], batches)[0]} == {"sync_commit_pressure", "workload_high_updates"}
     unrelated = ("workload_many_deletes", "workload_large_fetch", "query_poor_join", "cpu_contention", "io_contention", "memory_pressure")
     many = [Candidate(code=code, expert="x", strength=1.0 + i) for i, code in enumerate(unrelated)]
     assert len(cross_review(many, facts)[0]) == MAX_CAUSES
