@@ -18,7 +18,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
 os.environ.setdefault("DBCREW_STORE_URL", os.path.join(tempfile.mkdtemp(prefix="dbcrew-bench-store-"), "store.duckdb"))
 
-SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli", "ask")
+SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli", "ask", "llm")
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,10 @@
 """A scripted OpenAI-compatible server on 127.0.0.1: the real `openai` client talks to it.
 
 Each POST to /v1/chat/completions takes the next scripted reply: a content string (wrapped in a
-chat completion), an HTTP status with an error body, or a delay longer than the client's timeout.
+chat completion), native tool calls, an HTTP status with an error body, or a delay longer than the
+client's timeout. Usage is 100 prompt and 20 completion tokens a call, or, with `measure_usage`,
+the request's and the reply's size in tokens (about four characters each), so a bench can see what
+a prompt costs.
 Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
 garbage, for an endpoint that answers garbage through a whole review.
 """
@@ -21,6 +24,12 @@ class Reply:
     content: str = ""
     status: int = 200
     delay: float = 0.0
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function name, arguments)
+
+
+def approx_tokens(text: str) -> int:
+    """Tokens as OpenAI's tokenizers average on English and JSON: about four characters each."""
+    return max(1, (len(text) + 3) // 4)
 
 
 @dataclass
@@ -28,6 +37,7 @@ class ScriptedServer:
     replies: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     otherwise: Reply = field(default_factory=lambda: Reply(status=500, content="script exhausted"))
+    measure_usage: bool = False
 
     def __post_init__(self) -> None:
         script = self
@@ -45,10 +55,18 @@ class ScriptedServer:
                 if reply.status != 200:
                     payload = {"error": {"message": reply.content or "scripted error", "type": "scripted"}}
                 else:
+                    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                    if reply.tool_calls:
+                        message["tool_calls"] = [
+                            {"id": f"call_{len(script.requests)}_{i}", "type": "function",
+                             "function": {"name": name, "arguments": json.dumps(args)}}
+                            for i, (name, args) in enumerate(reply.tool_calls)]
+                    prompt, completion = (approx_tokens(json.dumps(body["messages"])), approx_tokens(json.dumps(message))) \
+                        if script.measure_usage else (100, 20)
                     payload = {
                         "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.content}}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                        "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.tool_calls else "stop", "message": message}],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
                     }
                 data = json.dumps(payload).encode()
                 try:

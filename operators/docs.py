@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import html
 import logging
-import pickle
 import re
 from functools import lru_cache
 from html.parser import HTMLParser
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from dbcrew.settings import cache_root
+from dbcrew.build_cache import cached_build
 from operators.knowledge import load_chunks
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -240,19 +239,7 @@ def manual_folder(docs: Path | None) -> Path:
 @lru_cache(maxsize=4)
 def docs_index(folder: Path) -> DocsIndex:
     """The index of `folder`'s manual plus the knowledge chunks: from the cache, else built and cached."""
-    path = cache_root() / "docs" / f"{_fingerprint(folder)}.pickle"
-    if path.exists():
-        with path.open("rb") as handle:
-            loaded = pickle.load(handle)
-        if isinstance(loaded, DocsIndex):
-            return loaded
-    index = DocsIndex(manual_passages(folder) + knowledge_passages())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    with partial.open("wb") as handle:
-        pickle.dump(index, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    partial.replace(path)
-    return index
+    return cached_build("docs", _fingerprint(folder), DocsIndex, lambda: DocsIndex(manual_passages(folder) + knowledge_passages()))
 
 
 def best_sentences(text: str, query: str, limit: int = 420) -> str:

@@ -20,6 +20,7 @@ from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew import ReviewResult, RunContext
+from roles.diagnosis.review import with_llm_experts
 from roles.markdown import md_cell, md_code, md_fence, md_text
 from roles.worker import TaskOutcome
 
@@ -77,6 +78,11 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage = [c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED]
     findings = findings_of(review)
     brain = run.shared_brain
+    root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
+                         key=lambda rc: -rc.confidence)
+    llm_diagnosis = None
+    if run.scenario is Scenario.DIAGNOSE:
+        root_causes, llm_diagnosis = with_llm_experts(brain, Workspace(run.workspace_path), root_causes)
     summary = brain.summarize(run.scenario, findings, coverage)
     partial = review.partial_reason
     unreachable = max((o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0)
@@ -86,8 +92,6 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         summary, partial = f"{gone}. {summary}", "; ".join(p for p in (gone, partial) if p)
     charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
     captions = {c: text for o in review.result.state.outcomes.values() if o.observation for c, text in o.observation.captions.items()}
-    root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
-                         key=lambda rc: -rc.confidence)
     return Report(
         run_id=run.run_id,
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
@@ -97,7 +101,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
-        link=run.link,
+        llm_diagnosis=llm_diagnosis, link=run.link,
     )
 
 

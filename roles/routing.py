@@ -12,7 +12,6 @@ per version of the data and pickled into the user's cache directory.
 from __future__ import annotations
 
 import hashlib
-import pickle
 import random
 import re
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from dbcrew.settings import cache_root
+from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
 
 QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
@@ -169,16 +168,4 @@ class Router:
 def router(path: Path = QUESTIONS) -> Router:
     """The trained router: from the cache when this version of the questions was trained before."""
     digest = hashlib.sha256(f"{MODEL_VERSION}:".encode() + path.read_bytes()).hexdigest()[:16]
-    cached = cache_root() / "router" / f"{digest}.pickle"
-    if cached.exists():
-        with cached.open("rb") as handle:
-            loaded = pickle.load(handle)
-        if isinstance(loaded, Router):
-            return loaded
-    trained = Router(path)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
-    with partial.open("wb") as handle:
-        pickle.dump(trained, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    partial.replace(cached)
-    return trained
+    return cached_build("router", digest, Router, lambda: Router(path))

@@ -8,11 +8,14 @@ The client knows nothing of roles: the prompts it sends are rendered by the call
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import json_repair
@@ -30,6 +33,26 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 TIMEOUT_ENV, RETRIES_ENV = "DBCREW_LLM_TIMEOUT", "DBCREW_LLM_MAX_RETRIES"
+CAPABILITY_ENV = "DBCREW_LLM_CAPABILITY"
+
+
+class Capability(StrEnum):
+    """How an endpoint can be made to answer in structure: native tool calls (OpenAI, vLLM with a
+    tool parser, recent Ollama), a JSON schema as response_format (OpenAI, vLLM, llama.cpp server),
+    or only JSON asked for in the prompt (anything else)."""
+
+    TOOLS = "tools"
+    JSON_SCHEMA = "json_schema"
+    PROMPTED = "prompted"
+
+
+def endpoint_capability() -> Capability:
+    """DBCREW_LLM_CAPABILITY (tools by default); UsageError in one line for anything else."""
+    raw = os.environ.get(CAPABILITY_ENV, "").strip() or Capability.TOOLS.value
+    try:
+        return Capability(raw)
+    except ValueError:
+        raise UsageError(f"{CAPABILITY_ENV}={raw!r}: choose one of {', '.join(c.value for c in Capability)}") from None
 DEFAULT_TIMEOUT, DEFAULT_RETRIES = 60.0, 2
 MAX_RETRIES = 10
 
@@ -70,6 +93,45 @@ def extract_json(text: str) -> str:
     return stripped
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat completion as the caller needs it: text, tool calls, and what it cost."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+
+
+@dataclass
+class ResponseCache:
+    """Completions keyed by a hash of the whole request (model, messages, tools, format, temperature,
+    sample): asking the same thing again, in a re-run diagnosis or a bench pass, costs no call."""
+
+    limit: int = 512
+    entries: dict[str, Completion] = field(default_factory=dict)
+
+    @staticmethod
+    def key(request: dict[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
+
+    def get(self, key: str) -> Completion | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, completion: Completion) -> None:
+        if len(self.entries) >= self.limit:
+            self.entries.pop(next(iter(self.entries)))
+        self.entries[key] = completion
+
+
 class LlmClient:
     """The `openai` client, the model's name, and the usage this client has spent."""
 
@@ -86,6 +148,7 @@ class LlmClient:
             max_retries=max_retries if max_retries is not None else default_retries,
         )
         self._max_repairs = max_repairs
+        self.timeout = timeout if timeout is not None else default_timeout
         self.usage = LlmUsage()
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
@@ -97,20 +160,43 @@ class LlmClient:
         ]
         error = ""
         for _ in range(self._max_repairs + 1):
-            try:
-                response = self._client.chat.completions.create(model=self.model, messages=messages, temperature=0)  # type: ignore[arg-type]
-            except openai.APIConnectionError as exc:  # a timeout included
-                raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
-            except openai.APIError as exc:
-                raise BrainError(f"{type(exc).__name__}: {exc}") from exc
-            self.usage.calls += 1
-            if response.usage is not None:
-                self.usage.prompt_tokens += response.usage.prompt_tokens
-                self.usage.completion_tokens += response.usage.completion_tokens
-            text = response.choices[0].message.content or "" if response.choices else ""
+            text = self.complete(messages).text
             try:
                 return model.model_validate_json(extract_json(text))
             except ValidationError as exc:
                 error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
                 messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]
         raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
+
+    def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                 response_format: dict[str, Any] | None = None, temperature: float = 0.0, timeout: float | None = None,
+                 cache: ResponseCache | None = None, sample: int = 0) -> Completion:
+        """One chat completion (the `openai` client retries 429, 5xx and time-outs with backoff first).
+        EndpointDown when the endpoint does not answer, BrainError for any other refusal. With a
+        `cache`, a request asked before is answered from it and costs nothing. `timeout` can only
+        shorten the client's own (a budget's remaining seconds)."""
+        request: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if tools:
+            request["tools"] = tools
+        if response_format:
+            request["response_format"] = response_format
+        key = ResponseCache.key({**request, "sample": sample}) if cache is not None else ""
+        if cache is not None and (hit := cache.get(key)) is not None:
+            return Completion(hit.text, hit.tool_calls, cached=True)
+        try:
+            response = self._client.chat.completions.create(**request, timeout=min(timeout or self.timeout, self.timeout))
+        except openai.APIConnectionError as exc:  # a timeout included
+            raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
+        except openai.APIError as exc:
+            raise BrainError(f"{type(exc).__name__}: {exc}") from exc
+        self.usage.calls += 1
+        prompt, completion = (response.usage.prompt_tokens, response.usage.completion_tokens) if response.usage else (0, 0)
+        self.usage.prompt_tokens += prompt
+        self.usage.completion_tokens += completion
+        message = response.choices[0].message if response.choices else None
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments or "") for c in (message.tool_calls or [])
+                      if c.type == "function") if message else ()
+        answer = Completion((message.content or "") if message else "", calls, prompt, completion)
+        if cache is not None:
+            cache.put(key, answer)
+        return answer

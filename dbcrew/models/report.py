@@ -99,6 +99,26 @@ class LlmUsage(BaseModel):
     fallbacks: int = Field(0, description="of those, questions the rules brain answered because the endpoint gave no usable answer")
 
 
+class LlmDiagnosis(BaseModel):
+    """What the LLM experts of one diagnosis did, spent and were refused (RCAgent's controller counters)."""
+
+    experts: list[str] = Field(default_factory=list, description="experts the alert and the abnormal metrics called in")
+    samples: int = Field(1, description="answers drawn per expert (self-consistency votes over their codes)")
+    calls: int = Field(0, description="chat completions sent")
+    cached: int = Field(0, description="answers taken from the response cache instead of a call")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = Field(0, description="observations the experts asked for")
+    snapshots: int = Field(0, description="observations too long to show whole: a head and a key to expand shown instead")
+    repairs: int = Field(0, description="answers json-repair made parseable without asking again")
+    regenerations: int = Field(0, description="answers asked for again because they could not be used")
+    corrections: dict[str, int] = Field(default_factory=dict, description="corrective messages sent: unknown_tool, repeated_action")
+    accepted: list[str] = Field(default_factory=list, description="'expert: code' proposals that passed the guard and the vote")
+    rejected: list[str] = Field(default_factory=list, description="'expert: code: why' proposals the hallucination guard refused")
+    fallbacks: list[str] = Field(default_factory=list, description="experts that gave no answer and why: the rules' causes stood")
+    stopped: str = Field("", description="the budget that ran out (calls, tokens, seconds), empty when none did")
+
+
 class TargetInfo(BaseModel):
     kind: str
     display: str
@@ -195,6 +215,7 @@ class Report(BaseModel):
     charts: list[str] = Field(default_factory=list)
     captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what the chart shows")
     diagnosis: DiagnosisSection | None = None
+    llm_diagnosis: LlmDiagnosis | None = Field(None, description="the LLM experts' part of a diagnosis; none for the rules brain")
     history: History | None = Field(None, description="what changed since the target's previous run (the shared store)")
     link: str = Field("", description="where to see this run: the Prefect UI's flow-run page when known")
     error: str = Field("", description="why the run failed; empty when it completed")

@@ -57,6 +57,17 @@ class OpenAIBrain(Brain):
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
         return self.client.ask(template, context, model)
 
+    @property
+    def down(self) -> str:
+        """Why the endpoint stopped answering in this run; empty while it answers."""
+        return self._down
+
+    def count_question(self, fell_back: bool, down: str = "") -> None:
+        """A question asked outside `_or_fallback` (the LLM diagnosis), counted the same way."""
+        self.usage.questions += 1
+        self.usage.fallbacks += fell_back
+        self._down = self._down or down
+
     def answered_by(self) -> str:
         asked, fell = self.usage.questions, self.usage.fallbacks
         if fell == 0:

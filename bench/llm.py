@@ -1,0 +1,100 @@
+"""`python -m bench llm`: what an LLM diagnosis costs through the scripted OpenAI-compatible server.
+
+One real window (an embedded server under an injected flood of small inserts, against its idle
+baseline) is diagnosed by a scripted competent team (three experts: each looks at the abnormal
+metrics, every metric series, the waits, the statements and the knowledge, then proposes a cause
+citing the window's real values). The server counts tokens from the request's size (about four
+characters a token), so the table shows what the prompts weigh with RCAgent's snapshot keys
+(observations cut at DBCREW_LLM_OBSERVATION_CHARS' default) and without them (every observation
+whole), and the latency of one call through the real `openai` client.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import injections
+from bench.diagnose import WINDOW_SECONDS, DiagnosisServer
+from dbcrew.llm.client import Capability, Completion, LlmClient
+from dbcrew.models import RootCause
+from dbcrew.models.report import LlmDiagnosis
+from dbcrew.targets import parse_target
+from lab.scripted_llm import Reply, ScriptedServer
+from operators.diagnose.cross_review import cross_review
+from operators.diagnose.evidence import Baseline, WindowEvidence
+from operators.diagnose.experts import EXPERTS
+from operators.diagnose.facts import FactsRecord, gather
+from prompts import render
+from roles.diagnosis.budget import Limits
+from roles.diagnosis.chief import LlmDiagnoser
+from roles.diagnosis.tools import metric_stat
+
+CAUSE = "workload_many_inserts"
+GOAL_PROMPT_TOKENS = 10_000
+
+
+class TimedClient(LlmClient):
+    """The client, with each call's wall time kept."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.latencies: list[float] = []
+
+    def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+        started = time.perf_counter()
+        try:
+            return super().complete(messages, **kwargs)
+        finally:
+            self.latencies.append(time.perf_counter() - started)
+
+
+def script(record: FactsRecord, experts: int) -> list[Reply]:
+    """A competent expert's turns, once per expert: observe, then propose the flood with its real values."""
+    cited = [{"metric": m, "stat": "mean", "value": round(metric_stat(record.window, record.baseline, m, "mean") or 0.0, 1)}
+             for m in ("db.tup_inserted", "db.xact_commit")]
+    turns = [("abnormal_metrics", {}), ("metrics", {}), ("waits", {}), ("statements", {}), ("knowledge", {"query": "many small inserts"}),
+             ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})]
+    return [Reply(tool_calls=[turn]) for _ in range(experts) for turn in turns]
+
+
+def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int) -> tuple[LlmDiagnosis, list[float]]:
+    limits = Limits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
+    server = ScriptedServer(replies=script(record, limits.experts), measure_usage=True)
+    try:
+        client = TimedClient(render, base_url=server.url, api_key="bench", model="scripted", timeout=30.0, max_retries=0)
+        _, report = LlmDiagnoser(client, render, limits, Capability.TOOLS).diagnose(record, rules)
+    finally:
+        server.close()
+    return report, client.latencies
+
+
+def real_window(workdir: Path) -> FactsRecord:
+    server = DiagnosisServer.start(workdir)
+    try:
+        baseline = Baseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
+        with injections.injected(server.dsn, [CAUSE]):
+            return gather(parse_target(server.dsn), WINDOW_SECONDS, baseline, "insert throughput dropped")
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    with tempfile.TemporaryDirectory(prefix="dbcrew-bench-llm-") as tmp:
+        record = real_window(Path(tmp))
+    facts = record.facts()
+    causes, _ = cross_review([c for expert in EXPERTS.values() for c in expert(facts)], facts)
+    rules = [RootCause(code=c.code, confidence=c.confidence, evidence=c.evidence) for c in causes]
+    print(f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
+          f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}")
+    print(f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted")
+    for label, chars in (("snapshot keys (1200 chars)", Limits().observation_chars), ("whole (no snapshot keys)", 0)):
+        report, latencies = diagnose(record, rules, chars)
+        print(f"{label:<28}{report.calls:>6}{report.prompt_tokens:>12}{report.completion_tokens:>11}{report.snapshots:>10}"
+              f"{statistics.median(latencies) * 1000:>8.1f}{max(latencies) * 1000:>8.1f}  {len(report.accepted)}")
+        if chars:
+            verdict = "met" if report.prompt_tokens < GOAL_PROMPT_TOKENS else "missed"
+            print(f"  goal < {GOAL_PROMPT_TOKENS} prompt tokens per diagnosis with snapshot keys: {verdict}")

@@ -1,0 +1,145 @@
+"""The chief of the LLM diagnosis: forms the team, runs each expert under the controller, guards
+and votes on their proposals, and merges them with the rules' causes.
+
+Never worse than offline: the rules' causes (already cross-reviewed) are kept as they are; an LLM
+expert can corroborate one (its explanation joins the evidence) or add a cause the rules did not
+name, but only a code from the vocabulary whose cited values match the observations, at a capped
+confidence, within D-Bot's limit of four causes. Whatever stops the experts (the budget, a dead
+endpoint, an expert that never answers) leaves the rules' answer standing, and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dbcrew.llm.base import BrainError, EndpointDown
+from dbcrew.llm.client import Capability, LlmClient, Render, ResponseCache, endpoint_capability
+from dbcrew.models import RootCause
+from dbcrew.models.report import LlmDiagnosis
+from dbcrew.vocabulary import Cause, RootCauseCode
+from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
+from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
+from operators.diagnose.experts_index import experts_by_code
+from operators.diagnose.facts import FactsRecord
+from operators.knowledge import knowledge_base
+from roles.diagnosis.budget import Budget, BudgetExhausted, Limits
+from roles.diagnosis.controller import Controller, Tally
+from roles.diagnosis.guard import GuardedCause, check
+from roles.diagnosis.tools import DiagnosisTools, Snapshots
+
+NEW_CAUSE_CONFIDENCE = 0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
+
+
+@dataclass
+class LlmDiagnoser:
+    """The LLM half of a diagnosis over one endpoint; `cache` may be shared between diagnoses."""
+
+    client: LlmClient
+    render: Render
+    limits: Limits
+    capability: Capability
+    cache: ResponseCache | None = None
+
+    @classmethod
+    def from_env(cls, client: LlmClient, render: Render, cache: ResponseCache | None = None) -> LlmDiagnoser:
+        return cls(client, render, Limits.from_env(), endpoint_capability(), cache)
+
+    def diagnose(self, record: FactsRecord, rules: list[RootCause],
+                 store: Callable[[str, str], None] | None = None) -> tuple[list[RootCause], LlmDiagnosis]:
+        """The merged root causes and what the experts did; `store` keeps long observations in the workspace."""
+        team = team_for(record, self.limits.experts)
+        tally, budget = Tally(), Budget(self.limits)
+        tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
+        controller = Controller(self.client, self.render, tools, budget, self.capability, tally, self.cache)
+        context = expert_context(record, rules)
+        out = LlmDiagnosis(experts=team, samples=self.limits.samples)
+        accepted: list[tuple[str, GuardedCause]] = []
+        for expert in team:
+            answers: list[list[GuardedCause]] = []
+            for sample in range(self.limits.samples):
+                try:
+                    proposals = controller.run_expert(expert, {**context, "owned": owned_codes(expert)}, sample)
+                except BudgetExhausted as exc:
+                    out.stopped = str(exc)
+                    out.fallbacks.append(f"{expert}: budget ran out ({exc})")
+                    break
+                except EndpointDown as exc:
+                    out.stopped = f"endpoint down: {exc}"
+                    out.fallbacks.append(f"{expert}: endpoint did not answer ({exc})")
+                    break
+                except BrainError as exc:
+                    out.fallbacks.append(f"{expert}: {exc}")
+                    continue
+                kept = []
+                for proposal in proposals:
+                    verdict = check(proposal, record)
+                    if isinstance(verdict, str):
+                        out.rejected.append(f"{expert}: {proposal.code}: {verdict}")
+                    else:
+                        kept.append(verdict)
+                answers.append(kept)
+            accepted += [(expert, cause) for cause in vote(answers)]
+            if out.stopped:
+                out.fallbacks += [f"{e}: not asked, the diagnosis stopped" for e in team[team.index(expert) + 1:]]
+                break
+        out.accepted = [f"{expert}: {cause.code}" for expert, cause in accepted]
+        out.calls, out.cached, out.prompt_tokens, out.completion_tokens = tally.calls, tally.cached, tally.prompt_tokens, tally.completion_tokens
+        out.tool_calls, out.snapshots, out.repairs, out.regenerations = tally.tool_calls, tally.snapshots, tally.repairs, tally.regenerations
+        out.corrections = dict(tally.corrections)
+        return merge(rules, accepted), out
+
+
+def team_for(record: FactsRecord, size: int) -> list[str]:
+    """At most `size` of the experts the alert and the abnormal metrics call in (all without a
+    baseline), the strongest called first: alert words count twice, each abnormal metric once."""
+    engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
+    words = {w.strip(".,:;()[]\"'").lower() for w in record.alert.split()}
+
+    def pull(expert: str) -> int:
+        prefixes, keywords = EXPERT_SIGNALS[expert]
+        return 2 * len(words & set(keywords)) + sum(m.name.startswith(prefixes) for m in record.abnormal)
+
+    return sorted(engaged, key=lambda e: -pull(e))[:size]
+
+
+def owned_codes(expert: str) -> list[str]:
+    return sorted(code for code, owner in experts_by_code().items() if owner == expert)
+
+
+def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, object]:
+    return {"alert": record.alert or "no alert text", "baseline": record.baseline_source or "none",
+            "abnormal": [f"{m.name} {m.baseline_median:.4g} -> {m.window_median:.4g}" for m in record.abnormal[:12]],
+            "rules": [str(c.code) for c in rules], "codes": sorted({*RootCauseCode, *experts_by_code()})}
+
+
+def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:
+    """Self-consistency: a code stands when more than half of the expert's answers proposed it (one
+    answer: itself), with the mean of their confidences."""
+    by_code: dict[Cause, list[GuardedCause]] = defaultdict(list)
+    for answer in answers:
+        for cause in {c.code: c for c in answer}.values():
+            by_code[cause.code].append(cause)
+    kept = []
+    for same in by_code.values():
+        if 2 * len(same) > len(answers):
+            kept.append(same[0].model_copy(update={"confidence": round(sum(c.confidence for c in same) / len(same), 2)}))
+    return kept
+
+
+def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> list[RootCause]:
+    """The rules' causes, corroborated where an expert agreed, plus new guarded causes while room is left."""
+    merged = {c.code: c.model_copy(deep=True) for c in rules}
+    for expert, cause in accepted:
+        note = {"expert": expert, "explanation": cause.explanation, "cited": [c.model_dump() for c in cause.evidence]}
+        if cause.code in merged:
+            merged[cause.code].evidence.setdefault("llm", []).append(note)
+            continue
+        confidence = min(cause.confidence, NEW_CAUSE_CONFIDENCE)
+        if confidence < MIN_CONFIDENCE or len(merged) >= MAX_CAUSES:
+            continue
+        chunk = knowledge_base().for_code(cause.code)
+        merged[cause.code] = RootCause(code=cause.code, confidence=confidence, evidence={"source": "llm", "llm": [note]},
+                                       solution=chunk.solution if chunk else "")
+    return sorted(merged.values(), key=lambda c: -c.confidence)

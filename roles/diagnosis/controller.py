@@ -1,0 +1,199 @@
+"""RCAgent's controller: one expert's Thought/Action/Observation loop against the endpoint.
+
+Per endpoint capability the model acts through native tool calls, through JSON constrained by a
+schema, or through JSON asked for in the prompt; all three end in the same `Action`. The
+controller, not the model, keeps the loop sane:
+- an answer that is not clean JSON is repaired by json-repair first (fences, prose, trailing
+  commas), and only an answer still unusable is asked for again (a regeneration);
+- an unknown tool or an action repeated with the same arguments gets a corrective message, not an
+  observation, and both are counted;
+- an observation longer than the limit is cut behind a snapshot key (DiagnosisTools), and once a
+  newer one arrives an older observation is shown by its key alone: each call carries one full
+  observation, not the whole history of them (without a limit nothing is cut or folded);
+- every call is paid from the diagnosis's budget first (BudgetExhausted stops the loop between calls),
+  and answered from the response cache when the same request was asked before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import json_repair
+from pydantic import BaseModel, Field, ValidationError
+
+from dbcrew.llm.base import BrainError
+from dbcrew.llm.client import Capability, Completion, LlmClient, Render, ResponseCache, strip_fences
+from roles.diagnosis.budget import Budget
+from roles.diagnosis.guard import ProposedCause
+from roles.diagnosis.tools import PROPOSE, DiagnosisTools
+
+SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
+
+
+class Action(BaseModel):
+    thought: str = ""
+    action: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Proposal(BaseModel):
+    causes: list[ProposedCause]
+
+
+class GaveUp(BrainError):
+    """The expert used its steps without proposing causes."""
+
+
+@dataclass
+class Tally:
+    """What the controller did, summed over every expert of a diagnosis (the report's counters)."""
+
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = 0
+    snapshots: int = 0
+    repairs: int = 0
+    regenerations: int = 0
+    corrections: Counter[str] = field(default_factory=Counter)
+
+    def paid(self, completion: Completion) -> None:
+        if completion.cached:
+            self.cached += 1
+            return
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+
+
+def parse_json(text: str) -> tuple[Any, bool]:
+    """(the JSON value in `text`, whether it needed repair: a fence, prose around it, broken syntax).
+    ValueError when not even json-repair finds an object in it."""
+    stripped = strip_fences(text)
+    try:
+        return json.loads(stripped), stripped != text.strip()
+    except ValueError:
+        repaired = json_repair.loads(text)
+        if not isinstance(repaired, dict) or not repaired:
+            raise ValueError("no JSON object in the answer") from None
+        return repaired, True
+
+
+@dataclass
+class Controller:
+    client: LlmClient
+    render: Render
+    tools: DiagnosisTools
+    budget: Budget
+    capability: Capability
+    tally: Tally
+    cache: ResponseCache | None = None
+
+    def run_expert(self, expert: str, context: dict[str, Any], sample: int = 0) -> list[ProposedCause]:
+        """The causes one expert proposes. BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
+        native = self.capability is Capability.TOOLS
+        specs = self.tools.specs()
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.render("diagnose_system.j2", {"native_tools": native, "tools": specs})},
+            {"role": "user", "content": self.render("diagnose_expert.j2", {**context, "expert": expert})},
+        ]
+        seen: set[str] = set()
+        shown: list[tuple[int, str, str]] = []  # (message index, tool, observation) still shown in full
+        for _ in range(self.budget.limits.steps):
+            self.budget.check()
+            completion = self.client.complete(
+                messages, tools=specs if native else None,
+                response_format=_step_format() if self.capability is Capability.JSON_SCHEMA else None,
+                temperature=SAMPLING_TEMPERATURE if sample else 0.0, timeout=self.budget.remaining_seconds(),
+                cache=self.cache, sample=sample)
+            self.tally.paid(completion)
+            if not completion.cached:
+                self.budget.spend(completion.prompt_tokens, completion.completion_tokens)
+            call_id, action, error = self._action(completion)
+            messages.append(_assistant(completion, call_id))
+            if action is None:
+                self.tally.regenerations += 1
+                messages.append(self._reply(call_id, "invalid", error=error))
+                continue
+            if action.action == PROPOSE:
+                try:
+                    return Proposal.model_validate(action.args).causes
+                except ValidationError as exc:
+                    self.tally.regenerations += 1
+                    messages.append(self._reply(call_id, "invalid", error=_first_error(exc)))
+                    continue
+            reply, observation = self._observe(call_id, action, seen)
+            if observation and self.tools.limit:
+                for index, tool, text in shown:
+                    key = self.tools.snapshots.keep(text)
+                    messages[index] = self._reply(messages[index].get("tool_call_id", ""), "observation", tool=tool,
+                                                  text=f"[stored as {key}: call expand with key {key!r} to read it again]")
+                shown = [(len(messages), action.action, observation)]
+            messages.append(reply)
+        raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
+
+    def _observe(self, call_id: str, action: Action, seen: set[str]) -> tuple[dict[str, Any], str]:
+        """(the message answering the action, the observation's whole text or '' for a correction)."""
+        if action.action not in self.tools.names():
+            self.tally.corrections["unknown_tool"] += 1
+            return self._reply(call_id, "unknown_tool", tool=action.action), ""
+        signature = json.dumps([action.action, action.args], sort_keys=True, default=str)
+        if signature in seen:
+            self.tally.corrections["repeated_action"] += 1
+            return self._reply(call_id, "repeated_action", tool=action.action), ""
+        seen.add(signature)
+        try:
+            text, whole, cut = self.tools.run(action.action, action.args)
+        except (ValueError, TypeError) as exc:
+            return self._reply(call_id, "bad_args", tool=action.action, error=str(exc)), ""
+        self.tally.tool_calls += 1
+        self.tally.snapshots += cut
+        return self._reply(call_id, "observation", tool=action.action, text=text), whole
+
+    def _action(self, completion: Completion) -> tuple[str, Action | None, str]:
+        """(the tool call's id or '', the action, why there is none)."""
+        if completion.tool_calls:
+            call = completion.tool_calls[0]
+            try:
+                args, repaired = parse_json(call.arguments or "{}")
+            except ValueError as exc:
+                return call.id, None, f"the arguments of {call.name} are not JSON ({exc})"
+            self.tally.repairs += repaired
+            return call.id, Action(action=call.name, args=args if isinstance(args, dict) else {}), ""
+        try:
+            value, repaired = parse_json(completion.text)
+        except ValueError as exc:
+            return "", None, str(exc)
+        self.tally.repairs += repaired
+        if isinstance(value, dict) and "causes" in value and "action" not in value:
+            value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
+        try:
+            return "", Action.model_validate(value), ""
+        except ValidationError as exc:
+            return "", None, _first_error(exc)
+
+    def _reply(self, call_id: str, kind: str, **context: Any) -> dict[str, Any]:
+        text = self.render("diagnose_feedback.j2", {"kind": kind, "tool": "", "text": "", "error": "", "tools": self.tools.names(),
+                                                    "native_tools": self.capability is Capability.TOOLS, **context})
+        return {"role": "tool", "tool_call_id": call_id, "content": text} if call_id else {"role": "user", "content": text}
+
+
+def _assistant(completion: Completion, call_id: str) -> dict[str, Any]:
+    """The model's turn as the next request repeats it: with only the tool call the controller answers."""
+    if not call_id:
+        return {"role": "assistant", "content": completion.text}
+    call = next(c for c in completion.tool_calls if c.id == call_id)
+    return {"role": "assistant", "content": completion.text or None,
+            "tool_calls": [{"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]}
+
+
+def _step_format() -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "action", "schema": Action.model_json_schema()}}
+
+
+def _first_error(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])

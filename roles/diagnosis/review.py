@@ -1,0 +1,39 @@
+"""The LLM diagnosis inside a review: after the rules' cross review, when the run's brain is an LLM.
+
+The facts the sampler left in the run's workspace are the experts' whole world; long observations
+go back into that workspace under their snapshot keys. The diagnosis is one question of the run's
+brain: it falls back (the rules' causes stand) when the experts gave nothing usable, and an endpoint
+that stopped answering earlier in the run is not asked at all.
+"""
+
+from __future__ import annotations
+
+from dbcrew.llm.base import Brain
+from dbcrew.llm.client import ResponseCache
+from dbcrew.models import RootCause
+from dbcrew.models.report import LlmDiagnosis
+from dbcrew.workspace import Workspace
+from operators.diagnose.facts import FactsRecord
+from operators.diagnose.steps import FACTS_KEY
+from prompts import render
+from roles.brains.openai import OpenAIBrain
+from roles.diagnosis.chief import LlmDiagnoser
+
+CACHE = ResponseCache()  # the process's answers, keyed by request: a diagnosis run again asks nothing twice
+
+
+def with_llm_experts(brain: Brain, workspace: Workspace, rules: list[RootCause]) -> tuple[list[RootCause], LlmDiagnosis | None]:
+    """The root causes once the LLM experts had their say, and what they did; the rules' causes
+    untouched and None when the brain is not an LLM or nothing was sampled."""
+    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
+    if not isinstance(brain, OpenAIBrain) or not rows:
+        return rules, None
+    if brain.down:
+        brain.count_question(fell_back=True)
+        return rules, LlmDiagnosis(stopped=f"endpoint down earlier in the run: {brain.down}",
+                                   fallbacks=["every expert: the endpoint stopped answering earlier in the run"])
+    record = FactsRecord.model_validate_json(rows[0]["body"])
+    causes, section = LlmDiagnoser.from_env(brain.client, render, CACHE).diagnose(record, rules, workspace.put_observation)
+    down = section.stopped.removeprefix("endpoint down: ") if section.stopped.startswith("endpoint down") else ""
+    brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
+    return causes, section
