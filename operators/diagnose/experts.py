@@ -79,11 +79,12 @@ FLUSH_WAIT_SESSIONS = 0.3
 # the flush waiters are at least this share. A load the server keeps up with pauses between its
 # transactions longer than its commits wait, however slow each flush is (a ratio of times, so the
 # same on a fast or a slow disk); clients held back by the flush commit again as soon as a commit
-# returns. Time on the CPU and inside transactions counts for neither side. Measured on 2 cores,
-# load average 6-7, fsyncs 0.3-1.9 ms: back-to-back committers (pgbench scripts, 2-6 clients)
-# 0.72-0.91; pgbench at 40, 300 and 1000 tps 0.01, 0.24 and 0.44 (at 1000 it fell behind its
-# schedule); OLTP mixes with think time 0.11-0.14, though 0.76-0.86 of their active samples
-# waited on flushes.
+# returns. Time on the CPU and inside transactions counts for neither side. Measured on 2 cores at
+# load averages 6-11 (fsyncs 0.3-1.9 ms): back-to-back committers (pgbench scripts, 2-6 clients)
+# 0.72-0.93; pgbench keeping its rate at 40, 300 and 600 tps 0.01-0.27, at 1000 tps 0.44 (73 ms
+# behind schedule); OLTP mixes with think time 0.11-0.14, though 0.76-0.88 of their active samples
+# waited on flushes. pgbench asked for 1000 tps and getting 860-930 (0.5-0.8 s latency) read
+# 0.75-0.85: an overloaded server whose clients commit back to back is held back by its flushes.
 FLUSH_COMMIT_BOUND = 0.5
 VACUUM_PRESENCE = 0.5            # share of samples with a vacuum running
 VACUUM_BLOCKS_PER_S = 2_000      # heap blocks scanned (or buffers accessed) per second by vacuums
