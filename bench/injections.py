@@ -78,7 +78,7 @@ class Client:
     statement: Statement
     settings: tuple[str, ...] = ()
     fetch: bool = False
-    pause: float = 0.0
+    pause: float = 0.0  # seconds between two statements or transactions (think time)
     transaction: tuple[str | Statement, ...] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
     hold: float = 0.0
 
@@ -105,11 +105,11 @@ def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: lis
                             for step in client.transaction:
                                 conn.execute(*((step, None) if isinstance(step, str) else step(rng)))
                             stop.wait(client.hold)
-                        continue
-                    sql, params = client.statement(rng)
-                    cur = conn.execute(sql, params)
-                    if client.fetch:
-                        cur.fetchall()
+                    else:
+                        sql, params = client.statement(rng)
+                        cur = conn.execute(sql, params)
+                        if client.fetch:
+                            cur.fetchall()
                 except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
                     continue
                 if client.pause:
