@@ -5,10 +5,15 @@ recall@3 against the labelled manual sections, DQA's tool selection accuracy (TS
 look-up chosen) and tool format accuracy (TFA: the parameters validate against the look-up's
 model), slot accuracy, instance answers checked against values SQL computes on the planted shop,
 refusals of unsafe requests, and the latency of an offline answer once the index is built.
+
+Before any of that, `leakage` checks that the test set is held out in fact, not only in name: the
+TF-IDF cosine of every test question to its nearest training question (both with their table,
+index and setting names replaced by slot words) must stay below LEAKAGE_LIMIT, or the run fails.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import tempfile
 import time
@@ -27,9 +32,14 @@ from operators.docs import DEBIAN_MANUAL, docs_index
 from operators.lookups import LOOKUPS, CatalogueNames, catalogue_names
 from roles.ask import ask
 from roles.instance import MissingSlot, fill_slots, invocation
-from roles.routing import QUESTIONS as TRAINING, router
+from roles.routing import QUESTIONS as TRAINING, SLOT_WORDS, load_questions, masked, pipeline, router
 
 QUESTIONS = Path(__file__).with_name("ask_questions.yaml")
+LEAKAGE_LIMIT = 0.8
+
+
+class Leakage(SystemExit):
+    """A test question is a near-copy of a training question: the numbers would not measure generalization."""
 
 
 def _text(item: str | dict) -> str:
@@ -38,6 +48,54 @@ def _text(item: str | dict) -> str:
 
 def _section_hit(found: str, gold: list[str]) -> bool:
     return any(found == g or ("#" not in g and found.partition("#")[0] == g) for g in gold)
+
+
+def _test_masked(item: str | dict) -> str:
+    """A test question with the names its gold parameters hold replaced by the training templates' slot words."""
+    text = _text(item)
+    params = item.get("params", {}) if isinstance(item, dict) else {}
+    for key, slot in (("table", "table"), ("index", "index"), ("name", "setting")):
+        if key in params:
+            text = re.sub(rf"\b{re.escape(params[key])}\b", SLOT_WORDS[slot], text)
+    return text
+
+
+def leakage(data: dict) -> float:
+    """The largest cosine of a test question to the training set; raises Leakage above LEAKAGE_LIMIT."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    raw = yaml.safe_load(TRAINING.read_text())
+    train = sorted({q.text for q in load_questions()} | {masked(t) for templates in raw[Route.INSTANCE].values()
+                                                          for t in templates})
+    test = [_test_masked(item) for items in data.values() for item in items]
+    vectors = TfidfVectorizer(sublinear_tf=True).fit(train + test)
+    similarity = cosine_similarity(vectors.transform(test), vectors.transform(train))
+    nearest = similarity.argmax(axis=1)
+    worst = sorted(((similarity[i, j], test[i], train[j]) for i, j in enumerate(nearest)), reverse=True)
+    for score, question, closest in worst[:5]:
+        print(f"  nearest {score:.2f}: {question!r} ~ {closest!r}")
+    print(f"test-to-training TF-IDF cosine: max {worst[0][0]:.2f}, mean {statistics.mean(s for s, _, _ in worst):.2f} "
+          f"(limit {LEAKAGE_LIMIT})")
+    over = [w for w in worst if w[0] > LEAKAGE_LIMIT]
+    if over:
+        raise Leakage(f"{len(over)} test questions are near-copies of training questions, e.g. {over[0][1]!r} ~ {over[0][2]!r}")
+    return worst[0][0]
+
+
+def cross_validation() -> None:
+    """Grouped 5-fold cross-validation on the training questions alone: how features and model were chosen."""
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+
+    questions = load_questions()
+    texts, groups = [q.text for q in questions], [q.template for q in questions]
+    routes = cross_val_predict(pipeline(), texts, [q.route.value for q in questions], groups=groups, cv=GroupKFold(5))
+    print(f"training-set grouped 5-fold CV: route macro-F1 "
+          f"{f1_score([q.route.value for q in questions], routes, average='macro'):.3f}", end="")
+    lookups = [q for q in questions if q.lookup is not None and q.text == masked(q.template)]
+    predicted = cross_val_predict(pipeline(), [q.text for q in lookups], [q.lookup.value for q in lookups],
+                                  groups=[q.template for q in lookups], cv=GroupKFold(5))
+    print(f", look-up macro-F1 {f1_score([q.lookup.value for q in lookups], predicted, average='macro'):.3f}")
 
 
 def routing(data: dict, names: CatalogueNames | None) -> None:
@@ -143,6 +201,8 @@ def main() -> None:
     raw = yaml.safe_load(TRAINING.read_text())
     trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(len(v) for v in raw[Route.INSTANCE].values())
     print(f"questions: {trained} for training (dbcrew/data/questions.yaml), {sum(len(v) for v in data.values())} held out for test")
+    leakage(data)
+    cross_validation()
     routing(data, None)
     refusals(data)
     retrieval(data)

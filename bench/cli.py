@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.crew_server import running_crew_server
+from lab.crew_server import prefect_database, running_crew_server
 from cli.server import DEFAULT_PORT, api_url, healthy
 from lab.embedded import EmbeddedPostgres
 
@@ -40,7 +40,7 @@ def main() -> None:
         if healthy(api_url(DEFAULT_PORT)):
             print(f"  note: a Prefect server answers at {api_url(DEFAULT_PORT)}: the 'ephemeral' runs below go through it")
         ephemeral = [review_seconds(pg.dsn("shop"), work / f"ephemeral{i}", base) for i in range(RUNS)]
-        with running_crew_server(inventory, work) as server:
+        with running_crew_server(inventory, work, env=prefect_database(pg)) as server:
             running = [review_seconds(pg.dsn("shop"), work / f"running{i}", {**base, "PREFECT_API_URL": server.api})
                        for i in range(RUNS)]
         print(f"one review, window {WINDOW:g} s: wall time beyond the window (median of {RUNS})")

@@ -68,10 +68,10 @@ class DiagnosisServer:
     def stop(self) -> None:
         self.pg.stop()
 
-    def diagnose(self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "") -> Report:
-        """Run the diagnose scenario (rules brain, plain runner) and return its report."""
+    def diagnose(self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "", brain: str = "rules") -> Report:
+        """Run the diagnose scenario (the rules brain unless told, plain runner) and return its report."""
         settings = Settings(window_seconds=window, alert=alert, baseline_path=str(self.baseline))
-        run = RunContext(target=parse_target(self.dsn), scenario="diagnose", settings=settings, out_dir=out_dir)
+        run = RunContext(target=parse_target(self.dsn), scenario="diagnose", settings=settings, out_dir=out_dir, brain=brain)
         return review(run, PlainPhases)
 
     def diagnose_injected(self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS) -> tuple[Report, float]:

@@ -17,12 +17,15 @@ artifact runs degraded, may miss its plant, and honestly reports that it ran.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import operators  # noqa: F401  (registers every operator)
+from bench.external_faults import external
 from lab.shop import DemoShop
 from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
@@ -168,7 +171,11 @@ def run_one(shop: DemoShop, work: Path, memory: Path, ablations: Ablations, faul
     return RunFigures(correct, why, report.phases.alerts, report.phases.replans, report.phases.reexecuted_tasks, seconds)
 
 
-def main() -> None:
+def main(argv: Sequence[str] = ()) -> None:
+    """Injected faults, then external ones (`--external`: the external cases only)."""
+    parser = argparse.ArgumentParser(prog="python -m bench faults", add_help=False)
+    parser.add_argument("--external", action="store_true", help="only the faults thrown from outside the product")
+    only_external = parser.parse_args(list(argv)).external
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-faults-"))
     pg = EmbeddedPostgres(work / "pgdata").start()
     shop = None
@@ -183,7 +190,7 @@ def main() -> None:
         run_one(shop, work / "runs" / "warm-up", work / "memory" / "warm-up.duckdb", Ablations(), [])
         # Configurations take turns scenario by scenario, so a slow spell of the machine hits them all alike;
         # each keeps its own memory and sees the scenarios in the same order.
-        for number, (name, faults) in enumerate(SCENARIOS):
+        for number, (name, faults) in enumerate([] if only_external else SCENARIOS):
             specs = [FaultSpec.parse(f) for f in faults]
             for config, ablations in CONFIGS:
                 slug = config.strip("-").replace(" ", "-")
@@ -192,10 +199,15 @@ def main() -> None:
                 results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
                     failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
+        external_lines = external(shop, work, CONFIGS)
     finally:
         if shop is not None:
             shop.close()
         pg.stop()
+    for line in external_lines:
+        print(line)
+    if only_external:
+        return
     print(f"{len(SCENARIOS)} fault scenarios on the planted demo shop, window {WINDOW}s, plain phase runner, 2 cores")
     print(f"  {'configuration':16} {'correct reports':>15}   {'re-exec/recovery':>16}   {'re-plans/run':>12}"
           f"   {'alerts/run':>10}   {'wall s/run':>10}")

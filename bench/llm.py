@@ -1,9 +1,9 @@
 """`python -m bench llm`: what an LLM diagnosis costs through the scripted OpenAI-compatible server.
 
 One real window (an embedded server under an injected flood of small inserts, against its idle
-baseline) is diagnosed by a scripted competent team (three experts: each looks at the abnormal
-metrics, every metric series, the waits, the statements and the knowledge, then proposes a cause
-citing the window's real values). The server counts tokens from the request's size (about four
+baseline) is diagnosed by a scripted competent team (the experts the abnormal metrics call in, at
+most three: each looks at every metric series, the waits, the statements and the knowledge in one
+turn of parallel tool calls, then proposes a cause citing the window's real values). The server counts tokens from the request's size (about four
 characters a token), so the table shows what the prompts weigh with RCAgent's snapshot keys
 (observations cut at DBCREW_LLM_OBSERVATION_CHARS' default) and without them (every observation
 whole), and the latency of one call through the real `openai` client.
@@ -30,7 +30,7 @@ from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord, gather
 from prompts import render
 from roles.diagnosis.budget import Limits
-from roles.diagnosis.chief import LlmDiagnoser
+from roles.diagnosis.chief import LlmDiagnoser, team_for
 from roles.diagnosis.tools import metric_stat
 
 CAUSE = "workload_many_inserts"
@@ -53,17 +53,18 @@ class TimedClient(LlmClient):
 
 
 def script(record: FactsRecord, experts: int) -> list[Reply]:
-    """A competent expert's turns, once per expert: observe, then propose the flood with its real values."""
+    """A competent expert's two turns, once per expert: four observations at once (parallel tool calls;
+    the abnormal metrics are in its task), then the flood proposed with its real values."""
     cited = [{"metric": m, "stat": "mean", "value": round(metric_stat(record.window, record.baseline, m, "mean") or 0.0, 1)}
              for m in ("db.tup_inserted", "db.xact_commit")]
-    turns = [("abnormal_metrics", {}), ("metrics", {}), ("waits", {}), ("statements", {}), ("knowledge", {"query": "many small inserts"}),
-             ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})]
-    return [Reply(tool_calls=[turn]) for _ in range(experts) for turn in turns]
+    observe = [("observe", {"what": w}) for w in ("metrics", "waits", "statements")] + [("observe", {"what": "knowledge", "query": "many small inserts"})]
+    propose = ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})
+    return [reply for _ in range(experts) for reply in (Reply(tool_calls=observe), Reply(tool_calls=[propose]))]
 
 
 def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int) -> tuple[LlmDiagnosis, list[float]]:
     limits = Limits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
-    server = ScriptedServer(replies=script(record, limits.experts), measure_usage=True)
+    server = ScriptedServer(replies=script(record, len(team_for(record, limits.experts))), measure_usage=True)
     try:
         client = TimedClient(render, base_url=server.url, api_key="bench", model="scripted", timeout=30.0, max_retries=0)
         _, report = LlmDiagnoser(client, render, limits, Capability.TOOLS).diagnose(record, rules)
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     rules = [RootCause(code=c.code, confidence=c.confidence, evidence=c.evidence) for c in causes]
     print(f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
           f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}")
+    print(f"team: {', '.join(team_for(record, Limits().experts))}")
     print(f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted")
     for label, chars in (("snapshot keys (1200 chars)", Limits().observation_chars), ("whole (no snapshot keys)", 0)):
         report, latencies = diagnose(record, rules, chars)

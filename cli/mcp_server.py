@@ -35,6 +35,7 @@ from dbcrew.errors import UsageError
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer
 from dbcrew.redact import redact
+from dbcrew.settings import Settings
 from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
@@ -113,7 +114,9 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
     if url is not None:
         tool_target(url)
     try:
-        return answer_question(question, url, limits.docs, limits.brain)
+        # An analysis request runs a review: its window stays within --max-window like a review tool call's.
+        window = min(Settings().window_seconds, limits.max_window)
+        return answer_question(question, url, limits.docs, limits.brain, Settings(window_seconds=window))
     except FileNotFoundError as exc:
         raise UsageError(first_line(exc)) from None
 

@@ -1,4 +1,4 @@
-"""`dbcrew server`: a local Prefect server with its UI, a process work pool, a worker, the inventory deployed.
+"""`dbcrew server`: a local Prefect server with its UI, a work pool, its worker, the inventory deployed.
 
 The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
 worker, the flow runs it started and (when this command started it) the server, so nothing is
@@ -116,7 +116,10 @@ def worker_environment(api: str, poll_seconds: float) -> dict[str, str]:
 
 
 def worker_args(pool: str, name: str) -> list[str]:
-    return [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", "process", "--name", name]
+    """The crew's in-process worker (flows/worker.py): every review a flow run of the pool, none a new Python."""
+    from flows.worker import WORKER_TYPE
+
+    return [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", WORKER_TYPE, "--name", name]
 
 
 def wait_for_signal() -> None:

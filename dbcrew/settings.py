@@ -189,6 +189,7 @@ class Settings(BaseModel):
     worker_retries: int = Field(2, ge=0, le=2, description="self-corrections before an alert")
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)
+    max_regenerations: int = Field(2, ge=0, le=5, description="times a re-plan proposal with refused edits is asked again")
     target_wait_seconds: float = Field(30.0, ge=0, le=600, description="how long a task waits, probing with growing pauses,"
                                        " for a target that stopped answering; then the run says it is incomplete")
     ablations: Ablations = Field(default_factory=Ablations)

@@ -29,7 +29,7 @@ def post_edits(run: RunContext, edits: list[PlanEdit], rejected: list[str], titl
     lines = [f"# {title}", "", "| edit | task | before -> after | source | why |", "|---|---|---|---|---|"]
     lines += [f"| {e.kind.value} | {e.task_id or '-'} | {_cell(e.describe())} | {e.source} | {_cell(e.reason)} |" for e in edits]
     if rejected:
-        lines += ["", "Proposed edits the gap-narrow rules refused:", *(f"- {r}" for r in rejected)]
+        lines += ["", "Proposed edits refused by the gap-narrow rules or dropped as not improving the plan:", *(f"- {r}" for r in rejected)]
     create_markdown_artifact("\n".join(lines), key=artifact_key(run, kind), description=title)
 
 

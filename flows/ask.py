@@ -12,15 +12,17 @@ from typing import Any
 from prefect import flow
 
 from dbcrew.models.answer import Answer
+from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from roles.ask import ask
 from roles.brains import default_brain, make_brain
 
 
-def answer_question(question: str, target: str | None, docs: Path | None, brain: str | None) -> Answer:
-    """Parse the target URL (TargetError on a bad one) and answer."""
+def answer_question(question: str, target: str | None, docs: Path | None, brain: str | None,
+                    settings: Settings | None = None) -> Answer:
+    """Parse the target URL (TargetError on a bad one) and answer; `settings` bound a review an analysis request runs."""
     parsed = parse_target(target) if target else None
-    return ask(question, parsed, docs, make_brain(brain or default_brain()))
+    return ask(question, parsed, docs, make_brain(brain or default_brain()), settings=settings)
 
 
 @flow(name="ask", flow_run_name="ask", validate_parameters=False)

@@ -1,4 +1,4 @@
-"""Deploy the crew to a Prefect server: a process work pool, the inventory, and its deployments.
+"""Deploy the crew to a Prefect server: a work pool of in-process workers (flows/worker.py), the inventory, and its deployments.
 
 Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
 machine with dbcrew installed runs them; nothing points at this machine's files. The pool has two
@@ -13,12 +13,13 @@ from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.deployments.runner import EntrypointType, RunnerDeployment
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
-from prefect.workers.process import ProcessWorker
 
+from dbcrew.errors import UsageError
 from dbcrew.inventory import Inventory, TargetEntry
 from flows.fleet import fleet_review
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
+from flows.worker import WORKER_TYPE, InProcessWorker
 
 POOL = "dbcrew"
 REVIEW_QUEUE = "reviews"
@@ -26,13 +27,17 @@ FLEET_QUEUE = "fleet"
 
 
 def ensure_pool(pool: str, max_reviews: int) -> None:
-    """A process work pool with the two queues; `max_reviews` reviews at once over every worker."""
+    """A work pool of the crew's in-process workers with the two queues; `max_reviews` reviews at once over every worker."""
     with get_client(sync_client=True) as client:
         try:
-            client.read_work_pool(pool)
+            existing_pool = client.read_work_pool(pool)
         except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(name=pool, type="process",
-                                                   base_job_template=ProcessWorker.get_default_base_job_template()))
+            client.create_work_pool(WorkPoolCreate(name=pool, type=WORKER_TYPE,
+                                                   base_job_template=InProcessWorker.get_default_base_job_template()))
+        else:
+            if existing_pool.type != WORKER_TYPE:
+                raise UsageError(f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
+                                 f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)")
         for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None)):
             try:
                 existing = client.read_work_queue_by_name(queue, work_pool_name=pool)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prefect import flow
+from functools import cache
+
+from prefect import Flow, flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dbcrew.models import Brief, Strategy
@@ -49,9 +51,15 @@ class PrefectPhases:
 
     @staticmethod
     def execute(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
-        runner = ThreadPoolTaskRunner(max_workers=run.settings.max_workers)
-        return execute_phase.with_options(task_runner=runner)(run, brief, strategy, state)
+        return execute_with(run.settings.max_workers)(run, brief, strategy, state)
 
     @staticmethod
     def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
         return replan(run, brief, result)
+
+
+@cache
+def execute_with(max_workers: int) -> Flow[..., ExecutionResult]:
+    """The execute flow on a pool of `max_workers` threads; made once per size (a flow's copy builds its parameter
+    schema, which a worker running many reviews would otherwise pay for each one). Each call gets its own pool."""
+    return execute_phase.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max_workers))

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.embedded import _free_port
+from lab.embedded import EmbeddedPostgres, _free_port
 
 READY = "press Ctrl-C"
 
@@ -34,6 +34,16 @@ class CrewServer:
     def stop(self) -> str:
         self.process.send_signal(signal.SIGTERM)
         return self.process.communicate(timeout=120)[0]
+
+
+def prefect_database(pg: EmbeddedPostgres, name: str = "prefect") -> dict[str, str]:
+    """The environment that puts the Prefect server's own database on `pg` (a new database `name`).
+
+    On SQLite the server serializes every write: under a fleet its services and the API wait on
+    each other and log `database is locked`. Prefect's server needs asyncpg, which it installs.
+    """
+    pg.psql(f"CREATE DATABASE {name};")
+    return {"PREFECT_API_DATABASE_CONNECTION_URL": pg.dsn(name).replace("postgresql://", "postgresql+asyncpg://", 1)}
 
 
 @contextmanager

@@ -3,9 +3,10 @@
 Each POST to /v1/chat/completions takes the next scripted reply: a content string (wrapped in a
 chat completion), native tool calls, an HTTP status with an error body, or a delay longer than the
 client's timeout. Usage is 100 prompt and 20 completion tokens a call, or, with `measure_usage`,
-the request's and the reply's size in tokens (about four characters each), so a bench can see what
-a prompt costs.
-Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
+the request's and the reply's size in tokens (about four characters each: the messages, and the tool
+specs and response format an endpoint bills with them), so a bench can see what a prompt costs.
+With `respond`, a function of the request chooses each reply instead (a scripted model that reads
+what it was shown, e.g. to cite values a tool observed). Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
 garbage, for an endpoint that answers garbage through a whole review.
 """
 
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 
@@ -38,6 +40,7 @@ class ScriptedServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     otherwise: Reply = field(default_factory=lambda: Reply(status=500, content="script exhausted"))
     measure_usage: bool = False
+    respond: Callable[[dict[str, Any]], Reply] | None = None
 
     def __post_init__(self) -> None:
         script = self
@@ -49,7 +52,7 @@ class ScriptedServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
-                reply = script.replies.pop(0) if script.replies else script.otherwise
+                reply = script.respond(body) if script.respond else script.replies.pop(0) if script.replies else script.otherwise
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
@@ -61,7 +64,8 @@ class ScriptedServer:
                             {"id": f"call_{len(script.requests)}_{i}", "type": "function",
                              "function": {"name": name, "arguments": json.dumps(args)}}
                             for i, (name, args) in enumerate(reply.tool_calls)]
-                    prompt, completion = (approx_tokens(json.dumps(body["messages"])), approx_tokens(json.dumps(message))) \
+                    billed = {k: body[k] for k in ("messages", "tools", "response_format") if k in body}
+                    prompt, completion = (approx_tokens(json.dumps(billed)), approx_tokens(json.dumps(message))) \
                         if script.measure_usage else (100, 20)
                     payload = {
                         "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": body["model"],

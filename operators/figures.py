@@ -1,8 +1,9 @@
 """Matplotlib figures: loaded only when a chart is drawn, saved and closed in one place.
 
-Importing pyplot costs about a third of a second of CPU; every flow run in a process worker pays
-its imports again, so the operators that draw import it through `figure()` at draw time instead
-of at module import. The Agg backend: no display on servers, workers and CI.
+Figures are made with matplotlib's object API on an Agg canvas, never through pyplot: pyplot
+keeps global state (its list of open figures) that concurrent reviews in one worker process,
+and concurrent chart tasks of one review, would share; and importing it costs about a third of
+a second of CPU that every worker process would pay.
 """
 
 from __future__ import annotations
@@ -19,20 +20,18 @@ DPI = 80
 
 @contextmanager
 def figure(path: Path, rows: int, columns: int, **options: Any) -> Iterator[Any]:
-    """`plt.subplots(rows, columns, **options)` as (figure, axes); on exit laid out, saved to `path`, closed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them; on exit laid out and saved to `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(rows, columns, **options)
-    try:
-        yield fig, axes
-        fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
-    finally:
-        plt.close(fig)
+    subplot_options = {k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw", "gridspec_kw") if k in options}
+    fig = Figure(**options)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, columns, **subplot_options)
+    yield fig, axes
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
 
 
 def chart_observation(ctx: OperatorContext, path: Path, artifact: str, summary: str, caption: str) -> Observation:

@@ -31,8 +31,9 @@ MAX_COLUMNS_PER_TABLE = 8  # bounds pass 2 at 56 ordered pairs per table
 PLANNABLE = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast.MergeStmt)
 
 # Errors that mean "this statement cannot be planned here" (syntax, unknown objects, privileges,
-# parameter types, unsupported features, our statement_timeout), as opposed to a broken session.
-UNPLANNABLE = (psycopg.ProgrammingError, psycopg.DataError, psycopg.NotSupportedError, errors.QueryCanceled)
+# parameter types, unsupported features, our statement_timeout, a table another session holds
+# locked past our lock_timeout), as opposed to a broken session.
+UNPLANNABLE = (psycopg.ProgrammingError, psycopg.DataError, psycopg.NotSupportedError, errors.QueryCanceled, errors.LockNotAvailable)
 
 
 class HypopgMissing(LookupError):

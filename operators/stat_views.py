@@ -13,6 +13,7 @@ health review for how long sessions stay in a state, the diagnosis for what acti
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class CounterView:
     sql: str
     keys: tuple[str, ...]
     counters: tuple[str, ...]
+    relations: tuple[str, ...] = ()  # oid columns of relations it locks to read: the SQL leaves out %(held)s (operators/held.py)
+
+    def left_out(self, held: frozenset[int], row: dict[str, Any]) -> bool:
+        """Whether `row` is of a relation held by another session (left out of the window's deltas)."""
+        return any(row[column] in held for column in self.relations)
 
 
 DATABASE_STATS = CounterView(
@@ -74,6 +80,7 @@ SELECT s.relid, s.schemaname::text, s.relname::text, s.seq_scan, s.seq_tup_read,
        c.relkind::text AS relkind,
        (SELECT count(*) FROM pg_index i WHERE i.indrelid = s.relid)::int AS index_count
 FROM {view} s JOIN pg_class c ON c.oid = s.relid
+WHERE s.relid <> ALL(%(held)s::oid[])
 """
 
 TABLE_STATS = CounterView(
@@ -81,15 +88,17 @@ TABLE_STATS = CounterView(
     sql=TABLE_COLUMNS.format(view="pg_stat_user_tables"),
     keys=("relid",),
     counters=("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_del", "n_tup_hot_upd"),
+    relations=("relid",),
 )
 # pg_stat_user_tables is a filter over pg_stat_all_tables; a managed service that hides the view
 # still answers the underlying one.
 TABLE_STATS_ALL = CounterView(
     table="table_stats",
     sql=TABLE_COLUMNS.format(view="pg_stat_all_tables")
-    + " WHERE s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname !~ '^pg_toast'",
+    + " AND s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname !~ '^pg_toast'",
     keys=TABLE_STATS.keys,
     counters=TABLE_STATS.counters,
+    relations=TABLE_STATS.relations,
 )
 
 INDEX_STATS = CounterView(
@@ -115,9 +124,11 @@ FROM pg_stat_user_indexes s
 JOIN pg_index i ON i.indexrelid = s.indexrelid
 JOIN pg_class ic ON ic.oid = s.indexrelid
 JOIN pg_am am ON am.oid = ic.relam
+WHERE s.indexrelid <> ALL(%(held)s::oid[]) AND s.relid <> ALL(%(held)s::oid[])
 """,
     keys=("indexrelid",),
     counters=("idx_scan", "idx_tup_read", "idx_tup_fetch"),
+    relations=("indexrelid", "relid"),
 )
 
 STATEMENTS = CounterView(

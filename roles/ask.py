@@ -14,39 +14,54 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+import psycopg
 import pydantic
 
 from dbcrew.errors import TargetError
-from dbcrew.llm.base import Brain
+from dbcrew.llm.base import Brain, BrainError
+from dbcrew.llm.client import LlmClient
 from dbcrew.models.answer import Answer, Citation, ToolCall
-from dbcrew.settings import reports_root
+from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
-from dbcrew.vocabulary import Route
+from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
 from operators.lookups import CatalogueNames, catalogue_names, run_lookup
+from roles.ask_llm import react, written
+from roles.brains.openai import OpenAIBrain
 from roles.instance import MissingSlot, fill_slots, invocation
 from roles.routing import router, write_request
 
 OBSERVATION_LIMIT = 600
 CITED_PASSAGES = 3
+MAX_LISTED_FINDINGS = 5
 READ_ONLY = ("dbcrew is read-only: it never writes to a database (its sessions run with "
              "default_transaction_read_only), so it will not carry out a request to change data, schema, settings or sessions.")
 OFF_TOPIC = "This question is not about databases; dbcrew answers questions about PostgreSQL and the databases it reviews."
+T = TypeVar("T")
 DIAGNOSE_WORDS = re.compile(r"\b(slow|slower|now|spike|latency|timing out|timeouts?|stuck|cpu|root cause|cause|why)\b", re.IGNORECASE)
 
 
 def ask(question: str, target: PostgresTarget | None = None, docs: Path | None = None, brain: Brain | None = None,
-        workspace: Workspace | None = None) -> Answer:
+        workspace: Workspace | None = None, settings: Settings | None = None) -> Answer:
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
     FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
+    if target is None or write_request(question) is not None:
+        return _answer(question, None, docs, brain, workspace, None, settings)
+    with target.session() as conn:  # one session for the catalogue's names and the look-up
+        return _answer(question, conn, docs, brain, workspace, target, settings)
+
+
+def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, brain: Brain | None,
+            workspace: Workspace | None, target: PostgresTarget | None, settings: Settings | None) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
-    names = None
-    if target is not None and write_request(question) is None:
-        with target.session() as conn:
-            names = catalogue_names(conn)
+    client = brain.client if isinstance(brain, OpenAIBrain) else None
+    names = catalogue_names(conn) if conn is not None else None
     route = router().route(question, fill_slots(question, names).objects_masked if names is not None else None)
     if route is Route.UNSAFE:
         request = write_request(question)
@@ -57,17 +72,34 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
     if route is Route.OFF_TOPIC:
         return Answer(route=route, answer=OFF_TOPIC, refused=True, reason="not about databases", brain=brain_name)
     if route is Route.ANALYSIS:
-        return Answer(route=route, answer=_analysis(question, target), brain=brain_name)
+        return _analysis(question, target, brain_name, settings)
     if route is Route.INSTANCE:
-        return _instance(question, target, names, workspace, brain_name)
-    return _knowledge(question, route, docs, brain_name)
+        answer = _instance(question, conn, names, workspace, brain_name, client)
+    else:
+        answer = _knowledge(question, route, docs, brain_name, client)
+    if client is not None:
+        answer.llm = client.usage.model_copy()
+    return answer
 
 
-def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str) -> Answer:
+def _by_llm(what: str, client: LlmClient, attempt: Callable[[], T | None]) -> tuple[T | None, str]:
+    """The LLM's result and the brain label: 'openai', or why the offline answer stands instead."""
+    try:
+        result = attempt()
+    except BrainError as exc:
+        return None, f"rules (openai failed to {what}: {first_line(exc)})"
+    return result, "openai" if result is not None else f"rules (openai gave no usable {what})"
+
+
+def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str, client: LlmClient | None) -> Answer:
     hits = docs_index(manual_folder(docs)).search(question, CITED_PASSAGES)
     if not hits:
         return Answer(route=route, answer="The manual has no passage about this question.", brain=brain_name)
     citations = [_citation(hit, question) for hit in hits]
+    if client is not None:
+        text, brain_name = _by_llm("cited answer", client, lambda: written(question, [h.passage for h in hits], client))
+        if text is not None:
+            return Answer(route=route, answer=text, citations=citations, brain=brain_name)
     lead = citations[0]
     others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations[1:])
     text = f"From {lead.title or lead.section} ({lead.section}): {lead.excerpt}"
@@ -82,36 +114,62 @@ def _citation(hit: Hit, question: str) -> Citation:
                     excerpt=best_sentences(passage.text, question))
 
 
-def _instance(question: str, target: PostgresTarget | None, names: CatalogueNames | None, workspace: Workspace | None,
-              brain_name: str) -> Answer:
-    if target is None or names is None:
+def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNames | None, workspace: Workspace | None,
+              brain_name: str, client: LlmClient | None) -> Answer:
+    if conn is None or names is None:
         return Answer(route=Route.INSTANCE, brain=brain_name,
                       answer="This question is about a database's own state: give the database to look at (--target URL).")
-    with target.session() as conn:
-        try:
-            call = invocation(question, names, router())
-        except MissingSlot as exc:
-            return Answer(route=Route.INSTANCE, answer=str(exc), brain=brain_name)
-        try:
-            result = run_lookup(conn, call.lookup, call.params)
-        except pydantic.ValidationError as exc:
-            raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
-    observation = result.observation
-    tool = ToolCall(operator=call.lookup.value, params=result.params, observation=observation)
-    if len(observation) > OBSERVATION_LIMIT:
-        store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
-        tool.observation_key = store.put_observation(f"ask:{call.lookup.value}:{uuid.uuid4().hex[:8]}",
-                                                     {"observation": observation, "rows": result.rows})
-        tool.observation = observation[:OBSERVATION_LIMIT - 1] + "…"
-    return Answer(route=Route.INSTANCE, answer=observation, tools=[tool], brain=brain_name)
+    if client is not None:
+        outcome, brain_name = _by_llm("look-up answer", client, lambda: react(question, conn, names, client))
+        if outcome is not None:
+            tools = [_kept(t, {"observation": t.observation}, workspace) for t in outcome.tools]
+            return Answer(route=Route.INSTANCE, answer=outcome.answer, tools=tools, brain=brain_name)
+    try:
+        call = invocation(question, names, router())
+    except MissingSlot as exc:
+        return Answer(route=Route.INSTANCE, answer=str(exc), brain=brain_name)
+    try:
+        result = run_lookup(conn, call.lookup, call.params)
+    except pydantic.ValidationError as exc:
+        raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
+    tool = _kept(ToolCall(operator=call.lookup.value, params=result.params, observation=result.observation),
+                 {"observation": result.observation, "rows": result.rows}, workspace)
+    return Answer(route=Route.INSTANCE, answer=result.observation, tools=[tool], brain=brain_name)
 
 
-def _analysis(question: str, target: PostgresTarget | None) -> str:
+def _kept(tool: ToolCall, whole: dict[str, object], workspace: Workspace | None) -> ToolCall:
+    """`tool` with an observation longer than OBSERVATION_LIMIT stored in the workspace and cut, its key kept
+    (RCAgent's snapshot keys): an answer stays short, the whole observation stays findable."""
+    if len(tool.observation) <= OBSERVATION_LIMIT:
+        return tool
+    store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
+    key = store.put_observation(f"ask:{tool.operator}:{uuid.uuid4().hex[:8]}", whole)
+    return tool.model_copy(update={"observation_key": key, "observation": tool.observation[:OBSERVATION_LIMIT - 1] + "…"})
+
+
+def _analysis(question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None) -> Answer:
+    """Without a target, the review to run; with one, that review run through the one review path (the
+    planner's team, the painter's charts), its summary and worst findings as the answer."""
     diagnose = bool(DIAGNOSE_WORDS.search(question))
-    command = "diagnose" if diagnose else "review"
-    where = target.display if target is not None else "TARGET"
+    scenario = Scenario.DIAGNOSE if diagnose else Scenario.HEALTH
     what = ("a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that sample "
             "the database now, cross-review their root causes and rank them") if diagnose else \
            ("a health review: the planner forms a team (extractor, tasker, painter) that collects statistics, runs "
             "every health check and draws the activity charts")
-    return f"This needs {what}. Run: dbcrew {command} {where}"
+    command = "diagnose" if diagnose else "review"
+    if target is None:
+        return Answer(route=Route.ANALYSIS, brain=brain_name, answer=f"This needs {what}. Run: dbcrew {command} TARGET")
+    from roles.crew import PlainPhases, RunContext  # the review machinery loads only when a review runs
+    from roles.review import review
+
+    chosen = (settings or Settings()).model_copy(update={"alert": question} if diagnose else {})
+    run = RunContext(target=target, scenario=scenario, settings=chosen, brain=brain_name.partition(" ")[0],
+                     out_dir=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}")
+    report = review(run, PlainPhases)
+    problems = sorted((f for f in report.findings if f.is_problem), key=lambda f: f.severity.rank)
+    worst = "; ".join(f"{f.severity.value} {f.code} on {f.object}" for f in problems[:MAX_LISTED_FINDINGS])
+    text = (f"Ran {what}. {report.summary}".strip() + (f"\nWorst findings: {worst}." if worst else "") +
+            f"\nReport: {run.out_dir / 'report.html'}" + (f" (charts: {', '.join(report.charts)})" if report.charts else ""))
+    tool = ToolCall(operator=f"{scenario.value}_review", params={"window_seconds": chosen.window_seconds},
+                    observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {run.out_dir}")
+    return Answer(route=Route.ANALYSIS, answer=text, tools=[tool], brain=report.brain)

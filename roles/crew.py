@@ -97,6 +97,7 @@ class ReplanOutcome(BaseModel):
     strategy: Strategy
     edits: list[PlanEdit]
     rejected: list[str]
+    regenerations: int = 0
 
 
 def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
@@ -133,10 +134,12 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     if ablations.memory:
         recommendations = with_remembered_fixes(run, brief, result)
     request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
-                            completed=done, failed=result.replan_for.task_id, recommendations=recommendations)
+                            completed=done, failed=result.replan_for.task_id, recommendations=recommendations,
+                            alert=result.replan_for, state=result.replan_state, escalated=result.escalated)
     planned = replan(run.shared_brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
-                     reflection=ablations.reflection)
-    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected)
+                     reflection=ablations.reflection, max_regenerations=run.settings.max_regenerations)
+    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected,
+                         regenerations=planned.regenerations)
 
 
 def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult) -> list[Recommendation]:
@@ -198,7 +201,7 @@ class ReviewResult(BaseModel):
     result: ExecutionResult
     phases: Phases
     edits: list[PlanEdit] = Field(default_factory=list, description="memory, monitor and re-plan edits, in order")
-    rejected: list[str] = Field(default_factory=list, description="re-plan edits the gap-narrow rules refused")
+    rejected: list[str] = Field(default_factory=list, description="re-plan edits refused by the gap-narrow rules or dropped as not improving the plan")
     partial: bool = False
     partial_reason: str = ""
 
@@ -209,12 +212,13 @@ def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
     result = phases.execute(run, init.brief, init.strategy, ExecutionState(may_replan=run.settings.max_replans > 0))
     edits = [*init.edits, *result.state.edits]
     rejected: list[str] = []
-    replans = 0
+    replans = regenerations = 0
     while result.replan_for is not None and replans < run.settings.max_replans and not stopping.requested():
         replans += 1
         outcome = phases.replan(run, init.brief, result)
         edits += outcome.edits
         rejected += outcome.rejected
+        regenerations += outcome.regenerations
         state = result.state
         if not run.settings.ablations.gap_narrow:
             state.outcomes.clear()  # the whole new plan runs again, from scratch
@@ -236,7 +240,8 @@ def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
         partial_reason = "; ".join(p for p in (f"{stopping.requested()}: {len(cut)} of {len(state.outcomes)} tasks did not complete",
                                                partial_reason) if p)
     counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
-                      reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits))
+                      reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits),
+                      regenerations=regenerations)
     review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected,
                           partial=bool(partial_reason), partial_reason=partial_reason)
     remember(run, review)

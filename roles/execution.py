@@ -18,7 +18,7 @@ from dbcrew.progress import ProgressEvent
 from dbcrew.models import Strategy, TaskSpec
 from dbcrew.models.crew import Alert, Recommendation, WorkerReport
 from dbcrew.models.plan import EditKind, PlanEdit
-from dbcrew.models.report import Decision, SkipCause, SkipKind
+from dbcrew.models.report import Decision, GlobalStateRecord, SkipCause, SkipKind
 from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.monitor import Monitor, MonitorDecision, compact_state
@@ -69,6 +69,8 @@ class ExecutionResult(BaseModel):
     state: ExecutionState
     replan_for: Alert | None = None
     recommendations: list[Recommendation] = Field(default_factory=list)
+    replan_state: GlobalStateRecord | None = Field(None, description="the global state the monitor saw at the alert that asks for the re-plan")
+    escalated: str = Field("", description="why an instruction became the re-plan; empty for a logic failure")
 
 
 def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) -> None:
@@ -124,6 +126,8 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             _fail_downstream(strategy, state, spec.id)
             continue
         decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused))
+        if not decision.replan and state.instructed.get(spec.id, 0) >= MAX_INSTRUCTIONS_PER_TASK:
+            decision = monitor.escalate(alert, decision, state.instructed[spec.id])  # an instruction that failed twice
         state.decisions.append(decision.record)
         if decision.replan and not state.may_replan:
             # The budget is spent: the failure stays, its dependents skip, everything else still runs.
@@ -132,7 +136,8 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             _fail_downstream(strategy, state, spec.id)
             continue
         if decision.replan:
-            return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations)
+            return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations,
+                                   replan_state=decision.record.state, escalated=decision.escalated)
         strategy = _apply_instruction(strategy, state, spec, decision)
 
 
@@ -209,8 +214,6 @@ def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec
     state.instructions += 1
     state.instructed[spec.id] = state.instructed.get(spec.id, 0) + 1
     action = decision.action
-    if state.instructed[spec.id] > MAX_INSTRUCTIONS_PER_TASK:
-        action = Action.SKIP  # no endless retry loops
     reason = f"monitor: {decision.record.leaf}"
     if action is Action.RETRY:
         del state.outcomes[spec.id]

@@ -95,15 +95,13 @@ class Invocation:
 def invocation(question: str, names: CatalogueNames, router: Router) -> Invocation:
     """The look-up and its validated parameters for an instance question (MissingSlot when a name is missing)."""
     slots = fill_slots(question, names)
-    lookup = router.lookup(slots.masked)
-    # The names settle what the classifier cannot: an index named in a table question, and back.
-    if lookup in TABLE_LOOKUPS and slots.table is None and slots.index is not None:
-        lookup = Lookup.INDEX_INFO
-    elif lookup is Lookup.INDEX_INFO and slots.index is None and slots.table is not None:
-        lookup = Lookup.TABLE_INDEXES
-    elif lookup in TABLE_LOOKUPS | {Lookup.INDEX_INFO} and slots.table is None and slots.index is None \
-            and slots.setting is not None:
-        lookup = Lookup.SETTING
+    ranked = router.lookups_ranked(slots.masked)
+    # The names settle what the classifier cannot: the likeliest look-up whose slot the question
+    # fills; a question naming a table or index asks about it before it asks about the whole database.
+    feasible = [lookup for lookup in ranked if _fillable(lookup, slots)]
+    about_object = [lookup for lookup in feasible[:3] if LOOKUPS[lookup].slots in (TableSlot, IndexSlot)]
+    named = slots.table is not None or slots.index is not None
+    lookup = about_object[0] if named and about_object else (feasible or ranked)[0]
     model = LOOKUPS[lookup].slots
     if model is TableSlot:
         if slots.table is None:
@@ -122,6 +120,12 @@ def invocation(question: str, names: CatalogueNames, router: Router) -> Invocati
     else:
         params = {}
     return Invocation(lookup, model.model_validate(params).model_dump())
+
+
+def _fillable(lookup: Lookup, slots: Slots) -> bool:
+    """Whether the question gives the name `lookup` needs."""
+    model = LOOKUPS[lookup].slots
+    return {TableSlot: slots.table, IndexSlot: slots.index, SettingSlot: slots.setting}.get(model, True) is not None
 
 
 def _missing(kind: str, question: str, known: list[str]) -> str:

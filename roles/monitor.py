@@ -4,7 +4,9 @@ When a worker's alert is broadcast, every worker pauses (running tasks finish, n
 and reports; the monitor then sees the whole crew's state compacted to key facts: which tasks are
 done, failed, skipped, were running or wait, and the failing task's error, log tail, attempt
 history and reflection. A pipeline leaf yields an instruction the tasker applies at once; a logic
-leaf yields recommendations and sends the planner back to re-plan (gap narrow).
+leaf yields recommendations and sends the planner back to re-plan (gap narrow). An instruction
+that already failed twice on a task is escalated: the planner re-plans with the alert, the
+worker's reflection, the global state and the recommendations (the tasker calls `escalate`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class MonitorDecision:
     recommendations: list[Recommendation]
     record: Decision
     params: dict[str, Any] = field(default_factory=dict)
+    escalated: str = ""  # why an instruction became a re-plan; empty otherwise
 
 
 class Monitor:
@@ -77,7 +80,7 @@ class Monitor:
         found = self.tree.classify(alert.error_type, alert.message)
         action = found.remedy.action
         replan = found.remedy.kind is RemedyKind.REPLAN
-        recommendations = self.brain.recommend(alert, found.leaf, action) if replan else []
+        recommendations = self.brain.recommend(alert, found.leaf, action, state) if replan else []
         params = repaired_params(alert.operator, dict(alert.params)) \
             if action is Action.CHANGE_PARAMS else {}
         remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "")
@@ -89,3 +92,17 @@ class Monitor:
             state=state,
         )
         return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record, params=params)
+
+    def escalate(self, alert: Alert, decision: MonitorDecision, instructions: int) -> MonitorDecision:
+        """The re-plan an instruction becomes when it already failed `instructions` times on this task.
+
+        The leaf still says what failed; the planner now gets the alert, the worker's reflection,
+        the global state and the recommendations, and may change what the instruction could not:
+        an equivalent operator, or the failed subgraph removed.
+        """
+        action = Action.REPLACE_OPERATOR
+        state = decision.record.state
+        recommendations = self.brain.recommend(alert, decision.record.leaf, action, state)
+        why = f"{instructions} instructions failed ({decision.record.leaf}: {decision.action.value})"
+        record = decision.record.model_copy(update={"remedy": f"replan (escalated: {why}): {action.value}"})
+        return MonitorDecision(action=action, replan=True, recommendations=recommendations, record=record, escalated=why)

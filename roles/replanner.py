@@ -7,9 +7,14 @@ the rules that keep a re-plan small:
   2. keep completed tasks whose inputs did not change;
   3. prefer editing a task to adding an agent (an agent of the same role already in the team
      takes the task instead).
-Accepted edits are applied to a copy of the old strategy, and the result is validated like any
-plan (and reflected on, when reflection is on). Without gap narrowing (an ablation) the brain's
-whole proposal is taken, and the crew reruns everything.
+A proposal with refused edits is regenerated (the brain is told what was refused and why) at most
+`max_regenerations` times; what a regenerated proposal adds to the accepted edits is kept. Then
+each accepted edit must improve the plan (ROMAS Algorithm 1, lines 11-14): the plan's score is
+(whether the failed task still runs as it failed, how many validator problems it has), and an edit
+that does not lower it is dropped and recorded; a supporting edit (an added agent, an inserted
+task) stays only if the plan without it scores worse. Accepted edits are applied to a copy of the
+old strategy, and the result is validated like any plan (and reflected on, when reflection is on).
+Without gap narrowing (an ablation) the brain's whole proposal is taken, and the crew reruns everything.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dbcrew.models.crew import ReplanRequest
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.vocabulary import EditSource
 from roles.planner import as_plan_request, reflect_until_valid
+from roles.validators import validate
 
 # Applying in this order keeps every intermediate plan's references meaningful.
 APPLY_ORDER = (EditKind.ADD_AGENT, EditKind.REPLACE, EditKind.INSERT, EditKind.CHANGE_PARAMS, EditKind.REORDER,
@@ -34,7 +40,8 @@ APPLY_ORDER = (EditKind.ADD_AGENT, EditKind.REPLACE, EditKind.INSERT, EditKind.C
 class Replanned:
     strategy: Strategy
     edits: list[PlanEdit] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)  # proposed edits the gap-narrow rules refused, and why
+    rejected: list[str] = field(default_factory=list)  # proposed edits refused or dropped as not improving, and why
+    regenerations: int = 0  # proposals asked again because the gap-narrow rules refused some of their edits
 
 
 def diff(old: Strategy, new: Strategy, source: EditSource = EditSource.REPLAN, reason: str = "") -> list[PlanEdit]:
@@ -114,26 +121,88 @@ def narrow(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit
     return accepted, refused
 
 
+def regenerated(brain: Brain, request: ReplanRequest, reason: str, max_regenerations: int) -> tuple[list[PlanEdit], list[str], int]:
+    """The accepted edits of the brain's proposal and of its regenerations, the refusals left, and how many regenerations it took.
+
+    A proposal is asked again, told what was refused and why, while something is refused, at most
+    `max_regenerations` times, and no longer once a regeneration is refused the same way.
+    """
+    accepted, refused = narrow(request, diff(request.strategy, brain.replan(request), reason=reason))
+    rounds = 0
+    while refused and rounds < max_regenerations:
+        rounds += 1
+        again, still = narrow(request, diff(request.strategy, brain.replan(request.model_copy(update={"refused": refused})),
+                                            reason=f"{reason}, regenerated"))
+        touched = {(e.kind, e.task_id, e.agent.name if e.agent else None) for e in accepted}
+        accepted += [e for e in again if (e.kind, e.task_id, e.agent.name if e.agent else None) not in touched]
+        if still == refused:
+            break
+        refused = still
+    return sorted(accepted, key=lambda e: APPLY_ORDER.index(e.kind)), refused, rounds
+
+
+SUPPORTING = (EditKind.ADD_AGENT, EditKind.INSERT)
+
+
+def score(request: ReplanRequest, strategy: Strategy) -> tuple[int, int]:
+    """Lower is better: (1 while the failed task would run again exactly as it failed, the validators' problems)."""
+    failed = request.strategy.task(request.failed)
+    same = next((t for t in strategy.tasks if t.id == failed.id), None)
+    still = same is not None and (same.operator, same.agent, same.params, same.needs) == \
+        (failed.operator, failed.agent, failed.params, failed.needs)
+    return int(still), len(validate(strategy, request.catalogue))
+
+
+def improving(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit], list[str]]:
+    """The edits that improve the plan, and a record of each one dropped because it did not."""
+    supporting = [e for e in edits if e.kind in SUPPORTING]
+    current = request.strategy.apply_all(supporting)
+    best = score(request, current)
+    kept: list[PlanEdit] = []
+    pending = [e for e in edits if e.kind not in SUPPORTING]
+    progress = True
+    while progress:  # passes until none improves: removing a dependent helps only once its upstream is gone
+        progress = False
+        for edit in list(pending):
+            candidate = current.apply(edit)
+            if (now := score(request, candidate)) < best:
+                kept.append(edit)
+                pending.remove(edit)
+                current, best, progress = candidate, now, True
+    dropped = [f"{e.kind.value} {e.task_id}: does not improve the plan (score {score(request, current.apply(e))} against {best})"
+               for e in pending]
+    for edit in supporting:
+        without = request.strategy.apply_all([e for e in supporting if e is not edit] + kept)
+        if score(request, without) > best:
+            kept.append(edit)
+        else:
+            dropped.append(f"{edit.kind.value} {edit.task_id or (edit.agent.name if edit.agent else '')}: does not improve the plan")
+    return sorted(kept, key=lambda e: APPLY_ORDER.index(e.kind)), dropped
+
+
 def replan(brain: Brain, request: ReplanRequest, max_rounds: int, *, gap_narrow: bool = True,
-           reflection: bool = True) -> Replanned:
+           reflection: bool = True, max_regenerations: int = 2) -> Replanned:
     """The re-planned strategy; one the brain cannot make valid becomes the rules brain's, through its fall-back."""
-    return brain.with_fallback("re-plan", lambda planner: _replan(planner, request, max_rounds, gap_narrow, reflection))
+    return brain.with_fallback("re-plan", lambda planner: _replan(planner, request, max_rounds, gap_narrow, reflection, max_regenerations))
 
 
-def _replan(brain: Brain, request: ReplanRequest, max_rounds: int, gap_narrow: bool, reflection: bool) -> Replanned:
-    proposed = brain.replan(request)
+def _replan(brain: Brain, request: ReplanRequest, max_rounds: int, gap_narrow: bool, reflection: bool,
+            max_regenerations: int) -> Replanned:
     why = "; ".join(r.detail for r in request.recommendations if r.detail)
     reason = f"re-plan after {request.failed} failed" + (f" ({why})" if why else "")
-    edits = diff(request.strategy, proposed, reason=reason)
+    rounds = 0
     if gap_narrow:
-        accepted, refused = narrow(request, edits)
+        accepted, refused, rounds = regenerated(brain, request, reason, max_regenerations)
+        accepted, dropped = improving(request, accepted)
+        refused += dropped
         strategy = request.strategy.apply_all(accepted)  # a copy: the old plan stays as it was
     else:
-        accepted, refused, strategy = edits, [], proposed
+        proposed = brain.replan(request)
+        accepted, refused, strategy = diff(request.strategy, proposed, reason=reason), [], proposed
     if reflection:
         reflected = reflect_until_valid(brain, as_plan_request(request), strategy, max_rounds)
         if reflected.rounds:
             strategy = reflected.strategy
             accepted = diff(request.strategy, strategy, reason=f"{reason}, after reflection")
     return Replanned(strategy=strategy.model_copy(update={"round": request.strategy.round + 1}), edits=accepted,
-                     rejected=refused)
+                     rejected=refused, regenerations=rounds)

@@ -7,6 +7,7 @@ import json
 import shutil
 import time
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -20,6 +21,7 @@ from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew import ReviewResult, RunContext
+from roles.diagnosis.chief import llm_only_findings
 from roles.diagnosis.review import with_llm_experts
 from roles.markdown import md_cell, md_code, md_fence, md_text
 from roles.worker import TaskOutcome
@@ -47,7 +49,8 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
         elif outcome is None:
             entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
         elif outcome.status is TaskStatus.DONE:
-            seen = "; ".join(p for p in (outcome.observation.partial if outcome.observation else "", *inherited_partials(op, ops, outcomes)) if p)
+            seen = "; ".join(dict.fromkeys(p for p in (outcome.observation.partial if outcome.observation else "",
+                                                      *inherited_partials(op, ops, outcomes)) if p))
             reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
@@ -83,6 +86,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     llm_diagnosis = None
     if run.scenario is Scenario.DIAGNOSE:
         root_causes, llm_diagnosis = with_llm_experts(brain, Workspace(run.workspace_path), root_causes)
+        findings += llm_only_findings(root_causes)
     summary = brain.summarize(run.scenario, findings, coverage)
     partial = review.partial_reason
     unreachable = max((o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0)
@@ -97,7 +101,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
         scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
         coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits,
+        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits, declined=review.rejected,
         ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
@@ -137,8 +141,12 @@ def baseline_note(source: str) -> str:
             " target's normal behaviour; expect lower confidence and more candidates.")
 
 
+@cache
 def _env() -> Environment:
-    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters."""
+    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters.
+
+    One environment per process: it compiles each template once (a worker runs many reviews) and
+    is safe to render from concurrent reviews."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "html.j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(md_text=md_text, md_cell=md_cell, md_code=md_code, md_fence=md_fence)

@@ -23,9 +23,10 @@ import yaml
 
 from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
+from roles.question_features import annotate_all
 
 QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
-MODEL_VERSION = 2
+MODEL_VERSION = 3
 # Names that fill the training templates: made up, so no name of a real database is learnt.
 TRAIN_TABLES = ("invoices", "users", "events", "payments", "accounts", "shipments", "sessions", "page_views")
 TRAIN_INDEXES = ("invoices_pkey", "users_email_idx", "events_created_at_idx", "payments_account_id_idx")
@@ -67,16 +68,26 @@ _COMPARES = re.compile(r"\b(?:vs\.?|versus|difference|compared?)\b", re.IGNORECA
 _CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
 
 
+# Words that make a write verb the first half of a noun ("vacuum health", "update frequency"): in a
+# list after the first clause ("assess index health, vacuum health and configuration") such a pair
+# names something to look at, not a command.
+_COMPOUND_HEADS = re.compile(r"(?:health|status|state|settings?|configuration|config|activity|progress|frequency|"
+                             r"history|performance|behaviou?r|lag|times?|counts?|rates?|delays?|thresholds?|"
+                             r"workers?|costs?|age|debt|stats|statistics)\b")
+
+
 def write_request(question: str) -> str | None:
     """The words that make `question` a request to change the database (None when it asks for none)."""
     text = " ".join(question.split())
-    for clause in _CLAUSE.split(text):
+    for position, clause in enumerate(_CLAUSE.split(text)):
         if _COMPARES.search(clause):
             continue  # "VACUUM FULL vs VACUUM": the verb names a command being compared, not one asked for
         found = re.match(_POLITE + r"(\w+)\b\s*(.*)", clause.strip(), re.IGNORECASE)
         if not found:
             continue
         verb, rest = found.group(1).lower(), found.group(2).lower()
+        if position > 0 and found.start(1) == 0 and _COMPOUND_HEADS.match(rest):
+            continue  # a list item with nothing asking for it: a noun, not a command
         if verb in _ALWAYS and (verb not in _NEEDS_OBJECT or re.match(_NEEDS_OBJECT[verb], rest)):
             return clause.strip()
     rid = re.search(r"\b(?:get rid of|do away with|clear out|empty out)\b", text, re.IGNORECASE)
@@ -95,6 +106,7 @@ class Labelled:
     text: str
     route: Route
     lookup: Lookup | None = None
+    template: str = ""  # the line of questions.yaml it came from: variants of one template stay in one fold
 
 
 def fill(template: str, rng: random.Random) -> str:
@@ -117,18 +129,21 @@ def load_questions(path: Path = QUESTIONS) -> list[Labelled]:
         for lookup, templates in grouped:
             for template in templates:
                 texts = {fill(template, rng), fill(template, rng), masked(template)} if "{" in template else {template}
-                out.extend(Labelled(text, Route(route), Lookup(lookup) if lookup else None) for text in sorted(texts))
+                out.extend(Labelled(text, Route(route), Lookup(lookup) if lookup else None, template)
+                           for text in sorted(texts))
     return out
 
 
-def _pipeline() -> Any:
+def pipeline() -> Any:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline, make_union
+    from sklearn.preprocessing import FunctionTransformer
 
     features = make_union(TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[A-Za-z_0-9]+"),
                           TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
-    return make_pipeline(features, LogisticRegression(C=20.0, max_iter=2000, class_weight="balanced"))
+    return make_pipeline(FunctionTransformer(annotate_all), features,
+                         LogisticRegression(C=20.0, max_iter=2000, class_weight="balanced"))
 
 
 class Router:
@@ -136,10 +151,10 @@ class Router:
 
     def __init__(self, path: Path = QUESTIONS):
         questions = load_questions(path)
-        self.routes = _pipeline().fit([q.text for q in questions], [q.route.value for q in questions])
+        self.routes = pipeline().fit([q.text for q in questions], [q.route.value for q in questions])
         raw = yaml.safe_load(path.read_text())[Route.INSTANCE]
         pairs = [(masked(t), lookup) for lookup, templates in raw.items() for t in templates]
-        self.lookups = _pipeline().fit([p[0] for p in pairs], [p[1] for p in pairs])
+        self.lookups = pipeline().fit([p[0] for p in pairs], [p[1] for p in pairs])
 
     def route(self, question: str, masked_question: str | None = None) -> Route:
         """The classifier's route; a write request is UNSAFE whatever it says. `masked_question` is the
@@ -151,7 +166,8 @@ class Router:
         ranked = sorted(zip(probabilities, self.routes.classes_), reverse=True)
         # Without a write verb or statement the classifier alone must be sure: its doubt about
         # "why isn't autovacuum cleaning X" must not refuse a question about the database.
-        if ranked[0][1] == Route.UNSAFE and ranked[0][0] < UNSAFE_CONFIDENCE:
+        # A question ("why isn't autovacuum cleaning X?") asks about a change, it requests none.
+        if ranked[0][1] == Route.UNSAFE and (ranked[0][0] < UNSAFE_CONFIDENCE or _ASKS_ABOUT.match(question)):
             ranked = ranked[1:]
         route = Route(ranked[0][1])
         names_object = masked_question is not None and any(w in masked_question for w in (SLOT_WORDS["table"], SLOT_WORDS["index"]))
@@ -159,9 +175,10 @@ class Router:
             return Route.INSTANCE
         return route
 
-    def lookup(self, masked_question: str) -> Lookup:
-        """The look-up for an instance question whose names were replaced by SLOT_WORDS."""
-        return Lookup(self.lookups.predict([masked_question])[0])
+    def lookups_ranked(self, masked_question: str) -> list[Lookup]:
+        """The look-ups for an instance question whose names were replaced by SLOT_WORDS, likeliest first."""
+        probabilities = self.lookups.predict_proba([masked_question])[0]
+        return [Lookup(name) for _, name in sorted(zip(probabilities, self.lookups.classes_), reverse=True)]
 
 
 @lru_cache(maxsize=2)

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
-from dbcrew.models.report import CoverageEntry, LlmUsage
+from dbcrew.models.report import CoverageEntry, GlobalStateRecord, LlmUsage
 from dbcrew.vocabulary import Action, Scenario
 
 T = TypeVar("T")
@@ -50,7 +50,8 @@ class Brain(ABC):
         """The brain's own objections to a plan the validators accepted."""
 
     @abstractmethod
-    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]: ...
+    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
+        """What the planner should change: from the alert (with the worker's reflection), the leaf, the default action and the crew's global state."""
 
     @abstractmethod
     def replan(self, request: ReplanRequest) -> Strategy: ...

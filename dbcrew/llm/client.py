@@ -8,6 +8,7 @@ The client knows nothing of roles: the prompts it sends are rendered by the call
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -16,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, TypeVar
 
 import json_repair
@@ -34,6 +36,7 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 TIMEOUT_ENV, RETRIES_ENV = "DBCREW_LLM_TIMEOUT", "DBCREW_LLM_MAX_RETRIES"
 CAPABILITY_ENV = "DBCREW_LLM_CAPABILITY"
+CACHE_DIR_ENV = "DBCREW_LLM_CACHE_DIR"
 
 
 class Capability(StrEnum):
@@ -111,12 +114,22 @@ class Completion:
     cached: bool = False
 
 
+def llm_cache_dir() -> Path | None:
+    """DBCREW_LLM_CACHE_DIR: where answers are kept between runs; none (memory only) when unset."""
+    raw = os.environ.get(CACHE_DIR_ENV, "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
 @dataclass
 class ResponseCache:
     """Completions keyed by a hash of the whole request (model, messages, tools, format, temperature,
-    sample): asking the same thing again, in a re-run diagnosis or a bench pass, costs no call."""
+    sample): asking the same thing again, in a re-run diagnosis or a bench pass, costs no call. With a
+    `directory`, every answer is also a file `<key>.json` there (written aside and renamed into place,
+    so a reader never sees half of one), and a later run is answered from it. Only answers are
+    stored, never the request (which holds the database's data); a damaged file is asked again."""
 
     limit: int = 512
+    directory: Path | None = None
     entries: dict[str, Completion] = field(default_factory=dict)
 
     @staticmethod
@@ -124,9 +137,31 @@ class ResponseCache:
         return hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()
 
     def get(self, key: str) -> Completion | None:
-        return self.entries.get(key)
+        hit = self.entries.get(key)
+        if hit is not None or self.directory is None:
+            return hit
+        path = self.directory / f"{key}.json"
+        if not path.is_file():
+            return None
+        try:
+            stored = json.loads(path.read_text())
+            hit = Completion(stored["text"], tuple(ToolCall(**c) for c in stored["tool_calls"]),
+                             stored["prompt_tokens"], stored["completion_tokens"])
+        except (ValueError, KeyError, TypeError):
+            return None  # not an answer this version wrote: the call is made and the file rewritten
+
+        self._remember(key, hit)
+        return hit
 
     def put(self, key: str, completion: Completion) -> None:
+        self._remember(key, completion)
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            partial = self.directory / f"{key}.{os.getpid()}.partial"
+            partial.write_text(json.dumps(dataclasses.asdict(completion)))
+            partial.replace(self.directory / f"{key}.json")
+
+    def _remember(self, key: str, completion: Completion) -> None:
         if len(self.entries) >= self.limit:
             self.entries.pop(next(iter(self.entries)))
         self.entries[key] = completion

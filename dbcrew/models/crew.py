@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from dbcrew.models.brief import Brief
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import Strategy
+from dbcrew.models.report import GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, RemedyKind, Scenario, TaskStatus
 
 
@@ -87,3 +88,7 @@ class ReplanRequest(BaseModel):
     completed: list[str] = Field(description="task ids whose results are kept")
     failed: str
     recommendations: list[Recommendation]
+    alert: Alert | None = Field(None, description="the failing worker's alert: error, parameters, attempts with their reflections, log tail")
+    state: GlobalStateRecord | None = Field(None, description="the paused crew's global state, as the monitor saw it")
+    escalated: str = Field("", description="why an instruction became this re-plan (it failed twice); empty for a logic failure")
+    refused: list[str] = Field(default_factory=list, description="differences of the previous proposal the gap-narrow rules refused, and why")

@@ -87,6 +87,7 @@ class Phases(BaseModel):
     reused_tasks: int = Field(0, description="completed tasks a re-plan kept instead of running again")
     reexecuted_tasks: int = Field(0, description="task runs a recovery caused: reruns and replacements")
     lessons_applied: int = Field(0, description="plan edits taken from long-term memory before the first run")
+    regenerations: int = Field(0, description="re-plan proposals asked again because the gap-narrow rules refused some of their edits")
 
 
 class LlmUsage(BaseModel):
@@ -112,6 +113,8 @@ class LlmDiagnosis(BaseModel):
     snapshots: int = Field(0, description="observations too long to show whole: a head and a key to expand shown instead")
     repairs: int = Field(0, description="answers json-repair made parseable without asking again")
     regenerations: int = Field(0, description="answers asked for again because they could not be used")
+    reflections: int = Field(0, description="lines of inquiry the experts scored (D-Bot's tree search)")
+    backtracks: int = Field(0, description="low-scoring branches abandoned for a better earlier point of the search")
     corrections: dict[str, int] = Field(default_factory=dict, description="corrective messages sent: unknown_tool, repeated_action")
     accepted: list[str] = Field(default_factory=list, description="'expert: code' proposals that passed the guard and the vote")
     rejected: list[str] = Field(default_factory=list, description="'expert: code: why' proposals the hallucination guard refused")
@@ -209,6 +212,8 @@ class Report(BaseModel):
     summary: str = ""
     decisions: list[Decision] = Field(default_factory=list)
     edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
+    declined: list[str] = Field(default_factory=list, description="re-plan edits not applied: refused by the gap-narrow rules"
+                                " (after regeneration) or dropped as not improving the plan, each with why")
     ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
     partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
     notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")

@@ -9,6 +9,7 @@ PostgreSQL store.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,16 @@ import psycopg
 DUCKDB_LOCK_RETRIES = 50
 DUCKDB_LOCK_PAUSE = 0.2
 APPLICATION_NAME = "dbcrew-store"
+
+# Within one process, DuckDB lets two connections to a file write concurrently and fails the one that
+# conflicts ("Catalog write-write conflict"): reviews running in threads of one worker take turns.
+_DUCKDB_FILE_LOCKS: dict[Path, threading.RLock] = {}
+_DUCKDB_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _duckdb_file_lock(path: Path) -> threading.RLock:
+    with _DUCKDB_FILE_LOCKS_GUARD:
+        return _DUCKDB_FILE_LOCKS.setdefault(path.resolve(), threading.RLock())
 
 
 class Session(Protocol):
@@ -72,19 +83,20 @@ class DuckDBBackend:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        conn = self._connect()
-        try:
-            conn.begin()
-            yield _DuckSession(conn)
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+        with _duckdb_file_lock(self.path):
+            conn = self._connect()
+            try:
+                conn.begin()
+                yield _DuckSession(conn)
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                conn.close()
 
     def lock_schema(self, session: Session) -> None:
-        """One process writes a DuckDB file at a time: nothing to lock."""
+        """One session writes a DuckDB file at a time (one process by DuckDB's file lock, one thread by ours)."""
 
 
 class _PgSession:

@@ -1,5 +1,6 @@
 """Connectors to the databases dbcrew reviews. Every session they open is read-only."""
 
 from dbcrew.targets.postgres import PostgresTarget, own_pids, parse_target
+from dbcrew.targets.resumable import Resumable, resumable, resumed_note
 
-__all__ = ["PostgresTarget", "own_pids", "parse_target"]
+__all__ = ["PostgresTarget", "Resumable", "own_pids", "parse_target", "resumable", "resumed_note"]

@@ -8,6 +8,7 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded
+from operators.held import held_table
 from operators.predicates import filter_columns
 from operators.registry import OperatorContext
 from operators.sql import name_list, qualified, quote_ident
@@ -142,7 +143,10 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     leading: dict[int, list[list[str]]] = defaultdict(list)
     for row in ctx.workspace.query("SELECT relid, column_names FROM index_stats WHERE indisvalid AND predicate = ''"):
         leading[row["relid"]].append(_key_columns(row))
-    fks = ctx.workspace.query("SELECT * FROM foreign_keys")
+    held = held_table("index_stats")
+    # A table whose indexes could not be read (held by another session's lock) is not judged.
+    fks = ctx.workspace.query(f"SELECT * FROM foreign_keys WHERE relid NOT IN (SELECT relid FROM {held})"
+                              if ctx.workspace.has(held) else "SELECT * FROM foreign_keys")
     for fk in fks:
         cols = name_list(fk["column_names"])
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk["relid"]]):

@@ -10,17 +10,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew import stopping
 from dbcrew.models import Role
-from dbcrew.targets import own_pids
+from dbcrew.targets import own_pids, resumable
 from dbcrew.vocabulary import Category
 from operators.stat_views import (
     DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
 )
+from operators.held import Held, guarded, held_relations, held_table
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.sql import fetch, land
+
+Rows = tuple[list[tuple[str, str]], list[tuple[Any, ...]]]
 
 
 class WindowParams(BaseModel):
@@ -31,18 +35,34 @@ class WindowParams(BaseModel):
 def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterView) -> Observation:
     """Read `views` at the start and the end of the window and land each with its deltas.
 
-    The summary is the first view's; the artifacts are every view's.
+    A relation another session holds ACCESS EXCLUSIVE at either reading is left out of both
+    (operators/held.py) and named in `partial`. The summary is the first view's; the artifacts are every view's.
     """
     window = ctx.window(params.window_seconds)
-    with ctx.target.session() as conn:
-        before = [fetch(conn, view.sql) for view in views]
+    with resumable(ctx.target) as session:
+        held, before = session.run(lambda conn: _read(conn, views, Held()))
     started = time.monotonic()
     stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
-    with ctx.target.session() as conn:
-        after = [fetch(conn, view.sql)[1] for view in views]
+    with resumable(ctx.target) as session:
+        held, after = session.run(lambda conn: _read(conn, views, held))
     elapsed = time.monotonic() - started
-    landed = [_land_deltas(ctx, view, columns, old, new, elapsed) for view, (columns, old), new in zip(views, before, after, strict=True)]
-    return landed[0].model_copy(update={"artifacts": [view.table for view in views]})
+    landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
+              for view, (columns, old), (_, new) in zip(views, before, after, strict=True)]
+    return landed[0].model_copy(update={"artifacts": [view.table for view in views], "partial": held.describe() if held else ""})
+
+
+def _read(conn: psycopg.Connection[Any], views: tuple[CounterView, ...], held: Held) -> tuple[Held, list[Rows]]:
+    """Each view's rows; the views that lock relations leave out the held ones (a set that only grows)."""
+    if any(view.relations for view in views):
+        held = held | held_relations(conn)
+    readings = []
+    for view in views:
+        if view.relations:
+            held, reading = guarded(conn, held, lambda args, sql=view.sql: fetch(conn, sql, args))
+        else:
+            reading = fetch(conn, view.sql)
+        readings.append(reading)
+    return held, readings
 
 
 def _land_deltas(
@@ -52,6 +72,7 @@ def _land_deltas(
     before: list[tuple[Any, ...]],
     after: list[tuple[Any, ...]],
     elapsed: float,
+    held: frozenset[int],
 ) -> Observation:
     names = [c for c, _ in columns]
     key_idx = [names.index(k) for k in view.keys]
@@ -60,11 +81,15 @@ def _land_deltas(
     delta_columns = [(f"{c}_delta", "DOUBLE") for c in view.counters]
     rows = []
     for row in after:
+        if view.left_out(held, dict(zip(names, row, strict=True))):
+            continue  # held at the start: its counters have no start to subtract
         old = first.get(tuple(row[i] for i in key_idx))
         # An object created during the window started from zero.
         deltas = [float(row[i] or 0) - float((old[i] if old else 0) or 0) for i in counter_idx]
         rows.append((*row, *deltas, elapsed))
     count = land(ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows)
+    if view.relations:  # what the view's rows leave out, for checks that join it with a lock-free artifact
+        land(ctx.workspace, held_table(view.table), [("relid", "BIGINT")], [(oid,) for oid in sorted(held)])
     return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table])
 
 
@@ -126,18 +151,18 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     connection_rows: list[tuple[Any, ...]] = []
     act_cols: list[tuple[str, str]] = []
     conn_cols: list[tuple[str, str]] = []
-    with ctx.target.session() as conn:
+    with resumable(ctx.target) as session:
         for sample in range(samples):
             if sample:
                 if stopping.pause(pause):
                     break
-            act_cols, rows = fetch(conn, SESSIONS_SQL, {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)})
+            act_cols, rows = session.run(lambda conn, n=sample: fetch(conn, SESSIONS_SQL, {"sample": n, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)}))
             activity_rows.extend(rows)
-            conn_cols, rows = fetch(conn, CONNECTIONS_SQL, {"sample": sample})
+            conn_cols, rows = session.run(lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n}))
             connection_rows.extend(rows)
     land(ctx.workspace, "activity", act_cols, activity_rows)
     land(ctx.workspace, "connections", conn_cols, connection_rows)
     return Observation(
-        summary=f"activity: {len(activity_rows)} session rows in {samples} samples",
+        summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
         artifacts=["activity", "connections"],
     )

@@ -94,6 +94,8 @@ class WindowEvidence(BaseModel):
     cpu_count: int | None = Field(None, description="host CPUs when the target is local, else unknown")
     memory_total_bytes: int | None = None
     server_version_num: int = 0
+    left_out: str = Field("", description="tables not sampled because another session held them (operators/held.py)")
+    reconnects: int = Field(0, description="times the server ended the sampling session and it was resumed on a new one")
 
     def mean(self, metric: str) -> float:
         values = self.series.get(metric) or []

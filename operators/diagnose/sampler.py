@@ -24,8 +24,9 @@ import psutil
 import psycopg
 
 from dbcrew import stopping
-from dbcrew.targets import PostgresTarget, own_pids
+from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
+from operators.held import Held, guarded, held_relations
 from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
@@ -259,44 +260,44 @@ def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> l
     return tables
 
 
-def _sample_sessions(conn: psycopg.Connection[Any], tally: ActivityTally, step: float, until: float) -> dict[str, float] | None:
+def _sample_sessions(session: Resumable, tally: ActivityTally, step: float, until: float) -> dict[str, float] | None:
     """Sample the sessions every `step` seconds until `until`; the gauges' means over those samples,
     or None when the review was asked to stop."""
     ticks: list[dict[str, float]] = []
     while True:
         if stopping.pause(max(min(step, until - time.monotonic()), 0.0)):
             return None
-        ticks.append(tally.add(sessions(conn, tally.samples)))
+        ticks.append(tally.add(session.run(lambda conn: sessions(conn, tally.samples))))
         if time.monotonic() >= until - 1e-3:
             return {k: sum(t[k] for t in ticks) / len(ticks) for k in ticks[0]}
 
 
 def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5) -> WindowEvidence:
-    """Watch `target` for `seconds`, one tick every `interval` seconds."""
-    with target.session() as conn:
-        version = int(_one(conn, "SELECT current_setting('server_version_num')::int AS v")["v"])
-        backend = int(_one(conn, "SELECT pg_backend_pid() AS pid")["pid"])
-        settings = {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
+    """Watch `target` for `seconds`, one tick every `interval` seconds, on one session resumed whenever the server ends it."""
+    with resumable(target) as session:
+        version = int(session.run(lambda conn: _one(conn, "SELECT current_setting('server_version_num')::int AS v"))["v"])
+        backend = int(session.run(lambda conn: _one(conn, "SELECT pg_backend_pid() AS pid"))["pid"])
+        settings = {r["name"]: r["value"] for r in session.run(lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall())}
         host = HostProbe.find(target, backend)
-        statements_before = _statements(conn)
-        tables_before = conn.execute(TABLE_STATS.sql).fetchall()
+        statements_before = session.run(_statements)
+        held, tables_before = session.run(lambda conn: _tables(conn, Held()))
         tally = ActivityTally()
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
         started = time.time()
-        history = deque([(time.monotonic(), read_counters(conn, version))])
+        history = deque([(time.monotonic(), session.run(lambda conn: read_counters(conn, version)))])
         last_tick = history[0][0]
         if host is not None:
             host.read(0.0)
         deadline = last_tick + seconds
         step = interval / SESSION_SAMPLES_PER_TICK
         while True:
-            gauges = _sample_sessions(conn, tally, step, min(last_tick + interval, deadline))
+            gauges = _sample_sessions(session, tally, step, min(last_tick + interval, deadline))
             if gauges is None:
                 break
             now = time.monotonic()
             elapsed = now - last_tick
-            counters = read_counters(conn, version)
+            counters = session.run(lambda conn: read_counters(conn, version))
             # Backends report their counters at most once a second, so a rate over a shorter span
             # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
             while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
@@ -305,7 +306,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
             history.append((now, counters))
             values.update(gauges)
-            values["vacuum.heap_blks_scanned"] = vacuum.read(conn) / elapsed if elapsed > 0 else 0.0
+            values["vacuum.heap_blks_scanned"] = session.run(vacuum.read) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))
             for key, value in values.items():
@@ -313,12 +314,19 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             last_tick = now
             if now >= deadline - 1e-3:
                 break
-        statements = statement_deltas(statements_before, _statements(conn))
-        tables = table_deltas(tables_before, conn.execute(TABLE_STATS.sql).fetchall())
+        statements = statement_deltas(statements_before, session.run(_statements))
+        held, tables_after = session.run(lambda conn: _tables(conn, held))
+        tables = table_deltas(tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)])
     return WindowEvidence(
         started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
         session_samples=tally.samples, blocked=list(tally.blocked.values()), statements=statements, tables=tables,
         settings=settings, running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
+        left_out=held.describe() if held else "", reconnects=session.reconnects,
     )
+
+
+def _tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
+    """TABLE_STATS without the tables another session holds ACCESS EXCLUSIVE (a set that only grows)."""
+    return guarded(conn, held | held_relations(conn), lambda args: conn.execute(TABLE_STATS.sql, args).fetchall())

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Finding, Role, RootCause, Severity
 from dbcrew.vocabulary import Category
+from dbcrew.targets import resumed_note
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.evidence import Baseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, gather
@@ -79,7 +80,8 @@ def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> 
     window = sample_window(ctx.target, seconds)
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
-    return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}", artifacts=[HEALTH_WINDOW_KEY])
+    return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}{resumed_note(window.reconnects)}", artifacts=[HEALTH_WINDOW_KEY],
+                       partial=window.left_out)
 
 
 def run_expert(ctx: OperatorContext, expert: str) -> Observation:

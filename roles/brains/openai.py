@@ -23,7 +23,7 @@ from dbcrew.llm.base import Brain, BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
-from dbcrew.models.report import CoverageEntry
+from dbcrew.models.report import CoverageEntry, GlobalStateRecord
 from dbcrew.vocabulary import Action, Scenario
 from roles.brains.rules import RulesBrain
 
@@ -118,10 +118,10 @@ class OpenAIBrain(Brain):
         answer = self._or_fallback("critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems())
         return answer.problems
 
-    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]:
-        context = {"alert": alert.model_dump(), "leaf": leaf, "action": action}
+    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
+        context = {"alert": alert.model_dump(), "leaf": leaf, "action": action, "state": state.model_dump() if state else None}
         answer = self._or_fallback("recommend", lambda: self.ask("recommend.j2", context, Recommendations),
-                                   lambda: Recommendations(recommendations=self._fallback.recommend(alert, leaf, action)))
+                                   lambda: Recommendations(recommendations=self._fallback.recommend(alert, leaf, action, state)))
         return answer.recommendations
 
     def replan(self, request: ReplanRequest) -> Strategy:

@@ -7,7 +7,8 @@ from collections import Counter
 from dbcrew.llm.base import Brain
 from dbcrew.models import AgentSpec, CatalogueEntry, Finding, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
-from dbcrew.models.report import CoverageEntry, CoverageStatus
+from dbcrew.models.finding import LLM_EXPERTS_SOURCE
+from dbcrew.models.report import CoverageEntry, CoverageStatus, GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
 from roles.playbooks import EXPERT_PREFIX, PLAYBOOKS, agent_for, diagnose_team, strategy_from_operators, team_for, wire
 
@@ -50,7 +51,7 @@ class RulesBrain(Brain):
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
         return []
 
-    def recommend(self, alert: Alert, leaf: str, action: Action) -> list[Recommendation]:
+    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
         return [Recommendation(action=action, task_id=alert.task_id, detail=f"{leaf}: {alert.message}")]
 
     def replan(self, request: ReplanRequest) -> Strategy:
@@ -82,10 +83,11 @@ class RulesBrain(Brain):
 
     def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
         if scenario is Scenario.DIAGNOSE:
-            causes = sorted((f for f in findings if f.source == "cross_review_causes"), key=lambda f: -f.confidence)
+            causes = sorted((f for f in findings if f.source in ("cross_review_causes", LLM_EXPERTS_SOURCE)), key=lambda f: -f.confidence)
             if not causes:
                 return "No root cause above the reporting confidence: the window looks like the baseline's workload."
-            return f"{len(causes)} root causes: " + "; ".join(f"{f.code} (confidence {f.confidence:.2f})" for f in causes) + "."
+            return f"{len(causes)} root causes: " + "; ".join(
+                f"{f.code} (confidence {f.confidence:.2f}{', LLM experts only' if f.source == LLM_EXPERTS_SOURCE else ''})" for f in causes) + "."
         by_severity = Counter(f.severity.value for f in findings)
         problems = by_severity["critical"] + by_severity["warning"]
         not_run = [c.check for c in coverage if c.status is not CoverageStatus.RAN]

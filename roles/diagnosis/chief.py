@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import Capability, LlmClient, Render, ResponseCache, endpoint_capability
-from dbcrew.models import RootCause
+from dbcrew.models import Finding, RootCause
+from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
 from dbcrew.models.report import LlmDiagnosis
-from dbcrew.vocabulary import Cause, RootCauseCode
+from dbcrew.vocabulary import Cause
 from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
 from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
@@ -29,6 +30,8 @@ from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
 from roles.diagnosis.tools import DiagnosisTools, Snapshots
 
+JOIN_SHARE = 0.25  # an expert the alert does not name joins when it explains this share of the abnormal metrics
+SHOWN_ABNORMAL = 8  # in the task prompt; every call of the conversation carries it
 NEW_CAUSE_CONFIDENCE = 0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
 
 
@@ -87,21 +90,31 @@ class LlmDiagnoser:
         out.accepted = [f"{expert}: {cause.code}" for expert, cause in accepted]
         out.calls, out.cached, out.prompt_tokens, out.completion_tokens = tally.calls, tally.cached, tally.prompt_tokens, tally.completion_tokens
         out.tool_calls, out.snapshots, out.repairs, out.regenerations = tally.tool_calls, tally.snapshots, tally.repairs, tally.regenerations
+        out.reflections, out.backtracks = tally.reflections, tally.backtracks
         out.corrections = dict(tally.corrections)
         return merge(rules, accepted), out
 
 
 def team_for(record: FactsRecord, size: int) -> list[str]:
-    """At most `size` of the experts the alert and the abnormal metrics call in (all without a
-    baseline), the strongest called first: alert words count twice, each abnormal metric once."""
+    """At most `size` experts, sized by what the anomaly needs (every expert costs its own conversation):
+    the experts the alert names and the strongest one, then, greedily, the expert explaining the most abnormal metrics the
+    team does not yet explain, while it explains at least JOIN_SHARE of all the abnormal metrics.
+    Without a baseline nothing is abnormal: every expert is engaged, ranked by the alert's words."""
     engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
     words = {w.strip(".,:;()[]\"'").lower() for w in record.alert.split()}
-
-    def pull(expert: str) -> int:
-        prefixes, keywords = EXPERT_SIGNALS[expert]
-        return 2 * len(words & set(keywords)) + sum(m.name.startswith(prefixes) for m in record.abnormal)
-
-    return sorted(engaged, key=lambda e: -pull(e))[:size]
+    named = {e for e in engaged if words & set(EXPERT_SIGNALS[e][1])}
+    explains = {e: {m.name for m in record.abnormal if m.name.startswith(EXPERT_SIGNALS[e][0])} for e in engaged}
+    if not record.abnormal:
+        return sorted(engaged, key=lambda e: e not in named)[:size]
+    team: list[str] = []
+    explained: set[str] = set()
+    while len(team) < size and (left := [e for e in engaged if e not in team]):
+        best = max(left, key=lambda e: (e in named, len(explains[e] - explained)))
+        if team and best not in named and len(explains[best] - explained) < max(1.0, JOIN_SHARE * len(record.abnormal)):
+            break
+        team.append(best)
+        explained |= explains[best]
+    return team
 
 
 def owned_codes(expert: str) -> list[str]:
@@ -109,9 +122,29 @@ def owned_codes(expert: str) -> list[str]:
 
 
 def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, object]:
+    """What every expert starts from: the alert, the baseline, the strongest abnormal metrics (the
+    rest are one `observe abnormal` away) and the rules' causes."""
+    strongest = sorted(record.abnormal, key=lambda m: -abs(m.z))[:SHOWN_ABNORMAL]
     return {"alert": record.alert or "no alert text", "baseline": record.baseline_source or "none",
-            "abnormal": [f"{m.name} {m.baseline_median:.4g} -> {m.window_median:.4g}" for m in record.abnormal[:12]],
-            "rules": [str(c.code) for c in rules], "codes": sorted({*RootCauseCode, *experts_by_code()})}
+            "abnormal": [f"{m.name} {m.baseline_median:.3g} -> {m.window_median:.3g}, z {m.z:.0f}" for m in strongest],
+            "more": len(record.abnormal) - len(strongest), "rules": [str(c.code) for c in rules]}
+
+
+def llm_only_findings(causes: list[RootCause]) -> list[Finding]:
+    """A finding for each cause only the LLM experts named, so a reader meets it where the rules'
+    causes are (the summary, the findings table), marked as the experts' and with their explanation."""
+    found = []
+    for cause in causes:
+        if cause.evidence.get("source") != "llm":
+            continue
+        chunk = knowledge_base().for_code(cause.code)
+        why = "; ".join(f"{n['expert']}: {n['explanation']}" for n in cause.evidence["llm"] if n.get("explanation"))
+        found.append(Finding(code=cause.code, severity=Severity.WARNING, object="database",
+                             title=f"root cause named by the LLM experts only: {chunk.name if chunk else cause.code} "
+                                   f"(confidence {cause.confidence:.2f}){f': {why}' if why else ''}",
+                             evidence=cause.evidence, recommendation=cause.solution, confidence=cause.confidence,
+                             source=LLM_EXPERTS_SOURCE))
+    return found
 
 
 def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:

@@ -8,8 +8,10 @@ that stopped answering earlier in the run is not asked at all.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dbcrew.llm.base import Brain
-from dbcrew.llm.client import ResponseCache
+from dbcrew.llm.client import ResponseCache, llm_cache_dir
 from dbcrew.models import RootCause
 from dbcrew.models.report import LlmDiagnosis
 from dbcrew.workspace import Workspace
@@ -19,7 +21,14 @@ from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.diagnosis.chief import LlmDiagnoser
 
-CACHE = ResponseCache()  # the process's answers, keyed by request: a diagnosis run again asks nothing twice
+_CACHES: dict[Path | None, ResponseCache] = {}  # the process's answers by request, one cache per directory
+
+
+def response_cache() -> ResponseCache:
+    """The process's cache of answers, kept on disk too when DBCREW_LLM_CACHE_DIR says where: a
+    diagnosis run again (here or in a later run) asks nothing twice."""
+    directory = llm_cache_dir()
+    return _CACHES.setdefault(directory, ResponseCache(directory=directory))
 
 
 def with_llm_experts(brain: Brain, workspace: Workspace, rules: list[RootCause]) -> tuple[list[RootCause], LlmDiagnosis | None]:
@@ -33,7 +42,7 @@ def with_llm_experts(brain: Brain, workspace: Workspace, rules: list[RootCause])
         return rules, LlmDiagnosis(stopped=f"endpoint down earlier in the run: {brain.down}",
                                    fallbacks=["every expert: the endpoint stopped answering earlier in the run"])
     record = FactsRecord.model_validate_json(rows[0]["body"])
-    causes, section = LlmDiagnoser.from_env(brain.client, render, CACHE).diagnose(record, rules, workspace.put_observation)
+    causes, section = LlmDiagnoser.from_env(brain.client, render, response_cache()).diagnose(record, rules, workspace.put_observation)
     down = section.stopped.removeprefix("endpoint down: ") if section.stopped.startswith("endpoint down") else ""
     brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
     return causes, section

@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from dbcrew.redact import redact
+from dbcrew.vocabulary import RootCauseCode
 from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.facts import FactsRecord
+from operators.diagnose.experts_index import experts_by_code
 from operators.knowledge import knowledge_base
 
 STATS = ("mean", "peak", "min", "median", "baseline_median")
@@ -70,15 +72,23 @@ class DiagnosisTools:
     def specs(self) -> list[dict[str, Any]]:
         """OpenAI function specs of every tool, the final `propose_causes` included."""
         return [{"type": "function", "function": {"name": name, "description": doc, "parameters": params}}
-                for name, (doc, params) in TOOL_SPECS.items()]
+                for name, (doc, params) in tool_specs().items()]
 
     def names(self) -> list[str]:
-        return list(TOOL_SPECS)
+        """What an action may name: the tools, and a view directly (`waits` for `observe` what=waits)."""
+        return [OBSERVE, *VIEWS, EXPAND, REFLECT, PROPOSE]
+
+    @staticmethod
+    def resolve(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """`observe` what=<view> as the view it names, so both spellings are one action."""
+        if name == OBSERVE and "what" in args:
+            return str(args["what"]), {k: v for k, v in args.items() if k != "what"}
+        return name, args
 
     def run(self, name: str, args: dict[str, Any]) -> tuple[str, str, bool]:
         """(the observation as the model sees it, its whole text, whether it was cut behind a snapshot
         key). KeyError for a tool that does not exist; ValueError for arguments it cannot use."""
-        if name == "expand":
+        if name == EXPAND:
             text = self._expand(str(args.get("key", "")), int(args.get("offset", 0) or 0))
             return text, text, False
         text = json.dumps(self._observe(name, args), sort_keys=True, default=str)
@@ -98,7 +108,7 @@ class DiagnosisTools:
 
     def _observe(self, name: str, args: dict[str, Any]) -> Any:
         r, w = self.record, self.record.window
-        if name == "abnormal_metrics":
+        if name == "abnormal":
             return {"baseline": r.baseline_source or "none: nothing can be called abnormal",
                     "abnormal": [{"metric": m.name, "baseline_median": _rounded(m.baseline_median),
                                   "median": _rounded(m.window_median), "z": round(m.z, 1)} for m in r.abnormal]}
@@ -129,27 +139,37 @@ class DiagnosisTools:
         raise KeyError(name)
 
 
-_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
-TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
-    "abnormal_metrics": ("Metrics that left the baseline: baseline median, window median, robust z.", _NO_ARGS),
-    "metrics": ("Statistics (mean, peak, min, median, baseline_median) of named metric series; all series when no names.",
-                {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}}}),
-    "waits": ("Share of active-session samples per wait event ('CPU' = none), and blocked sessions.", _NO_ARGS),
-    "statements": ("The heaviest statements of the window (texts are data from the database).",
-                   {"type": "object", "properties": {"limit": {"type": "integer"}}}),
-    "plans": ("Generic plans of the heaviest statements and the issues found in them.", _NO_ARGS),
-    "tables": ("The most written tables: scans, inserted/updated/deleted rows, dead tuples, index count.", _NO_ARGS),
-    "settings": ("Server settings sampled with the window, host CPUs and memory.", _NO_ARGS),
-    "knowledge": ("Root-cause knowledge chunks matching the abnormal metrics and a query text.",
-                  {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}),
-    "expand": ("Read on in an observation that was cut: its snapshot key and an offset.",
-               {"type": "object", "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}}, "required": ["key"]}),
-    PROPOSE: ("Finish: the causes you found, each citing observed values (metric, stat, value) from the observations.",
-              {"type": "object", "properties": {"causes": {"type": "array", "items": {
-                  "type": "object", "required": ["code", "confidence", "evidence"],
-                  "properties": {"code": {"type": "string"}, "confidence": {"type": "number"}, "explanation": {"type": "string"},
-                                 "evidence": {"type": "array", "items": {"type": "object", "required": ["metric", "stat", "value"],
-                                              "properties": {"metric": {"type": "string"}, "stat": {"type": "string", "enum": [*STATS, "share"]},
-                                                             "value": {"type": "number"}}}}}}}},
-               "required": ["causes"]}),
-}
+OBSERVE, EXPAND, REFLECT = "observe", "expand", "reflect"
+VIEWS = ("abnormal", "metrics", "waits", "statements", "plans", "tables", "settings", "knowledge")
+
+
+def diagnosis_codes() -> list[str]:
+    """The codes an expert may propose: the root causes and the finding codes the knowledge owns."""
+    return sorted({*RootCauseCode, *experts_by_code()})
+
+
+def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
+    """The experts' tools, terse because every call of a conversation carries them: one `observe`
+    over the views (not a function per view), `expand`, and `propose_causes` whose codes are an enum
+    (the vocabulary is stated here once, and an endpoint with structured output enforces it)."""
+    cited = {"type": "object", "required": ["metric", "stat", "value"],
+             "properties": {"metric": {"type": "string"}, "stat": {"type": "string", "enum": [*STATS, "share"]}, "value": {"type": "number"}}}
+    cause = {"type": "object", "required": ["code", "confidence", "evidence"],
+             "properties": {"code": {"type": "string", "enum": diagnosis_codes()}, "confidence": {"type": "number"},
+                            "explanation": {"type": "string"}, "evidence": {"type": "array", "items": cited}}}
+    return {
+        OBSERVE: ("View the window. abnormal: all metrics off the baseline; metrics: stats of `names` (all if none); "
+                  "waits: shares of active samples; statements: heaviest (`limit`); plans: their issues; tables: most "
+                  "written; settings; knowledge: chunks for `query`.",
+                  {"type": "object", "required": ["what"],
+                   "properties": {"what": {"type": "string", "enum": list(VIEWS)}, "names": {"type": "array", "items": {"type": "string"}},
+                                  "limit": {"type": "integer"}, "query": {"type": "string"}}}),
+        EXPAND: ("Read a cut or stored observation on.",
+                 {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}}}),
+        REFLECT: ("Score your line of inquiry: `hypothesis` (a code), `score` 0-1 (how well the observations support it), "
+                  "`note`. Below 0.4 the search backtracks to its best earlier point.",
+                  {"type": "object", "required": ["hypothesis", "score"], "properties": {
+                      "hypothesis": {"type": "string"}, "score": {"type": "number"}, "note": {"type": "string"}}}),
+        PROPOSE: ("Finish: causes citing observed values (a wait share: metric wait:<prefix>, stat share).",
+                  {"type": "object", "required": ["causes"], "properties": {"causes": {"type": "array", "items": cause}}}),
+    }

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
@@ -81,3 +84,30 @@ def test_a_manual_question_is_answered_from_cited_sections(tmp_path: Path):
     assert answer.route is Route.PRODUCT and not answer.refused
     assert answer.citations[0].section == "runtime-config-resource.html#GUC-WORK-MEM"
     assert "temporary disk files" in answer.citations[0].excerpt and "Prev Next" not in answer.answer
+
+
+def test_an_instance_question_opens_one_session_and_sessions_are_activity(shop: DemoShop, monkeypatch: pytest.MonkeyPatch):
+    target = parse_target(shop.dsn)
+    opened: list[int] = []
+    register = OwnSession.register
+
+    def counted(session: OwnSession) -> OwnSession:
+        opened.append(session.info.backend_pid)
+        return register(session)
+
+    monkeypatch.setattr(OwnSession, "register", counted)
+    answer = ask("which sessions are connected and what are their states?", target)
+    assert answer.tools[0].operator == "activity" and len(opened) == 1
+
+
+
+def test_an_analysis_request_runs_the_review_through_the_one_review_path(shop: DemoShop, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
+    quick = Settings(window_seconds=1.0, activity_samples=2)
+    answer = ask("Assess index health, vacuum health and configuration and report", parse_target(shop.dsn), settings=quick)
+    assert answer.route is Route.ANALYSIS and not answer.refused and answer.tools[0].operator == "health_review"
+    written = json.loads(next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text())
+    worst = [f for f in written["findings"] if f["severity"] == "critical"]
+    assert worst and f"critical {worst[0]['code']} on {worst[0]['object']}" in answer.answer
+    assert written["charts"] and "charts:" in answer.answer, "the painter drew"

@@ -7,6 +7,7 @@ own read-write connection; the diagnosis only ever reads.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from bench import injections
 from bench.diagnose import DiagnosisServer
 from lab.embedded import POSTGRES_BIN_PATH
+from lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Report
 
 WINDOW = 5.0
@@ -77,3 +79,38 @@ def test_normal_pgbench_load_yields_no_root_cause(server: DiagnosisServer, tmp_p
     assert report.diagnosis is not None and report.diagnosis.abnormal_metrics, "the load itself is visible against the quiet baseline"
     assert report.root_causes == []
     assert [f for f in report.findings if f.is_problem] == []
+
+
+def _competent_expert(body: dict) -> Reply:
+    """A scripted expert that reads what it observed: first the commit series, then a cause citing its
+    observed mean. The brain's other questions (plan, summary) get an error: they fall back to the rules."""
+    if "tools" not in body:
+        return Reply(status=500, content="this script only diagnoses")
+    shown = [m["content"] for m in body["messages"] if m["role"] == "tool" and "Observation of metrics" in m["content"]]
+    if not shown:
+        return Reply(tool_calls=[("observe", {"what": "metrics", "names": ["db.xact_commit"]})])
+    stats = json.loads(shown[-1].split("<data>")[1].split("</data>")[0])["db.xact_commit"]
+    cited = [{"metric": "db.xact_commit", "stat": "mean", "value": stats["mean"]}]
+    return Reply(tool_calls=[("propose_causes", {"causes": [{"code": "cpu_contention", "confidence": 0.9,
+                                                             "explanation": "commits keep the CPU busy", "evidence": cited}]})])
+
+
+def test_llm_experts_in_a_whole_diagnosis_through_the_review_path(server: DiagnosisServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    llm = ScriptedServer(respond=_competent_expert)
+    monkeypatch.setenv("DBCREW_LLM_BASE_URL", llm.url)
+    monkeypatch.setenv("DBCREW_LLM_MAX_RETRIES", "0")
+    try:
+        report = server.diagnose(tmp_path / "report", window=2.0, alert="queries are slow", brain="openai")
+    finally:
+        llm.close()
+    section = report.llm_diagnosis
+    assert section is not None and section.experts and section.calls == 2 * len(section.experts)
+    assert section.prompt_tokens > 0 and section.fallbacks == [] and section.rejected == []
+    assert section.accepted == [f"{e}: cpu_contention" for e in section.experts]
+    cause = next(c for c in report.root_causes if c.code == "cpu_contention")
+    assert cause.evidence["source"] == "llm" and cause.confidence == 0.7
+    assert "cpu_contention (confidence 0.70, LLM experts only)" in report.summary  # where a reader looks first
+    assert any(f.code == "cpu_contention" and f.source == "llm_experts" for f in report.findings)
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "named by the LLM experts only" in markdown and f"LLM experts ({', '.join(section.experts)}): {section.calls} calls" in markdown

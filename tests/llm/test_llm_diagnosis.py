@@ -98,11 +98,12 @@ def test_rules_find_the_insert_flood(rules: list[RootCause]):
 
 
 def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(server, record, rules):
-    server.replies += [tool("abnormal_metrics"), tool("metrics", names=["db.tup_inserted", "db.xact_commit"]),
-                       tool("waits"), tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED])]
+    server.replies += [tool("observe", what="abnormal"),
+                       Reply(tool_calls=[("observe", {"what": "metrics", "names": ["db.tup_inserted", "db.xact_commit"]}), ("waits", {})]),
+                       tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED])]
     causes, report = diagnoser(server).diagnose(record, rules)
-    assert report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 4
-    assert (report.prompt_tokens, report.completion_tokens) == (400, 80)
+    assert report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 3  # two observations in one turn
+    assert (report.prompt_tokens, report.completion_tokens) == (300, 60)
     assert report.accepted == ["workload: workload_many_inserts", "workload: lock_contention"]
     assert report.rejected == ["workload: cpu_contention: cites db.tup_inserted mean = 95000, observed 3e+04"]
     by_code = {c.code: c for c in causes}
@@ -111,8 +112,12 @@ def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(s
     assert by_code["workload_many_inserts"].evidence["llm"][0]["expert"] == "workload"
     assert by_code["lock_contention"].confidence == 0.7 and by_code["lock_contention"].evidence["source"] == "llm"
     first = server.requests[0]
-    assert {t["function"]["name"] for t in first["tools"]} >= {"metrics", "waits", "knowledge", "expand", "propose_causes"}
-    assert server.requests[1]["messages"][-1]["role"] == "tool"
+    assert [t["function"]["name"] for t in first["tools"]] == ["observe", "expand", "reflect", "propose_causes"]
+    codes = first["tools"][3]["function"]["parameters"]["properties"]["causes"]["items"]["properties"]["code"]["enum"]
+    assert "cpu_contention" in codes and "cpu_contention" not in first["messages"][1]["content"]  # the vocabulary stated once
+    parallel = server.requests[2]["messages"]
+    assert [m["role"] for m in parallel[-3:]] == ["assistant", "tool", "tool"] and len(parallel[-3]["tool_calls"]) == 2
+    assert "[stored as obs-" in parallel[3]["content"] or len(parallel[3]["content"]) < 1_200  # the older turn folded or short
 
 
 def test_fenced_broken_unknown_repeated_and_hallucinated_answers_are_handled(server, record, rules):
@@ -147,13 +152,14 @@ def test_rate_limit_is_retried_and_the_diagnosis_completes(server, record, rules
 
 def test_time_out_falls_back_to_the_rules_and_stops(server, record, rules):
     server.replies += [Reply(delay=1.0, content="late")]
-    causes, report = diagnoser(server, timeout=0.2, retries=0, experts=2).diagnose(record, rules)
+    two = record.model_copy(update={"alert": "inserts are slow: a missing index?"})  # names the workload and index experts
+    causes, report = diagnoser(server, timeout=0.2, retries=0, experts=2).diagnose(two, rules)
     assert causes == rules and report.stopped.startswith("endpoint down") and report.calls == 0
     assert len(report.fallbacks) == 2 and "not asked" in report.fallbacks[1]
 
 
 def test_budget_exhausted_stops_cleanly_with_the_rules_answer(server, record, rules):
-    server.replies += [tool("waits"), tool("abnormal_metrics"), tool("tables")]
+    server.replies += [tool("waits"), tool("observe", what="abnormal"), tool("tables")]
     causes, report = diagnoser(server, calls=2).diagnose(record, rules)
     assert causes == rules and report.stopped == "calls: 2 of 2 spent" and report.calls == 2 and len(server.requests) == 2
     assert report.fallbacks == ["workload: budget ran out (calls: 2 of 2 spent)"]
@@ -175,12 +181,57 @@ def _full_metrics(record: FactsRecord) -> str:
     return DiagnosisTools(record, limit=0).run("metrics", {})[1]
 
 
+def reflect(hypothesis: str, score: float, note: str = "") -> tuple[str, dict[str, object]]:
+    return ("reflect", {"hypothesis": hypothesis, "score": score, "note": note})
+
+
+def test_tree_search_backtracks_from_a_low_branch_and_keeps_the_better_branchs_cause(server, record, rules):
+    server.replies += [tool("waits"),
+                       Reply(tool_calls=[reflect("lock_contention", 0.2, "Lock:tuple is a sixth of the samples only"),
+                                         ("propose_causes", {"causes": [LOCKS]})]),
+                       tool("observe", what="metrics", names=["db.tup_inserted", "db.xact_commit"]),
+                       Reply(tool_calls=[reflect("workload_many_inserts", 0.9, "commits up twentyfold"),
+                                         ("propose_causes", {"causes": [INSERTS]})])]
+    causes, report = diagnoser(server).diagnose(record, rules)
+    assert (report.reflections, report.backtracks, report.calls) == (2, 1, 4)
+    assert report.accepted == ["workload: workload_many_inserts"]  # the lock branch's valid cause was not kept
+    assert [c.code for c in causes] == ["workload_many_inserts"]
+    resumed = server.requests[2]["messages"]
+    assert len(resumed) == 3 and "Backtracked" in resumed[-1]["content"]  # from the root: system, task, the lesson
+    assert "lock_contention scored 0.2 after observing waits: Lock:tuple" in resumed[-1]["content"]
+    assert not any("Observation of waits" in (m.get("content") or "") for m in resumed)  # the abandoned branch is not sent
+    assert "Backtracked" in server.requests[3]["messages"][2]["content"]  # the lesson stays on the new branch
+
+
+def test_tree_search_out_of_steps_answers_with_the_best_scored_proposal(server, record, rules):
+    server.replies += [Reply(tool_calls=[reflect("lock_contention", 0.1), ("propose_causes", {"causes": [LOCKS]})]),
+                       Reply(tool_calls=[reflect("workload_many_inserts", 0.3), ("propose_causes", {"causes": [INSERTS]})])]
+    _, report = diagnoser(server, steps=2).diagnose(record, rules)
+    assert report.backtracks == 2 and report.accepted == ["workload: workload_many_inserts"] and report.fallbacks == []
+
+
 def test_response_cache_answers_a_repeated_diagnosis_without_calls(server, record, rules):
     cache = ResponseCache()
     server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
     first = diagnoser(server, cache=cache).diagnose(record, rules)
     second = diagnoser(server, cache=cache).diagnose(record, rules)
     assert first[0] == second[0] and (second[1].calls, second[1].cached) == (0, 2) and len(server.requests) == 2
+
+
+def test_response_cache_persists_across_runs_in_its_directory(server, record, rules, tmp_path):
+    server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
+    first = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
+    stored = sorted(tmp_path.glob("*.json"))
+    assert len(stored) == 2 and not any(API_KEY in p.read_text() or "hunter2" in p.read_text() for p in stored)
+    again = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)  # a new process's cache
+    assert again[0] == first[0] and (again[1].calls, again[1].cached) == (0, 2) and len(server.requests) == 2
+    for path in stored:
+        path.write_text("{damaged")
+    server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
+    third = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
+    assert third[0] == first[0] and third[1].calls == 2
+    readable = [p for p in tmp_path.glob("*.json") if p.read_text().startswith("{\"")]
+    assert len(readable) == 2  # the first request's answer rewritten; the second request differs (new tool-call id)
 
 
 def test_self_consistency_keeps_the_codes_most_samples_voted_for(server, record, rules):
@@ -223,6 +274,18 @@ def test_review_hook_reads_the_workspace_facts_and_counts_one_question(server, r
     assert [c.code for c in causes] == ["workload_many_inserts", "lock_contention"] and report is not None
     assert (brain.usage.questions, brain.usage.fallbacks, brain.usage.calls) == (1, 0, report.calls)
     assert "hunter2" not in json.dumps(server.requests)
+
+
+def test_team_is_sized_by_the_abnormal_metrics_it_must_explain(record):
+    from operators.diagnose.anomaly import AbnormalMetric
+    from roles.diagnosis.chief import team_for
+
+    assert team_for(record, 3) == ["workload"]  # the inserts and commits are all workload's
+    spread = [AbnormalMetric(name=n, baseline_median=0, window_median=1, z=9, ks_p=0.0) for n in
+              ("db.tup_inserted", "db.xact_commit", "io.wal.writes", "io.relation.writes", "db.blk_write_time", "act.wait_lock")]
+    wide = record.model_copy(update={"abnormal": spread, "alert": "throughput dropped"})
+    assert team_for(wide, 3) == ["workload", "io"]  # the lock waits alone (1 of 6) call no third expert
+    assert team_for(wide.model_copy(update={"alert": "blocked sessions"}), 3)[0] == "locks"  # named by the alert
 
 
 def test_bad_settings_are_one_clear_usage_error(monkeypatch):

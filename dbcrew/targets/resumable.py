@@ -1,0 +1,78 @@
+"""A review session that outlives its backend: reconnect and resume instead of starting over.
+
+An administrator's `pg_terminate_backend`, a pooler's or an idle-session timeout, a failover: the
+server ends a session that was healthy. A collector that samples across a window on one session
+lost everything it had sampled and started the window again (a worker retry), and with sessions
+ended every few seconds it never finished. Through a `Resumable`, each read is one `run(read)`:
+when the server ended the connection, a new session is opened and only that read runs again;
+what the collector gathered before stays. A connection that dies before completing one read after
+a reconnect is not progress: the error goes to the worker (and the monitor) as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+
+if TYPE_CHECKING:
+    from dbcrew.targets.postgres import PostgresTarget
+
+T = TypeVar("T")
+MAX_RECONNECTS = 100  # a bound on a run whose sessions are ended faster than it reads
+
+
+class Resumable:
+    """One logical session over as many server sessions as it takes; `reconnects` says how many."""
+
+    def __init__(self, target: PostgresTarget, **connect: Any):
+        self._target = target
+        self._connect = connect
+        self._conn: psycopg.Connection[Any] | None = None
+        self._reads_on_conn = 0
+        self.reconnects = 0
+
+    def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`read(conn)` on the live session; once more on a new one when the server ended it during the read."""
+        while True:
+            if self._conn is None:
+                self._conn = self._target.connect(**self._connect)
+                self._reads_on_conn = 0
+            conn = self._conn
+            try:
+                result = read(conn)
+            except psycopg.OperationalError:
+                if not (conn.broken or conn.closed):
+                    raise  # the statement failed, the session did not: not ours to repeat
+                stalled = self.reconnects and not self._reads_on_conn
+                self.close()
+                if stalled or self.reconnects >= MAX_RECONNECTS:
+                    raise
+                self.reconnects += 1
+                continue
+            self._reads_on_conn += 1
+            return result
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def note(self) -> str:
+        return resumed_note(self.reconnects)
+
+
+def resumed_note(reconnects: int) -> str:
+    """What a collector's summary says about its resumed session: empty when the server never ended it."""
+    return f", resumed after {reconnects} ended session(s)" if reconnects else ""
+
+
+@contextmanager
+def resumable(target: PostgresTarget, **connect: Any) -> Iterator[Resumable]:
+    session = Resumable(target, **connect)
+    try:
+        yield session
+    finally:
+        session.close()

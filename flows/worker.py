@@ -1,0 +1,67 @@
+"""The crew's worker: it takes flow runs from the work pool and runs each in a thread of its own process.
+
+A process worker starts a new Python for every flow run: on 2 cores that costs ~2.5 s of CPU
+(importing Prefect, pandas, DuckDB, the crew) and as much wall time before a review starts, more
+than a warm review itself. This worker imports the crew once and runs every flow run it takes in
+a thread. Each review is still its own flow run of the pool: the server schedules it, the pool's
+queues and limits apply, the UI shows it, and workers on several machines share the pool
+(`prefect worker start --pool dbcrew` on each finds this worker type through the
+`prefect.collections` entry point of the dbcrew package). It runs only deployments whose flow is installed
+(module-path entrypoints without pull steps, which is what `dbcrew server` deploys): pulling code
+into a long-lived shared process would change its working directory and imports under other runs.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.abc
+from prefect.client.schemas.objects import FlowRun
+from prefect.flow_engine import run_flow
+from prefect.flows import Flow
+from prefect.utilities.importtools import import_object
+from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker, BaseWorkerResult
+
+WORKER_TYPE = "dbcrew-in-process"
+
+
+class InProcessResult(BaseWorkerResult):
+    """What the worker reports of one flow run (exit 0: the engine already set the run's final state)."""
+
+
+class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessResult]):
+    type = WORKER_TYPE
+    job_configuration = BaseJobConfiguration
+    job_configuration_variables = BaseVariables
+    _description = ("Runs each flow run in a thread of the worker's own process: the crew is imported once, "
+                    "every review is still a flow run of the pool.")
+    _display_name = "dbcrew in-process"
+
+    async def run(self, flow_run: FlowRun, configuration: BaseJobConfiguration,
+                  task_status: anyio.abc.TaskStatus[Any] | None = None) -> InProcessResult:
+        flow = await self.installed_flow(flow_run)
+        identifier = f"{os.getpid()}:{flow_run.id}"  # not a bare PID: cancelling one run must not signal the worker
+        if task_status is not None:
+            task_status.started(identifier)
+        state = await anyio.to_thread.run_sync(partial(run_flow, flow, flow_run=flow_run, return_type="state"),
+                                               abandon_on_cancel=True)
+        self._logger.debug("flow run %s ended %s", flow_run.id, getattr(state, "type", state))
+        return InProcessResult(identifier=identifier, status_code=0)
+
+    async def installed_flow(self, flow_run: FlowRun) -> Flow[..., Any]:
+        """The deployment's flow, imported from this process's installed packages."""
+        if flow_run.deployment_id is None:
+            raise ValueError(f"flow run {flow_run.id} has no deployment: this worker runs deployments only")
+        deployment = await self.client.read_deployment(flow_run.deployment_id)
+        entrypoint = deployment.entrypoint or ""
+        if ":" in entrypoint or not entrypoint or deployment.pull_steps:
+            raise ValueError(f"deployment {deployment.name!r} ({entrypoint or 'no entrypoint'}) needs its code pulled; "
+                             f"the {WORKER_TYPE} worker runs installed flows (module-path entrypoints) only")
+        flow = import_object(entrypoint)
+        if not isinstance(flow, Flow):
+            raise ValueError(f"{entrypoint} is not a flow")
+        return flow
+

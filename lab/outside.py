@@ -1,0 +1,60 @@
+"""Faults thrown at a review from outside the product, by other sessions of the same server.
+
+What production does to a review: a migration holding a table ACCESS EXCLUSIVE, an administrator
+or a pooler ending sessions, a role with a tight statement_timeout. Each is a context manager
+that injects the fault for as long as the block (the review) runs. Used by the integration tests
+and `bench faults`; they write only to the lab's own database, never through the review.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+
+
+@contextmanager
+def locked(dsn: str, table: str) -> Iterator[int]:
+    """Another session holding `table` ACCESS EXCLUSIVE until the block ends; its PID."""
+    with psycopg.connect(dsn, application_name="migration") as conn:
+        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(table)))
+        try:
+            yield conn.info.backend_pid
+        finally:
+            conn.rollback()
+
+
+@contextmanager
+def terminating(dsn: str, every: float, older_than: float = 0.0) -> Iterator[list[int]]:
+    """Every `every` seconds, end each review session (application_name dbcrew) older than `older_than` seconds; the PIDs ended."""
+    ended: list[int] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        with psycopg.connect(dsn, autocommit=True, application_name="terminator") as conn:
+            while not stop.wait(every):
+                ended.extend(row[0] for row in conn.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
+                    " AND backend_start < clock_timestamp() - make_interval(secs => %s)", (older_than,)).fetchall())
+
+    thread = threading.Thread(target=run, name="terminator")
+    thread.start()
+    try:
+        yield ended
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextmanager
+def role_setting(dsn: str, role: str, name: str, value: str) -> Iterator[None]:
+    """`ALTER ROLE role SET name = value` for the sessions opened in the block, reset after it."""
+    with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(sql.Identifier(role), sql.Identifier(name), sql.Literal(value)))
+        try:
+            yield
+        finally:
+            conn.execute(sql.SQL("ALTER ROLE {} RESET {}").format(sql.Identifier(role), sql.Identifier(name)))
