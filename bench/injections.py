@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -77,7 +78,7 @@ class Client:
     statement: Statement
     settings: tuple[str, ...] = ()
     fetch: bool = False
-    pause: float = 0.0
+    pause: float = 0.0  # seconds between two statements or transactions (think time)
     transaction: tuple[str | Statement, ...] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
     hold: float = 0.0
 
@@ -104,11 +105,11 @@ def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: lis
                             for step in client.transaction:
                                 conn.execute(*((step, None) if isinstance(step, str) else step(rng)))
                             stop.wait(client.hold)
-                        continue
-                    sql, params = client.statement(rng)
-                    cur = conn.execute(sql, params)
-                    if client.fetch:
-                        cur.fetchall()
+                    else:
+                        sql, params = client.statement(rng)
+                        cur = conn.execute(sql, params)
+                        if client.fetch:
+                            cur.fetchall()
                 except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
                     continue
                 if client.pause:
@@ -180,6 +181,17 @@ def injected(dsn: str, causes: list[str], warmup: float = 2.0, catalogue: str = 
         raise RuntimeError(f"injection clients failed: {failures.get()}")
 
 
+PGBENCH_SCRIPTS = Path(__file__).parent / "pgbench"
+
+
+def committers(script: str, clients: int) -> tuple[str, ...]:
+    """pgbench running `script` (from bench/pgbench/) back to back on `clients` connections, for a
+    Recipe's command. Commit pressure needs clients that commit again as soon as a commit returns:
+    Python threads sharing one interpreter on a CPU-starved host left their sessions idle between
+    commits most of the time (CI: 6 clients, 0.44 sessions waiting), a C client does not."""
+    return ("pgbench", "-n", "-c", str(clients), "-j", str(min(clients, 2)), "-T", "3600", "-f", str(PGBENCH_SCRIPTS / script))
+
+
 NO_SYNC = "SET synchronous_commit = off"
 SERIAL = "SET max_parallel_workers_per_gather = 0"
 
@@ -205,8 +217,8 @@ RECIPES: dict[str, Recipe] = {r.cause: r for r in (
     Recipe("query_correlated_subquery", ((Client(fixed(
         "SELECT o.id, (SELECT sum(i.qty) FROM inj_items i WHERE i.order_id = o.id) FROM inj_orders o"), (SERIAL,)), 1),),
         description="one client runs a scalar subquery per order"),
-    Recipe("sync_commit_pressure", ((Client(fixed("INSERT INTO inj_sync DEFAULT VALUES"), ("SET synchronous_commit = on",)), 6),),
-        description="6 clients commit single-row inserts with synchronous_commit on"),
+    Recipe("sync_commit_pressure", (), command=committers("sync_insert.sql", 6),
+           description="6 clients commit single-row inserts with synchronous_commit on"),
     Recipe("lock_contention", (
         (Client(fixed(""), transaction=("UPDATE inj_acct SET balance = balance WHERE id = 1",), hold=3.0), 1),
         (Client(fixed("UPDATE inj_acct SET balance = balance + 1 WHERE id = 1"), (NO_SYNC,)), 5)),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.experts import Candidate, Facts
+from operators.diagnose.experts import SMALL_COMMIT_ROWS, Candidate, Facts
 
 MAX_CAUSES = 4
 MIN_CONFIDENCE = 0.5
@@ -40,9 +40,20 @@ class ReviewNote(BaseModel):
 
 # (kept, challenged, when the challenge holds): the challenged cause is the same symptom seen
 # from another angle, so it is dropped when the kept cause's evidence is the stronger.
-Conflict = tuple[Cause, Cause, Callable[[Candidate, Candidate, Facts], bool]]
+Holds = Callable[[Candidate, Candidate, Facts], bool]
+Conflict = tuple[Cause, Cause, Holds]
+
+
+def commit_bound(rows: str) -> Holds:
+    """Rows written a few per commit by clients the WAL flush holds back (the kept cause says so): each
+    write costs its commit, so the write volume is the commit pressure seen from the workload's side,
+    however the two strengths (rows per second, a wait share) compare."""
+    return lambda _kept, _challenged, facts: facts.per_commit(rows) <= SMALL_COMMIT_ROWS
+
+
 CONFLICTS: list[Conflict] = [
-    (RootCauseCode.SYNC_COMMIT_PRESSURE, RootCauseCode.WORKLOAD_MANY_INSERTS, lambda kept, challenged, _f: kept.strength >= challenged.strength),
+    (RootCauseCode.SYNC_COMMIT_PRESSURE, RootCauseCode.WORKLOAD_MANY_INSERTS, commit_bound("db.tup_inserted")),
+    (RootCauseCode.SYNC_COMMIT_PRESSURE, RootCauseCode.WORKLOAD_HIGH_UPDATES, commit_bound("db.tup_updated")),
     (RootCauseCode.LOCK_CONTENTION, RootCauseCode.WORKLOAD_HIGH_UPDATES, lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength),
     (RootCauseCode.QUERY_CORRELATED_SUBQUERY, FindingCode.INDEX_MISSING, lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set()),
     (FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_HIGH_UPDATES,

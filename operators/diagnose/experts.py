@@ -74,6 +74,18 @@ FLUSH_WAIT_SHARE = 0.40
 # 0.18 with a flush share at or below 0.28; six clients of single-row commits ranged 0.44 to 3.3 at
 # a share of 0.71 to 0.90, the level swinging with how the clients' process got the CPU.
 FLUSH_WAIT_SESSIONS = 0.3
+# ... and the flush must hold the clients back: of the client sessions waiting on either side, on a
+# flush or idle between two transactions (on the client: its think time, a rate limit, its own work),
+# the flush waiters are at least this share. A load the server keeps up with pauses between its
+# transactions longer than its commits wait, however slow each flush is (a ratio of times, so the
+# same on a fast or a slow disk); clients held back by the flush commit again as soon as a commit
+# returns. Time on the CPU and inside transactions counts for neither side. Measured on 2 cores at
+# load averages 6-11 (fsyncs 0.3-1.9 ms): back-to-back committers (pgbench scripts, 2-6 clients)
+# 0.72-0.93; pgbench keeping its rate at 40, 300 and 600 tps 0.01-0.27, at 1000 tps 0.44 (73 ms
+# behind schedule); OLTP mixes with think time 0.11-0.14, though 0.76-0.88 of their active samples
+# waited on flushes. pgbench asked for 1000 tps and getting 860-930 (0.5-0.8 s latency) read
+# 0.75-0.85: an overloaded server whose clients commit back to back is held back by its flushes.
+FLUSH_COMMIT_BOUND = 0.5
 VACUUM_PRESENCE = 0.5            # share of samples with a vacuum running
 VACUUM_BLOCKS_PER_S = 2_000      # heap blocks scanned (or buffers accessed) per second by vacuums
 QUERY_SHARE = 0.10               # a statement must take this share of the window's statement time
@@ -221,9 +233,11 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     share = w.wait_share(*WAL_FLUSH_WAITS)
     waiting = w.mean("act.wait_wal_flush")
     sync = w.settings.get("synchronous_commit", "on")
-    if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= FLUSH_WAIT_SESSIONS:
+    held = waiting / max(waiting + w.mean("act.idle_between"), 1e-9)
+    if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= FLUSH_WAIT_SESSIONS and held >= FLUSH_COMMIT_BOUND:
         return [Candidate(code=RootCauseCode.SYNC_COMMIT_PRESSURE, expert="configuration", strength=share / FLUSH_WAIT_SHARE,
                           evidence={"wal_flush_wait_share": round(share, 2), "sessions_waiting_on_wal_flush": round(waiting, 2),
+                                    "flush_waiters_share_vs_idle_between": round(held, 2),
                                     "commits_per_s": round(w.mean("db.xact_commit")), "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
                                     "synchronous_commit": sync, "commit_delay": w.settings.get("commit_delay", "")},
                           indicators=["act.wait_wal_flush", "io.wal.fsyncs", "db.xact_commit", "io.wal.fsync_time"])]

@@ -53,6 +53,10 @@ SETTINGS_SQL = "SELECT name, setting || coalesce(unit, '') AS value FROM pg_sett
 # Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
 WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
 
+# A client session idle for less than this is between two transactions of a running load (in use);
+# one idle longer is parked (a connection pool's spare), whatever the load does.
+IDLE_BETWEEN_SECONDS = 1.0
+
 SESSION_SAMPLES_PER_TICK = 5  # pg_stat_activity reads per counter tick: the wait shares' sample size
 
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
@@ -176,8 +180,8 @@ class ActivityTally:
                 gauges["act.vacuum"] += 1
             if row["state"] == "idle in transaction":
                 gauges["act.idle_in_xact"] += 1
-            if row["state"] == "idle" and row["backend_type"] == "client backend":
-                gauges["act.idle"] += 1
+            if row["state"] == "idle" and row["backend_type"] == "client backend" and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS:
+                gauges["act.idle_between"] += 1
             if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
                 continue
             key = wait_key(row)
@@ -201,7 +205,7 @@ class ActivityTally:
                     self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"] or "",
                                                               blocker_xact_seconds=holder["xact_seconds"] or 0.0)
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
-                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle")}
+                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle_between")}
 
 
 @dataclass

@@ -113,6 +113,16 @@ def test_experts_judge_by_thresholds() -> None:
     healthy = window({"act.wait_wal_flush": [0.18] * 10}, waits={"IO:WalSync": 8, "CPU": 9, "Lock:transactionid": 11},
                      session_samples=50, settings={"synchronous_commit": "on"})
     assert configuration_expert(Facts(healthy, None, [])) == []
+    # Measured windows: pgbench at 300 tps on a slow disk waits on flushes for most of its active time
+    # but its clients idle between transactions longer; back-to-back transfers go straight on.
+    paced = window({"act.wait_wal_flush": [0.85] * 10, "act.active": [1.0] * 10, "act.idle_between": [2.68] * 10},
+                   waits={"IO:WalSync": 43, "CPU": 7}, session_samples=50, settings={"synchronous_commit": "on"})
+    assert configuration_expert(Facts(paced, None, [])) == []
+    pressed = window({"act.wait_wal_flush": [0.9] * 10, "act.active": [1.02] * 10, "act.idle_in_xact": [0.63] * 10,
+                      "act.idle_between": [0.35] * 10}, waits={"IO:WalSync": 45, "CPU": 5}, session_samples=50,
+                     settings={"synchronous_commit": "on"})
+    found = configuration_expert(Facts(pressed, None, []))
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.72
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
@@ -137,6 +147,13 @@ def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
     causes, notes = cross_review([sync, inserts], facts)
     assert [c.code for c in causes] == ["sync_commit_pressure"]
     assert any(n.code == "workload_many_inserts" and n.verdict.startswith("dropped") for n in notes)
+    # Durable transfers: two single-row updates per commit are the flush's cost, not an update workload;
+    # updates of thousands of rows per commit are their own cause beside it.
+    updates = Candidate(code="workload_high_updates", expert="workload", strength=2.5)
+    transfers = Facts(window({"db.tup_updated": [2400.0], "db.xact_commit": [1200.0]}), None, [])
+    assert [c.code for c in cross_review([sync, updates], transfers)[0]] == ["sync_commit_pressure"]
+    batches = Facts(window({"db.tup_updated": [24000.0], "db.xact_commit": [12.0]}), None, [])
+    assert {c.code for c in cross_review([sync, updates], batches)[0]} == {"sync_commit_pressure", "workload_high_updates"}
     unrelated = ("workload_many_deletes", "workload_large_fetch", "query_poor_join", "cpu_contention", "io_contention", "memory_pressure")
     many = [Candidate(code=code, expert="x", strength=1.0 + i) for i, code in enumerate(unrelated)]
     assert len(cross_review(many, facts)[0]) == MAX_CAUSES
