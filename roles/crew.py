@@ -39,7 +39,7 @@ from roles.monitor import Monitor
 from roles.planner import make_plan
 from roles.replanner import replan
 from roles.execution import ExecutionResult, ExecutionState, execute
-from roles.worker import TaskOutcome, perform
+from roles.worker import TaskOutcome, await_target, perform
 
 
 class RunContext(BaseModel):
@@ -80,7 +80,12 @@ class RunContext(BaseModel):
 
     def monitor(self) -> Monitor | None:
         """The monitor, or None when it is switched off (a failed task then just fails)."""
-        return Monitor(load_tree, self.shared_brain) if self.settings.ablations.monitor else None
+        if not self.settings.ablations.monitor:
+            return None
+        target = self.target
+        reads_memory = self.settings.ablations.memory  # the run's short-term memory, read while it runs
+        return Monitor(load_tree, self.shared_brain,
+                       await_target=(lambda budget: await_target(target, budget)) if reads_memory else None)
 
 
 class Initialized(BaseModel):

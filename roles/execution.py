@@ -125,7 +125,7 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         if monitor is None:
             _fail_downstream(strategy, state, spec.id)
             continue
-        decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused))
+        decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused), state.decisions)
         if not decision.replan and state.instructed.get(spec.id, 0) >= MAX_INSTRUCTIONS_PER_TASK:
             decision = monitor.escalate(alert, decision, state.instructed[spec.id])  # an instruction that failed twice
         state.decisions.append(decision.record)
@@ -138,6 +138,9 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         if decision.replan:
             return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations,
                                    replan_state=decision.record.state, escalated=decision.escalated)
+        if decision.wait and monitor.await_target is not None:
+            still = monitor.await_target(decision.wait)
+            decision.record.remedy += " (the target answered)" if still is None else f" (still unreachable after {still:.0f} s)"
         strategy = _apply_instruction(strategy, state, spec, decision)
 
 

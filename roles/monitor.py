@@ -7,6 +7,12 @@ history and reflection. A pipeline leaf yields an instruction the tasker applies
 leaf yields recommendations and sends the planner back to re-plan (gap narrow). An instruction
 that already failed twice on a task is escalated: the planner re-plans with the alert, the
 worker's reflection, the global state and the recommendations (the tasker calls `escalate`).
+
+The monitor reads the run's short-term memory while it runs: its earlier decisions. A target that
+could not be reached (or ended the session) again, after an earlier failure of the same kind in
+this run, is in an outage longer than a worker's own wait: retrying at once fails again and spends
+the instruction budget. The retry then waits for the target to answer first, twice as long for
+each earlier failure of the kind (at most OUTAGE_WAIT_MAX seconds).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from error_tree import ErrorTree
 from operators.registry import get
 
 LOG_TAIL = 6
+UNREACHABLE_LEAVES = frozenset({"connection", "connection_dropped"})  # error_tree/tree.yaml: reach
+OUTAGE_WAIT_FIRST = 2.0
+OUTAGE_WAIT_MAX = 60.0
 
 
 def compact_state(alert: Alert, by_status: dict[str, list[str]], paused: list[WorkerReport]) -> GlobalStateRecord:
@@ -62,28 +71,42 @@ class MonitorDecision:
     record: Decision
     params: dict[str, Any] = field(default_factory=dict)
     escalated: str = ""  # why an instruction became a re-plan; empty otherwise
+    wait: float = 0.0  # seconds to wait for the target to answer before the retry (an outage seen before in this run)
+
+
+def outage_wait(leaf: str, action: Action, earlier: list[Decision]) -> float:
+    """How long a retry waits for the target: 0 unless the same kind of unreachable failure happened before in this run."""
+    if leaf not in UNREACHABLE_LEAVES or action is not Action.RETRY:
+        return 0.0
+    seen = sum(1 for d in earlier if d.leaf in UNREACHABLE_LEAVES)
+    return min(OUTAGE_WAIT_FIRST * 2 ** (seen - 1), OUTAGE_WAIT_MAX) if seen else 0.0
 
 
 class Monitor:
     """Decides on alerts. The error tree (its vector and BM25 indexes, and the libraries behind them) is
     built at the first alert: most runs have none and should not pay for it."""
 
-    def __init__(self, tree: Callable[[], ErrorTree], brain: Brain):
+    def __init__(self, tree: Callable[[], ErrorTree], brain: Brain, *,
+                 await_target: Callable[[float], float | None] | None = None):
         self._load_tree = tree
         self.brain = brain
+        self.await_target = await_target  # None: the run's memory is not read while it runs (the no-memory ablation)
 
     @cached_property
     def tree(self) -> ErrorTree:
         return self._load_tree()
 
-    def decide(self, alert: Alert, state: GlobalStateRecord) -> MonitorDecision:
+    def decide(self, alert: Alert, state: GlobalStateRecord, earlier: list[Decision] | None = None) -> MonitorDecision:
+        """The remedy for `alert`; `earlier` is the run's short-term memory (its decisions so far), read when it is on."""
         found = self.tree.classify(alert.error_type, alert.message)
         action = found.remedy.action
         replan = found.remedy.kind is RemedyKind.REPLAN
         recommendations = self.brain.recommend(alert, found.leaf, action, state) if replan else []
         params = repaired_params(alert.operator, dict(alert.params)) \
             if action is Action.CHANGE_PARAMS else {}
-        remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "")
+        wait = outage_wait(found.leaf, action, earlier or []) if self.await_target is not None else 0.0
+        remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "") \
+            + (f" once the target answers (waits up to {wait:.0f} s: the same failure happened earlier in this run)" if wait else "")
         record = Decision(
             task_id=alert.task_id, error=f"{alert.error_type}: {alert.message}", leaf=found.leaf, branch=found.branch,
             confidence=found.confidence, remedy=remedy,
@@ -91,7 +114,7 @@ class Monitor:
                    f" {len(state.skipped)} skipped, {len(state.running)} finished while paused, {len(state.pending)} pending",
             state=state,
         )
-        return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record, params=params)
+        return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record, params=params, wait=wait)
 
     def escalate(self, alert: Alert, decision: MonitorDecision, instructions: int) -> MonitorDecision:
         """The re-plan an instruction becomes when it already failed `instructions` times on this task.

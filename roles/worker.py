@@ -20,7 +20,7 @@ from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
 from dbcrew.models.report import SkipCause, SkipKind
-from dbcrew.targets.postgres import first_line
+from dbcrew.targets.postgres import PostgresTarget, first_line
 from dbcrew.vocabulary import TaskStatus
 from operators.registry import Observation, OperatorContext, OperatorMisfit, get
 from roles.faults import FaultInjector
@@ -47,26 +47,34 @@ UNREACHABLE = "target unreachable for"
 def wait_for_target(ctx: OperatorContext) -> float | None:
     """Probe the target with doubling pauses for at most `settings.target_wait_seconds`; None when it
     answers, else the seconds it stayed unreachable. A target already waited out in vain gets one probe."""
-    started = time.monotonic()
     budget = ctx.settings.target_wait_seconds
-    pause = FIRST_PAUSE
     with _GONE_LOCK:
         gone = ctx.target.dsn in _GONE
+    waited = await_target(ctx.target, 0.0 if gone else budget)
+    return None if waited is None else (budget if gone else waited)
+
+
+def await_target(target: PostgresTarget, budget: float) -> float | None:
+    """Probe `target` with doubling pauses for at most `budget` seconds: None when it answers, else the seconds waited.
+
+    The monitor calls it too, with a budget of its own, before a retry of a task the target's outage failed.
+    """
+    started = time.monotonic()
+    pause = FIRST_PAUSE
     while True:
         try:
-            with ctx.target.session():
+            with target.session():
                 pass
         except TargetError:
             waited = time.monotonic() - started
-            if gone or waited >= budget:
+            if waited >= budget or stopping.pause(min(pause, budget - waited)):
                 with _GONE_LOCK:
-                    _GONE.add(ctx.target.dsn)
-                return waited if not gone else budget
-            time.sleep(min(pause, budget - waited))
+                    _GONE.add(target.dsn)
+                return waited
             pause *= 2
             continue
         with _GONE_LOCK:
-            _GONE.discard(ctx.target.dsn)
+            _GONE.discard(target.dsn)
         return None
 
 

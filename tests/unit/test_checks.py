@@ -170,3 +170,31 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
     assert [f.source for f in declared.findings] == ["check_toy_declared"]
     assert returned.summary == "check_toy_returned: 2 findings (1 problems) over two toys"
     assert returned.partial == "one toy hidden"
+
+
+SLOT_COLUMNS = [("slot_name", "VARCHAR"), ("slot_type", "VARCHAR"), ("database", "VARCHAR"), ("active", "BOOLEAN"),
+                ("wal_status", "VARCHAR"), ("inactive_seconds", "DOUBLE"), ("retained_bytes", "DOUBLE")]
+
+
+def test_a_slot_whose_replica_just_went_away_is_named_in_the_coverage_not_a_finding(tmp_path):
+    c = ctx(tmp_path)
+    c.workspace.write_table("replication_slots", SLOT_COLUMNS, [
+        ("replica1_slot", "physical", "", False, "reserved", 4.0, 2.0**20),      # its replica restarting
+        ("left_slot", "physical", "", False, "reserved", 3600.0, 2.0**20),       # left behind an hour ago
+        ("flooded_slot", "physical", "", False, "reserved", 4.0, 2.0**31),       # just gone, but retaining too much
+        ("old_server_slot", "physical", "", False, "reserved", None, 2.0**20),   # PostgreSQL 16: no inactive_since
+    ])
+    observation = REGISTRY["check_replication_slots"].run(c, {})
+    assert {f.object for f in observation.findings} == {"slot left_slot", "slot flooded_slot", "slot old_server_slot"}
+    assert "replica gone during the review" in observation.partial and "replica1_slot (4 s ago)" in observation.partial
+
+
+def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
+    c = ctx(tmp_path)
+    columns = [("datname", "VARCHAR"), ("blks_hit_delta", "DOUBLE"), ("blks_read_delta", "DOUBLE"), ("temp_bytes_delta", "DOUBLE"),
+               ("server_started_delta", "DOUBLE")]
+    c.workspace.write_table("database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 0.0)])
+    assert [f.code for f in REGISTRY["check_cache_hit_ratio"].run(c, {}).findings] == [FindingCode.CACHE_HIT_RATIO_LOW]
+    c.workspace.write_table("database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 12.5)])  # restarted 12.5 s later
+    restarted = REGISTRY["check_cache_hit_ratio"].run(c, {})
+    assert not restarted.findings and "restarted during the window" in restarted.partial
