@@ -82,7 +82,9 @@ def test_an_instruction_that_failed_twice_becomes_a_replan_that_carries_the_glob
     finally:
         server.close()
     remedies = [d.remedy for d in report.decisions if d.task_id == "check_checkpoints"]
-    assert remedies[:2] == ["instruction: retry", "instruction: retry"]
+    # The second retry read the run's memory (the same failure a moment before) and waited for the target, which answered.
+    assert remedies[:2] == ["instruction: retry", "instruction: retry once the target answers (waits up to 2 s: the same failure"
+                            " happened earlier in this run) (the target answered)"]
     assert remedies[2] == "replan (escalated: 2 instructions failed (connection: retry)): replace_operator"
     assert (report.phases.instructions, report.phases.replans) == (2, 1)
     # The re-plan request carries the escalation, the alert with the worker's reflection, and the global state.
