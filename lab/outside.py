@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import psycopg
 from psycopg import sql
@@ -29,25 +29,32 @@ def locked(dsn: str, table: str) -> Iterator[int]:
 
 
 @contextmanager
+def _beside(work: Callable[[threading.Event], object], name: str) -> Iterator[None]:
+    """`work(stop)` in a thread beside the block: `stop` is set when the block ends, and the thread waited for."""
+    stop = threading.Event()
+    thread = threading.Thread(target=work, args=(stop,), name=name)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextmanager
 def terminating(dsn: str, every: float, older_than: float = 0.0) -> Iterator[list[int]]:
     """Every `every` seconds, end each review session (application_name dbcrew) older than `older_than` seconds; the PIDs ended."""
     ended: list[int] = []
-    stop = threading.Event()
 
-    def run() -> None:
+    def run(stop: threading.Event) -> None:
         with psycopg.connect(dsn, autocommit=True, application_name="terminator") as conn:
             while not stop.wait(every):
                 ended.extend(row[0] for row in conn.execute(
                     "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
                     " AND backend_start < clock_timestamp() - make_interval(secs => %s)", (older_than,)).fetchall())
 
-    thread = threading.Thread(target=run, name="terminator")
-    thread.start()
-    try:
+    with _beside(run, "terminator"):
         yield ended
-    finally:
-        stop.set()
-        thread.join()
 
 
 @contextmanager
@@ -61,29 +68,22 @@ def role_setting(dsn: str, role: str, name: str, value: str) -> Iterator[None]:
             conn.execute(sql.SQL("ALTER ROLE {} RESET {}").format(sql.Identifier(role), sql.Identifier(name)))
 
 
-@contextmanager
-def later(after: float, action: Callable[[], None]) -> Iterator[threading.Thread]:
-    """`action()` once, `after` seconds into the block (an administrator acting mid-review); waited for at its end."""
-    stop = threading.Event()
-    thread = threading.Thread(target=lambda: stop.wait(after) or action(), name="outside")
-    thread.start()
-    try:
-        yield thread
-    finally:
-        stop.set()
-        thread.join()
+def later(after: float, action: Callable[[], None]) -> AbstractContextManager[None]:
+    """`action()` once, `after` seconds into the block (an administrator acting mid-review), unless the block ended first."""
+    return _beside(lambda stop: stop.wait(after) or action(), "outside")
+
+
+def _admin(dsn: str, statement: sql.Composed) -> None:
+    with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
+        conn.execute(statement)
 
 
 @contextmanager
 def revoking(dsn: str, group: str, role: str, after: float) -> Iterator[None]:
     """`REVOKE group FROM role` `after` seconds into the block; granted back after it."""
-    def revoke() -> None:
-        with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
-            conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(group), sql.Identifier(role)))
-
+    names = (sql.Identifier(group), sql.Identifier(role))
     try:
-        with later(after, revoke):
+        with later(after, lambda: _admin(dsn, sql.SQL("REVOKE {} FROM {}").format(*names))):
             yield
     finally:
-        with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(role)))
+        _admin(dsn, sql.SQL("GRANT {} TO {}").format(*names))
