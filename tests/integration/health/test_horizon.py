@@ -47,6 +47,8 @@ def held_back(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeldBack]:
     server = EmbeddedPostgres(root / "primary", settings={"wal_level": "logical", "max_prepared_transactions": "2"}).start()
     standby = server.standby(root / "feedback", "feedback")
     server.psql("CREATE DATABASE vault;")
+    with psycopg.connect(standby.dsn("postgres"), autocommit=True) as replica:  # replay is asynchronous
+        _wait_for(replica, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'vault')", "database vault on the standby")
     dsn = server.dsn("vault")
     held, on_standby = Held(dsn), Held(standby.dsn("vault"))
     try:
