@@ -6,17 +6,27 @@ is listed in SECTIONS so the order of the printout is stable.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 
-os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="dbcrew-bench-prefect-"))
+
+def _scratch(prefix: str) -> str:
+    """A folder for this run only, removed when the run ends."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+os.environ.setdefault("PREFECT_HOME", _scratch("dbcrew-bench-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
-os.environ.setdefault("DBCREW_STORE_URL", os.path.join(tempfile.mkdtemp(prefix="dbcrew-bench-store-"), "store.duckdb"))
+os.environ.setdefault("DBCREW_STORE_URL", os.path.join(_scratch("dbcrew-bench-store-"), "store.duckdb"))
 
 SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli", "ask", "llm")
 

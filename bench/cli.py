@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -48,3 +49,4 @@ def main() -> None:
         print(f"  running server (dbcrew server):             {sorted(running)[RUNS // 2]:6.1f} s   goal < 5 s")
     finally:
         pg.stop()
+        shutil.rmtree(work, ignore_errors=True)  # a cluster of up to a few GB: never left in /tmp

@@ -18,6 +18,7 @@ artifact runs degraded, may miss its plant, and honestly reports that it ran.
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -204,6 +205,7 @@ def main(argv: Sequence[str] = ()) -> None:
         if shop is not None:
             shop.close()
         pg.stop()
+        shutil.rmtree(work, ignore_errors=True)  # a cluster of up to a few GB: never left in /tmp
     for line in external_lines:
         print(line)
     if only_external:

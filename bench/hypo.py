@@ -7,6 +7,7 @@ advisor runs through the review's read-only session, as in a review.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -82,6 +83,7 @@ def main() -> None:
                 timings.append(time.perf_counter() - started)
     finally:
         pg.stop()
+        shutil.rmtree(work, ignore_errors=True)  # a cluster of up to a few GB: never left in /tmp
     timings.sort()
     print(f"hypopg advisor, PostgreSQL {version}, {len(statements)} statements, {ROUNDS} rounds, 2 cores")
     print(f"  wall time per round: median {timings[len(timings) // 2] * 1000:7.1f} ms, worst {timings[-1] * 1000:7.1f} ms")
