@@ -194,6 +194,8 @@ class Settings(BaseModel):
     max_regenerations: int = Field(2, ge=0, le=5, description="times a re-plan proposal with refused edits is asked again")
     target_wait_seconds: float = Field(30.0, ge=0, le=600, description="how long a task waits, probing with growing pauses,"
                                        " for a target that stopped answering; then the run says it is incomplete")
+    outage_wait_seconds: float = Field(60.0, ge=0, le=600, description="how long, in all, one run's retries wait for a target"
+                                       " that failed the same way before in the run (the monitor's memory); then they probe once")
     ablations: Ablations = Field(default_factory=Ablations)
     store_url: str | None = Field(None, description="the shared store of history, memory and baselines (dbcrew.store);"
                                   " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"

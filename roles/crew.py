@@ -85,7 +85,8 @@ class RunContext(BaseModel):
         target = self.target
         reads_memory = self.settings.ablations.memory  # the run's short-term memory, read while it runs
         return Monitor(load_tree, self.shared_brain,
-                       await_target=(lambda budget: await_target(target, budget)) if reads_memory else None)
+                       await_target=(lambda budget: await_target(target, budget)) if reads_memory else None,
+                       outage_budget=self.settings.outage_wait_seconds)
 
 
 class Initialized(BaseModel):

@@ -12,7 +12,9 @@ The monitor reads the run's short-term memory while it runs: its earlier decisio
 could not be reached (or ended the session) again, after an earlier failure of the same kind in
 this run, is in an outage longer than a worker's own wait: retrying at once fails again and spends
 the instruction budget. The retry then waits for the target to answer first, twice as long for
-each earlier failure of the kind (at most OUTAGE_WAIT_MAX seconds).
+each earlier failure of the kind (at most OUTAGE_WAIT_MAX seconds), and for at most the run's
+`outage_wait_seconds` in all: a target that never comes back must not hold every later retry for a
+minute (a gone target's review stays bounded).
 """
 
 from __future__ import annotations
@@ -87,10 +89,11 @@ class Monitor:
     built at the first alert: most runs have none and should not pay for it."""
 
     def __init__(self, tree: Callable[[], ErrorTree], brain: Brain, *,
-                 await_target: Callable[[float], float | None] | None = None):
+                 await_target: Callable[[float], float | None] | None = None, outage_budget: float = OUTAGE_WAIT_MAX):
         self._load_tree = tree
         self.brain = brain
         self.await_target = await_target  # None: the run's memory is not read while it runs (the no-memory ablation)
+        self.outage_left = outage_budget  # seconds the run's retries may still wait for the target, in all
 
     @cached_property
     def tree(self) -> ErrorTree:
@@ -104,7 +107,8 @@ class Monitor:
         recommendations = self.brain.recommend(alert, found.leaf, action, state) if replan else []
         params = repaired_params(alert.operator, dict(alert.params)) \
             if action is Action.CHANGE_PARAMS else {}
-        wait = outage_wait(found.leaf, action, earlier or []) if self.await_target is not None else 0.0
+        wait = min(outage_wait(found.leaf, action, earlier or []), self.outage_left) if self.await_target is not None else 0.0
+        self.outage_left -= wait
         remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "") \
             + (f" once the target answers (waits up to {wait:.0f} s: the same failure happened earlier in this run)" if wait else "")
         record = Decision(
