@@ -21,8 +21,6 @@ from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew import ReviewResult, RunContext
-from roles.diagnosis.chief import llm_only_findings
-from roles.diagnosis.review import with_llm_experts
 from roles.markdown import md_cell, md_code, md_fence, md_text
 from roles.worker import TaskOutcome
 
@@ -85,6 +83,11 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
                          key=lambda rc: -rc.confidence)
     llm_diagnosis = None
     if run.scenario is Scenario.DIAGNOSE:
+        # Here, not at import: the LLM experts pull in the openai client and the knowledge base, which a
+        # health review (every fleet run) never uses.
+        from roles.diagnosis.chief import llm_only_findings
+        from roles.diagnosis.review import with_llm_experts
+
         root_causes, llm_diagnosis = with_llm_experts(brain, Workspace(run.workspace_path), root_causes)
         findings += llm_only_findings(root_causes)
     summary = brain.summarize(run.scenario, findings, coverage)
