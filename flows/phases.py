@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 from prefect import Flow, flow
+from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dbcrew.models import Brief, Strategy
@@ -28,10 +30,14 @@ def initialize(run: RunContext) -> Initialized:
 
 @flow(name="execute", flow_run_name="execute-{run.run_id}", validate_parameters=False)
 def execute_phase(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
-    """Walk the plan's DAG; ready tasks run concurrently as Prefect tasks."""
-    bundle = Bundle(ctx=crew.operator_context(run, brief), injector=FaultInjector(run.faults, run.target),
-                    retries=run.worker_retries)
-    return execute(strategy, state, PrefectRunner(bundle), run.monitor())
+    """Walk the plan's DAG; ready tasks run concurrently, each batch started together as one Prefect task."""
+    with ThreadPoolExecutor(max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-operator") as pool:
+        bundle = Bundle(ctx=crew.operator_context(run, brief), injector=FaultInjector(run.faults, run.target),
+                        retries=run.worker_retries, pool=pool)
+        runner = PrefectRunner(bundle)
+        result = execute(strategy, state, runner, run.monitor())
+        wait(runner.task_runs)  # every task run has its final state before the flow run gets its own
+    return result
 
 
 @flow(name="replan", flow_run_name="replan-{run.run_id}", validate_parameters=False)
