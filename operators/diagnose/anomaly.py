@@ -1,7 +1,7 @@
 """Abnormal-metric detection: the window against a baseline, per metric.
 
 A metric is abnormal when its window values come from a different distribution than the
-baseline's (two-sample Kolmogorov-Smirnov, p < 0.05) *and* the window median sits far from the
+baseline's (two-sample Kolmogorov-Smirnov, p < 0.05, exact: smirnov.py) *and* the window median sits far from the
 baseline median in robust units (|z| >= 3 with the MAD scaled to a standard deviation, floored so
 a flat baseline does not turn noise into an anomaly). Both tests: KS alone flags tiny but
 consistent shifts; the z-score alone flags one spike.
@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.smirnov import ks_2samp_pvalue
 
 KS_P_VALUE = 0.05
 Z_THRESHOLD = 3.0
@@ -56,11 +57,7 @@ def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) ->
         z = robust_z(w, b)
         if abs(z) < Z_THRESHOLD:
             continue
-        # scipy.stats costs a second or more of CPU to import: paid only when a metric's median moved far,
-        # not by every health review that compares its quiet window with the last baseline (history).
-        from scipy.stats import ks_2samp
-
-        p = float(ks_2samp(w, b).pvalue)
+        p = ks_2samp_pvalue(values, base)
         if p < KS_P_VALUE:
             found.append(AbnormalMetric(name=name, baseline_median=float(np.median(b)), window_median=float(np.median(w)), z=z, ks_p=p))
     return sorted(found, key=lambda m: -abs(m.z))
