@@ -254,4 +254,5 @@ def remember(run: RunContext, review: ReviewResult) -> None:
     if run.settings.ablations.memory and review.init.identity:
         lessons = lessons_from(review.init.identity, run.run_id, review.result.strategy, state.outcomes, state.decisions,
                                review.edits)
-        LongTermMemory(open_store(run.settings.store_url)).learn(lessons)
+        if lessons:  # most runs learn nothing: no store connection for them
+            LongTermMemory(open_store(run.settings.store_url)).learn(lessons)

@@ -192,24 +192,25 @@ def failed_report(run: RunContext, error: BaseException) -> Report:
 def record_history(run: RunContext, report: Report, store: Store | None = None) -> Report:
     """Store the run; the report with its history and trends chart (a failed run is stored, nothing compared)."""
     store = store or open_store(run.settings.store_url)
-    identity = identity_for(run, store)
-    status = RunStatus.FAILED if report.error else RunStatus.PARTIAL if report.partial else RunStatus.COMPLETED
-    record = RunRecord(run_id=report.run_id, target=identity, display=report.target.display, scenario=report.scenario,
-                       started_at=report.started_at, finished_at=report.finished_at, status=status,
-                       report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
-                       link=report.link, error=report.error)
-    if report.error:
-        store.record_run(record, [])
-        return report
-    current = stored_findings(identity, report.findings)
-    history = history_of(store, identity, report, current)
-    store.record_run(record, current, vitals_of(run, report))
+    with store.transaction():  # one connection for the run's reads and writes, committed together
+        identity = identity_for(run, store)
+        status = RunStatus.FAILED if report.error else RunStatus.PARTIAL if report.partial else RunStatus.COMPLETED
+        record = RunRecord(run_id=report.run_id, target=identity, display=report.target.display, scenario=report.scenario,
+                           started_at=report.started_at, finished_at=report.finished_at, status=status,
+                           report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
+                           link=report.link, error=report.error)
+        if report.error:
+            store.record_run(record, [])
+            return report
+        current = stored_findings(identity, report.findings)
+        history = history_of(store, identity, report, current)
+        store.record_run(record, current, vitals_of(run, report))
+        if report.scenario != Scenario.HEALTH:
+            return report.model_copy(update={"history": history})  # a diagnosis neither samples a baseline nor measures vitals
+        keep_baseline(store, identity, run, report)
+        points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
     update: dict[str, object] = {"history": history}
-    if report.scenario != Scenario.HEALTH:
-        return report.model_copy(update=update)  # a diagnosis neither samples a baseline nor measures the vitals
-    keep_baseline(store, identity, run, report)
-    points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
-    if len(points) >= 2:
+    if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
         paint_trends(points, run.out_dir / TRENDS_CHART)
         update["charts"] = [*report.charts, TRENDS_CHART]
         update["captions"] = {**report.captions,

@@ -104,19 +104,20 @@ class LongTermMemory:
 
     def learn(self, lessons: list[Lesson]) -> None:
         """Keep one lesson per (target, operator): the latest fix that worked, with its success count."""
-        for lesson in lessons:
-            stored = self.store.lesson(lesson.target, lesson.operator)
-            successes = 1
-            if stored is not None:
-                known = Lesson.model_validate_json(stored[0])
-                same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
-                    (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
-                successes = stored[1] + 1 if same_fix else 1
-                if same_fix:
-                    lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
-                                                       "learned_run": known.learned_run})
-            lesson = lesson.model_copy(update={"successes": successes})
-            self.store.put_lesson(lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes)
+        with self.store.transaction():  # one connection for all of them
+            for lesson in lessons:
+                stored = self.store.lesson(lesson.target, lesson.operator)
+                successes = 1
+                if stored is not None:
+                    known = Lesson.model_validate_json(stored[0])
+                    same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
+                        (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
+                    successes = stored[1] + 1 if same_fix else 1
+                    if same_fix:
+                        lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
+                                                           "learned_run": known.learned_run})
+                lesson = lesson.model_copy(update={"successes": successes})
+                self.store.put_lesson(lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes)
 
     def lessons(self, target: str) -> list[Lesson]:
         return [Lesson.model_validate_json(body) for body in self.store.lessons(target)]

@@ -7,6 +7,9 @@ name or port keeps one history.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from dbcrew.models.finding import Severity
@@ -47,14 +50,43 @@ def _run(row: tuple[object, ...]) -> RunRecord:
 
 
 class Store:
-    """History, baselines and lessons on one backend. Every method is one short transaction."""
+    """History, baselines and lessons on one backend. Every method is one short transaction, or part of the
+    caller's `transaction()`."""
 
     def __init__(self, backend: Backend):
         self.backend = backend
+        self._held = threading.local()  # the session of a `transaction()` block, per thread
         with backend.session() as session:
             backend.lock_schema(session)
             for statement in SCHEMA:
                 session.run(statement)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Inside the block, this thread's calls share one session: one connection, one transaction.
+
+        A review's history is ~10 calls; each opening its own connection (and, for DuckDB, the file)
+        cost more than the statements. Nested blocks join the outer one; an error rolls all back.
+        """
+        if getattr(self._held, "session", None) is not None:
+            yield
+            return
+        with self.backend.session() as session:
+            self._held.session = session
+            try:
+                yield
+            finally:
+                self._held.session = None
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        """The session `transaction()` holds for this thread, else a new one for this call."""
+        held = getattr(self._held, "session", None)
+        if held is not None:
+            yield held
+            return
+        with self.backend.session() as session:
+            yield session
 
     @property
     def location(self) -> str:
@@ -69,7 +101,7 @@ class Store:
             known = worst.get(finding.fingerprint)
             if known is None or finding.severity.rank < known.severity.rank:
                 worst[finding.fingerprint] = finding
-        with self.backend.session() as session:
+        with self._session() as session:
             for table in ("findings", "vitals", "runs"):
                 session.run(f"DELETE FROM {table} WHERE run_id = ?", [run.run_id])
             session.run(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -84,27 +116,27 @@ class Store:
 
     def runs(self, target: str, limit: int | None = None) -> list[RunRecord]:
         """The target's runs, oldest first (the latest `limit` when given)."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run(f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? ORDER BY started_at DESC"
                                + (f" LIMIT {int(limit)}" if limit else ""), [target])
         return [_run(r) for r in reversed(rows)]
 
     def previous_run(self, target: str, scenario: str, before: datetime) -> RunRecord | None:
         """The latest run of `target` in `scenario` that started before `before` and saw the database (not failed)."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run(f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? AND scenario = ? AND started_at < ?"
                                f" AND {SEEN} ORDER BY started_at DESC LIMIT 1", [target, scenario, before])
         return _run(rows[0]) if rows else None
 
     def findings(self, run_id: str) -> list[StoredFinding]:
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT fingerprint, code, object, severity, title FROM findings WHERE run_id = ?"
                                " ORDER BY code, object", [run_id])
         return [StoredFinding(fingerprint=r[0], code=r[1], object=r[2], severity=Severity(r[3]), title=r[4]) for r in rows]
 
     def sightings(self, target: str, scenario: str, before: datetime) -> dict[str, Sighting]:
         """Each fingerprint seen on `target` in `scenario` runs started before `before`: first and last time."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT f.fingerprint, min(r.started_at), max(r.started_at) FROM findings f"
                                " JOIN runs r ON r.run_id = f.run_id WHERE r.target = ? AND r.scenario = ?"
                                f" AND r.started_at < ? AND r.{SEEN} GROUP BY f.fingerprint", [target, scenario, before])
@@ -113,7 +145,7 @@ class Store:
     def trends(self, target: str, scenario: str, limit: int | None = None) -> list[tuple[RunRecord, Vitals]]:
         """The vital signs of the target's `scenario` runs, oldest first (the latest `limit` when given)."""
         columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run(f"SELECT {columns}, {', '.join(f'v.{c}' for c in VITAL_COLUMNS)} FROM runs r"
                                " JOIN vitals v ON v.run_id = r.run_id WHERE r.target = ? AND r.scenario = ?"
                                " ORDER BY r.started_at DESC" + (f" LIMIT {int(limit)}" if limit else ""), [target, scenario])
@@ -122,13 +154,13 @@ class Store:
 
     def identity_of(self, display: str) -> str | None:
         """The identity last recorded for a display (a failed run cannot probe the target for it)."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT target FROM runs WHERE display = ? ORDER BY started_at DESC LIMIT 1", [display])
         return rows[0][0] if rows else None
 
     def targets(self) -> list[TargetSummary]:
         """Every target with history: its identity, latest display, run count and latest start."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT target, count(*), max(started_at) FROM runs GROUP BY target ORDER BY target")
             displays = dict(session.run("SELECT target, display FROM runs r WHERE started_at ="
                                         " (SELECT max(started_at) FROM runs s WHERE s.target = r.target)"))
@@ -136,7 +168,7 @@ class Store:
 
     # -- baselines ----------------------------------------------------------------------------
     def save_baseline(self, baseline: Baseline) -> None:
-        with self.backend.session() as session:
+        with self._session() as session:
             session.run("DELETE FROM baselines WHERE target = ? AND run_id = ?", [baseline.target, baseline.run_id])
             session.run("INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
                         [baseline.target, baseline.run_id, baseline.taken_at, baseline.quiet, baseline.reason,
@@ -144,7 +176,7 @@ class Store:
 
     def latest_baseline(self, target: str) -> Baseline | None:
         """The target's latest window that was quiet, or None."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT target, run_id, taken_at, quiet, reason, window_json FROM baselines"
                                " WHERE target = ? AND quiet ORDER BY taken_at DESC LIMIT 1", [target])
         if not rows:
@@ -156,18 +188,18 @@ class Store:
     # -- long-term memory ---------------------------------------------------------------------
     def lesson(self, target: str, operator: str) -> tuple[str, int] | None:
         """The stored lesson (JSON body, successes) for one operator on one target."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT body, successes FROM lessons WHERE target = ? AND operator = ?", [target, operator])
         return (rows[0][0], int(rows[0][1])) if rows else None
 
     def put_lesson(self, target: str, operator: str, kind: str, body: str, successes: int) -> None:
         now = datetime.now(UTC)
-        with self.backend.session() as session:
+        with self._session() as session:
             session.run("DELETE FROM lessons WHERE target = ? AND operator = ?", [target, operator])
             session.run("INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)", [target, operator, kind, body, successes, now, now])
 
     def lessons(self, target: str) -> list[str]:
         """The target's lessons (JSON bodies), most successful first."""
-        with self.backend.session() as session:
+        with self._session() as session:
             rows = session.run("SELECT body FROM lessons WHERE target = ? ORDER BY successes DESC, used_at DESC", [target])
         return [r[0] for r in rows]

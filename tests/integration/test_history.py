@@ -251,6 +251,31 @@ def test_store_keeps_runs_sightings_trends_and_lessons_on_either_backend(store_u
     assert open_store(store_url).lesson(target, "collect_table_stats") == ('{"x": 1}', 2)  # reopened: persisted
 
 
+def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(store_url: str,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """A review's history calls share one connection (record_history); inside, reads see the block's writes."""
+    store = open_store(store_url)
+    sessions: list[int] = []
+    backend_session = store.backend.session
+    monkeypatch.setattr(store.backend, "session", lambda: sessions.append(1) or backend_session())
+    target, start = "7300000000000000002/shop", datetime(2026, 1, 1, tzinfo=UTC)
+
+    def run(run_id: str) -> RunRecord:
+        return RunRecord(run_id=run_id, target=target, display="postgresql://u@h:5432/shop", scenario="health",
+                         started_at=start, status=RunStatus.COMPLETED)
+
+    with store.transaction():
+        assert store.previous_run(target, "health", start + timedelta(days=1)) is None
+        store.record_run(run("kept"), [], Vitals(warning=1))
+        with store.transaction():  # a nested block joins the outer one
+            assert [r.run_id for r, _ in store.trends(target, "health")] == ["kept"]
+    assert sessions == [1]
+    with pytest.raises(RuntimeError, match="midway"), store.transaction():
+        store.record_run(run("lost"), [])
+        raise RuntimeError("midway")
+    assert [r.run_id for r in open_store(store_url).runs(target)] == ["kept"]
+
+
 def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(planted: str, store_url: str,
                                                                                 tmp_path: Path):
     first = review(planted, tmp_path / "first")
