@@ -8,7 +8,7 @@ from pathlib import Path
 from dbcrew.models import Role
 from dbcrew.store import Vitals
 from dbcrew.vocabulary import Category
-from operators.figures import chart_observation, figure
+from operators.figures import Margins, chart_observation, figure, text_width
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
@@ -24,7 +24,8 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     )
     path = ctx.run_dir / "charts" / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
-    with figure(path, 1, 2, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (_, (scans, dead)):
+    margins = Margins(left=text_width(names) + 0.35, bottom=0.65, between_columns=0.25)  # the names sit left of the scans
+    with figure(path, 1, 2, margins, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (_, (scans, dead)):
         positions = range(len(names))
         scans.barh([p - 0.2 for p in positions], [r["seq_scan"] for r in rows][::-1], height=0.4, label="sequential scans")
         scans.barh([p + 0.2 for p in positions], [r["idx_scan"] for r in rows][::-1], height=0.4, label="index scans")
@@ -41,6 +42,9 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
                " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side.")
     return chart_observation(ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption)
 
+# Room for 10-digit plain tick labels (an XID age) and the next panel's axis label between panels, and for the
+# run times rotated under each panel.
+TRENDS_MARGINS = Margins(left=0.95, bottom=1.15, right=0.15, between_columns=1.3)
 TREND_PANELS = (  # (vital, panel title, y-axis label, scale to the label's unit)
     ("cache_hit_ratio", "Cache hit ratio", "hit ratio (%)", 100.0),
     ("dead_tuples", "Dead tuples", "dead tuples (all tables)", 1.0),
@@ -57,7 +61,7 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
     """
     labels = [started.strftime("%m-%d %H:%M:%S") for started, _ in points]
     positions = list(range(len(points)))
-    with figure(path, 1, 1 + len(TREND_PANELS), figsize=(16, 3.6)) as (_, axes):
+    with figure(path, 1, 1 + len(TREND_PANELS), TRENDS_MARGINS, figsize=(16, 3.6)) as (_, axes):
         counts = axes[0]
         for severity, colour in (("critical", "tab:red"), ("warning", "tab:orange"), ("info", "tab:gray")):
             counts.plot(positions, [getattr(v, severity) for _, v in points], marker="o", color=colour, label=severity)

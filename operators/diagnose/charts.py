@@ -5,10 +5,12 @@ from __future__ import annotations
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import chart_observation, figure
+from operators.figures import Margins, chart_observation, figure
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
+# Small (x-small) tick labels and axis labels: room for them beside and under each panel, a title above.
+CHART_MARGINS = Margins(left=0.8, bottom=0.5, top=0.35, right=0.15, between_columns=0.85, between_rows=0.7)
 
 
 @operator(role=Role.PAINTER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
@@ -20,7 +22,7 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
         return Observation(summary="no abnormal metric to draw", artifacts=["chart_abnormal_metrics"])
     path = ctx.run_dir / "charts" / "abnormal_metrics.png"
     rows = (len(shown) + 1) // 2
-    with figure(path, rows, 2, figsize=(10, 2.4 * rows), squeeze=False) as (_, axes):
+    with figure(path, rows, 2, CHART_MARGINS, figsize=(10, 2.4 * rows), squeeze=False) as (_, axes):
         step = record.window.interval
         for ax, metric in zip(axes.flat, shown):
             values = record.window.series[metric.name]
