@@ -1,7 +1,7 @@
 """The crew's worker: it takes flow runs from the work pool and runs each in a thread of its own process.
 
 A process worker starts a new Python for every flow run: on 2 cores that costs ~2.5 s of CPU
-(importing Prefect, pandas, DuckDB, the crew) and as much wall time before a review starts, more
+(importing Prefect, DuckDB, the crew) and as much wall time before a review starts, more
 than a warm review itself. This worker imports the crew once and runs every flow run it takes in
 a thread. Each review is still its own flow run of the pool: the server schedules it, the pool's
 queues and limits apply, the UI shows it, and workers on several machines share the pool

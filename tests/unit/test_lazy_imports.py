@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("bm25s", "scipy", "sklearn", "faiss", "matplotlib")
+HEAVY = ("bm25s", "scipy", "sklearn", "faiss", "matplotlib", "pandas")
 PROBE = f"""
 import sys
 from pathlib import Path
@@ -21,6 +21,22 @@ print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
     loaded = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120).stdout.strip()
     assert loaded == "", f"imported at start: {loaded}"
+
+
+MOVED_WINDOW = """
+import sys
+from operators.diagnose.evidence import WindowEvidence
+from roles.history import judge_quiet
+def window(level):
+    return WindowEvidence(started_at=0, seconds=10, interval=1, series={"db.xact_commit": [level + i % 3 for i in range(10)]})
+print(judge_quiet(window(5000), [], window(10))[0], "scipy" in sys.modules)
+"""
+
+
+def test_a_window_that_left_the_baseline_is_judged_without_scipy():
+    """The KS test of the baseline comparison (history, every health review) runs in plain Python."""
+    out = subprocess.run([sys.executable, "-c", MOVED_WINDOW], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.split() == ["False", "False"], out
 
 
 def test_the_monitor_builds_its_error_tree_at_the_first_alert():
