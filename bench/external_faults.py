@@ -10,7 +10,9 @@ A run is *correct* when the review completed and
   1. every planted finding the fault does not hide is found,
   2. the coverage names exactly what the fault hid (the locked table, and nothing for the others),
   3. no warning or critical finding is there that a fault-free review of the same shop did not raise.
-Also measured: the share of checks that ran, and the wall time.
+Also measured: the share of checks that ran, the alerts (failures the workers did not fix
+themselves, each the monitor's work), the task runs recoveries caused, and the wall time.
+`--configs` and `--cases` narrow the run while developing.
 """
 
 from __future__ import annotations
