@@ -108,10 +108,13 @@ class ExternalFigures:
     kept: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
+    alerts: list[int] = field(default_factory=list)  # failures the workers did not fix themselves: the monitor's work
+    reexecuted: list[int] = field(default_factory=list)  # task runs the recoveries caused
 
     def line(self, name: str) -> str:
         n = len(self.correct)
         return (f"  {name:16} {sum(self.correct):3}/{n} {sum(self.correct) / n:5.0%}   {sum(self.kept) / n:12.0%}"
+                f"   {sum(self.alerts) / n:10.1f}   {sum(self.reexecuted) / n:13.1f}"
                 f"   {sum(self.seconds) / n:10.2f}   {sum(self.ended) / n:15.1f}")
 
 
@@ -185,6 +188,7 @@ def _cases(shop: DemoShop, lab: Lab, dsns: dict[str, str], baselines: dict[str, 
            configs: list[tuple[str, Ablations]]) -> list[str]:
     results: dict[str, ExternalFigures] = {}
     ended: dict[str, list[int]] = {}
+    alerts: dict[str, list[int]] = {}
     failures: list[str] = []
     for number, case in enumerate(CASES):
         for config, ablations in configs:
@@ -197,13 +201,17 @@ def _cases(shop: DemoShop, lab: Lab, dsns: dict[str, str], baselines: dict[str, 
             figures.correct.append(not why)
             figures.kept.append(sum(c.status.value == "ran" for c in report.coverage) / len(report.coverage) if report else 0.0)
             figures.seconds.append(seconds)
+            figures.alerts.append(report.phases.alerts if report else 0)
+            figures.reexecuted.append(report.phases.reexecuted_tasks if report else 0)
             figures.ended.append(sessions_killed(shop.dsn) - killed)
             ended.setdefault(case.name, []).append(figures.ended[-1])
+            alerts.setdefault(case.name, []).append(figures.alerts[-1])
             if why:
                 failures.append(f"{config}, {case.name}: {why}")
     return [f"{len(CASES)} external fault cases on the planted demo shop, window {WINDOW}s ({LONG_WINDOW}s for terminations), plain phase runner",
-            f"  {'configuration':16} {'correct reports':>15}   {'checks kept':>12}   {'wall s/run':>10}   {'sessions ended/run':>15}",
+            f"  {'configuration':16} {'correct reports':>15}   {'checks kept':>12}   {'alerts/run':>10}   {'re-exec/run':>13}"
+            f"   {'wall s/run':>10}   {'sessions ended/run':>15}",
             *(figures.line(config) for config, figures in results.items()),
-            "  sessions ended per case (one number per configuration):",
-            *(f"    {name}: {counts}" for name, counts in ended.items()),
+            "  sessions ended and alerts per case (one number per configuration):",
+            *(f"    {name}: ended {counts}, alerts {alerts[name]}" for name, counts in ended.items()),
             *(f"    - {line}" for line in failures)]

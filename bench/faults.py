@@ -176,7 +176,13 @@ def main(argv: Sequence[str] = ()) -> None:
     """Injected faults, then external ones (`--external`: the external cases only)."""
     parser = argparse.ArgumentParser(prog="python -m bench faults", add_help=False)
     parser.add_argument("--external", action="store_true", help="only the faults thrown from outside the product")
-    only_external = parser.parse_args(list(argv)).external
+    parser.add_argument("--configs", default="", help="comma-separated configurations to run (default: all), e.g. 'full system,--no-reflection'")
+    options = parser.parse_args(list(argv))
+    only_external = options.external
+    chosen = {c.strip() for c in options.configs.split(",") if c.strip()}
+    configs = [(name, ablations) for name, ablations in CONFIGS if not chosen or name in chosen]
+    if not configs:
+        raise SystemExit(f"python -m bench faults: no configuration named {sorted(chosen)}; known: {[n for n, _ in CONFIGS]}")
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-faults-"))
     pg = EmbeddedPostgres(work / "pgdata").start()
     shop = None
@@ -193,14 +199,14 @@ def main(argv: Sequence[str] = ()) -> None:
         # each keeps its own memory and sees the scenarios in the same order.
         for number, (name, faults) in enumerate([] if only_external else SCENARIOS):
             specs = [FaultSpec.parse(f) for f in faults]
-            for config, ablations in CONFIGS:
+            for config, ablations in configs:
                 slug = config.strip("-").replace(" ", "-")
                 outcome = run_one(shop, work / "runs" / slug / f"{number:02d}", work / "memory" / f"{slug}.duckdb",
                                   ablations, specs)
                 results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
                     failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
-        external_lines = external(shop, pg, work, CONFIGS)
+        external_lines = external(shop, pg, work, configs)
     finally:
         if shop is not None:
             shop.close()

@@ -52,10 +52,22 @@ FROM pg_stat_database WHERE datname = current_database()
 )
 
 # One query for PostgreSQL 17+ (pg_stat_checkpointer) and one for older servers (pg_stat_bgwriter).
+# Both also read how many checkpoints WAL can have requested at most (`wal_checkpoints_max`). The
+# server requests one when a WAL segment ends max_wal_size / (1 + checkpoint_completion_target),
+# less a segment, at least one segment, past the last checkpoint's start; N such checkpoints need N
+# times that much WAL. Every other requested checkpoint (CHECKPOINT, a shutdown or restart, CREATE
+# or DROP DATABASE, a base backup) is counted alike and says nothing about max_wal_size. The WAL is
+# measured by the position in it (segments ended early by pg_switch_wal or archive_timeout count in
+# full, as they do for the server), since initdb: at least what was written since the counters
+# began, so the bound holds whenever they were reset.
+WAL_PER_CHECKPOINT = """greatest(pg_size_bytes(current_setting('max_wal_size')) / (1 + current_setting('checkpoint_completion_target')::float8)
+         - pg_size_bytes(current_setting('wal_segment_size')), pg_size_bytes(current_setting('wal_segment_size')))"""
+WAL_CHECKPOINTS_MAX = ("floor(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,"
+                       f" '0/0')::float8 / {WAL_PER_CHECKPOINT})::bigint AS wal_checkpoints_max")
 CHECKPOINTER_SQL_17 = ("SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
-                       " buffers_written::bigint AS buffers_written FROM pg_stat_checkpointer")
+                       f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_checkpointer")
 CHECKPOINTER_SQL_OLD = ("SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
-                        " buffers_checkpoint::bigint AS buffers_written FROM pg_stat_bgwriter")
+                        f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_bgwriter")
 
 
 def checkpointer(server_version_num: int) -> CounterView:

@@ -17,7 +17,7 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check
-from operators.checks.database import CACHE_SQL, judged_hit_ratio, requested_checkpoint_share
+from operators.checks.database import CACHE_SQL, CHECKPOINT_SQL, judged_hit_ratio, wal_checkpoint_share
 from operators.registry import OperatorContext
 
 KB = 1024
@@ -117,8 +117,8 @@ def _symptoms(ctx: OperatorContext) -> dict[str, str]:
             if row["temp"] >= t.temp_spill_warning_bytes:
                 found["temp"] = f"{_human(row['temp'])} of temporary files in the window"
     if ws.has("checkpointer"):
-        for row in ws.query("SELECT timed, requested FROM checkpointer"):
-            if requested_checkpoint_share(row["timed"], row["requested"], t) is not None:
+        for row in ws.query(CHECKPOINT_SQL):
+            if wal_checkpoint_share(row, t) is not None:
                 found["checkpoints"] = f"{row['requested']} of {(row['timed'] or 0) + row['requested']} checkpoints requested"
     return found
 

@@ -98,6 +98,7 @@ class WindowEvidence(BaseModel):
     server_version_num: int = 0
     left_out: str = Field("", description="tables not sampled because another session held them (operators/held.py)")
     reconnects: int = Field(0, description="times the server ended the sampling session and it was resumed on a new one")
+    restarts: int = Field(0, description="times the server restarted during the window (no rate spans a restart)")
 
     def mean(self, metric: str) -> float:
         values = self.series.get(metric) or []

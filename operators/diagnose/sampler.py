@@ -59,6 +59,7 @@ IDLE_BETWEEN_SECONDS = 1.0
 
 SESSION_SAMPLES_PER_TICK = 5  # pg_stat_activity reads per counter tick: the wait shares' sample size
 
+STARTED = "db.server_started"  # the server's start time, read with the database counters
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
 
 
@@ -283,9 +284,10 @@ def _sample_sessions(session: Resumable, tally: ActivityTally, step: float, unti
             return {k: sum(t[k] for t in ticks) / len(ticks) for k in ticks[0]}
 
 
-def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5) -> WindowEvidence:
-    """Watch `target` for `seconds`, one tick every `interval` seconds, on one session resumed whenever the server ends it."""
-    with resumable(target) as session:
+def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5, wait: float = 0.0) -> WindowEvidence:
+    """Watch `target` for `seconds`, one tick every `interval` seconds, on one session resumed whenever the server ends it
+    (waiting up to `wait` seconds for a restarting server)."""
+    with resumable(target, wait=wait) as session:
         version = int(session.run(lambda conn: _one(conn, "SELECT current_setting('server_version_num')::int AS v"))["v"])
         backend = int(session.run(lambda conn: _one(conn, "SELECT pg_backend_pid() AS pid"))["pid"])
         settings = {r["name"]: r["value"] for r in session.run(lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall())}
@@ -297,6 +299,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
         series: dict[str, list[float]] = {}
         started = time.time()
         history = deque([(time.monotonic(), session.run(lambda conn: read_counters(conn, version)))])
+        restarts = 0
         last_tick = history[0][0]
         if host is not None:
             host.read(0.0)
@@ -309,11 +312,16 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
             now = time.monotonic()
             elapsed = now - last_tick
             counters = session.run(lambda conn: read_counters(conn, version))
+            if counters[STARTED] != history[-1][1][STARTED]:
+                # The server restarted since the last tick: its counters started again (or were
+                # restored from its last clean shutdown), so no rate spans the restart.
+                history.clear()
+                restarts += 1
             # Backends report their counters at most once a second, so a rate over a shorter span
             # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
             while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
                 history.popleft()
-            then, old = history[0]
+            then, old = history[0] if history else (now, counters)
             values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
             history.append((now, counters))
             values.update(gauges)
@@ -334,7 +342,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5)
         settings=settings, running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
-        left_out=held.describe() if held else "", reconnects=session.reconnects,
+        left_out=held.describe() if held else "", reconnects=session.reconnects, restarts=restarts,
     )
 
 

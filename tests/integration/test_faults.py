@@ -15,6 +15,7 @@ from lab.shop import DemoShop
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from operators.diagnose.sampler import sample_window
 from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import TABLE_STATS
@@ -102,7 +103,7 @@ def test_an_instruction_that_failed_twice_becomes_a_replan_that_carries_the_glob
     assert {c.status.value for name, c in coverage.items() if name != "check_checkpoints"} == {"ran"}
 
 
-def test_a_session_resumed_through_a_server_restart_keeps_what_it_read(tmp_path: Path):
+def test_sessions_resumed_through_a_server_restart_keep_what_they_read(tmp_path: Path):
     # Its own cluster: a restart ends every session, the shared shop's planted idle one too.
     pg = EmbeddedPostgres(tmp_path / "data").start()
     try:
@@ -113,6 +114,11 @@ def test_a_session_resumed_through_a_server_restart_keeps_what_it_read(tmp_path:
             with later(0.2, lambda: pg.start() and None):  # the second half, while the read waits for it
                 after = session.run(lambda conn: conn.execute("SELECT pg_postmaster_start_time() AS t").fetchone()["t"])
         assert after > before and session.reconnects == 1
+        # The diagnosis's sampler across a restart: it waits for the server, and no rate spans the restart.
+        with later(1.2, pg.restart):
+            window = sample_window(target, 3.0, wait=30.0)
+        assert window.restarts == 1 and window.reconnects >= 1
+        assert window.series["db.xact_commit"] and min(window.series["db.xact_commit"]) >= 0
         with resumable(target) as unready:  # no wait: a server still down is the worker's error at once
             unready.run(lambda conn: conn.execute("SELECT 1"))
             pg.stop()

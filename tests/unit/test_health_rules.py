@@ -12,6 +12,7 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from operators.checks.bloat import estimate_btree, estimate_table
 from operators.checks.configuration import check_settings
+from operators.checks.database import wal_checkpoint_share
 from operators.collect.machine import target_is_local
 from operators.registry import OperatorContext
 
@@ -90,3 +91,15 @@ def test_threshold_overrides_are_checked_by_name_type_and_sign():
         with pytest.raises(ValueError, match=said) as raised:
             parse_overrides([bad])
         assert "\n" not in str(raised.value)
+
+
+def test_only_checkpoints_the_wal_written_could_request_count_against_max_wal_size():
+    t = Settings().thresholds
+    # Twenty restarts or CHECKPOINT commands on a database that wrote two checkpoints' worth of WAL.
+    restarts = {"timed": 4, "requested": 20, "wal_checkpoints_max": 2}
+    assert wal_checkpoint_share(restarts, t) is None
+    # The same counters where the WAL could have requested every one of them.
+    driven = {**restarts, "wal_checkpoints_max": 500}
+    assert wal_checkpoint_share(driven, t) == pytest.approx(20 / 24)
+    # Too few checkpoints to judge, however they were requested.
+    assert wal_checkpoint_share({"timed": 1, "requested": 5, "wal_checkpoints_max": 500}, t) is None

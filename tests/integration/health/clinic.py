@@ -8,6 +8,7 @@ transactions, lock waits, long statements, spills, cache misses) are started by 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -142,6 +143,27 @@ def flush_statistics(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SELECT pg_stat_force_next_flush()")
 
 
+def _request_checkpoints_by_wal(conn: psycopg.Connection[Any], count: int) -> None:
+    """End `count` WAL segments, each after a write, waiting for the checkpoint each requests (the
+    server's max_wal_size is its minimum, so every segment ended requests one)."""
+    for _ in range(count):
+        before = _requested_checkpoints(conn)
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS wal_step (a int); INSERT INTO wal_step VALUES (1)")
+        conn.execute("SELECT pg_switch_wal()")
+        for _ in range(200):
+            if _requested_checkpoints(conn) > before:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the server requested no checkpoint for an ended WAL segment")
+
+
+def _requested_checkpoints(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT num_requested FROM pg_stat_checkpointer").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _assert_frozen(conn: psycopg.Connection[Any], table: str) -> None:
     """The near-miss specimen is only one if the freeze advanced relfrozenxid to now: nothing may hold the horizon."""
     row = conn.execute("SELECT age(relfrozenxid) FROM pg_class WHERE relname = %s", [table]).fetchone()
@@ -184,8 +206,7 @@ def build(dsn: str) -> None:
         _consume_xids(conn, CONSUMED_XIDS)
         conn.execute("VACUUM (FREEZE) xid_frozen")
         _assert_frozen(conn, "xid_frozen")
-        for _ in range(12):
-            conn.execute("CHECKPOINT")  # checkpoints_too_frequent: requested checkpoints dominate
+        _request_checkpoints_by_wal(conn, 12)  # checkpoints_too_frequent: WAL-requested checkpoints dominate
 
 
 def query_id(dsn: str, pattern: str) -> int:

@@ -52,6 +52,7 @@ def clinic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
     root = tmp_path_factory.mktemp("clinic")
     server = EmbeddedPostgres(root / "primary", settings={
         "max_connections": str(MAX_CONNECTIONS), "checkpoint_completion_target": "0.5", "shared_buffers": "'16MB'", "autovacuum_naptime": "1h",
+        "max_wal_size": "'32MB'", "min_wal_size": "'32MB'",  # every WAL segment ended requests a checkpoint
     }).start()
     standbys = [server.standby(root / name, name) for name in ("steady", "paused")]
     standbys[1].psql("SELECT pg_wal_replay_pause();")
