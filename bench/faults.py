@@ -177,6 +177,7 @@ def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench faults", add_help=False)
     parser.add_argument("--external", action="store_true", help="only the faults thrown from outside the product")
     parser.add_argument("--configs", default="", help="comma-separated configurations to run (default: all), e.g. 'full system,--no-reflection'")
+    parser.add_argument("--cases", default="", help="only the external cases whose name contains this text")
     options = parser.parse_args(list(argv))
     only_external = options.external
     chosen = {c.strip() for c in options.configs.split(",") if c.strip()}
@@ -206,7 +207,7 @@ def main(argv: Sequence[str] = ()) -> None:
                 results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
                     failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
-        external_lines = external(shop, pg, work, configs)
+        external_lines = external(shop, pg, work, configs, options.cases)
     finally:
         if shop is not None:
             shop.close()

@@ -67,7 +67,7 @@ def review(
     inject_fault: Annotated[list[str], typer.Option(
         help="operator:KIND[:times], KIND one of timeout misfit disconnect bad_param missing_agent lost_dependency, to test recovery")] = [],  # noqa: B006
     no_monitor: Annotated[bool, typer.Option("--no-monitor", help="ablation: failures are not classified, dependents skip")] = False,
-    no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction")] = False,
+    no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction (retry, reconnect-and-resume)")] = False,
     no_gap_narrow: Annotated[bool, typer.Option("--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all")] = False,
     no_memory: Annotated[bool, typer.Option("--no-memory", help="ablation: neither use nor keep lessons across runs")] = False,
     threshold: Annotated[list[str], typer.Option(

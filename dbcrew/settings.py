@@ -51,7 +51,7 @@ class Ablations(BaseModel):
     """Recovery features that can be switched off, to measure what each is worth (ROMAS's ablations)."""
 
     monitor: bool = Field(True, description="classify alerts; off: a failed task just fails and its dependents skip")
-    reflection: bool = Field(True, description="plan self-reflection and worker self-correction")
+    reflection: bool = Field(True, description="plan self-reflection and worker self-correction (retries, reconnect-and-resume)")
     gap_narrow: bool = Field(True, description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all")
     memory: bool = Field(True, description="long-term lessons across runs on the same target")
 

@@ -55,6 +55,17 @@ def _close_all() -> None:
             _OPEN.popitem()[1].close()
 
 
+def release(path: Path) -> None:
+    """Close the process's connection to the workspace at `path`, if open (the next use opens it again).
+
+    A worker process runs reviews for days: a run's connection (DuckDB's buffers, a file handle) must
+    end with the run, not with the process."""
+    with _OPEN_LOCK:
+        conn = _OPEN.pop(Path(path).resolve(), None)
+    if conn is not None:
+        conn.close()
+
+
 class Workspace:
     """Tables by name; long observations behind snapshot keys (RCAgent) so prompts stay short."""
 
@@ -69,10 +80,7 @@ class Workspace:
         return _connection(self.path).cursor()
 
     def close(self) -> None:
-        with _OPEN_LOCK:
-            conn = _OPEN.pop(self.path, None)
-        if conn is not None:
-            conn.close()
+        release(self.path)
 
     # -- tables -----------------------------------------------------------------------------
     def write_table(self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
 from dbcrew.vocabulary import Category, FindingCode
-from dbcrew.targets import PostgresTarget
+from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.workspace import Workspace
 
 
@@ -50,6 +51,13 @@ class OperatorContext:
     settings: Settings
     brief: Brief | None
     run_dir: Path
+
+    def session(self) -> AbstractContextManager[Resumable]:
+        """A session for reads across the window: resumed on a new one when the server ends it, and
+        waiting (target_wait_seconds) for a restarting server. Reconnect-and-resume is the worker
+        correcting itself, so `--no-reflection` turns it off: the first ended session is the task's failure."""
+        settings = self.settings
+        return resumable(self.target, wait=settings.target_wait_seconds, resume=settings.ablations.reflection)
 
     def window(self, requested: float | None) -> float:
         """The seconds a task samples: a plan may ask for less than the run's window, never more,

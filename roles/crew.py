@@ -8,7 +8,7 @@ result into the report.
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -38,7 +38,7 @@ from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, re
 from roles.monitor import Monitor
 from roles.planner import make_plan
 from roles.replanner import replan
-from roles.execution import ExecutionResult, ExecutionState, execute
+from roles.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.worker import TaskOutcome, await_target, perform
 
 
@@ -161,7 +161,7 @@ def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult
     return [r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint}) for r in result.recommendations]
 
 
-class ThreadRunner:
+class ThreadRunner(FutureRunner):
     """Runs tasks on a bounded thread pool: the plain (non-Prefect) runner."""
 
     def __init__(self, run: RunContext, brief: Brief, pool: ThreadPoolExecutor):
@@ -170,15 +170,8 @@ class ThreadRunner:
         self._retries = run.worker_retries
         self._pool = pool
 
-    def start(self, spec: TaskSpec) -> Future[TaskOutcome]:
-        return self._pool.submit(perform, spec, self._ctx, self._injector, self._retries)
-
-    def wait_first(self, handles: list[Future[TaskOutcome]]) -> Future[TaskOutcome]:
-        done, _ = wait(handles, return_when=FIRST_COMPLETED)
-        return next(h for h in handles if h in done)
-
-    def outcome(self, handle: Future[TaskOutcome]) -> TaskOutcome:
-        return handle.result()
+    def start(self, specs: list[TaskSpec]) -> list[Future[TaskOutcome]]:
+        return [self._pool.submit(perform, spec, self._ctx, self._injector, self._retries) for spec in specs]
 
 
 def execute_plain(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:

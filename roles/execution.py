@@ -9,6 +9,7 @@ a re-plan decision ends this execution so the planner can narrow the gap.
 
 from __future__ import annotations
 
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -28,13 +29,28 @@ MAX_INSTRUCTIONS_PER_TASK = 2
 
 
 class Runner(Protocol):
-    """How tasks are run: a plain thread pool, or Prefect tasks (flows/)."""
+    """How tasks are run: a plain thread pool, or Prefect tasks (flows/).
 
-    def start(self, spec: TaskSpec) -> Any: ...
+    `start` gets the tasks that became ready together and returns one handle per task, in order:
+    the monitor sees every task's outcome on its own, whichever way the runner groups them.
+    """
+
+    def start(self, specs: list[TaskSpec]) -> list[Any]: ...
 
     def wait_first(self, handles: list[Any]) -> Any: ...
 
     def outcome(self, handle: Any) -> TaskOutcome: ...
+
+
+class FutureRunner:
+    """Waiting on handles that are `concurrent.futures` futures, one per task (both runners' handles)."""
+
+    def wait_first(self, handles: list[Future[TaskOutcome]]) -> Future[TaskOutcome]:
+        done, _ = wait(handles, return_when=FIRST_COMPLETED)
+        return next(h for h in handles if h in done)
+
+    def outcome(self, handle: Future[TaskOutcome]) -> TaskOutcome:
+        return handle.result()
 
 
 class ExecutionState(BaseModel):
@@ -102,12 +118,15 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
                 if spec.id not in state.outcomes and spec.id not in running:
                     state.outcomes[spec.id] = stopped(spec)
         elif outcome is None:
+            batch = []
             for spec in _ready(strategy, state, running):
                 state.record_start(spec.id)
                 if strategy.agent(spec.agent) is None:
                     outcome = without_agent(spec)
                     break
-                running[spec.id] = runner.start(spec)
+                batch.append(spec)
+            if batch:
+                running.update(zip([s.id for s in batch], runner.start(batch), strict=True))
         if outcome is None:
             if not running:
                 return ExecutionResult(strategy=strategy, state=state)

@@ -38,9 +38,10 @@ MAX_PAUSE = 1.0  # a restart takes about a second: a longer pause only adds to t
 class Resumable:
     """One logical session over as many server sessions as it takes; `reconnects` says how many."""
 
-    def __init__(self, target: PostgresTarget, *, wait: float = 0.0, **connect: Any):
+    def __init__(self, target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any):
         self._target = target
         self._wait = wait
+        self._resume = resume
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
         self._reads_on_conn = 0
@@ -60,7 +61,7 @@ class Resumable:
                     raise  # the statement failed, the session did not: not ours to repeat
                 stalled = self.reconnects and not self._reads_on_conn
                 self.close()
-                if stalled or self.reconnects >= MAX_RECONNECTS:
+                if stalled or not self._resume or self.reconnects >= MAX_RECONNECTS:
                     raise
                 self.reconnects += 1
                 continue
@@ -95,8 +96,9 @@ def resumed_note(reconnects: int) -> str:
 
 
 @contextmanager
-def resumable(target: PostgresTarget, *, wait: float = 0.0, **connect: Any) -> Iterator[Resumable]:
-    session = Resumable(target, wait=wait, **connect)
+def resumable(target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any) -> Iterator[Resumable]:
+    """A `Resumable` closed after the block; with `resume` False, an ended session fails the read as a plain session would."""
+    session = Resumable(target, wait=wait, resume=resume, **connect)
     try:
         yield session
     finally:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew import stopping
 from dbcrew.models import Role
-from dbcrew.targets import own_pids, resumable
+from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
 from operators.stat_views import (
     DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
@@ -40,7 +40,7 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     """
     window = ctx.window(params.window_seconds)
     # One resumable session for both readings: a server restarted in between is waited for, not a failed task.
-    with resumable(ctx.target, wait=ctx.settings.target_wait_seconds) as session:
+    with ctx.session() as session:
         held, before = session.run(lambda conn: _read(conn, views, Held()))
         started = time.monotonic()
         stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
@@ -174,7 +174,7 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     act_cols: list[tuple[str, str]] = []
     conn_cols: list[tuple[str, str]] = []
     lost = ""
-    with resumable(ctx.target, wait=ctx.settings.target_wait_seconds) as session:
+    with ctx.session() as session:
         for sample in range(samples):
             if sample:
                 if stopping.pause(pause):

@@ -49,8 +49,9 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
 
-def gather(target: PostgresTarget, seconds: float, stored: Baseline | None, alert: str = "", wait: float = 0.0) -> FactsRecord:
-    window = sample_window(target, seconds, wait=wait)
+def gather(target: PostgresTarget, seconds: float, stored: Baseline | None, alert: str = "", wait: float = 0.0,
+           resume: bool = True) -> FactsRecord:
+    window = sample_window(target, seconds, wait=wait, resume=resume)
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
     plans = analyse_statements(target, statement_candidates(window), window.server_version_num, rows)

@@ -284,10 +284,10 @@ def _sample_sessions(session: Resumable, tally: ActivityTally, step: float, unti
             return {k: sum(t[k] for t in ticks) / len(ticks) for k in ticks[0]}
 
 
-def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5, wait: float = 0.0) -> WindowEvidence:
+def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5, wait: float = 0.0, resume: bool = True) -> WindowEvidence:
     """Watch `target` for `seconds`, one tick every `interval` seconds, on one session resumed whenever the server ends it
-    (waiting up to `wait` seconds for a restarting server)."""
-    with resumable(target, wait=wait) as session:
+    (waiting up to `wait` seconds for a restarting server; with `resume` False, an ended session fails the sampling)."""
+    with resumable(target, wait=wait, resume=resume) as session:
         version = int(session.run(lambda conn: _one(conn, "SELECT current_setting('server_version_num')::int AS v"))["v"])
         backend = int(session.run(lambda conn: _one(conn, "SELECT pg_backend_pid() AS pid"))["pid"])
         settings = {r["name"]: r["value"] for r in session.run(lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall())}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from dbcrew.errors import TargetError
@@ -119,6 +120,13 @@ def test_sessions_resumed_through_a_server_restart_keep_what_they_read(tmp_path:
             window = sample_window(target, 3.0, wait=30.0)
         assert window.restarts == 1 and window.reconnects >= 1
         assert window.series["db.xact_commit"] and min(window.series["db.xact_commit"]) >= 0
+        # Without worker self-correction (--no-reflection), the first ended session is the read's failure.
+        with resumable(target, resume=False) as plain:
+            pid = plain.run(lambda conn: conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"])
+            pg.psql(f"SELECT pg_terminate_backend({pid});")
+            with pytest.raises(psycopg.OperationalError):
+                plain.run(lambda conn: conn.execute("SELECT 1"))
+            assert plain.reconnects == 0
         with resumable(target) as unready:  # no wait: a server still down is the worker's error at once
             unready.run(lambda conn: conn.execute("SELECT 1"))
             pg.stop()
