@@ -212,7 +212,6 @@ class ActivityTally:
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
                                                       "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle_between")}
 
-
     def flusher_idle_between(self) -> int:
         """Samples in which a session that waited on a WAL flush in this window was idle between two
         transactions: the other side of the flush waits of the same sessions (a concurrent load's idle
