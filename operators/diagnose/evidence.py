@@ -86,6 +86,8 @@ class WindowEvidence(BaseModel):
     series: dict[str, list[float]] = Field(default_factory=dict)
     waits: dict[str, int] = Field(default_factory=dict, description="'Type:Event' (or 'CPU') -> active-session samples")
     session_samples: int = Field(0, description="how many times pg_stat_activity was sampled")
+    flusher_idle_between: int = Field(0, description="samples in which a client session that waited on a WAL flush in the window"
+                                                     " was idle between two transactions (for under IDLE_BETWEEN_SECONDS)")
     blocked: list[BlockedSession] = Field(default_factory=list)
     statements: list[StatementDelta] = Field(default_factory=list)
     running: dict[str, int] = Field(default_factory=dict, description="query text of active sessions -> samples seen")

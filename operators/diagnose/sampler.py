@@ -170,6 +170,8 @@ class ActivityTally:
     running: Counter[str] = field(default_factory=Counter)
     blocked: dict[int, BlockedSession] = field(default_factory=dict)
     samples: int = 0
+    flush_waits: Counter[int] = field(default_factory=Counter)  # per session: samples waiting on a WAL flush
+    idle_between: Counter[int] = field(default_factory=Counter)  # per session: samples idle between two transactions
 
     def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Tally one sample; returns the gauges of this tick."""
@@ -183,6 +185,7 @@ class ActivityTally:
                 gauges["act.idle_in_xact"] += 1
             if row["state"] == "idle" and row["backend_type"] == "client backend" and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS:
                 gauges["act.idle_between"] += 1
+                self.idle_between[row["pid"]] += 1
             if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
                 continue
             key = wait_key(row)
@@ -192,6 +195,7 @@ class ActivityTally:
                 gauges["act.on_cpu"] += 1
             elif key in WAL_FLUSH_WAITS:
                 gauges["act.wait_wal_flush"] += 1
+                self.flush_waits[row["pid"]] += 1
             elif key.startswith("Lock:"):
                 gauges["act.wait_lock"] += 1
             elif key.startswith("IO:"):
@@ -207,6 +211,12 @@ class ActivityTally:
                                                               blocker_xact_seconds=holder["xact_seconds"] or 0.0)
         return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
                                                       "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle_between")}
+
+    def flusher_idle_between(self) -> int:
+        """Samples in which a session that waited on a WAL flush in this window was idle between two
+        transactions: the other side of the flush waits of the same sessions (a concurrent load's idle
+        sessions, which never wait on a flush, stay out of it)."""
+        return sum(n for pid, n in self.idle_between.items() if self.flush_waits[pid])
 
 
 @dataclass
@@ -327,7 +337,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
         tables = table_deltas(tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)])
     return WindowEvidence(
         started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
-        session_samples=tally.samples, blocked=list(tally.blocked.values()), statements=statements, tables=tables,
+        session_samples=tally.samples, flusher_idle_between=tally.flusher_idle_between(), blocked=list(tally.blocked.values()), statements=statements, tables=tables,
         settings=settings, running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,

@@ -20,6 +20,7 @@ from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_
 from operators.diagnose.facts import statement_candidates
 from operators.diagnose.cross_review import MAX_CAUSES, cross_review
 from operators.diagnose.plan_issues import plan_issues
+from operators.diagnose.sampler import ActivityTally
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
@@ -116,17 +117,58 @@ def test_experts_judge_by_thresholds() -> None:
     # Measured windows: pgbench at 300 tps on a slow disk waits on flushes for most of its active time
     # but its clients idle between transactions longer; back-to-back transfers go straight on.
     paced = window({"act.wait_wal_flush": [0.85] * 10, "act.active": [1.0] * 10, "act.idle_between": [2.68] * 10},
-                   waits={"IO:WalSync": 43, "CPU": 7}, session_samples=50, settings={"synchronous_commit": "on"})
+                   waits={"IO:WalSync": 43, "CPU": 7}, session_samples=50, flusher_idle_between=134, settings={"synchronous_commit": "on"})
     assert configuration_expert(Facts(paced, None, [])) == []
     pressed = window({"act.wait_wal_flush": [0.9] * 10, "act.active": [1.02] * 10, "act.idle_in_xact": [0.63] * 10,
                       "act.idle_between": [0.35] * 10}, waits={"IO:WalSync": 45, "CPU": 5}, session_samples=50,
-                     settings={"synchronous_commit": "on"})
+                     flusher_idle_between=18, settings={"synchronous_commit": "on"})
     found = configuration_expert(Facts(pressed, None, []))
-    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.72
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.71
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
     assert [c.code for c in workload_expert(Facts(bulk, None, []))] == ["workload_large_insert"]
+
+
+def activity(pid: int, state: str, wait: str = "", idle_seconds: float = 0.0) -> dict[str, object]:
+    """One pg_stat_activity row as the session sampler reads it."""
+    kind, _, event = wait.partition(":")
+    return {"pid": pid, "backend_type": "client backend", "state": state, "state_seconds": idle_seconds, "wait_event_type": kind or None,
+            "wait_event": event or None, "query": "COMMIT", "blocked_by": "", "xact_seconds": 0.0}
+
+
+def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
+    # Two committers (pids 1, 2) wait on the flush in 3 of 4 samples and idle between transactions in 1;
+    # a batch job with asynchronous commits (pid 3) sits idle between its statements in every sample.
+    tally = ActivityTally()
+    for tick in range(4):
+        committers = [activity(pid, "idle", idle_seconds=0.001) if tick == pid else activity(pid, "active", "IO:WalSync") for pid in (1, 2)]
+        tally.add([*committers, activity(3, "idle", idle_seconds=0.05)])
+    assert tally.flusher_idle_between() == 2, "the batch job's idle samples are not the committers' think time"
+    pressed = window({"act.wait_wal_flush": [1.5] * 4, "act.idle_between": [1.5] * 4}, waits=dict(tally.waits), session_samples=4,
+                     flusher_idle_between=tally.flusher_idle_between(), settings={"synchronous_commit": "on"})
+    found = configuration_expert(Facts(pressed, None, []))
+    # Over all sessions the flush would hold 1.5 / (1.5 + 1.5) = 0.5 of them; per flushing session 6 / (6 + 2).
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.75
+    paced = pressed.model_copy(update={"flusher_idle_between": 12})  # the committers' own think time outweighs their flushes
+    assert configuration_expert(Facts(paced, None, [])) == []
+
+
+def test_an_update_rate_is_a_cause_only_when_the_server_pays_for_it() -> None:
+    # Measured windows (2 cores): healthy pgbench keeping 1000 tps; an update flood of five-row statements.
+    pgbench = window({"db.tup_updated": [3095.0] * 10, "db.xact_commit": [1053.0] * 10, "pg.cpu_cores": [0.39] * 10,
+                      "act.on_cpu": [0.15] * 10}, cpu_count=2)
+    flood = window({"db.tup_updated": [38809.0] * 10, "db.xact_commit": [7784.0] * 10, "pg.cpu_cores": [0.73] * 10,
+                    "act.on_cpu": [0.27] * 10}, cpu_count=2)
+    assert workload_expert(Facts(pgbench, None, [])) == []
+    found = workload_expert(Facts(flood, None, []))
+    assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence["server_cpu_share"] == 0.37
+    # The same flood on a host with 8 cores costs it a tenth of its CPU: a rate the server handles, no cause.
+    assert workload_expert(Facts(flood.model_copy(update={"cpu_count": 8}), None, [])) == []
+    # A remote target (no host metrics): the sessions sampled on the CPU stand in, against one core.
+    remote = flood.model_copy(update={"cpu_count": None})
+    assert [c.code for c in workload_expert(Facts(remote, None, []))] == ["workload_high_updates"]
+    assert workload_expert(Facts(pgbench.model_copy(update={"cpu_count": None}), None, [])) == []
 
 
 def test_a_cte_fed_bulk_load_is_an_insert_not_a_fetch() -> None:
