@@ -1,6 +1,6 @@
 """The two-sample Kolmogorov-Smirnov test's exact two-sided p-value, in plain Python.
 
-Why not `scipy.stats.ks_2samp`: importing scipy.stats costs about a second of CPU, and every health
+Why not `scipy.stats.ks_2samp`: importing scipy.stats costs ~0.7 s of CPU (measured on 2 cores), and every health
 review that compares its window with the target's last baseline (roles/history.py) may need one
 test; each flow run on a worker is a fresh process that would pay it again. The samples are a
 window's per-second series (tens of values), where scipy's `method="auto"` computes the exact
