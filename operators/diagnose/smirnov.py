@@ -2,7 +2,7 @@
 
 Why not `scipy.stats.ks_2samp`: importing scipy.stats costs ~0.7 s of CPU (measured on 2 cores), and every health
 review that compares its window with the target's last baseline (roles/history.py) may need one
-test; each flow run on a worker is a fresh process that would pay it again. The samples are a
+test; every `dbcrew review` process (and each worker process) would pay it. The samples are a
 window's per-second series (tens of values), where scipy's `method="auto"` computes the exact
 distribution too: this module counts the same lattice paths, with integers, so its p-value is
 the exact rational rounded once (scipy's floating-point recursions agree to ~1e-15).
