@@ -42,6 +42,7 @@ LEFT_OUT = "left out, locked by another session: "
 WAIT = 30.0  # the product's default target_wait_seconds
 OUTAGE = 8.0  # a restart with a long crash recovery, a failover that takes its time
 SHORT_WAIT = 2.0  # a review told to wait for its target only that long (target_wait_seconds)
+OUTAGE_BUDGET = Settings.model_fields["outage_wait_seconds"].default  # the product's default
 REVIEWER = "reviewer"  # the least-privilege role a review runs as when the case needs one
 
 
@@ -91,7 +92,7 @@ class ExternalCase:
     window: float = WINDOW
     role: str = "postgres"  # the role the review runs as
     wait: float = WAIT  # how long the review waits for its target (target_wait_seconds)
-    outage_wait: float = Settings().outage_wait_seconds  # how long, in all, its retries wait for the target
+    outage_wait: float = OUTAGE_BUDGET  # how long, in all, its retries wait for the target (outage_wait_seconds)
     hides_all: bool = False  # the fault may hide every planted finding (the target gone before any check ran)
 
 
@@ -167,7 +168,7 @@ def run_one(dsn: str, out: Path, memory: Path, ablations: Ablations, case: Exter
             fault: AbstractContextManager[Any] | None) -> tuple[Report | None, str, float]:
     """The review's report (None when it did not complete), why not, and its wall time."""
     settings = Settings(window_seconds=case.window if case else WINDOW, target_wait_seconds=case.wait if case else WAIT,
-                        outage_wait_seconds=case.outage_wait if case else Settings().outage_wait_seconds,
+                        outage_wait_seconds=case.outage_wait if case else OUTAGE_BUDGET,
                         activity_samples=4, ablations=ablations, store_url=str(memory))
     run = RunContext(target=parse_target(dsn), settings=settings, out_dir=out)
     started = time.perf_counter()
