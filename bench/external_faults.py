@@ -42,6 +42,7 @@ LEFT_OUT = "left out, locked by another session: "
 WAIT = 30.0  # the product's default target_wait_seconds
 OUTAGE = 8.0  # a restart with a long crash recovery, a failover that takes its time
 SHORT_WAIT = 2.0  # a review told to wait for its target only that long (target_wait_seconds)
+OUTAGE_BUDGET = Settings.model_fields["outage_wait_seconds"].default  # the product's default
 REVIEWER = "reviewer"  # the least-privilege role a review runs as when the case needs one
 
 
@@ -68,6 +69,16 @@ class Lab:
         time.sleep(OUTAGE)
         self.pg.start()
 
+    @contextmanager
+    def gone_after(self, after: float) -> Iterator[None]:
+        """The server stopped `after` seconds into the review, started again only after the review
+        ended (a failover that outlasts it)."""
+        try:
+            with later(after, self.pg.stop):
+                yield
+        finally:
+            self.pg.start()
+
 
 @dataclass(frozen=True)
 class ExternalCase:
@@ -81,6 +92,8 @@ class ExternalCase:
     window: float = WINDOW
     role: str = "postgres"  # the role the review runs as
     wait: float = WAIT  # how long the review waits for its target (target_wait_seconds)
+    outage_wait: float = OUTAGE_BUDGET  # how long, in all, its retries wait for the target (outage_wait_seconds)
+    hides_all: bool = False  # the fault may hide every planted finding (the target gone before any check ran)
 
 
 CASES = [
@@ -101,6 +114,10 @@ CASES = [
                  hidden_codes=frozenset({"idle_in_transaction"})),
     ExternalCase(f"server down {OUTAGE:.0f} s mid-window, longer than the review's {SHORT_WAIT:.0f} s reconnect wait",
                  lambda lab: later(WINDOW, lab.outage), window=2 * WINDOW, wait=SHORT_WAIT, hidden_codes=frozenset({"idle_in_transaction"})),
+    # What a review can still report is what it finished before the target went: a re-plan that keeps
+    # completed tasks keeps those checks; one that runs them again loses them (and alerts again).
+    ExternalCase("server gone mid-window for the rest of the review", lambda lab: lab.gone_after(WINDOW / 2), wait=SHORT_WAIT,
+                 outage_wait=2 * SHORT_WAIT, hides_all=True),
 ]
 
 
@@ -135,7 +152,7 @@ def problems(report: Report) -> set[tuple[str, str]]:
 def judge(case: ExternalCase, shop: DemoShop, baseline: set[tuple[str, str]], report: Report) -> str:
     """Why the run is incorrect; empty when it is correct."""
     found = {(f.code, f.object) for f in report.findings}
-    missed = sorted(p for p in shop.expected - case.hidden - found if p[0] not in case.hidden_codes)
+    missed = [] if case.hides_all else sorted(p for p in shop.expected - case.hidden - found if p[0] not in case.hidden_codes)
     if missed:
         return f"missed {sorted(missed)}"
     named = {c.reason.split(LEFT_OUT, 1)[1].split(" (", 1)[0] for c in report.coverage if LEFT_OUT in c.reason}
@@ -151,6 +168,7 @@ def run_one(dsn: str, out: Path, memory: Path, ablations: Ablations, case: Exter
             fault: AbstractContextManager[Any] | None) -> tuple[Report | None, str, float]:
     """The review's report (None when it did not complete), why not, and its wall time."""
     settings = Settings(window_seconds=case.window if case else WINDOW, target_wait_seconds=case.wait if case else WAIT,
+                        outage_wait_seconds=case.outage_wait if case else OUTAGE_BUDGET,
                         activity_samples=4, ablations=ablations, store_url=str(memory))
     run = RunContext(target=parse_target(dsn), settings=settings, out_dir=out)
     started = time.perf_counter()
