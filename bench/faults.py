@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import operators  # noqa: F401  (registers every operator)
-from bench.external_faults import external
+from bench.external_faults import CASES as EXTERNAL_CASES, external
 from lab.shop import DemoShop
 from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
@@ -183,7 +183,9 @@ def main(argv: Sequence[str] = ()) -> None:
     chosen = {c.strip() for c in options.configs.split(",") if c.strip()}
     configs = [(name, ablations) for name, ablations in CONFIGS if not chosen or name in chosen]
     if not configs:
-        raise SystemExit(f"python -m bench faults: no configuration named {sorted(chosen)}; known: {[n for n, _ in CONFIGS]}")
+        parser.error(f"--configs: no configuration named {sorted(chosen)}; known: {[n for n, _ in CONFIGS]}")
+    if not any(options.cases in case.name for case in EXTERNAL_CASES):
+        parser.error(f"--cases: no external case's name holds {options.cases!r}")
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-faults-"))
     pg = EmbeddedPostgres(work / "pgdata").start()
     shop = None

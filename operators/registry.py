@@ -52,12 +52,16 @@ class OperatorContext:
     brief: Brief | None
     run_dir: Path
 
+    def resuming(self) -> dict[str, Any]:
+        """How a session reading across the window outlives its backend (`resumable`'s options): resumed on
+        a new one when the server ends it, waiting (target_wait_seconds) for a restarting server.
+        Reconnect-and-resume is the worker correcting itself, so `--no-reflection` turns it off: the
+        first ended session is the task's failure."""
+        return {"wait": self.settings.target_wait_seconds, "resume": self.settings.ablations.reflection}
+
     def session(self) -> AbstractContextManager[Resumable]:
-        """A session for reads across the window: resumed on a new one when the server ends it, and
-        waiting (target_wait_seconds) for a restarting server. Reconnect-and-resume is the worker
-        correcting itself, so `--no-reflection` turns it off: the first ended session is the task's failure."""
-        settings = self.settings
-        return resumable(self.target, wait=settings.target_wait_seconds, resume=settings.ablations.reflection)
+        """A session for reads across the window (see `resuming`)."""
+        return resumable(self.target, **self.resuming())
 
     def window(self, requested: float | None) -> float:
         """The seconds a task samples: a plan may ask for less than the run's window, never more,

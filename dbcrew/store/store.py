@@ -68,15 +68,13 @@ class Store:
         A review's history is ~10 calls; each opening its own connection (and, for DuckDB, the file)
         cost more than the statements. Nested blocks join the outer one; an error rolls all back.
         """
-        if getattr(self._held, "session", None) is not None:
-            yield
-            return
-        with self.backend.session() as session:
+        with self._session() as session:
+            outer = getattr(self._held, "session", None)
             self._held.session = session
             try:
                 yield
             finally:
-                self._held.session = None
+                self._held.session = outer
 
     @contextmanager
     def _session(self) -> Iterator[Session]:

@@ -50,8 +50,7 @@ def _candidates_key(expert: str) -> str:
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
     seconds = ctx.window(params.window_seconds)
-    record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert, wait=ctx.settings.target_wait_seconds,
-                    resume=ctx.settings.ablations.reflection)
+    record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert, **ctx.resuming())
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
     refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
@@ -78,7 +77,7 @@ class HealthWindowParams(BaseModel):
 def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> Observation:
     """Sample rates, waits and host metrics over the window, kept as the target's baseline for later diagnoses when quiet."""
     seconds = ctx.window(params.window_seconds)
-    window = sample_window(ctx.target, seconds, wait=ctx.settings.target_wait_seconds, resume=ctx.settings.ablations.reflection)
+    window = sample_window(ctx.target, seconds, **ctx.resuming())
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
     return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}{resumed_note(window.reconnects)}", artifacts=[HEALTH_WINDOW_KEY],
