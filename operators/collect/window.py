@@ -22,7 +22,7 @@ from operators.stat_views import (
 )
 from operators.held import Held, guarded, held_relations, held_table
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
-from operators.sql import fetch, land
+from operators.sql import fetch, land, quote_ident
 
 Rows = tuple[list[tuple[str, str]], list[tuple[Any, ...]]]
 
@@ -134,7 +134,7 @@ def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) ->
     if row is None or row["can"]:
         return ""
     return (f"pg_read_all_stats lost during the review: sessions and statement texts of other roles unseen from then on"
-            f" (GRANT pg_read_all_stats TO {row['role']};)")
+            f" (GRANT pg_read_all_stats TO {quote_ident(row['role'])};)")
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
