@@ -91,14 +91,16 @@ def prepare_review(url: str, window: float, out_dir: Path | None, brain: str | N
 def start_review(request: ReviewRequest) -> Path:
     """Run the health_review flow (through the Prefect server prefect_env finds, or an ephemeral one); report.json's path."""
     prefect_env()
+    from flows.heartbeats import without_heartbeats
     from flows.review import health_review
 
     # The flow gets the parsed target: its password is private, so no flow parameter carries it.
-    return Path(health_review(target=request.target, window=request.window, out=str(request.out_dir),
-                              brain=request.brain, faults=request.faults, scenario=request.scenario,
-                              alert=request.alert,
-                              baseline=str(request.baseline.resolve()) if request.baseline else None,
-                              thresholds=request.thresholds, **request.switches))
+    with without_heartbeats():  # the run lives in this process, which cancels it when interrupted
+        return Path(health_review(target=request.target, window=request.window, out=str(request.out_dir),
+                                  brain=request.brain, faults=request.faults, scenario=request.scenario,
+                                  alert=request.alert,
+                                  baseline=str(request.baseline.resolve()) if request.baseline else None,
+                                  thresholds=request.thresholds, **request.switches))
 
 
 def _check_brain(brain: str | None) -> str:

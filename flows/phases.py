@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import cache
 
 from prefect import Flow, flow
 from prefect.futures import wait
-from prefect.settings import temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dbcrew.models import Brief, Strategy
 from flows.artifacts import post_edits, post_strategy
+from flows.heartbeats import without_heartbeats
 from flows.runner import Bundle, PrefectRunner
 from roles import crew
 from roles.crew import Initialized, ReplanOutcome, RunContext
@@ -49,19 +47,6 @@ def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutc
     outcome = crew.replan_phase(run, brief, result)
     post_edits(run, outcome.edits, outcome.rejected)
     return outcome
-
-
-@contextmanager
-def without_heartbeats() -> Iterator[None]:
-    """Subflows started here send no heartbeats of their own.
-
-    Prefect 3.8's heartbeat thread sleeps in 1 s steps and a flow run's end waits for it (thread.join):
-    up to 1 s of idle wall time per flow run, measured at ~30% of a warm review's main thread. A phase
-    runs in its review's process and thread, so the review's own flow run heartbeats for it: a crash
-    of the process stops both.
-    """
-    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
-        yield
 
 
 class PrefectPhases:

@@ -8,13 +8,14 @@ from pathlib import Path
 from dbcrew.models import Role
 from dbcrew.store import Vitals
 from dbcrew.vocabulary import Category
-from operators.figures import Margins, chart_observation, figure, text_width
+from operators.figures import Margins, chart_observation, figure, text_width, warm_up
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
 
 
-@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",))
+@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",),
+          prepare=warm_up)
 def paint_table_activity(ctx: OperatorContext) -> Observation:
     """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
     rows = ctx.workspace.query(

@@ -84,6 +84,8 @@ class Operator:
     requires: tuple[str, ...] = ()
     equivalent_of: str | None = None
     checks: tuple[FindingCode, ...] = field(default=(), metadata={"doc": "finding codes it can emit"})
+    prepare: Callable[[], None] | None = field(default=None, metadata={
+        "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/preparing.py"})
 
     def run(self, ctx: OperatorContext, params: dict[str, Any]) -> Observation:
         return self.fn(ctx, self.params_model.model_validate(params))
@@ -110,6 +112,7 @@ def operator(
     requires: tuple[str, ...] = (),
     equivalent_of: str | None = None,
     checks: tuple[FindingCode, ...] = (),
+    prepare: Callable[[], None] | None = None,
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
     """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner reads.
 
@@ -136,6 +139,7 @@ def operator(
             requires=requires,
             equivalent_of=equivalent_of,
             checks=checks,
+            prepare=prepare,
         )
         return fn
 

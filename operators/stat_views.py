@@ -12,8 +12,28 @@ health review for how long sessions stay in a state, the diagnosis for what acti
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+
+def counted_since(before: Sequence[float], after: Sequence[float]) -> tuple[list[float], bool]:
+    """One row's counters over an interval, and whether they were reset in it.
+
+    Cumulative counters only grow, unless something resets them between the readings: a crash
+    restart, `pg_stat_reset()`, `pg_stat_statements_reset()`, an evicted statement entry. Then the
+    end reads lower than the start, and a difference would be a negative rate. What the reset
+    counters counted since is all that is known of the interval: those are the deltas (a lower bound).
+    """
+    deltas = [a - b for b, a in zip(before, after, strict=True)]
+    if any(d < 0 for d in deltas):
+        return list(after), True
+    return deltas, False
+
+
+def reset_between(before: Mapping[str, float], after: Mapping[str, float]) -> bool:
+    """Whether any counter two readings share went backwards (see `counted_since`)."""
+    return any(after[k] < v for k, v in before.items() if k in after)
 
 
 @dataclass(frozen=True)

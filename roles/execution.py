@@ -23,6 +23,7 @@ from dbcrew.models.report import Decision, GlobalStateRecord, SkipCause, SkipKin
 from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.monitor import Monitor, MonitorDecision, compact_state
+from roles.preparing import start_preparing
 from roles.worker import TaskOutcome, signature, stopped, without_agent
 
 MAX_INSTRUCTIONS_PER_TASK = 2
@@ -108,6 +109,7 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         state.outcomes.pop(spec.id, None)
     if not state.original:
         state.original = [t.id for t in strategy.tasks]
+    start_preparing(t for t in strategy.tasks if t.id not in state.outcomes)
     running: dict[str, Any] = {}
     unhandled: list[TaskOutcome] = []  # failures that finished while the crew was paused for another alert
     progress.emit(ProgressEvent.PLAN, total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))

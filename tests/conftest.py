@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 _HOME = tempfile.mkdtemp(prefix="dbcrew-prefect-")
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)  # the session's Prefect home, never left in /tmp
 os.environ.setdefault("PREFECT_HOME", _HOME)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

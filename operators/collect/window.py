@@ -2,12 +2,16 @@
 
 Counters (pg_stat_*, operators/stat_views.py) are read at the start and the end of the
 window and landed with `<counter>_delta` columns, so checks judge what happened during the
-review, not since a reset that may be months old. Statistics are never reset.
+review, not since a reset that may be months old. Statistics are never reset by the review; when
+something else resets them during the window (a crash restart, `pg_stat_reset`), a row's counters
+read lower at the end than at the start: its deltas then count from the reset (a lower bound,
+never a negative rate) and the observation says so in `partial`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -19,6 +23,7 @@ from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
 from operators.stat_views import (
     DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
+    counted_since,
 )
 from operators.held import Held, guarded, held_relations, held_table
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
@@ -32,11 +37,13 @@ class WindowParams(BaseModel):
     window_seconds: float | None = Field(None, ge=0, description="defaults to the run's window")
 
 
-def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterView) -> Observation:
+def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterView,
+                   unseen: Callable[[psycopg.Connection[Any]], str] | None = None) -> Observation:
     """Read `views` at the start and the end of the window and land each with its deltas.
 
     A relation another session holds ACCESS EXCLUSIVE at either reading is left out of both
-    (operators/held.py) and named in `partial`. The summary is the first view's; the artifacts are every view's.
+    (operators/held.py) and named in `partial`, as is what `unseen` says the end reading could not
+    see (asked on the same session). The summary is the first view's; the artifacts are every view's.
     """
     window = ctx.window(params.window_seconds)
     # One resumable session for both readings: a server restarted in between is waited for, not a failed task.
@@ -45,10 +52,18 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
         started = time.monotonic()
         stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
         held, after = session.run(lambda conn: _read(conn, views, held))
+        lost = session.run(unseen) if unseen else ""
     elapsed = time.monotonic() - started
     landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
               for view, (columns, old), (_, new) in zip(views, before, after, strict=True)]
-    return landed[0].model_copy(update={"artifacts": [view.table for view in views], "partial": held.describe() if held else ""})
+    reset = [f"{view.table} ({rows} {'row' if rows == 1 else 'rows'})" for view, (_, rows) in zip(views, landed, strict=True) if rows]
+    partial = [held.describe()] if held else []
+    if reset:
+        partial.append(f"statistics reset during the window (a crash restart or pg_stat_reset): {', '.join(reset)}"
+                       " count from the reset only")
+    if lost:
+        partial.append(lost)
+    return landed[0][0].model_copy(update={"artifacts": [view.table for view in views], "partial": "; ".join(partial)})
 
 
 def _read(conn: psycopg.Connection[Any], views: tuple[CounterView, ...], held: Held) -> tuple[Held, list[Rows]]:
@@ -73,24 +88,28 @@ def _land_deltas(
     after: list[tuple[Any, ...]],
     elapsed: float,
     held: frozenset[int],
-) -> Observation:
+) -> tuple[Observation, int]:
+    """Land the view's end reading with its deltas; how many rows had their counters reset in between."""
     names = [c for c, _ in columns]
     key_idx = [names.index(k) for k in view.keys]
     counter_idx = [names.index(c) for c in view.counters]
     first = {tuple(row[i] for i in key_idx): row for row in before}
     delta_columns = [(f"{c}_delta", "DOUBLE") for c in view.counters]
     rows = []
+    reset = 0
     for row in after:
         if view.left_out(held, dict(zip(names, row, strict=True))):
             continue  # held at the start: its counters have no start to subtract
         old = first.get(tuple(row[i] for i in key_idx))
         # An object created during the window started from zero.
-        deltas = [float(row[i] or 0) - float((old[i] if old else 0) or 0) for i in counter_idx]
+        deltas, was_reset = counted_since([float((old[i] if old else 0) or 0) for i in counter_idx],
+                                          [float(row[i] or 0) for i in counter_idx])
+        reset += was_reset
         rows.append((*row, *deltas, elapsed))
     count = land(ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows)
     if view.relations:  # what the view's rows leave out, for checks that join it with a lock-free artifact
         land(ctx.workspace, held_table(view.table), [("relid", "BIGINT")], [(oid,) for oid in sorted(held)])
-    return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table])
+    return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table]), reset
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer"))
@@ -142,10 +161,7 @@ def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observatio
     """Sample pg_stat_statements for this database over the window (needs the extension preloaded)."""
     if ctx.brief is not None and not ctx.brief.has_statements:
         raise OperatorMisfit("pg_stat_statements is not installed and preloaded on this target")
-    observation = _sample_window(ctx, params, STATEMENTS)
-    with ctx.target.session() as conn:
-        lost = stats_privilege_lost(conn, ctx)
-    return observation.model_copy(update={"partial": "; ".join(p for p in (observation.partial, lost) if p)})
+    return _sample_window(ctx, params, STATEMENTS, unseen=lambda conn: stats_privilege_lost(conn, ctx))
 
 
 CONNECTIONS_SQL = """

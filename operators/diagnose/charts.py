@@ -5,7 +5,7 @@ from __future__ import annotations
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import Margins, chart_observation, figure
+from operators.figures import Margins, chart_observation, figure, warm_up
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
@@ -13,7 +13,8 @@ TOP_METRICS = 6
 CHART_MARGINS = Margins(left=0.8, bottom=0.5, top=0.35, right=0.15, between_columns=0.85, between_rows=0.7)
 
 
-@operator(role=Role.PAINTER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",))
+@operator(role=Role.PAINTER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=("chart_abnormal_metrics",),
+          prepare=warm_up)
 def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
     record = load_facts(ctx)

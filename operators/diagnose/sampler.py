@@ -27,7 +27,7 @@ from dbcrew import stopping
 from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
 from operators.held import Held, guarded, held_relations
-from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer
+from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer, counted_since, reset_between
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
 
 WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
@@ -243,17 +243,16 @@ def _statements(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
 
 def statement_deltas(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> list[StatementDelta]:
     deltas = []
+    counters = ("calls", "total_exec_time", "rows", "shared_blks_read", "temp_blks_written")
     for queryid, row in after.items():
         old = before.get(queryid, {})
-        calls = row["calls"] - old.get("calls", 0.0)
+        values, _ = counted_since([old.get(c, 0.0) for c in counters], [row[c] for c in counters])
+        calls, total_exec_time, rows, shared_blks_read, temp_blks_written = values
         if calls <= 0:
             continue
         deltas.append(StatementDelta(
-            queryid=queryid, query=row["query"], calls=calls,
-            total_exec_time_ms=row["total_exec_time"] - old.get("total_exec_time", 0.0),
-            rows=row["rows"] - old.get("rows", 0.0),
-            shared_blks_read=row["shared_blks_read"] - old.get("shared_blks_read", 0.0),
-            temp_blks_written=row["temp_blks_written"] - old.get("temp_blks_written", 0.0),
+            queryid=queryid, query=row["query"], calls=calls, total_exec_time_ms=total_exec_time, rows=rows,
+            shared_blks_read=shared_blks_read, temp_blks_written=temp_blks_written,
         ))
     return sorted(deltas, key=lambda d: d.total_exec_time_ms, reverse=True)
 
@@ -265,7 +264,8 @@ def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> l
     tables = []
     for row in after:
         prev = old.get(row["relid"], {})
-        values = {c: float(row[c] or 0) - float(prev.get(c) or 0) for c in counters}
+        values = dict(zip(counters, counted_since([float(prev.get(c) or 0) for c in counters],
+                                                  [float(row[c] or 0) for c in counters])[0], strict=True))
         tables.append(TableDelta(name=f"{row['schemaname']}.{row['relname']}", n_live_tup=row["n_live_tup"], n_dead_tup=row["n_dead_tup"],
                                  index_count=row["index_count"], total_bytes=row["total_bytes"], **values))
     return tables
@@ -316,6 +316,8 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
                 # restored from its last clean shutdown), so no rate spans the restart.
                 history.clear()
                 restarts += 1
+            elif reset_between(history[-1][1], counters):  # pg_stat_reset*() meanwhile: no rate spans it either
+                history.clear()
             # Backends report their counters at most once a second, so a rate over a shorter span
             # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
             while len(history) > 1 and now - history[1][0] >= RATE_SPAN:

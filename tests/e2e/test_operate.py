@@ -192,7 +192,7 @@ def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
 
 
 def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, fleet_pg: EmbeddedPostgres, api: str,
-                                                     tmp_path: Path):
+                                                     tmp_path: Path, first_fleet: tuple[FleetRun, int]):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
@@ -207,6 +207,25 @@ def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, f
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"initialize-{report['run_id']}"])))
     assert len(runs) == 1  # the run is on the server (and in its UI), not on an ephemeral one
+
+    # The CLI's run lives in the CLI's process, which cancels it when interrupted: no heartbeats (flows/heartbeats.py),
+    # whose thread would hold the run's end up to 1 s. A review the worker took from the pool keeps them.
+    cli_run = report["link"].rsplit("/", 1)[-1]
+    cli_events = poll(lambda: (names := flow_run_events(api, cli_run)) and "prefect.flow-run.Completed" in names and names,
+                      "the CLI run's events on the server")
+    assert "prefect.flow-run.heartbeat" not in cli_events, cli_events
+    worker_run = next(iter(first_fleet[0].reviews.values())).id
+    poll(lambda: "prefect.flow-run.heartbeat" in flow_run_events(api, str(worker_run)), "a pool review's heartbeat")
+
+
+def flow_run_events(api: str, run_id: str) -> list[str]:
+    """The names of the events the server stored about one flow run."""
+    import httpx
+
+    response = httpx.post(f"{api}/events/filter", json={"filter": {"resource": {"id": [f"prefect.flow-run.{run_id}"]}},
+                                                        "limit": 50}, timeout=30)  # the most a page holds
+    response.raise_for_status()
+    return [event["event"] for event in response.json()["events"]]
 
 
 def test_a_password_comes_from_a_secret_block_on_the_server(api: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,55 @@ def test_a_flush_landing_after_analyze_is_not_staleness_but_real_changes_are(pg:
     with psycopg.connect(dsn) as conn:
         assert analyzed_seconds_ago(conn, "loaded") < SETTLE_SECONDS, "the check ran too late to judge the young analyze"
     assert stale == {"public.changed"}
+
+
+def test_counters_reset_during_the_window_count_from_the_reset_and_say_so(pg: EmbeddedPostgres, tmp_path: Path):
+    """A crash restart or pg_stat_reset between the window's readings: the end reads lower than the start. The deltas
+    count from the reset (never a negative rate a check would misjudge) and the observation names what was reset."""
+    pg.psql("CREATE DATABASE reset_mid_window;")
+    dsn = pg.dsn("reset_mid_window")
+    ctx = OperatorContext(target=parse_target(dsn), workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(),
+                          brief=None, run_dir=tmp_path)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE scanned (id int); INSERT INTO scanned SELECT generate_series(1, 100)")
+        for _ in range(5):
+            conn.execute("SELECT count(*) FROM scanned")
+        flush_statistics(conn)
+        window = ThreadPoolExecutor(1).submit(collect_table_stats, ctx, WindowParams(window_seconds=4))
+        for _ in range(100):  # the window's first reading has run: its session waits, idle, for the second
+            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE state = 'idle' AND query LIKE '%seq_tup_read%'"
+                            " AND pid <> pg_backend_pid()").fetchone():
+                break
+            time.sleep(0.05)
+        conn.execute("SELECT pg_stat_reset()")
+        for _ in range(2):
+            conn.execute("SELECT count(*) FROM scanned")
+        flush_statistics(conn)
+        observed = window.result(timeout=60)
+    (row,) = ctx.workspace.query("SELECT seq_scan, seq_scan_delta FROM table_stats WHERE relname = 'scanned'")
+    assert (row["seq_scan"], row["seq_scan_delta"]) == (2, 2.0)
+    assert "statistics reset during the window" in observed.partial and "table_stats (1 row)" in observed.partial
+
+
+def test_pg_read_all_stats_revoked_during_the_window_is_named_with_its_grant(pg: EmbeddedPostgres, tmp_path: Path):
+    """Privileges are checked per statement: a REVOKE mid-window hides other roles' statements without an error.
+    The end reading's own session asks again, and the observation names what to GRANT."""
+    from operators.collect.probe import probe
+    from operators.collect.window import collect_statements
+
+    pg.psql("CREATE DATABASE revoked_mid_window;")
+    pg.psql("CREATE EXTENSION pg_stat_statements;", dbname="revoked_mid_window")
+    pg.psql('CREATE ROLE "Stats Reader" LOGIN; GRANT pg_read_all_stats TO "Stats Reader";')
+    dsn = pg.dsn("revoked_mid_window", user="Stats%20Reader")
+    ctx = OperatorContext(target=parse_target(dsn), workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(),
+                          brief=None, run_dir=tmp_path)
+    ctx.brief = probe(ctx)
+    assert ctx.brief.can_read_all_stats
+    window = ThreadPoolExecutor(1).submit(collect_statements, ctx, WindowParams(window_seconds=3))
+    with psycopg.connect(pg.dsn("revoked_mid_window"), autocommit=True) as conn:
+        for _ in range(100):  # the window's first reading has run
+            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE usename = 'Stats Reader' AND state = 'idle'").fetchone():
+                break
+            time.sleep(0.05)
+        conn.execute('REVOKE pg_read_all_stats FROM "Stats Reader"')
+    assert 'GRANT pg_read_all_stats TO "Stats Reader";' in window.result(timeout=60).partial

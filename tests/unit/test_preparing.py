@@ -1,0 +1,61 @@
+"""Operators' preparations run off the critical path when a plan starts (roles/preparing.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from dbcrew.models import TaskSpec
+from operators.figures import warm_up
+from operators.registry import REGISTRY, get
+from roles.preparing import preparations, start_preparing
+
+
+def task(operator: str, n: int = 0) -> TaskSpec:
+    return TaskSpec(id=f"{operator}-{n}", agent="worker", operator=operator)
+
+
+def test_the_painters_prepare_their_charts_and_the_checks_prepare_nothing():
+    assert preparations([task("check_bloat"), task("paint_table_activity")]) == [warm_up]
+    assert preparations([task("paint_abnormal_metrics"), task("paint_table_activity")]) == [warm_up]  # once, shared
+    assert preparations([task("check_bloat"), task("collect_settings")]) == []
+    assert start_preparing([task("check_bloat")]) is None  # no thread for a plan with nothing to prepare
+
+
+def test_each_preparation_runs_once_in_a_background_thread_and_a_failing_one_stops_nothing(monkeypatch: pytest.MonkeyPatch):
+    import threading
+
+    ran: list[tuple[str, str]] = []
+
+    def failing() -> None:
+        ran.append(("failing", threading.current_thread().name))
+        raise RuntimeError("no such library")
+
+    def loading() -> None:
+        ran.append(("loading", threading.current_thread().name))
+
+    monkeypatch.setitem(REGISTRY, "prep_a", replace(get("check_bloat"), name="prep_a", prepare=failing))
+    monkeypatch.setitem(REGISTRY, "prep_b", replace(get("check_bloat"), name="prep_b", prepare=loading))
+    thread = start_preparing([task("prep_a"), task("prep_b"), task("prep_a", 1), task("check_bloat")])
+    assert thread is not None and thread.daemon
+    thread.join(timeout=30)
+    assert ran == [("failing", "dbcrew-prepare"), ("loading", "dbcrew-prepare")]
+
+
+WARMED = """
+import sys
+from operators.figures import warm_up
+assert "matplotlib" not in sys.modules
+warm_up()
+from matplotlib.mathtext import MathTextParser
+print(MathTextParser._parser is not None)
+"""
+
+
+def test_warming_up_builds_what_a_log_scale_chart_first_waits_for():
+    """matplotlib imported and the mathtext grammar (log-scale tick labels such as 10^3) built, in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "True"
