@@ -95,7 +95,7 @@ def start_review(request: ReviewRequest) -> Path:
     from flows.review import health_review
 
     # The flow gets the parsed target: its password is private, so no flow parameter carries it.
-    with without_heartbeats():  # the run lives in this process, which cancels it when interrupted
+    with without_heartbeats():  # the run lives and ends in this process (flows/heartbeats.py)
         return Path(health_review(target=request.target, window=request.window, out=str(request.out_dir),
                                   brain=request.brain, faults=request.faults, scenario=request.scenario,
                                   alert=request.alert,

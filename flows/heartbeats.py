@@ -7,8 +7,11 @@ not need them:
 - a review's phases (subflows): they run in the review's process and thread, and the review's own
   flow run heartbeats for them;
 - a review started by `dbcrew review`/`diagnose` or the MCP server: the run lives in the user's
-  process, which marks it cancelled on Ctrl-C or SIGTERM (cli/interrupts.py). Only a SIGKILL leaves
-  it Running, as it would leave any local Prefect flow run without an automation watching.
+  process and ends with it. Ctrl-C or SIGTERM stops the review, which finishes its flow run with a
+  partial report (cli/interrupts.py); a process killed outright, or one whose grace period ran
+  out, leaves the run Running. With heartbeats, only an automation the user sets up on missing
+  heartbeats (none exists by default; Prefect's interval is 180 s) would mark it crashed, so
+  little is lost against up to 1 s on every run.
 Runs a worker takes from the pool keep their heartbeats: there the worker may die under them.
 """
 

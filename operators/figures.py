@@ -19,11 +19,15 @@ from dataclasses import dataclass
 from functools import cache
 from io import BytesIO
 from pathlib import Path
+from threading import Lock
 from typing import Any
 
 from operators.registry import Observation, OperatorContext
 
 DPI = 80
+# Drawing is serialized: matplotlib's mathtext parser (log-scale tick labels) is one per process and keeps
+# per-parse state, and a worker process draws the charts of concurrent reviews and the warm-up at once.
+DRAWING = Lock()
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any
         "top": 1 - margins.top / height, "wspace": margins.between_columns / axis_width,
         "hspace": margins.between_rows / axis_height}, **subplot_options)
     yield fig, axes
-    fig.savefig(path, dpi=DPI)
+    with DRAWING:
+        fig.savefig(path, dpi=DPI)
 
 
 @cache
@@ -85,7 +90,8 @@ def warm_up() -> None:
     axes.set_title("warm")
     axes.set_xlabel("$10^{3}$")
     axes.plot([0, 1], [0, 1])
-    fig.savefig(BytesIO(), dpi=DPI, format="png")
+    with DRAWING:
+        fig.savefig(BytesIO(), dpi=DPI, format="png")
 
 
 def chart_observation(ctx: OperatorContext, path: Path, artifact: str, summary: str, caption: str) -> Observation:

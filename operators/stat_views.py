@@ -45,6 +45,13 @@ class CounterView:
     keys: tuple[str, ...]
     counters: tuple[str, ...]
     relations: tuple[str, ...] = ()  # oid columns of relations it locks to read: the SQL leaves out %(held)s (operators/held.py)
+    markers: tuple[str, ...] = ()  # values that are not counters but whose change over the window is landed (`<name>_delta`)
+    reset_by: str = "a crash restart or pg_stat_reset"  # what sets its counters back (`counted_since`), as a report says it
+
+    @property
+    def changes(self) -> tuple[str, ...]:
+        """Every column landed with a `_delta`: the counters, then the markers."""
+        return self.counters + self.markers
 
     def left_out(self, held: frozenset[int], row: dict[str, Any]) -> bool:
         """Whether `row` is of a relation held by another session (left out of the window's deltas)."""
@@ -67,8 +74,10 @@ FROM pg_stat_database WHERE datname = current_database()
         "xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
         "tup_inserted", "tup_updated", "tup_deleted", "conflicts", "temp_files", "temp_bytes",
         "deadlocks", "blk_read_time", "blk_write_time",
-        "server_started",  # its delta is not 0 when the server restarted during the window (operators/checks/database.py)
     ),
+    # Its delta is not 0 when the server restarted during the window (operators/checks/database.py); a reset of the
+    # counters alone (pg_stat_reset) leaves it 0.
+    markers=("server_started",),
 )
 
 # One query for PostgreSQL 17+ (pg_stat_checkpointer) and one for older servers (pg_stat_bgwriter).
@@ -177,6 +186,8 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 """,
     keys=("queryid", "userid", "toplevel"),
     counters=("calls", "total_exec_time", "rows", "shared_blks_hit", "shared_blks_read", "temp_blks_written"),
+    # Busy servers evict the least-used entries when pg_stat_statements.max is reached: an entry seen again started anew.
+    reset_by="entries evicted (pg_stat_statements.max) or reset",
 )
 
 

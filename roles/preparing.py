@@ -1,7 +1,9 @@
 """Before a plan runs: the work its operators' first calls would wait for, started off the critical path.
 
 A review's window collectors spend the window asleep between samples, and the tasks that come after
-the window (the painters' charts) are what the report waits for. An operator names its preparation
+the window (the painters' charts) are what the report waits for. The window's host readings leave
+this process's own CPU out (operators/diagnose/sampler.py, HostProbe), so preparing meanwhile does
+not read as the target host's load. An operator names its preparation
 (`Operator.prepare`, e.g. loading matplotlib: ~0.5 s of imports and ~0.4 s of font and canvas set-up
 on 2 cores); the execute phase starts it in a background thread when the plan begins, so it happens
 while the window runs. Each preparation is idempotent and cached by its operator module, so a worker
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from dbcrew.models import TaskSpec
-from operators.registry import get
+from operators.registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,8 @@ def preparations(tasks: Iterable[TaskSpec]) -> list[Callable[[], None]]:
     """The distinct preparations of the tasks' operators, in plan order."""
     found: list[Callable[[], None]] = []
     for spec in tasks:
-        prepare = get(spec.operator).prepare
+        operator = REGISTRY.get(spec.operator)  # an unknown operator fails as its task, not here
+        prepare = operator.prepare if operator else None
         if prepare is not None and prepare not in found:
             found.append(prepare)
     return found
@@ -45,4 +48,4 @@ def _prepare(steps: list[Callable[[], None]]) -> None:
         try:
             step()
         except Exception:  # the operator's own call meets the same failure and reports it as its outcome
-            log.debug("preparing %s failed; its operator will report why", step.__qualname__, exc_info=True)
+            log.debug("preparing %r failed; its operator will report why", step, exc_info=True)

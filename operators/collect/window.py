@@ -56,11 +56,9 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     elapsed = time.monotonic() - started
     landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
               for view, (columns, old), (_, new) in zip(views, before, after, strict=True)]
-    reset = [f"{view.table} ({rows} {'row' if rows == 1 else 'rows'})" for view, (_, rows) in zip(views, landed, strict=True) if rows]
     partial = [held.describe()] if held else []
-    if reset:
-        partial.append(f"statistics reset during the window (a crash restart or pg_stat_reset): {', '.join(reset)}"
-                       " count from the reset only")
+    partial += [f"{view.table}: counters of {rows} {'row' if rows == 1 else 'rows'} set back during the window"
+                f" ({view.reset_by}); they count from then only" for view, (_, rows) in zip(views, landed, strict=True) if rows]
     if lost:
         partial.append(lost)
     return landed[0][0].model_copy(update={"artifacts": [view.table for view in views], "partial": "; ".join(partial)})
@@ -93,8 +91,9 @@ def _land_deltas(
     names = [c for c, _ in columns]
     key_idx = [names.index(k) for k in view.keys]
     counter_idx = [names.index(c) for c in view.counters]
+    marker_idx = [names.index(c) for c in view.markers]
     first = {tuple(row[i] for i in key_idx): row for row in before}
-    delta_columns = [(f"{c}_delta", "DOUBLE") for c in view.counters]
+    delta_columns = [(f"{c}_delta", "DOUBLE") for c in view.changes]
     rows = []
     reset = 0
     for row in after:
@@ -105,7 +104,8 @@ def _land_deltas(
         deltas, was_reset = counted_since([float((old[i] if old else 0) or 0) for i in counter_idx],
                                           [float(row[i] or 0) for i in counter_idx])
         reset += was_reset
-        rows.append((*row, *deltas, elapsed))
+        moved = [float(row[i] or 0) - float((old[i] if old else row[i]) or 0) for i in marker_idx]
+        rows.append((*row, *deltas, *moved, elapsed))
     count = land(ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows)
     if view.relations:  # what the view's rows leave out, for checks that join it with a lock-free artifact
         land(ctx.workspace, held_table(view.table), [("relid", "BIGINT")], [(oid,) for oid in sorted(held)])

@@ -99,6 +99,7 @@ class WindowEvidence(BaseModel):
     left_out: str = Field("", description="tables not sampled because another session held them (operators/held.py)")
     reconnects: int = Field(0, description="times the server ended the sampling session and it was resumed on a new one")
     restarts: int = Field(0, description="times the server restarted during the window (no rate spans a restart)")
+    resets: int = Field(0, description="times counters were set back without a restart (pg_stat_reset*): no rate spans those either")
 
     def mean(self, metric: str) -> float:
         values = self.series.get(metric) or []

@@ -65,12 +65,19 @@ RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTA
 
 @dataclass
 class HostProbe:
-    """psutil readings of the host and the server's processes (local targets only)."""
+    """psutil readings of the host and the server's processes (local targets only).
+
+    The host's busy CPU leaves out this process's own: a review sampling a target on its own host
+    (its threads, Prefect's, the charts it prepares while the window runs: roles/preparing.py) must
+    not read its own work as the target host's load.
+    """
 
     postmaster: psutil.Process
     last_cpu: Any = None
     last_proc_cpu: dict[int, float] = field(default_factory=dict)
     last_swap: tuple[int, int] | None = None
+    me: psutil.Process = field(default_factory=psutil.Process)
+    last_own_cpu: float | None = None
 
     @classmethod
     def find(cls, target: PostgresTarget, backend_pid: int) -> HostProbe | None:
@@ -88,14 +95,17 @@ class HostProbe:
     def read(self, elapsed: float) -> dict[str, float]:
         values: dict[str, float] = {}
         cpu = psutil.cpu_times()
-        if self.last_cpu is not None:
+        own_times = self.me.cpu_times()
+        own_cpu = own_times.user + own_times.system
+        if self.last_cpu is not None and self.last_own_cpu is not None:
             total = sum(cpu) - sum(self.last_cpu)
             idle = (cpu.idle - self.last_cpu.idle)
             iowait = getattr(cpu, "iowait", 0.0) - getattr(self.last_cpu, "iowait", 0.0)
+            own = own_cpu - self.last_own_cpu
             if total > 0:
-                values["host.cpu_busy"] = 100.0 * max(total - idle - iowait, 0.0) / total
+                values["host.cpu_busy"] = 100.0 * max(total - idle - iowait - own, 0.0) / total
                 values["host.iowait"] = 100.0 * max(iowait, 0.0) / total
-        self.last_cpu = cpu
+        self.last_cpu, self.last_own_cpu = cpu, own_cpu
         values["host.load1"] = os.getloadavg()[0]
         memory = psutil.virtual_memory()
         values["host.mem_available_gb"] = memory.available / 2**30
@@ -138,7 +148,7 @@ def _one(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
 def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
     """Every cumulative counter of one tick, flattened to 'view.column' names."""
     database = _one(conn, DATABASE_STATS.sql)
-    counters = {f"db.{k}": float(database[k] or 0) for k in DATABASE_STATS.counters}
+    counters = {f"db.{k}": float(database[k] or 0) for k in DATABASE_STATS.changes}
     if version >= 140000:
         counters.update({f"wal.{k}": float(v or 0) for k, v in _one(conn, WAL_SQL).items()})
     if version >= 160000:
@@ -233,25 +243,25 @@ class VacuumProgress:
         return scanned
 
 
-def _statements(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
-    """Top-level statements by queryid."""
+def _statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Top-level statements by (queryid, userid): each role running the same statement has its own entry."""
     try:
-        return {row["queryid"]: row for row in conn.execute(STATEMENTS.sql).fetchall() if row["toplevel"]}
+        return {(row["queryid"], row["userid"]): row for row in conn.execute(STATEMENTS.sql).fetchall() if row["toplevel"]}
     except psycopg.errors.UndefinedTable:
         return {}  # pg_stat_statements not installed: statement analysis sees only running statements
 
 
-def statement_deltas(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> list[StatementDelta]:
+def statement_deltas(before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]) -> list[StatementDelta]:
     deltas = []
     counters = ("calls", "total_exec_time", "rows", "shared_blks_read", "temp_blks_written")
-    for queryid, row in after.items():
-        old = before.get(queryid, {})
+    for key, row in after.items():
+        old = before.get(key, {})
         values, _ = counted_since([old.get(c, 0.0) for c in counters], [row[c] for c in counters])
         calls, total_exec_time, rows, shared_blks_read, temp_blks_written = values
         if calls <= 0:
             continue
         deltas.append(StatementDelta(
-            queryid=queryid, query=row["query"], calls=calls, total_exec_time_ms=total_exec_time, rows=rows,
+            queryid=row["queryid"], query=row["query"], calls=calls, total_exec_time_ms=total_exec_time, rows=rows,
             shared_blks_read=shared_blks_read, temp_blks_written=temp_blks_written,
         ))
     return sorted(deltas, key=lambda d: d.total_exec_time_ms, reverse=True)
@@ -298,7 +308,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
         series: dict[str, list[float]] = {}
         started = time.time()
         history = deque([(time.monotonic(), session.run(lambda conn: read_counters(conn, version)))])
-        restarts = 0
+        restarts = resets = 0
         last_tick = history[0][0]
         if host is not None:
             host.read(0.0)
@@ -318,6 +328,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
                 restarts += 1
             elif reset_between(history[-1][1], counters):  # pg_stat_reset*() meanwhile: no rate spans it either
                 history.clear()
+                resets += 1
             # Backends report their counters at most once a second, so a rate over a shorter span
             # alternates between zero and double: rates are taken over the trailing RATE_SPAN.
             while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
@@ -344,6 +355,7 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
         left_out=held.describe() if held else "", reconnects=session.reconnects, restarts=restarts,
+        resets=resets,
     )
 
 

@@ -80,8 +80,10 @@ def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> 
     window = sample_window(ctx.target, seconds, **ctx.resuming())
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
+    set_back = [f"{n} {what}" for n, what in ((window.restarts, "server restart(s)"), (window.resets, "statistics reset(s)")) if n]
+    gaps = f"no rate spans the {' and '.join(set_back)} during the window" if set_back else ""
     return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}{resumed_note(window.reconnects)}", artifacts=[HEALTH_WINDOW_KEY],
-                       partial=window.left_out)
+                       partial="; ".join(p for p in (window.left_out, gaps) if p))
 
 
 def run_expert(ctx: OperatorContext, expert: str) -> Observation:

@@ -59,3 +59,7 @@ def test_warming_up_builds_what_a_log_scale_chart_first_waits_for():
     """matplotlib imported and the mathtext grammar (log-scale tick labels such as 10^3) built, in a fresh process."""
     out = subprocess.run([sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120).stdout
     assert out.strip() == "True"
+
+
+def test_an_unknown_operator_prepares_nothing_here_its_task_fails_on_its_own():
+    assert preparations([task("no_such_operator"), task("paint_table_activity")]) == [warm_up]

@@ -16,7 +16,7 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from operators.checks.tables import check_vacuum_health
 from operators.collect.catalog import collect_settings
-from operators.collect.window import WindowParams, collect_table_stats
+from operators.collect.window import WindowParams, collect_database_stats, collect_table_stats
 from operators.registry import OperatorContext
 from tests.integration.health.clinic import flush_statistics
 
@@ -67,32 +67,45 @@ def test_a_flush_landing_after_analyze_is_not_staleness_but_real_changes_are(pg:
     assert stale == {"public.changed"}
 
 
+def first_readings_done(conn: psycopg.Connection[Any], *marks: str) -> None:
+    """Wait until every window session whose reading contains one of `marks` ran it and sits idle before its second."""
+    for _ in range(400):
+        running = {mark for mark in marks if conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE state = 'idle' AND pid <> pg_backend_pid() AND strpos(query, %s) > 0",
+            [mark]).fetchone()}
+        if running == set(marks):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no window session read {marks} within 20 s")
+
+
 def test_counters_reset_during_the_window_count_from_the_reset_and_say_so(pg: EmbeddedPostgres, tmp_path: Path):
     """A crash restart or pg_stat_reset between the window's readings: the end reads lower than the start. The deltas
-    count from the reset (never a negative rate a check would misjudge) and the observation names what was reset."""
+    count from the reset (never a negative rate a check would misjudge), the observation says which rows were set
+    back, and the server's start time, which a reset does not touch, still says it did not restart."""
     pg.psql("CREATE DATABASE reset_mid_window;")
     dsn = pg.dsn("reset_mid_window")
     ctx = OperatorContext(target=parse_target(dsn), workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(),
                           brief=None, run_dir=tmp_path)
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn, ThreadPoolExecutor(2) as pool:
         conn.execute("CREATE TABLE scanned (id int); INSERT INTO scanned SELECT generate_series(1, 100)")
         for _ in range(5):
             conn.execute("SELECT count(*) FROM scanned")
         flush_statistics(conn)
-        window = ThreadPoolExecutor(1).submit(collect_table_stats, ctx, WindowParams(window_seconds=4))
-        for _ in range(100):  # the window's first reading has run: its session waits, idle, for the second
-            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE state = 'idle' AND query LIKE '%seq_tup_read%'"
-                            " AND pid <> pg_backend_pid()").fetchone():
-                break
-            time.sleep(0.05)
+        tables = pool.submit(collect_table_stats, ctx, WindowParams(window_seconds=6))
+        database = pool.submit(collect_database_stats, ctx, WindowParams(window_seconds=6))
+        first_readings_done(conn, "seq_tup_read", "wal_checkpoints_max")  # each reading's last statement
         conn.execute("SELECT pg_stat_reset()")
         for _ in range(2):
             conn.execute("SELECT count(*) FROM scanned")
         flush_statistics(conn)
-        observed = window.result(timeout=60)
+        observed, server = tables.result(timeout=60), database.result(timeout=60)
     (row,) = ctx.workspace.query("SELECT seq_scan, seq_scan_delta FROM table_stats WHERE relname = 'scanned'")
     assert (row["seq_scan"], row["seq_scan_delta"]) == (2, 2.0)
-    assert "statistics reset during the window" in observed.partial and "table_stats (1 row)" in observed.partial
+    assert "table_stats: counters of 1 row set back during the window (a crash restart or pg_stat_reset)" in observed.partial
+    (db,) = ctx.workspace.query("SELECT xact_commit_delta, server_started_delta FROM database_stats")
+    assert db["server_started_delta"] == 0 and db["xact_commit_delta"] >= 0
+    assert "database_stats: counters of 1 row set back" in server.partial
 
 
 def test_pg_read_all_stats_revoked_during_the_window_is_named_with_its_grant(pg: EmbeddedPostgres, tmp_path: Path):
@@ -109,11 +122,11 @@ def test_pg_read_all_stats_revoked_during_the_window_is_named_with_its_grant(pg:
                           brief=None, run_dir=tmp_path)
     ctx.brief = probe(ctx)
     assert ctx.brief.can_read_all_stats
-    window = ThreadPoolExecutor(1).submit(collect_statements, ctx, WindowParams(window_seconds=3))
-    with psycopg.connect(pg.dsn("revoked_mid_window"), autocommit=True) as conn:
-        for _ in range(100):  # the window's first reading has run
-            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE usename = 'Stats Reader' AND state = 'idle'").fetchone():
-                break
-            time.sleep(0.05)
-        conn.execute('REVOKE pg_read_all_stats FROM "Stats Reader"')
-    assert 'GRANT pg_read_all_stats TO "Stats Reader";' in window.result(timeout=60).partial
+    try:
+        with psycopg.connect(pg.dsn("revoked_mid_window"), autocommit=True) as conn, ThreadPoolExecutor(1) as pool:
+            window = pool.submit(collect_statements, ctx, WindowParams(window_seconds=6))
+            first_readings_done(conn, "pg_stat_statements s")
+            conn.execute('REVOKE pg_read_all_stats FROM "Stats Reader"')
+            assert 'GRANT pg_read_all_stats TO "Stats Reader";' in window.result(timeout=60).partial
+    finally:
+        pg.psql('DROP OWNED BY "Stats Reader"; DROP ROLE "Stats Reader";', dbname="revoked_mid_window")
