@@ -398,6 +398,9 @@ def main(argv: Sequence[str] = ()) -> None:
                 score = f"acc {accuracy(case.expected, found):.2f}" if case.expected else ("ok     " if not found else "FALSE  ")
                 print(f"  run {run} {case.name:58} {score}  {seconds:5.1f}s  found: {', '.join(found) or '-'}"
                       + (f"  (fell behind: {behind})" if behind else ""), flush=True)
+                if found and not case.expected:  # a control's false cause: the evidence that crossed the line, for tuning
+                    for cause in report_.root_causes:
+                        print(f"      {cause.code}: {cause.evidence}", flush=True)
         finally:
             server.stop()
     report(outcomes, args.runs)

@@ -55,7 +55,7 @@ def _hide_summary(effect: Any) -> str:
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     """Prove missing indexes with hypothetical ones on the top statements' generic plans (hypopg), and measure what hiding each duplicate does."""
     t = ctx.settings.thresholds
-    version = ctx.brief.server_version_num if ctx.brief else 160000
+    version = ctx.server_version()
     statements = ctx.workspace.query(
         "SELECT query, calls, total_exec_time FROM statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?", [params.top_statements])
     index_rows = ctx.workspace.query("SELECT * FROM index_stats")

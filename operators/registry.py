@@ -63,6 +63,14 @@ class OperatorContext:
         """A session for reads across the window (see `resuming`)."""
         return resumable(self.target, **self.resuming())
 
+    def server_version(self) -> int:
+        """The target's server_version_num: the probe's, or asked of the server when an operator runs without a
+        brief (never assumed: a wrong guess picks a statistics view the server does not have)."""
+        if self.brief is not None:
+            return self.brief.server_version_num
+        with self.target.session() as conn:
+            return conn.info.server_version
+
     def window(self, requested: float | None) -> float:
         """The seconds a task samples: a plan may ask for less than the run's window, never more,
         so a model's parameters cannot outgrow the user's `--window`."""

@@ -42,7 +42,7 @@ INACTIVE_SECONDS = "extract(epoch FROM now() - inactive_since)::float8"
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots"))
 def collect_replication(ctx: OperatorContext) -> Observation:
     """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
-    server = ctx.brief.server_version_num if ctx.brief else 170000
+    server = ctx.server_version()
     with ctx.target.session() as conn:
         rep_cols, rep_rows = fetch(conn, REPLICATION_SQL)
         slot_cols, slot_rows = fetch(conn, SLOTS_SQL.format(inactive_seconds=INACTIVE_SECONDS if server >= 170000 else "NULL::float8"))

@@ -115,7 +115,7 @@ def _land_deltas(
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer"))
 def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_database (this database) and the checkpointer counters over the window."""
-    server = ctx.brief.server_version_num if ctx.brief else 170000
+    server = ctx.server_version()
     return _sample_window(ctx, params, DATABASE_STATS, checkpointer(server))
 
 
