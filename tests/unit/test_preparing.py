@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,43 @@ def test_warming_up_builds_what_a_log_scale_chart_first_waits_for():
 
 def test_an_unknown_operator_prepares_nothing_here_its_task_fails_on_its_own():
     assert preparations([task("no_such_operator"), task("paint_table_activity")]) == [warm_up]
+
+
+def test_a_plan_starts_preparing_its_tasks_when_it_begins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """`execute` starts the preparations of the tasks it has yet to run, before the first of them finishes."""
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from dbcrew.models import AgentSpec, Role, Strategy
+    from dbcrew.settings import Settings
+    from dbcrew.targets import parse_target
+    from dbcrew.workspace import Workspace
+    from operators.registry import NoParams, Observation, OperatorContext
+    from roles.execution import ExecutionState, FutureRunner, execute
+    from roles.faults import FaultInjector
+    from roles.worker import TaskOutcome, perform
+
+    prepared = threading.Event()
+
+    def draw(_ctx: OperatorContext, _params: NoParams) -> Observation:
+        assert prepared.wait(timeout=30), "the task ran to its end before its preparation started"
+        return Observation(summary="drawn")
+
+    monkeypatch.setitem(REGISTRY, "prep_draw", replace(get("paint_table_activity"), name="prep_draw", fn=draw,
+                                                       params_model=NoParams, needs=(), prepare=prepared.set))
+    target = parse_target("postgresql://u@127.0.0.1:1/db")  # never reached: the operator draws nothing from it
+    ctx = OperatorContext(target=target, workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(), brief=None,
+                          run_dir=tmp_path)
+
+    class PoolRunner(FutureRunner):
+        def __init__(self, pool: ThreadPoolExecutor) -> None:
+            self.pool = pool
+
+        def start(self, specs: list[TaskSpec]) -> list[Future[TaskOutcome]]:
+            return [self.pool.submit(perform, spec, ctx, FaultInjector([], target), 0) for spec in specs]
+
+    strategy = Strategy(team=[AgentSpec(name="painter", role=Role.PAINTER, goal="draw")],
+                        tasks=[TaskSpec(id="draw", agent="painter", operator="prep_draw")])
+    with ThreadPoolExecutor(1) as pool:
+        result = execute(strategy, ExecutionState(), PoolRunner(pool), None)
+    assert result.state.outcomes["draw"].status.value == "done", result.state.outcomes["draw"]
