@@ -51,16 +51,22 @@ def text_width(texts: list[str], points: float = 10.0) -> float:
     return max((measure.get_text_width_height_descent(t, font, ismath=False)[0] / 72 for t in texts), default=0.0)
 
 
-@contextmanager
-def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
-    """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them, placed by `margins`; saved to `path` on exit."""
+def _canvas_figure(**options: Any) -> Any:
+    """A matplotlib Figure on an Agg canvas of its own (no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    subplot_options = {k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw") if k in options}
     fig = Figure(**options)
     FigureCanvasAgg(fig)
+    return fig
+
+
+@contextmanager
+def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
+    """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them, placed by `margins`; saved to `path` on exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subplot_options = {k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw") if k in options}
+    fig = _canvas_figure(**options)
     width, height = fig.get_size_inches()
     axis_width = (width - margins.left - margins.right - (columns - 1) * margins.between_columns) / columns
     axis_height = (height - margins.top - margins.bottom - (rows - 1) * margins.between_rows) / rows
@@ -80,12 +86,8 @@ def warm_up() -> None:
     ("$10^{3}$") need (its grammar is built on first use: ~0.3 s). A painter's task runs after the
     window it draws; done while the window's samplers sleep (roles/preparing.py), the report no longer
     waits for it. Once per process."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     text_width(["warm"])
-    fig = Figure(figsize=(1, 1))
-    FigureCanvasAgg(fig)
+    fig = _canvas_figure(figsize=(1, 1))
     axes = fig.subplots()
     axes.set_title("warm")
     axes.set_xlabel("$10^{3}$")

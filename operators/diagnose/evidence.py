@@ -109,13 +109,14 @@ class WindowEvidence(BaseModel):
         values = self.series.get(metric) or []
         return max(values) if values else 0.0
 
+    def wait_samples(self, *prefixes: str) -> int:
+        """Active-session samples whose wait event starts with one of `prefixes`."""
+        return sum(n for key, n in self.waits.items() if key.startswith(prefixes))
+
     def wait_share(self, *prefixes: str) -> float:
         """Share of active-session samples whose wait event starts with one of `prefixes`."""
         total = sum(self.waits.values())
-        if not total:
-            return 0.0
-        hits = sum(n for key, n in self.waits.items() if key.startswith(prefixes))
-        return hits / total
+        return self.wait_samples(*prefixes) / total if total else 0.0
 
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json())

@@ -252,7 +252,7 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     share = w.wait_share(*WAL_FLUSH_WAITS)
     waiting = w.mean("act.wait_wal_flush")
     sync = w.settings.get("synchronous_commit", "on")
-    flushes = sum(n for key, n in w.waits.items() if key in WAL_FLUSH_WAITS)
+    flushes = w.wait_samples(*WAL_FLUSH_WAITS)
     held = flushes / max(flushes + w.flusher_idle_between, 1)
     if sync != "off" and share >= FLUSH_WAIT_SHARE and waiting >= FLUSH_WAIT_SESSIONS and held >= FLUSH_COMMIT_BOUND:
         return [Candidate(code=RootCauseCode.SYNC_COMMIT_PRESSURE, expert="configuration", strength=share / FLUSH_WAIT_SHARE,
