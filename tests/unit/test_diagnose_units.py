@@ -154,20 +154,25 @@ def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
     assert configuration_expert(Facts(paced, None, [])) == []
 
 
-def test_an_update_rate_is_a_cause_only_when_the_server_pays_for_it() -> None:
-    # Measured windows (2 cores): healthy pgbench keeping 1000 tps; an update flood of five-row statements.
-    pgbench = window({"db.tup_updated": [3095.0] * 10, "db.xact_commit": [1053.0] * 10, "pg.cpu_cores": [0.39] * 10,
+def test_an_update_rate_is_a_cause_when_heavy_for_the_host_whoever_gets_its_cpu() -> None:
+    # Measured windows (2 cores): healthy pgbench keeping 1000 tps; a flood of single-row commits.
+    pgbench = window({"db.tup_updated": [3095.0] * 10, "db.xact_commit": [1053.0] * 10, "pg.cpu_cores": [0.62] * 10,
                       "act.on_cpu": [0.15] * 10}, cpu_count=2)
-    flood = window({"db.tup_updated": [38809.0] * 10, "db.xact_commit": [7784.0] * 10, "pg.cpu_cores": [0.73] * 10,
+    flood = window({"db.tup_updated": [21000.0] * 10, "db.xact_commit": [21000.0] * 10, "pg.cpu_cores": [0.75] * 10,
                     "act.on_cpu": [0.27] * 10}, cpu_count=2)
-    assert workload_expert(Facts(pgbench, None, [])) == []
+    assert workload_expert(Facts(pgbench, None, [])) == [], "a healthy load's server CPU share is no update cause"
     found = workload_expert(Facts(flood, None, []))
-    assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence["server_cpu_share"] == 0.37
-    # The same flood on a host with 8 cores costs it a tenth of its CPU: a rate the server handles, no cause.
-    assert workload_expert(Facts(flood.model_copy(update={"cpu_count": 8}), None, [])) == []
-    # A remote target (no host metrics): the sessions sampled on the CPU stand in, against one core.
+    assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence["rows_updated_per_s_per_core"] == 10500
+    # Its clients taking most of the CPU leave the server a small share: the flood is no less heavy.
+    starved = flood.model_copy(update={"series": {**flood.series, "pg.cpu_cores": [0.3] * 10}})
+    assert [c.code for c in workload_expert(Facts(starved, None, []))] == ["workload_high_updates"]
+    # The same rate on a host with 16 cores is 1,300 rows a second a core: a rate the host handles, no cause.
+    assert workload_expert(Facts(flood.model_copy(update={"cpu_count": 16}), None, [])) == []
+    # A remote target (no host metrics): judged against one core, the sessions sampled on the CPU show its cost.
     remote = flood.model_copy(update={"cpu_count": None})
     assert [c.code for c in workload_expert(Facts(remote, None, []))] == ["workload_high_updates"]
+    idle_remote = remote.model_copy(update={"series": {**remote.series, "act.on_cpu": [0.05] * 10}})
+    assert workload_expert(Facts(idle_remote, None, [])) == []
     assert workload_expert(Facts(pgbench.model_copy(update={"cpu_count": None}), None, [])) == []
 
 
