@@ -15,8 +15,9 @@ from uuid import UUID
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId,
+                                           FlowRunFilterState, FlowRunFilterStateType)
+from prefect.client.schemas.objects import TERMINAL_STATES, FlowRun
 from prefect.deployments import run_deployment
 from prefect.utilities.urls import url_for
 from pydantic import BaseModel, Field
@@ -64,14 +65,17 @@ def fleet_review(
 
 
 def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
-    """Every run once it reached a final state (the reviews run meanwhile on the pool's workers)."""
+    """Every run once it reached a final state (the reviews run meanwhile on the pool's workers).
+
+    Each poll asks only for the runs that ended since the last one: reading every pending run each
+    second cost the server a share of its CPU that grew with the fleet (the runs waiting for a slot
+    were loaded again and again), and the server is what the reviews share."""
     done: dict[UUID, FlowRun] = {}
+    ended = FlowRunFilterState(type=FlowRunFilterStateType(any_=sorted(TERMINAL_STATES)))
     with get_client(sync_client=True) as client:
         while len(done) < len(run_ids):
             pending = [i for i in run_ids if i not in done]
-            for run in client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=pending))):
-                if run.state is not None and run.state.is_final():
-                    done[run.id] = run
+            done |= {run.id: run for run in client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=pending), state=ended))}
             if len(done) < len(run_ids):
                 time.sleep(POLL_SECONDS)
     return done

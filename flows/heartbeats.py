@@ -20,11 +20,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prefect.settings import temporary_settings
+from prefect.context import SettingsContext, get_settings_context
+from prefect.settings import Settings
+
+_last: tuple[Settings, Settings] | None = None  # (settings, the same without heartbeats), last derived
+
+
+def _quiet(settings: Settings) -> Settings:
+    """`settings` with no heartbeat frequency. Deriving it validates every Prefect setting anew (~35 ms); a
+    worker's reviews all start from the same settings, so the last derivation is kept (one tuple, replaced whole,
+    so threads never see half of one)."""
+    global _last
+    held = _last
+    if held is None or held[0] is not settings:
+        held = _last = (settings, settings.copy_with_update(updates={"flows.heartbeat_frequency": None}))
+    return held[1]
 
 
 @contextmanager
 def without_heartbeats() -> Iterator[None]:
-    """Flow runs started in this block, in this thread, send no heartbeats."""
-    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+    """Flow runs started in this block, in this thread, send no heartbeats (Prefect's `temporary_settings`,
+    with the derived settings kept)."""
+    context = get_settings_context()
+    with SettingsContext(profile=context.profile, settings=_quiet(context.settings)):
         yield

@@ -49,7 +49,24 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         state = await anyio.to_thread.run_sync(partial(run_flow, flow, flow_run=flow_run, return_type="state"),
                                                abandon_on_cancel=True)
         self._logger.debug("flow run %s ended %s", flow_run.id, getattr(state, "type", state))
+        if self._runs_task_group is not None:
+            self._runs_task_group.start_soon(self._take_next_runs)
         return InProcessResult(identifier=identifier, status_code=0)
+
+    async def _take_next_runs(self) -> None:
+        """Ask for scheduled runs as soon as one ends, instead of at the next poll.
+
+        A run's end frees its slot in the pool's queue, and a fleet waits its turn there: with the
+        poll interval of `dbcrew server` (5 s) each review would wait 2.5 s on average for a slot
+        already free. It runs once the finished run's own worker slot is released (the caller does
+        that before it next yields). Runs that several ends would take twice are claimed once:
+        the worker skips the ones it is submitting, and the server lets one proposal of Pending
+        through. A failure is left to the regular poll, which meets and logs it the same way.
+        """
+        try:
+            await self.get_and_submit_flow_runs()
+        except Exception as error:  # the task group would end the worker with it
+            self._logger.warning("asking for the next flow runs after one ended failed (the next poll retries): %s", error)
 
     async def installed_flow(self, flow_run: FlowRun) -> Flow[..., Any]:
         """The deployment's flow, imported from this process's installed packages."""
