@@ -244,3 +244,31 @@ def test_a_password_comes_from_a_secret_block_on_the_server(api: str):
     missing = TargetEntry.model_validate({**entry.model_dump(mode="json"), "password": {"secret": "nobody-saved-this"}})
     with pytest.raises(TargetError, match="no Secret block named 'nobody-saved-this'"):
         resolve_password(missing)
+
+
+def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(api: str):
+    """The in-process worker asks for scheduled runs as soon as one ends. A worker that polls once (`run_once`)
+    on a queue of one run at a time takes the first of two runs; the second starts only because the first's
+    end asked for it (without that, it would wait for the next poll, which a one-shot worker never makes)."""
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.deployments.runner import EntrypointType
+
+    from flows.deploy import REVIEW_QUEUE, ensure_pool
+    from flows.worker import InProcessWorker
+    from tests.e2e.queued_flow import queued_noop
+
+    pool = "next-runs"  # not the crew's pool: its worker must not take these runs
+    ensure_pool(pool, max_reviews=1)
+    deployment_id = queued_noop.to_deployment(name="queued", work_queue_name=REVIEW_QUEUE,
+                                              entrypoint_type=EntrypointType.MODULE_PATH).apply(work_pool_name=pool)
+    with get_client(sync_client=True) as client:
+        runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
+
+    async def one_poll() -> None:
+        await InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]).start(run_once=True, printer=lambda *_: None)
+
+    anyio.run(one_poll)
+    with get_client(sync_client=True) as client:
+        states = [client.read_flow_run(run).state for run in runs]
+    assert [s.type.value if s else None for s in states] == ["COMPLETED", "COMPLETED"]
