@@ -67,9 +67,8 @@ def fleet_review(
 def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
     """Every run once it reached a final state (the reviews run meanwhile on the pool's workers).
 
-    Each poll asks only for the runs that ended since the last one: reading every pending run each
-    second cost the server a share of its CPU that grew with the fleet (the runs waiting for a slot
-    were loaded again and again), and the server is what the reviews share."""
+    Each poll asks only for the runs that ended since the last one, so its answer stays small however
+    many runs wait for a slot (the server the reviews share does not load them again each second)."""
     done: dict[UUID, FlowRun] = {}
     ended = FlowRunFilterState(type=FlowRunFilterStateType(any_=sorted(TERMINAL_STATES)))
     with get_client(sync_client=True) as client:

@@ -61,8 +61,11 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         already free. It runs once the finished run's own worker slot is released (the caller does
         that before it next yields). Runs that several ends would take twice are claimed once:
         the worker skips the ones it is submitting, and the server lets one proposal of Pending
-        through. A failure is left to the regular poll, which meets and logs it the same way.
+        through. A failure is left to the regular poll, which meets and logs it the same way. A
+        worker that is stopping takes nothing more: its teardown waits for the runs it started.
         """
+        if not self.is_setup:
+            return
         try:
             await self.get_and_submit_flow_runs()
         except Exception as error:  # the task group would end the worker with it

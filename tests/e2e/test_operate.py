@@ -247,9 +247,9 @@ def test_a_password_comes_from_a_secret_block_on_the_server(api: str):
 
 
 def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(api: str):
-    """The in-process worker asks for scheduled runs as soon as one ends. A worker that polls once (`run_once`)
-    on a queue of one run at a time takes the first of two runs; the second starts only because the first's
-    end asked for it (without that, it would wait for the next poll, which a one-shot worker never makes)."""
+    """The in-process worker asks for scheduled runs as soon as one ends. A worker that polls once, on a queue of
+    one run at a time, takes the first of two runs; the second starts only because the first's end asked for
+    it (the worker here never polls again)."""
     import anyio
     from prefect.client.orchestration import get_client
     from prefect.deployments.runner import EntrypointType
@@ -265,10 +265,26 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
     with get_client(sync_client=True) as client:
         runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
 
-    async def one_poll() -> None:
-        await InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]).start(run_once=True, printer=lambda *_: None)
+    async def one_poll() -> list[str]:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+            assert len(await worker.get_and_submit_flow_runs()) == 1, "the queue lets one run at a time through"
+            states = [None]
+            with anyio.move_on_after(120):
+                while not all(s is not None and s.is_final() for s in states):
+                    await anyio.sleep(0.5)
+                    states = [(await worker.client.read_flow_run(r)).state for r in runs]
+        return [s.type.value if s else "NONE" for s in states]
 
-    anyio.run(one_poll)
+    assert anyio.run(one_poll) == ["COMPLETED", "COMPLETED"]
+
+    # A worker that stops after its one poll waits for the run it took, and that run's end takes no other.
     with get_client(sync_client=True) as client:
-        states = [client.read_flow_run(run).state for run in runs]
-    assert [s.type.value if s else None for s in states] == ["COMPLETED", "COMPLETED"]
+        runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
+
+    async def poll_and_stop() -> None:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+            await worker.get_and_submit_flow_runs()
+
+    anyio.run(poll_and_stop)
+    with get_client(sync_client=True) as client:
+        assert [client.read_flow_run(r).state.type.value for r in runs] == ["COMPLETED", "SCHEDULED"]
