@@ -26,6 +26,7 @@ from cli.server import server
 from dbcrew.errors import UsageError
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
+from dbcrew.settings import debugging
 from dbcrew.targets.postgres import first_line
 from roles.reporter import report_path
 from dbcrew.vocabulary import Scenario
@@ -280,7 +281,7 @@ def main() -> None:
         fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
         sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
-        if os.environ.get("DBCREW_DEBUG"):
+        if debugging():
             raise
         fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")
         sys.exit(1)

@@ -18,7 +18,6 @@ import functools
 import inspect
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from dbcrew.errors import UsageError
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer
 from dbcrew.redact import redact
-from dbcrew.settings import Settings
+from dbcrew.settings import Settings, debugging
 from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
@@ -72,7 +71,7 @@ def tool_errors(fn: F) -> F:
         except (UsageError, OperatorMisfit, StoreUnavailable) as exc:
             raise ToolError(redact(first_line(exc))) from None
         except Exception as exc:
-            if os.environ.get("DBCREW_DEBUG"):
+            if debugging():
                 log.exception("tool %s failed", fn.__name__)
             raise ToolError(f"internal error: {type(exc).__name__}: {redact(first_line(exc))}") from None
 

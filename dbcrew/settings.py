@@ -1,34 +1,203 @@
-"""Run settings and health-check thresholds.
+"""Settings: the process's environment (`Environment`), a run's settings (`Settings`) and thresholds.
 
-Defaults follow the anchors in shared/research/health_checks.md (PgHero, check_postgres,
-pg_gather); every threshold can be overridden per run.
+`Environment` owns every `DBCREW_*` variable: its type, default and meaning, in one class that
+docs/configuration.md is generated from (`python -m dbcrew.settings > docs/configuration.md`).
+Nothing else reads a `DBCREW_*` variable from os.environ. `Settings` is what one run may do, a flow
+parameter. Threshold defaults follow the anchors in shared/research/health_checks.md (PgHero,
+check_postgres, pg_gather); every threshold can be overridden per run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 from decimal import Decimal
+from enum import StrEnum
 from pathlib import Path
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from annotated_types import Ge, Gt, Le
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPORTS_ENV = "DBCREW_REPORTS_DIR"
-RETENTION_ENV = "DBCREW_REPORTS_RETENTION_DAYS"
+from dbcrew.errors import UsageError
+
+PREFIX = "DBCREW_"
+
+
+class Capability(StrEnum):
+    """How an endpoint can be made to answer in structure: native tool calls (OpenAI, vLLM with a
+    tool parser, recent Ollama), a JSON schema as response_format (OpenAI, vLLM, llama.cpp server),
+    or only JSON asked for in the prompt (anything else)."""
+
+    TOOLS = "tools"
+    JSON_SCHEMA = "json_schema"
+    PROMPTED = "prompted"
+
+
+class InvalidEnvironment(UsageError, ValueError):
+    """A `DBCREW_*` variable holds a value its setting cannot take; the message is one line naming it.
+
+    A UsageError, so the CLI exits 2 with that line; a ValueError too, as callers of the former
+    per-variable readers (the reports' retention) expect."""
+
+
+class Debugging(BaseSettings):
+    """DBCREW_DEBUG alone. The last line of defence of the CLI and the MCP server asks it while reporting
+    an internal error: read apart from the other variables, a bad DBCREW_LLM_TIMEOUT cannot turn that
+    report into a second error. `Environment` owns it with the rest (it derives from this class)."""
+
+    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, frozen=True, allow_inf_nan=False)
+
+    debug: bool = Field(False, description="an internal error shows its traceback (the CLI, the MCP server's tools);"
+                        " any value but 0, false, no or off")
+
+    @field_validator("debug", mode="before")
+    @classmethod
+    def _any_value_is_on(cls, value: object) -> object:
+        """Any value switches it on, as it always did, except the usual spellings of off: never an error."""
+        return value.strip().lower() not in ("", "0", "false", "no", "off") if isinstance(value, str) else value
+
+
+class Environment(Debugging):
+    """Every `DBCREW_*` variable the product reads, typed, with its default and what it does."""
+
+    reports_dir: Path = Field(Path("reports"), description="where a run writes its report when no directory is given"
+                              " (a run directory per review under it)")
+    reports_retention_days: float = Field(14.0, ge=0, description="days a report stays under the reports directory of a"
+                                          " worker's disk; the Prefect artifacts and the history store are the record")
+    cache_dir: Path | None = Field(None, description="where built indexes live between runs (the manual's search index,"
+                                   " the question router); unset: $XDG_CACHE_HOME/dbcrew, else ~/.cache/dbcrew")
+    store_url: str | None = Field(None, description="the shared store of history, memory and baselines:"
+                                  " `postgresql://...` for a database several workers share (its password in"
+                                  " PGPASSWORD or ~/.pgpass), or a DuckDB file (`duckdb:///path` or a plain path);"
+                                  " unset: DBCREW_MEMORY_PATH, else $XDG_DATA_HOME/dbcrew/store.duckdb")
+    memory_path: str | None = Field(None, description="the older name of a DuckDB store file, read when DBCREW_STORE_URL"
+                                    " is unset")
+    llm_base_url: str | None = Field(None, description="an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp);"
+                                     " set (or OPENAI_API_KEY set), the LLM brain is the default")
+    llm_model: str = Field("gpt-4o-mini", description="the model the LLM brain asks")
+    llm_timeout: float = Field(60.0, gt=0, description="seconds one request may take; with the retries it bounds what"
+                               " a dead or slow endpoint adds to a review: timeout x (1 + retries)")
+    llm_max_retries: int = Field(2, ge=0, le=10, description="retries of a failed request")
+    llm_capability: Capability = Field(Capability.TOOLS, description="how the endpoint answers in structure:"
+                                       " native tool calls, a JSON schema as response_format, or JSON asked for in"
+                                       " the prompt")
+    llm_cache_dir: Path | None = Field(None, description="where answers are kept by request, one file each, so a later"
+                                       " run asking the same is answered without a call; unset: in memory, for the"
+                                       " process only")
+    llm_diag_calls: int = Field(30, ge=1, description="calls one LLM diagnosis may make")
+    llm_diag_tokens: int = Field(60_000, ge=1, description="tokens (prompt and completion) one LLM diagnosis may spend")
+    llm_diag_seconds: float = Field(180.0, ge=1, description="seconds one LLM diagnosis may take")
+    llm_diag_steps: int = Field(8, ge=1, description="turns of one expert's search in an LLM diagnosis")
+    llm_diag_samples: int = Field(1, ge=1, description="self-consistency: answers per expert, codes kept by majority vote")
+    llm_diag_experts: int = Field(3, ge=1, description="the largest team of experts one LLM diagnosis engages")
+    llm_observation_chars: int = Field(1_200, ge=0, description="an observation longer than this is shown as its head"
+                                       " and a snapshot key the model can expand (0: shown whole)")
+
+
+def variable(field: str) -> str:
+    """The environment variable of an `Environment` field (KeyError for a field it does not have)."""
+    if field not in Environment.model_fields:
+        raise KeyError(field)
+    return PREFIX + field.upper()
+
+
+def environment() -> Environment:
+    """The process's `DBCREW_*` variables, validated; InvalidEnvironment (one line) names each bad one.
+
+    Validating costs ~0.6 ms, so the result is kept and handed out again while the `DBCREW_*`
+    items of os.environ (the cache's key, ~20 us to read) stay the same; a variable set or
+    removed at run time (a test, a worker's start) is seen by the next call.
+    """
+    return _environment(tuple(item for item in os.environ.items() if item[0].upper().startswith(PREFIX)))
+
+
+@functools.lru_cache(maxsize=4)
+def _environment(variables: tuple[tuple[str, str], ...]) -> Environment:
+    """`Environment()` for the `variables` it will read (the cache's key; pydantic-settings reads os.environ)."""
+    try:
+        return Environment()
+    except ValidationError as exc:
+        raise InvalidEnvironment("; ".join(_problem(error) for error in exc.errors())) from None
+
+
+def debugging() -> bool:
+    """DBCREW_DEBUG, whatever the other variables hold (see `Debugging`)."""
+    return Debugging().debug
+
+
+def _problem(error: Any) -> str:
+    """One bad variable as `NAME='value': what it takes`."""
+    name = str(error["loc"][0])
+    field = Environment.model_fields[name]
+    return f"{variable(name)}={error['input']!r}: {'choose' if _choices(field) else 'give'} {_takes(field)}"
+
+
+def _choices(field: FieldInfo) -> list[str]:
+    """The values of a field that is a choice; none for any other."""
+    kind = field.annotation
+    return [member.value for member in kind] if isinstance(kind, type) and issubclass(kind, StrEnum) else []
+
+
+def _takes(field: FieldInfo) -> str:
+    """What a field takes, in words, from its type and bounds: `a whole number from 0 to 10`."""
+    if _choices(field):
+        return f"one of {', '.join(_choices(field))}"
+    kind = next(arg for arg in (get_args(field.annotation) or (field.annotation,)) if arg is not type(None))
+    words = {bool: "a flag", str: "text", Path: "a path", int: "a whole number", float: "a number"}[kind]
+    ge, gt, le = (next((getattr(m, name) for m in field.metadata if isinstance(m, bound)), None)
+                  for name, bound in (("ge", Ge), ("gt", Gt), ("le", Le)))
+    if ge is not None and le is not None:
+        return f"{words} from {ge} to {le}"
+    if gt is not None:
+        return f"{words} above {gt}"
+    return f"{words} of at least {ge}" if ge is not None else words
+
+
+def configuration_markdown() -> str:
+    """docs/configuration.md: every `Environment` variable with its type, default and meaning."""
+    rows = [f"| `{variable(name)}` | {_takes(field)} | {_shown_default(field.default)} | {field.description} |"
+            for name, field in Environment.model_fields.items()]
+    return "\n".join([
+        "# Configuration", "",
+        "dbcrew reads these environment variables; each is a field of `dbcrew.settings.Environment`,"
+        " the one place that reads them, and this page is generated from it"
+        " (`python -m dbcrew.settings > docs/configuration.md`; a unit test checks the two agree)."
+        " An empty variable counts as unset. A value its setting cannot take stops the command with"
+        " one line naming the variable and what it takes (exit 2). Secrets are not among them: the LLM"
+        " endpoint's key is OPENAI_API_KEY and a target's password PGPASSWORD (or ~/.pgpass), which the"
+        " CLI keeps out of the processes it starts. What one review may do (its window, thresholds,"
+        " recovery switches) is given per run, not here: `dbcrew review --help`.", "",
+        "| variable | type | default | description |", "| --- | --- | --- | --- |", *rows, ""])
+
+
+def _shown_default(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    shown = f"{value:g}" if isinstance(value, float) else value.value if isinstance(value, StrEnum) else value
+    return f"`{shown}`"
+
+
+RETENTION_ENV = variable("reports_retention_days")
 
 
 def reports_root() -> Path:
     """Where a run writes its report when no directory is given: $DBCREW_REPORTS_DIR, else ./reports."""
-    return Path(os.environ.get(REPORTS_ENV) or "reports").expanduser()
+    return environment().reports_dir.expanduser()
 
 
 def cache_root() -> Path:
     """Where built indexes live between runs (the manual's search index, the question router):
     $DBCREW_CACHE_DIR, else $XDG_CACHE_HOME/dbcrew, else ~/.cache/dbcrew."""
-    explicit = os.environ.get("DBCREW_CACHE_DIR")
+    explicit = environment().cache_dir
     if explicit:
-        return Path(explicit).expanduser()
+        return explicit.expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "dbcrew"
 
 
@@ -37,14 +206,7 @@ def reports_retention_days() -> float:
 
     A worker's disk is not the record: the Prefect artifacts and the history store are.
     """
-    raw = os.environ.get(RETENTION_ENV, "14")
-    try:
-        days = float(raw)
-    except ValueError:
-        raise ValueError(f"{RETENTION_ENV}={raw!r} is not a number of days") from None
-    if days < 0:
-        raise ValueError(f"{RETENTION_ENV} must not be negative")
-    return days
+    return environment().reports_retention_days
 
 
 class Ablations(BaseModel):
@@ -59,8 +221,88 @@ class Ablations(BaseModel):
         return [f"no-{name.replace('_', '-')}" for name, on in self.model_dump().items() if not on]
 
 
-class Thresholds(BaseModel):
+class _Bounds(BaseModel):
+    """Thresholds of any kind: finite, and none negative."""
+
     model_config = ConfigDict(allow_inf_nan=False)  # a NaN threshold would silently never fire
+
+    @field_validator("*")
+    @classmethod
+    def _not_negative(cls, value: Any) -> Any:
+        """Every threshold is a count, a ratio, a size or a duration: none is negative."""
+        if isinstance(value, int | float) and value < 0:
+            raise ValueError("must not be negative")
+        return value
+
+
+class DiagnosisThresholds(_Bounds):
+    """What "too much" means to the diagnosis experts whatever the baseline (operators/diagnose/experts.py):
+    absolute levels of saturation on any server (sessions per core, waits per active session, rows per
+    second); the baseline then corroborates or weakens each candidate cause in the cross review."""
+
+    cpu_sessions_per_core: float = Field(1.5, description="runnable sessions per host core: demand beyond supply (cpu_contention)")
+    cpu_host_busy: float = Field(80.0, description="% of the host's CPU busy, with the sessions above (cpu_contention)")
+    io_wait_share: float = Field(0.35, description="share of active-session samples waiting on data-file I/O (io_contention)")
+    io_time_ms_per_s: float = Field(200.0, description="I/O time (read + write + extend) per second of wall time (io_contention)")
+    memory_private_share: float = Field(0.05, description="backends' private memory as a share of RAM (memory_pressure)")
+    memory_available_share: float = Field(0.10, description="available memory below this share of RAM (memory_pressure)")
+    swap_mb_per_s: float = Field(1.0, description="MB swapped in or out per second (memory_pressure)")
+    insert_rows_per_s: int = Field(20_000, description="rows inserted per second (workload_many_inserts, workload_large_insert)")
+    many_commits_per_s: int = Field(200, description="commits per second of many small inserts (workload_many_inserts)")
+    small_commit_rows: int = Field(1_000, description="rows per commit of a small transaction; more: a large insert")
+    large_statement_rows: int = Field(10_000, description="rows per call of one bulk statement (a large insert or fetch)")
+    # A high update rate is a root cause when it is heavy for the machine serving it: rows updated per
+    # second per host core. A rate alone does not scale with the machine, and the server's CPU share (the
+    # test before) swings with who else gets the CPU: for the same healthy pgbench it read 0.39 of 2 cores
+    # on one day and 0.53-0.62 on another, and an update flood whose clients share the host got less of it
+    # the more its clients took (CI: a flood of single-row commits fell below the quarter of the cores the
+    # rule asked for). Measured on 2 cores: healthy pgbench keeping 1000 tps updates 2,900-3,100 rows/s
+    # (1,450-1,550 a core); update floods updated 20,000-55,000 rows/s (10,000-27,000 a core), single-row
+    # commits the slowest. The threshold sits near the geometric mean of 1,550 and 10,000.
+    update_rows_per_s_per_core: int = Field(4_000, description="rows updated per second per host core"
+                                            " (workload_high_updates)")
+    # A remote target's cores are unknown: its rate is judged against one core, and the server must be
+    # seen paying for it (update floods 0.27-0.56, healthy pgbench at 1000 tps 0.14-0.26).
+    remote_update_sessions_on_cpu: float = Field(0.25, description="a remote target's updates are judged against one core"
+                                                 " when its sessions on the CPU average at least this many")
+    delete_rows_per_s: int = Field(2_000, description="rows deleted per second (workload_many_deletes)")
+    fetch_rows_per_s: int = Field(20_000, description="rows fetched per second by bulk selects (workload_large_fetch)")
+    lock_wait_share: float = Field(0.40, description="share of active-session samples waiting on locks (lock_contention)")
+    flush_wait_share: float = Field(0.40, description="share of active-session samples waiting on WAL flushes"
+                                    " (sync_commit_pressure)")
+    # Sessions waiting on WAL flushes on average (flush rate x flush latency, by Little's law). Measured
+    # on a 2-core machine: healthy pgbench loads (40 to 1500 TPS, synchronous commit) stayed at or below
+    # 0.18 with a flush share at or below 0.28; six clients of single-row commits ranged 0.44 to 3.3 at
+    # a share of 0.71 to 0.90, the level swinging with how the clients' process got the CPU.
+    flush_wait_sessions: float = Field(0.3, description="sessions waiting on WAL flushes on average (sync_commit_pressure)")
+    # ... and the flush must hold the clients back: over the sessions that waited on a flush in the window,
+    # of their samples waiting on either side, on a flush or idle between two transactions (on the client:
+    # its think time, a rate limit, its own work), the flush waits are at least this share. A load the
+    # server keeps up with pauses between its transactions longer than its commits wait, however slow each
+    # flush is (a ratio of times, so the same on a fast or a slow disk); clients held back by the flush
+    # commit again as soon as a commit returns. Time on the CPU and inside transactions counts for neither
+    # side, and neither do sessions that never waited on a flush: a concurrent load's idle sessions (a
+    # batch job with asynchronous commits, readers) are not the committers' think time (counted over all
+    # sessions, one batch-delete client beside two committers pulled the share from 0.76 to 0.54).
+    # Measured on 2 cores at load averages 5-11 (fsyncs 0.3-1.9 ms): back-to-back committers (pgbench
+    # scripts, 2-6 clients) 0.71-0.93; pgbench keeping its rate at 40, 300 and 600 tps 0.01-0.27, at
+    # 1000 tps 0.44-0.60; OLTP mixes with think time 0.03-0.36 per flushing session (0.11-0.14 over all
+    # sessions), though 0.76-0.88 of their active samples waited on flushes. pgbench asked for 1000 tps
+    # and getting 860-930 (0.5-0.8 s latency) read 0.75-0.85: an overloaded server whose clients commit
+    # back to back is held back by its flushes.
+    flush_commit_bound: float = Field(0.5, description="share of the flushing sessions' waits on a flush rather than idle"
+                                      " between transactions: the flush holds the clients back (sync_commit_pressure)")
+    vacuum_presence: float = Field(0.5, description="share of samples with a vacuum running (vacuum_interference)")
+    vacuum_blocks_per_s: int = Field(2_000, description="heap blocks scanned (or buffers accessed) per second by vacuums"
+                                     " (vacuum_interference)")
+    query_share: float = Field(0.10, description="share of the window's statement time a statement must take for its"
+                               " plan to be a cause (query_*, index_missing)")
+    indexed_writes_per_s: int = Field(1_000, description="row writes per second of a table carrying too many indexes"
+                                      " (indexes_too_many, with the health check's indexes_too_many)")
+
+
+class Thresholds(_Bounds):
+    """A run's levels: the health checks' (one field each) and the diagnosis experts' (`diagnosis`)."""
 
     # cache_hit_ratio_low
     cache_hit_ratio_warning: float = 0.99
@@ -117,16 +359,33 @@ class Thresholds(BaseModel):
     bloat_warning_ratio: float = Field(0.40, description="estimated wasted share of a relation (postgres-checkup)")
     bloat_critical_ratio: float = 0.80
     bloat_min_wasted_bytes: int = Field(8 * 2**20, description="less waste is not worth a rebuild")
-    indexes_too_many: int = Field(10, description="indexes on one table (PMM's advisor flags more than 10)")
+    indexes_too_many: int = Field(10, description="indexes on one table (PMM's advisor flags more than 10), for the"
+                                  " health check and the diagnosis's index expert alike")
     indexes_too_many_write_share: float = Field(0.5, description="share of row writes among reads and writes")
 
-    @field_validator("*")
+    diagnosis: DiagnosisThresholds = Field(default_factory=DiagnosisThresholds,
+                                           description="the diagnosis experts' levels (`diagnosis.NAME` in overrides)")
+
+    @model_validator(mode="before")
     @classmethod
-    def _not_negative(cls, value: float) -> float:
-        """Every threshold is a count, a ratio, a size or a duration: none is negative."""
-        if value < 0:
-            raise ValueError("must not be negative")
-        return value
+    def _dotted_names(cls, data: Any) -> Any:
+        """`diagnosis.NAME` keys into the nested model: overrides travel as one flat dict of numbers
+        (--threshold, a flow's `thresholds` parameter, an inventory's), the diagnosis's among them."""
+        if not isinstance(data, dict) or not any("." in str(key) for key in data):
+            return data
+        nested = {key: value for key, value in data.items() if "." not in str(key)}
+        for key, value in data.items():
+            group, dot, name = str(key).partition(".")
+            if dot:
+                base = nested.get(group) or {}
+                nested[group] = {**(base.model_dump() if isinstance(base, BaseModel) else base), name: value}
+        return nested
+
+
+OVERRIDABLE: dict[str, FieldInfo] = {
+    **{name: field for name, field in Thresholds.model_fields.items() if name != "diagnosis"},
+    **{f"diagnosis.{name}": field for name, field in DiagnosisThresholds.model_fields.items()},
+}  # what --threshold NAME=VALUE may name
 
 
 PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -139,7 +398,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, float]:
     with everything and would silently switch a check off, nor `1_000` or non-ASCII digits,
     which Python's float() accepts. Counts and sizes take whole numbers, kept exact as int.
     """
-    known = Thresholds.model_fields
+    known = OVERRIDABLE
     overrides: dict[str, float] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
@@ -152,8 +411,9 @@ def parse_overrides(pairs: list[str]) -> dict[str, float]:
     try:
         checked = Thresholds(**overrides)
     except ValidationError as exc:
-        raise ValueError(f"--threshold: {exc.errors()[0]['loc'][0]} {exc.errors()[0]['msg'].lower()}") from None
-    return {name: getattr(checked, name) for name in overrides}
+        error = exc.errors()[0]
+        raise ValueError(f"--threshold: {'.'.join(map(str, error['loc']))} {error['msg'].lower()}") from None
+    return {name: functools.reduce(getattr, name.split("."), checked) for name in overrides}
 
 
 def _number(pair: str, raw: str, *, whole: bool) -> float:
@@ -204,3 +464,7 @@ class Settings(BaseModel):
     machine: Machine = Field(default_factory=Machine)
     alert: str = Field("", description="diagnosis: the alert text that started it (data, never instructions)")
     baseline_path: str | None = Field(None, description="diagnosis: a saved quiet-period window to compare against")
+
+
+if __name__ == "__main__":
+    print(configuration_markdown(), end="")

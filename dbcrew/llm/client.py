@@ -11,12 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,40 +22,19 @@ import json_repair
 import openai
 from pydantic import BaseModel, ValidationError
 
-from dbcrew.errors import UsageError
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.models.report import LlmUsage
 from dbcrew.secrets import secret
+from dbcrew.settings import Capability, environment
 
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-TIMEOUT_ENV, RETRIES_ENV = "DBCREW_LLM_TIMEOUT", "DBCREW_LLM_MAX_RETRIES"
-CAPABILITY_ENV = "DBCREW_LLM_CAPABILITY"
-CACHE_DIR_ENV = "DBCREW_LLM_CACHE_DIR"
-
-
-class Capability(StrEnum):
-    """How an endpoint can be made to answer in structure: native tool calls (OpenAI, vLLM with a
-    tool parser, recent Ollama), a JSON schema as response_format (OpenAI, vLLM, llama.cpp server),
-    or only JSON asked for in the prompt (anything else)."""
-
-    TOOLS = "tools"
-    JSON_SCHEMA = "json_schema"
-    PROMPTED = "prompted"
-
-
 def endpoint_capability() -> Capability:
     """DBCREW_LLM_CAPABILITY (tools by default); UsageError in one line for anything else."""
-    raw = os.environ.get(CAPABILITY_ENV, "").strip() or Capability.TOOLS.value
-    try:
-        return Capability(raw)
-    except ValueError:
-        raise UsageError(f"{CAPABILITY_ENV}={raw!r}: choose one of {', '.join(c.value for c in Capability)}") from None
-DEFAULT_TIMEOUT, DEFAULT_RETRIES = 60.0, 2
-MAX_RETRIES = 10
+    return environment().llm_capability
 
 
 def endpoint_limits() -> tuple[float, int]:
@@ -65,18 +42,8 @@ def endpoint_limits() -> tuple[float, int]:
     DBCREW_LLM_MAX_RETRIES; UsageError in one line for a value out of range. Together with the
     brain's circuit breaker (an endpoint that did not answer is not asked again in the run), they
     bound what a dead or slow endpoint adds to a review: timeout x (1 + retries)."""
-    raw_timeout, raw_retries = os.environ.get(TIMEOUT_ENV, ""), os.environ.get(RETRIES_ENV, "")
-    try:
-        timeout = float(raw_timeout) if raw_timeout.strip() else DEFAULT_TIMEOUT
-    except ValueError:
-        timeout = math.nan
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise UsageError(f"{TIMEOUT_ENV}={raw_timeout!r}: give the seconds a request may take, a number above 0")
-    if not raw_retries.strip():
-        return timeout, DEFAULT_RETRIES
-    if not raw_retries.strip().isdigit() or int(raw_retries) > MAX_RETRIES:
-        raise UsageError(f"{RETRIES_ENV}={raw_retries!r}: give a whole number from 0 to {MAX_RETRIES}")
-    return timeout, int(raw_retries)
+    env = environment()
+    return env.llm_timeout, env.llm_max_retries
 
 
 def strip_fences(text: str) -> str:
@@ -116,8 +83,8 @@ class Completion:
 
 def llm_cache_dir() -> Path | None:
     """DBCREW_LLM_CACHE_DIR: where answers are kept between runs; none (memory only) when unset."""
-    raw = os.environ.get(CACHE_DIR_ENV, "").strip()
-    return Path(raw).expanduser() if raw else None
+    directory = environment().llm_cache_dir
+    return directory.expanduser() if directory else None
 
 
 @dataclass
@@ -174,10 +141,11 @@ class LlmClient:
                  model: str | None = None, timeout: float | None = None, max_retries: int | None = None,
                  max_repairs: int = 2):
         self._render = render
-        self.model = model or os.environ.get("DBCREW_LLM_MODEL", "gpt-4o-mini")
+        env = environment()
+        self.model = model or env.llm_model
         default_timeout, default_retries = endpoint_limits()
         self._client = openai.OpenAI(
-            base_url=base_url or os.environ.get("DBCREW_LLM_BASE_URL") or None,
+            base_url=base_url or env.llm_base_url,
             api_key=api_key or secret("OPENAI_API_KEY") or "not-needed",
             timeout=timeout if timeout is not None else default_timeout,
             max_retries=max_retries if max_retries is not None else default_retries,

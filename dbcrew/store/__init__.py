@@ -16,13 +16,13 @@ from pathlib import Path
 import duckdb
 import psycopg
 
+from dbcrew.settings import environment, variable
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
 from dbcrew.store.store import Store
 from dbcrew.targets.postgres import first_line, redact_url
 
-STORE_ENV = "DBCREW_STORE_URL"
-LEGACY_MEMORY_ENV = "DBCREW_MEMORY_PATH"
+STORE_ENV = variable("store_url")
 
 
 def default_store_path() -> Path:
@@ -32,7 +32,8 @@ def default_store_path() -> Path:
 
 def store_url() -> str:
     """The store the environment names: DBCREW_STORE_URL, else DBCREW_MEMORY_PATH's file, else the default file."""
-    return os.environ.get(STORE_ENV) or os.environ.get(LEGACY_MEMORY_ENV) or str(default_store_path())
+    env = environment()
+    return env.store_url or env.memory_path or str(default_store_path())
 
 
 class StoreUnavailable(RuntimeError):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.experts import SMALL_COMMIT_ROWS, Candidate, Facts
+from operators.diagnose.experts import Candidate, Facts
 
 MAX_CAUSES = 4
 MIN_CONFIDENCE = 0.5
@@ -48,7 +48,7 @@ def commit_bound(rows: str) -> Holds:
     """Rows written a few per commit by clients the WAL flush holds back (the kept cause says so): each
     write costs its commit, so the write volume is the commit pressure seen from the workload's side,
     however the two strengths (rows per second, a wait share) compare."""
-    return lambda _kept, _challenged, facts: facts.per_commit(rows) <= SMALL_COMMIT_ROWS
+    return lambda _kept, _challenged, facts: facts.per_commit(rows) <= facts.thresholds.diagnosis.small_commit_rows
 
 
 CONFLICTS: list[Conflict] = [

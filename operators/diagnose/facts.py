@@ -6,6 +6,7 @@ import re
 
 from pydantic import BaseModel, Field
 
+from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
 from operators.diagnose.evidence import Baseline, WindowEvidence
@@ -29,8 +30,10 @@ class FactsRecord(BaseModel):
     plans: list[StatementPlan] = Field(default_factory=list)
     alert: str = ""
 
-    def facts(self) -> Facts:
-        return Facts(window=self.window, baseline=self.baseline, abnormal=self.abnormal, plans=self.plans)
+    def facts(self, thresholds: Thresholds | None = None) -> Facts:
+        """The experts' view of the record, judged by the run's `thresholds` (the defaults without)."""
+        return Facts(window=self.window, baseline=self.baseline, abnormal=self.abnormal, plans=self.plans,
+                     thresholds=thresholds or Thresholds())
 
 
 def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:

@@ -93,7 +93,7 @@ def run_expert(ctx: OperatorContext, expert: str) -> Observation:
         ctx.workspace.put_observation(_candidates_key(expert), "[]")
         return Observation(summary=f"{expert} expert stood down: neither the alert nor an abnormal metric concerns it",
                            artifacts=[_candidates_key(expert)])
-    candidates = EXPERTS[expert](record.facts())
+    candidates = EXPERTS[expert](record.facts(ctx.settings.thresholds))
     ctx.workspace.put_observation(_candidates_key(expert), json.dumps([c.model_dump() for c in candidates]))
     found = ", ".join(f"{c.code} ({c.strength:.1f}x)" for c in candidates) or "no cause"
     return Observation(summary=f"{expert} expert: {found}", artifacts=[_candidates_key(expert)])
@@ -134,7 +134,7 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
     keys = [_candidates_key(e) for e in EXPERTS]
     rows = ctx.workspace.query(f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys)
     candidates = [Candidate.model_validate(c) for row in rows for c in json.loads(row["body"])]
-    causes, notes = cross_review(candidates, record.facts())
+    causes, notes = cross_review(candidates, record.facts(ctx.settings.thresholds))
     kb = knowledge_base()
     abnormal = [m.name for m in record.abnormal]
     root_causes, findings = [], []

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import get_args
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
 from dbcrew.secrets import secret
+from dbcrew.settings import environment
 from dbcrew.vocabulary import BrainName
 from roles.brains.rules import RulesBrain
 from prompts import render
@@ -16,7 +16,8 @@ BRAINS: tuple[str, ...] = get_args(BrainName)
 
 
 def default_brain() -> str:
-    return "openai" if os.environ.get("DBCREW_LLM_BASE_URL") or secret("OPENAI_API_KEY") else "rules"
+    """The LLM brain when an endpoint is configured (DBCREW_LLM_BASE_URL, or OPENAI_API_KEY for OpenAI's), else the rules."""
+    return "openai" if environment().llm_base_url or secret("OPENAI_API_KEY") else "rules"
 
 
 def make_brain(name: str) -> Brain:

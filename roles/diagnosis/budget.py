@@ -6,46 +6,36 @@ validated stay, the rest of the diagnosis is the rules', and the report says whi
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from dbcrew.errors import UsageError
+from dbcrew.settings import Environment, environment
+
+
+def _default(field: str) -> Any:
+    """A limit's default: its environment variable's (dbcrew.settings.Environment says each once)."""
+    return Environment.model_fields[field].default
 
 
 @dataclass(frozen=True)
 class Limits:
-    calls: int = 30
-    tokens: int = 60_000
-    seconds: float = 180.0
-    steps: int = 8
-    samples: int = 1
-    experts: int = 3
-    observation_chars: int = 1_200
+    calls: int = _default("llm_diag_calls")
+    tokens: int = _default("llm_diag_tokens")
+    seconds: float = _default("llm_diag_seconds")
+    steps: int = _default("llm_diag_steps")
+    samples: int = _default("llm_diag_samples")
+    experts: int = _default("llm_diag_experts")
+    observation_chars: int = _default("llm_observation_chars")
 
     @classmethod
     def from_env(cls) -> Limits:
         """DBCREW_LLM_DIAG_CALLS, _TOKENS, _SECONDS, _STEPS, _SAMPLES, _EXPERTS and DBCREW_LLM_OBSERVATION_CHARS
         (0: never cut an observation); UsageError in one line for a value that is not a positive number."""
-        default = cls()
-        values: dict[str, float] = {}
-        for name, env in (("calls", "DBCREW_LLM_DIAG_CALLS"), ("tokens", "DBCREW_LLM_DIAG_TOKENS"),
-                          ("seconds", "DBCREW_LLM_DIAG_SECONDS"), ("steps", "DBCREW_LLM_DIAG_STEPS"),
-                          ("samples", "DBCREW_LLM_DIAG_SAMPLES"), ("experts", "DBCREW_LLM_DIAG_EXPERTS"),
-                          ("observation_chars", "DBCREW_LLM_OBSERVATION_CHARS")):
-            raw = os.environ.get(env, "").strip()
-            if not raw:
-                continue
-            try:
-                value = float(raw)
-            except ValueError:
-                value = math.nan
-            floor = 0 if name == "observation_chars" else 1
-            if not math.isfinite(value) or value < floor or (name != "seconds" and not value.is_integer()):
-                raise UsageError(f"{env}={raw!r}: give a {'number' if name == 'seconds' else 'whole number'} of at least {floor}")
-            values[name] = value if name == "seconds" else int(value)
-        return cls(**{**default.__dict__, **values})
+        env = environment()
+        return cls(calls=env.llm_diag_calls, tokens=env.llm_diag_tokens, seconds=env.llm_diag_seconds,
+                   steps=env.llm_diag_steps, samples=env.llm_diag_samples, experts=env.llm_diag_experts,
+                   observation_chars=env.llm_observation_chars)
 
 
 class BudgetExhausted(Exception):
