@@ -15,8 +15,10 @@ from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
 from dbcrew.vocabulary import Scenario
 from operators.diagnose.anomaly import abnormal_metrics
-from operators.diagnose.evidence import StatementDelta, WindowEvidence
-from operators.diagnose.experts import EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, locks_expert, select_experts, workload_expert
+from dbcrew.settings import Thresholds
+from operators.diagnose.evidence import StatementDelta, TableDelta, WindowEvidence
+from operators.diagnose.experts import (EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, index_expert, locks_expert, select_experts,
+                                       workload_expert)
 from operators.diagnose.facts import statement_candidates
 from operators.diagnose.cross_review import MAX_CAUSES, cross_review
 from operators.diagnose.plan_issues import plan_issues
@@ -128,6 +130,24 @@ def test_experts_judge_by_thresholds() -> None:
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
     assert [c.code for c in workload_expert(Facts(bulk, None, []))] == ["workload_large_insert"]
+
+
+def test_the_experts_judge_by_the_runs_thresholds() -> None:
+    busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
+    assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
+    raised = Thresholds(**{"diagnosis.cpu_sessions_per_core": 4.0})  # 6 runnable sessions on 2 cores are not 4 a core
+    assert cpu_expert(Facts(busy, None, [], thresholds=raised)) == []
+
+
+def test_too_many_indexes_is_one_count_for_the_health_check_and_the_expert() -> None:
+    """The index expert once called 8 indexes too many while the health check said 10."""
+    def written(indexes: int) -> WindowEvidence:
+        return window(tables=[TableDelta(name="public.ledger", n_tup_upd=50_000, index_count=indexes)])  # 10,000 writes/s
+
+    assert Thresholds().indexes_too_many == 10
+    assert [c.code for c in index_expert(Facts(written(10), None, []))] == ["indexes_too_many"]
+    assert index_expert(Facts(written(9), None, [])) == []
+    assert [c.code for c in index_expert(Facts(written(9), None, [], thresholds=Thresholds(indexes_too_many=9)))] == ["indexes_too_many"]
 
 
 def activity(pid: int, state: str, wait: str = "", idle_seconds: float = 0.0) -> dict[str, object]:
