@@ -110,8 +110,8 @@ def environment() -> Environment:
     """The process's `DBCREW_*` variables, validated; InvalidEnvironment (one line) names each bad one.
 
     Validating costs ~0.6 ms, so the result is kept and handed out again while the `DBCREW_*`
-    items of os.environ (the cache's key, ~20 us to read) stay the same; a variable set or
-    removed at run time (a test, a worker's start) is seen by the next call.
+    items of os.environ (the cache's key, tens of microseconds to read) stay the same; a variable
+    set or removed at run time (a test, a worker's start) is seen by the next call.
     """
     return _environment(tuple(item for item in os.environ.items() if item[0].upper().startswith(PREFIX)))
 
@@ -131,7 +131,8 @@ def debugging() -> bool:
 
 
 def _problem(error: Any) -> str:
-    """One bad variable as `NAME='value': what it takes`."""
+    """One bad variable as `NAME='value': what it takes`. Only numbers and choices can be bad, so the value
+    shown is never a URL or path (which may carry a password)."""
     name = str(error["loc"][0])
     field = Environment.model_fields[name]
     return f"{variable(name)}={error['input']!r}: {'choose' if _choices(field) else 'give'} {_takes(field)}"
@@ -370,7 +371,7 @@ class Thresholds(_Bounds):
     @classmethod
     def _dotted_names(cls, data: Any) -> Any:
         """`diagnosis.NAME` keys into the nested model: overrides travel as one flat dict of numbers
-        (--threshold, a flow's `thresholds` parameter, an inventory's), the diagnosis's among them."""
+        (--threshold, a flow's `thresholds` parameter), the diagnosis's among them."""
         if not isinstance(data, dict) or not any("." in str(key) for key in data):
             return data
         nested = {key: value for key, value in data.items() if "." not in str(key)}
