@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dbcrew.models import Finding, Severity
+from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded
 from operators.checks.horizon import horizon_holders
@@ -23,6 +26,41 @@ def check_primary_keys(ctx: OperatorContext) -> Judgement:
         )
 
 
+# A late flush counts rows ANALYZE saw once more (see `staleness`): at most twice what it left, three
+# times with room for its sampled estimate of a large table. Live rows past that grew since.
+LATE_FLUSH_MAX_GROWTH = 3.0
+NEVER = "missing (never analyzed)"
+
+
+def staleness(row: dict[str, Any], t: Thresholds) -> str | None:
+    """How the planner's statistics of a table are stale, or None when they describe it.
+
+    The planner estimates from what the last ANALYZE left: `reltuples` and the column statistics.
+    They are stale when the changes counted since (`n_mod_since_analyze`) reach `stale_mod_ratio`
+    of the live rows, once those changes surely postdate the ANALYZE. A backend's counts reach
+    pg_stat only when it flushes them, up to ~10 s after it goes idle (PostgreSQL 15+), so rows a
+    session changed just before its ANALYZE can land after it, as changes since (and as live rows
+    counted twice). Within `stale_flush_grace_seconds` of the ANALYZE, changes are therefore
+    judged by growth alone: a late flush adds at most the rows ANALYZE saw, so live rows many times
+    `reltuples` (a table bulk-loaded after an ANALYZE taken while it was small) are new whatever
+    the analyze's age.
+    """
+    live = row["n_live_tup"] or 0
+    if live < t.stale_min_rows:
+        return None
+    if row["last_analyze"] is None and row["last_autoanalyze"] is None:
+        return NEVER
+    mods = row["n_mod_since_analyze"] or 0
+    if mods / max(live, 1) < t.stale_mod_ratio:
+        return None
+    planned = row["reltuples"]
+    if planned is not None and 0 <= planned and live > LATE_FLUSH_MAX_GROWTH * planned:
+        return f"stale (analyzed at {planned:,.0f} rows, {live:,} live now)"
+    if row["analyzed_seconds_ago"] >= t.stale_flush_grace_seconds:
+        return f"stale ({mods:,} rows changed since)"
+    return None
+
+
 def _autovacuum_off(reloptions: str | None) -> bool:
     return any(opt.strip().lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off") for opt in (reloptions or "").split(","))
 
@@ -30,14 +68,7 @@ def _autovacuum_off(reloptions: str | None) -> bool:
 @check(needs=("table_stats", "settings"), uses=("xmin_horizon",),
        codes=(FindingCode.DEAD_TUPLES_HIGH, FindingCode.AUTOVACUUM_DISABLED, FindingCode.STATISTICS_STALE))
 def check_vacuum_health(ctx: OperatorContext) -> Judgement:
-    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale.
-
-    Changes counted since an analyze are judged only once that analyze is `stale_min_age_seconds`
-    old. Since PostgreSQL 15 a backend flushes its pending table statistics at most once a second
-    (an idle one within ten seconds), so rows a session changed just before its own ANALYZE can be
-    counted after it, as changes since: a table analyzed a moment ago is described by its
-    statistics whatever that count says, and autovacuum analyzes changed tables on its next round.
-    """
+    """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale (`staleness`)."""
     t = ctx.settings.thresholds
     holders = horizon_holders(ctx, database=None, catalogs=False)
     setting = ctx.workspace.query("SELECT setting FROM settings WHERE name = 'autovacuum'")
@@ -75,16 +106,14 @@ def check_vacuum_health(ctx: OperatorContext) -> Judgement:
                 title=f"{row['relname']} holds {dead:,} dead tuples ({ratio:.0%} of its rows)",
                 evidence=evidence, recommendation=recommendation, fix_sql=f"VACUUM (ANALYZE) {name};",
             )
-        never = row["last_analyze"] is None and row["last_autoanalyze"] is None
-        mods = row["n_mod_since_analyze"] or 0
-        changed = (not never and row["analyzed_seconds_ago"] >= t.stale_min_age_seconds
-                   and mods / max(live, 1) >= t.stale_mod_ratio)
-        if live >= t.stale_min_rows and (never or changed):
+        stale = staleness(row, t)
+        if stale:
+            mods = row["n_mod_since_analyze"] or 0
             yield Finding(
                 code=FindingCode.STATISTICS_STALE, severity=Severity.WARNING, object=obj,
-                title=f"Statistics of {row['relname']} are " + ("missing (never analyzed)" if never else f"stale ({mods:,} rows changed since)"),
-                evidence=rounded({"n_mod_since_analyze": mods, "n_live_tup": live, "never_analyzed": never,
-                                  "analyzed_seconds_ago": row["analyzed_seconds_ago"]}),
+                title=f"Statistics of {row['relname']} are {stale}",
+                evidence=rounded({"n_mod_since_analyze": mods, "n_live_tup": live, "reltuples": row["reltuples"],
+                                  "never_analyzed": stale == NEVER, "analyzed_seconds_ago": row["analyzed_seconds_ago"]}),
                 recommendation="Analyze it; the planner is estimating from outdated statistics.",
                 fix_sql=f"ANALYZE {name};",
             )

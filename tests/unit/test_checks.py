@@ -67,7 +67,7 @@ def test_exact_twins_report_one_and_never_the_constraint(tmp_path):
 TABLE_COLUMNS = [("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("reloptions", "VARCHAR"), ("n_live_tup", "BIGINT"),
                  ("n_dead_tup", "BIGINT"), ("n_mod_since_analyze", "BIGINT"), ("last_analyze", "TIMESTAMPTZ"),
                  ("last_autoanalyze", "TIMESTAMPTZ"), ("analyzed_seconds_ago", "DOUBLE"), ("last_vacuum", "TIMESTAMPTZ"),
-                 ("last_autovacuum", "TIMESTAMPTZ")]
+                 ("last_autovacuum", "TIMESTAMPTZ"), ("reltuples", "DOUBLE")]
 HORIZON_COLUMNS = [("kind", "VARCHAR"), ("holder", "VARCHAR"), ("database", "VARCHAR"), ("catalog_only", "BOOLEAN"),
                    ("snapshot_only", "BOOLEAN"), ("xmin_age", "BIGINT"), ("held_seconds", "DOUBLE"), ("detail", "VARCHAR"), ("here", "BOOLEAN")]
 DAY = 86400.0
@@ -81,10 +81,10 @@ def vacuum_findings(c: OperatorContext, tables: list[tuple]) -> dict[tuple[str, 
 
 def test_vacuum_health_thresholds(tmp_path):
     found = vacuum_findings(ctx(tmp_path), [
-        ("public", "carts", "autovacuum_enabled=false", 30000, 60000, 0, "2026-11-01", None, DAY, None, None),
-        ("public", "fine", None, 30000, 100, 10, "2026-11-01", None, DAY, None, None),
-        ("public", "small_dead", None, 100, 9000, 0, "2026-11-01", None, DAY, None, None),
-        ("public", "unanalyzed", None, 5000, 0, 0, None, None, None, None, None),
+        ("public", "carts", "autovacuum_enabled=false", 30000, 60000, 0, "2026-11-01", None, DAY, None, None, 30000.0),
+        ("public", "fine", None, 30000, 100, 10, "2026-11-01", None, DAY, None, None, 30000.0),
+        ("public", "small_dead", None, 100, 9000, 0, "2026-11-01", None, DAY, None, None, 100.0),
+        ("public", "unanalyzed", None, 5000, 0, 0, None, None, None, None, None, -1.0),
     ])
     assert {(code, obj, f.severity.value) for (code, obj), f in found.items()} == {
         ("autovacuum_disabled", "public.carts", "warning"),
@@ -94,16 +94,24 @@ def test_vacuum_health_thresholds(tmp_path):
     assert "horizon_held_by" not in found[("dead_tuples_high", "public.carts")].evidence
 
 
-def test_changes_counted_since_a_young_analyze_do_not_make_it_stale(tmp_path):
-    """Rows changed just before an ANALYZE can be flushed to pg_stat after it: until the analyze has settled, no verdict."""
+def test_changes_since_a_young_analyze_count_only_past_what_a_late_flush_can_count(tmp_path):
+    """Rows changed just before an ANALYZE can be flushed to pg_stat after it (as changes since, and live rows counted
+    twice): within the flush grace only growth past that is judged; after it, every change since."""
     found = vacuum_findings(ctx(tmp_path), [
-        ("public", "just_loaded", None, 10000, 0, 5000, "2026-11-01", None, 2.0, None, None),
-        ("public", "autoanalyzed_lately", None, 10000, 0, 5000, "2026-10-01", "2026-11-01", 299.0, None, None),
-        ("public", "changed_since", None, 10000, 0, 5000, "2026-11-01", None, 301.0, None, None),
+        # 5,000 rows loaded and analyzed by one session, its counts flushed after the ANALYZE
+        ("public", "late_flush", None, 10000, 0, 5000, "2026-11-01", None, 2.0, None, None, 5000.0),
+        ("public", "autoanalyzed_lately", None, 10000, 0, 5000, "2026-10-01", "2026-11-01", 14.0, None, None, 5000.0),
+        ("public", "changed_since", None, 10000, 0, 5000, "2026-11-01", None, 16.0, None, None, 10000.0),
+        # analyzed at 100 rows, then loaded to 300 times that: the planner still plans for 100
+        ("public", "bulk_loaded", None, 30100, 0, 30000, "2026-11-01", None, 2.0, None, None, 100.0),
+        ("public", "empty_then_loaded", None, 30000, 0, 30000, "2026-11-01", None, 1.0, None, None, 0.0),
     ])
     stale = {obj for code, obj in found if code == "statistics_stale"}
-    assert stale == {"public.changed_since"}
-    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 301.0
+    assert stale == {"public.changed_since", "public.bulk_loaded", "public.empty_then_loaded"}
+    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 16.0
+    loaded = found[("statistics_stale", "public.bulk_loaded")]
+    assert loaded.title == "Statistics of bulk_loaded are stale (analyzed at 100 rows, 30,100 live now)"
+    assert loaded.evidence["reltuples"] == 100.0
 
 
 def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path):
@@ -117,7 +125,7 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
         ("transaction", "pid:45", "shop", False, True, 5_000_000, 0.1, "app, active", True),
         ("transaction", "pid:44", "other", False, False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
     ])
-    found = vacuum_findings(c, [("public", "carts", None, 30000, 60000, 0, "2026-11-01", None, DAY, None, None)])
+    found = vacuum_findings(c, [("public", "carts", None, 30000, 60000, 0, "2026-11-01", None, DAY, None, None, 30000.0)])
     held = found[("dead_tuples_high", "public.carts")]
     # Another database's session does not hold this one's tables; a logical slot holds only the catalogs.
     assert [h["holder"] for h in held.evidence["horizon_held_by"]] == ["prepared forgotten", "pid:42"]
