@@ -37,7 +37,8 @@ NEVER = "missing (never analyzed)"
 def staleness(row: TableStatsRow, t: Thresholds) -> str | None:
     """How the planner's statistics of a table are stale, or None when they describe it.
 
-    The planner estimates from what the last ANALYZE left: `reltuples` and the column statistics.
+    The planner estimates from what the last ANALYZE left: `reltuples` (a VACUUM since updates it
+    too) and the column statistics.
     They are stale when the changes counted since (`n_mod_since_analyze`) reach `stale_mod_ratio`
     of the live rows, once those changes surely postdate the ANALYZE. A backend's counts reach
     pg_stat only when it flushes them, up to ~10 s after it goes idle (PostgreSQL 15+), so rows a
