@@ -317,9 +317,11 @@ class Thresholds(_Bounds):
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
-    # An analyze younger than this is not judged by the changes counted since: they may predate it
-    # (a backend flushes its table statistics at most once a second, possibly after the ANALYZE).
-    stale_min_age_seconds: float = 300.0
+    # Changes counted within this long after an analyze may predate it: PostgreSQL 15+ flushes a
+    # backend's table counts when it goes idle, at most once a second, else by its idle timer 10 s
+    # later (PGSTAT_IDLE_INTERVAL), so counts committed before an ANALYZE can land up to ~10 s after
+    # it. Growth past what such a late flush can count is judged at once (operators/checks/tables.py).
+    stale_flush_grace_seconds: float = Field(15.0, ge=0, description="younger analyzes: changes since are judged only by growth")
     # sessions: idle_in_transaction, long_running_query, connections_saturation
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0

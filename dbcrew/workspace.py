@@ -2,21 +2,31 @@
 
 One DuckDB database file per run. DuckDB connections are not safe to share between threads, so
 each call takes its own cursor from the one process-wide connection of that file.
+
+Rows are read back as models: each workspace table has a row model (a dataclass) declared next to
+the SQL that lands it (operators/collect/, operators/stat_views.py), and `Workspace.rows` builds
+them as psycopg's `class_row` does from PostgreSQL, so one model serves both reads.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from dbcrew.redact import redact, redact_value
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Row = TypeVar("Row", bound="DataclassInstance")
 
 # PostgreSQL type OIDs the collectors return, mapped to DuckDB column types. Collector SQL casts
 # everything else to text, bigint, float8, bool or timestamptz, so this table stays small.
@@ -118,6 +128,18 @@ class Workspace:
             cols = [d[0] for d in result.description]
             return [dict(zip(cols, row)) for row in result.fetchall()]
 
+    def rows(self, model: type[Row], sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+        """The rows of `sql`, each as `model(**columns)` (what psycopg's `class_row(model)` builds).
+
+        A column the model does not declare is left out: a window table carries the `<counter>_delta`
+        columns of its view (operators/stat_views.py) beside the view's own, which its model declares.
+        A column the model declares and the result lacks fails, as a typo in either would.
+        """
+        declared = {field.name for field in dataclasses.fields(model)}
+        with self._cursor() as cur:
+            result = cur.execute(sql, params or [])
+            kept = [(i, d[0]) for i, d in enumerate(result.description) if d[0] in declared]
+            return [model(**{name: row[i] for i, name in kept}) for row in result.fetchall()]
 
     # -- snapshot keys ------------------------------------------------------------------------
     def put_observation(self, key: str, body: Any) -> str:

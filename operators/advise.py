@@ -18,6 +18,7 @@ from operators.hypothetical_indexes import advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land, name_list, name_list_text
+from operators.stat_views import IndexStatsRow
 
 ADVICE_COLUMNS = [
     ("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("columns", "VARCHAR"), ("ddl", "VARCHAR"), ("query", "VARCHAR"),
@@ -32,12 +33,12 @@ class AdviseParams(BaseModel):
     top_statements: int = Field(20, ge=1, le=200, description="statements by total time given to the advisor")
 
 
-def _indexed(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[list[str]]]:
+def _indexed(rows: list[IndexStatsRow]) -> dict[tuple[str, str], list[list[str]]]:
     """Key columns of the plain (no expression, no predicate) valid btree indexes, per table."""
     found: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
     for row in rows:
-        if row["method"] == "btree" and row["indisvalid"] and not row["predicate"] and not row["expressions"] and row["column_names"]:
-            found[(row["schemaname"], row["relname"])].append(name_list(row["column_names"]))
+        if row.method == "btree" and row.indisvalid and not row.predicate and not row.expressions and row.column_names:
+            found[(row.schemaname, row.relname)].append(name_list(row.column_names))
     return found
 
 
@@ -58,15 +59,15 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     version = ctx.server_version()
     statements = ctx.workspace.query(
         "SELECT query, calls, total_exec_time FROM statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?", [params.top_statements])
-    index_rows = ctx.workspace.query("SELECT * FROM index_stats")
+    index_rows = ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats")
     with ctx.target.session() as conn:
         advice = advise(conn, [(s["query"], s["calls"], s["total_exec_time"]) for s in statements], version,
                         min_saving=t.hypo_min_cost_saving, indexed=_indexed(index_rows))
         hides = []
-        for redundant, _keeper in find_duplicates([r for r in index_rows if r["indisvalid"]]):
-            queries = [s["query"] for s in statements if any(c.table == redundant["relname"] for c in filter_columns(s["query"]))]
-            effect = hide_index_effect(conn, redundant["indexrelid"], queries, version)
-            hides.append((redundant["indexrelid"], effect.available, _hide_summary(effect)))
+        for redundant, _keeper in find_duplicates([r for r in index_rows if r.indisvalid]):
+            queries = [s["query"] for s in statements if any(c.table == redundant.relname for c in filter_columns(s["query"]))]
+            effect = hide_index_effect(conn, redundant.indexrelid, queries, version)
+            hides.append((redundant.indexrelid, effect.available, _hide_summary(effect)))
     rows = [(s.schema, s.table, name_list_text(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
              s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)

@@ -8,12 +8,17 @@ two readings) and its cumulative `counters` (what a delta or a rate is taken of)
 
 Sessions (pg_stat_activity): both sample `SESSIONS_SQL` several times across the window, the
 health review for how long sessions stay in a state, the diagnosis for what active ones wait on.
+
+Each view's SQL has its row model beside it (`<View>Row`): the columns the SQL returns, as the
+health workspace lands them; the window adds a `<counter>_delta` per changed column and
+`window_seconds`, which checks read through models of their own queries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 
@@ -80,6 +85,32 @@ FROM pg_stat_database WHERE datname = current_database()
     markers=("server_started",),
 )
 
+
+@dataclass(frozen=True, slots=True)
+class DatabaseStatsRow:
+    """A row of `database_stats` (DATABASE_STATS): this database's counters; `server_started` in epoch seconds."""
+
+    datname: str
+    numbackends: int
+    xact_commit: int
+    xact_rollback: int
+    blks_read: int
+    blks_hit: int
+    tup_returned: int
+    tup_fetched: int
+    tup_inserted: int
+    tup_updated: int
+    tup_deleted: int
+    conflicts: int
+    temp_files: int
+    temp_bytes: int
+    deadlocks: int
+    blk_read_time: float
+    blk_write_time: float
+    stats_reset: datetime | None
+    stats_age_seconds: float
+    server_started: float
+
 # One query for PostgreSQL 17+ (pg_stat_checkpointer) and one for older servers (pg_stat_bgwriter).
 # Both also read how many checkpoints WAL can have requested at most (`wal_checkpoints_max`). The
 # server requests one when a WAL segment ends max_wal_size / (1 + checkpoint_completion_target),
@@ -95,6 +126,19 @@ WAL_CHECKPOINTS_MAX = ("floor(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN
                        f" '0/0')::float8 / {WAL_PER_CHECKPOINT})::bigint AS wal_checkpoints_max")
 CHECKPOINTER_SQL_17 = ("SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
                        f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_checkpointer")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointerRow:
+    """A row of `checkpointer` (CHECKPOINTER_SQL_17 or _OLD); `wal_checkpoints_max` None when the WAL position is unknown."""
+
+    source: str
+    timed: int
+    requested: int
+    buffers_written: int
+    wal_checkpoints_max: int | None
+
+
 CHECKPOINTER_SQL_OLD = ("SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
                         f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_bgwriter")
 
@@ -125,6 +169,47 @@ SELECT s.relid, s.schemaname::text, s.relname::text, s.seq_scan, s.seq_tup_read,
 FROM {view} s JOIN pg_class c ON c.oid = s.relid
 WHERE s.relid <> ALL(%(held)s::oid[])
 """
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatsRow:
+    """A row of `table_stats` (TABLE_COLUMNS): a table's counters with what ANALYZE left in pg_class.
+
+    `reltuples` is the planner's row count (-1: never analyzed or vacuumed); `analyzed_seconds_ago`
+    is None when never analyzed.
+    """
+
+    relid: int
+    schemaname: str
+    relname: str
+    seq_scan: int
+    seq_tup_read: int
+    idx_scan: int
+    idx_tup_fetch: int
+    n_tup_ins: int
+    n_tup_upd: int
+    n_tup_del: int
+    n_tup_hot_upd: int
+    n_live_tup: int
+    n_dead_tup: int
+    n_mod_since_analyze: int
+    last_vacuum: datetime | None
+    last_autovacuum: datetime | None
+    last_analyze: datetime | None
+    last_autoanalyze: datetime | None
+    analyzed_seconds_ago: float | None
+    vacuum_count: int
+    autovacuum_count: int
+    analyze_count: int
+    autoanalyze_count: int
+    reltuples: float
+    relpages: int
+    total_bytes: int
+    table_bytes: int
+    reloptions: str | None
+    has_primary_key: bool
+    relkind: str
+    index_count: int
 
 TABLE_STATS = CounterView(
     table="table_stats",
@@ -174,6 +259,38 @@ WHERE s.indexrelid <> ALL(%(held)s::oid[]) AND s.relid <> ALL(%(held)s::oid[])
     relations=("indexrelid", "relid"),
 )
 
+
+@dataclass(frozen=True, slots=True)
+class IndexStatsRow:
+    """A row of `index_stats` (INDEX_STATS): an index's scans with its definition; `column_names` a JSON array
+    of its key columns (None for an expression-only index), `indclass` its opclass OIDs separated by spaces."""
+
+    indexrelid: int
+    relid: int
+    schemaname: str
+    relname: str
+    indexrelname: str
+    idx_scan: int
+    idx_tup_read: int
+    idx_tup_fetch: int
+    index_bytes: int
+    indisunique: bool
+    indisprimary: bool
+    indisvalid: bool
+    indisready: bool
+    indisexclusion: bool
+    indkey: str
+    indclass: str
+    indcollation: str
+    indoption: str
+    key_columns: int
+    expressions: str
+    predicate: str
+    method: str
+    indexdef: str
+    column_names: str | None
+    backs_constraint: bool
+
 STATEMENTS = CounterView(
     table="statements",
     sql="""
@@ -189,6 +306,22 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     # Busy servers evict the least-used entries when pg_stat_statements.max is reached: an entry seen again started anew.
     reset_by="entries evicted (pg_stat_statements.max) or reset",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class StatementRow:
+    """A row of `statements` (STATEMENTS): one pg_stat_statements entry of this database, its text cut at 2,000 characters."""
+
+    queryid: int
+    userid: int
+    toplevel: bool
+    query: str
+    calls: int
+    total_exec_time: float
+    rows: int
+    shared_blks_hit: int
+    shared_blks_read: int
+    temp_blks_written: int
 
 
 # This database's sessions (and the cluster's background processes), except the review's own,
@@ -208,3 +341,24 @@ FROM pg_stat_activity a
 WHERE a.pid <> ALL(%(own)s::int[])
   AND (a.datname = current_database() OR a.datname IS NULL)
 """
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A row of `activity` (SESSIONS_SQL): one session in one sample; ages in seconds, None when not in that state."""
+
+    sample_no: int
+    sampled_at: datetime
+    pid: int
+    datname: str | None
+    usename: str | None
+    application_name: str | None
+    backend_type: str | None
+    state: str | None
+    wait_event_type: str | None
+    wait_event: str | None
+    xact_seconds: float | None
+    query_seconds: float | None
+    state_seconds: float | None
+    query: str | None
+    blocked_by: str

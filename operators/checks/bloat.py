@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
+from operators.collect.storage import IndexWidthRow, TableWidthRow
 from operators.registry import OperatorContext
 from operators.sql import qualified
 
@@ -59,9 +59,9 @@ def estimate_btree(relpages: int, reltuples: float, data_width: float, fillfacto
     return Estimate(expected, max(relpages - expected, 0))
 
 
-def _complete(row: dict[str, Any]) -> bool:
+def _complete(row: TableWidthRow | IndexWidthRow) -> bool:
     """Analyzed (reltuples known) and every column visible in pg_stats."""
-    return row["reltuples"] >= 0 and row["stats_columns"] >= row["columns"]
+    return row.reltuples >= 0 and row.stats_columns >= row.columns
 
 
 def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | None:
@@ -71,16 +71,16 @@ def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | Non
     return severity_for(ratio, t.bloat_warning_ratio, t.bloat_critical_ratio)
 
 
-def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: dict[str, Any], name: str, est: Estimate) -> Finding | None:
-    ratio = est.ratio(row["relpages"])
+def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: TableWidthRow | IndexWidthRow, name: str, est: Estimate) -> Finding | None:
+    ratio = est.ratio(row.relpages)
     severity = _severity(ctx, ratio, est.wasted_bytes)
     if severity is None:
         return None
     kind = "Table" if code == FindingCode.TABLE_BLOAT else "Index"
     return Finding(
-        code=code, severity=severity, object=qualified(row["schemaname"], name),
+        code=code, severity=severity, object=qualified(row.schemaname, name),
         title=f"{kind} {name} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
-        evidence=rounded({"pages": row["relpages"], "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
+        evidence=rounded({"pages": row.relpages, "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
                           "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),
         confidence=0.6,
     )
@@ -89,22 +89,22 @@ def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: dict[str, Any],
 @check(needs=("table_widths", "index_widths"), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT))
 def check_bloat(ctx: OperatorContext) -> Judgement:
     """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
-    tables = ctx.workspace.query("SELECT * FROM table_widths")
-    indexes = ctx.workspace.query("SELECT * FROM index_widths")
+    tables = ctx.workspace.rows(TableWidthRow, "SELECT * FROM table_widths")
+    indexes = ctx.workspace.rows(IndexWidthRow, "SELECT * FROM index_widths")
     for row in filter(_complete, tables):
-        est = estimate_table(row["relpages"], row["reltuples"], row["data_width"], row["columns"], row["has_nulls"], row["fillfactor"])
-        finding = _bloat_finding(ctx, FindingCode.TABLE_BLOAT, row, row["relname"], est)
+        est = estimate_table(row.relpages, row.reltuples, row.data_width, row.columns, row.has_nulls, row.fillfactor)
+        finding = _bloat_finding(ctx, FindingCode.TABLE_BLOAT, row, row.relname, est)
         if finding:
             yield finding.model_copy(update={
                 "recommendation": "Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
             })
-    for row in filter(_complete, indexes):
-        est = estimate_btree(row["relpages"], row["reltuples"], row["data_width"], row["fillfactor"])
-        finding = _bloat_finding(ctx, FindingCode.INDEX_BLOAT, row, row["indexrelname"], est)
+    for index in filter(_complete, indexes):
+        est = estimate_btree(index.relpages, index.reltuples, index.data_width, index.fillfactor)
+        finding = _bloat_finding(ctx, FindingCode.INDEX_BLOAT, index, index.indexrelname, est)
         if finding:
             yield finding.model_copy(update={
                 "recommendation": "Rebuild it without blocking writes.",
-                "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(row['schemaname'], row['indexrelname'])};",
+                "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(index.schemaname, index.indexrelname)};",
             })
     partial = sum(not _complete(r) for r in tables) + sum(not _complete(r) for r in indexes)
     looked_at = f"{len(tables)} tables and {len(indexes)} indexes"

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check
-from operators.checks.database import CACHE_SQL, CHECKPOINT_SQL, judged_hit_ratio, wal_checkpoint_share
+from operators.checks.database import CACHE_SQL, CHECKPOINT_SQL, CacheWindow, judged_hit_ratio, wal_checkpoint_share
+from operators.collect.catalog import SettingRow
+from operators.collect.machine import MachineRow
 from operators.registry import OperatorContext
+from operators.stat_views import CheckpointerRow
 
 KB = 1024
 MB = 1024 * KB
@@ -36,11 +38,35 @@ class Advice:
     symptom: str = ""
 
 
-def _bytes(settings: dict[str, dict[str, Any]], name: str) -> int | None:
-    row = settings.get(name)
-    if row is None or row["setting"] in (None, "-1"):
-        return None
-    return int(float(row["setting"]) * UNIT_BYTES.get(row["unit"] or "B", 1))
+@dataclass(frozen=True)
+class ServerSettings:
+    """The target's settings by name (the `settings` table); one the role may not read is absent."""
+
+    by_name: dict[str, SettingRow]
+
+    def text(self, name: str) -> str | None:
+        row = self.by_name.get(name)
+        return None if row is None else row.setting
+
+    def number(self, name: str) -> float | None:
+        text = self.text(name)
+        return None if text is None else float(text)
+
+    def bytes(self, name: str) -> int | None:
+        """The setting in bytes; None when absent or -1 (derived from another setting)."""
+        row = self.by_name.get(name)
+        if row is None or row.setting in (None, "-1"):
+            return None
+        return int(float(row.setting) * UNIT_BYTES.get(row.unit or "B", 1))
+
+
+@dataclass(frozen=True)
+class Symptoms:
+    """Measured evidence that a sizing setting costs something in this review's window ("" when none)."""
+
+    cache: str = ""
+    temp: str = ""
+    checkpoints: str = ""
 
 
 def _human(n: float) -> str:
@@ -50,77 +76,77 @@ def _human(n: float) -> str:
     return f"{n:.0f}B"
 
 
-def _hazards(s: dict[str, dict[str, Any]], memory: int | None) -> Iterator[Advice]:
-    target = s.get("checkpoint_completion_target")
-    if target and float(target["setting"]) < 0.7:
-        yield Advice("checkpoint_completion_target", target["setting"], "0.9",
+def _hazards(s: ServerSettings, memory: int | None) -> Iterator[Advice]:
+    target = s.text("checkpoint_completion_target")
+    if target and float(target) < 0.7:
+        yield Advice("checkpoint_completion_target", target, "0.9",
                      "checkpoint writes are squeezed into a short part of the interval: I/O spikes", hazard=True)
-    work_mem, connections = _bytes(s, "work_mem"), s.get("max_connections")
+    work_mem, connections = s.bytes("work_mem"), s.number("max_connections")
     if memory and work_mem and connections:
-        worst = work_mem * int(connections["setting"])
+        worst = work_mem * int(connections)
         if worst > memory:
-            yield Advice("work_mem", _human(work_mem), _human(max(4 * MB, memory // (int(connections["setting"]) * 4))),
+            yield Advice("work_mem", _human(work_mem), _human(max(4 * MB, memory // (int(connections) * 4))),
                          f"work_mem x max_connections = {_human(worst)}, more than the machine's {_human(memory)}: a busy hour can run it out of memory",
                          hazard=True)
     if memory:
-        shared = _bytes(s, "shared_buffers")
+        shared = s.bytes("shared_buffers")
         if shared and shared > memory * 0.5:
             yield Advice("shared_buffers", _human(shared), _human(memory // 4),
                          "more than half of memory in shared_buffers starves the OS cache and work_mem", hazard=True)
 
 
-def _sizing(s: dict[str, dict[str, Any]], memory: int, symptoms: dict[str, str]) -> Iterator[Advice]:
-    shared = _bytes(s, "shared_buffers")
+def _sizing(s: ServerSettings, memory: int, symptoms: Symptoms) -> Iterator[Advice]:
+    shared = s.bytes("shared_buffers")
     if shared and shared < memory / 8:
         yield Advice("shared_buffers", _human(shared), _human(memory // 4), "pgtune advises a quarter of memory",
-                     symptom=symptoms.get("cache", ""))
-    cache = _bytes(s, "effective_cache_size")
+                     symptom=symptoms.cache)
+    cache = s.bytes("effective_cache_size")
     if cache and cache < memory / 3:
         yield Advice("effective_cache_size", _human(cache), _human(memory * 3 // 4),
                      "the planner assumes little OS cache and avoids index scans")
-    maintenance = _bytes(s, "maintenance_work_mem")
+    maintenance = s.bytes("maintenance_work_mem")
     if maintenance and maintenance < min(memory / 32, 2 * GB):
         yield Advice("maintenance_work_mem", _human(maintenance), _human(min(memory // 16, 2 * GB)),
                      "vacuum and index builds make more passes with little memory")
-    work_mem, connections = _bytes(s, "work_mem"), s.get("max_connections")
-    if work_mem and connections and symptoms.get("temp"):
-        advised = max(4 * MB, (memory - (shared or 0)) // (int(connections["setting"]) * 3))
+    work_mem, connections = s.bytes("work_mem"), s.number("max_connections")
+    if work_mem and connections and symptoms.temp:
+        advised = max(4 * MB, (memory - (shared or 0)) // (int(connections) * 3))
         if advised > work_mem:
             yield Advice("work_mem", _human(work_mem), _human(advised), "sorts and hashes spill to temporary files",
-                         symptom=symptoms["temp"])
+                         symptom=symptoms.temp)
 
 
-def _workload(s: dict[str, dict[str, Any]], symptoms: dict[str, str]) -> Iterator[Advice]:
-    max_wal = _bytes(s, "max_wal_size")
-    if max_wal and symptoms.get("checkpoints"):
+def _workload(s: ServerSettings, symptoms: Symptoms) -> Iterator[Advice]:
+    max_wal = s.bytes("max_wal_size")
+    if max_wal and symptoms.checkpoints:
         yield Advice("max_wal_size", _human(max_wal), _human(max(max_wal * 4, 4 * GB)),
-                     "checkpoints are triggered by WAL volume before checkpoint_timeout", symptom=symptoms["checkpoints"])
-    random_cost = s.get("random_page_cost")
-    if random_cost and float(random_cost["setting"]) >= 4.0:
-        yield Advice("random_page_cost", random_cost["setting"], "1.1",
+                     "checkpoints are triggered by WAL volume before checkpoint_timeout", symptom=symptoms.checkpoints)
+    random_cost = s.text("random_page_cost")
+    if random_cost and float(random_cost) >= 4.0:
+        yield Advice("random_page_cost", random_cost, "1.1",
                      "4 models spinning disks; on SSD or cloud storage it makes the planner avoid index scans")
-    scale = s.get("autovacuum_vacuum_scale_factor")
-    if scale and float(scale["setting"]) > 0.2:
-        yield Advice("autovacuum_vacuum_scale_factor", scale["setting"], "0.05",
+    scale = s.text("autovacuum_vacuum_scale_factor")
+    if scale and float(scale) > 0.2:
+        yield Advice("autovacuum_vacuum_scale_factor", scale, "0.05",
                      "large tables wait for a large share of dead rows before autovacuum comes", hazard=True)
 
 
-def _symptoms(ctx: OperatorContext) -> dict[str, str]:
+def _symptoms(ctx: OperatorContext) -> Symptoms:
     """Measured evidence that a sizing setting costs something in this review's window."""
-    found: dict[str, str] = {}
+    cache = temp = checkpoints = ""
     ws, t = ctx.workspace, ctx.settings.thresholds
     if ws.has("database_stats"):
-        for row in ws.query(CACHE_SQL.format(more=", temp_bytes_delta AS temp")):
+        for row in ws.rows(CacheWindow, CACHE_SQL):
             ratio = judged_hit_ratio(row, t)
             if ratio is not None and ratio <= t.cache_hit_ratio_warning:
-                found["cache"] = f"cache hit ratio {ratio:.1%} in the window"
-            if row["temp"] >= t.temp_spill_warning_bytes:
-                found["temp"] = f"{_human(row['temp'])} of temporary files in the window"
+                cache = f"cache hit ratio {ratio:.1%} in the window"
+            if row.temp >= t.temp_spill_warning_bytes:
+                temp = f"{_human(row.temp)} of temporary files in the window"
     if ws.has("checkpointer"):
-        for row in ws.query(CHECKPOINT_SQL):
-            if wal_checkpoint_share(row, t) is not None:
-                found["checkpoints"] = f"{row['requested']} of {(row['timed'] or 0) + row['requested']} checkpoints requested"
-    return found
+        for checkpoint in ws.rows(CheckpointerRow, CHECKPOINT_SQL):
+            if wal_checkpoint_share(checkpoint, t) is not None:
+                checkpoints = f"{checkpoint.requested} of {checkpoint.timed + checkpoint.requested} checkpoints requested"
+    return Symptoms(cache=cache, temp=temp, checkpoints=checkpoints)
 
 
 def _finding(advice: Advice, source: str) -> Finding:
@@ -140,9 +166,9 @@ def _finding(advice: Advice, source: str) -> Finding:
 @check(needs=("settings", "machine"), uses=("database_stats", "checkpointer"), codes=(FindingCode.SETTING_SUBOPTIMAL,))
 def check_settings(ctx: OperatorContext) -> Judgement:
     """Memory, checkpoint, work_mem, random_page_cost and autovacuum settings against pgtune-style advice."""
-    settings = {r["name"]: r for r in ctx.workspace.query("SELECT name, setting, unit FROM settings")}
-    machine = ctx.workspace.query("SELECT * FROM machine")[0]
-    memory = machine["memory_bytes"]
+    settings = ServerSettings({r.name: r for r in ctx.workspace.rows(SettingRow, "SELECT * FROM settings")})
+    machine = ctx.workspace.rows(MachineRow, "SELECT * FROM machine")[0]
+    memory = machine.memory_bytes
     symptoms = _symptoms(ctx)
     advice = [*_hazards(settings, memory), *_workload(settings, symptoms)]
     if memory:
@@ -151,8 +177,8 @@ def check_settings(ctx: OperatorContext) -> Judgement:
     for item in sorted(advice, key=lambda a: not (a.hazard or a.symptom)):  # a hazard wins over plain sizing advice
         if item.setting not in seen:
             seen.add(item.setting)
-            yield _finding(item, machine["source"])
-    looked_at = f"{len(settings)} settings, machine {machine['source']}"
+            yield _finding(item, machine.source)
+    looked_at = f"{len(settings.by_name)} settings, machine {machine.source}"
     if not memory:
         return Coverage(looked_at, "machine size unknown: memory-sized advice not given (declare it in settings.machine)")
     return Coverage(looked_at)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dbcrew.models import Finding, Severity
 from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
-from operators.checks.horizon import horizon_holders
+from operators.checks.horizon import held_by, horizon_holders
+from operators.collect.catalog import SequenceRow, WraparoundRow
 from operators.registry import OperatorContext
+from operators.stat_views import CheckpointerRow
 from operators.sql import qualified, quote_ident
 
 XID_LIMIT = 2**31
@@ -17,31 +20,50 @@ XID_LIMIT = 2**31
 
 # The window's cache counters, and whether the server restarted during it (a restart empties shared
 # buffers: the reads after it are a cold cache filling up, not a cache too small for the workload).
-CACHE_SQL = "SELECT blks_hit_delta AS hit, blks_read_delta AS read, server_started_delta <> 0 AS restarted{more} FROM database_stats"
+CACHE_SQL = ("SELECT blks_hit_delta AS hit, blks_read_delta AS read, server_started_delta <> 0 AS restarted,"
+             " temp_bytes_delta AS temp FROM database_stats")
 RESTARTED = "the server restarted during the window: its cache started cold, the hit ratio is not judged"
-CHECKPOINT_SQL = "SELECT timed, requested, wal_checkpoints_max FROM checkpointer"
+CHECKPOINT_SQL = "SELECT * FROM checkpointer"
+TEMP_SQL = "SELECT temp_files_delta AS files, temp_bytes_delta AS bytes FROM database_stats"
 
 
-def judged_hit_ratio(row: dict[str, Any], t: Thresholds) -> float | None:
-    """The window's shared-buffer hit ratio (a CACHE_SQL row), or None when too few blocks were accessed
+@dataclass(frozen=True, slots=True)
+class CacheWindow:
+    """A row of CACHE_SQL: the window's shared-buffer blocks hit and read, and its temporary-file bytes."""
+
+    hit: float
+    read: float
+    restarted: bool
+    temp: float
+
+
+@dataclass(frozen=True, slots=True)
+class TempFiles:
+    """A row of TEMP_SQL: temporary files written in the window."""
+
+    files: float
+    bytes: float
+
+
+def judged_hit_ratio(row: CacheWindow, t: Thresholds) -> float | None:
+    """The window's shared-buffer hit ratio, or None when too few blocks were accessed
     or the server restarted during the window."""
-    accesses = row["hit"] + row["read"]
-    return row["hit"] / accesses if accesses >= t.cache_min_block_accesses and not row["restarted"] else None
+    accesses = row.hit + row.read
+    return row.hit / accesses if accesses >= t.cache_min_block_accesses and not row.restarted else None
 
 
-def wal_checkpoint_share(row: dict[str, Any], t: Thresholds) -> float | None:
+def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
     """Share of checkpoints WAL volume requested, when it passes the threshold (enough of them to judge), else None.
 
     Requested checkpoints count as WAL-driven only up to what the WAL written could have requested
     (`wal_checkpoints_max`, operators/stat_views.py): restarts, CHECKPOINT commands and CREATE
     DATABASE are requested checkpoints too, and a larger max_wal_size would not have spared them.
     """
-    timed, requested = row["timed"] or 0, row["requested"] or 0
-    total = timed + requested
+    total = row.timed + row.requested
     if total < t.checkpoints_min_total:
         return None
-    bound = row["wal_checkpoints_max"]  # None when the server could not say where its WAL is
-    by_wal = requested if bound is None else min(requested, bound)
+    bound = row.wal_checkpoints_max  # None when the server could not say where its WAL is
+    by_wal = row.requested if bound is None else min(row.requested, bound)
     share = by_wal / total
     return share if share > t.checkpoints_requested_ratio else None
 
@@ -51,8 +73,8 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals)."""
     t = ctx.settings.thresholds
     restarted = False
-    for row in ctx.workspace.query(CACHE_SQL.format(more="")):
-        restarted = restarted or row["restarted"]
+    for row in ctx.workspace.rows(CacheWindow, CACHE_SQL):
+        restarted = restarted or row.restarted
         ratio = judged_hit_ratio(row, t)
         if ratio is None:
             continue
@@ -61,7 +83,7 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
             yield Finding(
                 code=FindingCode.CACHE_HIT_RATIO_LOW, severity=severity, object="database",
                 title=f"Cache hit ratio {ratio:.1%} over the window (threshold {t.cache_hit_ratio_warning:.0%})",
-                evidence=rounded({"ratio": ratio, "blocks_hit": row["hit"], "blocks_read": row["read"]}),
+                evidence=rounded({"ratio": ratio, "blocks_hit": row.hit, "blocks_read": row.read}),
                 recommendation="Raise shared_buffers if memory allows, or find the statements reading most blocks from disk.",
             )
     return Coverage("pg_stat_database deltas", RESTARTED) if restarted else None
@@ -75,14 +97,14 @@ def check_checkpoints(ctx: OperatorContext) -> Judgement:
     window of minutes holds no checkpoint at all.
     """
     t = ctx.settings.thresholds
-    for row in ctx.workspace.query(CHECKPOINT_SQL):
+    for row in ctx.workspace.rows(CheckpointerRow, CHECKPOINT_SQL):
         share = wal_checkpoint_share(row, t)
         if share is not None:
-            total = (row["timed"] or 0) + (row["requested"] or 0)
+            total = row.timed + row.requested
             yield Finding(
                 code=FindingCode.CHECKPOINTS_TOO_FREQUENT, severity=Severity.WARNING, object="max_wal_size",
                 title=f"{share:.0%} of {total} checkpoints were requested by WAL volume, not by time",
-                evidence={"timed": row["timed"], "requested": row["requested"], "wal_checkpoints_max": row["wal_checkpoints_max"]},
+                evidence={"timed": row.timed, "requested": row.requested, "wal_checkpoints_max": row.wal_checkpoints_max},
                 recommendation="Raise max_wal_size so checkpoints follow checkpoint_timeout.",
             )
 
@@ -91,13 +113,13 @@ def check_checkpoints(ctx: OperatorContext) -> Judgement:
 def check_temp_files(ctx: OperatorContext) -> Judgement:
     """Temporary files written during the window: sorts and hashes spilling past work_mem."""
     t = ctx.settings.thresholds
-    for row in ctx.workspace.query("SELECT temp_files_delta AS files, temp_bytes_delta AS bytes FROM database_stats"):
-        if row["files"] > 0:
+    for row in ctx.workspace.rows(TempFiles, TEMP_SQL):
+        if row.files > 0:
             yield Finding(
-                code=FindingCode.TEMP_FILES_SPILL, severity=Severity.WARNING if row["bytes"] >= t.temp_spill_warning_bytes else Severity.INFO,
+                code=FindingCode.TEMP_FILES_SPILL, severity=Severity.WARNING if row.bytes >= t.temp_spill_warning_bytes else Severity.INFO,
                 object="work_mem",
-                title=f"{int(row['files'])} temporary files ({row['bytes'] / 2**20:.1f} MiB) written in the window",
-                evidence={"temp_files": row["files"], "temp_bytes": row["bytes"]},
+                title=f"{int(row.files)} temporary files ({row.bytes / 2**20:.1f} MiB) written in the window",
+                evidence={"temp_files": row.files, "temp_bytes": row.bytes},
                 recommendation="Find the spilling statements (temp_blks_written in pg_stat_statements); raise work_mem for them.",
             )
 
@@ -112,26 +134,26 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
     """
     t = ctx.settings.thresholds
     holding_tables = horizon_holders(ctx, database=None, catalogs=False)
-    for row in ctx.workspace.query("SELECT scope, name, xid_age, mxid_age FROM wraparound"):
-        table = row["scope"] == "table"
-        holding = holding_tables if table else horizon_holders(ctx, database=row["name"], catalogs=True)
-        limits = ((FindingCode.XID_WRAPAROUND_RISK, row["xid_age"], t.xid_warning_age, t.xid_critical_age),
-                  (FindingCode.MXID_WRAPAROUND_RISK, row["mxid_age"], t.mxid_warning_age, t.mxid_critical_age))
+    for row in ctx.workspace.rows(WraparoundRow, "SELECT * FROM wraparound"):
+        table = row.scope == "table"
+        holding = holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
+        limits = ((FindingCode.XID_WRAPAROUND_RISK, row.xid_age, t.xid_warning_age, t.xid_critical_age),
+                  (FindingCode.MXID_WRAPAROUND_RISK, row.mxid_age, t.mxid_warning_age, t.mxid_critical_age))
         for code, age, warning, critical in limits:
             severity = severity_for(float(age or 0), warning, critical)
             if not severity:
                 continue
-            evidence = {"scope": row["scope"], "name": row["name"], "age": age}
+            evidence: dict[str, Any] = {"scope": row.scope, "name": row.name, "age": age}
             recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
             if code == FindingCode.XID_WRAPAROUND_RISK and holding:
-                evidence["horizon_held_by"] = holding
-                recommendation = (f"End or drop what holds the xmin horizon, oldest first ({holding[0]['holder']}, see the evidence),"
+                evidence = {**evidence, "horizon_held_by": held_by(holding)}
+                recommendation = (f"End or drop what holds the xmin horizon, oldest first ({holding[0].holder}, see the evidence),"
                                   " then run VACUUM (FREEZE): it cannot freeze past an xmin still held.")
             yield Finding(
-                code=code, severity=severity, object=row["name"] if table else f"database {row['name']}",
-                title=f"{code.split('_')[0]} age {age:,} of {row['scope']} {row['name']} ({age / XID_LIMIT:.0%} of the limit)",
+                code=code, severity=severity, object=row.name if table else f"database {row.name}",
+                title=f"{code.split('_')[0]} age {age:,} of {row.scope} {row.name} ({age / XID_LIMIT:.0%} of the limit)",
                 evidence=evidence, recommendation=recommendation,
-                fix_sql=f"VACUUM (FREEZE, VERBOSE) {row['name']};" if table else None,
+                fix_sql=f"VACUUM (FREEZE, VERBOSE) {row.name};" if table else None,
             )
 
 
@@ -139,24 +161,24 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
 def check_sequences(ctx: OperatorContext) -> Judgement:
     """Sequences close to the maximum of their type (last_value is null when the role cannot read it)."""
     t = ctx.settings.thresholds
-    rows = ctx.workspace.query("SELECT * FROM sequences WHERE last_value IS NOT NULL AND max_value > 0")
+    rows = ctx.workspace.rows(SequenceRow, "SELECT * FROM sequences WHERE last_value IS NOT NULL AND max_value > 0")
     for row in rows:
-        used = row["last_value"] / row["max_value"]
+        used = (row.last_value or 0) / row.max_value
         severity = severity_for(used, t.sequence_warning_ratio, t.sequence_critical_ratio)
         if severity:
-            name = qualified(row['schemaname'], row['sequencename'])
+            name = qualified(row.schemaname, row.sequencename)
             yield Finding(
                 code=FindingCode.SEQUENCE_EXHAUSTION, severity=severity, object=name,
-                title=f"Sequence {name} has used {used:.0%} of its {row['column_type'] or row['data_type']} range",
-                evidence=rounded({"last_value": row["last_value"], "max_value": row["max_value"], "used": used,
-                                  "column_type": row["column_type"]}),
+                title=f"Sequence {name} has used {used:.0%} of its {row.column_type or row.data_type} range",
+                evidence=rounded({"last_value": row.last_value, "max_value": row.max_value, "used": used,
+                                  "column_type": row.column_type}),
                 recommendation="Widen the sequence and the columns it feeds to bigint before it runs out.",
-                fix_sql=f"ALTER SEQUENCE {quote_ident(row['schemaname'])}.{quote_ident(row['sequencename'])} AS bigint;",
+                fix_sql=f"ALTER SEQUENCE {quote_ident(row.schemaname)}.{quote_ident(row.sequencename)} AS bigint;",
             )
     looked_at = f"{len(rows)} readable sequences"
-    hidden = ctx.workspace.query("SELECT schemaname, sequencename FROM sequences WHERE last_value IS NULL AND NOT never_used")
+    hidden = ctx.workspace.rows(SequenceRow, "SELECT * FROM sequences WHERE last_value IS NULL AND NOT never_used")
     if hidden:
-        schemas = sorted({r["schemaname"] for r in hidden})
+        schemas = sorted({r.schemaname for r in hidden})
         grants = " ".join(f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};" for s in schemas)
         return Coverage(looked_at, f"{len(hidden)} sequences unreadable by this role ({grants})")
     return Coverage(looked_at)

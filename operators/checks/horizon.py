@@ -8,15 +8,37 @@ XIDs in place whatever vacuum does. A finding that vacuum is behind says who hol
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from operators.checks.base import rounded
 from operators.registry import OperatorContext
 
 MAX_NAMED = 5
+HOLDERS_SQL = (
+    "SELECT kind, holder, xmin_age, held_seconds, detail FROM xmin_horizon"
+    " WHERE ({where}) AND (? OR NOT catalog_only) AND ((xmin_age >= ? AND NOT snapshot_only) OR coalesce(held_seconds, 0) >= ?)"
+    f" ORDER BY xmin_age DESC, holder LIMIT {MAX_NAMED}"
+)
 
 
-def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: bool) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A row of HOLDERS_SQL: what a finding names as holding the horizon (operators/collect/catalog.py: HorizonRow)."""
+
+    kind: str
+    holder: str
+    xmin_age: int | None
+    held_seconds: float | None
+    detail: str
+
+
+def held_by(holders: list[Holder]) -> list[dict[str, Any]]:
+    """The holders as a finding's evidence."""
+    return [rounded(asdict(h)) for h in holders]
+
+
+def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: bool) -> list[Holder]:
     """The oldest holders that hold back `database` (None: the reviewed one), oldest first, at most MAX_NAMED.
 
     A holder is named when its xmin is at least `horizon_holder_min_age` transactions old or it
@@ -30,10 +52,5 @@ def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: boo
         return []
     t = ctx.settings.thresholds
     where, args = ("here", []) if database is None else ("database IS NULL OR database = ?", [database])
-    rows = ctx.workspace.query(
-        f"SELECT kind, holder, xmin_age, held_seconds, detail FROM xmin_horizon"
-        f" WHERE ({where}) AND (? OR NOT catalog_only) AND ((xmin_age >= ? AND NOT snapshot_only) OR coalesce(held_seconds, 0) >= ?)"
-        f" ORDER BY xmin_age DESC, holder LIMIT {MAX_NAMED}",
-        [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds],
-    )
-    return [rounded(row) for row in rows]
+    return ctx.workspace.rows(Holder, HOLDERS_SQL.format(where=where),
+                              [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds])

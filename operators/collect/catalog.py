@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dbcrew.models import Role
 from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
@@ -13,6 +15,20 @@ SETTINGS_SQL = """
 SELECT name, setting, unit, source, boot_val, reset_val, context, vartype
 FROM pg_settings
 """
+
+
+@dataclass(frozen=True, slots=True)
+class SettingRow:
+    """A row of `settings` (SETTINGS_SQL): pg_settings as text, `setting` in `unit`s."""
+
+    name: str
+    setting: str | None
+    unit: str | None
+    source: str
+    boot_val: str | None
+    reset_val: str | None
+    context: str
+    vartype: str
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("settings",))
@@ -39,6 +55,19 @@ JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 WHERE k.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 """
 
+
+@dataclass(frozen=True, slots=True)
+class ForeignKeyRow:
+    """A row of `foreign_keys` (FOREIGN_KEYS_SQL); `column_names` is a JSON array (operators.sql.name_list)."""
+
+    constraint_oid: int
+    conname: str
+    schemaname: str
+    relname: str
+    relid: int
+    column_names: str | None
+    referenced: str
+
 SEQUENCES_SQL = """
 SELECT s.schemaname::text, s.sequencename::text, s.data_type::text, s.last_value, s.increment_by,
        -- A bigint sequence feeding an integer column runs out at the column's maximum (PgHero's trap).
@@ -54,6 +83,20 @@ LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
 LEFT JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
 """
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceRow:
+    """A row of `sequences` (SEQUENCES_SQL); `last_value` is None when never used or unreadable (`never_used` tells)."""
+
+    schemaname: str
+    sequencename: str
+    data_type: str
+    last_value: int | None
+    increment_by: int
+    max_value: int
+    column_type: str
+    never_used: bool
 
 WRAPAROUND_SQL = """
 SELECT 'database'::text AS scope, datname::text AS name,
@@ -73,6 +116,16 @@ SELECT * FROM (
          OR greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid)) >= %(mxid_floor)s)
   ORDER BY 3 DESC LIMIT 500) AS old_tables
 """
+
+
+@dataclass(frozen=True, slots=True)
+class WraparoundRow:
+    """A row of `wraparound` (WRAPAROUND_SQL): a database, or a table past the warning ages, as `%I.%I`."""
+
+    scope: str
+    name: str
+    xid_age: int | None
+    mxid_age: int | None
 
 
 # Who holds the xmin horizon: vacuum removes no row version and freezes no XID newer than the
@@ -113,6 +166,21 @@ SELECT 'standby', 'replica ' || coalesce(r.application_name, '') || coalesce('@'
 FROM pg_stat_replication r
 WHERE r.backend_xmin IS NOT NULL) AS h
 """
+
+
+@dataclass(frozen=True, slots=True)
+class HorizonRow:
+    """A row of `xmin_horizon` (XMIN_HORIZON_SQL): one holder of the xmin horizon."""
+
+    kind: str
+    holder: str
+    database: str | None
+    catalog_only: bool
+    snapshot_only: bool
+    xmin_age: int | None
+    held_seconds: float | None
+    detail: str
+    here: bool
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"))

@@ -7,6 +7,7 @@ psutil; anything else is unknown, and advice that needs the machine's size is no
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import psutil
 from psycopg.conninfo import conninfo_to_dict
@@ -17,6 +18,16 @@ from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
+MACHINE_COLUMNS = [("memory_bytes", "BIGINT"), ("cpus", "INTEGER"), ("source", "VARCHAR")]
+
+
+@dataclass(frozen=True, slots=True)
+class MachineRow:
+    """The one row of `machine` (MACHINE_COLUMNS): sizes None when unknown, `source` says how they were found."""
+
+    memory_bytes: int | None
+    cpus: int | None
+    source: str
 
 
 def target_is_local(dsn: str) -> bool:
@@ -35,5 +46,5 @@ def collect_machine(ctx: OperatorContext) -> Observation:
         memory, cpus, source = psutil.virtual_memory().total, os.cpu_count() or 1, "measured on this host"
     else:
         memory, cpus, source = None, None, "unknown"
-    land(ctx.workspace, "machine", [("memory_bytes", "BIGINT"), ("cpus", "INTEGER"), ("source", "VARCHAR")], [(memory, cpus, source)])
+    land(ctx.workspace, "machine", MACHINE_COLUMNS, [(memory, cpus, source)])
     return Observation(summary=f"machine: {source}", artifacts=["machine"])

@@ -6,6 +6,10 @@ there), so the probe runs before anything else and lands the brief in the worksp
 
 from __future__ import annotations
 
+from typing import Any
+
+from psycopg.rows import kwargs_row
+
 from dbcrew.models import Brief
 from operators.registry import OperatorContext
 
@@ -35,15 +39,18 @@ SELECT current_setting('server_version') AS server_version,
 """
 
 
+def _brief(*, preloaded: str | None, **columns: Any) -> Brief:
+    """A PROBE_SQL row as a brief (psycopg's `kwargs_row`): `preloaded` is NULL when the role may not read
+    the setting; the statements collector then finds out at run time."""
+    libraries = None if preloaded is None else [lib.strip() for lib in preloaded.split(",") if lib.strip()]
+    return Brief(**columns, preloaded_libraries=libraries)
+
+
 def probe(ctx: OperatorContext) -> Brief:
     """Read the target's version, size, extensions and the review role's privileges into a brief."""
-    with ctx.target.session() as conn:
-        row = conn.execute(PROBE_SQL).fetchone()
-    assert row is not None
-    raw = row.pop("preloaded")
-    # NULL: the role may not read the setting; the statements collector then finds out at run time.
-    preloaded = None if raw is None else [lib.strip() for lib in raw.split(",") if lib.strip()]
-    brief = Brief(**row, preloaded_libraries=preloaded)
+    with ctx.target.session() as conn, conn.cursor(row_factory=kwargs_row(_brief)) as cur:
+        brief = cur.execute(PROBE_SQL).fetchone()
+    assert brief is not None
     if brief.is_superuser:
         brief = brief.model_copy(update={"can_read_all_stats": True, "can_read_all_settings": True})
     ctx.workspace.put_observation("brief", brief.model_dump())

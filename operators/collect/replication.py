@@ -7,6 +7,8 @@ standby has received more than it replayed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
@@ -27,6 +29,17 @@ SELECT 'this server'::text, 'replay', 'recovering',
 WHERE pg_is_in_recovery()
 """
 
+
+@dataclass(frozen=True, slots=True)
+class ReplicationRow:
+    """A row of `replication` (REPLICATION_SQL): a standby of this server, or this standby's own replay."""
+
+    scope: str
+    name: str
+    state: str
+    lag_bytes: float | None
+    lag_seconds: float | None
+
 # inactive_since (PostgreSQL 17+): a slot whose consumer went away seconds ago is a replica restarting
 # or failing over, not yet a slot left behind.
 SLOTS_SQL = """
@@ -37,6 +50,19 @@ SELECT slot_name::text, slot_type::text, coalesce(database::text, '') AS databas
 FROM pg_replication_slots
 """
 INACTIVE_SECONDS = "extract(epoch FROM now() - inactive_since)::float8"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRow:
+    """A row of `replication_slots` (SLOTS_SQL); `inactive_seconds` None before PostgreSQL 17 or while active."""
+
+    slot_name: str
+    slot_type: str
+    database: str
+    active: bool
+    wal_status: str
+    inactive_seconds: float | None
+    retained_bytes: float | None
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots"))

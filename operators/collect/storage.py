@@ -8,6 +8,8 @@ bounded query. pg_stats shows only columns the role may SELECT: `stats_columns` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
@@ -34,6 +36,23 @@ SELECT b.oid::bigint AS relid, b.nspname::text AS schemaname, b.relname::text, b
 FROM big b
 """
 
+
+@dataclass(frozen=True, slots=True)
+class TableWidthRow:
+    """A row of `table_widths` (TABLE_WIDTHS_SQL): `reltuples` -1 when never analyzed or vacuumed."""
+
+    relid: int
+    schemaname: str
+    relname: str
+    relpages: int
+    reltuples: float
+    fillfactor: int
+    columns: int
+    stats_columns: int
+    data_width: float
+    has_nulls: bool
+
+
 INDEX_WIDTHS_SQL = """
 WITH big AS (
   SELECT ic.oid, n.nspname, ic.relname AS indexrelname, tc.relname, i.indrelid, i.indkey, ic.relpages, ic.reltuples, ic.reloptions
@@ -57,6 +76,22 @@ SELECT b.oid::bigint AS indexrelid, b.nspname::text AS schemaname, b.relname::te
          WHERE a.attrelid = b.indrelid AND a.attnum = ANY (b.indkey::int2[]))::float8 AS data_width
 FROM big b
 """
+
+
+@dataclass(frozen=True, slots=True)
+class IndexWidthRow:
+    """A row of `index_widths` (INDEX_WIDTHS_SQL): a btree index of a plain column list."""
+
+    indexrelid: int
+    schemaname: str
+    relname: str
+    indexrelname: str
+    relpages: int
+    reltuples: float
+    fillfactor: int
+    columns: int
+    stats_columns: int
+    data_width: float
 
 
 class StorageParams(BaseModel):

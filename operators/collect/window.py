@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew import stopping
@@ -137,7 +139,15 @@ def collect_index_stats(ctx: OperatorContext, params: WindowParams) -> Observati
     return _sample_window(ctx, params, INDEX_STATS)
 
 
-STATS_PRIVILEGE_SQL = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can, current_user AS role"
+STATS_PRIVILEGE_SQL = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS can, current_user::text AS role"
+
+
+@dataclass(frozen=True, slots=True)
+class StatsPrivilege:
+    """The row of STATS_PRIVILEGE_SQL: whether the review role reads every role's statistics now."""
+
+    can: bool
+    role: str
 
 
 def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) -> str:
@@ -149,11 +159,12 @@ def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) ->
     """
     if ctx.brief is None or not ctx.brief.can_read_all_stats:
         return ""  # never had it: the planner's visibility notes already say so
-    row = conn.execute(STATS_PRIVILEGE_SQL).fetchone()
-    if row is None or row["can"]:
+    with conn.cursor(row_factory=class_row(StatsPrivilege)) as cur:
+        row = cur.execute(STATS_PRIVILEGE_SQL).fetchone()
+    if row is None or row.can:
         return ""
     return (f"pg_read_all_stats lost during the review: sessions and statement texts of other roles unseen from then on"
-            f" (GRANT pg_read_all_stats TO {quote_ident(row['role'])};)")
+            f" (GRANT pg_read_all_stats TO {quote_ident(row.role)};)")
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
@@ -170,6 +181,16 @@ SELECT %(sample)s::int AS sample_no, count(*)::bigint AS connections,
        current_setting('superuser_reserved_connections')::bigint AS reserved
 FROM pg_stat_activity WHERE backend_type = 'client backend'
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionsRow:
+    """A row of `connections` (CONNECTIONS_SQL): client connections in one sample, against the server's limits."""
+
+    sample_no: int
+    connections: int
+    max_connections: int
+    reserved: int
 
 
 QUOTED_QUERY_CHARS = 500  # statement text kept with each session sample (quoted in findings)

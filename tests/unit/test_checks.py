@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -16,15 +18,30 @@ from operators.checks.base import Coverage, check
 from operators.checks.database import check_wraparound
 from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
+from operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
+from operators.collect.replication import SlotRow
 from operators.registry import REGISTRY, OperatorContext
 from operators.sql import name_list_text
+from operators.stat_views import IndexStatsRow, TableStatsRow
+from tests.rows import land_rows
 
-INDEX_COLUMNS = [
-    ("indexrelid", "BIGINT"), ("relid", "BIGINT"), ("schemaname", "VARCHAR"), ("relname", "VARCHAR"),
-    ("indexrelname", "VARCHAR"), ("indisunique", "BOOLEAN"), ("indisprimary", "BOOLEAN"), ("indisvalid", "BOOLEAN"),
-    ("backs_constraint", "BOOLEAN"), ("column_names", "VARCHAR"), ("indclass", "VARCHAR"), ("method", "VARCHAR"),
-    ("expressions", "VARCHAR"), ("predicate", "VARCHAR"), ("indexdef", "VARCHAR"), ("index_bytes", "BIGINT"),
-]
+# An index and a table as the collectors land them; each test sets what it is about.
+INDEX = IndexStatsRow(
+    indexrelid=0, relid=1, schemaname="public", relname="orders", indexrelname="", idx_scan=0, idx_tup_read=0, idx_tup_fetch=0,
+    index_bytes=8192, indisunique=False, indisprimary=False, indisvalid=True, indisready=True, indisexclusion=False, indkey="1",
+    indclass="", indcollation="0", indoption="0", key_columns=1, expressions="", predicate="", method="btree", indexdef="",
+    column_names=None, backs_constraint=False,
+)
+TABLE = TableStatsRow(
+    relid=1, schemaname="public", relname="", seq_scan=0, seq_tup_read=0, idx_scan=0, idx_tup_fetch=0, n_tup_ins=0, n_tup_upd=0,
+    n_tup_del=0, n_tup_hot_upd=0, n_live_tup=0, n_dead_tup=0, n_mod_since_analyze=0, last_vacuum=None, last_autovacuum=None,
+    last_analyze=None, last_autoanalyze=None, analyzed_seconds_ago=None, vacuum_count=0, autovacuum_count=0, analyze_count=0,
+    autoanalyze_count=0, reltuples=-1.0, relpages=0, total_bytes=0, table_bytes=0, reloptions=None, has_primary_key=True,
+    relkind="r", index_count=1,
+)
+AUTOVACUUM_ON = SettingRow(name="autovacuum", setting="on", unit=None, source="default", boot_val="on", reset_val="on",
+                           context="sighup", vartype="bool")
+NOV_1 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def ctx(tmp_path: Path) -> OperatorContext:
@@ -35,12 +52,13 @@ def ctx(tmp_path: Path) -> OperatorContext:
 def index(oid, name, cols, *, unique=False, primary=False, constraint=False, classes=None, predicate="", method="btree"):
     classes = classes or " ".join("3124" for _ in cols.split(","))
     landed = name_list_text(cols.split(","))  # as collect_index_stats lands them (json_agg)
-    return (oid, 1, "public", "orders", name, unique, primary, True, constraint, landed, classes, method, "", predicate, f"def {name}", 8192)
+    return replace(INDEX, indexrelid=oid, indexrelname=name, indisunique=unique, indisprimary=primary, backs_constraint=constraint,
+                   column_names=landed, indclass=classes, method=method, predicate=predicate, indexdef=f"def {name}")
 
 
-def duplicates(tmp_path: Path, rows: list[tuple]) -> set[str]:
+def duplicates(tmp_path: Path, rows: list[IndexStatsRow]) -> set[str]:
     c = ctx(tmp_path)
-    c.workspace.write_table("index_stats", INDEX_COLUMNS, rows)
+    land_rows(c.workspace, "index_stats", IndexStatsRow, rows)
     return {f.object for f in check_duplicate_indexes(c).findings}
 
 
@@ -64,27 +82,27 @@ def test_exact_twins_report_one_and_never_the_constraint(tmp_path):
     assert duplicates(tmp_path / "2", rows) == {"public.b_idx"}
 
 
-TABLE_COLUMNS = [("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("reloptions", "VARCHAR"), ("n_live_tup", "BIGINT"),
-                 ("n_dead_tup", "BIGINT"), ("n_mod_since_analyze", "BIGINT"), ("last_analyze", "TIMESTAMPTZ"),
-                 ("last_autoanalyze", "TIMESTAMPTZ"), ("analyzed_seconds_ago", "DOUBLE"), ("last_vacuum", "TIMESTAMPTZ"),
-                 ("last_autovacuum", "TIMESTAMPTZ")]
-HORIZON_COLUMNS = [("kind", "VARCHAR"), ("holder", "VARCHAR"), ("database", "VARCHAR"), ("catalog_only", "BOOLEAN"),
-                   ("snapshot_only", "BOOLEAN"), ("xmin_age", "BIGINT"), ("held_seconds", "DOUBLE"), ("detail", "VARCHAR"), ("here", "BOOLEAN")]
 DAY = 86400.0
 
 
-def vacuum_findings(c: OperatorContext, tables: list[tuple]) -> dict[tuple[str, str], Finding]:
-    c.workspace.write_table("settings", [("name", "VARCHAR"), ("setting", "VARCHAR")], [("autovacuum", "on")])
-    c.workspace.write_table("table_stats", TABLE_COLUMNS, tables)
+def table(name: str, live: int, dead: int, mods: int, analyzed: datetime | None, seconds_ago: float | None, reltuples: float, *,
+          reloptions: str | None = None, autoanalyzed: datetime | None = None) -> TableStatsRow:
+    return replace(TABLE, relname=name, n_live_tup=live, n_dead_tup=dead, n_mod_since_analyze=mods, last_analyze=analyzed,
+                   last_autoanalyze=autoanalyzed, analyzed_seconds_ago=seconds_ago, reltuples=reltuples, reloptions=reloptions)
+
+
+def vacuum_findings(c: OperatorContext, tables: list[TableStatsRow]) -> dict[tuple[str, str], Finding]:
+    land_rows(c.workspace, "settings", SettingRow, [AUTOVACUUM_ON])
+    land_rows(c.workspace, "table_stats", TableStatsRow, tables)
     return {(f.code, f.object): f for f in check_vacuum_health(c).findings}
 
 
 def test_vacuum_health_thresholds(tmp_path):
     found = vacuum_findings(ctx(tmp_path), [
-        ("public", "carts", "autovacuum_enabled=false", 30000, 60000, 0, "2026-11-01", None, DAY, None, None),
-        ("public", "fine", None, 30000, 100, 10, "2026-11-01", None, DAY, None, None),
-        ("public", "small_dead", None, 100, 9000, 0, "2026-11-01", None, DAY, None, None),
-        ("public", "unanalyzed", None, 5000, 0, 0, None, None, None, None, None),
+        table("carts", 30000, 60000, 0, NOV_1, DAY, 30000.0, reloptions="autovacuum_enabled=false"),
+        table("fine", 30000, 100, 10, NOV_1, DAY, 30000.0),
+        table("small_dead", 100, 9000, 0, NOV_1, DAY, 100.0),
+        table("unanalyzed", 5000, 0, 0, None, None, -1.0),
     ])
     assert {(code, obj, f.severity.value) for (code, obj), f in found.items()} == {
         ("autovacuum_disabled", "public.carts", "warning"),
@@ -94,21 +112,29 @@ def test_vacuum_health_thresholds(tmp_path):
     assert "horizon_held_by" not in found[("dead_tuples_high", "public.carts")].evidence
 
 
-def test_changes_counted_since_a_young_analyze_do_not_make_it_stale(tmp_path):
-    """Rows changed just before an ANALYZE can be flushed to pg_stat after it: until the analyze has settled, no verdict."""
+def test_changes_since_a_young_analyze_count_only_past_what_a_late_flush_can_count(tmp_path):
+    """Rows changed just before an ANALYZE can be flushed to pg_stat after it (as changes since, and live rows counted
+    twice): within the flush grace only growth past that is judged; after it, every change since."""
     found = vacuum_findings(ctx(tmp_path), [
-        ("public", "just_loaded", None, 10000, 0, 5000, "2026-11-01", None, 2.0, None, None),
-        ("public", "autoanalyzed_lately", None, 10000, 0, 5000, "2026-10-01", "2026-11-01", 299.0, None, None),
-        ("public", "changed_since", None, 10000, 0, 5000, "2026-11-01", None, 301.0, None, None),
+        # 5,000 rows loaded and analyzed by one session, its counts flushed after the ANALYZE
+        table("late_flush", 10000, 0, 5000, NOV_1, 2.0, 5000.0),
+        table("autoanalyzed_lately", 10000, 0, 5000, datetime(2026, 10, 1, tzinfo=timezone.utc), 14.0, 5000.0, autoanalyzed=NOV_1),
+        table("changed_since", 10000, 0, 5000, NOV_1, 16.0, 10000.0),
+        # analyzed at 100 rows, then loaded to 300 times that: the planner still plans for 100
+        table("bulk_loaded", 30100, 0, 30000, NOV_1, 2.0, 100.0),
+        table("empty_then_loaded", 30000, 0, 30000, NOV_1, 1.0, 0.0),
     ])
     stale = {obj for code, obj in found if code == "statistics_stale"}
-    assert stale == {"public.changed_since"}
-    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 301.0
+    assert stale == {"public.changed_since", "public.bulk_loaded", "public.empty_then_loaded"}
+    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 16.0
+    loaded = found[("statistics_stale", "public.bulk_loaded")]
+    assert loaded.title == "Statistics of bulk_loaded are stale (analyzed at 100 rows, 30,100 live now)"
+    assert loaded.evidence["reltuples"] == 100.0
 
 
 def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path):
     c = ctx(tmp_path)
-    c.workspace.write_table("xmin_horizon", HORIZON_COLUMNS, [
+    land_rows(c.workspace, "xmin_horizon", HorizonRow, [HorizonRow(*row) for row in [
         ("prepared_transaction", "prepared forgotten", "shop", False, False, 5_000_000, 9 * DAY, "owner app", True),
         ("replication_slot", "slot decoder", None, True, False, 4_000_000, None, "logical (pgoutput), inactive", True),
         ("transaction", "pid:42", "shop", False, False, 1_000, 3600.0, "app, idle in transaction", True),
@@ -116,15 +142,16 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
         # a query that just began: its snapshot inherits the horizon the others hold, it holds nothing itself
         ("transaction", "pid:45", "shop", False, True, 5_000_000, 0.1, "app, active", True),
         ("transaction", "pid:44", "other", False, False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
-    ])
-    found = vacuum_findings(c, [("public", "carts", None, 30000, 60000, 0, "2026-11-01", None, DAY, None, None)])
+    ]])
+    found = vacuum_findings(c, [table("carts", 30000, 60000, 0, NOV_1, DAY, 30000.0)])
     held = found[("dead_tuples_high", "public.carts")]
     # Another database's session does not hold this one's tables; a logical slot holds only the catalogs.
     assert [h["holder"] for h in held.evidence["horizon_held_by"]] == ["prepared forgotten", "pid:42"]
     assert "prepared forgotten" in held.recommendation
 
-    c.workspace.write_table("wraparound", [("scope", "VARCHAR"), ("name", "VARCHAR"), ("xid_age", "BIGINT"), ("mxid_age", "BIGINT")], [
-        ("database", "shop", 1_200_000_000, 0), ("database", "other", 1_100_000_000, 0), ("table", "public.carts", 1_100_000_000, 0),
+    land_rows(c.workspace, "wraparound", WraparoundRow, [
+        WraparoundRow("database", "shop", 1_200_000_000, 0), WraparoundRow("database", "other", 1_100_000_000, 0),
+        WraparoundRow("table", "public.carts", 1_100_000_000, 0),
     ])
     by_object = {f.object: f for f in check_wraparound(c).findings}
     names = {obj: [h["holder"] for h in f.evidence["horizon_held_by"]] for obj, f in by_object.items()}
@@ -172,17 +199,13 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
     assert returned.partial == "one toy hidden"
 
 
-SLOT_COLUMNS = [("slot_name", "VARCHAR"), ("slot_type", "VARCHAR"), ("database", "VARCHAR"), ("active", "BOOLEAN"),
-                ("wal_status", "VARCHAR"), ("inactive_seconds", "DOUBLE"), ("retained_bytes", "DOUBLE")]
-
-
 def test_a_slot_whose_replica_just_went_away_is_named_in_the_coverage_not_a_finding(tmp_path):
     c = ctx(tmp_path)
-    c.workspace.write_table("replication_slots", SLOT_COLUMNS, [
-        ("replica1_slot", "physical", "", False, "reserved", 4.0, 2.0**20),      # its replica restarting
-        ("left_slot", "physical", "", False, "reserved", 3600.0, 2.0**20),       # left behind an hour ago
-        ("flooded_slot", "physical", "", False, "reserved", 4.0, 2.0**31),       # just gone, but retaining too much
-        ("old_server_slot", "physical", "", False, "reserved", None, 2.0**20),   # PostgreSQL 16: no inactive_since
+    land_rows(c.workspace, "replication_slots", SlotRow, [
+        SlotRow("replica1_slot", "physical", "", False, "reserved", 4.0, 2.0**20),      # its replica restarting
+        SlotRow("left_slot", "physical", "", False, "reserved", 3600.0, 2.0**20),       # left behind an hour ago
+        SlotRow("flooded_slot", "physical", "", False, "reserved", 4.0, 2.0**31),       # just gone, but retaining too much
+        SlotRow("old_server_slot", "physical", "", False, "reserved", None, 2.0**20),   # PostgreSQL 16: no inactive_since
     ])
     observation = REGISTRY["check_replication_slots"].run(c, {})
     assert {f.object for f in observation.findings} == {"slot left_slot", "slot flooded_slot", "slot old_server_slot"}

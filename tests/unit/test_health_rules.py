@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,11 @@ from dbcrew.workspace import Workspace
 from operators.checks.bloat import estimate_btree, estimate_table
 from operators.checks.configuration import check_settings
 from operators.checks.database import wal_checkpoint_share
-from operators.collect.machine import target_is_local
+from operators.collect.catalog import SettingRow
+from operators.collect.machine import MachineRow, target_is_local
 from operators.registry import OperatorContext
+from operators.stat_views import CheckpointerRow
+from tests.rows import land_rows
 
 GB = 2**30
 
@@ -39,7 +43,6 @@ def test_btree_estimate_counts_the_metapage_and_default_fillfactor():
     assert estimate_btree(relpages=1400, reltuples=150_000, data_width=4, fillfactor=90).ratio(1400) > 0.6
 
 
-SETTING_COLUMNS = [("name", "VARCHAR"), ("setting", "VARCHAR"), ("unit", "VARCHAR")]
 DEFAULTS = [("shared_buffers", "16384", "8kB"), ("effective_cache_size", "524288", "8kB"), ("work_mem", "4096", "kB"),
             ("maintenance_work_mem", "65536", "kB"), ("max_connections", "100", None), ("checkpoint_completion_target", "0.9", None),
             ("random_page_cost", "4", None), ("max_wal_size", "1024", "MB"), ("autovacuum_vacuum_scale_factor", "0.2", None)]
@@ -47,9 +50,9 @@ DEFAULTS = [("shared_buffers", "16384", "8kB"), ("effective_cache_size", "524288
 
 def advise(tmp_path: Path, settings: list[tuple], memory: int | None) -> dict[str, str]:
     ws = Workspace(tmp_path / "w.duckdb")
-    ws.write_table("settings", SETTING_COLUMNS, settings)
-    ws.write_table("machine", [("memory_bytes", "BIGINT"), ("cpus", "INTEGER"), ("source", "VARCHAR")],
-                   [(memory, 2 if memory else None, "declared" if memory else "unknown")])
+    land_rows(ws, "settings", SettingRow, [SettingRow(name, setting, unit, "default", setting, setting, "user", "string")
+                                           for name, setting, unit in settings])
+    land_rows(ws, "machine", MachineRow, [MachineRow(memory, 2 if memory else None, "declared" if memory else "unknown")])
     ctx = OperatorContext(target=parse_target("postgresql://u@db.example:5432/x"), workspace=ws, settings=Settings(), brief=None,
                           run_dir=tmp_path)
     return {f.object: f.severity.value for f in check_settings(ctx).findings}
@@ -96,10 +99,10 @@ def test_threshold_overrides_are_checked_by_name_type_and_sign():
 def test_only_checkpoints_the_wal_written_could_request_count_against_max_wal_size():
     t = Settings().thresholds
     # Twenty restarts or CHECKPOINT commands on a database that wrote two checkpoints' worth of WAL.
-    restarts = {"timed": 4, "requested": 20, "wal_checkpoints_max": 2}
+    restarts = CheckpointerRow(source="checkpointer", timed=4, requested=20, buffers_written=0, wal_checkpoints_max=2)
     assert wal_checkpoint_share(restarts, t) is None
     # The same counters where the WAL could have requested every one of them.
-    driven = {**restarts, "wal_checkpoints_max": 500}
+    driven = replace(restarts, wal_checkpoints_max=500)
     assert wal_checkpoint_share(driven, t) == pytest.approx(20 / 24)
     # Too few checkpoints to judge, however they were requested.
-    assert wal_checkpoint_share({"timed": 1, "requested": 5, "wal_checkpoints_max": 500}, t) is None
+    assert wal_checkpoint_share(replace(driven, timed=1, requested=5), t) is None

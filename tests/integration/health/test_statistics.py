@@ -1,4 +1,5 @@
-"""statistics_stale against a late statistics flush: rows changed before an ANALYZE, counted after it."""
+"""statistics_stale against a late statistics flush (rows changed before an ANALYZE, counted after it) and against
+a bulk load right after an ANALYZE."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from operators.collect.catalog import collect_settings
 from operators.collect.window import WindowParams, collect_database_stats, collect_table_stats
 from operators.registry import OperatorContext
 from tests.integration.health.clinic import flush_statistics
+from tests.integration.health.conftest import review
 
 SETTLE_SECONDS = 8.0
 
@@ -33,7 +35,7 @@ def analyzed_seconds_ago(conn: psycopg.Connection[Any], table: str) -> float:
 def stale_tables(dsn: str, tmp_path: Path) -> set[str]:
     """The real collectors and check over a real workspace, at once (no window: the analyzes' ages are the subject)."""
     ctx = OperatorContext(target=parse_target(dsn), workspace=Workspace(tmp_path / "w.duckdb"),
-                          settings=Settings(thresholds=Thresholds(stale_min_age_seconds=SETTLE_SECONDS)), brief=None, run_dir=tmp_path)
+                          settings=Settings(thresholds=Thresholds(stale_flush_grace_seconds=SETTLE_SECONDS)), brief=None, run_dir=tmp_path)
     collect_settings(ctx)
     collect_table_stats(ctx, WindowParams(window_seconds=0))
     return {f.object for f in check_vacuum_health(ctx).findings if f.code == "statistics_stale"}
@@ -65,6 +67,26 @@ def test_a_flush_landing_after_analyze_is_not_staleness_but_real_changes_are(pg:
     with psycopg.connect(dsn) as conn:
         assert analyzed_seconds_ago(conn, "loaded") < SETTLE_SECONDS, "the check ran too late to judge the young analyze"
     assert stale == {"public.changed"}
+
+
+def test_a_table_bulk_loaded_right_after_its_analyze_is_stale_in_a_review_seconds_later(pg: EmbeddedPostgres, tmp_path: Path):
+    """Analyzed at 100 rows, loaded to 300 times that: the planner still plans from 100 rows, and a review that starts
+    at once says so, long before the old five-minute wait on young analyzes would have let it."""
+    pg.psql("CREATE DATABASE bulk_loaded;")
+    dsn = pg.dsn("bulk_loaded")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE loaded (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = false);"
+                     " INSERT INTO loaded SELECT g, g FROM generate_series(1, 100) g")
+        flush_statistics(conn)
+        conn.execute("ANALYZE loaded")
+        conn.execute("INSERT INTO loaded SELECT g, g FROM generate_series(101, 30100) g")
+        flush_statistics(conn)
+    report = review(dsn, tmp_path, thresholds=Thresholds(), window=1.0)
+    stale = {f.object: f for f in report.findings if f.code == "statistics_stale"}
+    assert set(stale) == {"public.loaded"}
+    finding = stale["public.loaded"]
+    assert (finding.evidence["reltuples"], finding.evidence["n_live_tup"]) == (100, 30100)
+    assert finding.evidence["analyzed_seconds_ago"] < 60, "the review did not start seconds after the load"
 
 
 def first_readings_done(conn: psycopg.Connection[Any], *marks: str) -> None:
