@@ -44,7 +44,9 @@ class ExpertAction(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class Proposal(BaseModel):
+class CauseProposal(BaseModel):
+    """The arguments of propose_causes: the causes an expert puts forward."""
+
     causes: list[ProposedCause]
 
 
@@ -153,7 +155,7 @@ class Controller:
             if action is not None and action.action in (PROPOSE, REFLECT):
                 try:
                     if action.action == PROPOSE:
-                        proposed = Proposal.model_validate(action.args).causes
+                        proposed = CauseProposal.model_validate(action.args).causes
                         continue
                     reflection = Reflection.model_validate(action.args)
                 except ValidationError as exc:
