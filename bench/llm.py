@@ -25,7 +25,7 @@ from dbcrew.models.report import LlmDiagnosis
 from dbcrew.targets import parse_target
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import Baseline, WindowEvidence
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord, gather
 from prompts import render
@@ -76,7 +76,7 @@ def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int
 def real_window(workdir: Path) -> FactsRecord:
     server = DiagnosisServer.start(workdir)
     try:
-        baseline = Baseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
+        baseline = WindowBaseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
         with injections.injected(server.dsn, [CAUSE]):
             return gather(parse_target(server.dsn), WINDOW_SECONDS, baseline, "insert throughput dropped")
     finally:
