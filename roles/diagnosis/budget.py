@@ -15,7 +15,7 @@ from dbcrew.errors import UsageError
 
 
 @dataclass(frozen=True)
-class Limits:
+class DiagnosisLimits:
     calls: int = 30
     tokens: int = 60_000
     seconds: float = 180.0
@@ -25,7 +25,7 @@ class Limits:
     observation_chars: int = 1_200
 
     @classmethod
-    def from_env(cls) -> Limits:
+    def from_env(cls) -> DiagnosisLimits:
         """DBCREW_LLM_DIAG_CALLS, _TOKENS, _SECONDS, _STEPS, _SAMPLES, _EXPERTS and DBCREW_LLM_OBSERVATION_CHARS
         (0: never cut an observation); UsageError in one line for a value that is not a positive number."""
         default = cls()
@@ -54,7 +54,7 @@ class BudgetExhausted(Exception):
 
 @dataclass
 class Budget:
-    limits: Limits
+    limits: DiagnosisLimits
     calls: int = 0
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
