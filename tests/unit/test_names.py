@@ -1,5 +1,5 @@
-"""Each class name in the product means one thing: a name defined twice (an `Alert` sent to a channel
-and a worker's `Alert`) makes a reader, an import and a grep guess which one is meant."""
+"""Each class name in the product means one thing: a name defined twice (an `Alert` sent to a
+channel and a worker's `Alert`) makes a reader, an import and a grep guess which one is meant."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PRODUCT = PYPROJECT["tool"]["importlinter"]["root_packages"]
 # Defined twice until the tool registry rework (issue 20) makes ask's look-ups registered operators.
 AWAITING_REGISTRY = {"Lookup", "ToolCall"}
 
@@ -28,5 +29,6 @@ def class_definitions() -> dict[str, list[str]]:
 def test_each_class_name_is_defined_once() -> None:
     definitions = class_definitions()
     assert "Report" in definitions, "the walk did not reach the product packages"
-    twice = {name: places for name, places in definitions.items() if len(places) > 1 and name not in AWAITING_REGISTRY}
+    twice = {name: places for name, places in definitions.items()
+             if len(places) > 1 and name not in AWAITING_REGISTRY}
     assert twice == {}, f"class names defined more than once: {twice}"
