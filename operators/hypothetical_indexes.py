@@ -21,6 +21,7 @@ from pglast import ast
 from psycopg import errors
 from psycopg.rows import tuple_row
 
+from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line
 from operators.explain import Unplannable, generic_plan, unplannable
 from operators.predicates import filter_columns
@@ -36,7 +37,7 @@ PLANNABLE = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast
 UNPLANNABLE = (psycopg.ProgrammingError, psycopg.DataError, psycopg.NotSupportedError, errors.QueryCanceled, errors.LockNotAvailable)
 
 
-class HypopgMissing(LookupError):
+class HypopgMissing(DbcrewError, LookupError):
     """The target database has no hypopg extension: the caller falls back to the heuristic."""
 
 

@@ -14,6 +14,7 @@ import re
 import apprise
 from pydantic import BaseModel
 
+from dbcrew.errors import DbcrewError
 from dbcrew.models import Report
 from dbcrew.models.report import HistoryItem
 
@@ -22,7 +23,7 @@ _CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNO
 _PASSWORD_PARAM = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
 
 
-class AlertNotDelivered(RuntimeError):
+class AlertNotDelivered(DbcrewError, RuntimeError):
     """Apprise could not deliver to every URL (the review itself is not affected)."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import psycopg
 
+from dbcrew.errors import DbcrewError
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
 from dbcrew.store.store import Store
@@ -35,7 +36,7 @@ def store_url() -> str:
     return os.environ.get(STORE_ENV) or os.environ.get(LEGACY_MEMORY_ENV) or str(default_store_path())
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(DbcrewError, RuntimeError):
     """The store cannot be opened (unreachable, refused, locked, not writable); the message holds no password."""
 
 

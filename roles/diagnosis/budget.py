@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from dbcrew.errors import UsageError
+from dbcrew.errors import DbcrewError, UsageError
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class DiagnosisLimits:
         return cls(**{**default.__dict__, **values})
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(DbcrewError):
     """A limit of the diagnosis ran out; its message names which."""
 
 
