@@ -25,8 +25,9 @@ from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from operators.diagnose.sampler import sample_window
-from roles.crew import PlainPhases, RunContext
-from roles.review import review
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review
 
 SIGMA = 0.1
 MAX_CAUSES = 4

@@ -32,8 +32,9 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, revoking, role_setting, terminating
 from lab.shop import DemoShop
-from roles.crew import PlainPhases, RunContext
-from roles.review import review
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review
 
 WINDOW = 3.0
 LONG_WINDOW = 12.0  # sessions ended every 2 s and 5 s: several kills land inside the window

@@ -36,8 +36,9 @@ from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import REGISTRY, equivalents
-from roles.crew import PlainPhases, RunContext
-from roles.review import review
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)

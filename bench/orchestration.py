@@ -14,15 +14,16 @@ from pathlib import Path
 from lab.shop import DemoShop
 from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Settings
+from dbcrew.models.request import ReviewRequest
 from dbcrew.targets import parse_target
 
 WINDOW = 10.0
 
 
 def main() -> None:
-    from flows.review import health_review
-    from roles.crew import PlainPhases, RunContext
-    from roles.review import review
+    from flows.phases import PlainPhases
+    from flows.review import health_review, review
+    from roles.crew import RunContext
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
     pg = EmbeddedPostgres(work / "pgdata").start()
@@ -35,11 +36,11 @@ def main() -> None:
         target = parse_target(pg.dsn("shop"))
 
         started = time.perf_counter()
-        health_review(target=pg.dsn("shop"), window=WINDOW, out=str(work / "warmup"))  # cold server start
+        health_review(ReviewRequest(target=target, settings=Settings(window_seconds=WINDOW), out=work / "warmup"))  # cold server start
         cold = time.perf_counter() - started
 
         started = time.perf_counter()
-        health_review(target=pg.dsn("shop"), window=WINDOW, out=str(work / "prefect"))
+        health_review(ReviewRequest(target=target, settings=Settings(window_seconds=WINDOW), out=work / "prefect"))
         with_prefect = time.perf_counter() - started
 
         started = time.perf_counter()

@@ -39,8 +39,9 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from roles.crew import PlainPhases, RunContext
-    from roles.review import review
+    from roles.crew import RunContext
+    from flows.phases import PlainPhases
+    from flows.review import review
 
     started = time.perf_counter()
     run = RunContext(target=parse_target(dsn), settings=Settings(window_seconds=WINDOW), out_dir=Path(out))

@@ -19,21 +19,22 @@ from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
 from cli.reviewing import prefect_env, prepare_review, start_review
+from dbcrew.models import Report
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Ablations
 from cli.server import server
 from dbcrew.errors import UsageError
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
 from dbcrew.targets.postgres import first_line
+from roles.reporter import report_path
 from dbcrew.vocabulary import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A crew of agents that reviews PostgreSQL databases.")
 
-def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
-                   switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
-                   baseline: Path | None = None, thresholds: list[str] | None = None) -> Path:
-    """Validate input, check the target answers, then run the review flows with a progress bar."""
-    request = prepare_review(url, window, out_dir, brain, faults, switches, scenario, alert, baseline, thresholds)
+def run_cli_review(request: ReviewRequest, url: str) -> Report:
+    """Run the review flows of a prepared request with a progress bar; `url` is what the user typed."""
     if redact(url) != url:
         fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
              " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
@@ -41,6 +42,7 @@ def run_cli_review(url: str, window: float, out_dir: Path | None, brain: str | N
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 
+    assert request.target is not None  # prepare_review parsed it
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {request.target.display}", total=None)
@@ -74,10 +76,11 @@ def review(
         help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300")] = [],  # noqa: B006
 ) -> None:
     """Review a database's health and write a report."""
-    switches = {"monitor": not no_monitor, "reflection": not no_reflection, "gap_narrow": not no_gap_narrow,
-                "memory": not no_memory}
-    path = run_cli_review(target, window, out_dir, brain, inject_fault, switches, thresholds=threshold)
-    print_summary(path)
+    ablations = Ablations(monitor=not no_monitor, reflection=not no_reflection, gap_narrow=not no_gap_narrow,
+                          memory=not no_memory)
+    request = prepare_review(target, window=window, out_dir=out_dir, brain=brain, faults=inject_fault,
+                             ablations=ablations, thresholds=threshold)
+    print_summary(run_cli_review(request, target), request)
 
 
 @app.command()
@@ -90,8 +93,9 @@ def diagnose(
     brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now."""
-    path = run_cli_review(target, window, out_dir, brain, [], scenario=Scenario.DIAGNOSE, alert=alert, baseline=baseline)
-    print_diagnosis(path)
+    request = prepare_review(target, window=window, out_dir=out_dir, brain=brain, scenario=Scenario.DIAGNOSE,
+                             alert=alert, baseline=baseline)
+    print_diagnosis(run_cli_review(request, target), request)
 
 
 @app.command()
@@ -135,20 +139,19 @@ def extract_knowledge(
     show(line(f"{len(chunks)} chunks: {write_chunks(chunks, out)}"))
 
 
-def print_diagnosis(path: Path) -> None:
-    from dbcrew.models import Report
+def report_file(request: ReviewRequest) -> Path:
+    assert request.out is not None  # prepare_review chose the folder
+    return report_path(request.out)
 
-    report = Report.model_validate_json(path.read_text())
+
+def print_diagnosis(report: Report, request: ReviewRequest) -> None:
     show(line((report.target.display, "bold"), f": {report.diagnosis.title if report.diagnosis else report.summary}"))
     for cause in report.root_causes:
         show(line(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}"))
-    show(line(f"report: {path}"))
+    show(line(f"report: {report_file(request)}"))
 
 
-def print_summary(path: Path) -> None:
-    from dbcrew.models import Report
-
-    report = Report.model_validate_json(path.read_text())
+def print_summary(report: Report, request: ReviewRequest) -> None:
     problems = [f for f in report.findings if f.is_problem]
     show(line((report.target.display, "bold"), f": {report.summary}"))
     for finding in problems[:10]:
@@ -156,7 +159,7 @@ def print_summary(path: Path) -> None:
         show(line("  ", (f"{severity:8}", SEVERITY_STYLES[severity]), f" {finding.code:26} {finding.object}"))
     if len(problems) > 10:
         show(line(f"  ... and {len(problems) - 10} more"))
-    show(line(f"report: {path}"))
+    show(line(f"report: {report_file(request)}"))
 
 
 @app.command()
@@ -167,7 +170,13 @@ def demo(
     """Start an embedded PostgreSQL, plant problems in a shop database, review it."""
     from cli.demo import run_demo
 
-    missed = run_demo(workdir, window, lambda url, out_dir: run_cli_review(url, window, out_dir, "rules", []), print_summary)
+    def review_demo(url: str, out_dir: Path) -> Report:
+        request = prepare_review(url, window=window, out_dir=out_dir, brain="rules")
+        report = run_cli_review(request, url)
+        print_summary(report, request)
+        return report
+
+    missed = run_demo(workdir, review_demo)
     if missed:
         raise typer.Exit(code=1)
 

@@ -20,10 +20,12 @@ def ask(
     brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
 ) -> None:
     """Ask the crew a question: about PostgreSQL, about databases, or about the target's own state."""
+    from cli.reviewing import prefect_env
     from flows.ask import answer_question
 
     if not question.strip():
         raise UsageError("the question is empty")
+    prefect_env()  # an analysis question runs a review: through a running server when there is one
     try:
         answer = answer_question(question, target, docs, brain)
     except FileNotFoundError as exc:

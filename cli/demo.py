@@ -16,8 +16,8 @@ from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
 
 
-def run_demo(workdir: Path, window: float, review: Callable[[str, Path], Path], summarize: Callable[[Path], None]) -> list[tuple[str, str]]:
-    """Returns the planted problems the review missed ([] is success)."""
+def run_demo(workdir: Path, review: Callable[[str, Path], Report]) -> list[tuple[str, str]]:
+    """Plant, review (`review` runs and prints it), compare; returns the planted problems missed ([] is success)."""
     workdir = workdir.resolve()
     datadir = workdir / "pgdata"
     if datadir.exists():
@@ -33,9 +33,7 @@ def run_demo(workdir: Path, window: float, review: Callable[[str, Path], Path], 
         shop.run_workload(8.0)
         shop.start_background_workload()
         shop.wait_until_idle_long_enough()
-        path = review(pg.dsn("shop"), workdir / "report")
-        summarize(path)
-        report = Report.model_validate_json(path.read_text())
+        report = review(pg.dsn("shop"), workdir / "report")
         found = {(f.code, f.object) for f in report.findings}
         table = Table(title="planted problems")
         table.add_column("code")
@@ -47,7 +45,7 @@ def run_demo(workdir: Path, window: float, review: Callable[[str, Path], Path], 
         unplanted = [f for f in report.findings if f.is_problem and (f.code, f.object) not in shop.expected]
         for finding in unplanted:
             show(line(("not planted:", "yellow"), f" {finding.severity.value} {finding.code} {finding.object}"))
-        show(line(f"open {path.parent / 'report.html'}"))
+        show(line(f"open {workdir / 'report' / 'report.html'}"))
         return sorted(shop.expected - found)
     finally:
         if shop is not None:

@@ -30,7 +30,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from cli.history import find_target
-from cli.reviewing import prepare_review, start_review
+from cli.reviewing import prefect_env, prepare_review, start_review
 from dbcrew.errors import UsageError
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer
@@ -100,9 +100,9 @@ def run_review(url: str, window: float, limits: Limits, scenario: Scenario, aler
     """The CLI's review path: the same checks, the same flow; the report as report.json has it."""
     tool_target(url)
     check_window(window, limits)
-    request = prepare_review(url, window, None, limits.brain, [], scenario=scenario, alert=alert,
+    request = prepare_review(url, window=window, out_dir=None, brain=limits.brain, scenario=scenario, alert=alert,
                              thresholds=[f"{name}={value}" for name, value in (thresholds or {}).items()])
-    return Report.model_validate_json(start_review(request).read_text())
+    return start_review(request)
 
 
 def answer(question: str, url: str | None, limits: Limits) -> Answer:
@@ -113,6 +113,7 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
         raise UsageError("the question is empty")
     if url is not None:
         tool_target(url)
+    prefect_env()  # an analysis question runs a review flow
     try:
         # An analysis request runs a review: its window stays within --max-window like a review tool call's.
         window = min(Settings().window_seconds, limits.max_window)

@@ -1,7 +1,7 @@
 """One review request, checked the same way whichever way it comes in (the command line, the MCP server).
 
-`prepare_review` turns what a user typed into a `ReviewRequest` or raises UsageError (one line, no
-secret): a window that is not a finite number, a baseline that is not one, an unknown fault
+`prepare_review` turns what a user typed into the one `ReviewRequest` (dbcrew/models/request.py)
+or raises UsageError (one line, no secret): a window that is not a finite number, a baseline that is not one, an unknown fault
 operator or brain, an `--out` that cannot take a report, a target that does not answer. Only then
 does `start_review` run the health_review flow, so bad input never starts Prefect.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -19,8 +19,10 @@ from cli.outdir import prepare_out
 from cli.server import DEFAULT_PORT, api_url, healthy
 from dbcrew.errors import UsageError
 from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import parse_overrides
-from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.models import Report
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Ablations, Settings, Thresholds, parse_overrides
+from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 
@@ -46,26 +48,10 @@ def default_out(dbname: str) -> Path:
     return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-@dataclass
-class ReviewRequest:
-    """A review whose input has been checked: the parsed target (password private), the run's options."""
-
-    target: PostgresTarget
-    window: float
-    out_dir: Path
-    brain: str
-    scenario: Scenario = Scenario.HEALTH
-    faults: list[FaultSpec] = field(default_factory=list)
-    alert: str = ""
-    baseline: Path | None = None
-    thresholds: dict[str, float] = field(default_factory=dict)
-    switches: dict[str, bool] = field(default_factory=dict)
-
-
-def prepare_review(url: str, window: float, out_dir: Path | None, brain: str | None, faults: list[str],
-                   switches: dict[str, bool] | None = None, scenario: Scenario = Scenario.HEALTH, alert: str = "",
-                   baseline: Path | None = None, thresholds: list[str] | None = None) -> ReviewRequest:
-    """Validate input and check the target answers; UsageError otherwise."""
+def prepare_review(url: str, *, window: float, out_dir: Path | None, brain: str | None,
+                   scenario: Scenario = Scenario.HEALTH, faults: Sequence[str] = (), ablations: Ablations | None = None,
+                   alert: str = "", baseline: Path | None = None, thresholds: Sequence[str] = ()) -> ReviewRequest:
+    """The review request of what a user typed, once its input is valid and the target answers; UsageError otherwise."""
     if not math.isfinite(window) or window < 0:
         raise UsageError("--window must be a finite number of seconds, zero or more")
     if scenario is Scenario.DIAGNOSE and window < 1:
@@ -75,7 +61,7 @@ def prepare_review(url: str, window: float, out_dir: Path | None, brain: str | N
     target = parse_target(url)
     try:
         fault_specs = [FaultSpec.parse(f) for f in faults]
-        overrides = parse_overrides(thresholds or [])
+        overrides = parse_overrides(list(thresholds))
     except ValueError as exc:
         raise UsageError(first_line(exc)) from None
     _check_fault_operators(fault_specs)
@@ -83,24 +69,21 @@ def prepare_review(url: str, window: float, out_dir: Path | None, brain: str | N
     report_dir = prepare_out(out_dir or default_out(target.dbname))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
-    return ReviewRequest(target=target, window=window, out_dir=report_dir, brain=chosen, scenario=scenario,
-                         faults=fault_specs, alert=alert, baseline=baseline, thresholds=overrides,
-                         switches=switches or {})
+    settings = Settings(window_seconds=window, ablations=ablations or Ablations(), alert=alert,
+                        baseline_path=str(baseline.resolve()) if baseline else None, thresholds=Thresholds(**overrides))
+    return ReviewRequest(target=target, scenario=scenario, brain=chosen, settings=settings, faults=fault_specs,
+                         out=report_dir)
 
 
-def start_review(request: ReviewRequest) -> Path:
-    """Run the health_review flow (through the Prefect server prefect_env finds, or an ephemeral one); report.json's path."""
+def start_review(request: ReviewRequest) -> Report:
+    """Run the health_review flow (through the Prefect server prefect_env finds, or an ephemeral one)."""
     prefect_env()
     from flows.heartbeats import without_heartbeats
     from flows.review import health_review
 
-    # The flow gets the parsed target: its password is private, so no flow parameter carries it.
+    # The request holds the parsed target: its password is private, so no flow parameter carries it.
     with without_heartbeats():  # the run lives and ends in this process (flows/heartbeats.py)
-        return Path(health_review(target=request.target, window=request.window, out=str(request.out_dir),
-                                  brain=request.brain, faults=request.faults, scenario=request.scenario,
-                                  alert=request.alert,
-                                  baseline=str(request.baseline.resolve()) if request.baseline else None,
-                                  thresholds=request.thresholds, **request.switches))
+        return health_review(request)
 
 
 def _check_brain(brain: str | None) -> str:

@@ -20,10 +20,11 @@ from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dbcrew.errors import TargetError, UsageError
-from dbcrew.settings import Thresholds
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import SCHEMES
-from dbcrew.vocabulary import Scenario
+from dbcrew.vocabulary import BrainName, Scenario
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 
@@ -60,6 +61,12 @@ class TargetEntry(_Strict):
     window: float = Field(10.0, ge=1.0, description="seconds the review samples activity and counters")
     thresholds: dict[str, float] = Field(default_factory=dict, description="names of dbcrew.settings.Thresholds")
     alerts: list[str] = Field(default_factory=list, description="Apprise URLs told about new problems and failed runs")
+
+    def request(self, scenario: Scenario | None = None, brain: BrainName = "rules", window: float | None = None,
+                alert: str = "") -> ReviewRequest:
+        """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's)."""
+        settings = Settings(window_seconds=window or self.window, alert=alert, thresholds=Thresholds(**self.thresholds))
+        return ReviewRequest(target=self.url, scenario=scenario or self.scenario, brain=brain, settings=settings)
 
     @field_validator("url")
     @classmethod

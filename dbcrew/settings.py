@@ -183,7 +183,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    window_seconds: float = 10.0
+    window_seconds: float = Field(10.0, ge=0, description="seconds to sample activity and counters")
     activity_samples: int = 5
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000

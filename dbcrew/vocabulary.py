@@ -10,6 +10,7 @@ with finding-codes.md.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 
 class Scenario(StrEnum):
@@ -17,6 +18,9 @@ class Scenario(StrEnum):
 
     HEALTH = "health"  # the periodic health review
     DIAGNOSE = "diagnose"  # root causes of a performance anomaly happening now
+
+
+BrainName = Literal["rules", "openai"]  # a dropdown in the Prefect UI's run form
 
 
 class Category(StrEnum):

@@ -1,9 +1,12 @@
-"""The three phases as Prefect flows: initialize, execute, replan. Each is a thin shell over roles/."""
+"""The three phases, initialize, execute and replan, two ways: as Prefect flows (`PrefectPhases`, what a
+review run uses) and as plain calls of the same roles/ steps (`PlainPhases`: tests and benchmarks that
+measure the crew without Prefect). flows/review.py's loop takes either."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import Protocol
 
 from prefect import Flow, flow
 from prefect.futures import wait
@@ -14,7 +17,7 @@ from flows.artifacts import post_edits, post_strategy
 from flows.heartbeats import without_heartbeats
 from flows.runner import Bundle, PrefectRunner
 from roles import crew
-from roles.crew import Initialized, ReplanOutcome, RunContext
+from roles.crew import Initialized, ReplanOutcome, RunContext, execute_plain, replan_phase
 from roles.faults import FaultInjector
 from roles.execution import ExecutionResult, ExecutionState, execute
 
@@ -49,8 +52,24 @@ def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutc
     return outcome
 
 
+class Phases(Protocol):
+    def initialize(self, run: RunContext) -> Initialized: ...
+
+    def execute(self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult: ...
+
+    def replan(self, run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome: ...
+
+
+class PlainPhases:
+    """The phases as plain calls: no flow runs, no artifacts."""
+
+    initialize = staticmethod(crew.initialize)
+    execute = staticmethod(execute_plain)
+    replan = staticmethod(replan_phase)
+
+
 class PrefectPhases:
-    """The phases as flows, for `roles.review.review`."""
+    """The phases as flows: each a subflow run of the review's flow run, with its artifacts."""
 
     @staticmethod
     def initialize(run: RunContext) -> Initialized:

@@ -1,9 +1,10 @@
-"""health_review: the flow a schedule, the Prefect UI or the CLI starts.
+"""health_review: the flow a schedule, the Prefect UI, the CLI, MCP and `ask` start, and the one review path.
 
-Parameters carry no secret: `target` is a password-free URL (the password comes from the
-environment, ~/.pgpass, or the Prefect Secret block named by `target_secret`), or, when the flow
-is called in process (the CLI), a parsed target whose password is a private attribute that
-Prefect's parameter encoding leaves out.
+It takes a `ReviewRequest` (dbcrew/models/request.py, the options declared once) and returns the
+`Report`. Parameters carry no secret: the request's target is a password-free URL on the server
+(the password comes from the worker's environment, ~/.pgpass, or the Prefect Secret block named by
+`target_secret`); called in process (the CLI), it is the parsed target, whose password is a private
+attribute that Prefect's parameter encoding leaves out.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from pathlib import Path
 from prefect import flow
 
 from dbcrew.models import Report
-from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Ablations, Settings, Thresholds, reports_retention_days, reports_root
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.vocabulary import Scenario
+from dbcrew.workspace import release
 from flows.artifacts import post_report
-from flows.phases import PrefectPhases
-from roles.crew import RunContext
-from roles.reporter import prune_reports, report_path
-from roles.review import review
+from flows.phases import Phases, PrefectPhases
+from roles.crew import PhaseLog, ReviewResult, RunContext, remember
+from roles.history import reviewed
+from roles.reporter import build_report, prune_reports, write_report
 
 
 def run_link() -> str:
@@ -32,66 +33,56 @@ def run_link() -> str:
     return str(flow_run.ui_url) if PREFECT_UI_URL.value() and flow_run.id else ""
 
 
-def resolve_target(target: str | PostgresTarget | None, target_secret: str | None) -> PostgresTarget:
-    if target_secret:
+def resolve_target(request: ReviewRequest) -> PostgresTarget:
+    """The request's target: its parsed URL, or the URL held by the Prefect Secret block it names."""
+    if request.target_secret:
         from prefect.blocks.system import Secret
 
-        return parse_target(str(Secret.load(target_secret).get()))
-    if isinstance(target, PostgresTarget):
-        return target
-    if not target:
-        raise ValueError("give either target or target_secret")
-    return parse_target(target)
+        return parse_target(str(Secret.load(request.target_secret).get()))
+    assert request.target is not None  # ReviewRequest holds one of the two
+    return request.target
 
 
-@flow(name="health_review", flow_run_name="{scenario}-review", validate_parameters=True)
-def health_review(
-    target: str | PostgresTarget | None = None,
-    target_secret: str | None = None,
-    scenario: Scenario = Scenario.HEALTH,
-    window: float = 10.0,
-    brain: str = "rules",
-    out: str | None = None,
-    faults: list[FaultSpec] | None = None,
-    monitor: bool = True,
-    reflection: bool = True,
-    gap_narrow: bool = True,
-    memory: bool = True,
-    alert: str = "",
-    baseline: str | None = None,
-    thresholds: dict[str, float] | None = None,
-) -> str:
-    """Review one PostgreSQL database; returns the path of report.json (under reports/<run id> by default).
-
-    `monitor`, `reflection`, `gap_narrow` and `memory` switch recovery features off, to measure them.
-    scenario="diagnose" diagnoses a performance anomaly: `alert` is the alert text (data, never
-    instructions), `baseline` the path of a window recorded in a quiet period (`dbcrew baseline`).
-    `thresholds` overrides health-check thresholds for this run (names of dbcrew.settings.Thresholds).
-    """
-    parsed = resolve_target(target, target_secret)
-    ablations = Ablations(monitor=monitor, reflection=reflection, gap_narrow=gap_narrow, memory=memory)
-    settings = Settings(window_seconds=window, ablations=ablations, alert=alert, baseline_path=baseline,
-                        thresholds=Thresholds(**(thresholds or {})))
-    run = RunContext(target=parsed, scenario=scenario, settings=settings, out_dir=Path(out or "."),
-                     brain=brain, faults=faults or [])
-    if out:
-        review_with(run)
-    else:
-        review_in_reports(run)
-    return str(report_path(run.out_dir))
+@flow(name="health_review", flow_run_name="{request.scenario}-review", validate_parameters=True)
+def health_review(request: ReviewRequest) -> Report:
+    """Review (or diagnose) one PostgreSQL database as `request` says; the Report, written into `request.out`
+    (reports/<run id> when empty, pruned by age there), recorded in the target's history, posted as artifacts."""
+    return conduct(RunContext.of(request, resolve_target(request), request.out or Path("."), link=run_link()))
 
 
-def review_in_reports(run: RunContext) -> Report:
-    """Review into reports_root()/<run id>, then drop the reports past their retention on this disk."""
-    run.out_dir = reports_root() / run.run_id
-    report = review_with(run)
-    prune_reports(reports_root(), reports_retention_days())
-    return report
-
-
-def review_with(run: RunContext) -> Report:
-    """Review (recorded in the target's history, the shared store) and post the report as artifacts."""
-    run.link = run.link or run_link()
+def conduct(run: RunContext) -> Report:
+    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>,
+    then drop the reports past their retention on this disk."""
+    in_reports = run.out is None
+    if in_reports:
+        run.out_dir = reports_root() / run.run_id
     report = review(run, PrefectPhases)
     post_report(run, report)
+    if in_reports:
+        prune_reports(reports_root(), reports_retention_days())
     return report
+
+
+def review(run: RunContext, phases: Phases) -> Report:
+    """Run the phases, build the report with the run's brain, record it in the target's history (the shared
+    store: a review that raises is recorded as failed), write report.json/md/html into `run.out_dir`.
+    The run's workspace connection closes then: the report and the workspace file are what remains."""
+    try:
+        report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))
+        write_report(report, run.out_dir)
+    finally:
+        release(run.workspace_path)
+    return report
+
+
+def run_phases(run: RunContext, phases: Phases) -> ReviewResult:
+    """initialize -> execute -> (re-plan -> execute)*, at most `max_replans` re-plans; then remember."""
+    init = phases.initialize(run)
+    log = PhaseLog(run, init)
+    result = log.executed(phases.execute(run, init.brief, init.strategy, log.first_state()))
+    while log.replan_due(result):
+        outcome = phases.replan(run, init.brief, result)
+        result = log.executed(phases.execute(run, init.brief, outcome.strategy, log.next_state(result, outcome)))
+    concluded = log.concluded(result)
+    remember(run, concluded)
+    return concluded

@@ -22,16 +22,13 @@ from pydantic import Field
 from dbcrew.errors import TargetError, UsageError
 from dbcrew.models import Report
 from dbcrew.inventory import Inventory, PasswordFromEnv, PasswordFromSecret, TargetEntry, parse_inventory
-from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.vocabulary import Scenario
+from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
-from flows.review import review_in_reports, run_link
-from roles.brains import BrainName
+from flows.review import conduct, run_link
 from roles.alerts import AlertNotDelivered, notify
 from roles.crew import RunContext
 from roles.history import failed_report
-from roles.reporter import report_path
 
 INVENTORY_BLOCK = "fleet"
 ON_DEMAND = "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
@@ -97,25 +94,24 @@ def review_target(
         "rules", description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for"),
     window: float | None = Field(None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"),
     alert: str = Field("", description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'"),
-) -> str:
+) -> Report:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
     Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
     tokens) about new problems, or that the run failed.
     """
     entry = published_inventory().get(target)
-    settings = Settings(window_seconds=window or entry.window, alert=alert, thresholds=Thresholds(**entry.thresholds))
-    run = RunContext(target=parse_target(entry.url), scenario=Scenario(scenario or entry.scenario), settings=settings,
-                     out_dir=Path("."), brain=brain, link=run_link())
+    request = entry.request(scenario, brain, window, alert)
+    run = RunContext.of(request, parse_target(entry.url), Path("."), link=run_link())
     try:
         run.target = connect_entry(entry)  # the same target, with its password from the entry's source
         with concurrency(target_limit(entry.name), occupy=1):
-            report = review_in_reports(run)
+            report = conduct(run)
     except Exception as exc:
         tell(run, entry, failed_report(run, exc))
         raise
     tell(run, entry, report)
-    return str(report_path(run.out_dir))
+    return report
 
 
 def tell(run: RunContext, entry: TargetEntry, report: Report) -> None:

@@ -24,7 +24,9 @@ import pydantic
 from dbcrew.errors import TargetError
 from dbcrew.llm.base import Brain, BrainError
 from dbcrew.llm.client import LlmClient
+from dbcrew.models import Report
 from dbcrew.models.answer import Answer, Citation, ToolCall
+from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
@@ -37,6 +39,12 @@ from roles.brains.openai import OpenAIBrain
 from roles.instance import MissingSlot, fill_slots, invocation
 from roles.routing import router, write_request
 
+ANALYSES = {
+    Scenario.DIAGNOSE: "a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that"
+                       " sample the database now, cross-review their root causes and rank them",
+    Scenario.HEALTH: "a health review: the planner forms a team (extractor, tasker, painter) that collects statistics,"
+                     " runs every health check and draws the activity charts",
+}
 OBSERVATION_LIMIT = 600
 CITED_PASSAGES = 3
 MAX_LISTED_FINDINGS = 5
@@ -148,28 +156,28 @@ def _kept(tool: ToolCall, whole: dict[str, object], workspace: Workspace | None)
 
 
 def _analysis(question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None) -> Answer:
-    """Without a target, the review to run; with one, that review run through the one review path (the
-    planner's team, the painter's charts), its summary and worst findings as the answer."""
+    """Without a target, the review to run; with one, that review as a request (flows/ask.py runs it through the
+    one review path: the planner's team, the painter's charts) and `answered_by_review` answers from its report."""
     diagnose = bool(DIAGNOSE_WORDS.search(question))
     scenario = Scenario.DIAGNOSE if diagnose else Scenario.HEALTH
-    what = ("a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that sample "
-            "the database now, cross-review their root causes and rank them") if diagnose else \
-           ("a health review: the planner forms a team (extractor, tasker, painter) that collects statistics, runs "
-            "every health check and draws the activity charts")
     command = "diagnose" if diagnose else "review"
     if target is None:
-        return Answer(route=Route.ANALYSIS, brain=brain_name, answer=f"This needs {what}. Run: dbcrew {command} TARGET")
-    from roles.crew import PlainPhases, RunContext  # the review machinery loads only when a review runs
-    from roles.review import review
-
+        return Answer(route=Route.ANALYSIS, brain=brain_name,
+                      answer=f"This needs {ANALYSES[scenario]}. Run: dbcrew {command} TARGET")
     chosen = (settings or Settings()).model_copy(update={"alert": question} if diagnose else {})
-    run = RunContext(target=target, scenario=scenario, settings=chosen, brain=brain_name.partition(" ")[0],
-                     out_dir=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}")
-    report = review(run, PlainPhases)
+    request = ReviewRequest(target=target, scenario=scenario, settings=chosen, brain=brain_name.partition(" ")[0],
+                            out=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}")
+    return Answer(route=Route.ANALYSIS, brain=brain_name, answer=f"This needs {ANALYSES[scenario]}.", review=request)
+
+
+def answered_by_review(answer: Answer, report: Report) -> Answer:
+    """The analysis answer once its review ran: the summary, the worst findings and where the report is."""
+    request = answer.review
+    assert request is not None and request.out is not None  # _analysis made it
     problems = sorted((f for f in report.findings if f.is_problem), key=lambda f: f.severity.rank)
     worst = "; ".join(f"{f.severity.value} {f.code} on {f.object}" for f in problems[:MAX_LISTED_FINDINGS])
-    text = (f"Ran {what}. {report.summary}".strip() + (f"\nWorst findings: {worst}." if worst else "") +
-            f"\nReport: {run.out_dir / 'report.html'}" + (f" (charts: {', '.join(report.charts)})" if report.charts else ""))
-    tool = ToolCall(operator=f"{scenario.value}_review", params={"window_seconds": chosen.window_seconds},
-                    observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {run.out_dir}")
-    return Answer(route=Route.ANALYSIS, answer=text, tools=[tool], brain=report.brain)
+    text = (f"Ran {ANALYSES[request.scenario]}. {report.summary}".strip() + (f"\nWorst findings: {worst}." if worst else "") +
+            f"\nReport: {request.out / 'report.html'}" + (f" (charts: {', '.join(report.charts)})" if report.charts else ""))
+    tool = ToolCall(operator=f"{request.scenario.value}_review", params={"window_seconds": request.settings.window_seconds},
+                    observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {request.out}")
+    return answer.model_copy(update={"answer": text, "tools": [tool], "brain": report.brain, "review": None})

@@ -1,8 +1,7 @@
-"""The phases of one review and their loop: initialize -> execute -> (re-plan -> execute)*.
+"""The steps of one review's phases: initialize, execute, re-plan, remember, and the book kept of them.
 
-`run_phases` owns the loop; the phases it calls come from a `PhaseRunner`, so the same loop runs
-under Prefect (flows/) or directly (tests, the benchmark's baseline). roles/review.py turns its
-result into the report.
+The loop that sequences them, initialize -> execute -> (re-plan -> execute)*, is flows/review.py's;
+these steps call nothing above them, so the same steps run as Prefect flows or as plain calls.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -19,13 +17,12 @@ from dbcrew import stopping
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
-from dbcrew.models.faults import FaultSpec
+from dbcrew.models.request import ReviewRequest, TargetURL
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, Phases, SkipKind
-from dbcrew.settings import Settings
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
-from dbcrew.vocabulary import Scenario, TaskStatus
+from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from operators.collect import probe
@@ -42,25 +39,28 @@ from roles.execution import ExecutionResult, ExecutionState, FutureRunner, execu
 from roles.worker import TaskOutcome, await_target, perform
 
 
-class RunContext(BaseModel):
-    """Everything a phase needs; its serialized form is password-free (it is a flow parameter).
+class RunContext(ReviewRequest):
+    """A request being run: its options (ReviewRequest's, declared there once) and what the run adds.
 
-    Two things travel only in process, as private attributes pydantic never dumps: the target's
-    password (inside `target`) and the run's one brain (`shared_brain`). Prefect hands a
-    subflow's parameters over by reference and keeps private attributes when it rebuilds a
-    model, so every phase of the run, Prefect subflow or plain call, asks the same brain.
+    Its serialized form is password-free (it is a flow parameter). Two things travel only in
+    process, as private attributes pydantic never dumps: the target's password (inside `target`)
+    and the run's one brain (`shared_brain`). Prefect hands a subflow's parameters over by
+    reference and keeps private attributes when it rebuilds a model, so every phase of the run,
+    Prefect subflow or plain call, asks the same brain.
     """
 
+    target: TargetURL
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    target: PostgresTarget
-    scenario: Scenario = Scenario.HEALTH
-    settings: Settings = Field(default_factory=Settings)
     out_dir: Path
-    brain: str = "rules"
     link: str = Field("", description="where to see the run: the Prefect UI page of its flow run, when known")
-    faults: list[FaultSpec] = Field(default_factory=list)
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     _brain: Brain | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of(cls, request: ReviewRequest, target: PostgresTarget, out_dir: Path, link: str = "") -> RunContext:
+        """The run of `request` on `target` (resolved from its URL or secret), writing into `out_dir`."""
+        options = {name: getattr(request, name) for name in ReviewRequest.model_fields}  # by reference: the password stays
+        return cls.model_validate({**options, "target": target, "target_secret": None, "out_dir": out_dir, "link": link})
 
     @property
     def shared_brain(self) -> Brain:
@@ -179,20 +179,6 @@ def execute_plain(run: RunContext, brief: Brief, strategy: Strategy, state: Exec
         return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor())
 
 
-class PhaseRunner(Protocol):
-    def initialize(self, run: RunContext) -> Initialized: ...
-
-    def execute(self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult: ...
-
-    def replan(self, run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome: ...
-
-
-class PlainPhases:
-    initialize = staticmethod(initialize)
-    execute = staticmethod(execute_plain)
-    replan = staticmethod(replan_phase)
-
-
 class ReviewResult(BaseModel):
     """What the phases produced; the report is built from it and the run's brain."""
 
@@ -205,46 +191,67 @@ class ReviewResult(BaseModel):
     partial_reason: str = ""
 
 
-def run_phases(run: RunContext, phases: PhaseRunner) -> ReviewResult:
-    """initialize -> execute -> (re-plan -> execute)* with at most `max_replans` re-plans, then remember."""
-    init = phases.initialize(run)
-    result = phases.execute(run, init.brief, init.strategy, ExecutionState(may_replan=run.settings.max_replans > 0))
-    edits = [*init.edits, *result.state.edits]
-    rejected: list[str] = []
-    replans = regenerations = 0
-    while result.replan_for is not None and replans < run.settings.max_replans and not stopping.requested():
-        replans += 1
-        outcome = phases.replan(run, init.brief, result)
-        edits += outcome.edits
-        rejected += outcome.rejected
-        regenerations += outcome.regenerations
+class PhaseLog:
+    """The book of one review's phases, kept as flows/review.py's loop runs them: the edits made and refused,
+    the re-plans and their budget, the tasks a re-plan kept. `concluded` turns it into the ReviewResult."""
+
+    def __init__(self, run: RunContext, init: Initialized):
+        self.run = run
+        self.init = init
+        self.edits: list[PlanEdit] = list(init.edits)
+        self.rejected: list[str] = []
+        self.replans = self.regenerations = 0
+        self._kept_done = 0  # completed tasks the last re-plan kept: reused, not run again
+        self._instructed = 0  # monitor edits recorded before the last execution
+
+    def first_state(self) -> ExecutionState:
+        return ExecutionState(may_replan=self.run.settings.max_replans > 0)
+
+    def executed(self, result: ExecutionResult) -> ExecutionResult:
+        """Record what an execution did: its monitor edits, the kept tasks it reused."""
+        result.state.reused += self._kept_done
+        self.edits += result.state.edits[self._instructed:]
+        return result
+
+    def replan_due(self, result: ExecutionResult) -> bool:
+        """A task needs a re-plan, the budget allows one, and no stop was asked for."""
+        return (result.replan_for is not None and self.replans < self.run.settings.max_replans
+                and not stopping.requested())
+
+    def next_state(self, result: ExecutionResult, outcome: ReplanOutcome) -> ExecutionState:
+        """The state the re-planned strategy executes from: completed tasks it kept are reused, unless the
+        gap-narrow rules are switched off (the whole new plan then runs again, from scratch)."""
+        self.replans += 1
+        self.edits += outcome.edits
+        self.rejected += outcome.rejected
+        self.regenerations += outcome.regenerations
         state = result.state
-        if not run.settings.ablations.gap_narrow:
-            state.outcomes.clear()  # the whole new plan runs again, from scratch
+        if not self.run.settings.ablations.gap_narrow:
+            state.outcomes.clear()
         kept = {t.id for t in outcome.strategy.tasks}
-        before = {k for k, o in state.outcomes.items() if o.status is TaskStatus.DONE and k in kept}
-        instructed = len(state.edits)
-        state.may_replan = replans < run.settings.max_replans
-        result = phases.execute(run, init.brief, outcome.strategy, state)
-        result.state.reused += len(before)
-        edits += result.state.edits[instructed:]
-    state = result.state
-    partial_reason = ""
-    stuck = state.refused[0] if state.refused else None
-    if stuck is not None:
-        partial_reason = (f"stopped re-planning after {replans} re-plans (the budget): {stuck.task_id} still failed with"
-                          f" {stuck.error_type}: {stuck.message}")
-    cut = [k for k, o in state.outcomes.items() if o.cause is not None and o.cause.kind is SkipKind.STOPPED]
-    if cut:
-        partial_reason = "; ".join(p for p in (f"{stopping.requested()}: {len(cut)} of {len(state.outcomes)} tasks did not complete",
-                                               partial_reason) if p)
-    counters = Phases(plans=1 + replans, replans=replans, alerts=state.alerts, instructions=state.instructions,
-                      reused_tasks=state.reused, reexecuted_tasks=state.reexecuted, lessons_applied=len(init.edits),
-                      regenerations=regenerations)
-    review = ReviewResult(init=init, result=result, phases=counters, edits=edits, rejected=rejected,
-                          partial=bool(partial_reason), partial_reason=partial_reason)
-    remember(run, review)
-    return review
+        self._kept_done = sum(1 for k, o in state.outcomes.items() if o.status is TaskStatus.DONE and k in kept)
+        self._instructed = len(state.edits)
+        state.may_replan = self.replans < self.run.settings.max_replans
+        return state
+
+    def concluded(self, result: ExecutionResult) -> ReviewResult:
+        """The phases' result, partial when the re-plan budget ran out on a failing task or a stop cut tasks."""
+        state = result.state
+        partial_reason = ""
+        stuck = state.refused[0] if state.refused else None
+        if stuck is not None:
+            partial_reason = (f"stopped re-planning after {self.replans} re-plans (the budget): {stuck.task_id} still"
+                              f" failed with {stuck.error_type}: {stuck.message}")
+        cut = [k for k, o in state.outcomes.items() if o.cause is not None and o.cause.kind is SkipKind.STOPPED]
+        if cut:
+            stopped_by = f"{stopping.requested()}: {len(cut)} of {len(state.outcomes)} tasks did not complete"
+            partial_reason = "; ".join(p for p in (stopped_by, partial_reason) if p)
+        counters = Phases(plans=1 + self.replans, replans=self.replans, alerts=state.alerts,
+                          instructions=state.instructions, reused_tasks=state.reused,
+                          reexecuted_tasks=state.reexecuted, lessons_applied=len(self.init.edits),
+                          regenerations=self.regenerations)
+        return ReviewResult(init=self.init, result=result, phases=counters, edits=self.edits, rejected=self.rejected,
+                            partial=bool(partial_reason), partial_reason=partial_reason)
 
 
 def remember(run: RunContext, review: ReviewResult) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dbcrew.models.report import LlmUsage
+from dbcrew.models.request import ReviewRequest
 from dbcrew.vocabulary import Route
 
 
@@ -37,3 +38,5 @@ class Answer(BaseModel):
     reason: str = ""
     brain: str = "rules"
     llm: LlmUsage = Field(default_factory=LlmUsage)
+    review: ReviewRequest | None = Field(None, exclude=True, description="an analysis question's review, still to run:"
+                                         " flows/ask.py runs it as a health_review flow run and answers from its report")

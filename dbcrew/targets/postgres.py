@@ -26,6 +26,7 @@ from dbcrew.redact import redact
 from dbcrew.secrets import secret
 
 SCHEMES = ("postgresql://", "postgres://")
+URL_PARTS = frozenset({"user", "host", "port", "dbname"})  # what display_of writes into a URL's authority and path
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
 
 
@@ -96,6 +97,17 @@ class PostgresTarget(BaseModel):
         """`host:port` as libpq reads them from the DSN (a socket directory is a host): the server, not the database."""
         params = conninfo_to_dict(self.dsn)
         return f"{params.get('host') or ''}:{params.get('port') or 5432}"
+
+    @property
+    def url(self) -> str:
+        """The target as a password-free URL that parses back to this target: the display form plus any other
+        connection parameter of the DSN (sslmode, options, ...) in its query string."""
+        params = conninfo_to_dict(self.dsn)
+        extra = {k: str(v) for k, v in params.items() if k not in URL_PARTS and k != "password"}
+        if not extra:
+            return self.display
+        joiner = "&" if "?" in self.display else "?"
+        return self.display + joiner + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(extra.items()))
 
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Literal, get_args
+from typing import get_args
 
 from dbcrew.errors import UsageError
 from dbcrew.llm.base import Brain
 from dbcrew.secrets import secret
+from dbcrew.vocabulary import BrainName
 from roles.brains.rules import RulesBrain
 from prompts import render
 
-BrainName = Literal["rules", "openai"]  # a dropdown in the Prefect UI's run form
 BRAINS: tuple[str, ...] = get_args(BrainName)
 
 

@@ -12,6 +12,8 @@ from lab.shop import DemoShop
 from dbcrew.errors import TargetError
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from flows.review import health_review
 
@@ -19,9 +21,9 @@ pytestmark = pytest.mark.prefect
 
 
 def test_health_review_flow_replans_and_posts_artifacts(shop: DemoShop, prefect_server: str, tmp_path: Path):
-    path = health_review(target=shop.dsn, window=1.5, out=str(tmp_path),
-                         faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)])
-    report = Report.model_validate_json(Path(path).read_text())
+    report = health_review(ReviewRequest(target=shop.dsn, settings=Settings(window_seconds=1.5), out=tmp_path,
+                                         faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)]))
+    assert report == Report.model_validate_json((tmp_path / "report.json").read_text())
     # collect_index_stats has no equivalent: the re-plan removes its subgraph and says so.
     assert (report.phases.alerts, report.phases.replans) == (1, 1)
     coverage = {c.check: c.status.value for c in report.coverage}
@@ -59,8 +61,8 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     with pytest.raises(TargetError, match="password"):
         parse_target(bare).connect()  # this login really needs the password
     target = parse_target(bare.replace("reviewer@", "reviewer:hunter2@"))
-    path = health_review(target=target, window=1.5, out=str(tmp_path), memory=False)
-    report = Report.model_validate_json(Path(path).read_text())
+    report = health_review(ReviewRequest(target=target, out=tmp_path,
+                                         settings=Settings(window_seconds=1.5, ablations=Ablations(memory=False))))
     # The probe, every task run of the execute subflow and the reporter opened their sessions with it.
     assert {c.status.value for c in report.coverage} == {"ran"}, [(c.check, c.reason) for c in report.coverage]
     assert report.target.display == target.display
@@ -70,8 +72,32 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs()
         logs = client.read_logs()
-    ours = [r for r in runs if r.parameters.get("target", {}) == json.loads(target.model_dump_json())
-            or r.parameters.get("run", {}).get("target", {}).get("display") == target.display]
+    # The request's and the phases' parameters name the target by its password-free URL.
+    ours = [r for r in runs if target.url in (r.parameters.get("request", {}).get("target"),
+                                               r.parameters.get("run", {}).get("target"))]
     assert {r.name.split("-")[0] for r in ours} >= {"health", "initialize", "execute"}, [r.name for r in ours]
     stored = json.dumps([r.parameters for r in runs]) + "".join(log.message for log in logs)
     assert "hunter2" not in stored and "hunter2" not in "".join(p.read_text() for p in tmp_path.glob("report.*"))
+
+
+def test_an_analysis_question_runs_its_review_as_a_flow_run_with_artifacts(shop: DemoShop, prefect_server: str,
+                                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    from flows.ask import answer_question
+
+    monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
+    quick = Settings(window_seconds=1.0, activity_samples=2)
+    answer = answer_question("Assess index health, vacuum health and configuration and report", shop.dsn, None, None, quick)
+    assert answer.route.value == "analysis" and not answer.refused and answer.tools[0].operator == "health_review"
+    written = json.loads(next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text())
+    worst = [f for f in written["findings"] if f["severity"] == "critical"]
+    assert worst and f"critical {worst[0]['code']} on {worst[0]['object']}" in answer.answer
+    assert written["charts"] and "charts:" in answer.answer, "the painter drew"
+    with get_client(sync_client=True) as client:
+        run = next(r for r in client.read_flow_runs() if r.parameters.get("request", {}).get("out")
+                   == str(next((tmp_path / "reports" / "ask").glob("health-*"))))
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+    assert run.state is not None and run.state.is_completed() and run.name == "health-review"
+    assert {a.key.split("-")[1] for a in artifacts if a.key} >= {"report", "findings"}

@@ -84,7 +84,15 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
     assert form["target"]["enum"] == ["alpha", "beta", "gone"]
     assert set(form) == {"target", "scenario", "brain", "window", "alert"}  # no fault injection, no ablations
     assert all(form[name].get("description") for name in form)
-    assert {"faults", "monitor", "gap_narrow"} <= set(lab.parameter_openapi_schema["properties"])
+    # The lab form is the one review request: its options with help text, the recovery switches and faults inside.
+    lab_form = lab.parameter_openapi_schema
+    assert set(lab_form["properties"]) == {"request"}
+    request = lab_form["definitions"]["ReviewRequest"]["properties"]
+    assert {"target", "scenario", "brain", "settings", "faults"} <= set(request)
+    assert all(request[name].get("description") for name in request)
+    assert lab_form["definitions"]["Scenario"]["enum"] == ["health", "diagnose"]
+    assert request["brain"]["enum"] == ["rules", "openai"]
+    assert {"monitor", "gap_narrow"} <= set(lab_form["definitions"]["Ablations"]["properties"])
     assert on_demand.entrypoint == "flows.targets.review_target"  # by module: any machine with dbcrew runs it
 
 

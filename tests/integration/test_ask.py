@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import psycopg
@@ -11,7 +10,7 @@ import pytest
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import OwnSession
-from dbcrew.vocabulary import Route
+from dbcrew.vocabulary import Route, Scenario
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from roles.ask import ask
@@ -101,13 +100,18 @@ def test_an_instance_question_opens_one_session_and_sessions_are_activity(shop: 
 
 
 
-def test_an_analysis_request_runs_the_review_through_the_one_review_path(shop: DemoShop, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch):
+def test_an_analysis_request_becomes_the_review_request_it_needs(shop: DemoShop, monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path):
+    """roles/ask only names the review (flows/ask.py runs it: tests/e2e/test_flows.py); a diagnosis carries the
+    question as its alert (data), within the caller's settings."""
     monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
     quick = Settings(window_seconds=1.0, activity_samples=2)
-    answer = ask("Assess index health, vacuum health and configuration and report", parse_target(shop.dsn), settings=quick)
-    assert answer.route is Route.ANALYSIS and not answer.refused and answer.tools[0].operator == "health_review"
-    written = json.loads(next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text())
-    worst = [f for f in written["findings"] if f["severity"] == "critical"]
-    assert worst and f"critical {worst[0]['code']} on {worst[0]['object']}" in answer.answer
-    assert written["charts"] and "charts:" in answer.answer, "the painter drew"
+    health = ask("Assess index health, vacuum health and configuration and report", parse_target(shop.dsn), settings=quick)
+    assert health.route is Route.ANALYSIS and health.review is not None and not health.tools
+    assert health.review.scenario is Scenario.HEALTH and health.review.settings == quick
+    assert health.review.out is not None and health.review.out.parent == tmp_path / "reports" / "ask"
+    question = "why is checkout slow right now? find the root cause"
+    diagnosis = ask(question, parse_target(shop.dsn), settings=quick)
+    assert diagnosis.review is not None and diagnosis.review.scenario is Scenario.DIAGNOSE
+    assert diagnosis.review.settings.alert == question
+    assert "review" not in diagnosis.model_dump(mode="json")  # a pending review is never part of the answer's JSON

@@ -20,8 +20,9 @@ from operators.diagnose.sampler import sample_window
 from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import TABLE_STATS
-from roles.crew import PlainPhases, RunContext
-from roles.review import review as review_run
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 from tests.integration.test_recovery import review
 
 LOCKED = "orders"

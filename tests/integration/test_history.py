@@ -28,10 +28,11 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
 from roles.alerts import notify
-from roles.crew import PlainPhases, RunContext
+from roles.crew import RunContext
 from roles.history import TRENDS_CHART, failed_report, reviewed
 from roles.memory import target_identity
-from roles.review import review as review_run
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 from tests.webhooks import receiving_webhooks
 
 PLANTED = """

@@ -262,8 +262,9 @@ def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(ses
 
 def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: EmbeddedPostgres, tmp_path: Path) -> None:
     from dbcrew.settings import Settings
-    from roles.crew import PlainPhases, RunContext
-    from roles.review import review
+    from roles.crew import RunContext
+    from flows.phases import PlainPhases
+    from flows.review import review
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(

@@ -9,8 +9,9 @@ from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext
-from roles.review import review as review_run
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 
 WINDOW = 1.0
 

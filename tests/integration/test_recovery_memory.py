@@ -18,10 +18,11 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from dbcrew.store import open_store
-from roles.crew import PlainPhases, RunContext, ThreadRunner, with_remembered_fixes
+from roles.crew import RunContext, ThreadRunner, with_remembered_fixes
 from roles.memory import Lesson, LongTermMemory, target_identity
 from roles.monitor import Monitor
-from roles.review import review as review_run
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 from roles.execution import ExecutionResult, ExecutionState, execute
 
 WINDOW = 1.0

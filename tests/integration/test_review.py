@@ -14,8 +14,9 @@ from lab.embedded import EmbeddedPostgres
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext
-from roles.review import review as review_run
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 

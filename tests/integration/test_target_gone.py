@@ -9,8 +9,9 @@ from pathlib import Path
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew import Initialized, PlainPhases, RunContext, initialize
-from roles.review import review
+from roles.crew import Initialized, RunContext, initialize
+from flows.phases import PlainPhases
+from flows.review import review
 
 WAIT = 2.0
 

@@ -27,9 +27,10 @@ from operators.registry import REGISTRY
 from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
-from roles.crew import PlainPhases, RunContext
+from roles.crew import RunContext
 from roles.planner import make_plan
-from roles.review import review
+from flows.phases import PlainPhases
+from flows.review import review
 from roles.validators import validate
 from tests.llm.test_openai_brain import good_plan_json, request
 

@@ -12,6 +12,8 @@ import pytest
 
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Settings
 from flows.review import health_review
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
@@ -38,11 +40,11 @@ def test_garbage_endpoint_review_says_which_brain_answered_and_what_it_spent(sho
     monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
     monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
     try:
-        path = health_review(target=shop.dsn, window=1.5, out=str(tmp_path), brain="openai",
-                             faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)])
+        report = health_review(ReviewRequest(target=shop.dsn, settings=Settings(window_seconds=1.5), out=tmp_path,
+                                             brain="openai",
+                                             faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)]))
     finally:
         server.close()
-    report = Report.model_validate_json(Path(path).read_text())
     asked = [q for q in map(question_of, server.requests) if q is not None]
     # Questions came from every phase: initialize, the monitor in execute, re-plan, and the report.
     assert {"plan", "critique", "recommend", "replan", "summarize"} <= set(asked), asked

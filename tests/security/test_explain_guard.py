@@ -20,8 +20,9 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE
 from operators.hypothetical_indexes import generic_plan_cost
-from roles.crew import PlainPhases, RunContext
-from roles.review import review
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

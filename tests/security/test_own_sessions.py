@@ -11,8 +11,9 @@ import psycopg
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew import PlainPhases, RunContext
-from roles.review import review
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review
 
 
 def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(pg: EmbeddedPostgres, tmp_path: Path) -> None:

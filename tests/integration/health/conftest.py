@@ -17,8 +17,9 @@ from lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from roles.crew import PlainPhases, RunContext
-from roles.review import review as review_run
+from roles.crew import RunContext
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in
