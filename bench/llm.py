@@ -25,11 +25,11 @@ from dbcrew.models.report import LlmDiagnosis
 from dbcrew.targets import parse_target
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import Baseline, WindowEvidence
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord, gather
 from prompts import render
-from roles.diagnosis.budget import Limits
+from roles.diagnosis.budget import DiagnosisLimits
 from roles.diagnosis.chief import LlmDiagnoser, team_for
 from roles.diagnosis.tools import metric_stat
 
@@ -63,7 +63,7 @@ def script(record: FactsRecord, experts: int) -> list[Reply]:
 
 
 def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int) -> tuple[LlmDiagnosis, list[float]]:
-    limits = Limits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
+    limits = DiagnosisLimits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
     server = ScriptedServer(replies=script(record, len(team_for(record, limits.experts))), measure_usage=True)
     try:
         client = TimedClient(render, base_url=server.url, api_key="bench", model="scripted", timeout=30.0, max_retries=0)
@@ -76,7 +76,7 @@ def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int
 def real_window(workdir: Path) -> FactsRecord:
     server = DiagnosisServer.start(workdir)
     try:
-        baseline = Baseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
+        baseline = WindowBaseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
         with injections.injected(server.dsn, [CAUSE]):
             return gather(parse_target(server.dsn), WINDOW_SECONDS, baseline, "insert throughput dropped")
     finally:
@@ -91,9 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     rules = [RootCause(code=c.code, confidence=c.confidence, evidence=c.evidence) for c in causes]
     print(f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
           f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}")
-    print(f"team: {', '.join(team_for(record, Limits().experts))}")
+    print(f"team: {', '.join(team_for(record, DiagnosisLimits().experts))}")
     print(f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted")
-    for label, chars in (("snapshot keys (1200 chars)", Limits().observation_chars), ("whole (no snapshot keys)", 0)):
+    for label, chars in (("snapshot keys (1200 chars)", DiagnosisLimits().observation_chars), ("whole (no snapshot keys)", 0)):
         report, latencies = diagnose(record, rules, chars)
         print(f"{label:<28}{report.calls:>6}{report.prompt_tokens:>12}{report.completion_tokens:>11}{report.snapshots:>10}"
               f"{statistics.median(latencies) * 1000:>8.1f}{max(latencies) * 1000:>8.1f}  {len(report.accepted)}")

@@ -1,7 +1,33 @@
-"""Errors the CLI turns into exit code 2 (unusable input) with one clear line, never a traceback."""
+"""The root of every error dbcrew raises on purpose, and the kernel's user-input errors.
+
+One root makes "a failure dbcrew meant to report" one `except DbcrewError`, and anything else an
+internal error. Each class stays in the module that raises it (a role's or an operator's error is
+not the kernel's to import); one that callers also catch as a builtin (ValueError, RuntimeError,
+LookupError) keeps that base beside its dbcrew one. The CLI turns a UsageError into exit code 2
+with one clear line, never a traceback. tests/unit/test_errors.py holds this tree to the code:
+
+DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
+├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
+│   └── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
+├── BrainError          dbcrew.llm.base: the brain gave no usable answer
+│   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
+│   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
+│   └── PlanRejected    roles.planner: the plan kept problems after its reflection rounds
+├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out
+├── StoreUnavailable    dbcrew.store, a RuntimeError: the store cannot be opened
+├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
+├── Unplannable         operators.explain, a ValueError: the text may not be planned here
+├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
+├── MissingSlot         roles.instance, a ValueError: the question lacks a name the look-up needs
+└── AlertNotDelivered   roles.alerts, a RuntimeError: Apprise could not deliver to every URL
+"""
 
 
-class UsageError(Exception):
+class DbcrewError(Exception):
+    """An error dbcrew raises on purpose: its message tells the user what failed (no traceback)."""
+
+
+class UsageError(DbcrewError):
     """Bad input from the user: a malformed target, an unknown option value, a missing file."""
 
 

@@ -61,19 +61,21 @@ def normalise(text: str) -> str:
 
 
 @dataclass
-class Node:
+class ErrorNode:
+    """One class of errors in tree.yaml: a branch, or a leaf with its examples and remedy."""
+
     name: str
     description: str
     path: tuple[str, ...]
-    children: list[Node] = field(default_factory=list)
+    children: list[ErrorNode] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
     remedy: Remedy | None = None
     fallback: str | None = None
 
-    def leaves(self) -> list[Node]:
+    def leaves(self) -> list[ErrorNode]:
         return [self] if not self.children else [leaf for c in self.children for leaf in c.leaves()]
 
-    def fallback_child(self) -> Node:
+    def fallback_child(self) -> ErrorNode:
         return next((c for c in self.children if c.name == self.fallback), self.children[0])
 
     def document(self) -> list[str]:
@@ -90,20 +92,20 @@ class Classification:
     fallback: bool
 
 
-def _node(raw: dict[str, Any], path: tuple[str, ...]) -> Node:
+def _node(raw: dict[str, Any], path: tuple[str, ...]) -> ErrorNode:
     here = (*path, raw["name"])
     try:
         remedy = Remedy.model_validate(raw["remedy"]) if "remedy" in raw else None
     except ValidationError as exc:  # a typo in tree.yaml: say which leaf, in one line
         raise ValueError(f"error tree {'/'.join(here)}: remedy {raw['remedy']}: {exc.errors()[0]['msg']}") from exc
-    return Node(
+    return ErrorNode(
         name=raw["name"], description=raw.get("description", ""), path=here, examples=list(raw.get("examples", [])),
         remedy=remedy, fallback=raw.get("fallback"), children=[_node(c, here) for c in raw.get("children", [])],
     )
 
 
 class ErrorTree:
-    def __init__(self, root: Node, embedding_weight: float = EMBEDDING_WEIGHT):
+    def __init__(self, root: ErrorNode, embedding_weight: float = EMBEDDING_WEIGHT):
         self.root = root
         self.embedding_weight = embedding_weight
         self.leaves = root.leaves()

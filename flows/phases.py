@@ -52,7 +52,9 @@ def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutc
     return outcome
 
 
-class Phases(Protocol):
+class ReviewPhases(Protocol):
+    """A review's three phases, run one way or the other (the report's Phases counts their work)."""
+
     def initialize(self, run: RunContext) -> Initialized: ...
 
     def execute(self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult: ...

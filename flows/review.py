@@ -19,7 +19,7 @@ from dbcrew.settings import reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.workspace import release
 from flows.artifacts import post_report
-from flows.phases import Phases, PrefectPhases
+from flows.phases import PrefectPhases, ReviewPhases
 from roles.crew import PhaseLog, ReviewResult, RunContext, remember
 from roles.history import reviewed
 from roles.reporter import build_report, prune_reports, write_report
@@ -63,7 +63,7 @@ def conduct(run: RunContext) -> Report:
     return report
 
 
-def review(run: RunContext, phases: Phases) -> Report:
+def review(run: RunContext, phases: ReviewPhases) -> Report:
     """Run the phases, build the report with the run's brain, record it in the target's history (the shared
     store: a review that raises is recorded as failed), write report.json/md/html into `run.out_dir`.
     The run's workspace connection closes then: the report and the workspace file are what remains."""
@@ -75,7 +75,7 @@ def review(run: RunContext, phases: Phases) -> Report:
     return report
 
 
-def run_phases(run: RunContext, phases: Phases) -> ReviewResult:
+def run_phases(run: RunContext, phases: ReviewPhases) -> ReviewResult:
     """initialize -> execute -> (re-plan -> execute)*, at most `max_replans` re-plans; then remember."""
     init = phases.initialize(run)
     log = PhaseLog(run, init)

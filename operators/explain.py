@@ -19,13 +19,14 @@ from pglast import ast, parse_sql
 from pglast.parser import ParseError
 from pglast.visitors import Visitor
 
+from dbcrew.errors import DbcrewError
 from operators.sql import execute, fetch, quote_ident, scalar
 
 
 FOREIGN_CODE = "calls code outside pg_catalog"
 
 
-class Unplannable(ValueError):
+class Unplannable(DbcrewError, ValueError):
     """The text may not be planned here (the message says why; FOREIGN_CODE starts a refusal of its code)."""
 
 

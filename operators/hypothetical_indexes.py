@@ -21,6 +21,7 @@ from pglast import ast
 from psycopg import errors
 from psycopg.rows import tuple_row
 
+from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line
 from operators.explain import Unplannable, generic_plan, unplannable
 from operators.predicates import filter_columns
@@ -36,7 +37,7 @@ PLANNABLE = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast
 UNPLANNABLE = (psycopg.ProgrammingError, psycopg.DataError, psycopg.NotSupportedError, errors.QueryCanceled, errors.LockNotAvailable)
 
 
-class HypopgMissing(LookupError):
+class HypopgMissing(DbcrewError, LookupError):
     """The target database has no hypopg extension: the caller falls back to the heuristic."""
 
 
@@ -113,7 +114,9 @@ class Suggestion:
 
 
 @dataclass
-class Advice:
+class IndexAdvice:
+    """The indexes hypopg proved worth creating, and the statements it could not help."""
+
     suggestions: list[Suggestion] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (query, why no index was suggested)
     plans: int = 0  # plans asked of the server, hypothetical or not: what the advice cost
@@ -156,7 +159,7 @@ def advise(
     server_version_num: int,
     min_saving: float = 0.5,
     indexed: Mapping[tuple[str, str], Sequence[Sequence[str]]] | None = None,
-) -> Advice:
+) -> IndexAdvice:
     """Indexes that cut the generic-plan cost of the statements by at least `min_saving` (0.5 = 50 %).
 
     `statements`: (normalized query, calls, total_ms), e.g. the top of pg_stat_statements.
@@ -279,13 +282,13 @@ class _Advisor:
                 self.found[wider][1].extend(remeasured)
                 del self.found[key]
 
-    def advice(self) -> Advice:
+    def advice(self) -> IndexAdvice:
         suggestions = []
         for (table, columns), (size, proofs) in self.found.items():
             proofs.sort(key=lambda p: p.total_ms, reverse=True)
             suggestions.append(Suggestion(table.schema, table.name, columns, size, tuple(proofs), table.partitioned))
         suggestions.sort(key=lambda s: sum(p.total_ms for p in s.proofs), reverse=True)
-        return Advice(suggestions, list(self.skipped), self.plans)
+        return IndexAdvice(suggestions, list(self.skipped), self.plans)
 
     def _plan(self, query: str) -> PlanCost:
         self.plans += 1

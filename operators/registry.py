@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
 from dbcrew.vocabulary import Category, FindingCode
@@ -28,7 +29,7 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class OperatorMisfit(Exception):
+class OperatorMisfit(DbcrewError):
     """The operator cannot serve its goal on this target; another operator (or plan) is needed."""
 
 

@@ -1,14 +1,17 @@
-"""Render a prompt template with its context. Text from the database arrives already JSON-encoded."""
+"""Render a prompt template with its context. Text from the database arrives already JSON-encoded.
+
+The prompts render through the kernel's one Jinja environment (dbcrew.templating) as plain text:
+their quoting is the fence filters below, never HTML escaping. That environment drops the newline
+after a block tag, so a tag whose newline belongs to the prompt ends in `+%}`."""
 
 from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from dbcrew import templating
 
 HERE = Path(__file__).parent
 
@@ -32,13 +35,9 @@ def fence_safe(text: str) -> str:
     return _FENCE_TAG.sub(r"&lt;\1", text)
 
 
-@lru_cache(maxsize=1)
-def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    env.filters["tojson_pretty"] = tojson_pretty
-    env.filters["fence_safe"] = fence_safe
-    return env
+templating.add_templates("prompts", HERE,
+                         {"tojson_pretty": tojson_pretty, "fence_safe": fence_safe})
 
 
 def render(template: str, context: dict[str, Any]) -> str:
-    return _env().get_template(template).render(**context)
+    return templating.render(f"prompts/{template}", context)

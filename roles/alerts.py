@@ -14,6 +14,7 @@ import re
 import apprise
 from pydantic import BaseModel
 
+from dbcrew.errors import DbcrewError
 from dbcrew.models import Report
 from dbcrew.models.report import HistoryItem
 
@@ -22,11 +23,13 @@ _CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNO
 _PASSWORD_PARAM = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
 
 
-class AlertNotDelivered(RuntimeError):
+class AlertNotDelivered(DbcrewError, RuntimeError):
     """Apprise could not deliver to every URL (the review itself is not affected)."""
 
 
-class Alert(BaseModel):
+class ChannelAlert(BaseModel):
+    """The message a run sends to the Apprise channels (a worker's error alert is models.crew.Alert)."""
+
     title: str
     body: str
     failed: bool
@@ -47,13 +50,13 @@ def news_of(report: Report) -> list[HistoryItem]:
     return sorted((i for i in items if i.is_problem), key=lambda i: (i.severity.rank, i.code, i.object))
 
 
-def alert_for(report: Report) -> Alert | None:
+def alert_for(report: Report) -> ChannelAlert | None:
     """The alert this run deserves, or None when it has nothing new to say."""
     where = f"Target: {report.target.display}\nRun: {report.link or report.run_id} ({report.scenario}," \
             f" started {report.started_at:%Y-%m-%d %H:%M UTC})"
     if report.error:
-        return Alert(title=f"dbcrew: the {report.scenario} review of {report.target.display} failed",
-                     body=scrub(f"{where}\nError: {report.error}"), failed=True, findings=[])
+        return ChannelAlert(title=f"dbcrew: the {report.scenario} review of {report.target.display} failed",
+                            body=scrub(f"{where}\nError: {report.error}"), failed=True, findings=[])
     news = news_of(report)
     if not news:
         return None
@@ -62,11 +65,11 @@ def alert_for(report: Report) -> Alert | None:
     if len(news) > MAX_LISTED:
         lines.append(f"- ... and {len(news) - MAX_LISTED} more (see the report)")
     title = f"dbcrew: {len(news)} new problem{'s' if len(news) > 1 else ''} ({worst}) on {report.target.display}"
-    return Alert(title=title, body=scrub("\n".join([where, "New or regressed since the previous run:", *lines])),
-                 failed=False, findings=news)
+    return ChannelAlert(title=title, body=scrub("\n".join([where, "New or regressed since the previous run:", *lines])),
+                        failed=False, findings=news)
 
 
-def notify(report: Report, urls: list[str]) -> Alert | None:
+def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
     """Send this run's alert to every Apprise URL; the alert sent, or None when there was nothing to send.
 
     AlertNotDelivered when a URL is not one Apprise knows or a delivery failed: the caller shows it."""

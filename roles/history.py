@@ -24,7 +24,7 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import FindingCode, Scenario
 from dbcrew.workspace import Workspace
 from operators.diagnose.anomaly import abnormal_metrics
-from operators.diagnose.evidence import Baseline as WindowBaseline
+from operators.diagnose.evidence import WindowBaseline
 from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbcrew.errors import DbcrewError
 from dbcrew.vocabulary import Lookup
 from operators.lookups import IndexSlot, LOOKUPS, CatalogueNames, LimitSlot, SettingSlot, TableSlot
 from roles.routing import SLOT_WORDS, Router
@@ -79,7 +80,7 @@ def _masked(question: str, spans: list[tuple[int, int, str]]) -> str:
     return question
 
 
-class MissingSlot(ValueError):
+class MissingSlot(DbcrewError, ValueError):
     """The look-up needs a name the question does not give (or the catalogue does not hold)."""
 
 

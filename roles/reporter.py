@@ -7,11 +7,9 @@ import json
 import shutil
 import time
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-
+from dbcrew import templating
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
@@ -25,6 +23,9 @@ from roles.markdown import md_cell, md_code, md_fence, md_text
 from roles.worker import TaskOutcome
 
 TEMPLATES = Path(__file__).with_name("templates")
+# report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
+templating.add_templates("report", TEMPLATES,
+                         {"md_text": md_text, "md_cell": md_cell, "md_code": md_code, "md_fence": md_fence})
 
 
 def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
@@ -144,20 +145,8 @@ def baseline_note(source: str) -> str:
             " target's normal behaviour; expect lower confidence and more candidates.")
 
 
-@cache
-def _env() -> Environment:
-    """HTML templates (`*.html.j2`) autoescaped; Markdown ones escape through the md_* filters.
-
-    One environment per process: it compiles each template once (a worker runs many reviews) and
-    is safe to render from concurrent reviews."""
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "html.j2"]),
-                      trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(md_text=md_text, md_cell=md_cell, md_code=md_code, md_fence=md_fence)
-    return env
-
-
 def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
-    return _env().get_template("report.md.j2").render(report=report, chart_src=chart_src)
+    return templating.render("report/report.md.j2", {"report": report, "chart_src": chart_src})
 
 
 def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
@@ -188,5 +177,5 @@ def write_report(report: Report, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     report_path(run_dir).write_text(report.model_dump_json(indent=2))
     (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
-    html = _env().get_template("report.html.j2").render(report=report, chart_src=inline_charts(report, run_dir))
+    html = templating.render("report/report.html.j2", {"report": report, "chart_src": inline_charts(report, run_dir)})
     (run_dir / "report.html").write_text(html)

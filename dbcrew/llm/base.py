@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TypeVar
 
+from dbcrew.errors import DbcrewError
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, GlobalStateRecord, LlmUsage
@@ -14,7 +15,7 @@ from dbcrew.vocabulary import Action, Scenario
 T = TypeVar("T")
 
 
-class BrainError(Exception):
+class BrainError(DbcrewError):
     """The brain gave no usable answer (the endpoint failed, no repair validated, or its plan could not be made valid)."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import psycopg
 
+from dbcrew.errors import DbcrewError
 from dbcrew.settings import environment, variable
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
@@ -36,7 +37,7 @@ def store_url() -> str:
     return env.store_url or env.memory_path or str(default_store_path())
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(DbcrewError, RuntimeError):
     """The store cannot be opened (unreachable, refused, locked, not writable); the message holds no password."""
 
 

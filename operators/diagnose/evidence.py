@@ -126,7 +126,7 @@ class WindowEvidence(BaseModel):
         return cls.model_validate_json(path.read_text())
 
 
-class Baseline(BaseModel):
+class WindowBaseline(BaseModel):
     """A quiet window to compare against, and where it came from (said in the report)."""
 
     window: WindowEvidence

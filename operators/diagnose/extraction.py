@@ -35,7 +35,9 @@ class Chapter(BaseModel):
     text: str
 
 
-class Summary(BaseModel):
+class KnowledgeSummary(BaseModel):
+    """The answer to knowledge_summary.j2: one chapter's summary, or the document's from them."""
+
     summary: str
 
 
@@ -76,11 +78,11 @@ def split_chapters(document: str, text: str) -> list[Chapter]:
 def summary_tree(document: str, chapters: list[Chapter], ask: Ask) -> SummaryTree:
     leaves = []
     for chapter in chapters:
-        answer = ask("knowledge_summary.j2", {"title": chapter.title, "text": chapter.text}, Summary)
-        assert isinstance(answer, Summary)
+        answer = ask("knowledge_summary.j2", {"title": chapter.title, "text": chapter.text}, KnowledgeSummary)
+        assert isinstance(answer, KnowledgeSummary)
         leaves.append((chapter.title, answer.summary))
-    root = ask("knowledge_summary.j2", {"title": document, "text": "\n".join(f"{t}: {s}" for t, s in leaves)}, Summary)
-    assert isinstance(root, Summary)
+    root = ask("knowledge_summary.j2", {"title": document, "text": "\n".join(f"{t}: {s}" for t, s in leaves)}, KnowledgeSummary)
+    assert isinstance(root, KnowledgeSummary)
     return SummaryTree(document=document, summary=root.summary, chapters=leaves)
 
 

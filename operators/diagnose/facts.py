@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
-from operators.diagnose.evidence import Baseline, WindowEvidence
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import Facts
 from operators.diagnose.plan_issues import StatementPlan, analyse_statements
 from operators.diagnose.sampler import sample_window
@@ -52,7 +52,7 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
 
-def gather(target: PostgresTarget, seconds: float, stored: Baseline | None, alert: str = "", wait: float = 0.0,
+def gather(target: PostgresTarget, seconds: float, stored: WindowBaseline | None, alert: str = "", wait: float = 0.0,
            resume: bool = True) -> FactsRecord:
     window = sample_window(target, seconds, wait=wait, resume=resume)
     baseline = stored.window if stored else None

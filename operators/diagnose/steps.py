@@ -17,7 +17,7 @@ from dbcrew.models import Finding, Role, RootCause, Severity
 from dbcrew.vocabulary import Category
 from dbcrew.targets import resumed_note
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
-from operators.diagnose.evidence import Baseline, WindowEvidence
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.plan_issues import NOT_EXPLAINED
@@ -59,13 +59,13 @@ def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> 
                                + (f"; {partial}" if partial else ""), artifacts=[FACTS_KEY], partial=partial)
 
 
-def baseline_for(ctx: OperatorContext) -> Baseline | None:
+def baseline_for(ctx: OperatorContext) -> WindowBaseline | None:
     """The `--baseline` file when given, else the stored quiet window the crew staged, else none."""
     if ctx.settings.baseline_path:
         path = Path(ctx.settings.baseline_path)
-        return Baseline(window=WindowEvidence.load(path), source=f"the baseline file {path.name}")
+        return WindowBaseline(window=WindowEvidence.load(path), source=f"the baseline file {path.name}")
     rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [STORED_BASELINE_KEY])
-    return Baseline.model_validate_json(rows[0]["body"]) if rows else None
+    return WindowBaseline.model_validate_json(rows[0]["body"]) if rows else None
 
 
 class HealthWindowParams(BaseModel):

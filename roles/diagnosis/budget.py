@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbcrew.errors import DbcrewError
 from dbcrew.settings import Environment, environment
 
 
@@ -19,7 +20,7 @@ def _default(field: str) -> Any:
 
 
 @dataclass(frozen=True)
-class Limits:
+class DiagnosisLimits:
     calls: int = _default("llm_diag_calls")
     tokens: int = _default("llm_diag_tokens")
     seconds: float = _default("llm_diag_seconds")
@@ -29,7 +30,7 @@ class Limits:
     observation_chars: int = _default("llm_observation_chars")
 
     @classmethod
-    def from_env(cls) -> Limits:
+    def from_env(cls) -> DiagnosisLimits:
         """DBCREW_LLM_DIAG_CALLS, _TOKENS, _SECONDS, _STEPS, _SAMPLES, _EXPERTS and DBCREW_LLM_OBSERVATION_CHARS
         (0: never cut an observation); UsageError in one line for a value that is not a positive number."""
         env = environment()
@@ -38,13 +39,13 @@ class Limits:
                    observation_chars=env.llm_observation_chars)
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(DbcrewError):
     """A limit of the diagnosis ran out; its message names which."""
 
 
 @dataclass
 class Budget:
-    limits: Limits
+    limits: DiagnosisLimits
     calls: int = 0
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)

@@ -25,7 +25,7 @@ from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.facts import FactsRecord
 from operators.knowledge import knowledge_base
-from roles.diagnosis.budget import Budget, BudgetExhausted, Limits
+from roles.diagnosis.budget import Budget, BudgetExhausted, DiagnosisLimits
 from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
 from roles.diagnosis.tools import DiagnosisTools, Snapshots
@@ -41,13 +41,13 @@ class LlmDiagnoser:
 
     client: LlmClient
     render: Render
-    limits: Limits
+    limits: DiagnosisLimits
     capability: Capability
     cache: ResponseCache | None = None
 
     @classmethod
     def from_env(cls, client: LlmClient, render: Render, cache: ResponseCache | None = None) -> LlmDiagnoser:
-        return cls(client, render, Limits.from_env(), endpoint_capability(), cache)
+        return cls(client, render, DiagnosisLimits.from_env(), endpoint_capability(), cache)
 
     def diagnose(self, record: FactsRecord, rules: list[RootCause],
                  store: Callable[[str, str], None] | None = None) -> tuple[list[RootCause], LlmDiagnosis]:

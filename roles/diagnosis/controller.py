@@ -2,7 +2,7 @@
 D-Bot's tree search (tree.py: reflect, score, backtrack).
 
 Per endpoint capability the model acts through native tool calls, through JSON constrained by a
-schema, or through JSON asked for in the prompt; all three end in the same `Action`. The
+schema, or through JSON asked for in the prompt; all three end in the same `ExpertAction`. The
 controller, not the model, keeps the loop sane:
 - an answer that is not clean JSON is repaired by json-repair first (fences, prose, trailing
   commas), and only an answer still unusable is asked for again (a regeneration);
@@ -36,13 +36,17 @@ from roles.diagnosis.tree import Node, Search
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
 
 
-class Action(BaseModel):
+class ExpertAction(BaseModel):
+    """One turn of an expert: its thought, the tool it calls and that tool's arguments."""
+
     thought: str = ""
     action: str
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class Proposal(BaseModel):
+class CauseProposal(BaseModel):
+    """The arguments of propose_causes: the causes an expert puts forward."""
+
     causes: list[ProposedCause]
 
 
@@ -142,7 +146,7 @@ class Controller:
             raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
         return best
 
-    def _answer(self, node: Node, turn: list[tuple[str, Action | None, str]]) -> list[ProposedCause] | None:
+    def _answer(self, node: Node, turn: list[tuple[str, ExpertAction | None, str]]) -> list[ProposedCause] | None:
         """Answer every action of a turn into `node` (observations, reflections, corrections); the
         proposal when the turn made a valid one. The observations of earlier turns fold to their keys."""
         proposed: list[ProposedCause] | None = None
@@ -151,7 +155,7 @@ class Controller:
             if action is not None and action.action in (PROPOSE, REFLECT):
                 try:
                     if action.action == PROPOSE:
-                        proposed = Proposal.model_validate(action.args).causes
+                        proposed = CauseProposal.model_validate(action.args).causes
                         continue
                     reflection = Reflection.model_validate(action.args)
                 except ValidationError as exc:
@@ -178,7 +182,7 @@ class Controller:
             node.shown = observed
         return proposed
 
-    def _observe(self, call_id: str, action: Action, seen: set[str]) -> tuple[dict[str, Any], str]:
+    def _observe(self, call_id: str, action: ExpertAction, seen: set[str]) -> tuple[dict[str, Any], str]:
         """(the message answering the action, the observation's whole text or '' for a correction)."""
         if action.action not in self.tools.names():
             self.tally.corrections["unknown_tool"] += 1
@@ -196,7 +200,7 @@ class Controller:
         self.tally.snapshots += cut
         return self._reply(call_id, "observation", tool=action.action, text=text), whole
 
-    def _actions(self, completion: Completion) -> list[tuple[str, Action | None, str]]:
+    def _actions(self, completion: Completion) -> list[tuple[str, ExpertAction | None, str]]:
         """Every action of the model's turn as (the tool call's id or '', the action, why there is
         none): an endpoint may answer with several tool calls at once (parallel tool calls), and
         observing them in one turn costs one call instead of several."""
@@ -204,16 +208,16 @@ class Controller:
             return [self._tool_action(call) for call in completion.tool_calls]
         return [self._text_action(completion.text)]
 
-    def _tool_action(self, call: ToolCall) -> tuple[str, Action | None, str]:
+    def _tool_action(self, call: ToolCall) -> tuple[str, ExpertAction | None, str]:
         try:
             args, repaired = parse_json(call.arguments or "{}")
         except ValueError as exc:
             return call.id, None, f"the arguments of {call.name} are not JSON ({exc})"
         self.tally.repairs += repaired
         name, args = self.tools.resolve(call.name, args if isinstance(args, dict) else {})
-        return call.id, Action(action=name, args=args), ""
+        return call.id, ExpertAction(action=name, args=args), ""
 
-    def _text_action(self, text: str) -> tuple[str, Action | None, str]:
+    def _text_action(self, text: str) -> tuple[str, ExpertAction | None, str]:
         try:
             value, repaired = parse_json(text)
         except ValueError as exc:
@@ -222,7 +226,7 @@ class Controller:
         if isinstance(value, dict) and "causes" in value and "action" not in value:
             value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
         try:
-            action = Action.model_validate(value)
+            action = ExpertAction.model_validate(value)
         except ValidationError as exc:
             return "", None, _first_error(exc)
         name, args = self.tools.resolve(action.action, action.args)
@@ -244,7 +248,7 @@ def _assistant(completion: Completion, call_ids: list[str]) -> dict[str, Any]:
 
 
 def _step_format() -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": "action", "schema": Action.model_json_schema()}}
+    return {"type": "json_schema", "json_schema": {"name": "action", "schema": ExpertAction.model_json_schema()}}
 
 
 def _first_error(exc: ValidationError) -> str:

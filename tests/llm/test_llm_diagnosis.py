@@ -23,7 +23,7 @@ from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord
 from prompts import render
-from roles.diagnosis.budget import Limits
+from roles.diagnosis.budget import DiagnosisLimits
 from roles.diagnosis.chief import LlmDiagnoser
 
 API_KEY = "sk-scripted-SECRET-4711"
@@ -72,7 +72,7 @@ def server(shared_server: ScriptedServer) -> ScriptedServer:
 def diagnoser(server: ScriptedServer, capability: Capability = Capability.TOOLS, timeout: float = 5.0, retries: int = 1,
               cache: ResponseCache | None = None, **limits: int) -> LlmDiagnoser:
     client = LlmClient(render, base_url=server.url, api_key=API_KEY, model="scripted", timeout=timeout, max_retries=retries)
-    return LlmDiagnoser(client, render, Limits(**{"experts": 1, **limits}), capability, cache)
+    return LlmDiagnoser(client, render, DiagnosisLimits(**{"experts": 1, **limits}), capability, cache)
 
 
 def tool(name: str, **args: object) -> Reply:
@@ -294,10 +294,10 @@ def test_bad_settings_are_one_clear_usage_error(monkeypatch):
 
     monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "lots")
     with pytest.raises(UsageError, match="DBCREW_LLM_DIAG_CALLS='lots': give a whole number of at least 1"):
-        Limits.from_env()
+        DiagnosisLimits.from_env()
     monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "5")
     monkeypatch.setenv("DBCREW_LLM_OBSERVATION_CHARS", "0")
-    assert (Limits.from_env().calls, Limits.from_env().observation_chars) == (5, 0)
+    assert (DiagnosisLimits.from_env().calls, DiagnosisLimits.from_env().observation_chars) == (5, 0)
     monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "telepathy")
     with pytest.raises(UsageError, match="choose one of tools, json_schema, prompted"):
         endpoint_capability()
