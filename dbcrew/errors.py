@@ -8,7 +8,8 @@ with one clear line, never a traceback. tests/unit/test_errors.py holds this tre
 
 DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
-│   └── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
+│   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
+│   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
