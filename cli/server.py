@@ -122,13 +122,13 @@ def worker_args(pool: str, name: str) -> list[str]:
     return [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", WORKER_TYPE, "--name", name]
 
 
-def wait_for_signal() -> None:
-    """Block until Ctrl-C or SIGTERM."""
+def stop_on_signal() -> threading.Event:
+    """An event Ctrl-C or SIGTERM sets, armed before the server says it is ready: a signal that comes right
+    after the ready line stops it as planned, not as an interrupted command."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(1.0):
-        pass
+    return stop
 
 
 def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path) -> None:
@@ -146,18 +146,20 @@ def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_sec
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         stack.enter_context(child(worker_args(pool, f"dbcrew-{os.getpid()}"),
                                   worker_environment(api, poll_seconds), worker_log))
+        stop = stop_on_signal()
         show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
         show(line(f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"))
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
-        wait_for_signal()
+        while not stop.wait(1.0):
+            pass
         show(line("stopping ..."))
     show(line("stopped"))
 
 
 def server(
-    inventory: Annotated[Path, typer.Option(help="the targets inventory (see deployments/README.md)")] = Path("targets.yaml"),
+    inventory: Annotated[Path, typer.Option(help="the targets inventory (see docs/operate.md)")] = Path("targets.yaml"),
     port: Annotated[int, typer.Option(help="the server's port on 127.0.0.1")] = DEFAULT_PORT,
     pool: Annotated[str, typer.Option(help="the process work pool's name")] = "dbcrew",
     max_reviews: Annotated[int, typer.Option(min=1, help="reviews at once over the whole pool (the reviews queue's limit)")] = 2,
