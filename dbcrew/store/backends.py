@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,7 +44,7 @@ class Backend(Protocol):
     name: str
     location: str
 
-    def session(self) -> Iterator[Session]: ...
+    def session(self) -> AbstractContextManager[Session]: ...
 
     def lock_schema(self, session: Session) -> None: ...
 
@@ -104,7 +104,7 @@ class _PgSession:
         self._conn = conn
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self._conn.execute(sql.replace("?", "%s"), list(params))  # type: ignore[arg-type]
+        cursor = self._conn.execute(sql.replace("?", "%s"), list(params))
         return cursor.fetchall() if cursor.description else []
 
 

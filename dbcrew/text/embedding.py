@@ -36,7 +36,8 @@ def embed(texts: Sequence[str]) -> np.ndarray:
 
     chars, words = _vectorizers()
     matrix = chars.transform(texts) + 2.0 * words.transform(texts)
-    return normalize(matrix, norm="l2").toarray().astype(np.float32)
+    rows: np.ndarray = normalize(matrix, norm="l2").toarray().astype(np.float32)
+    return rows
 
 
 class VectorIndex:

@@ -1,4 +1,8 @@
-"""The layers of ARCHITECTURE.md hold: import-linter's contracts (pyproject.toml) are kept."""
+"""The layers of ARCHITECTURE.md: import-linter's contracts (pyproject.toml) catch a broken layer.
+
+`make test` checks that the tree keeps them (`lint-imports`, beside ruff and mypy); this checks that
+the contracts are not vacuous.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
-    return subprocess.run([command, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def test_import_contracts_are_kept() -> None:
-    result = lint_imports(ROOT)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "3 kept, 0 broken" in result.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
