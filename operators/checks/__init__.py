@@ -4,4 +4,6 @@ Checks never touch the target: the extractor already landed what they judge, so 
 pure function of the workspace and the thresholds and can be unit-tested on its own.
 """
 
-from operators.checks import bloat, configuration, database, indexes, replication, sessions, statements, tables  # noqa: F401  (registration)
+# Importing each module registers its checks with the operator registry.
+from operators.checks import bloat, configuration, database, indexes  # noqa: F401
+from operators.checks import replication, sessions, statements, tables  # noqa: F401
