@@ -26,9 +26,22 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
-os.environ.setdefault("DBCREW_STORE_URL", os.path.join(_scratch("dbcrew-bench-store-"), "store.duckdb"))
+os.environ.setdefault(
+    "DBCREW_STORE_URL", os.path.join(_scratch("dbcrew-bench-store-"), "store.duckdb")
+)
 
-SECTIONS = ("orchestration", "scale", "hypo", "error_tree", "faults", "diagnose", "fleet", "cli", "ask", "llm")
+SECTIONS = (
+    "orchestration",
+    "scale",
+    "hypo",
+    "error_tree",
+    "faults",
+    "diagnose",
+    "fleet",
+    "cli",
+    "ask",
+    "llm",
+)
 
 
 def main(argv: list[str]) -> int:
@@ -37,7 +50,10 @@ def main(argv: list[str]) -> int:
     chosen, options = argv[:first_option] or list(SECTIONS), argv[first_option:]
     unknown = [name for name in chosen if name not in SECTIONS]
     if unknown:
-        print(f"bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        print(
+            f"bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}",
+            file=sys.stderr,
+        )
         return 2
     if options and len(chosen) != 1:
         print("bench: options go to one section: name exactly one before them", file=sys.stderr)

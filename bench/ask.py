@@ -32,7 +32,16 @@ from operators.docs import DEBIAN_MANUAL, docs_index
 from operators.lookups import LOOKUPS, CatalogueNames, catalogue_names
 from roles.ask import ask
 from roles.instance import MissingSlot, fill_slots, invocation
-from roles.routing import QUESTIONS as TRAINING, SLOT_WORDS, load_questions, masked, pipeline, router
+from roles.routing import (
+    QUESTIONS as TRAINING,
+)
+from roles.routing import (
+    SLOT_WORDS,
+    load_questions,
+    masked,
+    pipeline,
+    router,
+)
 
 QUESTIONS = Path(__file__).with_name("ask_questions.yaml")
 LEAKAGE_LIMIT = 0.8
@@ -66,20 +75,28 @@ def leakage(data: dict) -> float:
     from sklearn.metrics.pairwise import cosine_similarity
 
     raw = yaml.safe_load(TRAINING.read_text())
-    train = sorted({q.text for q in load_questions()} | {masked(t) for templates in raw[Route.INSTANCE].values()
-                                                          for t in templates})
+    train = sorted(
+        {q.text for q in load_questions()}
+        | {masked(t) for templates in raw[Route.INSTANCE].values() for t in templates}
+    )
     test = [_test_masked(item) for items in data.values() for item in items]
     vectors = TfidfVectorizer(sublinear_tf=True).fit(train + test)
     similarity = cosine_similarity(vectors.transform(test), vectors.transform(train))
     nearest = similarity.argmax(axis=1)
-    worst = sorted(((similarity[i, j], test[i], train[j]) for i, j in enumerate(nearest)), reverse=True)
+    worst = sorted(
+        ((similarity[i, j], test[i], train[j]) for i, j in enumerate(nearest)), reverse=True
+    )
     for score, question, closest in worst[:5]:
         print(f"  nearest {score:.2f}: {question!r} ~ {closest!r}")
-    print(f"test-to-training TF-IDF cosine: max {worst[0][0]:.2f}, mean {statistics.mean(s for s, _, _ in worst):.2f} "
-          f"(limit {LEAKAGE_LIMIT})")
+    print(
+        f"test-to-training TF-IDF cosine: max {worst[0][0]:.2f}, mean {statistics.mean(s for s, _, _ in worst):.2f} "
+        f"(limit {LEAKAGE_LIMIT})"
+    )
     over = [w for w in worst if w[0] > LEAKAGE_LIMIT]
     if over:
-        raise Leakage(f"{len(over)} test questions are near-copies of training questions, e.g. {over[0][1]!r} ~ {over[0][2]!r}")
+        raise Leakage(
+            f"{len(over)} test questions are near-copies of training questions, e.g. {over[0][1]!r} ~ {over[0][2]!r}"
+        )
     return worst[0][0]
 
 
@@ -89,13 +106,25 @@ def cross_validation() -> None:
 
     questions = load_questions()
     texts, groups = [q.text for q in questions], [q.template for q in questions]
-    routes = cross_val_predict(pipeline(), texts, [q.route.value for q in questions], groups=groups, cv=GroupKFold(5))
-    print(f"training-set grouped 5-fold CV: route macro-F1 "
-          f"{f1_score([q.route.value for q in questions], routes, average='macro'):.3f}", end="")
+    routes = cross_val_predict(
+        pipeline(), texts, [q.route.value for q in questions], groups=groups, cv=GroupKFold(5)
+    )
+    print(
+        f"training-set grouped 5-fold CV: route macro-F1 "
+        f"{f1_score([q.route.value for q in questions], routes, average='macro'):.3f}",
+        end="",
+    )
     lookups = [q for q in questions if q.lookup is not None and q.text == masked(q.template)]
-    predicted = cross_val_predict(pipeline(), [q.text for q in lookups], [q.lookup.value for q in lookups],
-                                  groups=[q.template for q in lookups], cv=GroupKFold(5))
-    print(f", look-up macro-F1 {f1_score([q.lookup.value for q in lookups], predicted, average='macro'):.3f}")
+    predicted = cross_val_predict(
+        pipeline(),
+        [q.text for q in lookups],
+        [q.lookup.value for q in lookups],
+        groups=[q.template for q in lookups],
+        cv=GroupKFold(5),
+    )
+    print(
+        f", look-up macro-F1 {f1_score([q.lookup.value for q in lookups], predicted, average='macro'):.3f}"
+    )
 
 
 def routing(data: dict, names: CatalogueNames | None) -> None:
@@ -106,16 +135,26 @@ def routing(data: dict, names: CatalogueNames | None) -> None:
         for item in items:
             gold.append(route)
             question = _text(item)
-            predicted.append(r.route(question, fill_slots(question, names).objects_masked if names else None).value)
+            predicted.append(
+                r.route(
+                    question, fill_slots(question, names).objects_masked if names else None
+                ).value
+            )
     misses = [(g, p) for g, p in zip(gold, predicted) if g != p]
-    for (g, p), q in zip(zip(gold, predicted), [_text(i) for items in data.values() for i in items]):
+    for (g, p), q in zip(
+        zip(gold, predicted), [_text(i) for items in data.values() for i in items]
+    ):
         if g != p:
             print(f"  misrouted {g} -> {p}: {q!r}")
-    print(f"routing {'with the shop as target' if names else 'without a target'}: {len(gold)} test questions, "
-          f"accuracy {accuracy_score(gold, predicted):.3f}, "
-          f"macro-F1 {f1_score(gold, predicted, average='macro'):.3f}, misrouted {len(misses)}")
+    print(
+        f"routing {'with the shop as target' if names else 'without a target'}: {len(gold)} test questions, "
+        f"accuracy {accuracy_score(gold, predicted):.3f}, "
+        f"macro-F1 {f1_score(gold, predicted, average='macro'):.3f}, misrouted {len(misses)}"
+    )
     for route in Route:
-        print(f"  {route.value:10s} F1 {f1_score(gold, predicted, labels=[route.value], average='macro'):.3f}")
+        print(
+            f"  {route.value:10s} F1 {f1_score(gold, predicted, labels=[route.value], average='macro'):.3f}"
+        )
 
 
 def refusals(data: dict) -> None:
@@ -133,7 +172,9 @@ def retrieval(data: dict) -> None:
         hits += hit
         if not hit:
             print(f"  miss: {item['q']!r} -> {found}")
-    print(f"retrieval recall@3: {hits}/{len(data[Route.PRODUCT])} = {hits / len(data[Route.PRODUCT]):.3f}")
+    print(
+        f"retrieval recall@3: {hits}/{len(data[Route.PRODUCT])} = {hits / len(data[Route.PRODUCT]):.3f}"
+    )
 
 
 def latency(data: dict) -> None:
@@ -144,8 +185,10 @@ def latency(data: dict) -> None:
         start = time.perf_counter()
         ask(q)
         times.append(time.perf_counter() - start)
-    print(f"offline knowledge answer latency over {len(times)} questions: mean {statistics.mean(times) * 1000:.0f} ms, "
-          f"max {max(times) * 1000:.0f} ms")
+    print(
+        f"offline knowledge answer latency over {len(times)} questions: mean {statistics.mean(times) * 1000:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms"
+    )
 
 
 def instance(data: dict) -> None:
@@ -185,11 +228,17 @@ def instance(data: dict) -> None:
                     ok = all(word in answer.answer for word in expected)
                     correct += ok
                     if not ok or call.lookup != Lookup(item["tool"]):
-                        print(f"  wrong: {item['q']!r} -> {call.lookup.value} {call.params}: {answer.answer[:160]!r}")
+                        print(
+                            f"  wrong: {item['q']!r} -> {call.lookup.value} {call.params}: {answer.answer[:160]!r}"
+                        )
             n = len(items)
-            print(f"instance questions: {n}; TSA {selected / n:.3f}, TFA {formatted / n:.3f}, slot accuracy {slotted / n:.3f}, "
-                  f"answers correct {correct}/{n} = {correct / n:.3f}")
-            print(f"offline instance answer latency: mean {statistics.mean(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
+            print(
+                f"instance questions: {n}; TSA {selected / n:.3f}, TFA {formatted / n:.3f}, slot accuracy {slotted / n:.3f}, "
+                f"answers correct {correct}/{n} = {correct / n:.3f}"
+            )
+            print(
+                f"offline instance answer latency: mean {statistics.mean(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+            )
         finally:
             if shop is not None:
                 shop.close()
@@ -199,8 +248,12 @@ def instance(data: dict) -> None:
 def main() -> None:
     data = {Route(k): v for k, v in yaml.safe_load(QUESTIONS.read_text()).items()}
     raw = yaml.safe_load(TRAINING.read_text())
-    trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(len(v) for v in raw[Route.INSTANCE].values())
-    print(f"questions: {trained} for training (dbcrew/data/questions.yaml), {sum(len(v) for v in data.values())} held out for test")
+    trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(
+        len(v) for v in raw[Route.INSTANCE].values()
+    )
+    print(
+        f"questions: {trained} for training (dbcrew/data/questions.yaml), {sum(len(v) for v in data.values())} held out for test"
+    )
     leakage(data)
     cross_validation()
     routing(data, None)

@@ -38,8 +38,6 @@ import psycopg
 import yaml
 
 import operators  # noqa: F401 - registers the operators whose parameter models we validate
-from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres, _free_port  # _free_port: a port nobody listens on
-from roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
 from dbcrew.models import Strategy
 from dbcrew.models.crew import Action
 from dbcrew.models.faults import FaultSpec
@@ -47,11 +45,17 @@ from dbcrew.settings import Settings
 from dbcrew.targets.postgres import first_line, parse_target
 from dbcrew.workspace import Workspace
 from error_tree.classify import LABELLED_PATH, LabelledError
+from lab.embedded import (
+    POSTGRES_BIN_PATH,
+    EmbeddedPostgres,
+    _free_port,
+)  # _free_port: a port nobody listens on
+from lab.scripted_llm import Reply, ScriptedServer
 from operators.registry import REGISTRY, get
+from roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
 from roles.faults import FaultInjector
 from roles.planner import PlanRejected
 from roles.validators import validate
-from lab.scripted_llm import Reply, ScriptedServer
 
 PASSWORDS = {"alice": "correct-horse-1", "bob": "battery-staple-2", "carol": "tr0ub4dor-3"}
 
@@ -68,7 +72,11 @@ class Collector:
         try:
             yield
         except Exception as exc:  # noqa: BLE001 - every failure is the data we came for
-            self.cases.append(LabelledError(leaf=leaf, error_type=type(exc).__name__, message=first_line(exc), source=source))
+            self.cases.append(
+                LabelledError(
+                    leaf=leaf, error_type=type(exc).__name__, message=first_line(exc), source=source
+                )
+            )
         else:
             self.silent.append(f"{leaf}: {source}")
 
@@ -84,10 +92,15 @@ class Collector:
 
 
 def _servers(root: Path) -> tuple[EmbeddedPostgres, EmbeddedPostgres]:
-    main = EmbeddedPostgres(root / "main", settings={
-        "max_connections": "12", "superuser_reserved_connections": "2", "deadlock_timeout": "'100ms'",
-        "password_encryption": "'scram-sha-256'",
-    }).start()
+    main = EmbeddedPostgres(
+        root / "main",
+        settings={
+            "max_connections": "12",
+            "superuser_reserved_connections": "2",
+            "deadlock_timeout": "'100ms'",
+            "password_encryption": "'scram-sha-256'",
+        },
+    ).start()
     bare = EmbeddedPostgres(root / "bare", settings={"shared_preload_libraries": "''"}).start()
     hba = main.datadir / "pg_hba.conf"
     hba.write_text(
@@ -127,7 +140,9 @@ def _servers(root: Path) -> tuple[EmbeddedPostgres, EmbeddedPostgres]:
     return main, bare
 
 
-def _connect(server: EmbeddedPostgres, user: str = "postgres", dbname: str = "shop", **kwargs: Any) -> psycopg.Connection[Any]:
+def _connect(
+    server: EmbeddedPostgres, user: str = "postgres", dbname: str = "shop", **kwargs: Any
+) -> psycopg.Connection[Any]:
     return psycopg.connect(server.dsn(dbname, user=user), connect_timeout=3, **kwargs)
 
 
@@ -139,7 +154,12 @@ def _query(conn: psycopg.Connection[Any], sql: str) -> None:
 
 
 def connection_faults(c: Collector, main: EmbeddedPostgres) -> None:
-    for user, db in [("monitor", "shop"), ("postgres", "postgres"), ("reviewer", "inventory"), ("app", "crm")]:
+    for user, db in [
+        ("monitor", "shop"),
+        ("postgres", "postgres"),
+        ("reviewer", "inventory"),
+        ("app", "crm"),
+    ]:
         with c.expect("connection", "psycopg connect to a closed port"):
             psycopg.connect(f"postgresql://{user}@127.0.0.1:{_free_port()}/{db}", connect_timeout=3)
     for user, db in [("monitor", "orders"), ("dbcrew", "billing")]:
@@ -158,7 +178,9 @@ def connection_faults(c: Collector, main: EmbeddedPostgres) -> None:
 def authentication_faults(c: Collector, main: EmbeddedPostgres) -> None:
     for user in PASSWORDS:
         with c.expect("authentication_failed", "wrong password"):
-            psycopg.connect(main.dsn("shop", user=user), password="wrong-" + user, connect_timeout=3)
+            psycopg.connect(
+                main.dsn("shop", user=user), password="wrong-" + user, connect_timeout=3
+            )
     with c.expect("authentication_failed", "no password given to a scram login"):
         psycopg.connect(main.dsn("postgres", user="alice"), connect_timeout=3)
     with c.expect("authentication_failed", "PostgresTarget with a wrong password"):
@@ -186,7 +208,12 @@ def dropped_connections(c: Collector, main: EmbeddedPostgres) -> None:
         with c.expect("connection_dropped", "using the connection after the server dropped it"):
             _query(victim, sql)
     for timeout in ["idle_session_timeout", "idle_in_transaction_session_timeout"]:
-        victim = _connect(main, user="auditor", options=f"-c {timeout}=150", autocommit=timeout == "idle_session_timeout")
+        victim = _connect(
+            main,
+            user="auditor",
+            options=f"-c {timeout}=150",
+            autocommit=timeout == "idle_session_timeout",
+        )
         victim.execute("SELECT 1")
         time.sleep(0.6)
         with c.expect("connection_dropped", f"{timeout} expired"):
@@ -205,12 +232,23 @@ def dropped_connections(c: Collector, main: EmbeddedPostgres) -> None:
 def permission_faults(c: Collector, main: EmbeddedPostgres) -> None:
     conn = _connect(main, user="auditor", autocommit=True)
     for sql in [
-        "SELECT * FROM orders", "SELECT email FROM customers", "SELECT * FROM invoices", "SELECT * FROM big_spenders",
-        "SELECT * FROM billing.ledger", "SELECT nextval('invoice_numbers')", "SELECT * FROM pg_ls_waldir()",
-        "SELECT pg_read_file('postgresql.conf')", "SELECT * FROM pg_ls_logdir()", "SELECT pg_stat_reset()",
-        "SELECT * FROM pg_stat_file('postgresql.conf')", "SET log_statement = 'none'", "SET session_replication_role = replica",
-        "CREATE TABLE public.scratch (id int)", "SELECT pg_reload_conf()",
-        "SELECT * FROM pg_ls_tmpdir()", "SELECT pg_stat_reset_shared('bgwriter')",
+        "SELECT * FROM orders",
+        "SELECT email FROM customers",
+        "SELECT * FROM invoices",
+        "SELECT * FROM big_spenders",
+        "SELECT * FROM billing.ledger",
+        "SELECT nextval('invoice_numbers')",
+        "SELECT * FROM pg_ls_waldir()",
+        "SELECT pg_read_file('postgresql.conf')",
+        "SELECT * FROM pg_ls_logdir()",
+        "SELECT pg_stat_reset()",
+        "SELECT * FROM pg_stat_file('postgresql.conf')",
+        "SET log_statement = 'none'",
+        "SET session_replication_role = replica",
+        "CREATE TABLE public.scratch (id int)",
+        "SELECT pg_reload_conf()",
+        "SELECT * FROM pg_ls_tmpdir()",
+        "SELECT pg_stat_reset_shared('bgwriter')",
     ]:
         with c.expect("permission", f"restricted role: {sql}"):
             _query(conn, sql)
@@ -221,11 +259,18 @@ def read_only_faults(c: Collector, main: EmbeddedPostgres) -> None:
     target = parse_target(main.dsn("shop"))
     with target.session() as conn:
         for sql in [
-            "INSERT INTO orders VALUES (1001, 1, 9.99, 'new')", "UPDATE customers SET email = NULL WHERE id = 3",
-            "DELETE FROM shipments WHERE id < 10", "CREATE TABLE dbcrew_scratch (id int)",
-            "CREATE INDEX ON invoices (order_id)", "SELECT nextval('invoice_numbers')", "TRUNCATE payments",
-            "SELECT * FROM accounts FOR UPDATE", "CREATE EXTENSION pg_buffercache", "ALTER TABLE orders ADD COLUMN note text",
-            "DROP VIEW big_spenders", "COMMENT ON TABLE orders IS 'reviewed'",
+            "INSERT INTO orders VALUES (1001, 1, 9.99, 'new')",
+            "UPDATE customers SET email = NULL WHERE id = 3",
+            "DELETE FROM shipments WHERE id < 10",
+            "CREATE TABLE dbcrew_scratch (id int)",
+            "CREATE INDEX ON invoices (order_id)",
+            "SELECT nextval('invoice_numbers')",
+            "TRUNCATE payments",
+            "SELECT * FROM accounts FOR UPDATE",
+            "CREATE EXTENSION pg_buffercache",
+            "ALTER TABLE orders ADD COLUMN note text",
+            "DROP VIEW big_spenders",
+            "COMMENT ON TABLE orders IS 'reviewed'",
         ]:
             with c.expect("read_only_violation", f"read-only session: {sql}"):
                 _query(conn, sql)
@@ -233,9 +278,15 @@ def read_only_faults(c: Collector, main: EmbeddedPostgres) -> None:
 
 def timeout_faults(c: Collector, main: EmbeddedPostgres) -> None:
     target = parse_target(main.dsn("shop"))
-    for ms, sql in [(10, "SELECT pg_sleep(1)"), (50, "SELECT pg_sleep(2), count(*) FROM orders"),
-                    (20, "SELECT count(*) FROM generate_series(1, 50000000)")]:
-        with c.expect("timeout", "statement_timeout"), target.session(statement_timeout_ms=ms) as conn:
+    for ms, sql in [
+        (10, "SELECT pg_sleep(1)"),
+        (50, "SELECT pg_sleep(2), count(*) FROM orders"),
+        (20, "SELECT count(*) FROM generate_series(1, 50000000)"),
+    ]:
+        with (
+            c.expect("timeout", "statement_timeout"),
+            target.session(statement_timeout_ms=ms) as conn,
+        ):
             conn.execute(sql)
     injector = FaultInjector([FaultSpec.parse("check_sessions:timeout")], target)
     with c.expect("timeout", "the crew's injected timeout"):
@@ -250,10 +301,29 @@ def timeout_faults(c: Collector, main: EmbeddedPostgres) -> None:
     with c.expect("timeout", "DuckDB query interrupted after its time ran out"):
         ws.execute("SELECT count(*) FROM range(100000000000) a WHERE a % 7 = 3").fetchall()
     ws.close()
-    for ms, sql in [(300, "SELECT pg_sleep(3)"), (400, "SELECT count(*) FROM generate_series(1, 300000000)")]:
+    for ms, sql in [
+        (300, "SELECT pg_sleep(3)"),
+        (400, "SELECT count(*) FROM generate_series(1, 300000000)"),
+    ]:
         with c.expect("timeout", f"psql stopped after {ms} ms"):
-            subprocess.run(["psql", "-X", "-h", "127.0.0.1", "-p", str(main.port), "-U", "postgres", "-c", sql], capture_output=True,
-                           timeout=ms / 1000, check=False, env={**os.environ, "PATH": f"{POSTGRES_BIN_PATH}:{os.environ['PATH']}"})
+            subprocess.run(
+                [
+                    "psql",
+                    "-X",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(main.port),
+                    "-U",
+                    "postgres",
+                    "-c",
+                    sql,
+                ],
+                capture_output=True,
+                timeout=ms / 1000,
+                check=False,
+                env={**os.environ, "PATH": f"{POSTGRES_BIN_PATH}:{os.environ['PATH']}"},
+            )
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(time.sleep, 0.5)
         with c.expect("timeout", "waiting on a task past its deadline"):
@@ -265,7 +335,10 @@ def lock_faults(c: Collector, main: EmbeddedPostgres) -> None:
     for table in ["orders", "customers", "invoices"]:
         holder = _connect(main)
         holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-        with c.expect("lock_timeout", f"lock_timeout behind an exclusive lock on {table}"), target.session() as conn:
+        with (
+            c.expect("lock_timeout", f"lock_timeout behind an exclusive lock on {table}"),
+            target.session() as conn,
+        ):
             conn.execute(f"SELECT count(*) FROM {table}")
         other = _connect(main)
         with c.expect("lock_timeout", f"LOCK TABLE {table} NOWAIT"):
@@ -289,7 +362,13 @@ def concurrency_faults(c: Collector, main: EmbeddedPostgres) -> None:
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def cross(first: int, second: int, table: str = table, barrier: threading.Barrier = barrier, errors: list[BaseException] = errors) -> None:
+        def cross(
+            first: int,
+            second: int,
+            table: str = table,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
             conn = _connect(main)
             try:
                 conn.execute(f"UPDATE {table} SET id = id WHERE id = {first}")
@@ -301,7 +380,10 @@ def concurrency_faults(c: Collector, main: EmbeddedPostgres) -> None:
             finally:
                 conn.close()
 
-        threads = [threading.Thread(target=cross, args=(1, 2)), threading.Thread(target=cross, args=(2, 1))]
+        threads = [
+            threading.Thread(target=cross, args=(1, 2)),
+            threading.Thread(target=cross, args=(2, 1)),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -309,14 +391,19 @@ def concurrency_faults(c: Collector, main: EmbeddedPostgres) -> None:
         with c.expect("deadlock", f"two sessions updating {table} rows in opposite orders"):
             if errors:
                 raise errors[0]
-    for table, change in [("orders", "UPDATE orders SET status = 'paid' WHERE id = 5"), ("customers", "DELETE FROM customers WHERE id = 9"),
-                          ("shipments", "UPDATE shipments SET carrier = 'ups' WHERE id = 3")]:
+    for table, change in [
+        ("orders", "UPDATE orders SET status = 'paid' WHERE id = 5"),
+        ("customers", "DELETE FROM customers WHERE id = 9"),
+        ("shipments", "UPDATE shipments SET carrier = 'ups' WHERE id = 3"),
+    ]:
         reader, writer = _connect(main), _connect(main, autocommit=True)
         reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         reader.execute(f"SELECT * FROM {table}").fetchall()
         writer.execute(change)
         row = change.split("WHERE id = ")[1]
-        with c.expect("serialization_failure", f"repeatable read after a concurrent change to {table}"):
+        with c.expect(
+            "serialization_failure", f"repeatable read after a concurrent change to {table}"
+        ):
             reader.execute(f"UPDATE {table} SET id = id WHERE id = {row}")
         reader.close()
         writer.close()
@@ -335,10 +422,17 @@ def concurrency_faults(c: Collector, main: EmbeddedPostgres) -> None:
 
 def catalog_faults(c: Collector, main: EmbeddedPostgres, bare: EmbeddedPostgres) -> None:
     plain = _connect(bare, dbname="postgres", autocommit=True)
-    for sql in ["SELECT * FROM pg_stat_statements", "SELECT queryid, calls FROM pg_stat_statements ORDER BY calls DESC",
-                "SELECT * FROM hypopg_create_index('CREATE INDEX ON t (a)')", "SELECT * FROM pg_buffercache",
-                "SELECT * FROM pgstattuple('pg_class')", "SELECT pg_prewarm('pg_class')", "SELECT * FROM pg_visibility_map('pg_class')",
-                "SELECT * FROM pg_freespace('pg_class')", "SELECT * FROM pgstatindex('pg_class_oid_index')"]:
+    for sql in [
+        "SELECT * FROM pg_stat_statements",
+        "SELECT queryid, calls FROM pg_stat_statements ORDER BY calls DESC",
+        "SELECT * FROM hypopg_create_index('CREATE INDEX ON t (a)')",
+        "SELECT * FROM pg_buffercache",
+        "SELECT * FROM pgstattuple('pg_class')",
+        "SELECT pg_prewarm('pg_class')",
+        "SELECT * FROM pg_visibility_map('pg_class')",
+        "SELECT * FROM pg_freespace('pg_class')",
+        "SELECT * FROM pgstatindex('pg_class_oid_index')",
+    ]:
         with c.expect("missing_extension", f"extension not created: {sql}"):
             _query(plain, sql)
     for name in ["pg_partman", "timescaledb", "pg_repack"]:
@@ -346,29 +440,53 @@ def catalog_faults(c: Collector, main: EmbeddedPostgres, bare: EmbeddedPostgres)
             plain.execute(f"CREATE EXTENSION {name}")
     plain.close()
     preload = _connect(bare, dbname="plain", autocommit=True)
-    for sql in ["SELECT * FROM pg_stat_statements", "SELECT sum(calls) FROM pg_stat_statements", "SELECT * FROM pg_stat_statements_info"]:
+    for sql in [
+        "SELECT * FROM pg_stat_statements",
+        "SELECT sum(calls) FROM pg_stat_statements",
+        "SELECT * FROM pg_stat_statements_info",
+    ]:
         with c.expect("missing_extension", f"pg_stat_statements created but not preloaded: {sql}"):
             _query(preload, sql)
     preload.close()
     conn = _connect(main, autocommit=True)
     for sql in [
-        "SELECT query, total_time FROM pg_stat_statements", "SELECT mean_time FROM pg_stat_statements",
-        "SELECT blk_read_time, blk_write_time FROM pg_stat_statements", "SELECT checkpoints_timed FROM pg_stat_bgwriter",
-        "SELECT buffers_checkpoint FROM pg_stat_bgwriter", "SELECT procpid, current_query FROM pg_stat_activity",
-        "SELECT waiting FROM pg_stat_activity", "SELECT sent_location FROM pg_stat_replication",
-        "SELECT max_dead_tuples FROM pg_stat_progress_vacuum", "SELECT wal_write_time FROM pg_stat_wal",
-        "SELECT name FROM customers", "SELECT spcname, spclocation FROM pg_tablespace",
+        "SELECT query, total_time FROM pg_stat_statements",
+        "SELECT mean_time FROM pg_stat_statements",
+        "SELECT blk_read_time, blk_write_time FROM pg_stat_statements",
+        "SELECT checkpoints_timed FROM pg_stat_bgwriter",
+        "SELECT buffers_checkpoint FROM pg_stat_bgwriter",
+        "SELECT procpid, current_query FROM pg_stat_activity",
+        "SELECT waiting FROM pg_stat_activity",
+        "SELECT sent_location FROM pg_stat_replication",
+        "SELECT max_dead_tuples FROM pg_stat_progress_vacuum",
+        "SELECT wal_write_time FROM pg_stat_wal",
+        "SELECT name FROM customers",
+        "SELECT spcname, spclocation FROM pg_tablespace",
     ]:
         with c.expect("schema_drift_column", f"column renamed or removed: {sql}"):
             _query(conn, sql)
-    for sql in ["SELECT * FROM audit_log", "SELECT count(*) FROM sales_2023", "SELECT * FROM old_carts",
-                "SELECT * FROM pg_stat_bgwriter_checkpoints", "SELECT * FROM pg_stat_wal_senders", "SELECT * FROM pg_stat_lock_waits",
-                "SELECT * FROM pg_stat_progress_checkpoint"]:
-        with c.expect("schema_drift_relation", f"relation renamed, dropped or from another version: {sql}"):
+    for sql in [
+        "SELECT * FROM audit_log",
+        "SELECT count(*) FROM sales_2023",
+        "SELECT * FROM old_carts",
+        "SELECT * FROM pg_stat_bgwriter_checkpoints",
+        "SELECT * FROM pg_stat_wal_senders",
+        "SELECT * FROM pg_stat_lock_waits",
+        "SELECT * FROM pg_stat_progress_checkpoint",
+    ]:
+        with c.expect(
+            "schema_drift_relation", f"relation renamed, dropped or from another version: {sql}"
+        ):
             _query(conn, sql)
-    for sql in ["SELECT pg_current_xlog_location()", "SELECT pg_last_xlog_receive_location()", "SELECT pg_xlogfile_name('0/0')",
-                "SELECT pg_is_xlog_replay_paused()", "SELECT pg_xlog_location_diff('0/1', '0/0')",
-                "SELECT pg_stat_get_backend_waiting(1)", "SELECT pg_relation_size('orders', 'main', true)"]:
+    for sql in [
+        "SELECT pg_current_xlog_location()",
+        "SELECT pg_last_xlog_receive_location()",
+        "SELECT pg_xlogfile_name('0/0')",
+        "SELECT pg_is_xlog_replay_paused()",
+        "SELECT pg_xlog_location_diff('0/1', '0/0')",
+        "SELECT pg_stat_get_backend_waiting(1)",
+        "SELECT pg_relation_size('orders', 'main', true)",
+    ]:
         with c.expect("schema_drift_function", f"function renamed or from another version: {sql}"):
             _query(conn, sql)
     conn.close()
@@ -376,24 +494,51 @@ def catalog_faults(c: Collector, main: EmbeddedPostgres, bare: EmbeddedPostgres)
 
 def input_faults(c: Collector, main: EmbeddedPostgres) -> None:
     conn = _connect(main, autocommit=True)
-    for sql in ["SET statement_timeout = 'soon'", "SET work_mem = '-1'", "SET lock_timeout = '5 parsecs'",
-                "SET random_page_cost = -4", "SET default_statistics_target = 999999",
-                "SET dbcrew_window = 30", "SET pg_stat_statements.max = 5000", "SET shared_buffers = '1GB'",
-                "SET max_connections = 500", "SET track_io_timing = maybe", "SET log_min_duration_statement = 'fast'"]:
+    for sql in [
+        "SET statement_timeout = 'soon'",
+        "SET work_mem = '-1'",
+        "SET lock_timeout = '5 parsecs'",
+        "SET random_page_cost = -4",
+        "SET default_statistics_target = 999999",
+        "SET dbcrew_window = 30",
+        "SET pg_stat_statements.max = 5000",
+        "SET shared_buffers = '1GB'",
+        "SET max_connections = 500",
+        "SET track_io_timing = maybe",
+        "SET log_min_duration_statement = 'fast'",
+    ]:
         with c.expect("invalid_setting", f"GUC rejected: {sql}"):
             conn.execute(sql)
     with c.expect("invalid_setting", "connection option with a bad value"):
         _connect(main, options="-c statement_timeout=forever")
-    for sql in ["SELECT 'abc'::int", "SELECT 1 / 0", "SELECT 2147483647::int + 1", "SELECT '2024-13-01'::date",
-                "SELECT '{1,2'::int[]", "SELECT 'not-a-uuid'::uuid", "SELECT '1.2.3'::inet", "SELECT 123.45::numeric(3,1)",
-                "SELECT '{bad json'::json", "SELECT '3 fortnights and change'::interval", "SELECT 'yes please'::boolean",
-                "SELECT (orders.total / (orders.id - orders.id)) FROM orders", "SELECT repeat('x', -1)::int",
-                "SELECT to_timestamp('31/31/2024', 'DD/MM/YYYY')"]:
+    for sql in [
+        "SELECT 'abc'::int",
+        "SELECT 1 / 0",
+        "SELECT 2147483647::int + 1",
+        "SELECT '2024-13-01'::date",
+        "SELECT '{1,2'::int[]",
+        "SELECT 'not-a-uuid'::uuid",
+        "SELECT '1.2.3'::inet",
+        "SELECT 123.45::numeric(3,1)",
+        "SELECT '{bad json'::json",
+        "SELECT '3 fortnights and change'::interval",
+        "SELECT 'yes please'::boolean",
+        "SELECT (orders.total / (orders.id - orders.id)) FROM orders",
+        "SELECT repeat('x', -1)::int",
+        "SELECT to_timestamp('31/31/2024', 'DD/MM/YYYY')",
+    ]:
         with c.expect("invalid_input", f"bad value in SQL: {sql}"):
             _query(conn, sql)
-    for sql in ["SELEC * FROM orders", "SELECT * FROMM customers", "SELECT count(* FROM invoices", "SELECT id, FROM payments",
-                "SELECT * FROM orders WHERE", "EXPLAIN SELECT ** FROM shipments", "SELECT \"\" FROM orders",
-                "SELECT * FROM orders ORDER BY LIMIT 5"]:
+    for sql in [
+        "SELEC * FROM orders",
+        "SELECT * FROMM customers",
+        "SELECT count(* FROM invoices",
+        "SELECT id, FROM payments",
+        "SELECT * FROM orders WHERE",
+        "EXPLAIN SELECT ** FROM shipments",
+        'SELECT "" FROM orders',
+        "SELECT * FROM orders ORDER BY LIMIT 5",
+    ]:
         with c.expect("sql_syntax", f"malformed SQL: {sql}"):
             _query(conn, sql)
     conn.close()
@@ -412,7 +557,9 @@ def resource_faults(c: Collector, main: EmbeddedPostgres) -> None:
             for _ in range(20):
                 held.append(_connect(main, user="auditor", dbname="postgres"))
         with c.expect("resource_limit", "PostgresTarget when all slots are taken"):
-            for _ in range(5):  # a slot a closing backend just freed is taken, then the next one fails
+            for _ in range(
+                5
+            ):  # a slot a closing backend just freed is taken, then the next one fails
                 held.append(parse_target(main.dsn("shop", user="auditor")).connect())
         with c.expect("resource_limit", "superuser beyond max_connections"):
             for _ in range(5):
@@ -427,21 +574,28 @@ def resource_faults(c: Collector, main: EmbeddedPostgres) -> None:
     for limit, rows in [("64kB", 200_000), ("128kB", 300_000), ("1MB", 2_000_000)]:
         conn.execute(f"SET temp_file_limit = '{limit}'")
         with c.expect("temp_space_limit", f"sort spilling past temp_file_limit {limit}"):
-            conn.execute(f"SELECT g FROM generate_series(1, {rows}) g ORDER BY md5(g::text)").fetchall()
+            conn.execute(
+                f"SELECT g FROM generate_series(1, {rows}) g ORDER BY md5(g::text)"
+            ).fetchall()
     conn.close()
     for shape in [(10**7, 10**7), (10**15,), (4 * 10**6, 10**6, 8)]:
         with c.expect("out_of_memory", f"numpy allocation {shape}"):
             np.empty(shape)
-    for limit, sql in [("8MB", "SELECT list(range) FROM range(10000000) GROUP BY range % 3"),
-                       ("16MB", "SELECT string_agg(range::VARCHAR, ',') FROM range(20000000)"),
-                       ("10MB", "SELECT * FROM range(5000000) a ORDER BY random()")]:
+    for limit, sql in [
+        ("8MB", "SELECT list(range) FROM range(10000000) GROUP BY range % 3"),
+        ("16MB", "SELECT string_agg(range::VARCHAR, ',') FROM range(20000000)"),
+        ("10MB", "SELECT * FROM range(5000000) a ORDER BY random()"),
+    ]:
         ws = duckdb.connect()
         ws.execute(f"SET memory_limit = '{limit}'; SET threads = 1; SET temp_directory = ''")
         with c.expect("out_of_memory", f"DuckDB over memory_limit {limit}"):
             ws.execute(sql).fetchall()
         ws.close()
     for size in [10_000, 1_000_000]:
-        with c.expect("disk_full", f"writing {size} bytes to a full device"), open("/dev/full", "w") as fh:
+        with (
+            c.expect("disk_full", f"writing {size} bytes to a full device"),
+            open("/dev/full", "w") as fh,
+        ):
             fh.write("x" * size)
     with c.expect("disk_full", "pandas CSV export to a full device"):
         pd.DataFrame({"a": range(100_000)}).to_csv("/dev/full")
@@ -449,7 +603,9 @@ def resource_faults(c: Collector, main: EmbeddedPostgres) -> None:
         np.save(fh, np.zeros(500_000))
     for fmt in ["csv", "parquet"]:
         with c.expect("disk_full", f"DuckDB COPY to a full device as {fmt}"):
-            duckdb.connect().execute(f"COPY (SELECT * FROM range(1000000)) TO '/dev/full' (FORMAT {fmt})")
+            duckdb.connect().execute(
+                f"COPY (SELECT * FROM range(1000000)) TO '/dev/full' (FORMAT {fmt})"
+            )
 
 
 def empty_results(c: Collector, main: EmbeddedPostgres, ws: Workspace) -> None:
@@ -459,7 +615,9 @@ def empty_results(c: Collector, main: EmbeddedPostgres, ws: Workspace) -> None:
     with c.expect("empty_result", "max() over no rows"):
         max(r[0] for r in conn.execute("SELECT total FROM orders WHERE status = 'refunded'"))
     with c.expect("empty_result", "mean of no samples"):
-        statistics.mean(r[0] for r in conn.execute("SELECT calls FROM pg_stat_statements WHERE calls < 0"))
+        statistics.mean(
+            r[0] for r in conn.execute("SELECT calls FROM pg_stat_statements WHERE calls < 0")
+        )
     with c.expect("empty_result", "first row of an empty DataFrame"):
         pd.DataFrame(conn.execute("SELECT * FROM invoices WHERE amount > 1e6").fetchall()).iloc[0]
     with c.expect("empty_result", "percentile of no samples"):
@@ -498,15 +656,26 @@ def unexpected_faults(c: Collector) -> None:
 
 def llm_faults(c: Collector) -> None:
     """The openai client against the scripted server; answers go through OpenAIBrain.ask, the brain's own parser."""
+
     def brain(server: ScriptedServer, timeout: float = 5.0) -> OpenAIBrain:
-        return OpenAIBrain(lambda _t, _c: "prompt", base_url=server.url, api_key="sk-scripted", model="gpt-4o-mini",
-                           timeout=timeout, max_repairs=0)
+        return OpenAIBrain(
+            lambda _t, _c: "prompt",
+            base_url=server.url,
+            api_key="sk-scripted",
+            model="gpt-4o-mini",
+            timeout=timeout,
+            max_repairs=0,
+        )
 
     def client(server: ScriptedServer, timeout: float = 5.0) -> openai.OpenAI:
-        return openai.OpenAI(base_url=server.url, api_key="sk-scripted", timeout=timeout, max_retries=0)
+        return openai.OpenAI(
+            base_url=server.url, api_key="sk-scripted", timeout=timeout, max_retries=0
+        )
 
     def ask(cl: openai.OpenAI) -> Any:
-        return cl.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "plan"}])
+        return cl.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "plan"}]
+        )
 
     server = ScriptedServer()
     try:
@@ -520,7 +689,9 @@ def llm_faults(c: Collector) -> None:
             server.replies[:] = [Reply(status=429, content=body)]
             with c.expect("llm_rate_limit", "HTTP 429 from the endpoint"):
                 ask(client(server))
-        server.replies[:] = [Reply(status=429, content="Rate limit exceeded: 20 requests per minute")] * 3
+        server.replies[:] = [
+            Reply(status=429, content="Rate limit exceeded: 20 requests per minute")
+        ] * 3
         with c.expect("llm_rate_limit", "HTTP 429 through the brain's retries"):
             brain(server).ask("plan.j2", {}, Strategy)
         for delay, timeout in [(0.6, 0.2), (0.8, 0.3)]:
@@ -530,37 +701,57 @@ def llm_faults(c: Collector) -> None:
         server.replies[:] = [Reply(delay=0.6, content="{}")] * 3
         with c.expect("llm_timeout", "brain call slower than its timeout"):
             brain(server, timeout=0.2).ask("summarize.j2", {}, Summary)
-        for status, body in [(500, "The server had an error while processing your request."), (502, "Bad gateway"),
-                             (503, "The engine is currently overloaded, please try again later"),
-                             (401, "Incorrect API key provided: sk-scri*****pted."), (404, "The model `gpt-5-turbo` does not exist")]:
+        for status, body in [
+            (500, "The server had an error while processing your request."),
+            (502, "Bad gateway"),
+            (503, "The engine is currently overloaded, please try again later"),
+            (401, "Incorrect API key provided: sk-scri*****pted."),
+            (404, "The model `gpt-5-turbo` does not exist"),
+        ]:
             server.replies[:] = [Reply(status=status, content=body)]
             with c.expect("llm_unavailable", f"HTTP {status} from the endpoint"):
                 ask(client(server))
         with c.expect("llm_unavailable", "no endpoint listening"):
-            openai.OpenAI(base_url=f"http://127.0.0.1:{_free_port()}/v1", api_key="sk-x", max_retries=0, timeout=3).chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}])
+            openai.OpenAI(
+                base_url=f"http://127.0.0.1:{_free_port()}/v1",
+                api_key="sk-x",
+                max_retries=0,
+                timeout=3,
+            ).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         malformed: list[tuple[str, type[Any]]] = [
-            ("Sure! Here is the plan you asked for.", Strategy), ('{"team": [{"name": "collector", "role": "extractor"', Strategy),
-            ("```json\n{'team': [], 'tasks': []}\n```", Strategy), ('{"recommendations": [{"action": "retry",}]}', Recommendations),
-            ("I cannot help with that request.", Problems), ('{"text": "the database is healthy"} trailing words', Summary),
-            ("", Strategy), ("<think>let me plan</think>", Recommendations),
+            ("Sure! Here is the plan you asked for.", Strategy),
+            ('{"team": [{"name": "collector", "role": "extractor"', Strategy),
+            ("```json\n{'team': [], 'tasks': []}\n```", Strategy),
+            ('{"recommendations": [{"action": "retry",}]}', Recommendations),
+            ("I cannot help with that request.", Problems),
+            ('{"text": "the database is healthy"} trailing words', Summary),
+            ("", Strategy),
+            ("<think>let me plan</think>", Recommendations),
         ]
         for content, model in malformed:
             server.replies[:] = [Reply(content=content)]
             with c.expect("llm_malformed_output", f"unparseable answer for {model.__name__}"):
                 brain(server).ask("plan.j2", {}, model)
         with c.expect("llm_malformed_output", "json.loads of a chatty answer"):
-            json.loads("Here you go: {\"tasks\": []}")
+            json.loads('Here you go: {"tasks": []}')
         wrong_schema: list[tuple[str, type[Any]]] = [
-            ('{"plan": [{"step": 1, "do": "collect"}]}', Strategy), ('{"team": "collector, checker", "tasks": []}', Strategy),
+            ('{"plan": [{"step": 1, "do": "collect"}]}', Strategy),
+            ('{"team": "collector, checker", "tasks": []}', Strategy),
             ('{"team": [], "tasks": [{"id": "t1", "operator": "collect_settings"}]}', Strategy),
-            ('{"recommendations": [{"action": "restart_database", "task_id": "t3"}]}', Recommendations),
-            ('{"recommendations": "replace the operator"}', Recommendations), ('{"problems": [{"kind": "cycle"}]}', Problems),
-            ('{"summary": "all good"}', Summary), ('{"team": [{"name": "a", "role": "janitor", "goal": "x"}], "tasks": []}', Strategy),
+            (
+                '{"recommendations": [{"action": "restart_database", "task_id": "t3"}]}',
+                Recommendations,
+            ),
+            ('{"recommendations": "replace the operator"}', Recommendations),
+            ('{"problems": [{"kind": "cycle"}]}', Problems),
+            ('{"summary": "all good"}', Summary),
+            ('{"team": [{"name": "a", "role": "janitor", "goal": "x"}], "tasks": []}', Strategy),
         ]
         for content, model in wrong_schema:
             server.replies[:] = [Reply(content=content)]
-            with c.expect("llm_wrong_schema", f"well-formed JSON that does not fit {model.__name__}"):
+            with c.expect(
+                "llm_wrong_schema", f"well-formed JSON that does not fit {model.__name__}"
+            ):
                 brain(server).ask("plan.j2", {}, model)
         for content in ['{"team": 3}', '[{"id": "t1"}]']:
             with c.expect("llm_wrong_schema", "model_validate_json of a wrong shape"):
@@ -582,39 +773,139 @@ def _team(*agents: tuple[str, str]) -> list[dict[str, Any]]:
 def plan_faults(c: Collector, ws: Workspace, main: EmbeddedPostgres) -> None:
     extractor = ("collector", "extractor")
     for name in ["vacuum_wizard", "explain_all_queries", "fix_indexes"]:
-        c.plan_problems("llm_hallucinated_tool", f"plan naming an invented operator {name}", Strategy.model_validate({
-            "team": _team(extractor), "tasks": [{"id": "t1", "agent": "collector", "operator": name}]}))
-    for agent, op in [("painter", "paint_table_activity"), ("checker", "check_sessions"), ("collector", "collect_settings"),
-                      ("retriever", "collect_table_stats")]:
-        c.plan_problems("missing_agent", f"task for {agent}, who is not in the team", Strategy.model_validate({
-            "team": _team(("someone_else", "tasker")), "tasks": [{"id": op, "agent": agent, "operator": op}]}))
-    for agent, role, op in [("painter", "painter", "collect_settings"), ("collector", "extractor", "check_sessions"),
-                            ("summariser", "tasker", "collect_table_stats")]:
-        c.plan_problems("wrong_role", f"{op} given to a {role}", Strategy.model_validate({
-            "team": _team((agent, role)), "tasks": [{"id": op, "agent": agent, "operator": op}]}))
-    for task, need in [("check_sessions", "collect_activity"), ("check_indexes", "collect_index_stats"), ("paint", "summary")]:
-        c.plan_problems("broken_dependency", f"{task} needs a task that is not in the plan", Strategy.model_validate({
-            "team": _team(extractor), "tasks": [{"id": task, "agent": "collector", "operator": "collect_settings", "needs": [need]}]}))
+        c.plan_problems(
+            "llm_hallucinated_tool",
+            f"plan naming an invented operator {name}",
+            Strategy.model_validate(
+                {
+                    "team": _team(extractor),
+                    "tasks": [{"id": "t1", "agent": "collector", "operator": name}],
+                }
+            ),
+        )
+    for agent, op in [
+        ("painter", "paint_table_activity"),
+        ("checker", "check_sessions"),
+        ("collector", "collect_settings"),
+        ("retriever", "collect_table_stats"),
+    ]:
+        c.plan_problems(
+            "missing_agent",
+            f"task for {agent}, who is not in the team",
+            Strategy.model_validate(
+                {
+                    "team": _team(("someone_else", "tasker")),
+                    "tasks": [{"id": op, "agent": agent, "operator": op}],
+                }
+            ),
+        )
+    for agent, role, op in [
+        ("painter", "painter", "collect_settings"),
+        ("collector", "extractor", "check_sessions"),
+        ("summariser", "tasker", "collect_table_stats"),
+    ]:
+        c.plan_problems(
+            "wrong_role",
+            f"{op} given to a {role}",
+            Strategy.model_validate(
+                {
+                    "team": _team((agent, role)),
+                    "tasks": [{"id": op, "agent": agent, "operator": op}],
+                }
+            ),
+        )
+    for task, need in [
+        ("check_sessions", "collect_activity"),
+        ("check_indexes", "collect_index_stats"),
+        ("paint", "summary"),
+    ]:
+        c.plan_problems(
+            "broken_dependency",
+            f"{task} needs a task that is not in the plan",
+            Strategy.model_validate(
+                {
+                    "team": _team(extractor),
+                    "tasks": [
+                        {
+                            "id": task,
+                            "agent": "collector",
+                            "operator": "collect_settings",
+                            "needs": [need],
+                        }
+                    ],
+                }
+            ),
+        )
     for ids in [("a", "b"), ("collect", "check", "report"), ("t1", "t2", "t3", "t4")]:
-        tasks = [{"id": i, "agent": "collector", "operator": "collect_settings", "needs": [ids[n - 1]]} for n, i in enumerate(ids)]
-        c.plan_problems("dependency_cycle", f"tasks {ids} depend on each other in a ring", Strategy.model_validate({
-            "team": _team(extractor), "tasks": tasks}))
+        tasks = [
+            {"id": i, "agent": "collector", "operator": "collect_settings", "needs": [ids[n - 1]]}
+            for n, i in enumerate(ids)
+        ]
+        c.plan_problems(
+            "dependency_cycle",
+            f"tasks {ids} depend on each other in a ring",
+            Strategy.model_validate({"team": _team(extractor), "tasks": tasks}),
+        )
         with c.expect("dependency_cycle", f"topological order of the ring {ids}"):
             list(nx.topological_sort(nx.DiGraph([(t["needs"][0], t["id"]) for t in tasks])))
     for dup in ["collect_settings", "t7", "sessions"]:
-        c.plan_problems("duplicate_task", f"task id {dup} twice", Strategy.model_validate({
-            "team": _team(extractor), "tasks": [{"id": dup, "agent": "collector", "operator": "collect_settings"}] * 2}))
-    c.plan_problems("duplicate_task", "two agents with one name", Strategy.model_validate({
-        "team": _team(extractor, extractor), "tasks": [{"id": "t1", "agent": "collector", "operator": "collect_settings"}]}))
-    for op, params in [("collect_activity", {"samples": 0}), ("collect_activity", {"samples": 500, "window_seconds": -2}),
-                       ("collect_statements", {"window": 30}), ("collect_settings", {"verbose": True}),
-                       ("check_sessions", {"threshold": 5})]:
-        c.plan_problems("bad_parameter", f"plan with bad params for {op}", Strategy.model_validate({
-            "team": _team((("collector", "extractor") if op.startswith("collect") else ("checker", "tasker"))),
-            "tasks": [{"id": op, "agent": "collector" if op.startswith("collect") else "checker", "operator": op, "params": params}]}))
-    for op, params in [("collect_activity", {"window_seconds": "half a minute"}), ("collect_activity", {"samples": 61}),
-                       ("collect_table_stats", {"window_seconds": -30}), ("collect_settings", {"limit": 10}),
-                       ("collect_activity", {"samples": 2.5}), ("check_missing_indexes", {"min_size": "1GB"})]:
+        c.plan_problems(
+            "duplicate_task",
+            f"task id {dup} twice",
+            Strategy.model_validate(
+                {
+                    "team": _team(extractor),
+                    "tasks": [{"id": dup, "agent": "collector", "operator": "collect_settings"}]
+                    * 2,
+                }
+            ),
+        )
+    c.plan_problems(
+        "duplicate_task",
+        "two agents with one name",
+        Strategy.model_validate(
+            {
+                "team": _team(extractor, extractor),
+                "tasks": [{"id": "t1", "agent": "collector", "operator": "collect_settings"}],
+            }
+        ),
+    )
+    for op, params in [
+        ("collect_activity", {"samples": 0}),
+        ("collect_activity", {"samples": 500, "window_seconds": -2}),
+        ("collect_statements", {"window": 30}),
+        ("collect_settings", {"verbose": True}),
+        ("check_sessions", {"threshold": 5}),
+    ]:
+        c.plan_problems(
+            "bad_parameter",
+            f"plan with bad params for {op}",
+            Strategy.model_validate(
+                {
+                    "team": _team(
+                        ("collector", "extractor")
+                        if op.startswith("collect")
+                        else ("checker", "tasker")
+                    ),
+                    "tasks": [
+                        {
+                            "id": op,
+                            "agent": "collector" if op.startswith("collect") else "checker",
+                            "operator": op,
+                            "params": params,
+                        }
+                    ],
+                }
+            ),
+        )
+    for op, params in [
+        ("collect_activity", {"window_seconds": "half a minute"}),
+        ("collect_activity", {"samples": 61}),
+        ("collect_table_stats", {"window_seconds": -30}),
+        ("collect_settings", {"limit": 10}),
+        ("collect_activity", {"samples": 2.5}),
+        ("check_missing_indexes", {"min_size": "1GB"}),
+    ]:
         with c.expect("bad_parameter", f"{op} called with {params}"):
             REGISTRY[op].params_model.model_validate(params)
     for text in ["check_sessions", "check_sessions:explode", "collect_activity:timeout:twice"]:
@@ -624,7 +915,12 @@ def plan_faults(c: Collector, ws: Workspace, main: EmbeddedPostgres) -> None:
         with c.expect("bad_parameter", f"settings {field}={value}"):
             Settings.model_validate({field: value})
     target = parse_target(main.dsn("shop"))
-    for op in ["collect_table_stats", "check_sessions", "collect_statements", "paint_table_activity"]:
+    for op in [
+        "collect_table_stats",
+        "check_sessions",
+        "collect_statements",
+        "paint_table_activity",
+    ]:
         injector = FaultInjector([FaultSpec.parse(f"{op}:misfit")], target)
         with c.expect("wrong_operator", f"injected misfit in {op}"):
             injector.before(op)
@@ -637,7 +933,10 @@ def plan_faults(c: Collector, ws: Workspace, main: EmbeddedPostgres) -> None:
 
 def contradictions(c: Collector, main: EmbeddedPostgres, ws: Workspace) -> None:
     conn = _connect(main, autocommit=True)
-    for sql in ["SELECT (SELECT id FROM orders WHERE customer_id = 3)", "SELECT id, (SELECT amount FROM invoices WHERE amount > 10) FROM orders"]:
+    for sql in [
+        "SELECT (SELECT id FROM orders WHERE customer_id = 3)",
+        "SELECT id, (SELECT amount FROM invoices WHERE amount > 10) FROM orders",
+    ]:
         with c.expect("contradictory_results", "one value expected, several found"):
             _query(conn, sql)
     conn.close()
@@ -660,13 +959,21 @@ def budget_faults(c: Collector) -> None:
     try:
         for status, body in [
             (429, "You exceeded your current quota, please check your plan and billing details."),
-            (400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens."),
-            (400, "This model's maximum context length is 8192 tokens; you requested 9120 tokens (8000 in the messages, 1120 in the completion)."),
+            (
+                400,
+                "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens.",
+            ),
+            (
+                400,
+                "This model's maximum context length is 8192 tokens; you requested 9120 tokens (8000 in the messages, 1120 in the completion).",
+            ),
             (402, "Insufficient credits: this request needs 2.1 credits, your balance is 0.0"),
         ]:
             server.replies[:] = [Reply(status=status, content=body)]
             with c.expect("budget_exhausted", f"HTTP {status}: out of quota or context"):
-                cl.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "plan"}])
+                cl.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "plan"}]
+                )
     finally:
         server.close()
 
@@ -678,11 +985,22 @@ def collect() -> Collector:
         main, bare = _servers(root)
         ws = Workspace(root / "workspace.duckdb")
         steps: list[Callable[[], None]] = [
-            lambda: connection_faults(c, main), lambda: authentication_faults(c, main), lambda: dropped_connections(c, main),
-            lambda: permission_faults(c, main), lambda: read_only_faults(c, main), lambda: timeout_faults(c, main),
-            lambda: lock_faults(c, main), lambda: concurrency_faults(c, main), lambda: catalog_faults(c, main, bare),
-            lambda: input_faults(c, main), lambda: resource_faults(c, main), lambda: empty_results(c, main, ws),
-            lambda: llm_faults(c), lambda: plan_faults(c, ws, main), lambda: contradictions(c, main, ws), lambda: budget_faults(c),
+            lambda: connection_faults(c, main),
+            lambda: authentication_faults(c, main),
+            lambda: dropped_connections(c, main),
+            lambda: permission_faults(c, main),
+            lambda: read_only_faults(c, main),
+            lambda: timeout_faults(c, main),
+            lambda: lock_faults(c, main),
+            lambda: concurrency_faults(c, main),
+            lambda: catalog_faults(c, main, bare),
+            lambda: input_faults(c, main),
+            lambda: resource_faults(c, main),
+            lambda: empty_results(c, main, ws),
+            lambda: llm_faults(c),
+            lambda: plan_faults(c, ws, main),
+            lambda: contradictions(c, main, ws),
+            lambda: budget_faults(c),
             lambda: unexpected_faults(c),
         ]
         try:
@@ -697,13 +1015,23 @@ def collect() -> Collector:
 
 def main() -> None:
     c = collect()
-    cases = sorted({(x.leaf, x.error_type, x.message): x for x in c.cases}.values(), key=lambda x: (x.leaf, x.source, x.message))
-    header = ("# Real error messages provoked by bench/collect_errors.py (rerun it to refresh): what a worker reports\n"
-              "# to the monitor (exception class, first line of its text) and the leaf it belongs to. The test set of\n"
-              "# the error-tree classifier; never copied into tree.yaml.\n")
-    LABELLED_PATH.write_text(header + yaml.safe_dump([asdict(x) for x in cases], sort_keys=False, allow_unicode=True, width=200))
+    cases = sorted(
+        {(x.leaf, x.error_type, x.message): x for x in c.cases}.values(),
+        key=lambda x: (x.leaf, x.source, x.message),
+    )
+    header = (
+        "# Real error messages provoked by bench/collect_errors.py (rerun it to refresh): what a worker reports\n"
+        "# to the monitor (exception class, first line of its text) and the leaf it belongs to. The test set of\n"
+        "# the error-tree classifier; never copied into tree.yaml.\n"
+    )
+    LABELLED_PATH.write_text(
+        header
+        + yaml.safe_dump([asdict(x) for x in cases], sort_keys=False, allow_unicode=True, width=200)
+    )
     per_leaf = Counter(x.leaf for x in cases)
-    print(f"{len(cases)} distinct cases ({len(c.cases)} provoked) over {len(per_leaf)} leaves -> {LABELLED_PATH}")
+    print(
+        f"{len(cases)} distinct cases ({len(c.cases)} provoked) over {len(per_leaf)} leaves -> {LABELLED_PATH}"
+    )
     for leaf, n in sorted(per_leaf.items()):
         print(f"  {leaf:24} {n}")
     for miss in c.silent:

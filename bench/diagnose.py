@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import injections
-from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from operators.diagnose.sampler import sample_window
-from roles.crew import RunContext
 from flows.phases import PlainPhases
 from flows.review import review
+from lab.embedded import EmbeddedPostgres
+from operators.diagnose.sampler import sample_window
+from roles.crew import RunContext
 
 SIGMA = 0.1
 MAX_CAUSES = 4
@@ -36,7 +36,9 @@ WINDOW_SECONDS = 6.0
 SERVER_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "shared_buffers": "'128MB'"}
 
 
-def accuracy(expected: Sequence[str], reported: Sequence[str], sigma: float = SIGMA, limit: int = MAX_CAUSES) -> float:
+def accuracy(
+    expected: Sequence[str], reported: Sequence[str], sigma: float = SIGMA, limit: int = MAX_CAUSES
+) -> float:
     """D-Bot's accuracy of one case: right causes minus sigma per wrong one, over the actual causes."""
     shown = list(dict.fromkeys(reported))[:limit]
     right = sum(1 for c in shown if c in expected)
@@ -54,8 +56,13 @@ class DiagnosisServer:
     catalogue: str = injections.__name__  # the module whose RECIPES the cases name
 
     @classmethod
-    def start(cls, workdir: Path, baseline_seconds: float = WINDOW_SECONDS, prepare: Callable[[str], None] = injections.prepare_schema,
-              catalogue: str = injections.__name__) -> DiagnosisServer:
+    def start(
+        cls,
+        workdir: Path,
+        baseline_seconds: float = WINDOW_SECONDS,
+        prepare: Callable[[str], None] = injections.prepare_schema,
+        catalogue: str = injections.__name__,
+    ) -> DiagnosisServer:
         """Start the server, let `prepare(dsn)` create the suite's tables, then record the baseline of the idle server."""
         pg = EmbeddedPostgres(workdir / "data", settings=SERVER_SETTINGS).start()
         pg.psql("CREATE DATABASE diag;")
@@ -69,13 +76,23 @@ class DiagnosisServer:
     def stop(self) -> None:
         self.pg.stop()
 
-    def diagnose(self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "", brain: str = "rules") -> Report:
+    def diagnose(
+        self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "", brain: str = "rules"
+    ) -> Report:
         """Run the diagnose scenario (the rules brain unless told, plain runner) and return its report."""
         settings = Settings(window_seconds=window, alert=alert, baseline_path=str(self.baseline))
-        run = RunContext(target=parse_target(self.dsn), scenario="diagnose", settings=settings, out_dir=out_dir, brain=brain)
+        run = RunContext(
+            target=parse_target(self.dsn),
+            scenario="diagnose",
+            settings=settings,
+            out_dir=out_dir,
+            brain=brain,
+        )
         return review(run, PlainPhases)
 
-    def diagnose_injected(self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS) -> tuple[Report, float]:
+    def diagnose_injected(
+        self, causes: Sequence[str], out_dir: Path, window: float = WINDOW_SECONDS
+    ) -> tuple[Report, float]:
         """Inject `causes`, diagnose while they run; returns the report and the diagnosis's seconds."""
         with injections.injected(self.dsn, list(causes), catalogue=self.catalogue):
             started = time.monotonic()
@@ -84,10 +101,25 @@ class DiagnosisServer:
         return report, seconds
 
 
-def time_cli_diagnosis(server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention") -> tuple[float, int]:
+def time_cli_diagnosis(
+    server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention"
+) -> tuple[float, int]:
     """Wall time of `dbcrew diagnose` as a user runs it (its own Prefect ephemeral server), under one injection."""
-    command = [sys.executable, "-m", "cli", "diagnose", server.dsn, "--window", str(WINDOW_SECONDS),
-               "--baseline", str(server.baseline), "--alert", "queries are slower than usual", "--out", str(out_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "diagnose",
+        server.dsn,
+        "--window",
+        str(WINDOW_SECONDS),
+        "--baseline",
+        str(server.baseline),
+        "--alert",
+        "queries are slower than usual",
+        "--out",
+        str(out_dir),
+    ]
     with injections.injected(server.dsn, [cause]):
         started = time.monotonic()
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -124,7 +156,10 @@ def injection_suite() -> None:
                 report, seconds = server.diagnose_injected(causes, workdir / f"case{i}")
                 found = [rc.code for rc in report.root_causes]
                 rows.append((causes, found, accuracy(causes, found), seconds))
-                print(f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  found: {', '.join(found) or '-'}", flush=True)
+                print(
+                    f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  found: {', '.join(found) or '-'}",
+                    flush=True,
+                )
             cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
         finally:
             server.stop()
@@ -138,9 +173,17 @@ def injection_suite() -> None:
     print(f"{'root cause':32} cases  accuracy")
     for cause, values in per_cause.items():
         print(f"{cause:32} {len(values):5}  {sum(values) / len(values):.2f}")
-    print(f"single-cause accuracy {sum(single) / len(single):.3f} over {len(single)} cases (target >= 0.90)")
-    print(f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)")
+    print(
+        f"single-cause accuracy {sum(single) / len(single):.3f} over {len(single)} cases (target >= 0.90)"
+    )
+    print(
+        f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)"
+    )
     slowest = max(r[3] for r in rows)
-    print(f"one diagnosis (crew, plain runner): window {WINDOW_SECONDS:.0f}s, slowest {slowest:.1f}s"
-          f" (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)")
-    print(f"one diagnosis via `dbcrew diagnose` (Prefect ephemeral server included): {cli_seconds:.1f}s, exit {cli_exit}")
+    print(
+        f"one diagnosis (crew, plain runner): window {WINDOW_SECONDS:.0f}s, slowest {slowest:.1f}s"
+        f" (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)"
+    )
+    print(
+        f"one diagnosis via `dbcrew diagnose` (Prefect ephemeral server included): {cli_seconds:.1f}s, exit {cli_exit}"
+    )

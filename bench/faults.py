@@ -26,19 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import operators  # noqa: F401  (registers every operator)
-from bench.external_faults import CASES as EXTERNAL_CASES, external
-from lab.shop import DemoShop
-from lab.embedded import EmbeddedPostgres
+from bench.external_faults import CASES as EXTERNAL_CASES
+from bench.external_faults import external
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
-from operators.registry import REGISTRY, equivalents
-from roles.crew import RunContext
 from flows.phases import PlainPhases
 from flows.review import review
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from operators.registry import REGISTRY, equivalents
+from roles.crew import RunContext
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)
@@ -71,15 +72,42 @@ SCENARIOS: list[tuple[str, list[str]]] = [
     ("missing agent, collector", ["collect_database_stats:missing_agent"]),
     ("lost dependency, vacuum check", ["check_vacuum_health:lost_dependency"]),
     ("lost dependency, duplicate-index check", ["check_duplicate_indexes:lost_dependency"]),
-    ("wrong operator + transient timeout", ["collect_table_stats:misfit", "check_sessions:timeout:1"]),
-    ("persistent timeout + wrong parameters", ["collect_table_stats:timeout", "collect_index_stats:bad_param"]),
-    ("missing painter + transient timeout", ["paint_table_activity:missing_agent", "collect_activity:timeout:1"]),
-    ("both table collectors wrong (re-plan budget)", ["collect_table_stats:misfit", "collect_table_stats_all:misfit"]),
-    ("transient timeout + disconnect + wrong parameters",
-     ["collect_index_stats:timeout:1", "collect_settings:disconnect:1", "check_vacuum_health:bad_param"]),
-    ("missing health-checker + wrong operator", ["check_duplicate_indexes:missing_agent", "collect_table_stats:misfit"]),
-    ("persistent timeout + transient timeout", ["collect_table_stats:timeout", "check_primary_keys:timeout:1"]),
-    ("wrong operator + lost dependency", ["collect_table_stats:misfit", "check_vacuum_health:lost_dependency"]),
+    (
+        "wrong operator + transient timeout",
+        ["collect_table_stats:misfit", "check_sessions:timeout:1"],
+    ),
+    (
+        "persistent timeout + wrong parameters",
+        ["collect_table_stats:timeout", "collect_index_stats:bad_param"],
+    ),
+    (
+        "missing painter + transient timeout",
+        ["paint_table_activity:missing_agent", "collect_activity:timeout:1"],
+    ),
+    (
+        "both table collectors wrong (re-plan budget)",
+        ["collect_table_stats:misfit", "collect_table_stats_all:misfit"],
+    ),
+    (
+        "transient timeout + disconnect + wrong parameters",
+        [
+            "collect_index_stats:timeout:1",
+            "collect_settings:disconnect:1",
+            "check_vacuum_health:bad_param",
+        ],
+    ),
+    (
+        "missing health-checker + wrong operator",
+        ["check_duplicate_indexes:missing_agent", "collect_table_stats:misfit"],
+    ),
+    (
+        "persistent timeout + transient timeout",
+        ["collect_table_stats:timeout", "check_primary_keys:timeout:1"],
+    ),
+    (
+        "wrong operator + lost dependency",
+        ["collect_table_stats:misfit", "check_vacuum_health:lost_dependency"],
+    ),
 ]
 
 CONFIGS: list[tuple[str, Ablations]] = [
@@ -108,8 +136,12 @@ def impossible_checks(faults: list[FaultSpec], *, degraded: bool = False) -> set
             if all(op.name in broken or set(op.needs) & dead_artifacts for op in producers):
                 dead_artifacts.add(artifact)
                 changed = True
-    return {op.name for op in REGISTRY.values() if op.category == "checks"
-            and (op.name in broken or set(op.uses if degraded else op.needs) & dead_artifacts)}
+    return {
+        op.name
+        for op in REGISTRY.values()
+        if op.category == "checks"
+        and (op.name in broken or set(op.uses if degraded else op.needs) & dead_artifacts)
+    }
 
 
 @dataclass
@@ -131,23 +163,31 @@ class ConfigFigures:
         ok = sum(r.correct for r in self.runs)
         recoveries = sum(r.alerts for r in self.runs)
         per_recovery = sum(r.reexecuted for r in self.runs) / recoveries if recoveries else 0.0
-        return (f"  {name:16} {ok:3}/{n} {ok / n:5.0%}   {per_recovery:16.2f}   {sum(r.replans for r in self.runs) / n:12.2f}"
-                f"   {recoveries / n:10.2f}   {sum(r.seconds for r in self.runs) / n:10.2f}")
+        return (
+            f"  {name:16} {ok:3}/{n} {ok / n:5.0%}   {per_recovery:16.2f}   {sum(r.replans for r in self.runs) / n:12.2f}"
+            f"   {recoveries / n:10.2f}   {sum(r.seconds for r in self.runs) / n:10.2f}"
+        )
 
 
 def completed_tasks(run: RunContext) -> set[str]:
     """The tasks that really completed, from the run's sensory memory: a record kept apart from the report."""
-    rows = Workspace(run.workspace_path).query("SELECT task_id FROM memory_sensory WHERE status = ?", [TaskStatus.DONE.value])
+    rows = Workspace(run.workspace_path).query(
+        "SELECT task_id FROM memory_sensory WHERE status = ?", [TaskStatus.DONE.value]
+    )
     return {r["task_id"] for r in rows}
 
 
-def judge(shop: DemoShop, faults: list[FaultSpec], run: RunContext, report: Report) -> tuple[bool, str]:
+def judge(
+    shop: DemoShop, faults: list[FaultSpec], run: RunContext, report: Report
+) -> tuple[bool, str]:
     """Correct = every planted finding that was possible is found, and coverage is honest."""
     impossible = impossible_checks(faults)
     excused = impossible | impossible_checks(faults, degraded=True)
     emitter = {code: op.name for op in REGISTRY.values() for code in op.checks}
     found = {(f.code, f.object) for f in report.findings}
-    missed = [plant for plant in shop.expected if emitter[plant[0]] not in excused and plant not in found]
+    missed = [
+        plant for plant in shop.expected if emitter[plant[0]] not in excused and plant not in found
+    ]
     if missed:
         return False, f"missed {sorted(missed)}"
     completed = completed_tasks(run)
@@ -156,35 +196,61 @@ def judge(shop: DemoShop, faults: list[FaultSpec], run: RunContext, report: Repo
         if entry.status.value == "ran" and not done:
             return False, f"{entry.check} reported as ran but did not complete"
         if entry.check in impossible and (entry.status.value == "ran" or not entry.reason):
-            return False, f"{entry.check} was impossible but coverage says {entry.status.value} {entry.reason!r}"
+            return (
+                False,
+                f"{entry.check} was impossible but coverage says {entry.status.value} {entry.reason!r}",
+            )
     return True, ""
 
 
-def run_one(shop: DemoShop, work: Path, memory: Path, ablations: Ablations, faults: list[FaultSpec]) -> RunFigures:
-    settings = Settings(window_seconds=WINDOW, activity_samples=2, ablations=ablations, store_url=str(memory))
+def run_one(
+    shop: DemoShop, work: Path, memory: Path, ablations: Ablations, faults: list[FaultSpec]
+) -> RunFigures:
+    settings = Settings(
+        window_seconds=WINDOW, activity_samples=2, ablations=ablations, store_url=str(memory)
+    )
     run = RunContext(target=parse_target(shop.dsn), settings=settings, out_dir=work, faults=faults)
     started = time.perf_counter()
     try:
         report = review(run, PlainPhases)
     except Exception as exc:  # noqa: BLE001 - a crashed review is an incorrect run, and the bench says why
-        return RunFigures(False, f"crashed: {type(exc).__name__}: {exc}", 0, 0, 0, time.perf_counter() - started)
+        return RunFigures(
+            False, f"crashed: {type(exc).__name__}: {exc}", 0, 0, 0, time.perf_counter() - started
+        )
     seconds = time.perf_counter() - started
     correct, why = judge(shop, faults, run, report)
-    return RunFigures(correct, why, report.phases.alerts, report.phases.replans, report.phases.reexecuted_tasks, seconds)
+    return RunFigures(
+        correct,
+        why,
+        report.phases.alerts,
+        report.phases.replans,
+        report.phases.reexecuted_tasks,
+        seconds,
+    )
 
 
 def main(argv: Sequence[str] = ()) -> None:
     """Injected faults, then external ones (`--external`: the external cases only)."""
     parser = argparse.ArgumentParser(prog="python -m bench faults", add_help=False)
-    parser.add_argument("--external", action="store_true", help="only the faults thrown from outside the product")
-    parser.add_argument("--configs", default="", help="comma-separated configurations to run (default: all), e.g. 'full system,--no-reflection'")
-    parser.add_argument("--cases", default="", help="only the external cases whose name contains this text")
+    parser.add_argument(
+        "--external", action="store_true", help="only the faults thrown from outside the product"
+    )
+    parser.add_argument(
+        "--configs",
+        default="",
+        help="comma-separated configurations to run (default: all), e.g. 'full system,--no-reflection'",
+    )
+    parser.add_argument(
+        "--cases", default="", help="only the external cases whose name contains this text"
+    )
     options = parser.parse_args(list(argv))
     only_external = options.external
     chosen = {c.strip() for c in options.configs.split(",") if c.strip()}
     configs = [(name, ablations) for name, ablations in CONFIGS if not chosen or name in chosen]
     if not configs:
-        parser.error(f"--configs: no configuration named {sorted(chosen)}; known: {[n for n, _ in CONFIGS]}")
+        parser.error(
+            f"--configs: no configuration named {sorted(chosen)}; known: {[n for n, _ in CONFIGS]}"
+        )
     if not any(options.cases in case.name for case in EXTERNAL_CASES):
         parser.error(f"--cases: no external case's name holds {options.cases!r}")
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-faults-"))
@@ -198,18 +264,27 @@ def main(argv: Sequence[str] = ()) -> None:
         shop.run_workload(6.0)
         shop.wait_until_idle_long_enough()
         # One uncounted review first, so no configuration pays for cold imports and caches.
-        run_one(shop, work / "runs" / "warm-up", work / "memory" / "warm-up.duckdb", Ablations(), [])
+        run_one(
+            shop, work / "runs" / "warm-up", work / "memory" / "warm-up.duckdb", Ablations(), []
+        )
         # Configurations take turns scenario by scenario, so a slow spell of the machine hits them all alike;
         # each keeps its own memory and sees the scenarios in the same order.
         for number, (name, faults) in enumerate([] if only_external else SCENARIOS):
             specs = [FaultSpec.parse(f) for f in faults]
             for config, ablations in configs:
                 slug = config.strip("-").replace(" ", "-")
-                outcome = run_one(shop, work / "runs" / slug / f"{number:02d}", work / "memory" / f"{slug}.duckdb",
-                                  ablations, specs)
+                outcome = run_one(
+                    shop,
+                    work / "runs" / slug / f"{number:02d}",
+                    work / "memory" / f"{slug}.duckdb",
+                    ablations,
+                    specs,
+                )
                 results.setdefault(config, ConfigFigures()).runs.append(outcome)
                 if not outcome.correct:
-                    failures.setdefault(config, []).append(f"{name} [{', '.join(faults)}]: {outcome.why}")
+                    failures.setdefault(config, []).append(
+                        f"{name} [{', '.join(faults)}]: {outcome.why}"
+                    )
         external_lines = external(shop, pg, work, configs, options.cases)
     finally:
         if shop is not None:
@@ -220,9 +295,13 @@ def main(argv: Sequence[str] = ()) -> None:
         print(line)
     if only_external:
         return
-    print(f"{len(SCENARIOS)} fault scenarios on the planted demo shop, window {WINDOW}s, plain phase runner, 2 cores")
-    print(f"  {'configuration':16} {'correct reports':>15}   {'re-exec/recovery':>16}   {'re-plans/run':>12}"
-          f"   {'alerts/run':>10}   {'wall s/run':>10}")
+    print(
+        f"{len(SCENARIOS)} fault scenarios on the planted demo shop, window {WINDOW}s, plain phase runner, 2 cores"
+    )
+    print(
+        f"  {'configuration':16} {'correct reports':>15}   {'re-exec/recovery':>16}   {'re-plans/run':>12}"
+        f"   {'alerts/run':>10}   {'wall s/run':>10}"
+    )
     for config, figures in results.items():
         print(figures.line(config))
     for config, lines in failures.items():

@@ -20,7 +20,9 @@ import psutil
 from lab.crew_server import prefect_database, running_crew_server
 from lab.embedded import EmbeddedPostgres
 
-DATABASES = int(os.environ.get("DBCREW_BENCH_FLEET_DATABASES", "50"))  # fewer: a quick look while tuning
+DATABASES = int(
+    os.environ.get("DBCREW_BENCH_FLEET_DATABASES", "50")
+)  # fewer: a quick look while tuning
 WINDOW = 2.0
 CONCURRENCY = (1, 2, 4)
 
@@ -62,15 +64,20 @@ def make_fleet(pg: EmbeddedPostgres, work: Path) -> Path:
     for i in range(DATABASES):
         name = f"db{i:02d}"
         pg.psql(f"CREATE DATABASE {name};")
-        pg.psql("CREATE EXTENSION pg_stat_statements; CREATE TABLE items (id bigint PRIMARY KEY, note text);"
-                "INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, 1000) g; ANALYZE items;", dbname=name)
+        pg.psql(
+            "CREATE EXTENSION pg_stat_statements; CREATE TABLE items (id bigint PRIMARY KEY, note text);"
+            "INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, 1000) g; ANALYZE items;",
+            dbname=name,
+        )
         lines += [f"  - name: {name}", f"    url: {pg.dsn(name)}", f"    window: {WINDOW}"]
     inventory = work / "targets.yaml"
     inventory.write_text("\n".join(lines) + "\n")
     return inventory
 
 
-def run_fleet(api: str, server_pid: int, max_reviews: int, inventory: Path) -> tuple[float, float, float, float, int]:
+def run_fleet(
+    api: str, server_pid: int, max_reviews: int, inventory: Path
+) -> tuple[float, float, float, float, int]:
     """(wall seconds, mean running seconds per review, CPU seconds of `dbcrew server`'s processes, peak bytes,
     completed reviews) of one fleet run."""
     from prefect.client.orchestration import get_client
@@ -93,13 +100,19 @@ def run_fleet(api: str, server_pid: int, max_reviews: int, inventory: Path) -> t
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         started, cpu = time.perf_counter(), tree_cpu(server_pid)
-        run = client.create_flow_run_from_deployment(client.read_deployment_by_name("fleet_review/fleet").id)
+        run = client.create_flow_run_from_deployment(
+            client.read_deployment_by_name("fleet_review/fleet").id
+        )
         while not (state := client.read_flow_run(run.id).state) or not state.is_final():
             time.sleep(0.5)
         wall, cpu = time.perf_counter() - started, tree_cpu(server_pid) - cpu
         done.set()
         sampler.join()
-        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
+            )
+        )
     completed = [c for c in children if c.state and c.state.is_completed()]
     running = sum(c.total_run_time.total_seconds() for c in completed) / max(len(completed), 1)
     return wall, running, cpu, peak, len(completed)
@@ -110,17 +123,28 @@ def main() -> None:
     pg = EmbeddedPostgres(work / "pgdata", settings={"max_connections": "200"}).start()
     try:
         inventory = make_fleet(pg, work)
-        print(f"{DATABASES} databases in one embedded cluster, window {WINDOW:g} s, in-process worker, rules brain,"
-              " the Prefect server's database on the same cluster")
-        print(f"  {'reviews at once':>15} {'wall s':>8} {'db/min':>8} {'running s/review':>17} {'overhead s/review':>18}"
-              f" {'CPU s/review':>13} {'peak MiB':>9} {'ok':>4}")
+        print(
+            f"{DATABASES} databases in one embedded cluster, window {WINDOW:g} s, in-process worker, rules brain,"
+            " the Prefect server's database on the same cluster"
+        )
+        print(
+            f"  {'reviews at once':>15} {'wall s':>8} {'db/min':>8} {'running s/review':>17} {'overhead s/review':>18}"
+            f" {'CPU s/review':>13} {'peak MiB':>9} {'ok':>4}"
+        )
         with running_crew_server(inventory, work, env=prefect_database(pg)) as server:
             for n in CONCURRENCY:
-                wall, running, cpu, peak, ok = run_fleet(server.api, server.process.pid, n, inventory)
+                wall, running, cpu, peak, ok = run_fleet(
+                    server.api, server.process.pid, n, inventory
+                )
                 overhead = wall * n / DATABASES - running
-                print(f"  {n:>15} {wall:>8.1f} {DATABASES / wall * 60:>8.1f} {running:>17.1f} {overhead:>18.1f}"
-                      f" {cpu / DATABASES:>13.2f} {peak / 2**20:>9.0f} {ok:>4}", flush=True)
-        print("  CPU s/review: the Prefect server, the worker and its reviews (not PostgreSQL's own processes)")
+                print(
+                    f"  {n:>15} {wall:>8.1f} {DATABASES / wall * 60:>8.1f} {running:>17.1f} {overhead:>18.1f}"
+                    f" {cpu / DATABASES:>13.2f} {peak / 2**20:>9.0f} {ok:>4}",
+                    flush=True,
+                )
+        print(
+            "  CPU s/review: the Prefect server, the worker and its reviews (not PostgreSQL's own processes)"
+        )
         print("  goal: >= 30 databases per minute on 2 cores")
     finally:
         pg.stop()

@@ -100,8 +100,18 @@ CREATE INDEX cat_product_search ON cat_product USING gin (search);
 CREATE TABLE cat_review (id bigserial PRIMARY KEY, product_id int NOT NULL, stars int NOT NULL, body text, at timestamptz DEFAULT now());
 """
 # Autovacuum stays out of the tables the cases write, so each case carries only the causes it injects.
-QUIET_TABLES = ("ev_event", "ev_ingest", "ev_retired", "ev_audit", "lg_account", "lg_entry", "lg_posting", "lg_import",
-                "cat_product", "cat_review")
+QUIET_TABLES = (
+    "ev_event",
+    "ev_ingest",
+    "ev_retired",
+    "ev_audit",
+    "lg_account",
+    "lg_entry",
+    "lg_posting",
+    "lg_import",
+    "cat_product",
+    "cat_review",
+)
 
 
 def prepare(dsn: str) -> None:
@@ -110,24 +120,46 @@ def prepare(dsn: str) -> None:
         conn.execute(SCHEMA)
         for table in QUIET_TABLES:
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
-    subprocess.run([str(POSTGRES_BIN_PATH / "pgbench"), "-i", "-q", "-s", "5", dsn], check=True, capture_output=True)
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pgbench"), "-i", "-q", "-s", "5", dsn],
+        check=True,
+        capture_output=True,
+    )
     with connect(dsn) as conn:
         conn.execute("VACUUM ANALYZE")
 
 
 # -- the workload shapes ----------------------------------------------------------------------
-WORDS = ("red", "blue", "steel", "wooden", "quiet", "garden", "vintage", "solar", "leather", "portable")
+WORDS = (
+    "red",
+    "blue",
+    "steel",
+    "wooden",
+    "quiet",
+    "garden",
+    "vintage",
+    "solar",
+    "leather",
+    "portable",
+)
 
 
 def values_insert(rows: int) -> Statement:
     """Event ingestion: one multi-row VALUES insert of `rows` events (literal parameters, not generate_series)."""
-    sql = "INSERT INTO ev_ingest (device_id, kind, payload) VALUES " + ", ".join(["(%s, %s, %s::jsonb)"] * rows)
+    sql = "INSERT INTO ev_ingest (device_id, kind, payload) VALUES " + ", ".join(
+        ["(%s, %s, %s::jsonb)"] * rows
+    )
 
     def statement(rng: random.Random) -> tuple[str, tuple[object, ...]]:
         params: list[object] = []
         for _ in range(rows):
-            params += [rng.randint(1, 5000), rng.choice(("ping", "sync")), f'{{"v": {rng.random():.6f}}}']
+            params += [
+                rng.randint(1, 5000),
+                rng.choice(("ping", "sync")),
+                f'{{"v": {rng.random():.6f}}}',
+            ]
         return sql, tuple(params)
+
     return statement
 
 
@@ -137,14 +169,21 @@ def hot_product(rng: random.Random) -> tuple[str, tuple[object, ...]]:
 
 def transfer_steps() -> tuple[Statement, ...]:
     """A ledger transfer: debit, credit, posting, in one transaction."""
+
     def debit(rng: random.Random) -> tuple[str, tuple[object, ...]]:
         return "UPDATE lg_account SET balance = balance - 1 WHERE id = %s", (rng.randint(1, 25000),)
 
     def credit(rng: random.Random) -> tuple[str, tuple[object, ...]]:
-        return "UPDATE lg_account SET balance = balance + 1 WHERE id = %s", (rng.randint(25001, 50000),)
+        return "UPDATE lg_account SET balance = balance + 1 WHERE id = %s", (
+            rng.randint(25001, 50000),
+        )
 
     def post(rng: random.Random) -> tuple[str, tuple[object, ...]]:
-        return "INSERT INTO lg_posting (source, target, amount) VALUES (%s, %s, 1)", (rng.randint(1, 25000), rng.randint(25001, 50000))
+        return "INSERT INTO lg_posting (source, target, amount) VALUES (%s, %s, 1)", (
+            rng.randint(1, 25000),
+            rng.randint(25001, 50000),
+        )
+
     return (debit, credit, post)
 
 
@@ -161,62 +200,223 @@ def cause_recipes(level: int) -> list[Recipe]:
     """Every cause at intensity `level` (1, 2, 3): clients, batches or data touched grow with it."""
     n = level
     return [
-        Recipe("workload_many_inserts", ((Client(values_insert((10, 20, 40)[n - 1]), (NO_SYNC,)), (4, 6, 8)[n - 1]),),
-               description="clients ingest events in small multi-row VALUES inserts, one commit each"),
-        Recipe("workload_large_insert", ((Client(fixed(
-            "WITH src AS (SELECT g % 50000 + 1 AS account_id, (g % 700) / 7.0 AS amount, now() AS posted_at, md5(g::text) AS memo"
-            f" FROM generate_series(1, {(30000, 80000, 150000)[n - 1]}) g) INSERT INTO lg_import SELECT * FROM src"), (NO_SYNC,)), 1),),
-            reset="TRUNCATE lg_import", description="a ledger import loads statement batches through a CTE"),
-        Recipe("workload_high_updates", ((Client(lambda rng: (
-            "UPDATE cat_product SET stock = stock - 1, price = price WHERE id = ANY(%s)", ([rng.randint(10, 120000) for _ in range(5)],)),
-            (NO_SYNC,)), (3, 5, 8)[n - 1]),),
-            description="clients update the stock of five random products per statement"),
-        Recipe("workload_many_deletes", ((Client(lambda _rng: (
-            "DELETE FROM ev_retired WHERE ctid = ANY(ARRAY(SELECT ctid FROM ev_retired LIMIT %s))", ((500, 1500, 4000)[n - 1],)),
-            (NO_SYNC,), pause=0.05), 1),),
+        Recipe(
+            "workload_many_inserts",
+            ((Client(values_insert((10, 20, 40)[n - 1]), (NO_SYNC,)), (4, 6, 8)[n - 1]),),
+            description="clients ingest events in small multi-row VALUES inserts, one commit each",
+        ),
+        Recipe(
+            "workload_large_insert",
+            (
+                (
+                    Client(
+                        fixed(
+                            "WITH src AS (SELECT g % 50000 + 1 AS account_id, (g % 700) / 7.0 AS amount, now() AS posted_at, md5(g::text) AS memo"
+                            f" FROM generate_series(1, {(30000, 80000, 150000)[n - 1]}) g) INSERT INTO lg_import SELECT * FROM src"
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    1,
+                ),
+            ),
+            reset="TRUNCATE lg_import",
+            description="a ledger import loads statement batches through a CTE",
+        ),
+        Recipe(
+            "workload_high_updates",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "UPDATE cat_product SET stock = stock - 1, price = price WHERE id = ANY(%s)",
+                            ([rng.randint(10, 120000) for _ in range(5)],),
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    (3, 5, 8)[n - 1],
+                ),
+            ),
+            description="clients update the stock of five random products per statement",
+        ),
+        Recipe(
+            "workload_many_deletes",
+            (
+                (
+                    Client(
+                        lambda _rng: (
+                            "DELETE FROM ev_retired WHERE ctid = ANY(ARRAY(SELECT ctid FROM ev_retired LIMIT %s))",
+                            ((500, 1500, 4000)[n - 1],),
+                        ),
+                        (NO_SYNC,),
+                        pause=0.05,
+                    ),
+                    1,
+                ),
+            ),
             reset="TRUNCATE ev_retired; INSERT INTO ev_retired SELECT g, md5(g::text) FROM generate_series(1, 1000000) g",
-            description="a retention job deletes rows by ctid batches"),
-        Recipe("workload_large_fetch", ((Client(fixed(
-            f"SELECT id, name, description, price FROM cat_product WHERE id <= {(40000, 80000, 120000)[n - 1]}"), (SERIAL,), fetch=True),
-            (1, 2, 2)[n - 1]),), description="a catalogue export fetches tens of thousands of products"),
-        Recipe("query_poor_join", ((Client(fixed(
-            "SELECT count(*) FROM lg_transfer t JOIN lg_rate r ON t.at >= r.valid_from AND t.at < r.valid_to"
-            f" WHERE t.id <= {(5000, 10000, 20000)[n - 1]}"), (SERIAL,)), 1),),
-            description="transfers priced by a validity-range join (no equality: nested loop only)"),
-        Recipe("query_correlated_subquery", ((Client(fixed(
-            "SELECT d.id, (SELECT count(*) FROM ev_event e WHERE e.device_id = d.id AND e.kind = 'error') FROM ev_device d"
-            f" WHERE d.id <= {(50, 150, 400)[n - 1]}"), (SERIAL,)), 1),),
-            description="errors per device through a scalar subquery over an unindexed column"),
-        Recipe("sync_commit_pressure", (), command=committers("ledger_transfer.sql", (2, 4, 6)[n - 1]),
-               description="ledger transfers (two updates and a posting) committed durably, back to back"),
-        Recipe("lock_contention", ((Client(fixed(""), (NO_SYNC,), transaction=(hot_product,), hold=0.05), (4, 6, 8)[n - 1]),),
-               description="clients sell the same three hot products, holding the row lock 50 ms each"),
-        Recipe("vacuum_interference", (
-            *((Client(fixed(f"VACUUM (FREEZE, DISABLE_PAGE_SKIPPING) ev_archive_{i}"), ("SET vacuum_cost_delay = 0",)), 1)
-              for i in range(1, n + 1)),
-            (Client(by_id("SELECT count(*) FROM ev_archive_1 WHERE device_id = %s", 5000), pause=0.02), 1)),
-            description="freezing vacuums of archive tables beside a reader"),
-        Recipe("cpu_contention", ((Client(lambda rng: (
-            "SELECT count(*) FROM cat_product WHERE to_tsvector('english', description) @@ to_tsquery('english', %s)",
-            (rng.choice(WORDS),)), (SERIAL,)), (4, 6, 8)[n - 1]),),
-            description="text search that re-parses every description instead of using the search column"),
+            description="a retention job deletes rows by ctid batches",
+        ),
+        Recipe(
+            "workload_large_fetch",
+            (
+                (
+                    Client(
+                        fixed(
+                            f"SELECT id, name, description, price FROM cat_product WHERE id <= {(40000, 80000, 120000)[n - 1]}"
+                        ),
+                        (SERIAL,),
+                        fetch=True,
+                    ),
+                    (1, 2, 2)[n - 1],
+                ),
+            ),
+            description="a catalogue export fetches tens of thousands of products",
+        ),
+        Recipe(
+            "query_poor_join",
+            (
+                (
+                    Client(
+                        fixed(
+                            "SELECT count(*) FROM lg_transfer t JOIN lg_rate r ON t.at >= r.valid_from AND t.at < r.valid_to"
+                            f" WHERE t.id <= {(5000, 10000, 20000)[n - 1]}"
+                        ),
+                        (SERIAL,),
+                    ),
+                    1,
+                ),
+            ),
+            description="transfers priced by a validity-range join (no equality: nested loop only)",
+        ),
+        Recipe(
+            "query_correlated_subquery",
+            (
+                (
+                    Client(
+                        fixed(
+                            "SELECT d.id, (SELECT count(*) FROM ev_event e WHERE e.device_id = d.id AND e.kind = 'error') FROM ev_device d"
+                            f" WHERE d.id <= {(50, 150, 400)[n - 1]}"
+                        ),
+                        (SERIAL,),
+                    ),
+                    1,
+                ),
+            ),
+            description="errors per device through a scalar subquery over an unindexed column",
+        ),
+        Recipe(
+            "sync_commit_pressure",
+            (),
+            command=committers("ledger_transfer.sql", (2, 4, 6)[n - 1]),
+            description="ledger transfers (two updates and a posting) committed durably, back to back",
+        ),
+        Recipe(
+            "lock_contention",
+            (
+                (
+                    Client(fixed(""), (NO_SYNC,), transaction=(hot_product,), hold=0.05),
+                    (4, 6, 8)[n - 1],
+                ),
+            ),
+            description="clients sell the same three hot products, holding the row lock 50 ms each",
+        ),
+        Recipe(
+            "vacuum_interference",
+            (
+                *(
+                    (
+                        Client(
+                            fixed(f"VACUUM (FREEZE, DISABLE_PAGE_SKIPPING) ev_archive_{i}"),
+                            ("SET vacuum_cost_delay = 0",),
+                        ),
+                        1,
+                    )
+                    for i in range(1, n + 1)
+                ),
+                (
+                    Client(
+                        by_id("SELECT count(*) FROM ev_archive_1 WHERE device_id = %s", 5000),
+                        pause=0.02,
+                    ),
+                    1,
+                ),
+            ),
+            description="freezing vacuums of archive tables beside a reader",
+        ),
+        Recipe(
+            "cpu_contention",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "SELECT count(*) FROM cat_product WHERE to_tsvector('english', description) @@ to_tsquery('english', %s)",
+                            (rng.choice(WORDS),),
+                        ),
+                        (SERIAL,),
+                    ),
+                    (4, 6, 8)[n - 1],
+                ),
+            ),
+            description="text search that re-parses every description instead of using the search column",
+        ),
         # Measured: a LIKE over the memo of every row kept 3 clients on the CPU (wait share 0.07 with
         # the table in the page cache), a CPU load; totals over wide rows wait on reads instead.
-        Recipe("io_contention", ((Client(fixed("SELECT sum(amount), max(posted_at) FROM lg_entry"), (SERIAL,)), (2, 3, 4)[n - 1]),),
-               description="ledger totals scanning wide rows of a table larger than shared_buffers"),
-        Recipe("index_missing", ((Client(by_id("SELECT * FROM ev_event WHERE session_id = %s", 200000), (SERIAL,)), n),),
-               description="event lookups by session, a column without an index"),
-        Recipe("indexes_too_many", ((Client(lambda rng: (
-            "INSERT INTO ev_audit (id, device_id, kind, a, b, c, d, e, f) VALUES (%s, %s, 'login', %s, %s, %s, %s, %s, md5(%s::text))",
-            tuple(rng.randint(1, 10**6) for _ in range(8))), (NO_SYNC,)), (2, 4, 6)[n - 1]),),
-            description="single-row inserts into an audit table carrying ten indexes"),
+        Recipe(
+            "io_contention",
+            (
+                (
+                    Client(fixed("SELECT sum(amount), max(posted_at) FROM lg_entry"), (SERIAL,)),
+                    (2, 3, 4)[n - 1],
+                ),
+            ),
+            description="ledger totals scanning wide rows of a table larger than shared_buffers",
+        ),
+        Recipe(
+            "index_missing",
+            (
+                (
+                    Client(
+                        by_id("SELECT * FROM ev_event WHERE session_id = %s", 200000), (SERIAL,)
+                    ),
+                    n,
+                ),
+            ),
+            description="event lookups by session, a column without an index",
+        ),
+        Recipe(
+            "indexes_too_many",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "INSERT INTO ev_audit (id, device_id, kind, a, b, c, d, e, f) VALUES (%s, %s, 'login', %s, %s, %s, %s, %s, md5(%s::text))",
+                            tuple(rng.randint(1, 10**6) for _ in range(8)),
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    (2, 4, 6)[n - 1],
+                ),
+            ),
+            description="single-row inserts into an audit table carrying ten indexes",
+        ),
         # Measured: hash aggregates of 10M groups peaked at 0.8 GB for two backends within a window
         # (4% of 24 GB: no pressure); a hash join of two materialised series holds both and the table.
-        Recipe("memory_pressure", ((Client(fixed(
-            f"SELECT count(*) FROM generate_series(1, {(12, 16, 20)[n - 1]}000000) a(x)"
-            f" JOIN generate_series(1, {(12, 16, 20)[n - 1]}000000) b(y) ON a.x = b.y"),
-            (SERIAL, "SET work_mem = '4GB'", "SET hash_mem_multiplier = 2")), (1, 1, 2)[n - 1]),),
-            description="in-memory hash joins of tens of millions of rows with a 4 GB work_mem"),
+        Recipe(
+            "memory_pressure",
+            (
+                (
+                    Client(
+                        fixed(
+                            f"SELECT count(*) FROM generate_series(1, {(12, 16, 20)[n - 1]}000000) a(x)"
+                            f" JOIN generate_series(1, {(12, 16, 20)[n - 1]}000000) b(y) ON a.x = b.y"
+                        ),
+                        (SERIAL, "SET work_mem = '4GB'", "SET hash_mem_multiplier = 2"),
+                    ),
+                    (1, 1, 2)[n - 1],
+                ),
+            ),
+            description="in-memory hash joins of tens of millions of rows with a 4 GB work_mem",
+        ),
     ]
 
 
@@ -224,9 +424,13 @@ PGBENCH_RATES = {f"{HEALTHY}:pgbench@{rate}tps": rate for rate in (50, 300, 1000
 
 
 def pgbench(rate: int) -> Recipe:
-    return Recipe(f"{HEALTHY}:pgbench@{rate}tps", (), command=("pgbench", "-n", "-c", "4", "-j", "2", "-R", str(rate), "-T", "600"),
-                  reset="TRUNCATE pgbench_history",
-                  description=f"pgbench TPC-B-like, 4 clients, {rate} transactions a second, durable commits")
+    return Recipe(
+        f"{HEALTHY}:pgbench@{rate}tps",
+        (),
+        command=("pgbench", "-n", "-c", "4", "-j", "2", "-R", str(rate), "-T", "600"),
+        reset="TRUNCATE pgbench_history",
+        description=f"pgbench TPC-B-like, 4 clients, {rate} transactions a second, durable commits",
+    )
 
 
 def schedule_kept(dsn: str, rate: int) -> tuple[bool, float]:
@@ -235,35 +439,61 @@ def schedule_kept(dsn: str, rate: int) -> tuple[bool, float]:
     stamped with its start; pgbench's arrivals are Poisson, so it fell behind when it ran more than
     three standard deviations (3 sqrt(n)) short of the n transactions asked for."""
     with connect(dsn) as conn:
-        row = conn.execute("SELECT count(*)::float8, extract(epoch FROM max(mtime) - min(mtime))::float8 FROM pgbench_history").fetchone()
+        row = conn.execute(
+            "SELECT count(*)::float8, extract(epoch FROM max(mtime) - min(mtime))::float8 FROM pgbench_history"
+        ).fetchone()
     count, seconds = (row[0], row[1] or 0.0) if row else (0.0, 0.0)
     asked = rate * seconds
-    return count >= asked - 3 * asked ** 0.5, count / seconds if seconds else 0.0
+    return count >= asked - 3 * asked**0.5, count / seconds if seconds else 0.0
 
 
 def oltp_mix(name: str, clients: int, pause: float) -> Recipe:
     """A healthy mix over the three schemas: indexed reads, searches through the GIN index, small writes, transfers."""
     shapes = (
         Client(by_id("SELECT * FROM cat_product WHERE id = %s", 120000), pause=pause),
-        Client(lambda rng: ("SELECT id, name FROM cat_product WHERE search @@ to_tsquery('english', %s) LIMIT 20", (rng.choice(WORDS),)),
-               fetch=True, pause=pause),
-        Client(lambda rng: ("INSERT INTO cat_review (product_id, stars, body) VALUES (%s, %s, 'fine')", (rng.randint(1, 120000), rng.randint(1, 5))),
-               pause=pause),
+        Client(
+            lambda rng: (
+                "SELECT id, name FROM cat_product WHERE search @@ to_tsquery('english', %s) LIMIT 20",
+                (rng.choice(WORDS),),
+            ),
+            fetch=True,
+            pause=pause,
+        ),
+        Client(
+            lambda rng: (
+                "INSERT INTO cat_review (product_id, stars, body) VALUES (%s, %s, 'fine')",
+                (rng.randint(1, 120000), rng.randint(1, 5)),
+            ),
+            pause=pause,
+        ),
         Client(by_id("SELECT * FROM ev_event WHERE id = %s", 400000), fetch=True, pause=pause),
         Client(fixed(""), transaction=transfer_steps(), pause=pause),
         Client(entry_range, pause=pause),
     )
-    return Recipe(f"{HEALTHY}:{name}", tuple((shape, max(1, clients // len(shapes))) for shape in shapes),
-                  description=f"OLTP mix, {clients} clients pausing {pause * 1000:.0f} ms")
+    return Recipe(
+        f"{HEALTHY}:{name}",
+        tuple((shape, max(1, clients // len(shapes))) for shape in shapes),
+        description=f"OLTP mix, {clients} clients pausing {pause * 1000:.0f} ms",
+    )
 
 
-CONTROLS = [*(pgbench(rate) for rate in PGBENCH_RATES.values()), oltp_mix("oltp-light", 6, 0.05), oltp_mix("oltp-busy", 12, 0.002)]
-RECIPES: dict[str, Recipe] = {f"{r.cause}@{level}": r for level in LEVELS for r in cause_recipes(level)} | {r.cause: r for r in CONTROLS}
+CONTROLS = [
+    *(pgbench(rate) for rate in PGBENCH_RATES.values()),
+    oltp_mix("oltp-light", 6, 0.05),
+    oltp_mix("oltp-busy", 12, 0.002),
+]
+RECIPES: dict[str, Recipe] = {
+    f"{r.cause}@{level}": r for level in LEVELS for r in cause_recipes(level)
+} | {r.cause: r for r in CONTROLS}
 CAUSES = [r.cause for r in cause_recipes(1)]
 COMBINATIONS = [
-    ("workload_many_inserts", "index_missing"), ("lock_contention", "io_contention"), ("workload_large_fetch", "query_poor_join"),
-    ("vacuum_interference", "cpu_contention"), ("indexes_too_many", "query_correlated_subquery"),
-    ("workload_many_deletes", "sync_commit_pressure"), ("memory_pressure", "workload_high_updates"),
+    ("workload_many_inserts", "index_missing"),
+    ("lock_contention", "io_contention"),
+    ("workload_large_fetch", "query_poor_join"),
+    ("vacuum_interference", "cpu_contention"),
+    ("indexes_too_many", "query_correlated_subquery"),
+    ("workload_many_deletes", "sync_commit_pressure"),
+    ("memory_pressure", "workload_high_updates"),
 ]
 
 
@@ -291,7 +521,11 @@ def cases(levels: Sequence[int], only: set[str]) -> list[Case]:
         return not only or any(n in only for n in names)
 
     single = [Case(f"{c}@{lv}", (f"{c}@{lv}",), (c,)) for lv in levels for c in CAUSES if chosen(c)]
-    multi = [Case(" + ".join(pair), tuple(f"{c}@{COMBINATION_LEVEL}" for c in pair), pair) for pair in COMBINATIONS if chosen(*pair, "multi")]
+    multi = [
+        Case(" + ".join(pair), tuple(f"{c}@{COMBINATION_LEVEL}" for c in pair), pair)
+        for pair in COMBINATIONS
+        if chosen(*pair, "multi")
+    ]
     healthy = [Case(r.cause, (r.cause,), ()) for r in CONTROLS if chosen(HEALTHY, r.cause)]
     return single + multi + healthy
 
@@ -311,15 +545,21 @@ def spread(values: list[float]) -> str:
 def confusion(outcomes: list[Outcome]) -> list[str]:
     """Rows: injected cause of single-cause cases; columns: the strongest cause reported (counts over levels and runs)."""
     singles = [o for o in outcomes if len(o.case.expected) == 1]
-    columns = sorted({o.found[0] if o.found else NONE for o in singles} | {o.case.expected[0] for o in singles})
+    columns = sorted(
+        {o.found[0] if o.found else NONE for o in singles} | {o.case.expected[0] for o in singles}
+    )
     short = {c: f"c{i}" for i, c in enumerate(columns)}
-    lines = ["columns: " + ", ".join(f"{short[c]}={c}" for c in columns),
-             f"{'injected':28}" + "".join(f"{short[c]:>4}" for c in columns) + "  acc"]
+    lines = [
+        "columns: " + ", ".join(f"{short[c]}={c}" for c in columns),
+        f"{'injected':28}" + "".join(f"{short[c]:>4}" for c in columns) + "  acc",
+    ]
     for cause in [c for c in CAUSES if any(o.case.expected == (c,) for o in singles)]:
         mine = [o for o in singles if o.case.expected == (cause,)]
         top = Counter(o.found[0] if o.found else NONE for o in mine)
         acc = statistics.mean(accuracy(o.case.expected, o.found) for o in mine)
-        lines.append(f"{cause:28}" + "".join(f"{top.get(c, 0) or '.':>4}" for c in columns) + f"  {acc:.2f}")
+        lines.append(
+            f"{cause:28}" + "".join(f"{top.get(c, 0) or '.':>4}" for c in columns) + f"  {acc:.2f}"
+        )
     return lines
 
 
@@ -329,8 +569,11 @@ def report(outcomes: list[Outcome], runs: int) -> None:
     def per_run(select: str) -> list[float]:
         out = []
         for mine in by_run.values():
-            scored = [accuracy(o.case.expected, o.found) for o in mine
-                      if (len(o.case.expected) == 1 if select == "single" else len(o.case.expected) > 1)]
+            scored = [
+                accuracy(o.case.expected, o.found)
+                for o in mine
+                if (len(o.case.expected) == 1 if select == "single" else len(o.case.expected) > 1)
+            ]
             if scored:
                 out.append(statistics.mean(scored))
         return out
@@ -346,15 +589,32 @@ def report(outcomes: list[Outcome], runs: int) -> None:
     false = Counter(c for o in healthy for c in o.found)
     print(f"single-cause accuracy  {spread(per_run('single'))}  (goal >= 0.90)")
     print(f"multi-cause accuracy   {spread(per_run('multi'))}  (goal >= 0.80)")
-    print(f"secondary-cause precision {right}/{shown}" + (f" = {right / shown:.2f}" if shown else ""))
-    print(f"healthy controls: {sum(1 for o in healthy if o.found)} of {len(healthy)} windows named a root cause"
-          + (f" ({', '.join(f'{c} x{n}' for c, n in false.most_common())})" if false else "") + "  (goal 0)")
+    print(
+        f"secondary-cause precision {right}/{shown}" + (f" = {right / shown:.2f}" if shown else "")
+    )
+    print(
+        f"healthy controls: {sum(1 for o in healthy if o.found)} of {len(healthy)} windows named a root cause"
+        + (f" ({', '.join(f'{c} x{n}' for c, n in false.most_common())})" if false else "")
+        + "  (goal 0)"
+    )
     if overloaded:
-        print("controls the server did not keep up with (not healthy, not counted above): "
-              + "; ".join(f"{o.case.name} {o.behind}, found {', '.join(o.found) or '-'}" for o in overloaded))
-    for level in sorted({o.case.name.rsplit("@", 1)[1] for o in outcomes if len(o.case.expected) == 1}):
-        mine = [accuracy(o.case.expected, o.found) for o in outcomes if len(o.case.expected) == 1 and o.case.name.endswith(f"@{level}")]
-        print(f"  level {level}: single-cause accuracy {statistics.mean(mine):.3f} over {len(mine)} cases")
+        print(
+            "controls the server did not keep up with (not healthy, not counted above): "
+            + "; ".join(
+                f"{o.case.name} {o.behind}, found {', '.join(o.found) or '-'}" for o in overloaded
+            )
+        )
+    for level in sorted(
+        {o.case.name.rsplit("@", 1)[1] for o in outcomes if len(o.case.expected) == 1}
+    ):
+        mine = [
+            accuracy(o.case.expected, o.found)
+            for o in outcomes
+            if len(o.case.expected) == 1 and o.case.name.endswith(f"@{level}")
+        ]
+        print(
+            f"  level {level}: single-cause accuracy {statistics.mean(mine):.3f} over {len(mine)} cases"
+        )
 
 
 def host_load() -> str:
@@ -364,9 +624,13 @@ def host_load() -> str:
 
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench diagnose --suite generalization")
-    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="intensities to run, e.g. 2 or 1,3")
+    parser.add_argument(
+        "--levels", default=",".join(map(str, LEVELS)), help="intensities to run, e.g. 2 or 1,3"
+    )
     parser.add_argument("--runs", type=int, default=RUNS, help="how many times each case runs")
-    parser.add_argument("--only", default="", help="comma-separated causes, 'multi', 'healthy' or a control's name")
+    parser.add_argument(
+        "--only", default="", help="comma-separated causes, 'multi', 'healthy' or a control's name"
+    )
     args = parser.parse_args(list(argv))
     try:
         levels = [int(x) for x in args.levels.split(",")]
@@ -380,12 +644,17 @@ def main(argv: Sequence[str] = ()) -> None:
         parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
     chosen = cases(levels, only)
     started = time.monotonic()
-    print(f"generalization suite: {len(chosen)} cases x {args.runs} runs; {host_load()}", flush=True)
+    print(
+        f"generalization suite: {len(chosen)} cases x {args.runs} runs; {host_load()}", flush=True
+    )
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-general-") as tmp:
         workdir = Path(tmp)
         server = DiagnosisServer.start(workdir, prepare=prepare, catalogue=__name__)
-        print(f"  schemas ready and baseline recorded in {time.monotonic() - started:.0f}s", flush=True)
+        print(
+            f"  schemas ready and baseline recorded in {time.monotonic() - started:.0f}s",
+            flush=True,
+        )
         try:
             for run, (i, case) in itertools.product(range(args.runs), enumerate(chosen)):
                 report_, seconds = server.diagnose_injected(case.keys, workdir / f"r{run}c{i}")
@@ -395,10 +664,19 @@ def main(argv: Sequence[str] = ()) -> None:
                     kept, got = schedule_kept(server.dsn, PGBENCH_RATES[case.name])
                     behind = "" if kept else f"got {got:.0f} of {PGBENCH_RATES[case.name]} tps"
                 outcomes.append(Outcome(case, run, found, seconds, behind))
-                score = f"acc {accuracy(case.expected, found):.2f}" if case.expected else ("ok     " if not found else "FALSE  ")
-                print(f"  run {run} {case.name:58} {score}  {seconds:5.1f}s  found: {', '.join(found) or '-'}"
-                      + (f"  (fell behind: {behind})" if behind else ""), flush=True)
-                if found and not case.expected:  # a control's false cause: the evidence that crossed the line, for tuning
+                score = (
+                    f"acc {accuracy(case.expected, found):.2f}"
+                    if case.expected
+                    else ("ok     " if not found else "FALSE  ")
+                )
+                print(
+                    f"  run {run} {case.name:58} {score}  {seconds:5.1f}s  found: {', '.join(found) or '-'}"
+                    + (f"  (fell behind: {behind})" if behind else ""),
+                    flush=True,
+                )
+                if (
+                    found and not case.expected
+                ):  # a control's false cause: the evidence that crossed the line, for tuning
                     for cause in report_.root_causes:
                         print(f"      {cause.code}: {cause.evidence}", flush=True)
         finally:

@@ -12,8 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
+from lab.embedded import EmbeddedPostgres
 from operators.hypothetical_indexes import Statement, advise
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -66,7 +66,9 @@ STATEMENTS = [
 
 def main() -> None:
     if not ((PG15_BIN / "postgres").exists() and HYPOPG_CONTROL.exists()):
-        print("needs Debian's postgresql-15 and postgresql-15-hypopg (apt-get install, or .ci/run): not measured")
+        print(
+            "needs Debian's postgresql-15 and postgresql-15-hypopg (apt-get install, or .ci/run): not measured"
+        )
         return
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-hypo-"))
     pg = EmbeddedPostgres(work / "pgdata", bin_dir=PG15_BIN).start()
@@ -85,11 +87,19 @@ def main() -> None:
         pg.stop()
         shutil.rmtree(work, ignore_errors=True)  # a cluster of up to a few GB: never left in /tmp
     timings.sort()
-    print(f"hypopg advisor, PostgreSQL {version}, {len(statements)} statements, {ROUNDS} rounds, 2 cores")
-    print(f"  wall time per round: median {timings[len(timings) // 2] * 1000:7.1f} ms, worst {timings[-1] * 1000:7.1f} ms")
-    print(f"  plans asked per round: {advice.plans} ({advice.plans / len(statements):.1f} per statement)")
+    print(
+        f"hypopg advisor, PostgreSQL {version}, {len(statements)} statements, {ROUNDS} rounds, 2 cores"
+    )
+    print(
+        f"  wall time per round: median {timings[len(timings) // 2] * 1000:7.1f} ms, worst {timings[-1] * 1000:7.1f} ms"
+    )
+    print(
+        f"  plans asked per round: {advice.plans} ({advice.plans / len(statements):.1f} per statement)"
+    )
     print(f"  suggestions: {len(advice.suggestions)}, statements skipped: {len(advice.skipped)}")
     for s in advice.suggestions:
-        print(f"    {s.ddl:70s} cost {s.cost_before:9.1f} -> {s.cost_after:8.1f} ({s.saving:.0%}), serves {len(s.proofs)}")
+        print(
+            f"    {s.ddl:70s} cost {s.cost_before:9.1f} -> {s.cost_after:8.1f} ({s.saving:.0%}), serves {len(s.proofs)}"
+        )
     for query, reason in advice.skipped:
         print(f"    skipped: {query[:60]:60s} {reason}")

@@ -79,7 +79,9 @@ class Client:
     settings: tuple[str, ...] = ()
     fetch: bool = False
     pause: float = 0.0  # seconds between two statements or transactions (think time)
-    transaction: tuple[str | Statement, ...] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
+    transaction: tuple[
+        str | Statement, ...
+    ] = ()  # if set: run these in one transaction instead (with `hold` seconds inside)
     hold: float = 0.0
 
 
@@ -89,7 +91,9 @@ class Recipe:
     clients: tuple[tuple[Client, int], ...]
     reset: str = ""  # SQL run before the clients start (refills what the last run consumed)
     description: str = ""
-    command: tuple[str, ...] = ()  # a program of the server's bin folder run beside the clients (e.g. pgbench), the DSN appended
+    command: tuple[
+        str, ...
+    ] = ()  # a program of the server's bin folder run beside the clients (e.g. pgbench), the DSN appended
 
 
 def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: list[str]) -> None:
@@ -103,14 +107,20 @@ def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: lis
                     if client.transaction:
                         with conn.transaction():
                             for step in client.transaction:
-                                conn.execute(*((step, None) if isinstance(step, str) else step(rng)))
+                                conn.execute(
+                                    *((step, None) if isinstance(step, str) else step(rng))
+                                )
                             stop.wait(client.hold)
                     else:
                         sql, params = client.statement(rng)
                         cur = conn.execute(sql, params)
                         if client.fetch:
                             cur.fetchall()
-                except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+                except (
+                    psycopg.errors.QueryCanceled,
+                    psycopg.errors.LockNotAvailable,
+                    psycopg.errors.DeadlockDetected,
+                ):
                     continue
                 if client.pause:
                     stop.wait(client.pause)
@@ -119,19 +129,27 @@ def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: lis
             errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def _clients(dsn: str, recipes: list[Recipe], stop: threading.Event, errors: list[str]) -> list[threading.Thread]:
+def _clients(
+    dsn: str, recipes: list[Recipe], stop: threading.Event, errors: list[str]
+) -> list[threading.Thread]:
     threads = []
     for recipe in recipes:
         for client, count in recipe.clients:
             for _ in range(count):
-                thread = threading.Thread(target=_run, args=(dsn, client, stop, len(threads) + 1, errors), daemon=True,
-                                          name=f"inject-{recipe.cause}")
+                thread = threading.Thread(
+                    target=_run,
+                    args=(dsn, client, stop, len(threads) + 1, errors),
+                    daemon=True,
+                    name=f"inject-{recipe.cause}",
+                )
                 thread.start()
                 threads.append(thread)
     return threads
 
 
-def _serve(dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, failures: Any) -> None:
+def _serve(
+    dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, failures: Any
+) -> None:
     """Child process: run the clients of `causes` (keys of `catalogue`'s RECIPES: statements are
     closures, so the child looks recipes up by name) until `stop` is set, then cancel and join them."""
     from lab.embedded import POSTGRES_BIN_PATH
@@ -142,8 +160,15 @@ def _serve(dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, f
         for recipe in recipes:
             if recipe.reset:
                 conn.execute(recipe.reset)
-    programs = [subprocess.Popen([str(POSTGRES_BIN_PATH / r.command[0]), *r.command[1:], dsn],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in recipes if r.command]
+    programs = [
+        subprocess.Popen(
+            [str(POSTGRES_BIN_PATH / r.command[0]), *r.command[1:], dsn],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for r in recipes
+        if r.command
+    ]
     halt = threading.Event()
     threads = _clients(dsn, recipes, halt, errors)
     ready.set()
@@ -153,7 +178,10 @@ def _serve(dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, f
         program.terminate()
         program.wait(timeout=30)
     with connect(dsn) as conn:
-        conn.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()", (APP,))
+        conn.execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (APP,),
+        )
     for thread in threads:
         thread.join(timeout=30)
     if errors:
@@ -161,13 +189,17 @@ def _serve(dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, f
 
 
 @contextmanager
-def injected(dsn: str, causes: list[str], warmup: float = 2.0, catalogue: str = __name__) -> Iterator[None]:
+def injected(
+    dsn: str, causes: list[str], warmup: float = 2.0, catalogue: str = __name__
+) -> Iterator[None]:
     """Run the recipes of `causes` (from the RECIPES of module `catalogue`) in a child process (its
     own interpreter, so the clients never compete with the diagnosis for the GIL); yields once they
     ran for `warmup` seconds."""
     context = multiprocessing.get_context("spawn")
     stop, ready, failures = context.Event(), context.Event(), context.Queue()
-    child = context.Process(target=_serve, args=(dsn, catalogue, list(causes), stop, ready, failures), daemon=True)
+    child = context.Process(
+        target=_serve, args=(dsn, catalogue, list(causes), stop, ready, failures), daemon=True
+    )
     child.start()
     try:
         if not ready.wait(timeout=120):
@@ -189,62 +221,242 @@ def committers(script: str, clients: int) -> tuple[str, ...]:
     Recipe's command. Commit pressure needs clients that commit again as soon as a commit returns:
     Python threads sharing one interpreter on a CPU-starved host left their sessions idle between
     commits most of the time (CI: 6 clients, 0.44 sessions waiting), a C client does not."""
-    return ("pgbench", "-n", "-c", str(clients), "-j", str(min(clients, 2)), "-T", "3600", "-f", str(PGBENCH_SCRIPTS / script))
+    return (
+        "pgbench",
+        "-n",
+        "-c",
+        str(clients),
+        "-j",
+        str(min(clients, 2)),
+        "-T",
+        "3600",
+        "-f",
+        str(PGBENCH_SCRIPTS / script),
+    )
 
 
 NO_SYNC = "SET synchronous_commit = off"
 SERIAL = "SET max_parallel_workers_per_gather = 0"
 
-RECIPES: dict[str, Recipe] = {r.cause: r for r in (
-    Recipe("workload_many_inserts", ((Client(fixed(
-        "INSERT INTO inj_log (a, b, at) SELECT g, md5(g::text), now() FROM generate_series(1, 40) g"), (NO_SYNC,)), 8),),
-        description="8 clients commit small multi-row inserts one after another"),
-    Recipe("workload_large_insert", ((Client(fixed(
-        "INSERT INTO inj_bulk SELECT g, md5(g::text), repeat('x', 200) FROM generate_series(1, 150000) g"), (NO_SYNC,)), 1),),
-        reset="TRUNCATE inj_bulk", description="one client loads 150k-row batches"),
-    Recipe("workload_high_updates", ((Client(lambda rng: (
-        "UPDATE inj_acct SET balance = balance + 1 WHERE id = %s", (rng.randint(1, 20000),)), (NO_SYNC,)), 8),),
-        description="8 clients update random accounts, one commit each"),
-    Recipe("workload_many_deletes", ((Client(lambda rng: (
-        "DELETE FROM inj_del WHERE id IN (SELECT id FROM inj_del LIMIT 2000)", ()), (NO_SYNC,), pause=0.02), 2),),
-        reset="TRUNCATE inj_del; INSERT INTO inj_del SELECT g, md5(g::text) FROM generate_series(1, 600000) g",
-        description="2 clients delete rows in 2000-row batches"),
-    Recipe("workload_large_fetch", ((Client(fixed("SELECT * FROM inj_fetch WHERE id <= 200000"), (SERIAL,), fetch=True), 2),),
-        description="2 clients fetch 200k rows each time"),
-    Recipe("query_poor_join", ((Client(fixed(
-        "SELECT count(*) FROM inj_orders o JOIN inj_items i ON i.order_id BETWEEN o.id AND o.id + 0"), (SERIAL,)), 1),),
-        description="one client runs a range join that only a nested loop can execute"),
-    Recipe("query_correlated_subquery", ((Client(fixed(
-        "SELECT o.id, (SELECT sum(i.qty) FROM inj_items i WHERE i.order_id = o.id) FROM inj_orders o"), (SERIAL,)), 1),),
-        description="one client runs a scalar subquery per order"),
-    Recipe("sync_commit_pressure", (), command=committers("sync_insert.sql", 6),
-           description="6 clients commit single-row inserts with synchronous_commit on"),
-    Recipe("lock_contention", (
-        (Client(fixed(""), transaction=("UPDATE inj_acct SET balance = balance WHERE id = 1",), hold=3.0), 1),
-        (Client(fixed("UPDATE inj_acct SET balance = balance + 1 WHERE id = 1"), (NO_SYNC,)), 5)),
-        description="one session holds a row lock for 3 s at a time; 5 wait for it"),
-    Recipe("vacuum_interference", (
-        (Client(fixed("VACUUM (DISABLE_PAGE_SKIPPING) inj_vac"), ("SET vacuum_cost_delay = 0",)), 1),
-        (Client(fixed("SELECT count(*) FROM inj_vac"), (SERIAL,), pause=0.05), 1)),
-        reset="TRUNCATE inj_vac; INSERT INTO inj_vac SELECT g, md5(g::text) FROM generate_series(1, 400000) g;"
-              " UPDATE inj_vac SET pad = pad || 'x'",
-        description="a cost-unlimited VACUUM runs again and again beside a reader"),
-    Recipe("cpu_contention", ((Client(fixed(
-        "SELECT count(*) FROM inj_fetch WHERE md5(a || b) < md5(b || a)"), (SERIAL,)), 6),),
-        description="6 clients run CPU-bound hashing scans on 2 cores"),
-    Recipe("io_contention", ((Client(fixed("SELECT count(*) FROM inj_big"), (SERIAL,)), 4),),
-        description="4 clients scan a table larger than shared_buffers"),
-    Recipe("index_missing", ((Client(lambda rng: (
-        "SELECT * FROM inj_fetch WHERE k = %s", (rng.randint(0, 99999),)), (SERIAL,)), 2),),
-        description="2 clients look rows up by a column without an index"),
-    Recipe("indexes_too_many", ((Client(lambda rng: (
-        "UPDATE inj_wide SET c1 = c1 + 1, c4 = c4 + 1, c7 = c7 + 1 WHERE id = %s", (rng.randint(1, 20000),)), (NO_SYNC,)), 4),),
-        description="4 clients update indexed columns of a table carrying 11 indexes"),
-    Recipe("memory_pressure", ((Client(fixed(
-        "SELECT count(*) FROM (SELECT g FROM generate_series(1, 25000000) g ORDER BY g DESC OFFSET 0) s"),
-        (SERIAL, "SET work_mem = '8GB'")), 2),),
-        description="2 clients sort 25M rows in memory with an 8 GB work_mem"),
-)}
+RECIPES: dict[str, Recipe] = {
+    r.cause: r
+    for r in (
+        Recipe(
+            "workload_many_inserts",
+            (
+                (
+                    Client(
+                        fixed(
+                            "INSERT INTO inj_log (a, b, at) SELECT g, md5(g::text), now() FROM generate_series(1, 40) g"
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    8,
+                ),
+            ),
+            description="8 clients commit small multi-row inserts one after another",
+        ),
+        Recipe(
+            "workload_large_insert",
+            (
+                (
+                    Client(
+                        fixed(
+                            "INSERT INTO inj_bulk SELECT g, md5(g::text), repeat('x', 200) FROM generate_series(1, 150000) g"
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    1,
+                ),
+            ),
+            reset="TRUNCATE inj_bulk",
+            description="one client loads 150k-row batches",
+        ),
+        Recipe(
+            "workload_high_updates",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "UPDATE inj_acct SET balance = balance + 1 WHERE id = %s",
+                            (rng.randint(1, 20000),),
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    8,
+                ),
+            ),
+            description="8 clients update random accounts, one commit each",
+        ),
+        Recipe(
+            "workload_many_deletes",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "DELETE FROM inj_del WHERE id IN (SELECT id FROM inj_del LIMIT 2000)",
+                            (),
+                        ),
+                        (NO_SYNC,),
+                        pause=0.02,
+                    ),
+                    2,
+                ),
+            ),
+            reset="TRUNCATE inj_del; INSERT INTO inj_del SELECT g, md5(g::text) FROM generate_series(1, 600000) g",
+            description="2 clients delete rows in 2000-row batches",
+        ),
+        Recipe(
+            "workload_large_fetch",
+            (
+                (
+                    Client(
+                        fixed("SELECT * FROM inj_fetch WHERE id <= 200000"), (SERIAL,), fetch=True
+                    ),
+                    2,
+                ),
+            ),
+            description="2 clients fetch 200k rows each time",
+        ),
+        Recipe(
+            "query_poor_join",
+            (
+                (
+                    Client(
+                        fixed(
+                            "SELECT count(*) FROM inj_orders o JOIN inj_items i ON i.order_id BETWEEN o.id AND o.id + 0"
+                        ),
+                        (SERIAL,),
+                    ),
+                    1,
+                ),
+            ),
+            description="one client runs a range join that only a nested loop can execute",
+        ),
+        Recipe(
+            "query_correlated_subquery",
+            (
+                (
+                    Client(
+                        fixed(
+                            "SELECT o.id, (SELECT sum(i.qty) FROM inj_items i WHERE i.order_id = o.id) FROM inj_orders o"
+                        ),
+                        (SERIAL,),
+                    ),
+                    1,
+                ),
+            ),
+            description="one client runs a scalar subquery per order",
+        ),
+        Recipe(
+            "sync_commit_pressure",
+            (),
+            command=committers("sync_insert.sql", 6),
+            description="6 clients commit single-row inserts with synchronous_commit on",
+        ),
+        Recipe(
+            "lock_contention",
+            (
+                (
+                    Client(
+                        fixed(""),
+                        transaction=("UPDATE inj_acct SET balance = balance WHERE id = 1",),
+                        hold=3.0,
+                    ),
+                    1,
+                ),
+                (
+                    Client(
+                        fixed("UPDATE inj_acct SET balance = balance + 1 WHERE id = 1"), (NO_SYNC,)
+                    ),
+                    5,
+                ),
+            ),
+            description="one session holds a row lock for 3 s at a time; 5 wait for it",
+        ),
+        Recipe(
+            "vacuum_interference",
+            (
+                (
+                    Client(
+                        fixed("VACUUM (DISABLE_PAGE_SKIPPING) inj_vac"),
+                        ("SET vacuum_cost_delay = 0",),
+                    ),
+                    1,
+                ),
+                (Client(fixed("SELECT count(*) FROM inj_vac"), (SERIAL,), pause=0.05), 1),
+            ),
+            reset="TRUNCATE inj_vac; INSERT INTO inj_vac SELECT g, md5(g::text) FROM generate_series(1, 400000) g;"
+            " UPDATE inj_vac SET pad = pad || 'x'",
+            description="a cost-unlimited VACUUM runs again and again beside a reader",
+        ),
+        Recipe(
+            "cpu_contention",
+            (
+                (
+                    Client(
+                        fixed("SELECT count(*) FROM inj_fetch WHERE md5(a || b) < md5(b || a)"),
+                        (SERIAL,),
+                    ),
+                    6,
+                ),
+            ),
+            description="6 clients run CPU-bound hashing scans on 2 cores",
+        ),
+        Recipe(
+            "io_contention",
+            ((Client(fixed("SELECT count(*) FROM inj_big"), (SERIAL,)), 4),),
+            description="4 clients scan a table larger than shared_buffers",
+        ),
+        Recipe(
+            "index_missing",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "SELECT * FROM inj_fetch WHERE k = %s",
+                            (rng.randint(0, 99999),),
+                        ),
+                        (SERIAL,),
+                    ),
+                    2,
+                ),
+            ),
+            description="2 clients look rows up by a column without an index",
+        ),
+        Recipe(
+            "indexes_too_many",
+            (
+                (
+                    Client(
+                        lambda rng: (
+                            "UPDATE inj_wide SET c1 = c1 + 1, c4 = c4 + 1, c7 = c7 + 1 WHERE id = %s",
+                            (rng.randint(1, 20000),),
+                        ),
+                        (NO_SYNC,),
+                    ),
+                    4,
+                ),
+            ),
+            description="4 clients update indexed columns of a table carrying 11 indexes",
+        ),
+        Recipe(
+            "memory_pressure",
+            (
+                (
+                    Client(
+                        fixed(
+                            "SELECT count(*) FROM (SELECT g FROM generate_series(1, 25000000) g ORDER BY g DESC OFFSET 0) s"
+                        ),
+                        (SERIAL, "SET work_mem = '8GB'"),
+                    ),
+                    2,
+                ),
+            ),
+            description="2 clients sort 25M rows in memory with an 8 GB work_mem",
+        ),
+    )
+}
 
 SINGLE = list(RECIPES)
 COMBINATIONS: list[tuple[str, str]] = [

@@ -55,18 +55,55 @@ class TimedClient(LlmClient):
 def script(record: FactsRecord, experts: int) -> list[Reply]:
     """A competent expert's two turns, once per expert: four observations at once (parallel tool calls;
     the abnormal metrics are in its task), then the flood proposed with its real values."""
-    cited = [{"metric": m, "stat": "mean", "value": round(metric_stat(record.window, record.baseline, m, "mean") or 0.0, 1)}
-             for m in ("db.tup_inserted", "db.xact_commit")]
-    observe = [("observe", {"what": w}) for w in ("metrics", "waits", "statements")] + [("observe", {"what": "knowledge", "query": "many small inserts"})]
-    propose = ("propose_causes", {"causes": [{"code": CAUSE, "confidence": 0.8, "explanation": "many small commits", "evidence": cited}]})
-    return [reply for _ in range(experts) for reply in (Reply(tool_calls=observe), Reply(tool_calls=[propose]))]
+    cited = [
+        {
+            "metric": m,
+            "stat": "mean",
+            "value": round(metric_stat(record.window, record.baseline, m, "mean") or 0.0, 1),
+        }
+        for m in ("db.tup_inserted", "db.xact_commit")
+    ]
+    observe = [("observe", {"what": w}) for w in ("metrics", "waits", "statements")] + [
+        ("observe", {"what": "knowledge", "query": "many small inserts"})
+    ]
+    propose = (
+        "propose_causes",
+        {
+            "causes": [
+                {
+                    "code": CAUSE,
+                    "confidence": 0.8,
+                    "explanation": "many small commits",
+                    "evidence": cited,
+                }
+            ]
+        },
+    )
+    return [
+        reply
+        for _ in range(experts)
+        for reply in (Reply(tool_calls=observe), Reply(tool_calls=[propose]))
+    ]
 
 
-def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int) -> tuple[LlmDiagnosis, list[float]]:
-    limits = DiagnosisLimits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
-    server = ScriptedServer(replies=script(record, len(team_for(record, limits.experts))), measure_usage=True)
+def diagnose(
+    record: FactsRecord, rules: list[RootCause], observation_chars: int
+) -> tuple[LlmDiagnosis, list[float]]:
+    limits = DiagnosisLimits(
+        observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000
+    )
+    server = ScriptedServer(
+        replies=script(record, len(team_for(record, limits.experts))), measure_usage=True
+    )
     try:
-        client = TimedClient(render, base_url=server.url, api_key="bench", model="scripted", timeout=30.0, max_retries=0)
+        client = TimedClient(
+            render,
+            base_url=server.url,
+            api_key="bench",
+            model="scripted",
+            timeout=30.0,
+            max_retries=0,
+        )
         _, report = LlmDiagnoser(client, render, limits, Capability.TOOLS).diagnose(record, rules)
     finally:
         server.close()
@@ -76,9 +113,13 @@ def diagnose(record: FactsRecord, rules: list[RootCause], observation_chars: int
 def real_window(workdir: Path) -> FactsRecord:
     server = DiagnosisServer.start(workdir)
     try:
-        baseline = WindowBaseline(window=WindowEvidence.load(server.baseline), source="the idle server's window")
+        baseline = WindowBaseline(
+            window=WindowEvidence.load(server.baseline), source="the idle server's window"
+        )
         with injections.injected(server.dsn, [CAUSE]):
-            return gather(parse_target(server.dsn), WINDOW_SECONDS, baseline, "insert throughput dropped")
+            return gather(
+                parse_target(server.dsn), WINDOW_SECONDS, baseline, "insert throughput dropped"
+            )
     finally:
         server.stop()
 
@@ -89,14 +130,25 @@ def main(argv: list[str] | None = None) -> None:
     facts = record.facts()
     causes, _ = cross_review([c for expert in EXPERTS.values() for c in expert(facts)], facts)
     rules = [RootCause(code=c.code, confidence=c.confidence, evidence=c.evidence) for c in causes]
-    print(f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
-          f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}")
+    print(
+        f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
+        f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}"
+    )
     print(f"team: {', '.join(team_for(record, DiagnosisLimits().experts))}")
-    print(f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted")
-    for label, chars in (("snapshot keys (1200 chars)", DiagnosisLimits().observation_chars), ("whole (no snapshot keys)", 0)):
+    print(
+        f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted"
+    )
+    for label, chars in (
+        ("snapshot keys (1200 chars)", DiagnosisLimits().observation_chars),
+        ("whole (no snapshot keys)", 0),
+    ):
         report, latencies = diagnose(record, rules, chars)
-        print(f"{label:<28}{report.calls:>6}{report.prompt_tokens:>12}{report.completion_tokens:>11}{report.snapshots:>10}"
-              f"{statistics.median(latencies) * 1000:>8.1f}{max(latencies) * 1000:>8.1f}  {len(report.accepted)}")
+        print(
+            f"{label:<28}{report.calls:>6}{report.prompt_tokens:>12}{report.completion_tokens:>11}{report.snapshots:>10}"
+            f"{statistics.median(latencies) * 1000:>8.1f}{max(latencies) * 1000:>8.1f}  {len(report.accepted)}"
+        )
         if chars:
             verdict = "met" if report.prompt_tokens < GOAL_PROMPT_TOKENS else "missed"
-            print(f"  goal < {GOAL_PROMPT_TOKENS} prompt tokens per diagnosis with snapshot keys: {verdict}")
+            print(
+                f"  goal < {GOAL_PROMPT_TOKENS} prompt tokens per diagnosis with snapshot keys: {verdict}"
+            )

@@ -11,11 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.shop import DemoShop
-from lab.embedded import EmbeddedPostgres
-from dbcrew.settings import Settings
 from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
 
 WINDOW = 10.0
 
@@ -36,15 +36,25 @@ def main() -> None:
         target = parse_target(pg.dsn("shop"))
 
         started = time.perf_counter()
-        health_review(ReviewRequest(target=target, settings=Settings(window_seconds=WINDOW), out=work / "warmup"))  # cold server start
+        health_review(
+            ReviewRequest(
+                target=target, settings=Settings(window_seconds=WINDOW), out=work / "warmup"
+            )
+        )  # cold server start
         cold = time.perf_counter() - started
 
         started = time.perf_counter()
-        health_review(ReviewRequest(target=target, settings=Settings(window_seconds=WINDOW), out=work / "prefect"))
+        health_review(
+            ReviewRequest(
+                target=target, settings=Settings(window_seconds=WINDOW), out=work / "prefect"
+            )
+        )
         with_prefect = time.perf_counter() - started
 
         started = time.perf_counter()
-        plain_run = RunContext(target=target, settings=Settings(window_seconds=WINDOW), out_dir=work / "plain")
+        plain_run = RunContext(
+            target=target, settings=Settings(window_seconds=WINDOW), out_dir=work / "plain"
+        )
         review(plain_run, PlainPhases)
         plain = time.perf_counter() - started
     finally:
@@ -56,4 +66,6 @@ def main() -> None:
     print(f"  first run (ephemeral Prefect server cold start included): {cold:6.1f} s")
     print(f"  review through Prefect flows:                              {with_prefect:6.1f} s")
     print(f"  same review, plain phase runner:                           {plain:6.1f} s")
-    print(f"  Prefect overhead:                                          {overhead:6.1f} s ({overhead / with_prefect:.0%} of the review)")
+    print(
+        f"  Prefect overhead:                                          {overhead:6.1f} s ({overhead / with_prefect:.0%} of the review)"
+    )

@@ -39,19 +39,28 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from roles.crew import RunContext
     from flows.phases import PlainPhases
     from flows.review import review
+    from roles.crew import RunContext
 
     started = time.perf_counter()
-    run = RunContext(target=parse_target(dsn), settings=Settings(window_seconds=WINDOW), out_dir=Path(out))
+    run = RunContext(
+        target=parse_target(dsn), settings=Settings(window_seconds=WINDOW), out_dir=Path(out)
+    )
     report = review(run, PlainPhases)
     elapsed = time.perf_counter() - started
     statuses = [c.status.value for c in report.coverage]
-    print(json.dumps({
-        "seconds": elapsed, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "checks_ran": statuses.count("ran"), "checks": len(statuses), "findings": len(report.findings),
-    }))
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "checks_ran": statuses.count("ran"),
+                "checks": len(statuses),
+                "findings": len(report.findings),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -63,18 +72,36 @@ def main() -> None:
             db = f"scale_{n}"
             pg.psql(f"CREATE DATABASE {db};")
             started = time.perf_counter()
-            pg.psql("CREATE EXTENSION pg_stat_statements;" + MAKE_TABLES.format(n=n) + "ANALYZE;", dbname=db)
+            pg.psql(
+                "CREATE EXTENSION pg_stat_statements;" + MAKE_TABLES.format(n=n) + "ANALYZE;",
+                dbname=db,
+            )
             built = time.perf_counter() - started
-            result = subprocess.run([sys.executable, "-m", "bench.scale", "--child", pg.dsn(db), str(work / f"report-{n}")],
-                                    check=True, capture_output=True, text=True)
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.scale",
+                    "--child",
+                    pg.dsn(db),
+                    str(work / f"report-{n}"),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             rows.append((n, built, json.loads(result.stdout.strip().splitlines()[-1])))
     finally:
         pg.stop()
     print(f"health review, plain phase runner, {WINDOW:.0f}s window, 2 cores")
-    print(f"  {'tables':>7} {'indexes':>8} {'set-up s':>9} {'review s':>9} {'peak RSS MB':>12} {'checks ran':>11} {'findings':>9}")
+    print(
+        f"  {'tables':>7} {'indexes':>8} {'set-up s':>9} {'review s':>9} {'peak RSS MB':>12} {'checks ran':>11} {'findings':>9}"
+    )
     for n, built, r in rows:
-        print(f"  {n:>7,} {3 * n:>8,} {built:>9.1f} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.0f}"
-              f" {r['checks_ran']:>5}/{r['checks']:<5} {r['findings']:>9}")
+        print(
+            f"  {n:>7,} {3 * n:>8,} {built:>9.1f} {r['seconds']:>9.1f} {r['peak_rss_mb']:>12.0f}"
+            f" {r['checks_ran']:>5}/{r['checks']:<5} {r['findings']:>9}"
+        )
 
 
 if __name__ == "__main__":

@@ -12,39 +12,58 @@ from typing import Annotated, Any
 
 import setproctitle
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from cli import interrupts
 from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
 from cli.reviewing import prefect_env, prepare_review, start_review
-from dbcrew.models import Report
-from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Ablations
 from cli.server import server
 from dbcrew.errors import UsageError
+from dbcrew.models import Report
+from dbcrew.models.request import ReviewRequest
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
-from dbcrew.settings import debugging
+from dbcrew.settings import Ablations, debugging
 from dbcrew.targets.postgres import first_line
-from roles.reporter import report_path
 from dbcrew.vocabulary import Scenario
+from roles.reporter import report_path
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="A crew of agents that reviews PostgreSQL databases.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="A crew of agents that reviews PostgreSQL databases.",
+)
+
 
 def run_cli_review(request: ReviewRequest, url: str) -> Report:
     """Run the review flows of a prepared request with a progress bar; `url` is what the user typed."""
     if redact(url) != url:
-        fail("dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
-             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead")
+        fail(
+            "dbcrew: warning: a password on the command line can be seen by other users while the process starts;"
+            " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead"
+        )
     prefect_env()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 
     assert request.target is not None  # prepare_review parsed it
-    columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err, transient=True) as bar:
         job = bar.add_task(f"reviewing {request.target.display}", total=None)
 
@@ -63,45 +82,105 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
 
 @app.command()
 def review(
-    target: Annotated[str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")],
+    target: Annotated[
+        str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")
+    ],
     window: Annotated[float, typer.Option(help="seconds to sample activity and counters")] = 10.0,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")] = None,
-    brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
-    inject_fault: Annotated[list[str], typer.Option(
-        help="operator:KIND[:times], KIND one of timeout misfit disconnect bad_param missing_agent lost_dependency, to test recovery")] = [],  # noqa: B006
-    no_monitor: Annotated[bool, typer.Option("--no-monitor", help="ablation: failures are not classified, dependents skip")] = False,
-    no_reflection: Annotated[bool, typer.Option("--no-reflection", help="ablation: no plan reflection, no worker self-correction (retry, reconnect-and-resume)")] = False,
-    no_gap_narrow: Annotated[bool, typer.Option("--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all")] = False,
-    no_memory: Annotated[bool, typer.Option("--no-memory", help="ablation: neither use nor keep lessons across runs")] = False,
-    threshold: Annotated[list[str], typer.Option(
-        help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300")] = [],  # noqa: B006
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")
+    ] = None,
+    brain: Annotated[
+        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
+    ] = None,
+    inject_fault: Annotated[
+        list[str],
+        typer.Option(
+            help="operator:KIND[:times], KIND one of timeout misfit disconnect bad_param missing_agent lost_dependency, to test recovery"
+        ),
+    ] = [],  # noqa: B006
+    no_monitor: Annotated[
+        bool,
+        typer.Option("--no-monitor", help="ablation: failures are not classified, dependents skip"),
+    ] = False,
+    no_reflection: Annotated[
+        bool,
+        typer.Option(
+            "--no-reflection",
+            help="ablation: no plan reflection, no worker self-correction (retry, reconnect-and-resume)",
+        ),
+    ] = False,
+    no_gap_narrow: Annotated[
+        bool,
+        typer.Option(
+            "--no-gap-narrow", help="ablation: a re-plan takes a whole new plan and reruns all"
+        ),
+    ] = False,
+    no_memory: Annotated[
+        bool, typer.Option("--no-memory", help="ablation: neither use nor keep lessons across runs")
+    ] = False,
+    threshold: Annotated[
+        list[str],
+        typer.Option(
+            help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300"
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Review a database's health and write a report."""
-    ablations = Ablations(monitor=not no_monitor, reflection=not no_reflection, gap_narrow=not no_gap_narrow,
-                          memory=not no_memory)
-    request = prepare_review(target, window=window, out_dir=out_dir, brain=brain, faults=inject_fault,
-                             ablations=ablations, thresholds=threshold)
+    ablations = Ablations(
+        monitor=not no_monitor,
+        reflection=not no_reflection,
+        gap_narrow=not no_gap_narrow,
+        memory=not no_memory,
+    )
+    request = prepare_review(
+        target,
+        window=window,
+        out_dir=out_dir,
+        brain=brain,
+        faults=inject_fault,
+        ablations=ablations,
+        thresholds=threshold,
+    )
     print_summary(run_cli_review(request, target), request)
 
 
 @app.command()
 def diagnose(
-    target: Annotated[str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")],
+    target: Annotated[
+        str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")
+    ],
     window: Annotated[float, typer.Option(help="seconds to watch the anomaly")] = 10.0,
-    alert: Annotated[str, typer.Option(help="the alert text, e.g. 'queries 3x slower since 14:00'")] = "",
-    baseline: Annotated[Path | None, typer.Option(help="a window recorded in a quiet period (dbcrew baseline)")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")] = None,
-    brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
+    alert: Annotated[
+        str, typer.Option(help="the alert text, e.g. 'queries 3x slower since 14:00'")
+    ] = "",
+    baseline: Annotated[
+        Path | None, typer.Option(help="a window recorded in a quiet period (dbcrew baseline)")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")
+    ] = None,
+    brain: Annotated[
+        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
+    ] = None,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now."""
-    request = prepare_review(target, window=window, out_dir=out_dir, brain=brain, scenario=Scenario.DIAGNOSE,
-                             alert=alert, baseline=baseline)
+    request = prepare_review(
+        target,
+        window=window,
+        out_dir=out_dir,
+        brain=brain,
+        scenario=Scenario.DIAGNOSE,
+        alert=alert,
+        baseline=baseline,
+    )
     print_diagnosis(run_cli_review(request, target), request)
 
 
 @app.command()
 def baseline(
-    target: Annotated[str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")],
+    target: Annotated[
+        str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")
+    ],
     out: Annotated[Path, typer.Option("--out", help="file to write the baseline window to (JSON)")],
     window: Annotated[float, typer.Option(help="seconds to watch the quiet period")] = 10.0,
 ) -> None:
@@ -122,18 +201,27 @@ def baseline(
 
 @app.command("extract-knowledge")
 def extract_knowledge(
-    documents: Annotated[Path, typer.Argument(help="folder of .md/.txt documents (e.g. manual chapters)")],
-    out: Annotated[Path, typer.Option("--out", help="YAML file for the extracted chunks (review, then move into knowledge/)")],
+    documents: Annotated[
+        Path, typer.Argument(help="folder of .md/.txt documents (e.g. manual chapters)")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="YAML file for the extracted chunks (review, then move into knowledge/)"
+        ),
+    ],
 ) -> None:
     """Extract root-cause knowledge chunks from documents with the LLM brain (chapter split, summary tree, extraction)."""
     from operators.diagnose.experts_index import experts_by_code
-    from roles.brains.openai import OpenAIBrain
     from operators.diagnose.extraction import extract_chunks, write_chunks
     from prompts import render
     from roles.brains import default_brain
+    from roles.brains.openai import OpenAIBrain
 
     if default_brain() != "openai":
-        raise UsageError("knowledge extraction needs the LLM brain: set DBCREW_LLM_BASE_URL or OPENAI_API_KEY")
+        raise UsageError(
+            "knowledge extraction needs the LLM brain: set DBCREW_LLM_BASE_URL or OPENAI_API_KEY"
+        )
     if not documents.is_dir():
         raise UsageError(f"{documents}: not a folder")
     chunks = extract_chunks(documents, OpenAIBrain(render).ask, experts_by_code())
@@ -146,7 +234,12 @@ def report_file(request: ReviewRequest) -> Path:
 
 
 def print_diagnosis(report: Report, request: ReviewRequest) -> None:
-    show(line((report.target.display, "bold"), f": {report.diagnosis.title if report.diagnosis else report.summary}"))
+    show(
+        line(
+            (report.target.display, "bold"),
+            f": {report.diagnosis.title if report.diagnosis else report.summary}",
+        )
+    )
     for cause in report.root_causes:
         show(line(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}"))
     show(line(f"report: {report_file(request)}"))
@@ -157,7 +250,13 @@ def print_summary(report: Report, request: ReviewRequest) -> None:
     show(line((report.target.display, "bold"), f": {report.summary}"))
     for finding in problems[:10]:
         severity = finding.severity.value
-        show(line("  ", (f"{severity:8}", SEVERITY_STYLES[severity]), f" {finding.code:26} {finding.object}"))
+        show(
+            line(
+                "  ",
+                (f"{severity:8}", SEVERITY_STYLES[severity]),
+                f" {finding.code:26} {finding.object}",
+            )
+        )
     if len(problems) > 10:
         show(line(f"  ... and {len(problems) - 10} more"))
     show(line(f"report: {report_file(request)}"))
@@ -166,7 +265,9 @@ def print_summary(report: Report, request: ReviewRequest) -> None:
 @app.command()
 def demo(
     window: Annotated[float, typer.Option(help="seconds of the review's sampling window")] = 10.0,
-    workdir: Annotated[Path, typer.Option(help="where the demo database and reports go")] = Path(".dbcrew/demo"),
+    workdir: Annotated[Path, typer.Option(help="where the demo database and reports go")] = Path(
+        ".dbcrew/demo"
+    ),
 ) -> None:
     """Start an embedded PostgreSQL, plant problems in a shop database, review it."""
     from cli.demo import run_demo
@@ -186,22 +287,33 @@ app.command()(history)
 app.command()(ask)
 
 
-inventory_app = typer.Typer(no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it.")
+inventory_app = typer.Typer(
+    no_args_is_help=True, help="The targets inventory (targets.yaml): check it, publish it."
+)
 app.add_typer(inventory_app, name="inventory")
 
 
 @inventory_app.command("check")
-def inventory_check(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+def inventory_check(
+    path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml"),
+) -> None:
     """Check an inventory and list its targets (no password is read)."""
     from dbcrew.inventory import load_inventory
 
     for entry in load_inventory(path).targets:
-        show(line((entry.name, "bold"), f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
-                  f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"))
+        show(
+            line(
+                (entry.name, "bold"),
+                f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
+                f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}",
+            )
+        )
 
 
 @inventory_app.command("publish")
-def inventory_publish(path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml")) -> None:
+def inventory_publish(
+    path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml"),
+) -> None:
     """Publish an inventory to the Prefect server (PREFECT_API_URL, or a server at the default address)."""
     from dbcrew.inventory import load_inventory
 
@@ -225,18 +337,39 @@ class McpTransport(StrEnum):
 
 @app.command()
 def mcp(
-    transport: Annotated[McpTransport, typer.Option(help="stdio (the client starts the server) or streamable HTTP")] = McpTransport.STDIO,
+    transport: Annotated[
+        McpTransport, typer.Option(help="stdio (the client starts the server) or streamable HTTP")
+    ] = McpTransport.STDIO,
     host: Annotated[str, typer.Option(help="HTTP: the address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP: the port to listen on (the endpoint is /mcp)")] = 8765,
-    max_window: Annotated[float, typer.Option(min=0, help="the longest window a tool call may ask for, in seconds")] = 60.0,
-    row_limit: Annotated[int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")] = 100,
-    brain: Annotated[str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")] = None,
-    docs: Annotated[Path | None, typer.Option(help="ask: folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)")] = None,
+    port: Annotated[
+        int,
+        typer.Option(min=1, max=65535, help="HTTP: the port to listen on (the endpoint is /mcp)"),
+    ] = 8765,
+    max_window: Annotated[
+        float, typer.Option(min=0, help="the longest window a tool call may ask for, in seconds")
+    ] = 60.0,
+    row_limit: Annotated[
+        int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")
+    ] = 100,
+    brain: Annotated[
+        str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")
+    ] = None,
+    docs: Annotated[
+        Path | None,
+        typer.Option(
+            help="ask: folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)"
+        ),
+    ] = None,
 ) -> None:
     """Serve the crew over MCP: ask, review, diagnose, latest_review and the read-only operators as tools."""
     from cli.mcp_server import Limits, serve
 
-    serve(transport.value, host, port, Limits(max_window=max_window, row_limit=row_limit, brain=brain, docs=docs))
+    serve(
+        transport.value,
+        host,
+        port,
+        Limits(max_window=max_window, row_limit=row_limit, brain=brain, docs=docs),
+    )
 
 
 def _click_errors() -> tuple[type[Exception], ...]:
@@ -277,15 +410,21 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         interrupts.stop((interrupts.received() or [signal.SIGINT])[0])
-    except CLICK_ERRORS as exc:  # a usage error (bad option value, unknown option or command, missing argument)
+    except (
+        CLICK_ERRORS
+    ) as exc:  # a usage error (bad option value, unknown option or command, missing argument)
         fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
         sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
         if debugging():
             raise
-        fail(f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)")
+        fail(
+            f"dbcrew: internal error: {type(exc).__name__}: {first_line(exc)} (set DBCREW_DEBUG=1 for the traceback)"
+        )
         sys.exit(1)
-    except BaseException as exc:  # Prefect's TerminationSignal: its own SIGTERM handler, armed while a flow runs
+    except (
+        BaseException
+    ) as exc:  # Prefect's TerminationSignal: its own SIGTERM handler, armed while a flow runs
         signum = getattr(exc, "signal", None)
         if not isinstance(signum, int):
             raise

@@ -14,10 +14,20 @@ from dbcrew.models.answer import Answer
 
 def ask(
     question: Annotated[str, typer.Argument(help="the question, in English")],
-    target: Annotated[str | None, typer.Option(help="postgresql://user@host:port/dbname, for questions about that database")] = None,
-    docs: Annotated[Path | None, typer.Option(help="folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)")] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="postgresql://user@host:port/dbname, for questions about that database"),
+    ] = None,
+    docs: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)"
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the answer as JSON")] = False,
-    brain: Annotated[str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")] = None,
+    brain: Annotated[
+        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
+    ] = None,
 ) -> None:
     """Ask the crew a question: about PostgreSQL, about databases, or about the target's own state."""
     from cli.reviewing import prefect_env

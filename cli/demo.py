@@ -10,10 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.console import line, show
-
-from lab.shop import DemoShop
-from lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
 
 
 def run_demo(workdir: Path, review: Callable[[str, Path], Report]) -> list[tuple[str, str]]:
@@ -40,11 +39,22 @@ def run_demo(workdir: Path, review: Callable[[str, Path], Report]) -> list[tuple
         table.add_column("object")
         table.add_column("found")
         for code, obj in sorted(shop.expected):
-            table.add_row(Text(code), Text(obj), Text("yes") if (code, obj) in found else Text("NO", style="red"))
+            table.add_row(
+                Text(code),
+                Text(obj),
+                Text("yes") if (code, obj) in found else Text("NO", style="red"),
+            )
         show(table)
-        unplanted = [f for f in report.findings if f.is_problem and (f.code, f.object) not in shop.expected]
+        unplanted = [
+            f for f in report.findings if f.is_problem and (f.code, f.object) not in shop.expected
+        ]
         for finding in unplanted:
-            show(line(("not planted:", "yellow"), f" {finding.severity.value} {finding.code} {finding.object}"))
+            show(
+                line(
+                    ("not planted:", "yellow"),
+                    f" {finding.severity.value} {finding.code} {finding.object}",
+                )
+            )
         show(line(f"open {workdir / 'report' / 'report.html'}"))
         return sorted(shop.expected - found)
     finally:

@@ -87,7 +87,10 @@ def stop(signum: int) -> None:
     threads may be inside a long sampling window: a normal exit would wait for them)."""
     with _stopping:
         ended = _end_children()
-        fail(f"dbcrew: stopped by {signal.Signals(signum).name}" + (f"; {len(ended)} child process(es) ended" if ended else ""))
+        fail(
+            f"dbcrew: stopped by {signal.Signals(signum).name}"
+            + (f"; {len(ended)} child process(es) ended" if ended else "")
+        )
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(128 + signum)

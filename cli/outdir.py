@@ -28,10 +28,14 @@ def prepare_out(folder: Path) -> Path:
     if folder.is_dir():
         entries = {p.name for p in folder.iterdir()}
         if entries and "report.json" not in entries:
-            raise UsageError(f"--out {folder}: not empty and holds no earlier report; give a new or empty folder")
+            raise UsageError(
+                f"--out {folder}: not empty and holds no earlier report; give a new or empty folder"
+            )
         foreign = entries - set(RUN_FILES) - set(RUN_FOLDERS)
         if foreign:
-            raise UsageError(f"--out {folder}: holds {sorted(foreign)[0]!r} besides an earlier report; give a new or empty folder")
+            raise UsageError(
+                f"--out {folder}: holds {sorted(foreign)[0]!r} besides an earlier report; give a new or empty folder"
+            )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name in RUN_FILES:
@@ -43,5 +47,7 @@ def prepare_out(folder: Path) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"--out {folder}: cannot write there ({exc.strerror or type(exc).__name__})") from None
+        raise UsageError(
+            f"--out {folder}: cannot write there ({exc.strerror or type(exc).__name__})"
+        ) from None
     return folder

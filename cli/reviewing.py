@@ -18,8 +18,8 @@ from pathlib import Path
 from cli.outdir import prepare_out
 from cli.server import DEFAULT_PORT, api_url, healthy
 from dbcrew.errors import UsageError
-from dbcrew.models.faults import FaultSpec
 from dbcrew.models import Report
+from dbcrew.models.faults import FaultSpec
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Ablations, Settings, Thresholds, parse_overrides
 from dbcrew.targets import parse_target
@@ -48,9 +48,19 @@ def default_out(dbname: str) -> Path:
     return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def prepare_review(url: str, *, window: float, out_dir: Path | None, brain: str | None,
-                   scenario: Scenario = Scenario.HEALTH, faults: Sequence[str] = (), ablations: Ablations | None = None,
-                   alert: str = "", baseline: Path | None = None, thresholds: Sequence[str] = ()) -> ReviewRequest:
+def prepare_review(
+    url: str,
+    *,
+    window: float,
+    out_dir: Path | None,
+    brain: str | None,
+    scenario: Scenario = Scenario.HEALTH,
+    faults: Sequence[str] = (),
+    ablations: Ablations | None = None,
+    alert: str = "",
+    baseline: Path | None = None,
+    thresholds: Sequence[str] = (),
+) -> ReviewRequest:
     """The review request of what a user typed, once its input is valid and the target answers; UsageError otherwise."""
     if not math.isfinite(window) or window < 0:
         raise UsageError("--window must be a finite number of seconds, zero or more")
@@ -69,10 +79,21 @@ def prepare_review(url: str, *, window: float, out_dir: Path | None, brain: str 
     report_dir = prepare_out(out_dir or default_out(target.dbname))
     with target.session():
         pass  # unreachable or refused: exit 2 now, before any flow starts
-    settings = Settings(window_seconds=window, ablations=ablations or Ablations(), alert=alert,
-                        baseline_path=str(baseline.resolve()) if baseline else None, thresholds=Thresholds(**overrides))
-    return ReviewRequest(target=target, scenario=scenario, brain=chosen, settings=settings, faults=fault_specs,
-                         out=report_dir)
+    settings = Settings(
+        window_seconds=window,
+        ablations=ablations or Ablations(),
+        alert=alert,
+        baseline_path=str(baseline.resolve()) if baseline else None,
+        thresholds=Thresholds(**overrides),
+    )
+    return ReviewRequest(
+        target=target,
+        scenario=scenario,
+        brain=chosen,
+        settings=settings,
+        faults=fault_specs,
+        out=report_dir,
+    )
 
 
 def start_review(request: ReviewRequest) -> Report:
@@ -110,7 +131,9 @@ def check_baseline(path: Path) -> None:
     try:
         WindowEvidence.load(path)
     except (ValidationError, OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})") from None
+        raise UsageError(
+            f"--baseline {path}: not a baseline recorded by `dbcrew baseline` ({type(exc).__name__})"
+        ) from None
 
 
 def _check_fault_operators(faults: list[FaultSpec]) -> None:
@@ -122,5 +145,9 @@ def _check_fault_operators(faults: list[FaultSpec]) -> None:
     for fault in faults:
         if fault.operator not in REGISTRY:
             near = get_close_matches(fault.operator, REGISTRY, n=3)
-            hint = f"; did you mean {' or '.join(near)}?" if near else f"; one of {', '.join(sorted(REGISTRY))}"
+            hint = (
+                f"; did you mean {' or '.join(near)}?"
+                if near
+                else f"; one of {', '.join(sorted(REGISTRY))}"
+            )
             raise UsageError(f"--inject-fault {fault}: no operator named {fault.operator!r}{hint}")

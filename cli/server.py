@@ -65,7 +65,10 @@ def server_environment(api: str, withheld: Iterable[str] = ()) -> dict[str, str]
 def stop_tree(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM a child and everything it started (flow runs may sit in their own sessions), then SIGKILL stragglers."""
     try:
-        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        family = [
+            psutil.Process(process.pid),
+            *psutil.Process(process.pid).children(recursive=True),
+        ]
     except psutil.NoSuchProcess:
         family = []
     end_processes(family, STOP_SECONDS)
@@ -73,9 +76,17 @@ def stop_tree(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def child(args: list[str], env: dict[str, str], log: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+def child(
+    args: list[str], env: dict[str, str], log: IO[bytes]
+) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        args,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         yield process
     finally:
@@ -86,14 +97,20 @@ def wait_healthy(api: str, process: subprocess.Popen[bytes], log_path: Path) -> 
     deadline = time.monotonic() + STARTUP_SECONDS
     while not healthy(api):
         if process.poll() is not None:
-            raise UsageError(f"the Prefect server exited with code {process.returncode} (see {log_path})")
+            raise UsageError(
+                f"the Prefect server exited with code {process.returncode} (see {log_path})"
+            )
         if time.monotonic() > deadline:
-            raise UsageError(f"the Prefect server did not answer within {STARTUP_SECONDS:.0f} s (see {log_path})")
+            raise UsageError(
+                f"the Prefect server did not answer within {STARTUP_SECONDS:.0f} s (see {log_path})"
+            )
         time.sleep(0.5)
 
 
 @contextmanager
-def running_server(port: int, logs: Path, stack: ExitStack, withheld: Iterable[str] = ()) -> Iterator[str]:
+def running_server(
+    port: int, logs: Path, stack: ExitStack, withheld: Iterable[str] = ()
+) -> Iterator[str]:
     """The API address of a server at 127.0.0.1:port: the one already there, or one started now."""
     api = api_url(port)
     if healthy(api):
@@ -103,23 +120,53 @@ def running_server(port: int, logs: Path, stack: ExitStack, withheld: Iterable[s
     log_path = logs / "server.log"
     log = stack.enter_context(log_path.open("ab"))
     show(line(f"starting a Prefect server on 127.0.0.1:{port} (log: {log_path}) ..."))
-    process = stack.enter_context(child(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        server_environment(api, withheld), log))
+    process = stack.enter_context(
+        child(
+            [
+                sys.executable,
+                "-m",
+                "prefect",
+                "server",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            server_environment(api, withheld),
+            log,
+        )
+    )
     wait_healthy(api, process, log_path)
     yield api
 
 
 def worker_environment(api: str, poll_seconds: float) -> dict[str, str]:
     """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model."""
-    return {**server_environment(api), **held_secrets(), "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds)}
+    return {
+        **server_environment(api),
+        **held_secrets(),
+        "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds),
+    }
 
 
 def worker_args(pool: str, name: str) -> list[str]:
     """The crew's in-process worker (flows/worker.py): every review a flow run of the pool, none a new Python."""
     from flows.worker import WORKER_TYPE
 
-    return [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--type", WORKER_TYPE, "--name", name]
+    return [
+        sys.executable,
+        "-m",
+        "prefect",
+        "worker",
+        "start",
+        "--pool",
+        pool,
+        "--type",
+        WORKER_TYPE,
+        "--name",
+        name,
+    ]
 
 
 def stop_on_signal() -> threading.Event:
@@ -131,11 +178,15 @@ def stop_on_signal() -> threading.Event:
     return stop
 
 
-def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path) -> None:
+def serve(
+    inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path
+) -> None:
     from dbcrew.inventory import PasswordFromEnv, load_inventory
 
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
-    password_variables = {e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)}
+    password_variables = {
+        e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)
+    }
     logs.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
@@ -144,11 +195,20 @@ def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_sec
 
         names = deploy_inventory(inventory, pool, max_reviews)
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
-        stack.enter_context(child(worker_args(pool, f"dbcrew-{os.getpid()}"),
-                                  worker_environment(api, poll_seconds), worker_log))
+        stack.enter_context(
+            child(
+                worker_args(pool, f"dbcrew-{os.getpid()}"),
+                worker_environment(api, poll_seconds),
+                worker_log,
+            )
+        )
         stop = stop_on_signal()
         show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
-        show(line(f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"))
+        show(
+            line(
+                f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"
+            )
+        )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
@@ -159,12 +219,21 @@ def serve(inventory_path: Path, port: int, pool: str, max_reviews: int, poll_sec
 
 
 def server(
-    inventory: Annotated[Path, typer.Option(help="the targets inventory (see docs/operate.md)")] = Path("targets.yaml"),
+    inventory: Annotated[
+        Path, typer.Option(help="the targets inventory (see docs/operate.md)")
+    ] = Path("targets.yaml"),
     port: Annotated[int, typer.Option(help="the server's port on 127.0.0.1")] = DEFAULT_PORT,
     pool: Annotated[str, typer.Option(help="the process work pool's name")] = "dbcrew",
-    max_reviews: Annotated[int, typer.Option(min=1, help="reviews at once over the whole pool (the reviews queue's limit)")] = 2,
-    poll_seconds: Annotated[float, typer.Option(min=0.5, help="how often the worker asks for runs")] = 5.0,
-    logs: Annotated[Path, typer.Option(help="folder for the server's and the worker's logs")] = Path(".dbcrew/server"),
+    max_reviews: Annotated[
+        int,
+        typer.Option(min=1, help="reviews at once over the whole pool (the reviews queue's limit)"),
+    ] = 2,
+    poll_seconds: Annotated[
+        float, typer.Option(min=0.5, help="how often the worker asks for runs")
+    ] = 5.0,
+    logs: Annotated[
+        Path, typer.Option(help="folder for the server's and the worker's logs")
+    ] = Path(".dbcrew/server"),
 ) -> None:
     """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews."""
     serve(inventory, port, pool, max_reviews, poll_seconds, logs)

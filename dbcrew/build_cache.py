@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from dbcrew.settings import cache_root

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
+import psycopg
 import yaml
 from cronsim import CronSim, CronSimError
-import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -52,21 +52,46 @@ PasswordSource = Literal["pgpass"] | PasswordFromEnv | PasswordFromSecret
 class TargetEntry(_Strict):
     """One database of the fleet."""
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN, description="lowercase letters, digits, dashes; names deployments and limits")]
+    name: Annotated[
+        str,
+        Field(
+            pattern=NAME_PATTERN,
+            description="lowercase letters, digits, dashes; names deployments and limits",
+        ),
+    ]
     url: str = Field(description="postgresql://user@host:port/dbname, never with a password")
     password: PasswordSource = "pgpass"
     tags: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
-    schedule: str | None = Field(None, description="cron expression (UTC) for this target's own scheduled review")
+    schedule: str | None = Field(
+        None, description="cron expression (UTC) for this target's own scheduled review"
+    )
     scenario: Scenario = Scenario.HEALTH
-    window: float = Field(10.0, ge=1.0, description="seconds the review samples activity and counters")
-    thresholds: dict[str, float] = Field(default_factory=dict, description="names of dbcrew.settings.Thresholds")
-    alerts: list[str] = Field(default_factory=list, description="Apprise URLs told about new problems and failed runs")
+    window: float = Field(
+        10.0, ge=1.0, description="seconds the review samples activity and counters"
+    )
+    thresholds: dict[str, float] = Field(
+        default_factory=dict, description="names of dbcrew.settings.Thresholds"
+    )
+    alerts: list[str] = Field(
+        default_factory=list, description="Apprise URLs told about new problems and failed runs"
+    )
 
-    def request(self, scenario: Scenario | None = None, brain: BrainName = "rules", window: float | None = None,
-                alert: str = "") -> ReviewRequest:
+    def request(
+        self,
+        scenario: Scenario | None = None,
+        brain: BrainName = "rules",
+        window: float | None = None,
+        alert: str = "",
+    ) -> ReviewRequest:
         """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's)."""
-        settings = Settings(window_seconds=window or self.window, alert=alert, thresholds=Thresholds(**self.thresholds))
-        return ReviewRequest(target=self.url, scenario=scenario or self.scenario, brain=brain, settings=settings)
+        settings = Settings(
+            window_seconds=window or self.window,
+            alert=alert,
+            thresholds=Thresholds(**self.thresholds),
+        )
+        return ReviewRequest(
+            target=self.url, scenario=scenario or self.scenario, brain=brain, settings=settings
+        )
 
     @field_validator("url")
     @classmethod
@@ -77,7 +102,9 @@ class TargetEntry(_Strict):
             except psycopg.ProgrammingError:
                 has_password = False  # malformed: parse_target below says how
             if has_password:
-                raise ValueError("the URL carries a password: remove it and name its source in `password` (env, pgpass or secret)")
+                raise ValueError(
+                    "the URL carries a password: remove it and name its source in `password` (env, pgpass or secret)"
+                )
         try:
             parse_target(url)
         except TargetError as exc:
@@ -92,7 +119,9 @@ class TargetEntry(_Strict):
         try:
             next(iter(CronSim(schedule, datetime.now(UTC))))
         except (CronSimError, StopIteration) as exc:
-            raise ValueError(f"{schedule!r} is not a cron expression ({exc or 'never fires'})") from None
+            raise ValueError(
+                f"{schedule!r} is not a cron expression ({exc or 'never fires'})"
+            ) from None
         return schedule
 
     @field_validator("thresholds")
@@ -100,7 +129,9 @@ class TargetEntry(_Strict):
     def _known_thresholds(cls, overrides: dict[str, float]) -> dict[str, float]:
         unknown = sorted(set(overrides) - set(Thresholds.model_fields))
         if unknown:
-            raise ValueError(f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.Thresholds")
+            raise ValueError(
+                f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.Thresholds"
+            )
         Thresholds(**overrides)
         return overrides
 
@@ -133,7 +164,9 @@ class Inventory(_Strict):
         for entry in self.targets:
             if entry.name == name:
                 return entry
-        raise UsageError(f"no target named {name!r} in the inventory (known: {', '.join(self.names())})")
+        raise UsageError(
+            f"no target named {name!r} in the inventory (known: {', '.join(self.names())})"
+        )
 
     def select(self, tag: str | None) -> list[TargetEntry]:
         """Every target, or those carrying `tag`."""

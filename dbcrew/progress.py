@@ -11,7 +11,9 @@ from typing import Any
 
 
 class ProgressEvent(StrEnum):
-    PLAN = "plan"  # a strategy starts executing: total= tasks in it, done= already completed (reused)
+    PLAN = (
+        "plan"  # a strategy starts executing: total= tasks in it, done= already completed (reused)
+    )
     TASK = "task"  # a task finished: task_id=, status=
 
 

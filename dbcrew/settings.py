@@ -50,53 +50,102 @@ class Debugging(BaseSettings):
     an internal error: read apart from the other variables, a bad DBCREW_LLM_TIMEOUT cannot turn that
     report into a second error. `Environment` owns it with the rest (it derives from this class)."""
 
-    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, frozen=True, allow_inf_nan=False)
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, env_ignore_empty=True, frozen=True, allow_inf_nan=False
+    )
 
-    debug: bool = Field(False, description="an internal error shows its traceback (the CLI, the MCP server's tools);"
-                        " any value but 0, false, no or off")
+    debug: bool = Field(
+        False,
+        description="an internal error shows its traceback (the CLI, the MCP server's tools);"
+        " any value but 0, false, no or off",
+    )
 
     @field_validator("debug", mode="before")
     @classmethod
     def _any_value_is_on(cls, value: object) -> object:
         """Any value switches it on, as it always did, except the usual spellings of off: never an error."""
-        return value.strip().lower() not in ("", "0", "false", "no", "off") if isinstance(value, str) else value
+        return (
+            value.strip().lower() not in ("", "0", "false", "no", "off")
+            if isinstance(value, str)
+            else value
+        )
 
 
 class Environment(Debugging):
     """Every `DBCREW_*` variable the product reads, typed, with its default and what it does."""
 
-    reports_dir: Path = Field(Path("reports"), description="where a run writes its report when no directory is given"
-                              " (a run directory per review under it)")
-    reports_retention_days: float = Field(14.0, ge=0, description="days a report stays under the reports directory of a"
-                                          " worker's disk; the Prefect artifacts and the history store are the record")
-    cache_dir: Path | None = Field(None, description="where built indexes live between runs (the manual's search index,"
-                                   " the question router); unset: $XDG_CACHE_HOME/dbcrew, else ~/.cache/dbcrew")
-    store_url: str | None = Field(None, description="the shared store of history, memory and baselines:"
-                                  " `postgresql://...` for a database several workers share (its password in"
-                                  " PGPASSWORD or ~/.pgpass), or a DuckDB file (`duckdb:///path` or a plain path);"
-                                  " unset: DBCREW_MEMORY_PATH, else $XDG_DATA_HOME/dbcrew/store.duckdb")
-    memory_path: str | None = Field(None, description="the older name of a DuckDB store file, read when DBCREW_STORE_URL"
-                                    " is unset")
-    llm_base_url: str | None = Field(None, description="an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp);"
-                                     " set (or OPENAI_API_KEY set), the LLM brain is the default")
+    reports_dir: Path = Field(
+        Path("reports"),
+        description="where a run writes its report when no directory is given"
+        " (a run directory per review under it)",
+    )
+    reports_retention_days: float = Field(
+        14.0,
+        ge=0,
+        description="days a report stays under the reports directory of a"
+        " worker's disk; the Prefect artifacts and the history store are the record",
+    )
+    cache_dir: Path | None = Field(
+        None,
+        description="where built indexes live between runs (the manual's search index,"
+        " the question router); unset: $XDG_CACHE_HOME/dbcrew, else ~/.cache/dbcrew",
+    )
+    store_url: str | None = Field(
+        None,
+        description="the shared store of history, memory and baselines:"
+        " `postgresql://...` for a database several workers share (its password in"
+        " PGPASSWORD or ~/.pgpass), or a DuckDB file (`duckdb:///path` or a plain path);"
+        " unset: DBCREW_MEMORY_PATH, else $XDG_DATA_HOME/dbcrew/store.duckdb",
+    )
+    memory_path: str | None = Field(
+        None,
+        description="the older name of a DuckDB store file, read when DBCREW_STORE_URL is unset",
+    )
+    llm_base_url: str | None = Field(
+        None,
+        description="an OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp);"
+        " set (or OPENAI_API_KEY set), the LLM brain is the default",
+    )
     llm_model: str = Field("gpt-4o-mini", description="the model the LLM brain asks")
-    llm_timeout: float = Field(60.0, gt=0, description="seconds one request may take; with the retries it bounds what"
-                               " a dead or slow endpoint adds to a review: timeout x (1 + retries)")
+    llm_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="seconds one request may take; with the retries it bounds what"
+        " a dead or slow endpoint adds to a review: timeout x (1 + retries)",
+    )
     llm_max_retries: int = Field(2, ge=0, le=10, description="retries of a failed request")
-    llm_capability: Capability = Field(Capability.TOOLS, description="how the endpoint answers in structure:"
-                                       " native tool calls, a JSON schema as response_format, or JSON asked for in"
-                                       " the prompt")
-    llm_cache_dir: Path | None = Field(None, description="where answers are kept by request, one file each, so a later"
-                                       " run asking the same is answered without a call; unset: in memory, for the"
-                                       " process only")
+    llm_capability: Capability = Field(
+        Capability.TOOLS,
+        description="how the endpoint answers in structure:"
+        " native tool calls, a JSON schema as response_format, or JSON asked for in"
+        " the prompt",
+    )
+    llm_cache_dir: Path | None = Field(
+        None,
+        description="where answers are kept by request, one file each, so a later"
+        " run asking the same is answered without a call; unset: in memory, for the"
+        " process only",
+    )
     llm_diag_calls: int = Field(30, ge=1, description="calls one LLM diagnosis may make")
-    llm_diag_tokens: int = Field(60_000, ge=1, description="tokens (prompt and completion) one LLM diagnosis may spend")
+    llm_diag_tokens: int = Field(
+        60_000, ge=1, description="tokens (prompt and completion) one LLM diagnosis may spend"
+    )
     llm_diag_seconds: float = Field(180.0, ge=1, description="seconds one LLM diagnosis may take")
-    llm_diag_steps: int = Field(8, ge=1, description="turns of one expert's search in an LLM diagnosis")
-    llm_diag_samples: int = Field(1, ge=1, description="self-consistency: answers per expert, codes kept by majority vote")
-    llm_diag_experts: int = Field(3, ge=1, description="the largest team of experts one LLM diagnosis engages")
-    llm_observation_chars: int = Field(1_200, ge=0, description="an observation longer than this is shown as its head"
-                                       " and a snapshot key the model can expand (0: shown whole)")
+    llm_diag_steps: int = Field(
+        8, ge=1, description="turns of one expert's search in an LLM diagnosis"
+    )
+    llm_diag_samples: int = Field(
+        1, ge=1, description="self-consistency: answers per expert, codes kept by majority vote"
+    )
+    llm_diag_experts: int = Field(
+        3, ge=1, description="the largest team of experts one LLM diagnosis engages"
+    )
+    llm_observation_chars: int = Field(
+        1_200,
+        ge=0,
+        description="an observation longer than this is shown as its head"
+        " and a snapshot key the model can expand (0: shown whole)",
+    )
 
 
 def variable(field: str) -> str:
@@ -113,7 +162,9 @@ def environment() -> Environment:
     items of os.environ (the cache's key, tens of microseconds to read) stay the same; a variable
     set or removed at run time (a test, a worker's start) is seen by the next call.
     """
-    return _environment(tuple(item for item in os.environ.items() if item[0].upper().startswith(PREFIX)))
+    return _environment(
+        tuple(item for item in os.environ.items() if item[0].upper().startswith(PREFIX))
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -141,17 +192,27 @@ def _problem(error: Any) -> str:
 def _choices(field: FieldInfo) -> list[str]:
     """The values of a field that is a choice; none for any other."""
     kind = field.annotation
-    return [member.value for member in kind] if isinstance(kind, type) and issubclass(kind, StrEnum) else []
+    return (
+        [member.value for member in kind]
+        if isinstance(kind, type) and issubclass(kind, StrEnum)
+        else []
+    )
 
 
 def _takes(field: FieldInfo) -> str:
     """What a field takes, in words, from its type and bounds: `a whole number from 0 to 10`."""
     if _choices(field):
         return f"one of {', '.join(_choices(field))}"
-    kind = next(arg for arg in (get_args(field.annotation) or (field.annotation,)) if arg is not type(None))
-    words = {bool: "a flag", str: "text", Path: "a path", int: "a whole number", float: "a number"}[kind]
-    ge, gt, le = (next((getattr(m, name) for m in field.metadata if isinstance(m, bound)), None)
-                  for name, bound in (("ge", Ge), ("gt", Gt), ("le", Le)))
+    kind = next(
+        arg for arg in (get_args(field.annotation) or (field.annotation,)) if arg is not type(None)
+    )
+    words = {bool: "a flag", str: "text", Path: "a path", int: "a whole number", float: "a number"}[
+        kind
+    ]
+    ge, gt, le = (
+        next((getattr(m, name) for m in field.metadata if isinstance(m, bound)), None)
+        for name, bound in (("ge", Ge), ("gt", Gt), ("le", Le))
+    )
     if ge is not None and le is not None:
         return f"{words} from {ge} to {le}"
     if gt is not None:
@@ -161,19 +222,29 @@ def _takes(field: FieldInfo) -> str:
 
 def configuration_markdown() -> str:
     """docs/configuration.md: every `Environment` variable with its type, default and meaning."""
-    rows = [f"| `{variable(name)}` | {_takes(field)} | {_shown_default(field.default)} | {field.description} |"
-            for name, field in Environment.model_fields.items()]
-    return "\n".join([
-        "# Configuration", "",
-        "dbcrew reads these environment variables; each is a field of `dbcrew.settings.Environment`,"
-        " the one place that reads them, and this page is generated from it"
-        " (`python -m dbcrew.settings > docs/configuration.md`; a unit test checks the two agree)."
-        " An empty variable counts as unset. A value its setting cannot take stops the command with"
-        " one line naming the variable and what it takes (exit 2). Secrets are not among them: the LLM"
-        " endpoint's key is OPENAI_API_KEY and a target's password PGPASSWORD (or ~/.pgpass), which the"
-        " CLI keeps out of the processes it starts. What one review may do (its window, thresholds,"
-        " recovery switches) is given per run, not here: `dbcrew review --help`.", "",
-        "| variable | type | default | description |", "| --- | --- | --- | --- |", *rows, ""])
+    rows = [
+        f"| `{variable(name)}` | {_takes(field)} | {_shown_default(field.default)} | {field.description} |"
+        for name, field in Environment.model_fields.items()
+    ]
+    return "\n".join(
+        [
+            "# Configuration",
+            "",
+            "dbcrew reads these environment variables; each is a field of `dbcrew.settings.Environment`,"
+            " the one place that reads them, and this page is generated from it"
+            " (`python -m dbcrew.settings > docs/configuration.md`; a unit test checks the two agree)."
+            " An empty variable counts as unset. A value its setting cannot take stops the command with"
+            " one line naming the variable and what it takes (exit 2). Secrets are not among them: the LLM"
+            " endpoint's key is OPENAI_API_KEY and a target's password PGPASSWORD (or ~/.pgpass), which the"
+            " CLI keeps out of the processes it starts. What one review may do (its window, thresholds,"
+            " recovery switches) is given per run, not here: `dbcrew review --help`.",
+            "",
+            "| variable | type | default | description |",
+            "| --- | --- | --- | --- |",
+            *rows,
+            "",
+        ]
+    )
 
 
 def _shown_default(value: object) -> str:
@@ -181,7 +252,13 @@ def _shown_default(value: object) -> str:
         return "unset"
     if isinstance(value, bool):
         return "on" if value else "off"
-    shown = f"{value:g}" if isinstance(value, float) else value.value if isinstance(value, StrEnum) else value
+    shown = (
+        f"{value:g}"
+        if isinstance(value, float)
+        else value.value
+        if isinstance(value, StrEnum)
+        else value
+    )
     return f"`{shown}`"
 
 
@@ -213,9 +290,17 @@ def reports_retention_days() -> float:
 class Ablations(BaseModel):
     """Recovery features that can be switched off, to measure what each is worth (ROMAS's ablations)."""
 
-    monitor: bool = Field(True, description="classify alerts; off: a failed task just fails and its dependents skip")
-    reflection: bool = Field(True, description="plan self-reflection and worker self-correction (retries, reconnect-and-resume)")
-    gap_narrow: bool = Field(True, description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all")
+    monitor: bool = Field(
+        True, description="classify alerts; off: a failed task just fails and its dependents skip"
+    )
+    reflection: bool = Field(
+        True,
+        description="plan self-reflection and worker self-correction (retries, reconnect-and-resume)",
+    )
+    gap_narrow: bool = Field(
+        True,
+        description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all",
+    )
     memory: bool = Field(True, description="long-term lessons across runs on the same target")
 
     def off(self) -> list[str]:
@@ -241,17 +326,41 @@ class DiagnosisThresholds(_Bounds):
     absolute levels of saturation on any server (sessions per core, waits per active session, rows per
     second); the baseline then corroborates or weakens each candidate cause in the cross review."""
 
-    cpu_sessions_per_core: float = Field(1.5, description="runnable sessions per host core: demand beyond supply (cpu_contention)")
-    cpu_host_busy: float = Field(80.0, description="% of the host's CPU busy, with the sessions above (cpu_contention)")
-    io_wait_share: float = Field(0.35, description="share of active-session samples waiting on data-file I/O (io_contention)")
-    io_time_ms_per_s: float = Field(200.0, description="I/O time (read + write + extend) per second of wall time (io_contention)")
-    memory_private_share: float = Field(0.05, description="backends' private memory as a share of RAM (memory_pressure)")
-    memory_available_share: float = Field(0.10, description="available memory below this share of RAM (memory_pressure)")
-    swap_mb_per_s: float = Field(1.0, description="MB swapped in or out per second (memory_pressure)")
-    insert_rows_per_s: int = Field(20_000, description="rows inserted per second (workload_many_inserts, workload_large_insert)")
-    many_commits_per_s: int = Field(200, description="commits per second of many small inserts (workload_many_inserts)")
-    small_commit_rows: int = Field(1_000, description="rows per commit of a small transaction; more: a large insert")
-    large_statement_rows: int = Field(10_000, description="rows per call of one bulk statement (a large insert or fetch)")
+    cpu_sessions_per_core: float = Field(
+        1.5, description="runnable sessions per host core: demand beyond supply (cpu_contention)"
+    )
+    cpu_host_busy: float = Field(
+        80.0, description="% of the host's CPU busy, with the sessions above (cpu_contention)"
+    )
+    io_wait_share: float = Field(
+        0.35, description="share of active-session samples waiting on data-file I/O (io_contention)"
+    )
+    io_time_ms_per_s: float = Field(
+        200.0,
+        description="I/O time (read + write + extend) per second of wall time (io_contention)",
+    )
+    memory_private_share: float = Field(
+        0.05, description="backends' private memory as a share of RAM (memory_pressure)"
+    )
+    memory_available_share: float = Field(
+        0.10, description="available memory below this share of RAM (memory_pressure)"
+    )
+    swap_mb_per_s: float = Field(
+        1.0, description="MB swapped in or out per second (memory_pressure)"
+    )
+    insert_rows_per_s: int = Field(
+        20_000,
+        description="rows inserted per second (workload_many_inserts, workload_large_insert)",
+    )
+    many_commits_per_s: int = Field(
+        200, description="commits per second of many small inserts (workload_many_inserts)"
+    )
+    small_commit_rows: int = Field(
+        1_000, description="rows per commit of a small transaction; more: a large insert"
+    )
+    large_statement_rows: int = Field(
+        10_000, description="rows per call of one bulk statement (a large insert or fetch)"
+    )
     # A high update rate is a root cause when it is heavy for the machine serving it: rows updated per
     # second per host core. A rate alone does not scale with the machine, and the server's CPU share (the
     # test before) swings with who else gets the CPU: for the same healthy pgbench it read 0.39 of 2 cores
@@ -260,22 +369,36 @@ class DiagnosisThresholds(_Bounds):
     # rule asked for). Measured on 2 cores: healthy pgbench keeping 1000 tps updates 2,900-3,100 rows/s
     # (1,450-1,550 a core); update floods updated 20,000-55,000 rows/s (10,000-27,000 a core), single-row
     # commits the slowest. The threshold sits near the geometric mean of 1,550 and 10,000.
-    update_rows_per_s_per_core: int = Field(4_000, description="rows updated per second per host core"
-                                            " (workload_high_updates)")
+    update_rows_per_s_per_core: int = Field(
+        4_000, description="rows updated per second per host core (workload_high_updates)"
+    )
     # A remote target's cores are unknown: its rate is judged against one core, and the server must be
     # seen paying for it (update floods 0.27-0.56, healthy pgbench at 1000 tps 0.14-0.26).
-    remote_update_sessions_on_cpu: float = Field(0.25, description="a remote target's updates are judged against one core"
-                                                 " when its sessions on the CPU average at least this many")
-    delete_rows_per_s: int = Field(2_000, description="rows deleted per second (workload_many_deletes)")
-    fetch_rows_per_s: int = Field(20_000, description="rows fetched per second by bulk selects (workload_large_fetch)")
-    lock_wait_share: float = Field(0.40, description="share of active-session samples waiting on locks (lock_contention)")
-    flush_wait_share: float = Field(0.40, description="share of active-session samples waiting on WAL flushes"
-                                    " (sync_commit_pressure)")
+    remote_update_sessions_on_cpu: float = Field(
+        0.25,
+        description="a remote target's updates are judged against one core"
+        " when its sessions on the CPU average at least this many",
+    )
+    delete_rows_per_s: int = Field(
+        2_000, description="rows deleted per second (workload_many_deletes)"
+    )
+    fetch_rows_per_s: int = Field(
+        20_000, description="rows fetched per second by bulk selects (workload_large_fetch)"
+    )
+    lock_wait_share: float = Field(
+        0.40, description="share of active-session samples waiting on locks (lock_contention)"
+    )
+    flush_wait_share: float = Field(
+        0.40,
+        description="share of active-session samples waiting on WAL flushes (sync_commit_pressure)",
+    )
     # Sessions waiting on WAL flushes on average (flush rate x flush latency, by Little's law). Measured
     # on a 2-core machine: healthy pgbench loads (40 to 1500 TPS, synchronous commit) stayed at or below
     # 0.18 with a flush share at or below 0.28; six clients of single-row commits ranged 0.44 to 3.3 at
     # a share of 0.71 to 0.90, the level swinging with how the clients' process got the CPU.
-    flush_wait_sessions: float = Field(0.3, description="sessions waiting on WAL flushes on average (sync_commit_pressure)")
+    flush_wait_sessions: float = Field(
+        0.3, description="sessions waiting on WAL flushes on average (sync_commit_pressure)"
+    )
     # ... and the flush must hold the clients back: over the sessions that waited on a flush in the window,
     # of their samples waiting on either side, on a flush or idle between two transactions (on the client:
     # its think time, a rate limit, its own work), the flush waits are at least this share. A load the
@@ -291,15 +414,29 @@ class DiagnosisThresholds(_Bounds):
     # sessions), though 0.76-0.88 of their active samples waited on flushes. pgbench asked for 1000 tps
     # and getting 860-930 (0.5-0.8 s latency) read 0.75-0.85: an overloaded server whose clients commit
     # back to back is held back by its flushes.
-    flush_commit_bound: float = Field(0.5, description="share of the flushing sessions' waits on a flush rather than idle"
-                                      " between transactions: the flush holds the clients back (sync_commit_pressure)")
-    vacuum_presence: float = Field(0.5, description="share of samples with a vacuum running (vacuum_interference)")
-    vacuum_blocks_per_s: int = Field(2_000, description="heap blocks scanned (or buffers accessed) per second by vacuums"
-                                     " (vacuum_interference)")
-    query_share: float = Field(0.10, description="share of the window's statement time a statement must take for its"
-                               " plan to be a cause (query_*, index_missing)")
-    indexed_writes_per_s: int = Field(1_000, description="row writes per second of a table carrying too many indexes"
-                                      " (indexes_too_many, with the health check's indexes_too_many)")
+    flush_commit_bound: float = Field(
+        0.5,
+        description="share of the flushing sessions' waits on a flush rather than idle"
+        " between transactions: the flush holds the clients back (sync_commit_pressure)",
+    )
+    vacuum_presence: float = Field(
+        0.5, description="share of samples with a vacuum running (vacuum_interference)"
+    )
+    vacuum_blocks_per_s: int = Field(
+        2_000,
+        description="heap blocks scanned (or buffers accessed) per second by vacuums"
+        " (vacuum_interference)",
+    )
+    query_share: float = Field(
+        0.10,
+        description="share of the window's statement time a statement must take for its"
+        " plan to be a cause (query_*, index_missing)",
+    )
+    indexed_writes_per_s: int = Field(
+        1_000,
+        description="row writes per second of a table carrying too many indexes"
+        " (indexes_too_many, with the health check's indexes_too_many)",
+    )
 
 
 class Thresholds(_Bounds):
@@ -308,7 +445,9 @@ class Thresholds(_Bounds):
     # cache_hit_ratio_low
     cache_hit_ratio_warning: float = 0.99
     cache_hit_ratio_critical: float = 0.90
-    cache_min_block_accesses: int = Field(10_000, description="fewer accesses in the window: no verdict")
+    cache_min_block_accesses: int = Field(
+        10_000, description="fewer accesses in the window: no verdict"
+    )
     # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024
@@ -321,7 +460,9 @@ class Thresholds(_Bounds):
     # backend's table counts when it goes idle, at most once a second, else by its idle timer 10 s
     # later (PGSTAT_IDLE_INTERVAL), so counts committed before an ANALYZE can land up to ~10 s after
     # it. Growth past what such a late flush can count is judged at once (operators/checks/tables.py).
-    stale_flush_grace_seconds: float = Field(15.0, ge=0, description="younger analyzes: changes since are judged only by growth")
+    stale_flush_grace_seconds: float = Field(
+        15.0, ge=0, description="younger analyzes: changes since are judged only by growth"
+    )
     # sessions: idle_in_transaction, long_running_query, connections_saturation
     idle_in_transaction_seconds: float = 30.0
     idle_in_transaction_critical_seconds: float = 600.0
@@ -334,20 +475,29 @@ class Thresholds(_Bounds):
     # xid_wraparound_risk, and who holds the xmin horizon back
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
-    horizon_holder_min_age: int = Field(1_000_000, description="an xmin this many transactions old is named as holding"
-                                        " back vacuum and freezing")
-    horizon_holder_min_seconds: float = Field(300.0, description="so is a transaction held open this long, whatever its age")
+    horizon_holder_min_age: int = Field(
+        1_000_000,
+        description="an xmin this many transactions old is named as holding"
+        " back vacuum and freezing",
+    )
+    horizon_holder_min_seconds: float = Field(
+        300.0, description="so is a transaction held open this long, whatever its age"
+    )
     # index_missing
     missing_index_min_rows: int = 10_000
     missing_index_min_rows_per_scan: float = 1_000.0
     missing_index_min_seq_scans: int = 20
-    hypo_min_cost_saving: float = Field(0.5, description="plan-cost drop a hypothetical index must bring (dexter: 50 %)")
+    hypo_min_cost_saving: float = Field(
+        0.5, description="plan-cost drop a hypothetical index must bring (dexter: 50 %)"
+    )
     # slow_query, checkpoints_too_frequent, temp_files_spill
     slow_query_mean_ms: float = 500.0
     slow_query_min_calls: int = 10
     checkpoints_min_total: int = 10
     checkpoints_requested_ratio: float = 0.5
-    temp_spill_warning_bytes: int = Field(100 * 2**20, description="less spilled in the window: info")
+    temp_spill_warning_bytes: int = Field(
+        100 * 2**20, description="less spilled in the window: info"
+    )
     # mxid_wraparound_risk
     mxid_warning_age: int = 400_000_000
     mxid_critical_age: int = 1_000_000_000
@@ -356,18 +506,33 @@ class Thresholds(_Bounds):
     replication_lag_critical_bytes: int = 2**30
     replication_lag_warning_seconds: float = 60.0
     replication_lag_critical_seconds: float = 600.0
-    slot_retained_critical_bytes: int = Field(2**30, description="an inactive slot retaining more WAL: critical")
-    slot_inactive_grace_seconds: float = Field(300.0, ge=0, description="a slot inactive for less (PostgreSQL 17+): its replica is"
-                                               " restarting or failing over; named in the coverage, not a finding yet")
-    bloat_warning_ratio: float = Field(0.40, description="estimated wasted share of a relation (postgres-checkup)")
+    slot_retained_critical_bytes: int = Field(
+        2**30, description="an inactive slot retaining more WAL: critical"
+    )
+    slot_inactive_grace_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="a slot inactive for less (PostgreSQL 17+): its replica is"
+        " restarting or failing over; named in the coverage, not a finding yet",
+    )
+    bloat_warning_ratio: float = Field(
+        0.40, description="estimated wasted share of a relation (postgres-checkup)"
+    )
     bloat_critical_ratio: float = 0.80
     bloat_min_wasted_bytes: int = Field(8 * 2**20, description="less waste is not worth a rebuild")
-    indexes_too_many: int = Field(10, description="indexes on one table (PMM's advisor flags more than 10), for the"
-                                  " health check and the diagnosis's index expert alike")
-    indexes_too_many_write_share: float = Field(0.5, description="share of row writes among reads and writes")
+    indexes_too_many: int = Field(
+        10,
+        description="indexes on one table (PMM's advisor flags more than 10), for the"
+        " health check and the diagnosis's index expert alike",
+    )
+    indexes_too_many_write_share: float = Field(
+        0.5, description="share of row writes among reads and writes"
+    )
 
-    diagnosis: DiagnosisThresholds = Field(default_factory=DiagnosisThresholds,
-                                           description="the diagnosis experts' levels (`diagnosis.NAME` in overrides)")
+    diagnosis: DiagnosisThresholds = Field(
+        default_factory=DiagnosisThresholds,
+        description="the diagnosis experts' levels (`diagnosis.NAME` in overrides)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -381,7 +546,10 @@ class Thresholds(_Bounds):
             group, dot, name = str(key).partition(".")
             if dot:
                 base = nested.get(group) or {}
-                nested[group] = {**(base.model_dump() if isinstance(base, BaseModel) else base), name: value}
+                nested[group] = {
+                    **(base.model_dump() if isinstance(base, BaseModel) else base),
+                    name: value,
+                }
         return nested
 
 
@@ -407,15 +575,21 @@ def parse_overrides(pairs: list[str]) -> dict[str, float]:
         name, sep, raw = pair.partition("=")
         name, raw = name.strip(), raw.strip()
         if not sep or name not in known:
-            raise ValueError(f"--threshold {pair!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
+            raise ValueError(
+                f"--threshold {pair!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}"
+            )
         if not PLAIN_NUMBER.fullmatch(raw):
-            raise ValueError(f"--threshold {pair!r}: {raw!r} is not a number (write e.g. 300, 0.5 or 1e6)")
+            raise ValueError(
+                f"--threshold {pair!r}: {raw!r} is not a number (write e.g. 300, 0.5 or 1e6)"
+            )
         overrides[name] = _number(pair, raw, whole=known[name].annotation is int)
     try:
         checked = Thresholds(**overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise ValueError(f"--threshold: {'.'.join(map(str, error['loc']))} {error['msg'].lower()}") from None
+        raise ValueError(
+            f"--threshold: {'.'.join(map(str, error['loc']))} {error['msg'].lower()}"
+        ) from None
     return {name: functools.reduce(getattr, name.split("."), checked) for name in overrides}
 
 
@@ -454,19 +628,38 @@ class Settings(BaseModel):
     worker_retries: int = Field(2, ge=0, le=2, description="self-corrections before an alert")
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)
-    max_regenerations: int = Field(2, ge=0, le=5, description="times a re-plan proposal with refused edits is asked again")
-    target_wait_seconds: float = Field(30.0, ge=0, le=600, description="how long a task waits, probing with growing pauses,"
-                                       " for a target that stopped answering; then the run says it is incomplete")
-    outage_wait_seconds: float = Field(60.0, ge=0, le=600, description="how long, in all, one run's retries wait for a target"
-                                       " that failed the same way before in the run (the monitor's memory); then they probe once")
+    max_regenerations: int = Field(
+        2, ge=0, le=5, description="times a re-plan proposal with refused edits is asked again"
+    )
+    target_wait_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=600,
+        description="how long a task waits, probing with growing pauses,"
+        " for a target that stopped answering; then the run says it is incomplete",
+    )
+    outage_wait_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=600,
+        description="how long, in all, one run's retries wait for a target"
+        " that failed the same way before in the run (the monitor's memory); then they probe once",
+    )
     ablations: Ablations = Field(default_factory=Ablations)
-    store_url: str | None = Field(None, description="the shared store of history, memory and baselines (dbcrew.store);"
-                                  " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"
-                                  " never a password here")
+    store_url: str | None = Field(
+        None,
+        description="the shared store of history, memory and baselines (dbcrew.store);"
+        " None: DBCREW_STORE_URL of the process that runs the review. A flow parameter:"
+        " never a password here",
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     machine: Machine = Field(default_factory=Machine)
-    alert: str = Field("", description="diagnosis: the alert text that started it (data, never instructions)")
-    baseline_path: str | None = Field(None, description="diagnosis: a saved quiet-period window to compare against")
+    alert: str = Field(
+        "", description="diagnosis: the alert text that started it (data, never instructions)"
+    )
+    baseline_path: str | None = Field(
+        None, description="diagnosis: a saved quiet-period window to compare against"
+    )
 
 
 if __name__ == "__main__":

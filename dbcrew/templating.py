@@ -27,9 +27,14 @@ def autoescaped(name: str | None) -> bool:
 
 
 _FOLDERS: dict[str, BaseLoader] = {}
-_ENVIRONMENT = Environment(loader=PrefixLoader(_FOLDERS), autoescape=autoescaped,
-                           undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                           keep_trailing_newline=True)
+_ENVIRONMENT = Environment(
+    loader=PrefixLoader(_FOLDERS),
+    autoescape=autoescaped,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
 
 
 def add_templates(prefix: str, folder: Path, filters: dict[str, Callable[..., Any]]) -> None:

@@ -92,7 +92,9 @@ class Workspace:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
         with self._cursor() as cur:
-            cur.execute("CREATE TABLE IF NOT EXISTS observations (key VARCHAR PRIMARY KEY, body VARCHAR)")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS observations (key VARCHAR PRIMARY KEY, body VARCHAR)"
+            )
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         return _connection(self.path).cursor()
@@ -101,7 +103,9 @@ class Workspace:
         release(self.path)
 
     # -- tables -----------------------------------------------------------------------------
-    def write_table(self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> int:
+    def write_table(
+        self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> int:
         """Replace table `name` with typed columns; returns the row count. Texts are redacted (no
         password read from the target, e.g. in a `CREATE ROLE ... PASSWORD` statement, is kept)."""
         ddl = ", ".join(f'"{col}" {typ}' for col, typ in columns)

@@ -35,7 +35,9 @@ LABELLED_PATH = Path(__file__).with_name("labelled.yaml")
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 EMBEDDING_WEIGHT = 0.5  # the rest goes to BM25, squashed to [0, 1) by bm25 / (bm25 + BM25_HALF)
-BM25_HALF = 4.0  # the BM25 score that counts as half a match (one rare shared word scores about 2-4)
+BM25_HALF = (
+    4.0  # the BM25 score that counts as half a match (one rare shared word scores about 2-4)
+)
 MIN_COSINE = 0.25  # a level has a signal when an example is at least this near...
 MIN_BM25 = 2.0  # ...or the error shares at least one rare-ish word with a leaf
 TEMPERATURE = 0.05  # softmax temperature that turns sibling scores into a confidence
@@ -79,7 +81,9 @@ class ErrorNode:
         return next((c for c in self.children if c.name == self.fallback), self.children[0])
 
     def document(self) -> list[str]:
-        return tokens(normalise(" ".join([self.name.replace("_", " "), self.description, *self.examples])))
+        return tokens(
+            normalise(" ".join([self.name.replace("_", " "), self.description, *self.examples]))
+        )
 
 
 @dataclass(frozen=True)
@@ -97,10 +101,17 @@ def _node(raw: dict[str, Any], path: tuple[str, ...]) -> ErrorNode:
     try:
         remedy = Remedy.model_validate(raw["remedy"]) if "remedy" in raw else None
     except ValidationError as exc:  # a typo in tree.yaml: say which leaf, in one line
-        raise ValueError(f"error tree {'/'.join(here)}: remedy {raw['remedy']}: {exc.errors()[0]['msg']}") from exc
+        raise ValueError(
+            f"error tree {'/'.join(here)}: remedy {raw['remedy']}: {exc.errors()[0]['msg']}"
+        ) from exc
     return ErrorNode(
-        name=raw["name"], description=raw.get("description", ""), path=here, examples=list(raw.get("examples", [])),
-        remedy=remedy, fallback=raw.get("fallback"), children=[_node(c, here) for c in raw.get("children", [])],
+        name=raw["name"],
+        description=raw.get("description", ""),
+        path=here,
+        examples=list(raw.get("examples", [])),
+        remedy=remedy,
+        fallback=raw.get("fallback"),
+        children=[_node(c, here) for c in raw.get("children", [])],
     )
 
 
@@ -122,22 +133,35 @@ class ErrorTree:
         self._bm25 = bm25s.BM25()
         self._bm25.index([leaf.document() for leaf in self.leaves], show_progress=False)
 
-    def leaf_scores(self, error_type: str, message: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def leaf_scores(
+        self, error_type: str, message: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(combined, cosine, bm25) per leaf, in `self.leaves` order."""
         text = normalise(f"{error_type}: {message}" if error_type else message)
         cosine = np.zeros(len(self.leaves), dtype=np.float32)
         np.maximum.at(cosine, self._owners, self._vectors.scores(text))
         query = tokens(text)
-        bm25 = np.asarray(self._bm25.get_scores(query), dtype=np.float32) if query else np.zeros(len(self.leaves), dtype=np.float32)
-        combined = self.embedding_weight * cosine + (1 - self.embedding_weight) * bm25 / (bm25 + BM25_HALF)
+        bm25 = (
+            np.asarray(self._bm25.get_scores(query), dtype=np.float32)
+            if query
+            else np.zeros(len(self.leaves), dtype=np.float32)
+        )
+        combined = self.embedding_weight * cosine + (1 - self.embedding_weight) * bm25 / (
+            bm25 + BM25_HALF
+        )
         return combined, cosine, bm25
 
     def classify(self, error_type: str, message: str) -> Classification:
         combined, cosine, bm25 = self.leaf_scores(error_type, message)
         node, confidence, fallback = self.root, 1.0, False
         while node.children:
-            members = [[self._position[leaf.name] for leaf in child.leaves()] for child in node.children]
-            if max(float(cosine[m].max()) for m in members) < MIN_COSINE and max(float(bm25[m].max()) for m in members) < MIN_BM25:
+            members = [
+                [self._position[leaf.name] for leaf in child.leaves()] for child in node.children
+            ]
+            if (
+                max(float(cosine[m].max()) for m in members) < MIN_COSINE
+                and max(float(bm25[m].max()) for m in members) < MIN_BM25
+            ):
                 node, fallback = node.fallback_child(), True
                 confidence /= len(members)
                 continue
@@ -148,8 +172,12 @@ class ErrorTree:
             node = node.children[best]
         assert node.remedy is not None, f"leaf {node.name} has no remedy"
         return Classification(
-            leaf=node.name, branch=node.path[1], path=node.path, confidence=round(confidence, 3),
-            remedy=node.remedy, fallback=fallback,
+            leaf=node.name,
+            branch=node.path[1],
+            path=node.path,
+            confidence=round(confidence, 3),
+            remedy=node.remedy,
+            fallback=fallback,
         )
 
 

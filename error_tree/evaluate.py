@@ -35,7 +35,9 @@ class Scores:
     top_hits: int = 0
     leaf_hits: int = 0
     fallbacks: int = 0
-    confusions: Counter[tuple[str, str]] = field(default_factory=Counter)  # (expected, found) for misses
+    confusions: Counter[tuple[str, str]] = field(
+        default_factory=Counter
+    )  # (expected, found) for misses
     missed: list[tuple[LabelledError, str, float]] = field(default_factory=list)
 
     @property

@@ -22,18 +22,29 @@ from roles.ask import answered_by_review, ask
 from roles.brains import default_brain, make_brain
 
 
-def answer_question(question: str, target: str | None, docs: Path | None, brain: str | None,
-                    settings: Settings | None = None) -> Answer:
+def answer_question(
+    question: str,
+    target: str | None,
+    docs: Path | None,
+    brain: str | None,
+    settings: Settings | None = None,
+) -> Answer:
     """Parse the target URL (TargetError on a bad one) and answer; `settings` bound a review an analysis request runs."""
     parsed = parse_target(target) if target else None
     answer = ask(question, parsed, docs, make_brain(brain or default_brain()), settings=settings)
     if answer.review is None:
         return answer
-    with without_heartbeats():  # the review's run lives in this process: the CLI's, MCP's or ask's flow run
+    with (
+        without_heartbeats()
+    ):  # the review's run lives in this process: the CLI's, MCP's or ask's flow run
         return answered_by_review(answer, health_review(answer.review))
 
 
 @flow(name="ask", flow_run_name="ask", validate_parameters=False)
-def ask_flow(question: str, target: str | None = None, docs: str | None = None, brain: str | None = None) -> dict[str, Any]:
+def ask_flow(
+    question: str, target: str | None = None, docs: str | None = None, brain: str | None = None
+) -> dict[str, Any]:
     """Route the question and answer it: from the manual (cited), by read-only look-ups, or by the review it needs."""
-    return answer_question(question, target, Path(docs) if docs else None, brain).model_dump(mode="json")
+    return answer_question(question, target, Path(docs) if docs else None, brain).model_dump(
+        mode="json"
+    )

@@ -32,12 +32,19 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
         try:
             existing_pool = client.read_work_pool(pool)
         except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(name=pool, type=WORKER_TYPE,
-                                                   base_job_template=InProcessWorker.get_default_base_job_template()))
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=pool,
+                    type=WORKER_TYPE,
+                    base_job_template=InProcessWorker.get_default_base_job_template(),
+                )
+            )
         else:
             if existing_pool.type != WORKER_TYPE:
-                raise UsageError(f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
-                                 f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)")
+                raise UsageError(
+                    f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
+                    f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)"
+                )
         for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None)):
             try:
                 existing = client.read_work_queue_by_name(queue, work_pool_name=pool)
@@ -49,16 +56,26 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
 def target_deployment(entry: TargetEntry) -> RunnerDeployment:
     """The target's own deployment: its cron schedule, its name fixed as the one parameter."""
     return review_target.to_deployment(
-        name=entry.name, parameters={"target": entry.name}, schedules=[Cron(entry.schedule, timezone="UTC")] if entry.schedule else None,
-        description=f"{entry.scenario} review of {entry.name}" + (f" on `{entry.schedule}` (UTC)" if entry.schedule else ""),
-        tags=["dbcrew", *entry.tags], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH)
+        name=entry.name,
+        parameters={"target": entry.name},
+        schedules=[Cron(entry.schedule, timezone="UTC")] if entry.schedule else None,
+        description=f"{entry.scenario} review of {entry.name}"
+        + (f" on `{entry.schedule}` (UTC)" if entry.schedule else ""),
+        tags=["dbcrew", *entry.tags],
+        work_queue_name=REVIEW_QUEUE,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
 
 
 def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     """The run form of the UI: the target is a choice among the inventory's names."""
     deployment = review_target.to_deployment(
-        name=ON_DEMAND, description="Review a database of the inventory now: choose the target, scenario and brain",
-        tags=["dbcrew", ON_DEMAND], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH)
+        name=ON_DEMAND,
+        description="Review a database of the inventory now: choose the target, scenario and brain",
+        tags=["dbcrew", ON_DEMAND],
+        work_queue_name=REVIEW_QUEUE,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
     # Prefect builds the form from the flow's signature; the names are only known now (no public setter).
     deployment._parameter_openapi_schema.properties["target"]["enum"] = inventory.names()
     return deployment
@@ -69,11 +86,19 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
         *(target_deployment(entry) for entry in inventory.targets),
         on_demand_deployment(inventory),
         health_review.to_deployment(
-            name="lab", description="Any URL, with fault injection and the ablation switches (for experiments)",
-            tags=["dbcrew", "lab"], work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH),
+            name="lab",
+            description="Any URL, with fault injection and the ablation switches (for experiments)",
+            tags=["dbcrew", "lab"],
+            work_queue_name=REVIEW_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        ),
         fleet_review.to_deployment(
-            name="fleet", description="Review every target of the inventory (or those with a tag) on the pool",
-            tags=["dbcrew", "fleet"], work_queue_name=FLEET_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH),
+            name="fleet",
+            description="Review every target of the inventory (or those with a tag) on the pool",
+            tags=["dbcrew", "fleet"],
+            work_queue_name=FLEET_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        ),
     ]
 
 

@@ -15,8 +15,15 @@ from uuid import UUID
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId,
-                                           FlowRunFilterState, FlowRunFilterStateType)
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
 from prefect.client.schemas.objects import TERMINAL_STATES, FlowRun
 from prefect.deployments import run_deployment
 from prefect.utilities.urls import url_for
@@ -44,23 +51,36 @@ class FleetRow(BaseModel):
 
 @flow(name="fleet_review", flow_run_name="fleet-{tag}")
 def fleet_review(
-    tag: str | None = Field(None, description="review only the targets carrying this tag; empty: every target"),
-    window: float | None = Field(None, ge=1, description="seconds each review samples; empty: each target's own"),
-    deployment: str = Field(f"review_target/{ON_DEMAND}", description="the deployment each review runs as (flow/deployment)"),
+    tag: str | None = Field(
+        None, description="review only the targets carrying this tag; empty: every target"
+    ),
+    window: float | None = Field(
+        None, ge=1, description="seconds each review samples; empty: each target's own"
+    ),
+    deployment: str = Field(
+        f"review_target/{ON_DEMAND}",
+        description="the deployment each review runs as (flow/deployment)",
+    ),
 ) -> list[dict[str, object]]:
     """Review every target of the published inventory (or those with `tag`); returns the summary rows."""
     entries = published_inventory().select(tag)
     if not entries:
         raise UsageError(f"no target of the inventory carries the tag {tag!r}")
     extra = {"window": window} if window else {}
-    started = {entry.name: run_deployment(deployment, parameters={"target": entry.name, **extra}, timeout=0).id
-               for entry in entries}
+    started = {
+        entry.name: run_deployment(
+            deployment, parameters={"target": entry.name, **extra}, timeout=0
+        ).id
+        for entry in entries
+    }
     finished = wait_all(list(started.values()))
     rows = [row_of(name, finished[run_id]) for name, run_id in started.items()]
     post_summary(rows, tag)
     failed = [r.target for r in rows if r.state != "COMPLETED"]
     if failed:
-        get_run_logger().warning("%d of %d reviews failed: %s", len(failed), len(rows), ", ".join(failed))
+        get_run_logger().warning(
+            "%d of %d reviews failed: %s", len(failed), len(rows), ", ".join(failed)
+        )
     return [r.model_dump() for r in rows]
 
 
@@ -74,7 +94,12 @@ def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
     with get_client(sync_client=True) as client:
         while len(done) < len(run_ids):
             pending = [i for i in run_ids if i not in done]
-            done |= {run.id: run for run in client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=pending), state=ended))}
+            done |= {
+                run.id: run
+                for run in client.read_flow_runs(
+                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=pending), state=ended)
+                )
+            }
             if len(done) < len(run_ids):
                 time.sleep(POLL_SECONDS)
     return done
@@ -82,19 +107,31 @@ def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
 
 def row_of(name: str, run: FlowRun) -> FleetRow:
     state = run.state
-    row = FleetRow(target=name, state=state.type.value if state else "UNKNOWN", run_url=url_for("flow-run", obj_id=run.id) or "")
+    row = FleetRow(
+        target=name,
+        state=state.type.value if state else "UNKNOWN",
+        run_url=url_for("flow-run", obj_id=run.id) or "",
+    )
     if state is None or not state.is_completed():
-        return row.model_copy(update={"worst": "failed", "detail": (state.message if state else "") or "no state"})
+        return row.model_copy(
+            update={"worst": "failed", "detail": (state.message if state else "") or "no state"}
+        )
     outcome = read_outcome(run.id)
     if outcome is None:
         return row.model_copy(update={"detail": "the review posted no outcome"})
-    return row.model_copy(update={k: outcome.get(k) for k in ("worst", "problems", "new", "resolved")})
+    return row.model_copy(
+        update={k: outcome.get(k) for k in ("worst", "problems", "new", "resolved")}
+    )
 
 
 def read_outcome(run_id: UUID) -> dict[str, object] | None:
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]), key=ArtifactFilterKey(like_=f"dbcrew-{OUTCOME}-%")))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
+                key=ArtifactFilterKey(like_=f"dbcrew-{OUTCOME}-%"),
+            )
+        )
     if not artifacts:
         return None
     data = artifacts[0].data
@@ -116,11 +153,22 @@ def post_summary(rows: list[FleetRow], tag: str | None) -> None:
     """The fleet's table, worst first: target, worst severity, new, resolved, and a link to each run."""
     order = {"failed": 0, "critical": 1, "warning": 2, "info": 3, "none": 4}
     title = f"# Fleet review (tag {tag})" if tag else "# Fleet review"
-    lines = [title, "",
-             f"{sum(r.state == 'COMPLETED' for r in rows)} of {len(rows)} reviews completed.", "",
-             "| target | worst | problems | new | resolved | run | detail |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        title,
+        "",
+        f"{sum(r.state == 'COMPLETED' for r in rows)} of {len(rows)} reviews completed.",
+        "",
+        "| target | worst | problems | new | resolved | run | detail |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: (order.get(r.worst, 5), r.target)):
         link = f"[{r.state.lower()}]({r.run_url})" if r.run_url else r.state.lower()
-        lines.append(f"| {_cell(r.target)} | {_cell(r.worst)} | {_cell(r.problems)} | {_cell(r.new)} | "
-                     f"{_cell(r.resolved)} | {link} | {_code(r.detail)} |")
-    create_markdown_artifact("\n".join(lines), key="dbcrew-fleet" + (f"-{tag}" if tag else ""), description="fleet summary")
+        lines.append(
+            f"| {_cell(r.target)} | {_cell(r.worst)} | {_cell(r.problems)} | {_cell(r.new)} | "
+            f"{_cell(r.resolved)} | {link} | {_code(r.detail)} |"
+        )
+    create_markdown_artifact(
+        "\n".join(lines),
+        key="dbcrew-fleet" + (f"-{tag}" if tag else ""),
+        description="fleet summary",
+    )

@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from prefect.context import SettingsContext, get_settings_context
 from prefect.settings import Settings
 
-_last: tuple[Settings, Settings] | None = None  # (settings, the same without heartbeats), last derived
+_last: tuple[Settings, Settings] | None = (
+    None  # (settings, the same without heartbeats), last derived
+)
 
 
 def _quiet(settings: Settings) -> Settings:
@@ -33,7 +35,10 @@ def _quiet(settings: Settings) -> Settings:
     global _last
     held = _last
     if held is None or held[0] is not settings:
-        held = _last = (settings, settings.copy_with_update(updates={"flows.heartbeat_frequency": None}))
+        held = _last = (
+            settings,
+            settings.copy_with_update(updates={"flows.heartbeat_frequency": None}),
+        )
     return held[1]
 
 

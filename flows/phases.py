@@ -18,8 +18,8 @@ from flows.heartbeats import without_heartbeats
 from flows.runner import Bundle, PrefectRunner
 from roles import crew
 from roles.crew import Initialized, ReplanOutcome, RunContext, execute_plain, replan_phase
-from roles.faults import FaultInjector
 from roles.execution import ExecutionResult, ExecutionState, execute
+from roles.faults import FaultInjector
 
 
 @flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
@@ -28,19 +28,31 @@ def initialize(run: RunContext) -> Initialized:
     init = crew.initialize(run)
     post_strategy(run, init.strategy, f"Plan for the {run.scenario} review")
     if init.edits:
-        post_edits(run, init.edits, [], title="Lessons from memory applied to the plan", kind="memory")
+        post_edits(
+            run, init.edits, [], title="Lessons from memory applied to the plan", kind="memory"
+        )
     return init
 
 
 @flow(name="execute", flow_run_name="execute-{run.run_id}", validate_parameters=False)
-def execute_phase(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
+def execute_phase(
+    run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
+) -> ExecutionResult:
     """Walk the plan's DAG; ready tasks run concurrently, each batch started together as one Prefect task."""
-    with ThreadPoolExecutor(max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-operator") as pool:
-        bundle = Bundle(ctx=crew.operator_context(run, brief), injector=FaultInjector(run.faults, run.target),
-                        retries=run.worker_retries, pool=pool)
+    with ThreadPoolExecutor(
+        max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-operator"
+    ) as pool:
+        bundle = Bundle(
+            ctx=crew.operator_context(run, brief),
+            injector=FaultInjector(run.faults, run.target),
+            retries=run.worker_retries,
+            pool=pool,
+        )
         runner = PrefectRunner(bundle)
         result = execute(strategy, state, runner, run.monitor())
-        wait(runner.task_runs)  # every task run has its final state before the flow run gets its own
+        wait(
+            runner.task_runs
+        )  # every task run has its final state before the flow run gets its own
     return result
 
 
@@ -57,7 +69,9 @@ class ReviewPhases(Protocol):
 
     def initialize(self, run: RunContext) -> Initialized: ...
 
-    def execute(self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult: ...
+    def execute(
+        self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
+    ) -> ExecutionResult: ...
 
     def replan(self, run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome: ...
 
@@ -79,7 +93,9 @@ class PrefectPhases:
             return initialize(run)
 
     @staticmethod
-    def execute(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
+    def execute(
+        run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
+    ) -> ExecutionResult:
         with without_heartbeats():
             return execute_with(run.settings.max_workers)(run, brief, strategy, state)
 

@@ -47,7 +47,9 @@ def resolve_target(request: ReviewRequest) -> PostgresTarget:
 def health_review(request: ReviewRequest) -> Report:
     """Review (or diagnose) one PostgreSQL database as `request` says; the Report, written into `request.out`
     (reports/<run id> when empty, pruned by age there), recorded in the target's history, posted as artifacts."""
-    return conduct(RunContext.of(request, resolve_target(request), request.out or Path("."), link=run_link()))
+    return conduct(
+        RunContext.of(request, resolve_target(request), request.out or Path(), link=run_link())
+    )
 
 
 def conduct(run: RunContext) -> Report:
@@ -82,7 +84,9 @@ def run_phases(run: RunContext, phases: ReviewPhases) -> ReviewResult:
     result = log.executed(phases.execute(run, init.brief, init.strategy, log.first_state()))
     while log.replan_due(result):
         outcome = phases.replan(run, init.brief, result)
-        result = log.executed(phases.execute(run, init.brief, outcome.strategy, log.next_state(result, outcome)))
+        result = log.executed(
+            phases.execute(run, init.brief, outcome.strategy, log.next_state(result, outcome))
+        )
     concluded = log.concluded(result)
     remember(run, concluded)
     return concluded

@@ -62,13 +62,16 @@ class Batch:
             if self._claim(index):
                 b = self.bundle
                 b.pool.submit(perform, spec, b.ctx, b.injector, b.retries).add_done_callback(
-                    lambda done, handle=handle: _settle(handle, done))
+                    lambda done, handle=handle: _settle(handle, done)
+                )
         return [handle.result() for handle in self.handles]
 
     def abandon(self, _: PrefectFuture[list[TaskOutcome]]) -> None:
         for index, handle in enumerate(self.handles):
             if self._claim(index):
-                handle.set_exception(RuntimeError(f"the task run of {self.specs[index].id} ended before starting it"))
+                handle.set_exception(
+                    RuntimeError(f"the task run of {self.specs[index].id} ended before starting it")
+                )
 
 
 def _settle(handle: Future[TaskOutcome], done: Future[TaskOutcome]) -> None:

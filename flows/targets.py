@@ -20,8 +20,14 @@ from prefect.concurrency.sync import concurrency
 from pydantic import Field
 
 from dbcrew.errors import TargetError, UsageError
+from dbcrew.inventory import (
+    Inventory,
+    PasswordFromEnv,
+    PasswordFromSecret,
+    TargetEntry,
+    parse_inventory,
+)
 from dbcrew.models import Report
-from dbcrew.inventory import Inventory, PasswordFromEnv, PasswordFromSecret, TargetEntry, parse_inventory
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
@@ -31,7 +37,9 @@ from roles.crew import RunContext
 from roles.history import failed_report
 
 INVENTORY_BLOCK = "fleet"
-ON_DEMAND = "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
+ON_DEMAND = (
+    "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
+)
 
 
 class InventoryBlock(Block):
@@ -51,7 +59,9 @@ def target_limit(name: str) -> str:
 
 def publish_inventory(inventory: Inventory) -> None:
     """Store the inventory on the server and make each target's concurrency limit (one review at a time)."""
-    InventoryBlock(inventory=inventory.model_dump(mode="json")).save(INVENTORY_BLOCK, overwrite=True)
+    InventoryBlock(inventory=inventory.model_dump(mode="json")).save(
+        INVENTORY_BLOCK, overwrite=True
+    )
     with get_client(sync_client=True) as client:
         for entry in inventory.targets:
             client.upsert_global_concurrency_limit_by_name(target_limit(entry.name), 1)
@@ -61,8 +71,10 @@ def published_inventory() -> Inventory:
     try:
         block = InventoryBlock.load(INVENTORY_BLOCK)
     except ValueError:
-        raise UsageError("no inventory on this Prefect server: run `dbcrew inventory publish targets.yaml` "
-                         "(or `dbcrew server`)") from None
+        raise UsageError(
+            "no inventory on this Prefect server: run `dbcrew inventory publish targets.yaml` "
+            "(or `dbcrew server`)"
+        ) from None
     return parse_inventory(block.inventory, "the published inventory")
 
 
@@ -71,13 +83,17 @@ def resolve_password(entry: TargetEntry) -> str | None:
     source = entry.password
     if isinstance(source, PasswordFromEnv):
         if source.env not in os.environ:
-            raise TargetError(f"target {entry.name}: environment variable {source.env} (its password) is not set on this worker")
+            raise TargetError(
+                f"target {entry.name}: environment variable {source.env} (its password) is not set on this worker"
+            )
         return os.environ[source.env]
     if isinstance(source, PasswordFromSecret):
         try:
             return str(Secret.load(source.secret).get())
         except ValueError:
-            raise TargetError(f"target {entry.name}: no Secret block named {source.secret!r} (its password)") from None
+            raise TargetError(
+                f"target {entry.name}: no Secret block named {source.secret!r} (its password)"
+            ) from None
     return None
 
 
@@ -89,11 +105,20 @@ def connect_entry(entry: TargetEntry) -> PostgresTarget:
 def review_target(
     target: str = Field(description="the target's name in the inventory"),
     scenario: Scenario | None = Field(
-        None, description="health: the periodic review; diagnose: root causes of an anomaly happening now. Empty: the inventory's"),
+        None,
+        description="health: the periodic review; diagnose: root causes of an anomaly happening now. Empty: the inventory's",
+    ),
     brain: BrainName = Field(
-        "rules", description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for"),
-    window: float | None = Field(None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"),
-    alert: str = Field("", description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'"),
+        "rules",
+        description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for",
+    ),
+    window: float | None = Field(
+        None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"
+    ),
+    alert: str = Field(
+        "",
+        description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'",
+    ),
 ) -> Report:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
@@ -102,9 +127,11 @@ def review_target(
     """
     entry = published_inventory().get(target)
     request = entry.request(scenario, brain, window, alert)
-    run = RunContext.of(request, parse_target(entry.url), Path("."), link=run_link())
+    run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
     try:
-        run.target = connect_entry(entry)  # the same target, with its password from the entry's source
+        run.target = connect_entry(
+            entry
+        )  # the same target, with its password from the entry's source
         with concurrency(target_limit(entry.name), occupy=1):
             report = conduct(run)
     except Exception as exc:

@@ -36,18 +36,25 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
     type = WORKER_TYPE
     job_configuration = BaseJobConfiguration
     job_configuration_variables = BaseVariables
-    _description = ("Runs each flow run in a thread of the worker's own process: the crew is imported once, "
-                    "every review is still a flow run of the pool.")
+    _description = (
+        "Runs each flow run in a thread of the worker's own process: the crew is imported once, "
+        "every review is still a flow run of the pool."
+    )
     _display_name = "dbcrew in-process"
 
-    async def run(self, flow_run: FlowRun, configuration: BaseJobConfiguration,
-                  task_status: anyio.abc.TaskStatus[Any] | None = None) -> InProcessResult:
+    async def run(
+        self,
+        flow_run: FlowRun,
+        configuration: BaseJobConfiguration,
+        task_status: anyio.abc.TaskStatus[Any] | None = None,
+    ) -> InProcessResult:
         flow = await self.installed_flow(flow_run)
         identifier = f"{os.getpid()}:{flow_run.id}"  # not a bare PID: cancelling one run must not signal the worker
         if task_status is not None:
             task_status.started(identifier)
-        state = await anyio.to_thread.run_sync(partial(run_flow, flow, flow_run=flow_run, return_type="state"),
-                                               abandon_on_cancel=True)
+        state = await anyio.to_thread.run_sync(
+            partial(run_flow, flow, flow_run=flow_run, return_type="state"), abandon_on_cancel=True
+        )
         self._logger.debug("flow run %s ended %s", flow_run.id, getattr(state, "type", state))
         if self._runs_task_group is not None:
             self._runs_task_group.start_soon(self._take_next_runs)
@@ -69,19 +76,25 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         try:
             await self.get_and_submit_flow_runs()
         except Exception as error:  # the task group would end the worker with it
-            self._logger.warning("asking for the next flow runs after one ended failed (the next poll retries): %s", error)
+            self._logger.warning(
+                "asking for the next flow runs after one ended failed (the next poll retries): %s",
+                error,
+            )
 
     async def installed_flow(self, flow_run: FlowRun) -> Flow[..., Any]:
         """The deployment's flow, imported from this process's installed packages."""
         if flow_run.deployment_id is None:
-            raise ValueError(f"flow run {flow_run.id} has no deployment: this worker runs deployments only")
+            raise ValueError(
+                f"flow run {flow_run.id} has no deployment: this worker runs deployments only"
+            )
         deployment = await self.client.read_deployment(flow_run.deployment_id)
         entrypoint = deployment.entrypoint or ""
         if ":" in entrypoint or not entrypoint or deployment.pull_steps:
-            raise ValueError(f"deployment {deployment.name!r} ({entrypoint or 'no entrypoint'}) needs its code pulled; "
-                             f"the {WORKER_TYPE} worker runs installed flows (module-path entrypoints) only")
+            raise ValueError(
+                f"deployment {deployment.name!r} ({entrypoint or 'no entrypoint'}) needs its code pulled; "
+                f"the {WORKER_TYPE} worker runs installed flows (module-path entrypoints) only"
+            )
         flow = import_object(entrypoint)
         if not isinstance(flow, Flow):
             raise ValueError(f"{entrypoint} is not a flow")
         return flow
-

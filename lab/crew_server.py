@@ -43,19 +43,49 @@ def prefect_database(pg: EmbeddedPostgres, name: str = "prefect") -> dict[str, s
     each other and log `database is locked`. Prefect's server needs asyncpg, which it installs.
     """
     pg.psql(f"CREATE DATABASE {name};")
-    return {"PREFECT_API_DATABASE_CONNECTION_URL": pg.dsn(name).replace("postgresql://", "postgresql+asyncpg://", 1)}
+    return {
+        "PREFECT_API_DATABASE_CONNECTION_URL": pg.dsn(name).replace(
+            "postgresql://", "postgresql+asyncpg://", 1
+        )
+    }
 
 
 @contextmanager
-def running_crew_server(inventory: Path, work: Path, max_reviews: int = 2, env: dict[str, str] | None = None) -> Iterator[CrewServer]:
+def running_crew_server(
+    inventory: Path, work: Path, max_reviews: int = 2, env: dict[str, str] | None = None
+) -> Iterator[CrewServer]:
     port = _free_port()
-    environment = {**os.environ, "PREFECT_HOME": str(work / "prefect-home"), "DBCREW_REPORTS_DIR": str(work / "reports"),
-                   "DBCREW_MEMORY_PATH": str(work / "memory.duckdb"), **(env or {})}
+    environment = {
+        **os.environ,
+        "PREFECT_HOME": str(work / "prefect-home"),
+        "DBCREW_REPORTS_DIR": str(work / "reports"),
+        "DBCREW_MEMORY_PATH": str(work / "memory.duckdb"),
+        **(env or {}),
+    }
     environment.pop("PREFECT_API_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli", "server", "--inventory", str(inventory), "--port", str(port),
-         "--max-reviews", str(max_reviews), "--poll-seconds", "1", "--logs", str(work / "logs")],
-        env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "server",
+            "--inventory",
+            str(inventory),
+            "--port",
+            str(port),
+            "--max-reviews",
+            str(max_reviews),
+            "--poll-seconds",
+            "1",
+            "--logs",
+            str(work / "logs"),
+        ],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=work,
+    )
     assert process.stdout is not None
     seen = []
     for out in process.stdout:
@@ -64,7 +94,12 @@ def running_crew_server(inventory: Path, work: Path, max_reviews: int = 2, env: 
             break
     else:
         raise RuntimeError("dbcrew server did not start:\n" + "".join(seen))
-    server = CrewServer(api=f"http://127.0.0.1:{port}/api", process=process, logs=work / "logs", banner="".join(seen))
+    server = CrewServer(
+        api=f"http://127.0.0.1:{port}/api",
+        process=process,
+        logs=work / "logs",
+        banner="".join(seen),
+    )
     try:
         yield server
     finally:

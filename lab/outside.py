@@ -21,7 +21,9 @@ from psycopg import sql
 def locked(dsn: str, table: str) -> Iterator[int]:
     """Another session holding `table` ACCESS EXCLUSIVE until the block ends; its PID."""
     with psycopg.connect(dsn, application_name="migration") as conn:
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(table)))
+        conn.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.Identifier(table))
+        )
         try:
             yield conn.info.backend_pid
         finally:
@@ -49,9 +51,14 @@ def terminating(dsn: str, every: float, older_than: float = 0.0) -> Iterator[lis
     def run(stop: threading.Event) -> None:
         with psycopg.connect(dsn, autocommit=True, application_name="terminator") as conn:
             while not stop.wait(every):
-                ended.extend(row[0] for row in conn.execute(
-                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
-                    " AND backend_start < clock_timestamp() - make_interval(secs => %s)", (older_than,)).fetchall())
+                ended.extend(
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dbcrew'"
+                        " AND backend_start < clock_timestamp() - make_interval(secs => %s)",
+                        (older_than,),
+                    ).fetchall()
+                )
 
     with _beside(run, "terminator"):
         yield ended
@@ -61,11 +68,17 @@ def terminating(dsn: str, every: float, older_than: float = 0.0) -> Iterator[lis
 def role_setting(dsn: str, role: str, name: str, value: str) -> Iterator[None]:
     """`ALTER ROLE role SET name = value` for the sessions opened in the block, reset after it."""
     with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
-        conn.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(sql.Identifier(role), sql.Identifier(name), sql.Literal(value)))
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                sql.Identifier(role), sql.Identifier(name), sql.Literal(value)
+            )
+        )
         try:
             yield
         finally:
-            conn.execute(sql.SQL("ALTER ROLE {} RESET {}").format(sql.Identifier(role), sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("ALTER ROLE {} RESET {}").format(sql.Identifier(role), sql.Identifier(name))
+            )
 
 
 def later(after: float, action: Callable[[], None]) -> AbstractContextManager[None]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from collections.abc import Callable
 from typing import Any
 
 
@@ -26,7 +26,9 @@ class Reply:
     content: str = ""
     status: int = 200
     delay: float = 0.0
-    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function name, arguments)
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(
+        default_factory=list
+    )  # (function name, arguments)
 
 
 def approx_tokens(text: str) -> int:
@@ -52,25 +54,55 @@ class ScriptedServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
-                reply = script.respond(body) if script.respond else script.replies.pop(0) if script.replies else script.otherwise
+                reply = (
+                    script.respond(body)
+                    if script.respond
+                    else script.replies.pop(0)
+                    if script.replies
+                    else script.otherwise
+                )
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    payload = {"error": {"message": reply.content or "scripted error", "type": "scripted"}}
+                    payload = {
+                        "error": {"message": reply.content or "scripted error", "type": "scripted"}
+                    }
                 else:
                     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
                     if reply.tool_calls:
                         message["tool_calls"] = [
-                            {"id": f"call_{len(script.requests)}_{i}", "type": "function",
-                             "function": {"name": name, "arguments": json.dumps(args)}}
-                            for i, (name, args) in enumerate(reply.tool_calls)]
-                    billed = {k: body[k] for k in ("messages", "tools", "response_format") if k in body}
-                    prompt, completion = (approx_tokens(json.dumps(billed)), approx_tokens(json.dumps(message))) \
-                        if script.measure_usage else (100, 20)
+                            {
+                                "id": f"call_{len(script.requests)}_{i}",
+                                "type": "function",
+                                "function": {"name": name, "arguments": json.dumps(args)},
+                            }
+                            for i, (name, args) in enumerate(reply.tool_calls)
+                        ]
+                    billed = {
+                        k: body[k] for k in ("messages", "tools", "response_format") if k in body
+                    }
+                    prompt, completion = (
+                        (approx_tokens(json.dumps(billed)), approx_tokens(json.dumps(message)))
+                        if script.measure_usage
+                        else (100, 20)
+                    )
                     payload = {
-                        "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.tool_calls else "stop", "message": message}],
-                        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+                        "id": "chatcmpl-scripted",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                                "message": message,
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                        },
                     }
                 data = json.dumps(payload).encode()
                 try:

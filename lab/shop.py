@@ -50,9 +50,18 @@ CREATE INDEX cart_items_product_id_idx ON cart_items (product_id);
 
 # Each plant: (code, object) the review must report, and the SQL that creates the condition.
 PLANT_SQL = {
-    ("index_duplicate", "public.orders_customer_id_idx"): "CREATE INDEX orders_customer_id_idx ON orders (customer_id);",
-    ("autovacuum_disabled", "public.cart_items"): "ALTER TABLE cart_items SET (autovacuum_enabled = false);",
-    ("dead_tuples_high", "public.cart_items"): "UPDATE cart_items SET qty = qty + 1; UPDATE cart_items SET qty = qty + 1;",
+    (
+        "index_duplicate",
+        "public.orders_customer_id_idx",
+    ): "CREATE INDEX orders_customer_id_idx ON orders (customer_id);",
+    (
+        "autovacuum_disabled",
+        "public.cart_items",
+    ): "ALTER TABLE cart_items SET (autovacuum_enabled = false);",
+    (
+        "dead_tuples_high",
+        "public.cart_items",
+    ): "UPDATE cart_items SET qty = qty + 1; UPDATE cart_items SET qty = qty + 1;",
     ("table_without_primary_key", "public.audit_log"): "",  # created without one above
     ("index_missing", "public.customers(email)"): "",  # no index on the hot lookup column
 }
@@ -88,7 +97,9 @@ class DemoShop:
             conn.execute("ANALYZE")
         self.expected = set(PLANT_SQL) | {("index_invalid", "public.orders_status_uniq")}
         self._idle = psycopg.connect(self.dsn, application_name="shop-batch")
-        self._idle.execute("SELECT count(*) FROM audit_log")  # opens the transaction and leaves it open
+        self._idle.execute(
+            "SELECT count(*) FROM audit_log"
+        )  # opens the transaction and leaves it open
         self._idle_since = time.monotonic()
         pid = self._idle.info.backend_pid
         self.expected.add(("idle_in_transaction", f"pid:{pid}"))
@@ -101,13 +112,23 @@ class DemoShop:
             rng = random.Random(7)
             while time.monotonic() < deadline and not self._stop.is_set():
                 customer = rng.randint(1, 50000)
-                conn.execute("SELECT id, name FROM customers WHERE email = %s", (f"user{customer}@example.com",))
-                conn.execute("SELECT id, status, total FROM orders WHERE customer_id = %s ORDER BY created_at DESC LIMIT 10", (customer,))
-                conn.execute("SELECT name, price FROM products WHERE id = %s", (rng.randint(1, 1000),))
+                conn.execute(
+                    "SELECT id, name FROM customers WHERE email = %s",
+                    (f"user{customer}@example.com",),
+                )
+                conn.execute(
+                    "SELECT id, status, total FROM orders WHERE customer_id = %s ORDER BY created_at DESC LIMIT 10",
+                    (customer,),
+                )
+                conn.execute(
+                    "SELECT name, price FROM products WHERE id = %s", (rng.randint(1, 1000),)
+                )
                 time.sleep(0.02)
 
     def start_background_workload(self) -> None:
-        self._worker = threading.Thread(target=self.run_workload, args=(3600.0,), name="shop-workload", daemon=True)
+        self._worker = threading.Thread(
+            target=self.run_workload, args=(3600.0,), name="shop-workload", daemon=True
+        )
         self._worker.start()
 
     def wait_until_idle_long_enough(self) -> None:

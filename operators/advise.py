@@ -21,23 +21,40 @@ from operators.sql import land, name_list, name_list_text
 from operators.stat_views import IndexStatsRow
 
 ADVICE_COLUMNS = [
-    ("schemaname", "VARCHAR"), ("relname", "VARCHAR"), ("columns", "VARCHAR"), ("ddl", "VARCHAR"), ("query", "VARCHAR"),
-    ("calls", "BIGINT"), ("total_ms", "DOUBLE"), ("cost_before", "DOUBLE"), ("cost_after", "DOUBLE"), ("saving", "DOUBLE"),
-    ("statements", "INTEGER"), ("estimated_bytes", "BIGINT"),
+    ("schemaname", "VARCHAR"),
+    ("relname", "VARCHAR"),
+    ("columns", "VARCHAR"),
+    ("ddl", "VARCHAR"),
+    ("query", "VARCHAR"),
+    ("calls", "BIGINT"),
+    ("total_ms", "DOUBLE"),
+    ("cost_before", "DOUBLE"),
+    ("cost_after", "DOUBLE"),
+    ("saving", "DOUBLE"),
+    ("statements", "INTEGER"),
+    ("estimated_bytes", "BIGINT"),
 ]
 HIDE_COLUMNS = [("indexrelid", "BIGINT"), ("available", "BOOLEAN"), ("summary", "VARCHAR")]
 
 
 class AdviseParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    top_statements: int = Field(20, ge=1, le=200, description="statements by total time given to the advisor")
+    top_statements: int = Field(
+        20, ge=1, le=200, description="statements by total time given to the advisor"
+    )
 
 
 def _indexed(rows: list[IndexStatsRow]) -> dict[tuple[str, str], list[list[str]]]:
     """Key columns of the plain (no expression, no predicate) valid btree indexes, per table."""
     found: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
     for row in rows:
-        if row.method == "btree" and row.indisvalid and not row.predicate and not row.expressions and row.column_names:
+        if (
+            row.method == "btree"
+            and row.indisvalid
+            and not row.predicate
+            and not row.expressions
+            and row.column_names
+        ):
             found[(row.schemaname, row.relname)].append(name_list(row.column_names))
     return found
 
@@ -45,36 +62,73 @@ def _indexed(rows: list[IndexStatsRow]) -> dict[tuple[str, str], list[list[str]]
 def _hide_summary(effect: Any) -> str:
     if not effect.available:
         return effect.reason
-    changes = [f"{(hidden.total or 0) - (visible.total or 0):+.1f}" for _, visible, hidden in effect.costs if visible.total is not None]
+    changes = [
+        f"{(hidden.total or 0) - (visible.total or 0):+.1f}"
+        for _, visible, hidden in effect.costs
+        if visible.total is not None
+    ]
     if not changes:
         return "no statement on this table could be planned"
     return f"plan cost change with it hidden, per statement on its table: {', '.join(changes)}"
 
 
-@operator(role=Role.TASKER, category=Category.ADVISE, needs=("statements", "index_stats"), produces=("index_advice", "index_hide_effects"),
-          requires=("hypopg",))
+@operator(
+    role=Role.TASKER,
+    category=Category.ADVISE,
+    needs=("statements", "index_stats"),
+    produces=("index_advice", "index_hide_effects"),
+    requires=("hypopg",),
+)
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     """Prove missing indexes with hypothetical ones on the top statements' generic plans (hypopg), and measure what hiding each duplicate does."""
     t = ctx.settings.thresholds
     version = ctx.server_version()
     statements = ctx.workspace.query(
-        "SELECT query, calls, total_exec_time FROM statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?", [params.top_statements])
+        "SELECT query, calls, total_exec_time FROM statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT ?",
+        [params.top_statements],
+    )
     index_rows = ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats")
     with ctx.target.session() as conn:
-        advice = advise(conn, [(s["query"], s["calls"], s["total_exec_time"]) for s in statements], version,
-                        min_saving=t.hypo_min_cost_saving, indexed=_indexed(index_rows))
+        advice = advise(
+            conn,
+            [(s["query"], s["calls"], s["total_exec_time"]) for s in statements],
+            version,
+            min_saving=t.hypo_min_cost_saving,
+            indexed=_indexed(index_rows),
+        )
         hides = []
         for redundant, _keeper in find_duplicates([r for r in index_rows if r.indisvalid]):
-            queries = [s["query"] for s in statements if any(c.table == redundant.relname for c in filter_columns(s["query"]))]
+            queries = [
+                s["query"]
+                for s in statements
+                if any(c.table == redundant.relname for c in filter_columns(s["query"]))
+            ]
             effect = hide_index_effect(conn, redundant.indexrelid, queries, version)
             hides.append((redundant.indexrelid, effect.available, _hide_summary(effect)))
-    rows = [(s.schema, s.table, name_list_text(s.columns), s.ddl, s.proofs[0].query, s.proofs[0].calls, s.proofs[0].total_ms,
-             s.cost_before, s.cost_after, s.saving, len(s.proofs), s.estimated_bytes) for s in advice.suggestions]
+    rows = [
+        (
+            s.schema,
+            s.table,
+            name_list_text(s.columns),
+            s.ddl,
+            s.proofs[0].query,
+            s.proofs[0].calls,
+            s.proofs[0].total_ms,
+            s.cost_before,
+            s.cost_after,
+            s.saving,
+            len(s.proofs),
+            s.estimated_bytes,
+        )
+        for s in advice.suggestions
+    ]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
     foreign = sum(1 for _query, why in advice.skipped if why.startswith(FOREIGN_CODE))
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
         artifacts=["index_advice", "index_hide_effects"],
-        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog" if foreign else "",
+        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog"
+        if foreign
+        else "",
     )

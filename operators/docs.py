@@ -35,13 +35,34 @@ INDEX_VERSION = 4  # bump when chunking, tokens or the index layout change
 SEMANTIC_WEIGHT = 0.35
 NAMED_BOOST = 0.6  # a question that names a setting or an SQL command wants that entry first
 SVD_DIMENSIONS = 192
-SECTION_CLASSES = {"sect1", "sect2", "sect3", "sect4", "refsect1", "refsect2", "chapter", "appendix", "refentry", "part", "preface"}
-SKIPPED_CLASSES = {"navheader", "navfooter", "toc", "list-of-tables", "list-of-figures", "list-of-examples"}
+SECTION_CLASSES = {
+    "sect1",
+    "sect2",
+    "sect3",
+    "sect4",
+    "refsect1",
+    "refsect2",
+    "chapter",
+    "appendix",
+    "refentry",
+    "part",
+    "preface",
+}
+SKIPPED_CLASSES = {
+    "navheader",
+    "navfooter",
+    "toc",
+    "list-of-tables",
+    "list-of-figures",
+    "list-of-examples",
+}
 HEADINGS = {"h1", "h2", "h3", "h4", "h5"}
-STOPWORDS = frozenset("""a an the of to for in on is are was be been by or and not no it its this that with as at from
+STOPWORDS = frozenset(
+    """a an the of to for in on is are was be been by or and not no it its this that with as at from
 which what when where who how why does do did can could should would will may might i me my you your we our they their
 there here about into than then so if but also any all some such these those tell please explain mean means used use
-using postgres postgresql""".split())
+using postgres postgresql""".split()
+)
 
 
 class Passage(BaseModel):
@@ -66,7 +87,11 @@ def words(text: str) -> list[str]:
         for token in ([word] if len(parts) > 1 else []) + parts:
             if token in STOPWORDS or len(token) < 2:
                 continue
-            out.append(token[:-1] if len(token) > 4 and token.endswith("s") and not token.endswith("ss") else token)
+            out.append(
+                token[:-1]
+                if len(token) > 4 and token.endswith("s") and not token.endswith("ss")
+                else token
+            )
     return out
 
 
@@ -78,7 +103,9 @@ class _Sections(HTMLParser):
         self.page = page
         self.pieces: list[dict[str, Any]] = [{"anchor": "", "title": [], "text": []}]
         self.current = 0
-        self.divs: list[tuple[bool, int | None]] = []  # per open div: skipped?, section it restores when it closes
+        self.divs: list[
+            tuple[bool, int | None]
+        ] = []  # per open div: skipped?, section it restores when it closes
         self.skipping = 0
         self.in_title = False
 
@@ -142,8 +169,15 @@ def manual_passages(folder: Path) -> list[Passage]:
 
 
 def knowledge_passages() -> list[Passage]:
-    return [Passage(source=KNOWLEDGE, section=c.name, title=c.name.replace("_", " "),
-                    text=f"{c.content} {c.steps} {c.solution} (manual: {c.source})") for c in load_chunks()]
+    return [
+        Passage(
+            source=KNOWLEDGE,
+            section=c.name,
+            title=c.name.replace("_", " "),
+            text=f"{c.content} {c.steps} {c.solution} (manual: {c.source})",
+        )
+        for c in load_chunks()
+    ]
 
 
 class DocsIndex:
@@ -154,7 +188,9 @@ class DocsIndex:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own level when imported
+        logging.getLogger("bm25s").setLevel(
+            logging.WARNING
+        )  # bm25s sets its own level when imported
         if not passages:
             raise ValueError("no passage to index: the manual folder holds no HTML section")
         self.passages = passages
@@ -163,7 +199,9 @@ class DocsIndex:
         self.bm25.index(docs, show_progress=False)
         self.tfidf = TfidfVectorizer(analyzer=words, sublinear_tf=True, min_df=2)
         matrix = self.tfidf.fit_transform([f"{p.title} {p.title} {p.text}" for p in passages])
-        self.svd = TruncatedSVD(n_components=min(SVD_DIMENSIONS, matrix.shape[1] - 1, len(passages) - 1), random_state=0)
+        self.svd = TruncatedSVD(
+            n_components=min(SVD_DIMENSIONS, matrix.shape[1] - 1, len(passages) - 1), random_state=0
+        )
         self.vectors = _normalised(self.svd.fit_transform(matrix))
         self._faiss: Any = None
         self.named: dict[str, list[int]] = {}
@@ -202,7 +240,11 @@ class DocsIndex:
         if source is not None:
             scores = np.where([p.source == source for p in self.passages], scores, -1.0)
         order = np.argsort(-scores)[:k]
-        return [Hit(passage=self.passages[i], score=round(float(scores[i]), 4)) for i in order if scores[i] > 0]
+        return [
+            Hit(passage=self.passages[i], score=round(float(scores[i]), 4))
+            for i in order
+            if scores[i] > 0
+        ]
 
 
 def _named_entry(passage: Passage) -> str:
@@ -231,22 +273,31 @@ def manual_folder(docs: Path | None) -> Path:
     """The manual to search: `docs` when given, else Debian's postgresql-doc-15. FileNotFoundError says how to get one."""
     folder = docs if docs is not None else DEBIAN_MANUAL
     if not folder.is_dir() or not any(folder.glob("*.html")):
-        raise FileNotFoundError(f"no PostgreSQL manual (HTML pages) in {folder}: install the postgresql-doc-15 package "
-                                "or pass --docs DIR")
+        raise FileNotFoundError(
+            f"no PostgreSQL manual (HTML pages) in {folder}: install the postgresql-doc-15 package "
+            "or pass --docs DIR"
+        )
     return folder
 
 
 @lru_cache(maxsize=4)
 def docs_index(folder: Path) -> DocsIndex:
     """The index of `folder`'s manual plus the knowledge chunks: from the cache, else built and cached."""
-    return cached_build("docs", _fingerprint(folder), DocsIndex, lambda: DocsIndex(manual_passages(folder) + knowledge_passages()))
+    return cached_build(
+        "docs",
+        _fingerprint(folder),
+        DocsIndex,
+        lambda: DocsIndex(manual_passages(folder) + knowledge_passages()),
+    )
 
 
 def best_sentences(text: str, query: str, limit: int = 420) -> str:
     """The passage's sentences that share the most words with the query, in their order, within `limit` characters."""
     sentences = re.split(r"(?<=[.!?])\s+", html.unescape(text))
     wanted = set(words(query))
-    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted & set(words(sentences[i]))), i))
+    ranked = sorted(
+        range(len(sentences)), key=lambda i: (-len(wanted & set(words(sentences[i]))), i)
+    )
     chosen: list[int] = []
     length = 0
     for i in ranked:

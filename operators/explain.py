@@ -22,7 +22,6 @@ from pglast.visitors import Visitor
 from dbcrew.errors import DbcrewError
 from operators.sql import execute, fetch, quote_ident, scalar
 
-
 FOREIGN_CODE = "calls code outside pg_catalog"
 
 
@@ -88,7 +87,11 @@ def _parsed(query: str, kinds: tuple[type, ...]) -> tuple[_Names | None, str | N
         return None, f"utility statement ({type(stmt).__name__}) has no plan"
     names = _Names()
     names(stmt)
-    for kind, found in (("function", names.functions), ("operator", names.operators), ("type", names.types)):
+    for kind, found in (
+        ("function", names.functions),
+        ("operator", names.operators),
+        ("type", names.types),
+    ):
         outside = sorted(".".join(n) for n in found if len(n) > 1 and n[0] != "pg_catalog")
         if outside:
             return None, f"{FOREIGN_CODE}: {kind} {outside[0]}"
@@ -115,15 +118,22 @@ def unplannable(conn: psycopg.Connection[Any], query: str, kinds: tuple[type, ..
     names, why = _parsed(query, kinds)
     if names is None:
         return why
-    row = fetch(conn, _FOREIGN_SQL, {  # type: ignore[arg-type]
-        "functions": sorted(n[-1] for n in names.functions), "operators": sorted(n[-1] for n in names.operators),
-        "types": sorted(n[-1] for n in names.types),
-        "relations": sorted(".".join(quote_ident(p) for p in n) for n in names.relations),
-    })[1]
+    row = fetch(
+        conn,
+        _FOREIGN_SQL,
+        {  # type: ignore[arg-type]
+            "functions": sorted(n[-1] for n in names.functions),
+            "operators": sorted(n[-1] for n in names.operators),
+            "types": sorted(n[-1] for n in names.types),
+            "relations": sorted(".".join(quote_ident(p) for p in n) for n in names.relations),
+        },
+    )[1]
     return f"{FOREIGN_CODE}: {row[0][0]}" if row else None
 
 
-def generic_plan(conn: psycopg.Connection[Any], query: str, server_version_num: int, kinds: tuple[type, ...]) -> dict[str, Any]:
+def generic_plan(
+    conn: psycopg.Connection[Any], query: str, server_version_num: int, kinds: tuple[type, ...]
+) -> dict[str, Any]:
     """The root node of the statement's generic plan (EXPLAIN FORMAT JSON), valid for texts with or without $n.
 
     PostgreSQL 16+ plans it with EXPLAIN (GENERIC_PLAN). Before 16, as Dexter does: PREPARE, force
@@ -152,7 +162,11 @@ def _prepared_generic_plan(conn: psycopg.Connection[Any], query: str) -> Any:
             execute(conn, "SET LOCAL plan_cache_mode = force_generic_plan")
             execute(conn, f"PREPARE {name} AS {query}")
             prepared = True
-            params = scalar(conn, "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = %s", [name])
+            params = scalar(
+                conn,
+                "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = %s",
+                [name],
+            )
             args = f"({', '.join(['NULL'] * params)})" if params else ""
             return scalar(conn, f"EXPLAIN (FORMAT JSON) EXECUTE {name}{args}")
     finally:

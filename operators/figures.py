@@ -48,7 +48,10 @@ def text_width(texts: list[str], points: float = 10.0) -> float:
     from matplotlib.textpath import TextToPath
 
     font, measure = FontProperties(size=points), TextToPath()
-    return max((measure.get_text_width_height_descent(t, font, ismath=False)[0] / 72 for t in texts), default=0.0)
+    return max(
+        (measure.get_text_width_height_descent(t, font, ismath=False)[0] / 72 for t in texts),
+        default=0.0,
+    )
 
 
 def _canvas_figure(**options: Any) -> Any:
@@ -65,15 +68,28 @@ def _canvas_figure(**options: Any) -> Any:
 def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
     """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them, placed by `margins`; saved to `path` on exit."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    subplot_options = {k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw") if k in options}
+    subplot_options = {
+        k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw") if k in options
+    }
     fig = _canvas_figure(**options)
     width, height = fig.get_size_inches()
-    axis_width = (width - margins.left - margins.right - (columns - 1) * margins.between_columns) / columns
+    axis_width = (
+        width - margins.left - margins.right - (columns - 1) * margins.between_columns
+    ) / columns
     axis_height = (height - margins.top - margins.bottom - (rows - 1) * margins.between_rows) / rows
-    axes = fig.subplots(rows, columns, gridspec_kw={
-        "left": margins.left / width, "right": 1 - margins.right / width, "bottom": margins.bottom / height,
-        "top": 1 - margins.top / height, "wspace": margins.between_columns / axis_width,
-        "hspace": margins.between_rows / axis_height}, **subplot_options)
+    axes = fig.subplots(
+        rows,
+        columns,
+        gridspec_kw={
+            "left": margins.left / width,
+            "right": 1 - margins.right / width,
+            "bottom": margins.bottom / height,
+            "top": 1 - margins.top / height,
+            "wspace": margins.between_columns / axis_width,
+            "hspace": margins.between_rows / axis_height,
+        },
+        **subplot_options,
+    )
     yield fig, axes
     with DRAWING:
         fig.savefig(path, dpi=DPI)
@@ -96,7 +112,11 @@ def warm_up() -> None:
         fig.savefig(BytesIO(), dpi=DPI, format="png")
 
 
-def chart_observation(ctx: OperatorContext, path: Path, artifact: str, summary: str, caption: str) -> Observation:
+def chart_observation(
+    ctx: OperatorContext, path: Path, artifact: str, summary: str, caption: str
+) -> Observation:
     """The observation of an operator that drew one chart: its path in the run directory, with its caption."""
     chart = str(path.relative_to(ctx.run_dir))
-    return Observation(summary=summary, artifacts=[artifact], charts=[chart], captions={chart: caption})
+    return Observation(
+        summary=summary, artifacts=[artifact], charts=[chart], captions={chart: caption}
+    )

@@ -77,11 +77,15 @@ def held_relations(conn: psycopg.Connection[Any]) -> Held:
     reasons: dict[str, list[str]] = {}
     for _, _, name, why in rows:
         reasons.setdefault(name, []).append(why)
-    return Held(frozenset(oid for relid, table in ((r[0], r[1]) for r in rows) for oid in (relid, table)),
-                {name: ", ".join(whys) for name, whys in reasons.items()})
+    return Held(
+        frozenset(oid for relid, table in ((r[0], r[1]) for r in rows) for oid in (relid, table)),
+        {name: ", ".join(whys) for name, whys in reasons.items()},
+    )
 
 
-def guarded(conn: psycopg.Connection[Any], held: Held, read: Callable[[dict[str, list[int]]], T]) -> tuple[Held, T]:
+def guarded(
+    conn: psycopg.Connection[Any], held: Held, read: Callable[[dict[str, list[int]]], T]
+) -> tuple[Held, T]:
     """`read(held.args)`, with the held set grown and the read retried when a lock taken meanwhile times it out."""
     races = 0
     while True:

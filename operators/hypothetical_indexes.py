@@ -34,7 +34,13 @@ PLANNABLE = (ast.SelectStmt, ast.InsertStmt, ast.UpdateStmt, ast.DeleteStmt, ast
 # Errors that mean "this statement cannot be planned here" (syntax, unknown objects, privileges,
 # parameter types, unsupported features, our statement_timeout, a table another session holds
 # locked past our lock_timeout), as opposed to a broken session.
-UNPLANNABLE = (psycopg.ProgrammingError, psycopg.DataError, psycopg.NotSupportedError, errors.QueryCanceled, errors.LockNotAvailable)
+UNPLANNABLE = (
+    psycopg.ProgrammingError,
+    psycopg.DataError,
+    psycopg.NotSupportedError,
+    errors.QueryCanceled,
+    errors.LockNotAvailable,
+)
 
 
 class HypopgMissing(DbcrewError, LookupError):
@@ -118,7 +124,9 @@ class IndexAdvice:
     """The indexes hypopg proved worth creating, and the statements it could not help."""
 
     suggestions: list[Suggestion] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (query, why no index was suggested)
+    skipped: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (query, why no index was suggested)
     plans: int = 0  # plans asked of the server, hypothetical or not: what the advice cost
 
 
@@ -142,7 +150,9 @@ def hypopg_status(conn: psycopg.Connection[Any]) -> Hypopg | None:
     return Hypopg(version=row[0], schema=row[1], can_hide=row[2]) if row else None
 
 
-def generic_plan_cost(conn: psycopg.Connection[Any], query: str, server_version_num: int) -> PlanCost:
+def generic_plan_cost(
+    conn: psycopg.Connection[Any], query: str, server_version_num: int
+) -> PlanCost:
     """Total cost of the statement's generic plan (operators.explain), or why there is none."""
     try:
         plan = generic_plan(conn, query, server_version_num, PLANNABLE)
@@ -183,7 +193,9 @@ def advise(
     return advisor.advice()
 
 
-def hide_index_effect(conn: psycopg.Connection[Any], index_oid: int, queries: Iterable[str], server_version_num: int) -> HideEffect:
+def hide_index_effect(
+    conn: psycopg.Connection[Any], index_oid: int, queries: Iterable[str], server_version_num: int
+) -> HideEffect:
     """Each query's plan cost with the real index visible and hidden (hypopg 1.4+ hypopg_hide_index).
 
     This is what dropping the index (say, a duplicate) would do to those plans, without dropping it.
@@ -213,7 +225,9 @@ class _Table:
     partitioned: bool = False
 
 
-Index = tuple[_Table, tuple[str, ...]]  # a table and the key columns of a (hypothetical) btree on it
+Index = tuple[
+    _Table, tuple[str, ...]
+]  # a table and the key columns of a (hypothetical) btree on it
 
 
 @dataclass
@@ -224,12 +238,16 @@ class _Advisor:
     hypo: Hypopg
     version: int
     min_saving: float
-    indexed: dict[tuple[str, str], Sequence[Sequence[str]]]  # read from the catalog for tables not given
+    indexed: dict[
+        tuple[str, str], Sequence[Sequence[str]]
+    ]  # read from the catalog for tables not given
     tables: dict[str, _Table | None] = field(default_factory=dict)
     found: dict[Index, tuple[int, list[Proof]]] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     plans: int = 0
-    refused: dict[Index, str] = field(default_factory=dict)  # hypothetical indexes hypopg would not create, and why
+    refused: dict[Index, str] = field(
+        default_factory=dict
+    )  # hypothetical indexes hypopg would not create, and why
 
     def reset(self) -> None:
         execute(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
@@ -240,7 +258,9 @@ class _Advisor:
         if why is not None:
             return self._skip(stmt, why)
         candidates = self._candidates(stmt.query)
-        singles = [(t, (c,)) for t, cols in candidates.items() for c in cols if not self._served(t, (c,))]
+        singles = [
+            (t, (c,)) for t, cols in candidates.items() for c in cols if not self._served(t, (c,))
+        ]
         if not candidates:
             return self._skip(stmt, "no filter columns on a known table")
         if not singles:
@@ -249,27 +269,50 @@ class _Advisor:
         if before.total is None:
             return self._skip(stmt, before.reason or "no plan")
         if before.total < MIN_COST:
-            return self._skip(stmt, f"plan cost {before.total:.1f} < {MIN_COST:.0f}: not worth an index")
+            return self._skip(
+                stmt, f"plan cost {before.total:.1f} < {MIN_COST:.0f}: not worth an index"
+            )
         best = self._cheapest(stmt.query, singles)
         if best is not None and best[2] > MIN_COST:
-            pairs = [(t, pair) for t, cols in candidates.items()
-                     for pair in itertools.permutations(cols, 2) if not self._served(t, pair)]
+            pairs = [
+                (t, pair)
+                for t, cols in candidates.items()
+                for pair in itertools.permutations(cols, 2)
+                if not self._served(t, pair)
+            ]
             best_pair = self._cheapest(stmt.query, pairs)
             if best_pair is not None and best_pair[2] <= best[2] * (1.0 - self.min_saving):
                 best = best_pair
         if best is None:
-            why = "; ".join(sorted({self.refused[(t, c)] for t, c in singles if (t, c) in self.refused}))
-            return self._skip(stmt, f"no hypothetical index could be planned: {why or 'the statement no longer plans'}")
+            why = "; ".join(
+                sorted({self.refused[(t, c)] for t, c in singles if (t, c) in self.refused})
+            )
+            return self._skip(
+                stmt,
+                f"no hypothetical index could be planned: {why or 'the statement no longer plans'}",
+            )
         index, size, cost = best
         if cost > before.total * (1.0 - self.min_saving):
-            return self._skip(stmt, f"best hypothetical index {index[1]} saves only {1.0 - cost / before.total:.0%}")
-        self.found.setdefault(index, (size, []))[1].append(Proof(stmt.query, stmt.calls, stmt.total_ms, before.total, cost))
+            return self._skip(
+                stmt,
+                f"best hypothetical index {index[1]} saves only {1.0 - cost / before.total:.0%}",
+            )
+        self.found.setdefault(index, (size, []))[1].append(
+            Proof(stmt.query, stmt.calls, stmt.total_ms, before.total, cost)
+        )
 
     def fold_into_wider(self) -> None:
         """A suggested single column that leads a suggested pair is served by the pair: merge them when
         the pair, measured on those statements, still saves enough (Dexter drops the narrower one)."""
         for key in [k for k in self.found if len(k[1]) == 1]:
-            wider = next((k for k in self.found if k[0] == key[0] and len(k[1]) > 1 and k[1][0] == key[1][0]), None)
+            wider = next(
+                (
+                    k
+                    for k in self.found
+                    if k[0] == key[0] and len(k[1]) > 1 and k[1][0] == key[1][0]
+                ),
+                None,
+            )
             if wider is None:
                 continue
             remeasured = []
@@ -277,7 +320,9 @@ class _Advisor:
                 result = self._measure(proof.query, *wider)
                 if result is None or result[2] > proof.cost_before * (1.0 - self.min_saving):
                     break
-                remeasured.append(Proof(proof.query, proof.calls, proof.total_ms, proof.cost_before, result[2]))
+                remeasured.append(
+                    Proof(proof.query, proof.calls, proof.total_ms, proof.cost_before, result[2])
+                )
             else:
                 self.found[wider][1].extend(remeasured)
                 del self.found[key]
@@ -286,7 +331,11 @@ class _Advisor:
         suggestions = []
         for (table, columns), (size, proofs) in self.found.items():
             proofs.sort(key=lambda p: p.total_ms, reverse=True)
-            suggestions.append(Suggestion(table.schema, table.name, columns, size, tuple(proofs), table.partitioned))
+            suggestions.append(
+                Suggestion(
+                    table.schema, table.name, columns, size, tuple(proofs), table.partitioned
+                )
+            )
         suggestions.sort(key=lambda s: sum(p.total_ms for p in s.proofs), reverse=True)
         return IndexAdvice(suggestions, list(self.skipped), self.plans)
 
@@ -319,20 +368,34 @@ class _Advisor:
             self.indexed[key] = _btree_columns(self.conn, table)
         return any(tuple(index[: len(columns)]) == columns for index in self.indexed[key])
 
-    def _cheapest(self, query: str, trials: list[tuple[_Table, tuple[str, ...]]]) -> tuple[Index, int, float] | None:
-        results = [r for r in (self._measure(query, t, cols) for t, cols in trials) if r is not None]
+    def _cheapest(
+        self, query: str, trials: list[tuple[_Table, tuple[str, ...]]]
+    ) -> tuple[Index, int, float] | None:
+        results = [
+            r for r in (self._measure(query, t, cols) for t, cols in trials) if r is not None
+        ]
         return min(results, key=lambda r: r[2], default=None)
 
-    def _measure(self, query: str, table: _Table, columns: tuple[str, ...]) -> tuple[Index, int, float] | None:
+    def _measure(
+        self, query: str, table: _Table, columns: tuple[str, ...]
+    ) -> tuple[Index, int, float] | None:
         """The statement's cost with one hypothetical btree on table(columns), and its estimated size."""
         ddl = f"CREATE INDEX ON {qualified(table.schema, table.name)} ({', '.join(quote_ident(c) for c in columns)})"
         try:
-            oid = scalar(self.conn, f"SELECT indexrelid FROM {self.hypo.fn('hypopg_create_index')}(%s)", [ddl])
-        except psycopg.ProgrammingError as exc:  # e.g. a json column: no default btree operator class
+            oid = scalar(
+                self.conn,
+                f"SELECT indexrelid FROM {self.hypo.fn('hypopg_create_index')}(%s)",
+                [ddl],
+            )
+        except (
+            psycopg.ProgrammingError
+        ) as exc:  # e.g. a json column: no default btree operator class
             self.refused[(table, columns)] = first_line(exc)
             return None
         try:
-            size = int(scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid]))
+            size = int(
+                scalar(self.conn, f"SELECT {self.hypo.fn('hypopg_relation_size')}(%s)", [oid])
+            )
             cost = self._plan(query)
         finally:
             self.reset()
@@ -365,4 +428,3 @@ def _resolve_table(conn: psycopg.Connection[Any], name: str) -> _Table | None:
             [name],
         ).fetchone()
     return _Table(row[0], row[1], frozenset(row[3]), row[2]) if row else None
-

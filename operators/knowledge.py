@@ -49,13 +49,17 @@ class KnowledgeBase:
         import bm25s  # here, not at import: it pulls in scipy.sparse, which a run without this index never needs
 
         self._bm25 = bm25s.BM25()
-        self._bm25.index([tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False)
+        self._bm25.index(
+            [tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False
+        )
         self._vectors = VectorIndex([f"{c.name}. {c.content} {c.steps}" for c in chunks])
 
     def for_code(self, code: Cause) -> Chunk | None:
         return next((c for c in self.chunks if c.code == code), None)
 
-    def retrieve(self, metric_names: list[str], text: str, k: int = 3, expert: str | None = None) -> list[Match]:
+    def retrieve(
+        self, metric_names: list[str], text: str, k: int = 3, expert: str | None = None
+    ) -> list[Match]:
         """The k chunks best matching the abnormal metric names and the text (optionally one expert's)."""
         query = tokens(" ".join(metric_names))
         lexical = list(self._bm25.get_scores(query)) if query else [0.0] * len(self.chunks)
@@ -63,7 +67,8 @@ class KnowledgeBase:
         semantic = self._vectors.scores(text) if text.strip() else [0.0] * len(self.chunks)
         scored = [
             Match(chunk=c, score=round(float(lexical[i] / top + TEXT_WEIGHT * semantic[i]), 4))
-            for i, c in enumerate(self.chunks) if expert is None or c.expert == expert
+            for i, c in enumerate(self.chunks)
+            if expert is None or c.expert == expert
         ]
         scored.sort(key=lambda m: -m.score)
         return [m for m in scored[:k] if m.score > 0]

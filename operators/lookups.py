@@ -82,9 +82,15 @@ def _table_size(slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return _absent("Table", slots)
     r = rows[0]
-    count = f"about {r['estimated_rows']:,} rows (planner estimate)" if r["estimated_rows"] >= 0 else "never analyzed (no row estimate)"
-    return (f"Table {_qualified(slots)} takes {r['total']} in total: {r['heap']} of table data and {r['indexes']} of "
-            f"indexes; {count}.")
+    count = (
+        f"about {r['estimated_rows']:,} rows (planner estimate)"
+        if r["estimated_rows"] >= 0
+        else "never analyzed (no row estimate)"
+    )
+    return (
+        f"Table {_qualified(slots)} takes {r['total']} in total: {r['heap']} of table data and {r['indexes']} of "
+        f"indexes; {count}."
+    )
 
 
 TABLE_COLUMNS_SQL = f"""
@@ -113,8 +119,10 @@ ORDER BY i.relname
 def _table_indexes(slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return f"Table {_qualified(slots)} has no index (or does not exist)."
-    parts = "; ".join(f"{r['name']} ({r['size']}, {r['scans']} scans{'' if r['valid'] else ', INVALID'}): {r['definition']}"
-                      for r in rows)
+    parts = "; ".join(
+        f"{r['name']} ({r['size']}, {r['scans']} scans{'' if r['valid'] else ', INVALID'}): {r['definition']}"
+        for r in rows
+    )
     return f"Table {_qualified(slots)} has {len(rows)} indexes: {parts}."
 
 
@@ -135,10 +143,16 @@ def _table_stats(slots: BaseModel, rows: Rows) -> str:
         return _absent("Table", slots)
     r = rows[0]
     options = f" Storage options: {r['options']}." if r["options"] else ""
-    autovacuum = " Autovacuum is disabled on it (autovacuum_enabled=false)." if "autovacuum_enabled=false" in r["options"] else ""
-    return (f"Table {_qualified(slots)}: {r['live']} live and {r['dead']} dead rows; last vacuum {_when(r['last_vacuum'])}, "
-            f"last autovacuum {_when(r['last_autovacuum'])}, last analyze {_when(r['last_analyze'])}, "
-            f"last autoanalyze {_when(r['last_autoanalyze'])}.{autovacuum}{options}")
+    autovacuum = (
+        " Autovacuum is disabled on it (autovacuum_enabled=false)."
+        if "autovacuum_enabled=false" in r["options"]
+        else ""
+    )
+    return (
+        f"Table {_qualified(slots)}: {r['live']} live and {r['dead']} dead rows; last vacuum {_when(r['last_vacuum'])}, "
+        f"last autovacuum {_when(r['last_autovacuum'])}, last analyze {_when(r['last_analyze'])}, "
+        f"last autoanalyze {_when(r['last_autoanalyze'])}.{autovacuum}{options}"
+    )
 
 
 INDEX_INFO_SQL = """
@@ -154,9 +168,15 @@ def _index_info(slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return _absent("Index", slots)
     r = rows[0]
-    state = "valid" if r["valid"] else "INVALID (a failed CREATE INDEX CONCURRENTLY leaves one behind; it is maintained but never used)"
-    return (f"Index {_qualified(slots)} on table {r['table_name']} takes {r['size']}, has been scanned {r['scans']} times "
-            f"and is {state}: {r['definition']}.")
+    state = (
+        "valid"
+        if r["valid"]
+        else "INVALID (a failed CREATE INDEX CONCURRENTLY leaves one behind; it is maintained but never used)"
+    )
+    return (
+        f"Index {_qualified(slots)} on table {r['table_name']} takes {r['size']}, has been scanned {r['scans']} times "
+        f"and is {state}: {r['definition']}."
+    )
 
 
 SETTING_SQL = """
@@ -170,8 +190,10 @@ def _setting(slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return f"There is no setting {name} on this server."
     r = rows[0]
-    return (f"{name} = {r['shown']} (raw {r['setting']}{' ' + r['unit'] if r['unit'] else ''}; source {r['source']}, "
-            f"changed at {r['context']} level): {r['short_desc']}")
+    return (
+        f"{name} = {r['shown']} (raw {r['setting']}{' ' + r['unit'] if r['unit'] else ''}; source {r['source']}, "
+        f"changed at {r['context']} level): {r['short_desc']}"
+    )
 
 
 ACTIVITY_SQL = """
@@ -186,7 +208,9 @@ def _activity(_slots: BaseModel, rows: Rows) -> str:
     total = sum(r["sessions"] for r in rows)
     if not total:
         return "No other client session is connected."
-    parts = ", ".join(f"{r['sessions']} {r['state']} (longest {r['longest_seconds'] or 0} s)" for r in rows)
+    parts = ", ".join(
+        f"{r['sessions']} {r['state']} (longest {r['longest_seconds'] or 0} s)" for r in rows
+    )
     return f"{total} other client sessions: {parts}."
 
 
@@ -200,8 +224,10 @@ FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
 def _locks(_slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return "0 sessions are waiting on a lock: nothing is blocked."
-    parts = "; ".join(f"pid {r['pid']} waits {r['waiting_seconds']} s for {r['mode']} on a {r['locktype']}, blocked by {r['blocked_by']}"
-                      for r in rows)
+    parts = "; ".join(
+        f"pid {r['pid']} waits {r['waiting_seconds']} s for {r['mode']} on a {r['locktype']}, blocked by {r['blocked_by']}"
+        for r in rows
+    )
     return f"{len(rows)} sessions are waiting on locks: {parts}."
 
 
@@ -223,7 +249,11 @@ ORDER BY pg_total_relation_size(c.oid) DESC, 1 LIMIT %(limit)s
 def _largest_tables(_slots: BaseModel, rows: Rows) -> str:
     if not rows:
         return "The database has no table."
-    return "Largest tables (total size with indexes and TOAST): " + ", ".join(f"{r['name']} {r['size']}" for r in rows) + "."
+    return (
+        "Largest tables (total size with indexes and TOAST): "
+        + ", ".join(f"{r['name']} {r['size']}" for r in rows)
+        + "."
+    )
 
 
 LIST_TABLES_SQL = f"""
@@ -238,21 +268,29 @@ def _list_tables(_slots: BaseModel, rows: Rows) -> str:
     return f"{len(rows)} tables: " + ", ".join(r["name"] for r in rows) + "."
 
 
-SERVER_VERSION_SQL = "SELECT current_setting('server_version') AS version, version() AS full_version"
+SERVER_VERSION_SQL = (
+    "SELECT current_setting('server_version') AS version, version() AS full_version"
+)
 
 
 def _server_version(_slots: BaseModel, rows: Rows) -> str:
     return f"PostgreSQL {rows[0]['version']} ({rows[0]['full_version']})."
 
 
-EXTENSIONS_SQL = "SELECT extname::text AS name, extversion::text AS version FROM pg_extension ORDER BY 1"
+EXTENSIONS_SQL = (
+    "SELECT extname::text AS name, extversion::text AS version FROM pg_extension ORDER BY 1"
+)
 
 
 def _extensions(_slots: BaseModel, rows: Rows) -> str:
-    return f"{len(rows)} extensions installed: " + ", ".join(f"{r['name']} {r['version']}" for r in rows) + "."
+    return (
+        f"{len(rows)} extensions installed: "
+        + ", ".join(f"{r['name']} {r['version']}" for r in rows)
+        + "."
+    )
 
 
-WRAPAROUND_SQL = f"""
+WRAPAROUND_SQL = """
 SELECT 'database ' || datname::text AS name, age(datfrozenxid)::bigint AS xid_age FROM pg_database WHERE datname = current_database()
 UNION ALL
 SELECT * FROM (SELECT n.nspname::text || '.' || c.relname::text, age(c.relfrozenxid)::bigint
@@ -265,26 +303,111 @@ SELECT * FROM (SELECT n.nspname::text || '.' || c.relname::text, age(c.relfrozen
 def _wraparound(_slots: BaseModel, rows: Rows) -> str:
     database, tables = rows[0], rows[1:]
     oldest = ", ".join(f"{r['name']} {r['xid_age']:,}" for r in tables) or "no table"
-    return (f"Transaction-ID age of {database['name']}: {database['xid_age']:,} (wraparound protection starts at "
-            f"autovacuum_freeze_max_age, 2,000,000,000 is the hard limit). Oldest tables: {oldest}.")
+    return (
+        f"Transaction-ID age of {database['name']}: {database['xid_age']:,} (wraparound protection starts at "
+        f"autovacuum_freeze_max_age, 2,000,000,000 is the hard limit). Oldest tables: {oldest}."
+    )
 
 
-LOOKUPS: dict[Lookup, LookupSpec] = {spec.kind: spec for spec in (
-    LookupSpec(Lookup.TABLE_SIZE, "size of a table, its indexes and its estimated row count", TableSlot, TABLE_SIZE_SQL, _table_size),
-    LookupSpec(Lookup.TABLE_COLUMNS, "columns of a table with their types", TableSlot, TABLE_COLUMNS_SQL, _table_columns),
-    LookupSpec(Lookup.TABLE_INDEXES, "indexes of a table: definition, size, scans, validity", TableSlot, TABLE_INDEXES_SQL, _table_indexes),
-    LookupSpec(Lookup.TABLE_STATS, "live and dead rows of a table, its last (auto)vacuum and analyze", TableSlot, TABLE_STATS_SQL, _table_stats),
-    LookupSpec(Lookup.INDEX_INFO, "one index: its table, definition, size, scans, validity", IndexSlot, INDEX_INFO_SQL, _index_info),
-    LookupSpec(Lookup.SETTING, "a setting's current value, unit and source", SettingSlot, SETTING_SQL, _setting),
-    LookupSpec(Lookup.ACTIVITY, "current client sessions by state", NoSlots, ACTIVITY_SQL, _activity),
-    LookupSpec(Lookup.LOCKS, "sessions waiting on locks and who blocks them", NoSlots, LOCKS_SQL, _locks),
-    LookupSpec(Lookup.DATABASE_SIZE, "size of the current database", NoSlots, DATABASE_SIZE_SQL, _database_size),
-    LookupSpec(Lookup.LARGEST_TABLES, "the largest tables", LimitSlot, LARGEST_TABLES_SQL, _largest_tables),
-    LookupSpec(Lookup.LIST_TABLES, "every table of the database", NoSlots, LIST_TABLES_SQL, _list_tables),
-    LookupSpec(Lookup.SERVER_VERSION, "the server's PostgreSQL version", NoSlots, SERVER_VERSION_SQL, _server_version),
-    LookupSpec(Lookup.EXTENSIONS, "installed extensions and their versions", NoSlots, EXTENSIONS_SQL, _extensions),
-    LookupSpec(Lookup.WRAPAROUND, "transaction-ID age of the database and its oldest tables", NoSlots, WRAPAROUND_SQL, _wraparound),
-)}
+LOOKUPS: dict[Lookup, LookupSpec] = {
+    spec.kind: spec
+    for spec in (
+        LookupSpec(
+            Lookup.TABLE_SIZE,
+            "size of a table, its indexes and its estimated row count",
+            TableSlot,
+            TABLE_SIZE_SQL,
+            _table_size,
+        ),
+        LookupSpec(
+            Lookup.TABLE_COLUMNS,
+            "columns of a table with their types",
+            TableSlot,
+            TABLE_COLUMNS_SQL,
+            _table_columns,
+        ),
+        LookupSpec(
+            Lookup.TABLE_INDEXES,
+            "indexes of a table: definition, size, scans, validity",
+            TableSlot,
+            TABLE_INDEXES_SQL,
+            _table_indexes,
+        ),
+        LookupSpec(
+            Lookup.TABLE_STATS,
+            "live and dead rows of a table, its last (auto)vacuum and analyze",
+            TableSlot,
+            TABLE_STATS_SQL,
+            _table_stats,
+        ),
+        LookupSpec(
+            Lookup.INDEX_INFO,
+            "one index: its table, definition, size, scans, validity",
+            IndexSlot,
+            INDEX_INFO_SQL,
+            _index_info,
+        ),
+        LookupSpec(
+            Lookup.SETTING,
+            "a setting's current value, unit and source",
+            SettingSlot,
+            SETTING_SQL,
+            _setting,
+        ),
+        LookupSpec(
+            Lookup.ACTIVITY, "current client sessions by state", NoSlots, ACTIVITY_SQL, _activity
+        ),
+        LookupSpec(
+            Lookup.LOCKS,
+            "sessions waiting on locks and who blocks them",
+            NoSlots,
+            LOCKS_SQL,
+            _locks,
+        ),
+        LookupSpec(
+            Lookup.DATABASE_SIZE,
+            "size of the current database",
+            NoSlots,
+            DATABASE_SIZE_SQL,
+            _database_size,
+        ),
+        LookupSpec(
+            Lookup.LARGEST_TABLES,
+            "the largest tables",
+            LimitSlot,
+            LARGEST_TABLES_SQL,
+            _largest_tables,
+        ),
+        LookupSpec(
+            Lookup.LIST_TABLES,
+            "every table of the database",
+            NoSlots,
+            LIST_TABLES_SQL,
+            _list_tables,
+        ),
+        LookupSpec(
+            Lookup.SERVER_VERSION,
+            "the server's PostgreSQL version",
+            NoSlots,
+            SERVER_VERSION_SQL,
+            _server_version,
+        ),
+        LookupSpec(
+            Lookup.EXTENSIONS,
+            "installed extensions and their versions",
+            NoSlots,
+            EXTENSIONS_SQL,
+            _extensions,
+        ),
+        LookupSpec(
+            Lookup.WRAPAROUND,
+            "transaction-ID age of the database and its oldest tables",
+            NoSlots,
+            WRAPAROUND_SQL,
+            _wraparound,
+        ),
+    )
+}
 
 
 class LookupResult(BaseModel):
@@ -299,7 +422,9 @@ def run_lookup(conn: psycopg.Connection[Any], kind: Lookup, params: dict[str, An
     spec = LOOKUPS[kind]
     slots = spec.slots.model_validate(params)
     rows = _rows(conn, spec.sql, slots.model_dump())
-    return LookupResult(kind=kind, params=slots.model_dump(), rows=rows, observation=spec.render(slots, rows))
+    return LookupResult(
+        kind=kind, params=slots.model_dump(), rows=rows, observation=spec.render(slots, rows)
+    )
 
 
 class CatalogueNames(BaseModel):

@@ -14,8 +14,13 @@ from operators.registry import Observation, OperatorContext, operator
 TOP_TABLES = 10
 
 
-@operator(role=Role.PAINTER, category=Category.PAINT, needs=("table_stats",), produces=("chart_table_activity",),
-          prepare=warm_up)
+@operator(
+    role=Role.PAINTER,
+    category=Category.PAINT,
+    needs=("table_stats",),
+    produces=("chart_table_activity",),
+    prepare=warm_up,
+)
 def paint_table_activity(ctx: OperatorContext) -> Observation:
     """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
     rows = ctx.workspace.query(
@@ -25,11 +30,26 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
     )
     path = ctx.run_dir / "charts" / "table_activity.png"
     names = [r["name"] for r in rows][::-1]
-    margins = Margins(left=text_width(names) + 0.35, bottom=0.65, between_columns=0.25)  # the names sit left of the scans
-    with figure(path, 1, 2, margins, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (_, (scans, dead)):
+    margins = Margins(
+        left=text_width(names) + 0.35, bottom=0.65, between_columns=0.25
+    )  # the names sit left of the scans
+    with figure(path, 1, 2, margins, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (
+        _,
+        (scans, dead),
+    ):
         positions = range(len(names))
-        scans.barh([p - 0.2 for p in positions], [r["seq_scan"] for r in rows][::-1], height=0.4, label="sequential scans")
-        scans.barh([p + 0.2 for p in positions], [r["idx_scan"] for r in rows][::-1], height=0.4, label="index scans")
+        scans.barh(
+            [p - 0.2 for p in positions],
+            [r["seq_scan"] for r in rows][::-1],
+            height=0.4,
+            label="sequential scans",
+        )
+        scans.barh(
+            [p + 0.2 for p in positions],
+            [r["idx_scan"] for r in rows][::-1],
+            height=0.4,
+            label="index scans",
+        )
         scans.set_yticks(list(positions), names)
         scans.set_xscale("symlog")
         scans.set_title("Scans since statistics began")
@@ -39,9 +59,14 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         dead.set_xscale("symlog")
         dead.set_title("Dead tuples")
         dead.set_xlabel("dead tuples (symmetric log scale)")
-    caption = (f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
-               " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side.")
-    return chart_observation(ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption)
+    caption = (
+        f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
+        " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side."
+    )
+    return chart_observation(
+        ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption
+    )
+
 
 # Room for 10-digit plain tick labels (an XID age) and the next panel's axis label between panels, and for the
 # run times rotated under each panel.
@@ -64,16 +89,30 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
     positions = list(range(len(points)))
     with figure(path, 1, 1 + len(TREND_PANELS), TRENDS_MARGINS, figsize=(16, 3.6)) as (_, axes):
         counts = axes[0]
-        for severity, colour in (("critical", "tab:red"), ("warning", "tab:orange"), ("info", "tab:gray")):
-            counts.plot(positions, [getattr(v, severity) for _, v in points], marker="o", color=colour, label=severity)
+        for severity, colour in (
+            ("critical", "tab:red"),
+            ("warning", "tab:orange"),
+            ("info", "tab:gray"),
+        ):
+            counts.plot(
+                positions,
+                [getattr(v, severity) for _, v in points],
+                marker="o",
+                color=colour,
+                label=severity,
+            )
         counts.set_title("Findings by severity")
         counts.set_ylabel("findings")
         counts.yaxis.get_major_locator().set_params(integer=True)
         counts.legend(fontsize="small")
         for ax, (field, title, unit, scale) in zip(axes[1:], TREND_PANELS, strict=True):
             values = [getattr(v, field) for _, v in points]
-            ax.plot([p for p, v in zip(positions, values, strict=True) if v is not None],
-                    [v * scale for v in values if v is not None], marker="o", color="tab:blue")
+            ax.plot(
+                [p for p, v in zip(positions, values, strict=True) if v is not None],
+                [v * scale for v in values if v is not None],
+                marker="o",
+                color="tab:blue",
+            )
             ax.set_title(title)
             ax.set_ylabel(unit)
             ax.ticklabel_format(axis="y", style="plain", useOffset=False)

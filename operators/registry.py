@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.settings import Settings
-from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.targets import PostgresTarget, Resumable, resumable
+from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace
 
 
@@ -40,9 +40,15 @@ class Observation(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     artifacts: list[str] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
-    captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what it shows and how to read its axes")
-    partial: str = Field("", description="what this call could not see (coverage says 'ran, partial')")
-    root_causes: list[RootCause] = Field(default_factory=list, description="diagnosis only: the cross review's causes")
+    captions: dict[str, str] = Field(
+        default_factory=dict, description="chart path -> what it shows and how to read its axes"
+    )
+    partial: str = Field(
+        "", description="what this call could not see (coverage says 'ran, partial')"
+    )
+    root_causes: list[RootCause] = Field(
+        default_factory=list, description="diagnosis only: the cross review's causes"
+    )
 
 
 @dataclass
@@ -60,7 +66,10 @@ class OperatorContext:
         a new one when the server ends it, waiting (target_wait_seconds) for a restarting server.
         Reconnect-and-resume is the worker correcting itself, so `--no-reflection` turns it off: the
         first ended session is the task's failure."""
-        return {"wait": self.settings.target_wait_seconds, "resume": self.settings.ablations.reflection}
+        return {
+            "wait": self.settings.target_wait_seconds,
+            "resume": self.settings.ablations.reflection,
+        }
 
     def session(self) -> AbstractContextManager[Resumable]:
         """A session for reads across the window (see `resuming`)."""
@@ -94,18 +103,31 @@ class Operator:
     uses: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     equivalent_of: str | None = None
-    checks: tuple[FindingCode, ...] = field(default=(), metadata={"doc": "finding codes it can emit"})
-    prepare: Callable[[], None] | None = field(default=None, metadata={
-        "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/preparing.py"})
+    checks: tuple[FindingCode, ...] = field(
+        default=(), metadata={"doc": "finding codes it can emit"}
+    )
+    prepare: Callable[[], None] | None = field(
+        default=None,
+        metadata={
+            "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/preparing.py"
+        },
+    )
 
     def run(self, ctx: OperatorContext, params: dict[str, Any]) -> Observation:
         return self.fn(ctx, self.params_model.model_validate(params))
 
     def entry(self) -> CatalogueEntry:
         return CatalogueEntry(
-            name=self.name, role=self.role, category=self.category, description=self.description,
-            needs=list(self.needs), produces=list(self.produces), uses=list(self.uses), checks=list(self.checks),
-            requires=list(self.requires), equivalent_of=self.equivalent_of,
+            name=self.name,
+            role=self.role,
+            category=self.category,
+            description=self.description,
+            needs=list(self.needs),
+            produces=list(self.produces),
+            uses=list(self.uses),
+            checks=list(self.checks),
+            requires=list(self.requires),
+            equivalent_of=self.equivalent_of,
             params_schema=copy.deepcopy(self._params_schema),
         )
 
@@ -174,7 +196,11 @@ def equivalents(name: str) -> list[Operator]:
     """Operators that produce the same artifacts by other means (for 'use an equivalent operator')."""
     base = get(name)
     root = base.equivalent_of or base.name
-    return [op for op in REGISTRY.values() if op.name != name and (op.name == root or op.equivalent_of == root)]
+    return [
+        op
+        for op in REGISTRY.values()
+        if op.name != name and (op.name == root or op.equivalent_of == root)
+    ]
 
 
 def catalogue() -> list[CatalogueEntry]:

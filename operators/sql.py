@@ -13,11 +13,15 @@ from psycopg.rows import tuple_row
 from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
 
 
-def fetch(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+def fetch(
+    conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None
+) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
     """Rows as tuples plus (column, DuckDB type) pairs taken from the result's type OIDs."""
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(sql, params)  # type: ignore[arg-type]
-        columns = [(d.name, PG_TYPE_TO_DUCKDB.get(d.type_code, "VARCHAR")) for d in cur.description or []]
+        columns = [
+            (d.name, PG_TYPE_TO_DUCKDB.get(d.type_code, "VARCHAR")) for d in cur.description or []
+        ]
         rows = cur.fetchall()
     return columns, [tuple(_plain(v) for v in row) for row in rows]
 
@@ -42,7 +46,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def land(ws: Workspace, name: str, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]) -> int:
+def land(
+    ws: Workspace, name: str, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]
+) -> int:
     return ws.write_table(name, columns, rows)
 
 
@@ -58,7 +64,11 @@ def name_list_text(names: list[str]) -> str:
 
 def quote_ident(name: str) -> str:
     """Quote an identifier the way PostgreSQL's quote_ident does, for generated fix SQL."""
-    plain = name and (name[0].isalpha() or name[0] == "_") and all(c.islower() or c.isdigit() or c == "_" for c in name)
+    plain = (
+        name
+        and (name[0].isalpha() or name[0] == "_")
+        and all(c.islower() or c.isdigit() or c == "_" for c in name)
+    )
     if plain and name not in RESERVED_KEYWORDS and name not in TYPE_FUNC_NAME_KEYWORDS:
         return name
     return '"' + name.replace('"', '""') + '"'
@@ -71,4 +81,3 @@ def quote_literal(value: str) -> str:
 
 def qualified(schema: str, name: str) -> str:
     return f"{quote_ident(schema)}.{quote_ident(name)}"
-

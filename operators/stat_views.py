@@ -49,8 +49,12 @@ class CounterView:
     sql: str
     keys: tuple[str, ...]
     counters: tuple[str, ...]
-    relations: tuple[str, ...] = ()  # oid columns of relations it locks to read: the SQL leaves out %(held)s (operators/held.py)
-    markers: tuple[str, ...] = ()  # values that are not counters but whose change over the window is landed (`<name>_delta`)
+    relations: tuple[
+        str, ...
+    ] = ()  # oid columns of relations it locks to read: the SQL leaves out %(held)s (operators/held.py)
+    markers: tuple[
+        str, ...
+    ] = ()  # values that are not counters but whose change over the window is landed (`<name>_delta`)
     reset_by: str = "a crash restart or pg_stat_reset"  # what sets its counters back (`counted_since`), as a report says it
 
     @property
@@ -76,9 +80,21 @@ FROM pg_stat_database WHERE datname = current_database()
 """,
     keys=("datname",),
     counters=(
-        "xact_commit", "xact_rollback", "blks_read", "blks_hit", "tup_returned", "tup_fetched",
-        "tup_inserted", "tup_updated", "tup_deleted", "conflicts", "temp_files", "temp_bytes",
-        "deadlocks", "blk_read_time", "blk_write_time",
+        "xact_commit",
+        "xact_rollback",
+        "blks_read",
+        "blks_hit",
+        "tup_returned",
+        "tup_fetched",
+        "tup_inserted",
+        "tup_updated",
+        "tup_deleted",
+        "conflicts",
+        "temp_files",
+        "temp_bytes",
+        "deadlocks",
+        "blk_read_time",
+        "blk_write_time",
     ),
     # Its delta is not 0 when the server restarted during the window (operators/checks/database.py); a reset of the
     # counters alone (pg_stat_reset) leaves it 0.
@@ -111,6 +127,7 @@ class DatabaseStatsRow:
     stats_age_seconds: float
     server_started: float
 
+
 # One query for PostgreSQL 17+ (pg_stat_checkpointer) and one for older servers (pg_stat_bgwriter).
 # Both also read how many checkpoints WAL can have requested at most (`wal_checkpoints_max`). The
 # server requests one when a WAL segment ends max_wal_size / (1 + checkpoint_completion_target),
@@ -122,10 +139,14 @@ class DatabaseStatsRow:
 # began, so the bound holds whenever they were reset.
 WAL_PER_CHECKPOINT = """greatest(pg_size_bytes(current_setting('max_wal_size')) / (1 + current_setting('checkpoint_completion_target')::float8)
          - pg_size_bytes(current_setting('wal_segment_size')), pg_size_bytes(current_setting('wal_segment_size')))"""
-WAL_CHECKPOINTS_MAX = ("floor(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,"
-                       f" '0/0')::float8 / {WAL_PER_CHECKPOINT})::bigint AS wal_checkpoints_max")
-CHECKPOINTER_SQL_17 = ("SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
-                       f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_checkpointer")
+WAL_CHECKPOINTS_MAX = (
+    "floor(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,"
+    f" '0/0')::float8 / {WAL_PER_CHECKPOINT})::bigint AS wal_checkpoints_max"
+)
+CHECKPOINTER_SQL_17 = (
+    "SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
+    f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_checkpointer"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +160,10 @@ class CheckpointerRow:
     wal_checkpoints_max: int | None
 
 
-CHECKPOINTER_SQL_OLD = ("SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
-                        f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_bgwriter")
+CHECKPOINTER_SQL_OLD = (
+    "SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
+    f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_bgwriter"
+)
 
 
 def checkpointer(server_version_num: int) -> CounterView:
@@ -211,11 +234,21 @@ class TableStatsRow:
     relkind: str
     index_count: int
 
+
 TABLE_STATS = CounterView(
     table="table_stats",
     sql=TABLE_COLUMNS.format(view="pg_stat_user_tables"),
     keys=("relid",),
-    counters=("seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd", "n_tup_del", "n_tup_hot_upd"),
+    counters=(
+        "seq_scan",
+        "seq_tup_read",
+        "idx_scan",
+        "idx_tup_fetch",
+        "n_tup_ins",
+        "n_tup_upd",
+        "n_tup_del",
+        "n_tup_hot_upd",
+    ),
     relations=("relid",),
 )
 # pg_stat_user_tables is a filter over pg_stat_all_tables; a managed service that hides the view
@@ -291,6 +324,7 @@ class IndexStatsRow:
     column_names: str | None
     backs_constraint: bool
 
+
 STATEMENTS = CounterView(
     table="statements",
     sql="""
@@ -302,7 +336,14 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.queryid IS NOT NULL
 """,
     keys=("queryid", "userid", "toplevel"),
-    counters=("calls", "total_exec_time", "rows", "shared_blks_hit", "shared_blks_read", "temp_blks_written"),
+    counters=(
+        "calls",
+        "total_exec_time",
+        "rows",
+        "shared_blks_hit",
+        "shared_blks_read",
+        "temp_blks_written",
+    ),
     # Busy servers evict the least-used entries when pg_stat_statements.max is reached: an entry seen again started anew.
     reset_by="entries evicted (pg_stat_statements.max) or reset",
 )

@@ -35,8 +35,9 @@ def fence_safe(text: str) -> str:
     return _FENCE_TAG.sub(r"&lt;\1", text)
 
 
-templating.add_templates("prompts", HERE,
-                         {"tojson_pretty": tojson_pretty, "fence_safe": fence_safe})
+templating.add_templates(
+    "prompts", HERE, {"tojson_pretty": tojson_pretty, "fence_safe": fence_safe}
+)
 
 
 def render(template: str, context: dict[str, Any]) -> str:

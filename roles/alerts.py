@@ -44,29 +44,49 @@ def scrub(text: str) -> str:
 def news_of(report: Report) -> list[HistoryItem]:
     """The problems worth telling: new or regressed critical and warning findings (all of them without history)."""
     if report.history is None:
-        return [HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at)
-                for f in report.findings if f.is_problem]
+        return [
+            HistoryItem(
+                code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at
+            )
+            for f in report.findings
+            if f.is_problem
+        ]
     items = [*report.history.new, *report.history.regressed]
-    return sorted((i for i in items if i.is_problem), key=lambda i: (i.severity.rank, i.code, i.object))
+    return sorted(
+        (i for i in items if i.is_problem), key=lambda i: (i.severity.rank, i.code, i.object)
+    )
 
 
 def alert_for(report: Report) -> ChannelAlert | None:
     """The alert this run deserves, or None when it has nothing new to say."""
-    where = f"Target: {report.target.display}\nRun: {report.link or report.run_id} ({report.scenario}," \
-            f" started {report.started_at:%Y-%m-%d %H:%M UTC})"
+    where = (
+        f"Target: {report.target.display}\nRun: {report.link or report.run_id} ({report.scenario},"
+        f" started {report.started_at:%Y-%m-%d %H:%M UTC})"
+    )
     if report.error:
-        return ChannelAlert(title=f"dbcrew: the {report.scenario} review of {report.target.display} failed",
-                            body=scrub(f"{where}\nError: {report.error}"), failed=True, findings=[])
+        return ChannelAlert(
+            title=f"dbcrew: the {report.scenario} review of {report.target.display} failed",
+            body=scrub(f"{where}\nError: {report.error}"),
+            failed=True,
+            findings=[],
+        )
     news = news_of(report)
     if not news:
         return None
     worst = news[0].severity.value
-    lines = [f"- {i.severity.value} {i.code} on {i.object} (first seen {i.first_seen:%Y-%m-%d %H:%M UTC})" for i in news[:MAX_LISTED]]
+    lines = [
+        f"- {i.severity.value} {i.code} on {i.object} (first seen {i.first_seen:%Y-%m-%d %H:%M UTC})"
+        for i in news[:MAX_LISTED]
+    ]
     if len(news) > MAX_LISTED:
         lines.append(f"- ... and {len(news) - MAX_LISTED} more (see the report)")
     title = f"dbcrew: {len(news)} new problem{'s' if len(news) > 1 else ''} ({worst}) on {report.target.display}"
-    return ChannelAlert(title=title, body=scrub("\n".join([where, "New or regressed since the previous run:", *lines])),
-                        failed=False, findings=news)
+    return ChannelAlert(
+        title=title,
+        body=scrub("\n".join([where, "New or regressed since the previous run:", *lines])),
+        failed=False,
+        findings=news,
+    )
 
 
 def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
@@ -80,8 +100,12 @@ def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
     for url in urls:
         if not targets.add(url):
             # the URL's path and query carry its tokens (Slack, Telegram, ...): name the scheme only
-            raise AlertNotDelivered(f"alert URL #{urls.index(url) + 1} ({url.partition(':')[0]}://...) is not an Apprise URL")
+            raise AlertNotDelivered(
+                f"alert URL #{urls.index(url) + 1} ({url.partition(':')[0]}://...) is not an Apprise URL"
+            )
     kind = apprise.NotifyType.FAILURE if alert.failed else apprise.NotifyType.WARNING
     if not targets.notify(title=alert.title, body=alert.body, notify_type=kind):
-        raise AlertNotDelivered(f"the alert for run {report.run_id} was not delivered to every one of {len(urls)} URLs")
+        raise AlertNotDelivered(
+            f"the alert for run {report.run_id} was not delivered to every one of {len(urls)} URLs"
+        )
     return alert

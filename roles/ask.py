@@ -41,22 +41,33 @@ from roles.routing import router, write_request
 
 ANALYSES = {
     Scenario.DIAGNOSE: "a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that"
-                       " sample the database now, cross-review their root causes and rank them",
+    " sample the database now, cross-review their root causes and rank them",
     Scenario.HEALTH: "a health review: the planner forms a team (extractor, tasker, painter) that collects statistics,"
-                     " runs every health check and draws the activity charts",
+    " runs every health check and draws the activity charts",
 }
 OBSERVATION_LIMIT = 600
 CITED_PASSAGES = 3
 MAX_LISTED_FINDINGS = 5
-READ_ONLY = ("dbcrew is read-only: it never writes to a database (its sessions run with "
-             "default_transaction_read_only), so it will not carry out a request to change data, schema, settings or sessions.")
+READ_ONLY = (
+    "dbcrew is read-only: it never writes to a database (its sessions run with "
+    "default_transaction_read_only), so it will not carry out a request to change data, schema, settings or sessions."
+)
 OFF_TOPIC = "This question is not about databases; dbcrew answers questions about PostgreSQL and the databases it reviews."
 T = TypeVar("T")
-DIAGNOSE_WORDS = re.compile(r"\b(slow|slower|now|spike|latency|timing out|timeouts?|stuck|cpu|root cause|cause|why)\b", re.IGNORECASE)
+DIAGNOSE_WORDS = re.compile(
+    r"\b(slow|slower|now|spike|latency|timing out|timeouts?|stuck|cpu|root cause|cause|why)\b",
+    re.IGNORECASE,
+)
 
 
-def ask(question: str, target: PostgresTarget | None = None, docs: Path | None = None, brain: Brain | None = None,
-        workspace: Workspace | None = None, settings: Settings | None = None) -> Answer:
+def ask(
+    question: str,
+    target: PostgresTarget | None = None,
+    docs: Path | None = None,
+    brain: Brain | None = None,
+    workspace: Workspace | None = None,
+    settings: Settings | None = None,
+) -> Answer:
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
     FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
     if target is None or write_request(question) is not None:
@@ -65,20 +76,37 @@ def ask(question: str, target: PostgresTarget | None = None, docs: Path | None =
         return _answer(question, conn, docs, brain, workspace, target, settings)
 
 
-def _answer(question: str, conn: psycopg.Connection | None, docs: Path | None, brain: Brain | None,
-            workspace: Workspace | None, target: PostgresTarget | None, settings: Settings | None) -> Answer:
+def _answer(
+    question: str,
+    conn: psycopg.Connection | None,
+    docs: Path | None,
+    brain: Brain | None,
+    workspace: Workspace | None,
+    target: PostgresTarget | None,
+    settings: Settings | None,
+) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
     client = brain.client if isinstance(brain, OpenAIBrain) else None
     names = catalogue_names(conn) if conn is not None else None
-    route = router().route(question, fill_slots(question, names).objects_masked if names is not None else None)
+    route = router().route(
+        question, fill_slots(question, names).objects_masked if names is not None else None
+    )
     if route is Route.UNSAFE:
         request = write_request(question)
         reason = READ_ONLY + (f" The request: {request!r}." if request else "")
-        answer = ("Refused. Review first (`dbcrew review`), then make the change yourself through your own "
-                  "change process; a review's findings carry the fix SQL for you to run.")
+        answer = (
+            "Refused. Review first (`dbcrew review`), then make the change yourself through your own "
+            "change process; a review's findings carry the fix SQL for you to run."
+        )
         return Answer(route=route, answer=answer, refused=True, reason=reason, brain=brain_name)
     if route is Route.OFF_TOPIC:
-        return Answer(route=route, answer=OFF_TOPIC, refused=True, reason="not about databases", brain=brain_name)
+        return Answer(
+            route=route,
+            answer=OFF_TOPIC,
+            refused=True,
+            reason="not about databases",
+            brain=brain_name,
+        )
     if route is Route.ANALYSIS:
         return _analysis(question, target, brain_name, settings)
     if route is Route.INSTANCE:
@@ -99,13 +127,19 @@ def _by_llm(what: str, client: LlmClient, attempt: Callable[[], T | None]) -> tu
     return result, "openai" if result is not None else f"rules (openai gave no usable {what})"
 
 
-def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str, client: LlmClient | None) -> Answer:
+def _knowledge(
+    question: str, route: Route, docs: Path | None, brain_name: str, client: LlmClient | None
+) -> Answer:
     hits = docs_index(manual_folder(docs)).search(question, CITED_PASSAGES)
     if not hits:
-        return Answer(route=route, answer="The manual has no passage about this question.", brain=brain_name)
+        return Answer(
+            route=route, answer="The manual has no passage about this question.", brain=brain_name
+        )
     citations = [_citation(hit, question) for hit in hits]
     if client is not None:
-        text, brain_name = _by_llm("cited answer", client, lambda: written(question, [h.passage for h in hits], client))
+        text, brain_name = _by_llm(
+            "cited answer", client, lambda: written(question, [h.passage for h in hits], client)
+        )
         if text is not None:
             return Answer(route=route, answer=text, citations=citations, brain=brain_name)
     lead = citations[0]
@@ -118,20 +152,37 @@ def _knowledge(question: str, route: Route, docs: Path | None, brain_name: str, 
 
 def _citation(hit: Hit, question: str) -> Citation:
     passage = hit.passage
-    return Citation(source=passage.source, section=passage.section, title=passage.title,
-                    excerpt=best_sentences(passage.text, question))
+    return Citation(
+        source=passage.source,
+        section=passage.section,
+        title=passage.title,
+        excerpt=best_sentences(passage.text, question),
+    )
 
 
-def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNames | None, workspace: Workspace | None,
-              brain_name: str, client: LlmClient | None) -> Answer:
+def _instance(
+    question: str,
+    conn: psycopg.Connection | None,
+    names: CatalogueNames | None,
+    workspace: Workspace | None,
+    brain_name: str,
+    client: LlmClient | None,
+) -> Answer:
     if conn is None or names is None:
-        return Answer(route=Route.INSTANCE, brain=brain_name,
-                      answer="This question is about a database's own state: give the database to look at (--target URL).")
+        return Answer(
+            route=Route.INSTANCE,
+            brain=brain_name,
+            answer="This question is about a database's own state: give the database to look at (--target URL).",
+        )
     if client is not None:
-        outcome, brain_name = _by_llm("look-up answer", client, lambda: react(question, conn, names, client))
+        outcome, brain_name = _by_llm(
+            "look-up answer", client, lambda: react(question, conn, names, client)
+        )
         if outcome is not None:
             tools = [_kept(t, {"observation": t.observation}, workspace) for t in outcome.tools]
-            return Answer(route=Route.INSTANCE, answer=outcome.answer, tools=tools, brain=brain_name)
+            return Answer(
+                route=Route.INSTANCE, answer=outcome.answer, tools=tools, brain=brain_name
+            )
     try:
         call = invocation(question, names, router())
     except MissingSlot as exc:
@@ -139,9 +190,14 @@ def _instance(question: str, conn: psycopg.Connection | None, names: CatalogueNa
     try:
         result = run_lookup(conn, call.lookup, call.params)
     except pydantic.ValidationError as exc:
-        raise TargetError(f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}") from None
-    tool = _kept(ToolCall(operator=call.lookup.value, params=result.params, observation=result.observation),
-                 {"observation": result.observation, "rows": result.rows}, workspace)
+        raise TargetError(
+            f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}"
+        ) from None
+    tool = _kept(
+        ToolCall(operator=call.lookup.value, params=result.params, observation=result.observation),
+        {"observation": result.observation, "rows": result.rows},
+        workspace,
+    )
     return Answer(route=Route.INSTANCE, answer=result.observation, tools=[tool], brain=brain_name)
 
 
@@ -152,22 +208,42 @@ def _kept(tool: ToolCall, whole: dict[str, object], workspace: Workspace | None)
         return tool
     store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
     key = store.put_observation(f"ask:{tool.operator}:{uuid.uuid4().hex[:8]}", whole)
-    return tool.model_copy(update={"observation_key": key, "observation": tool.observation[:OBSERVATION_LIMIT - 1] + "…"})
+    return tool.model_copy(
+        update={
+            "observation_key": key,
+            "observation": tool.observation[: OBSERVATION_LIMIT - 1] + "…",
+        }
+    )
 
 
-def _analysis(question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None) -> Answer:
+def _analysis(
+    question: str, target: PostgresTarget | None, brain_name: str, settings: Settings | None
+) -> Answer:
     """Without a target, the review to run; with one, that review as a request (flows/ask.py runs it through the
     one review path: the planner's team, the painter's charts) and `answered_by_review` answers from its report."""
     diagnose = bool(DIAGNOSE_WORDS.search(question))
     scenario = Scenario.DIAGNOSE if diagnose else Scenario.HEALTH
     command = "diagnose" if diagnose else "review"
     if target is None:
-        return Answer(route=Route.ANALYSIS, brain=brain_name,
-                      answer=f"This needs {ANALYSES[scenario]}. Run: dbcrew {command} TARGET")
+        return Answer(
+            route=Route.ANALYSIS,
+            brain=brain_name,
+            answer=f"This needs {ANALYSES[scenario]}. Run: dbcrew {command} TARGET",
+        )
     chosen = (settings or Settings()).model_copy(update={"alert": question} if diagnose else {})
-    request = ReviewRequest(target=target, scenario=scenario, settings=chosen, brain=brain_name.partition(" ")[0],
-                            out=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}")
-    return Answer(route=Route.ANALYSIS, brain=brain_name, answer=f"This needs {ANALYSES[scenario]}.", review=request)
+    request = ReviewRequest(
+        target=target,
+        scenario=scenario,
+        settings=chosen,
+        brain=brain_name.partition(" ")[0],
+        out=reports_root() / "ask" / f"{scenario.value}-{uuid.uuid4().hex[:12]}",
+    )
+    return Answer(
+        route=Route.ANALYSIS,
+        brain=brain_name,
+        answer=f"This needs {ANALYSES[scenario]}.",
+        review=request,
+    )
 
 
 def answered_by_review(answer: Answer, report: Report) -> Answer:
@@ -175,9 +251,20 @@ def answered_by_review(answer: Answer, report: Report) -> Answer:
     request = answer.review
     assert request is not None and request.out is not None  # _analysis made it
     problems = sorted((f for f in report.findings if f.is_problem), key=lambda f: f.severity.rank)
-    worst = "; ".join(f"{f.severity.value} {f.code} on {f.object}" for f in problems[:MAX_LISTED_FINDINGS])
-    text = (f"Ran {ANALYSES[request.scenario]}. {report.summary}".strip() + (f"\nWorst findings: {worst}." if worst else "") +
-            f"\nReport: {request.out / 'report.html'}" + (f" (charts: {', '.join(report.charts)})" if report.charts else ""))
-    tool = ToolCall(operator=f"{request.scenario.value}_review", params={"window_seconds": request.settings.window_seconds},
-                    observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {request.out}")
-    return answer.model_copy(update={"answer": text, "tools": [tool], "brain": report.brain, "review": None})
+    worst = "; ".join(
+        f"{f.severity.value} {f.code} on {f.object}" for f in problems[:MAX_LISTED_FINDINGS]
+    )
+    text = (
+        f"Ran {ANALYSES[request.scenario]}. {report.summary}".strip()
+        + (f"\nWorst findings: {worst}." if worst else "")
+        + f"\nReport: {request.out / 'report.html'}"
+        + (f" (charts: {', '.join(report.charts)})" if report.charts else "")
+    )
+    tool = ToolCall(
+        operator=f"{request.scenario.value}_review",
+        params={"window_seconds": request.settings.window_seconds},
+        observation=f"{len(report.findings)} findings, {len(problems)} problems; report in {request.out}",
+    )
+    return answer.model_copy(
+        update={"answer": text, "tools": [tool], "brain": report.brain, "review": None}
+    )

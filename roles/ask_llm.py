@@ -37,8 +37,10 @@ _FINAL = re.compile(r"^\s*Final Answer:\s*(?P<answer>.+)", re.MULTILINE | re.DOT
 _CITED = re.compile(r"\[(\d+)\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=\])\s+(?=[A-Z])")
 _WORD = re.compile(r"[a-z0-9_]{3,}")
-_STOP = frozenset("the and for that this with from are was were which when what how its into can not but than then "
-                  "they them their there has have had also only more most such each any all one you your".split())
+_STOP = frozenset(
+    "the and for that this with from are was were which when what how its into can not but than then "
+    "they them their there has have had also only more most such each any all one you your".split()
+)
 
 
 @dataclass
@@ -47,12 +49,25 @@ class ReactOutcome:
     tools: list[ToolCall] = field(default_factory=list)
 
 
-def react(question: str, conn: psycopg.Connection[Any], names: CatalogueNames, client: LlmClient) -> ReactOutcome | None:
+def react(
+    question: str, conn: psycopg.Connection[Any], names: CatalogueNames, client: LlmClient
+) -> ReactOutcome | None:
     """The model's final answer after its look-ups, or None when it gives none within MAX_STEPS turns."""
-    tools = [{"name": k.value, "description": spec.description, "parameters": spec.slots.model_json_schema().get("properties", {})}
-             for k, spec in LOOKUPS.items()]
-    messages = [{"role": "system", "content": render("ask_react.j2", {"tools": tools, "question": question})},
-                {"role": "user", "content": "Begin."}]
+    tools = [
+        {
+            "name": k.value,
+            "description": spec.description,
+            "parameters": spec.slots.model_json_schema().get("properties", {}),
+        }
+        for k, spec in LOOKUPS.items()
+    ]
+    messages = [
+        {
+            "role": "system",
+            "content": render("ask_react.j2", {"tools": tools, "question": question}),
+        },
+        {"role": "user", "content": "Begin."},
+    ]
     calls: list[ToolCall] = []
     for _ in range(MAX_STEPS):
         turn = client.complete(messages).text
@@ -60,11 +75,16 @@ def react(question: str, conn: psycopg.Connection[Any], names: CatalogueNames, c
         if final:
             return ReactOutcome(final.group("answer").strip(), calls)
         observation = _observe(turn, conn, names, calls)
-        messages += [{"role": "assistant", "content": turn}, {"role": "user", "content": f"Observation: {observation}"}]
+        messages += [
+            {"role": "assistant", "content": turn},
+            {"role": "user", "content": f"Observation: {observation}"},
+        ]
     return None
 
 
-def _observe(turn: str, conn: psycopg.Connection[Any], names: CatalogueNames, calls: list[ToolCall]) -> str:
+def _observe(
+    turn: str, conn: psycopg.Connection[Any], names: CatalogueNames, calls: list[ToolCall]
+) -> str:
     """The Observation for one turn: the look-up's result, or what to correct."""
     action = _ACTION.search(turn)
     if action is None:
@@ -78,7 +98,7 @@ def _observe(turn: str, conn: psycopg.Connection[Any], names: CatalogueNames, ca
     try:
         params = json.loads(raw.group("input").strip().strip("`")) if raw else None
     except ValueError as exc:
-        return f"The Action Input is not valid JSON ({exc}). Give one JSON object, e.g. {{\"table\": \"orders\"}}."
+        return f'The Action Input is not valid JSON ({exc}). Give one JSON object, e.g. {{"table": "orders"}}.'
     if not isinstance(params, dict):
         return "The Action Input must be a JSON object of the tool's parameters."
     unknown = _unknown_name(LOOKUPS[lookup].slots, params, names)
@@ -88,31 +108,51 @@ def _observe(turn: str, conn: psycopg.Connection[Any], names: CatalogueNames, ca
         result = run_lookup(conn, lookup, params)
     except pydantic.ValidationError as exc:
         return f"The parameters do not fit {lookup.value}: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}."
-    calls.append(ToolCall(operator=lookup.value, params=result.params, observation=result.observation))
+    calls.append(
+        ToolCall(operator=lookup.value, params=result.params, observation=result.observation)
+    )
     return result.observation
 
 
-def _unknown_name(model: type[pydantic.BaseModel], params: dict[str, Any], names: CatalogueNames) -> str:
+def _unknown_name(
+    model: type[pydantic.BaseModel], params: dict[str, Any], names: CatalogueNames
+) -> str:
     """A correction when the parameters name a table or index the catalogue does not hold ('' when they do)."""
-    for slot, kind, known in ((TableSlot, "table", names.tables), (IndexSlot, "index", names.indexes)):
-        if model is slot and (str(params.get("schema_name", "public")), str(params.get(kind, ""))) not in known:
+    for slot, kind, known in (
+        (TableSlot, "table", names.tables),
+        (IndexSlot, "index", names.indexes),
+    ):
+        if (
+            model is slot
+            and (str(params.get("schema_name", "public")), str(params.get(kind, ""))) not in known
+        ):
             return f"This database has no {kind} {params.get(kind)!r}. Its {kind}s: {', '.join(n for _, n in known[:30])}."
     return ""
 
 
 def written(question: str, passages: list[Passage], client: LlmClient) -> str | None:
     """An answer written from `passages` whose every sentence its cited passage supports, or None."""
-    messages = [{"role": "system", "content": render("ask_written.j2", {"question": question, "passages": passages})},
-                {"role": "user", "content": "Answer."}]
+    messages = [
+        {
+            "role": "system",
+            "content": render("ask_written.j2", {"question": question, "passages": passages}),
+        },
+        {"role": "user", "content": "Answer."},
+    ]
     for _ in range(REGENERATIONS + 1):
         text = client.complete(messages).text.strip()
         unsupported = unsupported_sentences(text, [p.text for p in passages])
         if text and not unsupported:
             return text
         listed = "; ".join(repr(s) for s in unsupported[:5]) or "(the answer was empty)"
-        messages += [{"role": "assistant", "content": text},
-                     {"role": "user", "content": f"These sentences are not supported by the passages they cite: {listed}. "
-                                                 "Answer again, every sentence backed by its cited passage."}]
+        messages += [
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": f"These sentences are not supported by the passages they cite: {listed}. "
+                "Answer again, every sentence backed by its cited passage.",
+            },
+        ]
     return None
 
 
@@ -127,4 +167,3 @@ def unsupported_sentences(text: str, passages: list[str]) -> list[str]:
         if not sources or (words and len(backed) / len(words) < SUPPORTED):
             out.append(sentence)
     return out
-

@@ -39,12 +39,17 @@ def missing_capabilities(brief: Brief) -> dict[str, SkipCause]:
     """capability -> why it is missing."""
     missing = {}
     if "pg_stat_statements" not in brief.extensions:
-        missing["pg_stat_statements"] = "extension pg_stat_statements is not installed in this database"
+        missing["pg_stat_statements"] = (
+            "extension pg_stat_statements is not installed in this database"
+        )
     elif not brief.has_statements:
         missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
     if "hypopg" not in brief.extensions:
         missing["hypopg"] = "extension hypopg is not installed in this database"
-    return {name: SkipCause(kind=SkipKind.MISSING_EXTENSION, detail=why) for name, why in missing.items()}
+    return {
+        name: SkipCause(kind=SkipKind.MISSING_EXTENSION, detail=why)
+        for name, why in missing.items()
+    }
 
 
 def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
@@ -65,30 +70,51 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
             absent = [a for a in entry.needs if a not in produced]
             if absent:
                 # Carry the root cause (why the producer was dropped), not just the missing artifact.
-                cause = next((dropped[e.name] for e in catalogue if e.name in dropped and absent[0] in e.produces), None)
-                dropped[entry.name] = cause or SkipCause(kind=SkipKind.NO_SOURCE,
-                                                         detail=f"needs {absent[0]}, which nothing on this target can collect")
+                cause = next(
+                    (
+                        dropped[e.name]
+                        for e in catalogue
+                        if e.name in dropped and absent[0] in e.produces
+                    ),
+                    None,
+                )
+                dropped[entry.name] = cause or SkipCause(
+                    kind=SkipKind.NO_SOURCE,
+                    detail=f"needs {absent[0]}, which nothing on this target can collect",
+                )
                 changed = True
     caps = Capabilities(available=[e for e in catalogue if e.name not in dropped])
     for entry in catalogue:
         if entry.name in dropped and entry.category is Category.CHECKS:
-            caps.coverage.append(CoverageEntry.of(entry.name, CoverageStatus.SKIPPED, dropped[entry.name]))
+            caps.coverage.append(
+                CoverageEntry.of(entry.name, CoverageStatus.SKIPPED, dropped[entry.name])
+            )
     for extension, (consequence, remedy) in EXTENSION_EFFECTS.items():
         if extension in missing:
-            caps.findings.append(Finding(
-                code=FindingCode.EXTENSION_MISSING, severity=Severity.INFO, object=extension,
-                title=f"{extension} is unavailable: {consequence}", evidence={"reason": missing[extension].detail},
-                recommendation=remedy, source="planner",
-            ))
+            caps.findings.append(
+                Finding(
+                    code=FindingCode.EXTENSION_MISSING,
+                    severity=Severity.INFO,
+                    object=extension,
+                    title=f"{extension} is unavailable: {consequence}",
+                    evidence={"reason": missing[extension].detail},
+                    recommendation=remedy,
+                    source="planner",
+                )
+            )
     if not brief.can_read_all_stats:
         grant = f"GRANT pg_read_all_stats TO {brief.current_user};"
-        caps.findings.append(Finding(
-            code=FindingCode.PRIVILEGE_INSUFFICIENT, severity=Severity.INFO, object=brief.current_user,
-            title=f"Role {brief.current_user} sees only its own sessions and statement texts",
-            evidence={"missing": "pg_read_all_stats", "grant": grant},
-            recommendation=f"{grant} (or GRANT pg_monitor) for a complete view of sessions and statements.",
-            source="planner",
-        ))
+        caps.findings.append(
+            Finding(
+                code=FindingCode.PRIVILEGE_INSUFFICIENT,
+                severity=Severity.INFO,
+                object=brief.current_user,
+                title=f"Role {brief.current_user} sees only its own sessions and statement texts",
+                evidence={"missing": "pg_read_all_stats", "grant": grant},
+                recommendation=f"{grant} (or GRANT pg_monitor) for a complete view of sessions and statements.",
+                source="planner",
+            )
+        )
     return caps
 
 
@@ -97,8 +123,10 @@ def privilege_notes(brief: Brief) -> list[str]:
     statements and reads every catalog with rights a mistake (or a hostile object) could use."""
     if not brief.is_superuser:
         return []
-    return [f"ran as superuser {brief.current_user}: a review needs only pg_monitor; "
-            "run it as a dedicated least-privilege role (CREATE ROLE dbcrew LOGIN; GRANT pg_monitor TO dbcrew;)"]
+    return [
+        f"ran as superuser {brief.current_user}: a review needs only pg_monitor; "
+        "run it as a dedicated least-privilege role (CREATE ROLE dbcrew LOGIN; GRANT pg_monitor TO dbcrew;)"
+    ]
 
 
 def visibility_notes(brief: Brief) -> dict[str, str]:
@@ -111,7 +139,9 @@ def visibility_notes(brief: Brief) -> dict[str, str]:
 
 # PostgreSQL's own words for a refused privilege (aclcheck_error): the error carries no structured field
 # naming the object, so its message is read once, where the failure becomes a cause.
-_DENIED = re.compile(r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)")
+_DENIED = re.compile(
+    r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)"
+)
 
 
 def grant_for(message: str, role: str) -> str | None:
@@ -143,6 +173,8 @@ def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> 
                 return outcome.cause.model_copy(update={"root": trace(outcomes[upstream])})
             return outcome.cause
         grant = grant_for(outcome.reason, role)
-        return SkipCause(kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=outcome.reason, grant=grant)
+        return SkipCause(
+            kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=outcome.reason, grant=grant
+        )
 
     return trace(outcomes[task_id])

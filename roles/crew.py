@@ -17,9 +17,9 @@ from dbcrew import stopping
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
-from dbcrew.models.request import ReviewRequest, TargetURL
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, Phases, SkipKind
+from dbcrew.models.request import ReviewRequest, TargetURL
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import TaskStatus
@@ -29,13 +29,20 @@ from operators.collect import probe
 from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
 from roles.capabilities import prune
+from roles.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.faults import FaultInjector, damage_plan
 from roles.history import stage_baseline
-from roles.memory import LongTermMemory, apply_lessons, lessons_from, recall, remember_run, target_identity
+from roles.memory import (
+    LongTermMemory,
+    apply_lessons,
+    lessons_from,
+    recall,
+    remember_run,
+    target_identity,
+)
 from roles.monitor import Monitor
 from roles.planner import make_plan
 from roles.replanner import replan
-from roles.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.worker import TaskOutcome, await_target, perform
 
 
@@ -52,15 +59,23 @@ class RunContext(ReviewRequest):
     target: TargetURL
     run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
     out_dir: Path
-    link: str = Field("", description="where to see the run: the Prefect UI page of its flow run, when known")
+    link: str = Field(
+        "", description="where to see the run: the Prefect UI page of its flow run, when known"
+    )
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     _brain: Brain | None = PrivateAttr(default=None)
 
     @classmethod
-    def of(cls, request: ReviewRequest, target: PostgresTarget, out_dir: Path, link: str = "") -> RunContext:
+    def of(
+        cls, request: ReviewRequest, target: PostgresTarget, out_dir: Path, link: str = ""
+    ) -> RunContext:
         """The run of `request` on `target` (resolved from its URL or secret), writing into `out_dir`."""
-        options = {name: getattr(request, name) for name in ReviewRequest.model_fields}  # by reference: the password stays
-        return cls.model_validate({**options, "target": target, "target_secret": None, "out_dir": out_dir, "link": link})
+        options = {
+            name: getattr(request, name) for name in ReviewRequest.model_fields
+        }  # by reference: the password stays
+        return cls.model_validate(
+            {**options, "target": target, "target_secret": None, "out_dir": out_dir, "link": link}
+        )
 
     @property
     def shared_brain(self) -> Brain:
@@ -83,10 +98,15 @@ class RunContext(ReviewRequest):
         if not self.settings.ablations.monitor:
             return None
         target = self.target
-        reads_memory = self.settings.ablations.memory  # the run's short-term memory, read while it runs
-        return Monitor(load_tree, self.shared_brain,
-                       await_target=(lambda budget: await_target(target, budget)) if reads_memory else None,
-                       outage_budget=self.settings.outage_wait_seconds)
+        reads_memory = (
+            self.settings.ablations.memory
+        )  # the run's short-term memory, read while it runs
+        return Monitor(
+            load_tree,
+            self.shared_brain,
+            await_target=(lambda budget: await_target(target, budget)) if reads_memory else None,
+            outage_budget=self.settings.outage_wait_seconds,
+        )
 
 
 class Initialized(BaseModel):
@@ -96,7 +116,9 @@ class Initialized(BaseModel):
     findings: list[Finding]
     reflection_rounds: int
     identity: str = Field("", description="the target's identity in long-term memory (no password)")
-    edits: list[PlanEdit] = Field(default_factory=list, description="lessons from long-term memory applied to the plan")
+    edits: list[PlanEdit] = Field(
+        default_factory=list, description="lessons from long-term memory applied to the plan"
+    )
 
 
 class ReplanOutcome(BaseModel):
@@ -107,8 +129,13 @@ class ReplanOutcome(BaseModel):
 
 
 def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
-    return OperatorContext(target=run.target, workspace=Workspace(run.workspace_path), settings=run.settings,
-                           brief=brief, run_dir=run.out_dir)
+    return OperatorContext(
+        target=run.target,
+        workspace=Workspace(run.workspace_path),
+        settings=run.settings,
+        brief=brief,
+        run_dir=run.out_dir,
+    )
 
 
 def initialize(run: RunContext) -> Initialized:
@@ -119,46 +146,91 @@ def initialize(run: RunContext) -> Initialized:
     caps = prune(brief, catalogue())
     brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
-    planned = make_plan(brain, request, run.settings.max_reflection_rounds, reflection=run.settings.ablations.reflection,
-                        draft=lambda strategy: damage_plan(strategy, run.faults))
+    planned = make_plan(
+        brain,
+        request,
+        run.settings.max_reflection_rounds,
+        reflection=run.settings.ablations.reflection,
+        draft=lambda strategy: damage_plan(strategy, run.faults),
+    )
     strategy, rounds = planned.strategy, len(planned.rounds)
     identity, edits = "", []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
         lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, strategy)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
-    return Initialized(brief=brief, strategy=strategy, coverage=caps.coverage, findings=caps.findings,
-                       reflection_rounds=rounds, identity=identity, edits=edits)
+    return Initialized(
+        brief=brief,
+        strategy=strategy,
+        coverage=caps.coverage,
+        findings=caps.findings,
+        reflection_rounds=rounds,
+        identity=identity,
+        edits=edits,
+    )
 
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
     assert result.replan_for is not None
     caps = prune(brief, catalogue())
-    done = [k for k, o in result.state.outcomes.items() if o.status is TaskStatus.DONE and k in {t.id for t in result.strategy.tasks}]
+    done = [
+        k
+        for k, o in result.state.outcomes.items()
+        if o.status is TaskStatus.DONE and k in {t.id for t in result.strategy.tasks}
+    ]
     ablations = run.settings.ablations
     recommendations = result.recommendations
     if ablations.memory:
         recommendations = with_remembered_fixes(run, brief, result)
-    request = ReplanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available, strategy=result.strategy,
-                            completed=done, failed=result.replan_for.task_id, recommendations=recommendations,
-                            alert=result.replan_for, state=result.replan_state, escalated=result.escalated)
-    planned = replan(run.shared_brain, request, run.settings.max_reflection_rounds, gap_narrow=ablations.gap_narrow,
-                     reflection=ablations.reflection, max_regenerations=run.settings.max_regenerations)
-    return ReplanOutcome(strategy=planned.strategy, edits=planned.edits, rejected=planned.rejected,
-                         regenerations=planned.regenerations)
+    request = ReplanRequest(
+        scenario=run.scenario,
+        brief=brief,
+        catalogue=caps.available,
+        strategy=result.strategy,
+        completed=done,
+        failed=result.replan_for.task_id,
+        recommendations=recommendations,
+        alert=result.replan_for,
+        state=result.replan_state,
+        escalated=result.escalated,
+    )
+    planned = replan(
+        run.shared_brain,
+        request,
+        run.settings.max_reflection_rounds,
+        gap_narrow=ablations.gap_narrow,
+        reflection=ablations.reflection,
+        max_regenerations=run.settings.max_regenerations,
+    )
+    return ReplanOutcome(
+        strategy=planned.strategy,
+        edits=planned.edits,
+        rejected=planned.rejected,
+        regenerations=planned.regenerations,
+    )
 
 
-def with_remembered_fixes(run: RunContext, brief: Brief, result: ExecutionResult) -> list[Recommendation]:
+def with_remembered_fixes(
+    run: RunContext, brief: Brief, result: ExecutionResult
+) -> list[Recommendation]:
     """The monitor's recommendations, each told what fixed the failed operator before (hybrid recall by the error)."""
     alert = result.replan_for
     assert alert is not None
     identity = target_identity(run.target, brief)
-    lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, result.strategy, error=f"{alert.error_type}: {alert.message}")
+    lessons = recall(
+        LongTermMemory(open_store(run.settings.store_url)),
+        identity,
+        result.strategy,
+        error=f"{alert.error_type}: {alert.message}",
+    )
     known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
     if known is None:
         return result.recommendations
     hint = f"memory: {known.describe()}, running it as {known.fixed.operator} {known.fixed.params}"
-    return [r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint}) for r in result.recommendations]
+    return [
+        r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint})
+        for r in result.recommendations
+    ]
 
 
 class ThreadRunner(FutureRunner):
@@ -171,11 +243,18 @@ class ThreadRunner(FutureRunner):
         self._pool = pool
 
     def start(self, specs: list[TaskSpec]) -> list[Future[TaskOutcome]]:
-        return [self._pool.submit(perform, spec, self._ctx, self._injector, self._retries) for spec in specs]
+        return [
+            self._pool.submit(perform, spec, self._ctx, self._injector, self._retries)
+            for spec in specs
+        ]
 
 
-def execute_plain(run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState) -> ExecutionResult:
-    with ThreadPoolExecutor(max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task") as pool:
+def execute_plain(
+    run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
+) -> ExecutionResult:
+    with ThreadPoolExecutor(
+        max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task"
+    ) as pool:
         return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor())
 
 
@@ -185,8 +264,13 @@ class ReviewResult(BaseModel):
     init: Initialized
     result: ExecutionResult
     phases: Phases
-    edits: list[PlanEdit] = Field(default_factory=list, description="memory, monitor and re-plan edits, in order")
-    rejected: list[str] = Field(default_factory=list, description="re-plan edits refused by the gap-narrow rules or dropped as not improving the plan")
+    edits: list[PlanEdit] = Field(
+        default_factory=list, description="memory, monitor and re-plan edits, in order"
+    )
+    rejected: list[str] = Field(
+        default_factory=list,
+        description="re-plan edits refused by the gap-narrow rules or dropped as not improving the plan",
+    )
     partial: bool = False
     partial_reason: str = ""
 
@@ -210,13 +294,16 @@ class PhaseLog:
     def executed(self, result: ExecutionResult) -> ExecutionResult:
         """Record what an execution did: its monitor edits, the kept tasks it reused."""
         result.state.reused += self._kept_done
-        self.edits += result.state.edits[self._instructed:]
+        self.edits += result.state.edits[self._instructed :]
         return result
 
     def replan_due(self, result: ExecutionResult) -> bool:
         """A task needs a re-plan, the budget allows one, and no stop was asked for."""
-        return (result.replan_for is not None and self.replans < self.run.settings.max_replans
-                and not stopping.requested())
+        return (
+            result.replan_for is not None
+            and self.replans < self.run.settings.max_replans
+            and not stopping.requested()
+        )
 
     def next_state(self, result: ExecutionResult, outcome: ReplanOutcome) -> ExecutionState:
         """The state the re-planned strategy executes from: completed tasks it kept are reused, unless the
@@ -229,7 +316,9 @@ class PhaseLog:
         if not self.run.settings.ablations.gap_narrow:
             state.outcomes.clear()
         kept = {t.id for t in outcome.strategy.tasks}
-        self._kept_done = sum(1 for k, o in state.outcomes.items() if o.status is TaskStatus.DONE and k in kept)
+        self._kept_done = sum(
+            1 for k, o in state.outcomes.items() if o.status is TaskStatus.DONE and k in kept
+        )
         self._instructed = len(state.edits)
         state.may_replan = self.replans < self.run.settings.max_replans
         return state
@@ -240,26 +329,53 @@ class PhaseLog:
         partial_reason = ""
         stuck = state.refused[0] if state.refused else None
         if stuck is not None:
-            partial_reason = (f"stopped re-planning after {self.replans} re-plans (the budget): {stuck.task_id} still"
-                              f" failed with {stuck.error_type}: {stuck.message}")
-        cut = [k for k, o in state.outcomes.items() if o.cause is not None and o.cause.kind is SkipKind.STOPPED]
+            partial_reason = (
+                f"stopped re-planning after {self.replans} re-plans (the budget): {stuck.task_id} still"
+                f" failed with {stuck.error_type}: {stuck.message}"
+            )
+        cut = [
+            k
+            for k, o in state.outcomes.items()
+            if o.cause is not None and o.cause.kind is SkipKind.STOPPED
+        ]
         if cut:
             stopped_by = f"{stopping.requested()}: {len(cut)} of {len(state.outcomes)} tasks did not complete"
             partial_reason = "; ".join(p for p in (stopped_by, partial_reason) if p)
-        counters = Phases(plans=1 + self.replans, replans=self.replans, alerts=state.alerts,
-                          instructions=state.instructions, reused_tasks=state.reused,
-                          reexecuted_tasks=state.reexecuted, lessons_applied=len(self.init.edits),
-                          regenerations=self.regenerations)
-        return ReviewResult(init=self.init, result=result, phases=counters, edits=self.edits, rejected=self.rejected,
-                            partial=bool(partial_reason), partial_reason=partial_reason)
+        counters = Phases(
+            plans=1 + self.replans,
+            replans=self.replans,
+            alerts=state.alerts,
+            instructions=state.instructions,
+            reused_tasks=state.reused,
+            reexecuted_tasks=state.reexecuted,
+            lessons_applied=len(self.init.edits),
+            regenerations=self.regenerations,
+        )
+        return ReviewResult(
+            init=self.init,
+            result=result,
+            phases=counters,
+            edits=self.edits,
+            rejected=self.rejected,
+            partial=bool(partial_reason),
+            partial_reason=partial_reason,
+        )
 
 
 def remember(run: RunContext, review: ReviewResult) -> None:
     """Sensory and short-term memory into the run's workspace; lessons that worked into long-term memory."""
     state = review.result.state
-    remember_run(Workspace(run.workspace_path), run.run_id, state.outcomes, state.decisions, review.edits)
+    remember_run(
+        Workspace(run.workspace_path), run.run_id, state.outcomes, state.decisions, review.edits
+    )
     if run.settings.ablations.memory and review.init.identity:
-        lessons = lessons_from(review.init.identity, run.run_id, review.result.strategy, state.outcomes, state.decisions,
-                               review.edits)
+        lessons = lessons_from(
+            review.init.identity,
+            run.run_id,
+            review.result.strategy,
+            state.outcomes,
+            state.decisions,
+            review.edits,
+        )
         if lessons:  # most runs learn nothing: no store connection for them
             LongTermMemory(open_store(run.settings.store_url)).learn(lessons)

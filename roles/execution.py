@@ -15,11 +15,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from dbcrew import progress, stopping
-from dbcrew.progress import ProgressEvent
 from dbcrew.models import Strategy, TaskSpec
 from dbcrew.models.crew import Alert, Recommendation, WorkerReport
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision, GlobalStateRecord, SkipCause, SkipKind
+from dbcrew.progress import ProgressEvent
 from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.monitor import Monitor, MonitorDecision, compact_state
@@ -59,16 +59,24 @@ class ExecutionState(BaseModel):
 
     outcomes: dict[str, TaskOutcome] = Field(default_factory=dict)
     decisions: list[Decision] = Field(default_factory=list)
-    edits: list[PlanEdit] = Field(default_factory=list, description="plan edits made on the monitor's instructions")
+    edits: list[PlanEdit] = Field(
+        default_factory=list, description="plan edits made on the monitor's instructions"
+    )
     alerts: int = 0
     instructions: int = 0
     reused: int = 0
     instructed: dict[str, int] = Field(default_factory=dict)
-    original: list[str] = Field(default_factory=list, description="task ids of the first strategy executed")
+    original: list[str] = Field(
+        default_factory=list, description="task ids of the first strategy executed"
+    )
     started: list[str] = Field(default_factory=list, description="every task start, in order")
-    reexecuted: int = Field(0, description="starts after the first alert of a task already started, or of a new task")
+    reexecuted: int = Field(
+        0, description="starts after the first alert of a task already started, or of a new task"
+    )
     may_replan: bool = Field(True, description="False once the re-plan budget is spent")
-    refused: list[Alert] = Field(default_factory=list, description="alerts that needed a re-plan after the budget was spent")
+    refused: list[Alert] = Field(
+        default_factory=list, description="alerts that needed a re-plan after the budget was spent"
+    )
 
     def record_start(self, task_id: str) -> None:
         if self.alerts and (task_id in self.started or task_id not in self.original):
@@ -76,7 +84,9 @@ class ExecutionState(BaseModel):
         self.started.append(task_id)
 
     def by_status(self, strategy: Strategy) -> dict[str, list[str]]:
-        by: dict[str, list[str]] = {s: [k for k, o in self.outcomes.items() if o.status is s] for s in TaskStatus}
+        by: dict[str, list[str]] = {
+            s: [k for k, o in self.outcomes.items() if o.status is s] for s in TaskStatus
+        }
         by["pending"] = [t.id for t in strategy.tasks if t.id not in self.outcomes]
         return by
 
@@ -86,37 +96,61 @@ class ExecutionResult(BaseModel):
     state: ExecutionState
     replan_for: Alert | None = None
     recommendations: list[Recommendation] = Field(default_factory=list)
-    replan_state: GlobalStateRecord | None = Field(None, description="the global state the monitor saw at the alert that asks for the re-plan")
-    escalated: str = Field("", description="why an instruction became the re-plan; empty for a logic failure")
+    replan_state: GlobalStateRecord | None = Field(
+        None, description="the global state the monitor saw at the alert that asks for the re-plan"
+    )
+    escalated: str = Field(
+        "", description="why an instruction became the re-plan; empty for a logic failure"
+    )
 
 
 def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) -> None:
     """Skip `spec` because its upstream task did not complete; the reason is the cause rendered."""
     cause = SkipCause(kind=kind, upstream=upstream)
-    state.outcomes[spec.id] = TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.SKIPPED, reason=cause.render(),
-                                          cause=cause, signature=signature(spec))
+    state.outcomes[spec.id] = TaskOutcome(
+        task_id=spec.id,
+        operator=spec.operator,
+        status=TaskStatus.SKIPPED,
+        reason=cause.render(),
+        cause=cause,
+        signature=signature(spec),
+    )
 
 
-def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: Monitor | None) -> ExecutionResult:
+def execute(
+    strategy: Strategy, state: ExecutionState, runner: Runner, monitor: Monitor | None
+) -> ExecutionResult:
     """Run every task of `strategy` not already completed with the same signature.
 
     `monitor=None` is the no-monitor ablation: a failed task stays failed and its dependents skip.
     """
     for spec in strategy.tasks:
         kept = state.outcomes.get(spec.id)
-        if kept is not None and kept.status is TaskStatus.DONE and kept.signature == signature(spec):
+        if (
+            kept is not None
+            and kept.status is TaskStatus.DONE
+            and kept.signature == signature(spec)
+        ):
             continue
         state.outcomes.pop(spec.id, None)
     if not state.original:
         state.original = [t.id for t in strategy.tasks]
     start_preparing(t for t in strategy.tasks if t.id not in state.outcomes)
     running: dict[str, Any] = {}
-    unhandled: list[TaskOutcome] = []  # failures that finished while the crew was paused for another alert
-    progress.emit(ProgressEvent.PLAN, total=len(strategy.tasks), done=sum(1 for t in strategy.tasks if t.id in state.outcomes))
+    unhandled: list[
+        TaskOutcome
+    ] = []  # failures that finished while the crew was paused for another alert
+    progress.emit(
+        ProgressEvent.PLAN,
+        total=len(strategy.tasks),
+        done=sum(1 for t in strategy.tasks if t.id in state.outcomes),
+    )
     while True:
         outcome = unhandled.pop(0) if unhandled else None
         if outcome is None and stopping.requested():
-            for spec in strategy.tasks:  # nothing new starts; what runs winds down (roles/worker.py)
+            for (
+                spec
+            ) in strategy.tasks:  # nothing new starts; what runs winds down (roles/worker.py)
                 if spec.id not in state.outcomes and spec.id not in running:
                     state.outcomes[spec.id] = stopped(spec)
         elif outcome is None:
@@ -146,9 +180,13 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
         if monitor is None:
             _fail_downstream(strategy, state, spec.id)
             continue
-        decision = monitor.decide(alert, compact_state(alert, state.by_status(strategy), paused), state.decisions)
+        decision = monitor.decide(
+            alert, compact_state(alert, state.by_status(strategy), paused), state.decisions
+        )
         if not decision.replan and state.instructed.get(spec.id, 0) >= MAX_INSTRUCTIONS_PER_TASK:
-            decision = monitor.escalate(alert, decision, state.instructed[spec.id])  # an instruction that failed twice
+            decision = monitor.escalate(
+                alert, decision, state.instructed[spec.id]
+            )  # an instruction that failed twice
         state.decisions.append(decision.record)
         if decision.replan and not state.may_replan:
             # The budget is spent: the failure stays, its dependents skip, everything else still runs.
@@ -157,24 +195,46 @@ def execute(strategy: Strategy, state: ExecutionState, runner: Runner, monitor: 
             _fail_downstream(strategy, state, spec.id)
             continue
         if decision.replan:
-            return ExecutionResult(strategy=strategy, state=state, replan_for=alert, recommendations=decision.recommendations,
-                                   replan_state=decision.record.state, escalated=decision.escalated)
+            return ExecutionResult(
+                strategy=strategy,
+                state=state,
+                replan_for=alert,
+                recommendations=decision.recommendations,
+                replan_state=decision.record.state,
+                escalated=decision.escalated,
+            )
         if decision.wait and monitor.await_target is not None:
             still = monitor.await_target(decision.wait)
-            decision.record.remedy += " (the target answered)" if still is None else f" (still unreachable after {still:.0f} s)"
+            decision.record.remedy += (
+                " (the target answered)"
+                if still is None
+                else f" (still unreachable after {still:.0f} s)"
+            )
         strategy = _apply_instruction(strategy, state, spec, decision)
 
 
 def broadcast(state: ExecutionState, spec: TaskSpec, outcome: TaskOutcome) -> Alert:
     """The failing worker's alert: its error, the task's parameters, its attempts and its log."""
     state.alerts += 1
-    return Alert(task_id=spec.id, agent=spec.agent, operator=spec.operator,
-                 error_type=outcome.attempts[-1].error_type if outcome.attempts else "Unknown",
-                 message=outcome.reason, params=dict(spec.params), attempts=outcome.attempts, logs=outcome.log)
+    return Alert(
+        task_id=spec.id,
+        agent=spec.agent,
+        operator=spec.operator,
+        error_type=outcome.attempts[-1].error_type if outcome.attempts else "Unknown",
+        message=outcome.reason,
+        params=dict(spec.params),
+        attempts=outcome.attempts,
+        logs=outcome.log,
+    )
 
 
-def _pause(strategy: Strategy, state: ExecutionState, runner: Runner, running: dict[str, Any],
-           unhandled: list[TaskOutcome]) -> list[WorkerReport]:
+def _pause(
+    strategy: Strategy,
+    state: ExecutionState,
+    runner: Runner,
+    running: dict[str, Any],
+    unhandled: list[TaskOutcome],
+) -> list[WorkerReport]:
     """Start nothing new; let every running task finish and report its state."""
     reports = []
     for task_id, handle in list(running.items()):
@@ -185,8 +245,14 @@ def _pause(strategy: Strategy, state: ExecutionState, runner: Runner, running: d
         if outcome.status is TaskStatus.FAILED:
             unhandled.append(outcome)
         summary = outcome.observation.summary if outcome.observation else outcome.reason
-        reports.append(WorkerReport(agent=strategy.task(task_id).agent, task_id=task_id, status=outcome.status,
-                                    summary=summary))
+        reports.append(
+            WorkerReport(
+                agent=strategy.task(task_id).agent,
+                task_id=task_id,
+                status=outcome.status,
+                summary=summary,
+            )
+        )
     return reports
 
 
@@ -196,8 +262,16 @@ def _ready(strategy: Strategy, state: ExecutionState, running: dict[str, Any]) -
         if spec.id in state.outcomes or spec.id in running:
             continue
         upstream = [state.outcomes.get(n) for n in spec.needs]
-        blocked = next((o for o in upstream if o is not None and o.status is not TaskStatus.DONE
-                        and _hard(strategy, spec, o.task_id)), None)
+        blocked = next(
+            (
+                o
+                for o in upstream
+                if o is not None
+                and o.status is not TaskStatus.DONE
+                and _hard(strategy, spec, o.task_id)
+            ),
+            None,
+        )
         if blocked is not None:
             _skip(state, spec, SkipKind.UPSTREAM_INCOMPLETE, blocked.task_id)
             continue
@@ -222,7 +296,11 @@ def _hard(strategy: Strategy, spec: TaskSpec, upstream_id: str) -> bool:
 def _fail_downstream(strategy: Strategy, state: ExecutionState, task_id: str) -> None:
     """Skip what cannot run without `task_id`, following hard dependencies only."""
     for other in strategy.tasks:
-        if task_id in other.needs and other.id not in state.outcomes and _hard(strategy, other, task_id):
+        if (
+            task_id in other.needs
+            and other.id not in state.outcomes
+            and _hard(strategy, other, task_id)
+        ):
             _skip(state, other, SkipKind.UPSTREAM_FAILED, task_id)
             _fail_downstream(strategy, state, other.id)
 
@@ -234,7 +312,9 @@ def _edit(state: ExecutionState, strategy: Strategy, edit: PlanEdit) -> Strategy
     return strategy.apply(edit)
 
 
-def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec, decision: MonitorDecision) -> Strategy:
+def _apply_instruction(
+    strategy: Strategy, state: ExecutionState, spec: TaskSpec, decision: MonitorDecision
+) -> Strategy:
     state.instructions += 1
     state.instructed[spec.id] = state.instructed.get(spec.id, 0) + 1
     action = decision.action
@@ -247,24 +327,59 @@ def _apply_instruction(strategy: Strategy, state: ExecutionState, spec: TaskSpec
         if alternative is not None:
             new = spec.model_copy(update={"id": alternative.name, "operator": alternative.name})
             state.instructed[new.id] = state.instructed[spec.id]
-            return _edit(state, strategy, PlanEdit(kind=EditKind.REPLACE, task_id=spec.id, before=spec, after=new,
-                                                   source=EditSource.MONITOR, reason=reason))
+            return _edit(
+                state,
+                strategy,
+                PlanEdit(
+                    kind=EditKind.REPLACE,
+                    task_id=spec.id,
+                    before=spec,
+                    after=new,
+                    source=EditSource.MONITOR,
+                    reason=reason,
+                ),
+            )
     if action is Action.CHANGE_PARAMS:
         if decision.params != spec.params:
             new = spec.model_copy(update={"params": decision.params})
-            return _edit(state, strategy, PlanEdit(kind=EditKind.CHANGE_PARAMS, task_id=spec.id, before=spec, after=new,
-                                                   source=EditSource.MONITOR, reason=reason))
+            return _edit(
+                state,
+                strategy,
+                PlanEdit(
+                    kind=EditKind.CHANGE_PARAMS,
+                    task_id=spec.id,
+                    before=spec,
+                    after=new,
+                    source=EditSource.MONITOR,
+                    reason=reason,
+                ),
+            )
         del state.outcomes[spec.id]  # nothing to change: the same call once more
         return strategy
     if action is Action.REORDER:
         needs = _producers_of_inputs(strategy, spec)
         if needs != spec.needs:
             new = spec.model_copy(update={"needs": needs})
-            return _edit(state, strategy, PlanEdit(kind=EditKind.REORDER, task_id=spec.id, before=spec, after=new,
-                                                   source=EditSource.MONITOR, reason=reason))
+            return _edit(
+                state,
+                strategy,
+                PlanEdit(
+                    kind=EditKind.REORDER,
+                    task_id=spec.id,
+                    before=spec,
+                    after=new,
+                    source=EditSource.MONITOR,
+                    reason=reason,
+                ),
+            )
     # SKIP (or nothing to change): the task stays failed, with the reason, and its dependents skip.
     failed = state.outcomes[spec.id]
-    state.outcomes[spec.id] = failed.model_copy(update={"status": TaskStatus.FAILED, "reason": f"{failed.reason} (skipped on the monitor's instruction)"})
+    state.outcomes[spec.id] = failed.model_copy(
+        update={
+            "status": TaskStatus.FAILED,
+            "reason": f"{failed.reason} (skipped on the monitor's instruction)",
+        }
+    )
     _fail_downstream(strategy, state, spec.id)
     return strategy
 

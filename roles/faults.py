@@ -67,7 +67,9 @@ def damage_plan(strategy: Strategy, faults: list[FaultSpec]) -> Strategy:
         if fault.kind is FaultKind.BAD_PARAM:
             strategy = strategy.change_params(task.id, dict(BAD_PARAMS))
         elif fault.kind is FaultKind.MISSING_AGENT:
-            strategy = strategy.model_copy(update={"team": [a for a in strategy.team if a.name != task.agent]})
+            strategy = strategy.model_copy(
+                update={"team": [a for a in strategy.team if a.name != task.agent]}
+            )
         elif fault.kind is FaultKind.LOST_DEPENDENCY:
             strategy = strategy.replace_task(task.id, task.model_copy(update={"needs": []}))
     return strategy

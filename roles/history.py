@@ -19,13 +19,22 @@ from pydantic import BaseModel
 
 from dbcrew.models import Brief, Finding, Report
 from dbcrew.models.report import CoverageStatus, History, HistoryItem, TargetInfo
-from dbcrew.store import Baseline, RunRecord, RunStatus, Sighting, Store, StoredFinding, Vitals, fingerprint, open_store
+from dbcrew.store import (
+    Baseline,
+    RunRecord,
+    RunStatus,
+    Sighting,
+    Store,
+    StoredFinding,
+    Vitals,
+    fingerprint,
+    open_store,
+)
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import FindingCode, Scenario
 from dbcrew.workspace import Workspace
 from operators.diagnose.anomaly import abnormal_metrics
-from operators.diagnose.evidence import WindowBaseline
-from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
@@ -36,10 +45,16 @@ if TYPE_CHECKING:  # the crew stages baselines through this module: no import cy
 
 TREND_RUNS = 30
 TRENDS_CHART = "charts/trends.png"
-TRENDS_CAPTION = ("Trends over this target's last {n} {scenario} reviews, one point per run (x: run start, UTC): findings by"
-                  " severity, cache hit ratio, dead tuples, the database's transaction ID age and its size.")
+TRENDS_CAPTION = (
+    "Trends over this target's last {n} {scenario} reviews, one point per run (x: run start, UTC): findings by"
+    " severity, cache hit ratio, dead tuples, the database's transaction ID age and its size."
+)
 # Findings that say the window was not a normal period: it must not become what "normal" means.
-BUSY_CODES = (FindingCode.BLOCKING_LOCKS, FindingCode.LONG_RUNNING_QUERY, FindingCode.CONNECTIONS_SATURATION)
+BUSY_CODES = (
+    FindingCode.BLOCKING_LOCKS,
+    FindingCode.LONG_RUNNING_QUERY,
+    FindingCode.CONNECTIONS_SATURATION,
+)
 
 
 # -- what one run leaves in the store -----------------------------------------------------------
@@ -69,30 +84,57 @@ def _one(workspace: Workspace, table: str, sql: str, params: list[object] | None
 
 def vitals_of(run: RunContext, report: Report) -> Vitals:
     """Vital signs from the run's workspace: cache hit ratio over the window, dead tuples, XID age, size."""
-    counts = {s: sum(f.severity.value == s for f in report.findings) for s in ("critical", "warning", "info")}
+    counts = {
+        s: sum(f.severity.value == s for f in report.findings)
+        for s in ("critical", "warning", "info")
+    }
     brief = brief_of(run)
     if brief is None:
         return Vitals(**counts)
     workspace = Workspace(run.workspace_path)
-    hits = workspace.query("SELECT blks_hit, blks_read, blks_hit_delta, blks_read_delta FROM database_stats") \
-        if workspace.has("database_stats") else []
+    hits = (
+        workspace.query(
+            "SELECT blks_hit, blks_read, blks_hit_delta, blks_read_delta FROM database_stats"
+        )
+        if workspace.has("database_stats")
+        else []
+    )
     ratio = None
     if hits:
         row = hits[0]
-        hit, read = (row["blks_hit_delta"], row["blks_read_delta"]) if row["blks_hit_delta"] + row["blks_read_delta"] > 0 \
-            else (row["blks_hit"], row["blks_read"])  # an idle window: the ratio since the statistics began
+        hit, read = (
+            (row["blks_hit_delta"], row["blks_read_delta"])
+            if row["blks_hit_delta"] + row["blks_read_delta"] > 0
+            else (row["blks_hit"], row["blks_read"])
+        )  # an idle window: the ratio since the statistics began
         ratio = hit / (hit + read) if hit + read > 0 else None
     dead = _one(workspace, "table_stats", "SELECT sum(n_dead_tup) FROM table_stats")
-    xid = _one(workspace, "wraparound", "SELECT max(xid_age) FROM wraparound WHERE scope = 'database' AND name = ?",
-               [brief.database])
-    return Vitals(cache_hit_ratio=ratio, dead_tuples=None if dead is None else int(dead),  # type: ignore[call-overload]
-                  oldest_xid_age=None if xid is None else int(xid),  # type: ignore[call-overload]
-                  database_bytes=brief.database_size_bytes, **counts)
+    xid = _one(
+        workspace,
+        "wraparound",
+        "SELECT max(xid_age) FROM wraparound WHERE scope = 'database' AND name = ?",
+        [brief.database],
+    )
+    return Vitals(
+        cache_hit_ratio=ratio,
+        dead_tuples=None if dead is None else int(dead),  # type: ignore[call-overload]
+        oldest_xid_age=None if xid is None else int(xid),  # type: ignore[call-overload]
+        database_bytes=brief.database_size_bytes,
+        **counts,
+    )
 
 
 def stored_findings(identity: str, findings: list[Finding]) -> list[StoredFinding]:
-    return [StoredFinding(fingerprint=fingerprint(identity, f.code, f.object), code=f.code, object=f.object,
-                          severity=f.severity, title=f.title) for f in findings]
+    return [
+        StoredFinding(
+            fingerprint=fingerprint(identity, f.code, f.object),
+            code=f.code,
+            object=f.object,
+            severity=f.severity,
+            title=f.title,
+        )
+        for f in findings
+    ]
 
 
 def unverified_codes(report: Report) -> set[str]:
@@ -102,43 +144,77 @@ def unverified_codes(report: Report) -> set[str]:
 
 
 # -- what changed ------------------------------------------------------------------------------
-def compare(current: list[StoredFinding], previous: list[StoredFinding], sightings: dict[str, Sighting],
-            now: datetime, unverified: set[str]) -> tuple[list[HistoryItem], ...]:
+def compare(
+    current: list[StoredFinding],
+    previous: list[StoredFinding],
+    sightings: dict[str, Sighting],
+    now: datetime,
+    unverified: set[str],
+) -> tuple[list[HistoryItem], ...]:
     """(new, persisting, resolved, regressed) of `current` against the previous run and all earlier sightings."""
     before = {f.fingerprint: f for f in previous}
 
     def item(f: StoredFinding) -> HistoryItem:
         seen = sightings.get(f.fingerprint)
-        return HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=seen.first_seen if seen else now)
+        return HistoryItem(
+            code=f.code,
+            object=f.object,
+            severity=f.severity,
+            first_seen=seen.first_seen if seen else now,
+        )
 
     new, persisting, regressed = [], [], []
     for finding in current:
         old = before.get(finding.fingerprint)
         if old is None:
-            (regressed if finding.fingerprint in sightings else new).append(item(finding))  # back after being resolved
+            (regressed if finding.fingerprint in sightings else new).append(
+                item(finding)
+            )  # back after being resolved
         elif finding.severity.rank < old.severity.rank:
             regressed.append(item(finding))
         else:
             persisting.append(item(finding))
     seen_now = {f.fingerprint for f in current}
-    resolved = [item(f) for f in previous if f.fingerprint not in seen_now and f.code not in unverified]
+    resolved = [
+        item(f) for f in previous if f.fingerprint not in seen_now and f.code not in unverified
+    ]
     return new, persisting, resolved, regressed
 
 
-def history_of(store: Store, identity: str, report: Report, current: list[StoredFinding]) -> History:
+def history_of(
+    store: Store, identity: str, report: Report, current: list[StoredFinding]
+) -> History:
     previous = store.previous_run(identity, report.scenario, report.started_at)
     if previous is None:
-        return History(new=[HistoryItem(code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at)
-                            for f in current])
+        return History(
+            new=[
+                HistoryItem(
+                    code=f.code, object=f.object, severity=f.severity, first_seen=report.started_at
+                )
+                for f in current
+            ]
+        )
     new, persisting, resolved, regressed = compare(
-        current, store.findings(previous.run_id), store.sightings(identity, report.scenario, report.started_at),
-        report.started_at, unverified_codes(report))
-    return History(previous_run_id=previous.run_id, previous_started_at=previous.started_at, new=new,
-                   persisting=persisting, resolved=resolved, regressed=regressed)
+        current,
+        store.findings(previous.run_id),
+        store.sightings(identity, report.scenario, report.started_at),
+        report.started_at,
+        unverified_codes(report),
+    )
+    return History(
+        previous_run_id=previous.run_id,
+        previous_started_at=previous.started_at,
+        new=new,
+        persisting=persisting,
+        resolved=resolved,
+        regressed=regressed,
+    )
 
 
 # -- baselines ---------------------------------------------------------------------------------
-def judge_quiet(window: WindowEvidence, findings: list[Finding], previous: WindowEvidence | None) -> tuple[bool, str]:
+def judge_quiet(
+    window: WindowEvidence, findings: list[Finding], previous: WindowEvidence | None
+) -> tuple[bool, str]:
     """Quiet: no session blocked, no busy-workload finding, and (when one exists) nothing left the last baseline."""
     if window.blocked:
         return False, f"{len(window.blocked)} sessions were blocked during the window"
@@ -148,21 +224,37 @@ def judge_quiet(window: WindowEvidence, findings: list[Finding], previous: Windo
     if previous is not None:
         moved = abnormal_metrics(window, previous)
         if moved:
-            return False, f"{len(moved)} metrics left the previous baseline ({', '.join(m.name for m in moved[:3])})"
-    return True, "no blocked session, no busy-workload finding" + (", nothing left the previous baseline" if previous else "")
+            return (
+                False,
+                f"{len(moved)} metrics left the previous baseline ({', '.join(m.name for m in moved[:3])})",
+            )
+    return True, "no blocked session, no busy-workload finding" + (
+        ", nothing left the previous baseline" if previous else ""
+    )
 
 
 def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) -> Baseline | None:
     """Store a health review's sampled window, marked quiet or not; None when the review sampled none."""
-    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = ?", [HEALTH_WINDOW_KEY])
+    rows = Workspace(run.workspace_path).query(
+        "SELECT body FROM observations WHERE key = ?", [HEALTH_WINDOW_KEY]
+    )
     if not rows:
         return None
     window = WindowEvidence.model_validate_json(rows[0]["body"])
     latest = store.latest_baseline(identity)
-    quiet, reason = judge_quiet(window, report.findings,
-                                WindowEvidence.model_validate_json(latest.window_json) if latest else None)
-    baseline = Baseline(target=identity, run_id=report.run_id, taken_at=report.started_at, quiet=quiet, reason=reason,
-                        window_json=rows[0]["body"])
+    quiet, reason = judge_quiet(
+        window,
+        report.findings,
+        WindowEvidence.model_validate_json(latest.window_json) if latest else None,
+    )
+    baseline = Baseline(
+        target=identity,
+        run_id=report.run_id,
+        taken_at=report.started_at,
+        quiet=quiet,
+        reason=reason,
+        window_json=rows[0]["body"],
+    )
     store.save_baseline(baseline)
     return baseline
 
@@ -175,18 +267,27 @@ def stage_baseline(run: RunContext, brief: Brief, store: Store | None = None) ->
     latest = store.latest_baseline(target_identity(run.target, brief))
     if latest is None:
         return
-    staged = WindowBaseline(window=WindowEvidence.model_validate_json(latest.window_json),
-                            source=f"the quiet window of health review {latest.run_id} ({latest.taken_at:%Y-%m-%d %H:%M} UTC)")
+    staged = WindowBaseline(
+        window=WindowEvidence.model_validate_json(latest.window_json),
+        source=f"the quiet window of health review {latest.run_id} ({latest.taken_at:%Y-%m-%d %H:%M} UTC)",
+    )
     Workspace(run.workspace_path).put_observation(STORED_BASELINE_KEY, staged.model_dump_json())
 
 
 # -- the hook ------------------------------------------------------------------------------------
 def failed_report(run: RunContext, error: BaseException) -> Report:
     """The report of a run that raised: no findings, the error in one line (for the store and alerts)."""
-    return Report(run_id=run.run_id, target=TargetInfo(kind=run.target.kind, display=run.target.display),
-                  scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=run.brain,
-                  link=run.link, error=f"{type(error).__name__}: {first_line(error)}",
-                  summary=f"The review failed: {type(error).__name__}: {first_line(error)}")
+    return Report(
+        run_id=run.run_id,
+        target=TargetInfo(kind=run.target.kind, display=run.target.display),
+        scenario=run.scenario,
+        started_at=run.started_at,
+        finished_at=datetime.now(UTC),
+        brain=run.brain,
+        link=run.link,
+        error=f"{type(error).__name__}: {first_line(error)}",
+        summary=f"The review failed: {type(error).__name__}: {first_line(error)}",
+    )
 
 
 def record_history(run: RunContext, report: Report, store: Store | None = None) -> Report:
@@ -194,11 +295,25 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
     store = store or open_store(run.settings.store_url)
     with store.transaction():  # one connection for the run's reads and writes, committed together
         identity = identity_for(run, store)
-        status = RunStatus.FAILED if report.error else RunStatus.PARTIAL if report.partial else RunStatus.COMPLETED
-        record = RunRecord(run_id=report.run_id, target=identity, display=report.target.display, scenario=report.scenario,
-                           started_at=report.started_at, finished_at=report.finished_at, status=status,
-                           report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
-                           link=report.link, error=report.error)
+        status = (
+            RunStatus.FAILED
+            if report.error
+            else RunStatus.PARTIAL
+            if report.partial
+            else RunStatus.COMPLETED
+        )
+        record = RunRecord(
+            run_id=report.run_id,
+            target=identity,
+            display=report.target.display,
+            scenario=report.scenario,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            status=status,
+            report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
+            link=report.link,
+            error=report.error,
+        )
         if report.error:
             store.record_run(record, [])
             return report
@@ -206,15 +321,19 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
         history = history_of(store, identity, report, current)
         store.record_run(record, current, vitals_of(run, report))
         if report.scenario != Scenario.HEALTH:
-            return report.model_copy(update={"history": history})  # a diagnosis neither samples a baseline nor measures vitals
+            return report.model_copy(
+                update={"history": history}
+            )  # a diagnosis neither samples a baseline nor measures vitals
         keep_baseline(store, identity, run, report)
         points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
     update: dict[str, object] = {"history": history}
     if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
         paint_trends(points, run.out_dir / TRENDS_CHART)
         update["charts"] = [*report.charts, TRENDS_CHART]
-        update["captions"] = {**report.captions,
-                              TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario)}
+        update["captions"] = {
+            **report.captions,
+            TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario),
+        }
     return report.model_copy(update=update)
 
 
@@ -251,11 +370,19 @@ def timeline(store: Store, identity: str, scenario: str, limit: int) -> list[Run
             continue
         current = store.findings(run.run_id)
         new, _, resolved, regressed = compare(current, previous, sightings, run.started_at, set())
-        rows.append(RunChanges(run=run, vitals=vitals.get(run.run_id), new=len(new), regressed=len(regressed),
-                               resolved=len(resolved)))
+        rows.append(
+            RunChanges(
+                run=run,
+                vitals=vitals.get(run.run_id),
+                new=len(new),
+                regressed=len(regressed),
+                resolved=len(resolved),
+            )
+        )
         for finding in current:
             seen = sightings.get(finding.fingerprint)
-            sightings[finding.fingerprint] = Sighting(first_seen=seen.first_seen if seen else run.started_at,
-                                                      last_seen=run.started_at)
+            sightings[finding.fingerprint] = Sighting(
+                first_seen=seen.first_seen if seen else run.started_at, last_seen=run.started_at
+            )
         previous = current
     return rows[-limit:]

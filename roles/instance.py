@@ -15,7 +15,7 @@ from typing import Any
 
 from dbcrew.errors import DbcrewError
 from dbcrew.vocabulary import Lookup
-from operators.lookups import IndexSlot, LOOKUPS, CatalogueNames, LimitSlot, SettingSlot, TableSlot
+from operators.lookups import LOOKUPS, CatalogueNames, IndexSlot, LimitSlot, SettingSlot, TableSlot
 from roles.routing import SLOT_WORDS, Router
 
 
@@ -56,7 +56,9 @@ def fill_slots(question: str, names: CatalogueNames) -> Slots:
     """Resolve the names a question uses against the catalogue; the longest match wins where two overlap."""
     candidates = [(s, e, "table", n) for s, e, n in _find(question, names.tables, True)]
     candidates += [(s, e, "index", n) for s, e, n in _find(question, names.indexes, True)]
-    candidates += [(s, e, "setting", n) for s, e, n in _find(question, [(n, n) for n in names.settings], True)]
+    candidates += [
+        (s, e, "setting", n) for s, e, n in _find(question, [(n, n) for n in names.settings], True)
+    ]
     candidates.sort(key=lambda c: (-(c[1] - c[0]), c[0]))
     slots = Slots()
     taken: list[tuple[int, int, str]] = []
@@ -64,7 +66,9 @@ def fill_slots(question: str, names: CatalogueNames) -> Slots:
         if any(start < e and s < end for s, e, _ in taken) or getattr(slots, kind) is not None:
             continue
         setattr(slots, kind, item[0] if kind == "setting" else item)
-        if kind != "setting" or "_" in item[0]:  # "autovacuum", "port": plain words stay words for the classifier
+        if (
+            kind != "setting" or "_" in item[0]
+        ):  # "autovacuum", "port": plain words stay words for the classifier
             taken.append((start, end, kind))
     number = re.search(r"\b(?:top|first|largest|biggest)\s+(\d{1,2})\b", question, re.IGNORECASE)
     slots.limit = int(number.group(1)) if number else None
@@ -100,7 +104,9 @@ def invocation(question: str, names: CatalogueNames, router: Router) -> Invocati
     # The names settle what the classifier cannot: the likeliest look-up whose slot the question
     # fills; a question naming a table or index asks about it before it asks about the whole database.
     feasible = [lookup for lookup in ranked if _fillable(lookup, slots)]
-    about_object = [lookup for lookup in feasible[:3] if LOOKUPS[lookup].slots in (TableSlot, IndexSlot)]
+    about_object = [
+        lookup for lookup in feasible[:3] if LOOKUPS[lookup].slots in (TableSlot, IndexSlot)
+    ]
     named = slots.table is not None or slots.index is not None
     lookup = about_object[0] if named and about_object else (feasible or ranked)[0]
     model = LOOKUPS[lookup].slots
@@ -126,11 +132,15 @@ def invocation(question: str, names: CatalogueNames, router: Router) -> Invocati
 def _fillable(lookup: Lookup, slots: Slots) -> bool:
     """Whether the question gives the name `lookup` needs."""
     model = LOOKUPS[lookup].slots
-    return {TableSlot: slots.table, IndexSlot: slots.index, SettingSlot: slots.setting}.get(model, True) is not None
+    return {TableSlot: slots.table, IndexSlot: slots.index, SettingSlot: slots.setting}.get(
+        model, True
+    ) is not None
 
 
 def _missing(kind: str, question: str, known: list[str]) -> str:
     words = re.findall(r"[\w.]+", question.lower())
-    close = sorted({m for w in words for m in difflib.get_close_matches(w, known, n=2, cutoff=0.75)})
+    close = sorted(
+        {m for w in words for m in difflib.get_close_matches(w, known, n=2, cutoff=0.75)}
+    )
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return f"The question names no {kind} this database has.{hint}"

@@ -40,34 +40,59 @@ class Lookup(BaseModel):
     partial: str = ""
     findings: list[Finding] = Field(default_factory=list)
     tables: list[ProducedTable] = Field(default_factory=list)
-    observations: dict[str, Any] = Field(default_factory=dict, description="produced snapshots that are not tables")
+    observations: dict[str, Any] = Field(
+        default_factory=dict, description="produced snapshots that are not tables"
+    )
 
 
 def standalone_operators() -> list[Operator]:
     """The operators a caller may run on their own: collectors that need nothing from upstream."""
-    return [op for op in REGISTRY.values() if op.role is Role.EXTRACTOR and op.category is Category.COLLECT and not op.needs]
+    return [
+        op
+        for op in REGISTRY.values()
+        if op.role is Role.EXTRACTOR and op.category is Category.COLLECT and not op.needs
+    ]
 
 
-def look_up(target: PostgresTarget, operator: Operator, params: BaseModel, window: float, row_limit: int) -> Lookup:
+def look_up(
+    target: PostgresTarget, operator: Operator, params: BaseModel, window: float, row_limit: int
+) -> Lookup:
     """Run `operator` once against `target` in a throw-away workspace; its products, `row_limit` rows per table."""
     with tempfile.TemporaryDirectory(prefix="dbcrew-lookup-") as tmp:
         workspace = Workspace(Path(tmp) / "workspace.duckdb")
         try:
-            ctx = OperatorContext(target=target, workspace=workspace, settings=Settings(window_seconds=window),
-                                  brief=None, run_dir=Path(tmp))
+            ctx = OperatorContext(
+                target=target,
+                workspace=workspace,
+                settings=Settings(window_seconds=window),
+                brief=None,
+                run_dir=Path(tmp),
+            )
             ctx.brief = probe(ctx)
             observation = operator.fn(ctx, params)
             tables, observations = [], {}
             for name in dict.fromkeys([*operator.produces, *observation.artifacts]):
                 if workspace.has(name):
                     total = workspace.query(f'SELECT count(*) AS n FROM "{name}"')[0]["n"]
-                    tables.append(ProducedTable(name=name, total_rows=total,
-                                                rows=workspace.query(f'SELECT * FROM "{name}" LIMIT ?', [row_limit])))
+                    tables.append(
+                        ProducedTable(
+                            name=name,
+                            total_rows=total,
+                            rows=workspace.query(f'SELECT * FROM "{name}" LIMIT ?', [row_limit]),
+                        )
+                    )
                 else:
                     body = workspace.query("SELECT body FROM observations WHERE key = ?", [name])
                     if body:
                         observations[name] = json.loads(body[0]["body"])
         finally:
             workspace.close()
-    return Lookup(operator=operator.name, target=target.display, summary=observation.summary, partial=observation.partial,
-                  findings=observation.findings, tables=tables, observations=observations)
+    return Lookup(
+        operator=operator.name,
+        target=target.display,
+        summary=observation.summary,
+        partial=observation.partial,
+        findings=observation.findings,
+        tables=tables,
+        observations=observations,
+    )

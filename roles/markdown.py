@@ -13,7 +13,9 @@ import re
 _SPECIAL = re.compile(r"([\\`*|<\[\]&])")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _TICKS = re.compile(r"`+")
-NEWLINE_MARK = "␤"  # a visible stand-in where a line break cannot be (inside a table row or code span)
+NEWLINE_MARK = (
+    "␤"  # a visible stand-in where a line break cannot be (inside a table row or code span)
+)
 
 
 def md_text(value: object) -> str:

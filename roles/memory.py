@@ -60,25 +60,60 @@ class Lesson(BaseModel):
 
 
 # -- sensory and short-term memory: this run, in its workspace --------------------------------------
-def remember_run(workspace: Workspace, run_id: str, outcomes: dict[str, TaskOutcome], decisions: list[Decision],
-                 edits: list[PlanEdit]) -> None:
+def remember_run(
+    workspace: Workspace,
+    run_id: str,
+    outcomes: dict[str, TaskOutcome],
+    decisions: list[Decision],
+    edits: list[PlanEdit],
+) -> None:
     """Sensory: every raw observation; short-term: every attempt, decision and plan edit of this run."""
-    workspace.write_table("memory_sensory", [("run_id", "VARCHAR"), ("task_id", "VARCHAR"), ("operator", "VARCHAR"),
-                                             ("status", "VARCHAR"), ("summary", "VARCHAR"), ("seconds", "DOUBLE"),
-                                             ("log", "VARCHAR")],
-                          [(run_id, o.task_id, o.operator, o.status.value,
-                            o.observation.summary if o.observation else o.reason, o.seconds, "\n".join(o.log))
-                           for o in outcomes.values()])
-    rows = [(run_id, "attempt", o.task_id, json.dumps(a.model_dump(), default=str))
-            for o in outcomes.values() for a in o.attempts]
+    workspace.write_table(
+        "memory_sensory",
+        [
+            ("run_id", "VARCHAR"),
+            ("task_id", "VARCHAR"),
+            ("operator", "VARCHAR"),
+            ("status", "VARCHAR"),
+            ("summary", "VARCHAR"),
+            ("seconds", "DOUBLE"),
+            ("log", "VARCHAR"),
+        ],
+        [
+            (
+                run_id,
+                o.task_id,
+                o.operator,
+                o.status.value,
+                o.observation.summary if o.observation else o.reason,
+                o.seconds,
+                "\n".join(o.log),
+            )
+            for o in outcomes.values()
+        ],
+    )
+    rows = [
+        (run_id, "attempt", o.task_id, json.dumps(a.model_dump(), default=str))
+        for o in outcomes.values()
+        for a in o.attempts
+    ]
     rows += [(run_id, "decision", d.task_id, d.model_dump_json()) for d in decisions]
     rows += [(run_id, "edit", e.task_id, e.model_dump_json()) for e in edits]
-    workspace.write_table("memory_short_term", [("run_id", "VARCHAR"), ("kind", "VARCHAR"), ("task_id", "VARCHAR"),
-                                                ("body", "VARCHAR")], rows)
+    workspace.write_table(
+        "memory_short_term",
+        [("run_id", "VARCHAR"), ("kind", "VARCHAR"), ("task_id", "VARCHAR"), ("body", "VARCHAR")],
+        rows,
+    )
 
 
-def lessons_from(target: str, run_id: str, strategy: Strategy, outcomes: dict[str, TaskOutcome],
-                 decisions: list[Decision], edits: list[PlanEdit]) -> list[Lesson]:
+def lessons_from(
+    target: str,
+    run_id: str,
+    strategy: Strategy,
+    outcomes: dict[str, TaskOutcome],
+    decisions: list[Decision],
+    edits: list[PlanEdit],
+) -> list[Lesson]:
     """Each edit whose task then completed is a lesson; edits that led nowhere teach nothing."""
     errors = {d.task_id: d for d in decisions}
     lessons = []
@@ -89,9 +124,19 @@ def lessons_from(target: str, run_id: str, strategy: Strategy, outcomes: dict[st
         if outcome is None or outcome.status is not TaskStatus.DONE:
             continue
         decision = errors.get(edit.task_id)
-        lessons.append(Lesson(target=target, operator=edit.before.operator, kind=edit.kind, fixed=edit.after,
-                              agent=strategy.agent(edit.after.agent), error=decision.error if decision else edit.reason,
-                              leaf=decision.leaf if decision else "", learned_run=run_id, last_run=run_id))
+        lessons.append(
+            Lesson(
+                target=target,
+                operator=edit.before.operator,
+                kind=edit.kind,
+                fixed=edit.after,
+                agent=strategy.agent(edit.after.agent),
+                error=decision.error if decision else edit.reason,
+                leaf=decision.leaf if decision else "",
+                learned_run=run_id,
+                last_run=run_id,
+            )
+        )
     return lessons
 
 
@@ -110,28 +155,49 @@ class LongTermMemory:
                 successes = 1
                 if stored is not None:
                     known = Lesson.model_validate_json(stored[0])
-                    same_fix = (known.kind, known.fixed.operator, known.fixed.params) == \
-                        (lesson.kind, lesson.fixed.operator, lesson.fixed.params)
+                    same_fix = (known.kind, known.fixed.operator, known.fixed.params) == (
+                        lesson.kind,
+                        lesson.fixed.operator,
+                        lesson.fixed.params,
+                    )
                     successes = stored[1] + 1 if same_fix else 1
                     if same_fix:
-                        lesson = lesson.model_copy(update={"error": known.error or lesson.error, "leaf": known.leaf or lesson.leaf,
-                                                           "learned_run": known.learned_run})
+                        lesson = lesson.model_copy(
+                            update={
+                                "error": known.error or lesson.error,
+                                "leaf": known.leaf or lesson.leaf,
+                                "learned_run": known.learned_run,
+                            }
+                        )
                 lesson = lesson.model_copy(update={"successes": successes})
-                self.store.put_lesson(lesson.target, lesson.operator, lesson.kind.value, lesson.model_dump_json(), successes)
+                self.store.put_lesson(
+                    lesson.target,
+                    lesson.operator,
+                    lesson.kind.value,
+                    lesson.model_dump_json(),
+                    successes,
+                )
 
     def lessons(self, target: str) -> list[Lesson]:
         return [Lesson.model_validate_json(body) for body in self.store.lessons(target)]
 
 
-def recall(memory: LongTermMemory, target: str, strategy: Strategy, error: str = "",
-           short_term: list[Lesson] | None = None) -> list[Lesson]:
+def recall(
+    memory: LongTermMemory,
+    target: str,
+    strategy: Strategy,
+    error: str = "",
+    short_term: list[Lesson] | None = None,
+) -> list[Lesson]:
     """Hybrid recall: this target's lessons (and this run's) for operators the plan uses, best first.
 
     Structured match first (same target, operator in the plan); among them, lessons that worked
     more often rank higher, and when an error is given, lessons whose error reads like it.
     """
     planned = {t.operator for t in strategy.tasks}
-    found = {lesson.operator: lesson for lesson in memory.lessons(target) if lesson.operator in planned}
+    found = {
+        lesson.operator: lesson for lesson in memory.lessons(target) if lesson.operator in planned
+    }
     for lesson in short_term or []:
         if lesson.operator in planned:
             found[lesson.operator] = lesson
@@ -144,7 +210,9 @@ def recall(memory: LongTermMemory, target: str, strategy: Strategy, error: str =
     return sorted(ranked, key=lambda lesson: -lesson.successes)
 
 
-def apply_lessons(strategy: Strategy, lessons: list[Lesson], catalogue: list[CatalogueEntry]) -> tuple[Strategy, list[PlanEdit]]:
+def apply_lessons(
+    strategy: Strategy, lessons: list[Lesson], catalogue: list[CatalogueEntry]
+) -> tuple[Strategy, list[PlanEdit]]:
     """The plan with each lesson's fix already in it; a lesson that would make the plan invalid is left out."""
     edits: list[PlanEdit] = []
     for lesson in lessons:
@@ -153,18 +221,43 @@ def apply_lessons(strategy: Strategy, lessons: list[Lesson], catalogue: list[Cat
             continue  # one lesson per task: two lessons must not undo each other
         fixed = lesson.fixed
         ids = {t.id for t in strategy.tasks}
-        new = task.model_copy(update={
-            "id": fixed.operator if fixed.operator != task.operator else task.id, "operator": fixed.operator,
-            "agent": fixed.agent, "params": dict(fixed.params), "produces": list(fixed.produces),
-            "needs": list(dict.fromkeys([*task.needs, *(n for n in fixed.needs if n in ids and n != task.id)])),
-        })
+        new = task.model_copy(
+            update={
+                "id": fixed.operator if fixed.operator != task.operator else task.id,
+                "operator": fixed.operator,
+                "agent": fixed.agent,
+                "params": dict(fixed.params),
+                "produces": list(fixed.produces),
+                "needs": list(
+                    dict.fromkeys(
+                        [*task.needs, *(n for n in fixed.needs if n in ids and n != task.id)]
+                    )
+                ),
+            }
+        )
         if new == task:
             continue
         reason = f"memory: {lesson.describe()} (worked {lesson.successes}x, first in run {lesson.learned_run})"
         candidate_edits = []
         if strategy.agent(new.agent) is None and lesson.agent is not None:
-            candidate_edits.append(PlanEdit(kind=EditKind.ADD_AGENT, agent=lesson.agent, source=EditSource.MEMORY, reason=reason))
-        candidate_edits.append(PlanEdit(kind=lesson.kind, task_id=task.id, before=task, after=new, source=EditSource.MEMORY, reason=reason))
+            candidate_edits.append(
+                PlanEdit(
+                    kind=EditKind.ADD_AGENT,
+                    agent=lesson.agent,
+                    source=EditSource.MEMORY,
+                    reason=reason,
+                )
+            )
+        candidate_edits.append(
+            PlanEdit(
+                kind=lesson.kind,
+                task_id=task.id,
+                before=task,
+                after=new,
+                source=EditSource.MEMORY,
+                reason=reason,
+            )
+        )
         candidate = strategy.apply_all(candidate_edits)
         if len(validate(candidate, catalogue)) > len(validate(strategy, catalogue)):
             continue

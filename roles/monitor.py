@@ -39,16 +39,24 @@ OUTAGE_WAIT_FIRST = 2.0
 OUTAGE_WAIT_MAX = 60.0
 
 
-def compact_state(alert: Alert, by_status: dict[str, list[str]], paused: list[WorkerReport]) -> GlobalStateRecord:
+def compact_state(
+    alert: Alert, by_status: dict[str, list[str]], paused: list[WorkerReport]
+) -> GlobalStateRecord:
     """The global state as key information only: task ids per status and the failing worker's own account."""
     return GlobalStateRecord(
-        done=sorted(by_status.get(TaskStatus.DONE, [])), failed=sorted(by_status.get(TaskStatus.FAILED, [])),
-        skipped=sorted(by_status.get(TaskStatus.SKIPPED, [])), running=sorted(r.task_id for r in paused),
-        pending=sorted(by_status.get("pending", [])), error=f"{alert.error_type}: {alert.message}",
+        done=sorted(by_status.get(TaskStatus.DONE, [])),
+        failed=sorted(by_status.get(TaskStatus.FAILED, [])),
+        skipped=sorted(by_status.get(TaskStatus.SKIPPED, [])),
+        running=sorted(r.task_id for r in paused),
+        pending=sorted(by_status.get("pending", [])),
+        error=f"{alert.error_type}: {alert.message}",
         logs=alert.logs[-LOG_TAIL:],
         history=[f"{a.error_type}: {a.message} (params {a.params})" for a in alert.attempts],
         reflection=alert.attempts[-1].reflection if alert.attempts else "",
-        workers=[f"{r.agent} finished {r.task_id}: {r.status}" + (f" ({r.summary})" if r.summary else "") for r in paused],
+        workers=[
+            f"{r.agent} finished {r.task_id}: {r.status}" + (f" ({r.summary})" if r.summary else "")
+            for r in paused
+        ],
     )
 
 
@@ -88,39 +96,77 @@ class Monitor:
     """Decides on alerts. The error tree (its vector and BM25 indexes, and the libraries behind them) is
     built at the first alert: most runs have none and should not pay for it."""
 
-    def __init__(self, tree: Callable[[], ErrorTree], brain: Brain, *,
-                 await_target: Callable[[float], float | None] | None = None, outage_budget: float = OUTAGE_WAIT_MAX):
+    def __init__(
+        self,
+        tree: Callable[[], ErrorTree],
+        brain: Brain,
+        *,
+        await_target: Callable[[float], float | None] | None = None,
+        outage_budget: float = OUTAGE_WAIT_MAX,
+    ):
         self._load_tree = tree
         self.brain = brain
         self.await_target = await_target  # None: the run's memory is not read while it runs (the no-memory ablation)
-        self.outage_left = outage_budget  # seconds the run's retries may still wait for the target, in all
+        self.outage_left = (
+            outage_budget  # seconds the run's retries may still wait for the target, in all
+        )
 
     @cached_property
     def tree(self) -> ErrorTree:
         return self._load_tree()
 
-    def decide(self, alert: Alert, state: GlobalStateRecord, earlier: list[Decision] | None = None) -> MonitorDecision:
+    def decide(
+        self, alert: Alert, state: GlobalStateRecord, earlier: list[Decision] | None = None
+    ) -> MonitorDecision:
         """The remedy for `alert`; `earlier` is the run's short-term memory (its decisions so far), read when it is on."""
         found = self.tree.classify(alert.error_type, alert.message)
         action = found.remedy.action
         replan = found.remedy.kind is RemedyKind.REPLAN
         recommendations = self.brain.recommend(alert, found.leaf, action, state) if replan else []
-        params = repaired_params(alert.operator, dict(alert.params)) \
-            if action is Action.CHANGE_PARAMS else {}
-        wait = min(outage_wait(found.leaf, action, earlier or []), self.outage_left) if self.await_target is not None else 0.0
+        params = (
+            repaired_params(alert.operator, dict(alert.params))
+            if action is Action.CHANGE_PARAMS
+            else {}
+        )
+        wait = (
+            min(outage_wait(found.leaf, action, earlier or []), self.outage_left)
+            if self.await_target is not None
+            else 0.0
+        )
         self.outage_left -= wait
-        remedy = ("replan: " if replan else "instruction: ") + action.value + (f" {params}" if action is Action.CHANGE_PARAMS else "") \
-            + (f" once the target answers (waits up to {wait:.0f} s: the same failure happened earlier in this run)" if wait else "")
+        remedy = (
+            ("replan: " if replan else "instruction: ")
+            + action.value
+            + (f" {params}" if action is Action.CHANGE_PARAMS else "")
+            + (
+                f" once the target answers (waits up to {wait:.0f} s: the same failure happened earlier in this run)"
+                if wait
+                else ""
+            )
+        )
         record = Decision(
-            task_id=alert.task_id, error=f"{alert.error_type}: {alert.message}", leaf=found.leaf, branch=found.branch,
-            confidence=found.confidence, remedy=remedy,
+            task_id=alert.task_id,
+            error=f"{alert.error_type}: {alert.message}",
+            leaf=found.leaf,
+            branch=found.branch,
+            confidence=found.confidence,
+            remedy=remedy,
             detail=f"{len(state.done)} done, {len(state.failed)} failed ({', '.join(state.failed) or '-'}),"
-                   f" {len(state.skipped)} skipped, {len(state.running)} finished while paused, {len(state.pending)} pending",
+            f" {len(state.skipped)} skipped, {len(state.running)} finished while paused, {len(state.pending)} pending",
             state=state,
         )
-        return MonitorDecision(action=action, replan=replan, recommendations=recommendations, record=record, params=params, wait=wait)
+        return MonitorDecision(
+            action=action,
+            replan=replan,
+            recommendations=recommendations,
+            record=record,
+            params=params,
+            wait=wait,
+        )
 
-    def escalate(self, alert: Alert, decision: MonitorDecision, instructions: int) -> MonitorDecision:
+    def escalate(
+        self, alert: Alert, decision: MonitorDecision, instructions: int
+    ) -> MonitorDecision:
         """The re-plan an instruction becomes when it already failed `instructions` times on this task.
 
         The leaf still says what failed; the planner now gets the alert, the worker's reflection,
@@ -130,6 +176,16 @@ class Monitor:
         action = Action.REPLACE_OPERATOR
         state = decision.record.state
         recommendations = self.brain.recommend(alert, decision.record.leaf, action, state)
-        why = f"{instructions} instructions failed ({decision.record.leaf}: {decision.action.value})"
-        record = decision.record.model_copy(update={"remedy": f"replan (escalated: {why}): {action.value}"})
-        return MonitorDecision(action=action, replan=True, recommendations=recommendations, record=record, escalated=why)
+        why = (
+            f"{instructions} instructions failed ({decision.record.leaf}: {decision.action.value})"
+        )
+        record = decision.record.model_copy(
+            update={"remedy": f"replan (escalated: {why}): {action.value}"}
+        )
+        return MonitorDecision(
+            action=action,
+            replan=True,
+            recommendations=recommendations,
+            record=record,
+            escalated=why,
+        )

@@ -29,11 +29,15 @@ class Reflected:
     rounds: list[list[Problem]] = field(default_factory=list)
 
 
-def reflect_until_valid(brain: Brain, request: PlanRequest, strategy: Strategy, max_rounds: int) -> Reflected:
+def reflect_until_valid(
+    brain: Brain, request: PlanRequest, strategy: Strategy, max_rounds: int
+) -> Reflected:
     """Validators first, then the brain's critique; at most `max_rounds` corrections."""
     result = Reflected(strategy=strategy)
     for round_no in range(max_rounds + 1):
-        problems = validate(result.strategy, request.catalogue) or brain.critique(request, result.strategy)
+        problems = validate(result.strategy, request.catalogue) or brain.critique(
+            request, result.strategy
+        )
         if not problems:
             return result
         result.rounds.append(problems)
@@ -43,8 +47,14 @@ def reflect_until_valid(brain: Brain, request: PlanRequest, strategy: Strategy, 
     return result
 
 
-def make_plan(brain: Brain, request: PlanRequest, max_rounds: int, *, reflection: bool = True,
-              draft: Callable[[Strategy], Strategy] = lambda strategy: strategy) -> Reflected:
+def make_plan(
+    brain: Brain,
+    request: PlanRequest,
+    max_rounds: int,
+    *,
+    reflection: bool = True,
+    draft: Callable[[Strategy], Strategy] = lambda strategy: strategy,
+) -> Reflected:
     """The brain's plan (`draft` sees it first: fault injection damages it there), reflected on until
     valid. Without reflection only what no plan may carry is refused. A plan the brain cannot make
     valid becomes the rules plan, through the brain's fall-back."""

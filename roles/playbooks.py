@@ -6,8 +6,14 @@ from dbcrew.models import AgentSpec, CatalogueEntry, Role, Strategy, TaskSpec
 from dbcrew.vocabulary import Category, Scenario
 
 ROLE_AGENTS: dict[Role, tuple[str, str]] = {
-    Role.EXTRACTOR: ("collector", "collect statistics, activity and settings from the target over the window"),
-    Role.TASKER: ("health-checker", "judge the collected state against the health checks and write findings"),
+    Role.EXTRACTOR: (
+        "collector",
+        "collect statistics, activity and settings from the target over the window",
+    ),
+    Role.TASKER: (
+        "health-checker",
+        "judge the collected state against the health checks and write findings",
+    ),
     Role.PAINTER: ("painter", "draw the charts the report shows"),
     Role.RETRIEVER: ("librarian", "retrieve knowledge for diagnosis"),
 }
@@ -46,13 +52,22 @@ def team_for(tasks: list[TaskSpec], catalogue: list[CatalogueEntry]) -> list[Age
     return [agent_for(role, list(dict.fromkeys(tools))) for role, tools in by_role.items()]
 
 
-def strategy_from_operators(operators: list[str], catalogue: list[CatalogueEntry], rationale: str) -> Strategy:
+def strategy_from_operators(
+    operators: list[str], catalogue: list[CatalogueEntry], rationale: str
+) -> Strategy:
     entries = {e.name: e for e in catalogue}
     tasks = [
-        TaskSpec(id=name, agent=ROLE_AGENTS[entries[name].role][0], operator=name, optional=entries[name].category is not Category.COLLECT)
+        TaskSpec(
+            id=name,
+            agent=ROLE_AGENTS[entries[name].role][0],
+            operator=name,
+            optional=entries[name].category is not Category.COLLECT,
+        )
         for name in operators
     ]
-    return Strategy(team=team_for(tasks, catalogue), tasks=wire(tasks, catalogue), rationale=rationale)
+    return Strategy(
+        team=team_for(tasks, catalogue), tasks=wire(tasks, catalogue), rationale=rationale
+    )
 
 
 # Which operator categories each scenario's playbook draws on.
@@ -72,9 +87,19 @@ def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Stra
     def agent_of(name: str) -> AgentSpec:
         if name.startswith(EXPERT_PREFIX):
             expert = name.removeprefix(EXPERT_PREFIX)
-            return AgentSpec(name=f"{expert}-expert", role=Role.TASKER, goal=entries[name].description, tools=[name])
+            return AgentSpec(
+                name=f"{expert}-expert",
+                role=Role.TASKER,
+                goal=entries[name].description,
+                tools=[name],
+            )
         if entries[name].role is Role.TASKER:
-            return AgentSpec(name="chief-dba", role=Role.TASKER, goal="cross-review the experts and write the root causes", tools=[name])
+            return AgentSpec(
+                name="chief-dba",
+                role=Role.TASKER,
+                goal="cross-review the experts and write the root causes",
+                tools=[name],
+            )
         return agent_for(entries[name].role, [name])
 
     team: dict[str, AgentSpec] = {}
@@ -82,7 +107,16 @@ def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Stra
     for name in operators:
         agent = agent_of(name)
         known = team.get(agent.name)
-        team[agent.name] = agent if known is None else known.model_copy(update={"tools": [*known.tools, name]})
-        tasks.append(TaskSpec(id=name, agent=agent.name, operator=name, optional=entries[name].role is Role.PAINTER))
+        team[agent.name] = (
+            agent if known is None else known.model_copy(update={"tools": [*known.tools, name]})
+        )
+        tasks.append(
+            TaskSpec(
+                id=name,
+                agent=agent.name,
+                operator=name,
+                optional=entries[name].role is Role.PAINTER,
+            )
+        )
     rationale = f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
     return Strategy(team=list(team.values()), tasks=wire(tasks, catalogue), rationale=rationale)

@@ -47,5 +47,7 @@ def _prepare(steps: list[Callable[[], None]]) -> None:
     for step in steps:
         try:
             step()
-        except Exception:  # the operator's own call meets the same failure and reports it as its outcome
+        except (
+            Exception
+        ):  # the operator's own call meets the same failure and reports it as its outcome
             log.debug("preparing %r failed; its operator will report why", step, exc_info=True)

@@ -32,43 +32,88 @@ from roles.planner import as_plan_request, reflect_until_valid
 from roles.validators import validate
 
 # Applying in this order keeps every intermediate plan's references meaningful.
-APPLY_ORDER = (EditKind.ADD_AGENT, EditKind.REPLACE, EditKind.INSERT, EditKind.CHANGE_PARAMS, EditKind.REORDER,
-               EditKind.REMOVE)
+APPLY_ORDER = (
+    EditKind.ADD_AGENT,
+    EditKind.REPLACE,
+    EditKind.INSERT,
+    EditKind.CHANGE_PARAMS,
+    EditKind.REORDER,
+    EditKind.REMOVE,
+)
 
 
 @dataclass
 class Replanned:
     strategy: Strategy
     edits: list[PlanEdit] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)  # proposed edits refused or dropped as not improving, and why
-    regenerations: int = 0  # proposals asked again because the gap-narrow rules refused some of their edits
+    rejected: list[str] = field(
+        default_factory=list
+    )  # proposed edits refused or dropped as not improving, and why
+    regenerations: int = (
+        0  # proposals asked again because the gap-narrow rules refused some of their edits
+    )
 
 
-def diff(old: Strategy, new: Strategy, source: EditSource = EditSource.REPLAN, reason: str = "") -> list[PlanEdit]:
+def diff(
+    old: Strategy, new: Strategy, source: EditSource = EditSource.REPLAN, reason: str = ""
+) -> list[PlanEdit]:
     """The plan edits that turn `old` into `new`, in the order they can be applied."""
     old_tasks = {t.id: t for t in old.tasks}
     new_tasks = {t.id: t for t in new.tasks}
-    edits = [PlanEdit(kind=EditKind.ADD_AGENT, agent=a, source=source, reason=reason)
-             for a in new.team if old.agent(a.name) is None]
+    edits = [
+        PlanEdit(kind=EditKind.ADD_AGENT, agent=a, source=source, reason=reason)
+        for a in new.team
+        if old.agent(a.name) is None
+    ]
     inserted = [i for i in new_tasks if i not in old_tasks]
     renamed: dict[str, str] = {}
     for old_id in (i for i in old_tasks if i not in new_tasks):
         # A task that took over what the removed one produced replaces it; anything else is a removal.
-        partner = next((i for i in inserted if set(new_tasks[i].produces) == set(old_tasks[old_id].produces)
-                        and i not in renamed.values()), None)
+        partner = next(
+            (
+                i
+                for i in inserted
+                if set(new_tasks[i].produces) == set(old_tasks[old_id].produces)
+                and i not in renamed.values()
+            ),
+            None,
+        )
         if partner is not None:
             renamed[old_id] = partner
-            edits.append(PlanEdit(kind=EditKind.REPLACE, task_id=old_id, before=old_tasks[old_id], after=new_tasks[partner],
-                                  source=source, reason=reason))
+            edits.append(
+                PlanEdit(
+                    kind=EditKind.REPLACE,
+                    task_id=old_id,
+                    before=old_tasks[old_id],
+                    after=new_tasks[partner],
+                    source=source,
+                    reason=reason,
+                )
+            )
         else:
-            edits.append(PlanEdit(kind=EditKind.REMOVE, task_id=old_id, before=old_tasks[old_id], source=source, reason=reason))
-    edits += [PlanEdit(kind=EditKind.INSERT, task_id=i, after=new_tasks[i], source=source, reason=reason)
-              for i in inserted if i not in renamed.values()]
+            edits.append(
+                PlanEdit(
+                    kind=EditKind.REMOVE,
+                    task_id=old_id,
+                    before=old_tasks[old_id],
+                    source=source,
+                    reason=reason,
+                )
+            )
+    edits += [
+        PlanEdit(kind=EditKind.INSERT, task_id=i, after=new_tasks[i], source=source, reason=reason)
+        for i in inserted
+        if i not in renamed.values()
+    ]
     for task_id in (i for i in old_tasks if i in new_tasks):
         before, after = old_tasks[task_id], new_tasks[task_id]
         needs_before = [renamed.get(n, n) for n in before.needs]
-        same_call = (before.operator, before.agent, before.produces, before.optional) == \
-            (after.operator, after.agent, after.produces, after.optional)
+        same_call = (before.operator, before.agent, before.produces, before.optional) == (
+            after.operator,
+            after.agent,
+            after.produces,
+            after.optional,
+        )
         if not same_call or (before.params != after.params and needs_before != after.needs):
             kind = EditKind.REPLACE
         elif before.params != after.params:
@@ -77,7 +122,11 @@ def diff(old: Strategy, new: Strategy, source: EditSource = EditSource.REPLAN, r
             kind = EditKind.REORDER
         else:
             continue
-        edits.append(PlanEdit(kind=kind, task_id=task_id, before=before, after=after, source=source, reason=reason))
+        edits.append(
+            PlanEdit(
+                kind=kind, task_id=task_id, before=before, after=after, source=source, reason=reason
+            )
+        )
     return sorted(edits, key=lambda e: APPLY_ORDER.index(e.kind))
 
 
@@ -97,44 +146,68 @@ def narrow(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit
             existing = next((a for a in old.team if a.role == edit.agent.role), None)
             if existing is not None:
                 reassign[edit.agent.name] = existing.name
-                refused.append(f"add_agent {edit.agent.name}: {existing.name} has the {edit.agent.role.value} role already;"
-                               " its tasks go to it instead")
+                refused.append(
+                    f"add_agent {edit.agent.name}: {existing.name} has the {edit.agent.role.value} role already;"
+                    " its tasks go to it instead"
+                )
                 continue
             accepted.append(edit)
             continue
         if edit.after is not None and edit.after.agent in reassign:
-            edit = edit.model_copy(update={"after": edit.after.model_copy(update={"agent": reassign[edit.after.agent]})})
+            edit = edit.model_copy(
+                update={
+                    "after": edit.after.model_copy(update={"agent": reassign[edit.after.agent]})
+                }
+            )
             if edit.after == edit.before:
                 continue  # the task only moved to the refused agent: with its own agent it needs no edit
         if edit.kind is EditKind.INSERT:
             accepted.append(edit)
             continue
         if edit.task_id not in allowed:
-            refused.append(f"{edit.kind.value} {edit.task_id}: outside the failed subgraph of {request.failed}")
+            refused.append(
+                f"{edit.kind.value} {edit.task_id}: outside the failed subgraph of {request.failed}"
+            )
             continue
         inputs_changed = edit.task_id in graph and bool(nx.ancestors(graph, edit.task_id) & edited)
         if edit.task_id in completed and not inputs_changed:
-            refused.append(f"{edit.kind.value} {edit.task_id}: completed, and its inputs did not change")
+            refused.append(
+                f"{edit.kind.value} {edit.task_id}: completed, and its inputs did not change"
+            )
             continue
         edited.add(edit.task_id)
         accepted.append(edit)
     return accepted, refused
 
 
-def regenerated(brain: Brain, request: ReplanRequest, reason: str, max_regenerations: int) -> tuple[list[PlanEdit], list[str], int]:
+def regenerated(
+    brain: Brain, request: ReplanRequest, reason: str, max_regenerations: int
+) -> tuple[list[PlanEdit], list[str], int]:
     """The accepted edits of the brain's proposal and of its regenerations, the refusals left, and how many regenerations it took.
 
     A proposal is asked again, told what was refused and why, while something is refused, at most
     `max_regenerations` times, and no longer once a regeneration is refused the same way.
     """
-    accepted, refused = narrow(request, diff(request.strategy, brain.replan(request), reason=reason))
+    accepted, refused = narrow(
+        request, diff(request.strategy, brain.replan(request), reason=reason)
+    )
     rounds = 0
     while refused and rounds < max_regenerations:
         rounds += 1
-        again, still = narrow(request, diff(request.strategy, brain.replan(request.model_copy(update={"refused": refused})),
-                                            reason=f"{reason}, regenerated"))
+        again, still = narrow(
+            request,
+            diff(
+                request.strategy,
+                brain.replan(request.model_copy(update={"refused": refused})),
+                reason=f"{reason}, regenerated",
+            ),
+        )
         touched = {(e.kind, e.task_id, e.agent.name if e.agent else None) for e in accepted}
-        accepted += [e for e in again if (e.kind, e.task_id, e.agent.name if e.agent else None) not in touched]
+        accepted += [
+            e
+            for e in again
+            if (e.kind, e.task_id, e.agent.name if e.agent else None) not in touched
+        ]
         if still == refused:
             break
         refused = still
@@ -148,8 +221,12 @@ def score(request: ReplanRequest, strategy: Strategy) -> tuple[int, int]:
     """Lower is better: (1 while the failed task would run again exactly as it failed, the validators' problems)."""
     failed = request.strategy.task(request.failed)
     same = next((t for t in strategy.tasks if t.id == failed.id), None)
-    still = same is not None and (same.operator, same.agent, same.params, same.needs) == \
-        (failed.operator, failed.agent, failed.params, failed.needs)
+    still = same is not None and (same.operator, same.agent, same.params, same.needs) == (
+        failed.operator,
+        failed.agent,
+        failed.params,
+        failed.needs,
+    )
     return int(still), len(validate(strategy, request.catalogue))
 
 
@@ -161,7 +238,9 @@ def improving(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanE
     kept: list[PlanEdit] = []
     pending = [e for e in edits if e.kind not in SUPPORTING]
     progress = True
-    while progress:  # passes until none improves: removing a dependent helps only once its upstream is gone
+    while (
+        progress
+    ):  # passes until none improves: removing a dependent helps only once its upstream is gone
         progress = False
         for edit in list(pending):
             candidate = current.apply(edit)
@@ -169,25 +248,47 @@ def improving(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanE
                 kept.append(edit)
                 pending.remove(edit)
                 current, best, progress = candidate, now, True
-    dropped = [f"{e.kind.value} {e.task_id}: does not improve the plan (score {score(request, current.apply(e))} against {best})"
-               for e in pending]
+    dropped = [
+        f"{e.kind.value} {e.task_id}: does not improve the plan (score {score(request, current.apply(e))} against {best})"
+        for e in pending
+    ]
     for edit in supporting:
         without = request.strategy.apply_all([e for e in supporting if e is not edit] + kept)
         if score(request, without) > best:
             kept.append(edit)
         else:
-            dropped.append(f"{edit.kind.value} {edit.task_id or (edit.agent.name if edit.agent else '')}: does not improve the plan")
+            dropped.append(
+                f"{edit.kind.value} {edit.task_id or (edit.agent.name if edit.agent else '')}: does not improve the plan"
+            )
     return sorted(kept, key=lambda e: APPLY_ORDER.index(e.kind)), dropped
 
 
-def replan(brain: Brain, request: ReplanRequest, max_rounds: int, *, gap_narrow: bool = True,
-           reflection: bool = True, max_regenerations: int = 2) -> Replanned:
+def replan(
+    brain: Brain,
+    request: ReplanRequest,
+    max_rounds: int,
+    *,
+    gap_narrow: bool = True,
+    reflection: bool = True,
+    max_regenerations: int = 2,
+) -> Replanned:
     """The re-planned strategy; one the brain cannot make valid becomes the rules brain's, through its fall-back."""
-    return brain.with_fallback("re-plan", lambda planner: _replan(planner, request, max_rounds, gap_narrow, reflection, max_regenerations))
+    return brain.with_fallback(
+        "re-plan",
+        lambda planner: _replan(
+            planner, request, max_rounds, gap_narrow, reflection, max_regenerations
+        ),
+    )
 
 
-def _replan(brain: Brain, request: ReplanRequest, max_rounds: int, gap_narrow: bool, reflection: bool,
-            max_regenerations: int) -> Replanned:
+def _replan(
+    brain: Brain,
+    request: ReplanRequest,
+    max_rounds: int,
+    gap_narrow: bool,
+    reflection: bool,
+    max_regenerations: int,
+) -> Replanned:
     why = "; ".join(r.detail for r in request.recommendations if r.detail)
     reason = f"re-plan after {request.failed} failed" + (f" ({why})" if why else "")
     rounds = 0
@@ -204,5 +305,9 @@ def _replan(brain: Brain, request: ReplanRequest, max_rounds: int, gap_narrow: b
         if reflected.rounds:
             strategy = reflected.strategy
             accepted = diff(request.strategy, strategy, reason=f"{reason}, after reflection")
-    return Replanned(strategy=strategy.model_copy(update={"round": request.strategy.round + 1}), edits=accepted,
-                     rejected=refused, regenerations=rounds)
+    return Replanned(
+        strategy=strategy.model_copy(update={"round": request.strategy.round + 1}),
+        edits=accepted,
+        rejected=refused,
+        regenerations=rounds,
+    )

@@ -13,7 +13,15 @@ from dbcrew import templating
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
-from dbcrew.models.report import CoverageEntry, CoverageStatus, DiagnosisSection, RootCause, SkipCause, SkipKind, TargetInfo
+from dbcrew.models.report import (
+    CoverageEntry,
+    CoverageStatus,
+    DiagnosisSection,
+    RootCause,
+    SkipCause,
+    SkipKind,
+    TargetInfo,
+)
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
@@ -24,8 +32,11 @@ from roles.worker import TaskOutcome
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
-templating.add_templates("report", TEMPLATES,
-                         {"md_text": md_text, "md_cell": md_cell, "md_code": md_code, "md_fence": md_fence})
+templating.add_templates(
+    "report",
+    TEMPLATES,
+    {"md_text": md_text, "md_cell": md_cell, "md_code": md_code, "md_fence": md_fence},
+)
 
 
 def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
@@ -42,27 +53,65 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             entries.append(planned[op.name])
             continue
         outcome = outcomes.get(op.name)
-        removed = next((e for e in review.edits if e.kind is EditKind.REMOVE and e.task_id == op.name), None)
+        removed = next(
+            (e for e in review.edits if e.kind is EditKind.REMOVE and e.task_id == op.name), None
+        )
         if outcome is None and removed is not None:
-            entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.REMOVED, detail=removed.reason)))
+            entries.append(
+                CoverageEntry.of(
+                    op.name,
+                    CoverageStatus.SKIPPED,
+                    SkipCause(kind=SkipKind.REMOVED, detail=removed.reason),
+                )
+            )
         elif outcome is None:
-            entries.append(CoverageEntry.of(op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)))
+            entries.append(
+                CoverageEntry.of(
+                    op.name, CoverageStatus.SKIPPED, SkipCause(kind=SkipKind.NOT_PLANNED)
+                )
+            )
         elif outcome.status is TaskStatus.DONE:
-            seen = "; ".join(dict.fromkeys(p for p in (outcome.observation.partial if outcome.observation else "",
-                                                      *inherited_partials(op, ops, outcomes)) if p))
-            reason = "; ".join(r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r)
+            seen = "; ".join(
+                dict.fromkeys(
+                    p
+                    for p in (
+                        outcome.observation.partial if outcome.observation else "",
+                        *inherited_partials(op, ops, outcomes),
+                    )
+                    if p
+                )
+            )
+            reason = "; ".join(
+                r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r
+            )
             entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
         else:
-            status = CoverageStatus.FAILED if outcome.status is TaskStatus.FAILED else CoverageStatus.SKIPPED
-            entries.append(CoverageEntry.of(op.name, status, failure_cause(op.name, outcomes, review.init.brief.current_user)))
+            status = (
+                CoverageStatus.FAILED
+                if outcome.status is TaskStatus.FAILED
+                else CoverageStatus.SKIPPED
+            )
+            entries.append(
+                CoverageEntry.of(
+                    op.name,
+                    status,
+                    failure_cause(op.name, outcomes, review.init.brief.current_user),
+                )
+            )
     return entries
 
 
-def inherited_partials(check: CatalogueEntry, ops: list[CatalogueEntry], outcomes: dict[str, TaskOutcome]) -> list[str]:
+def inherited_partials(
+    check: CatalogueEntry, ops: list[CatalogueEntry], outcomes: dict[str, TaskOutcome]
+) -> list[str]:
     """What the producers of a check's inputs could not see: the check saw no more than they did."""
     inputs = set(check.needs) | set(check.uses)
     producers = [op.name for op in ops if op.name != check.name and inputs & set(op.produces)]
-    return [o.observation.partial for name in producers if (o := outcomes.get(name)) and o.observation and o.observation.partial]
+    return [
+        o.observation.partial
+        for name in producers
+        if (o := outcomes.get(name)) and o.observation and o.observation.partial
+    ]
 
 
 def findings_of(review: ReviewResult) -> list[Finding]:
@@ -77,11 +126,20 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     """The report of a finished run: the run's brain writes the summary, then says what it spent and who answered."""
     coverage = coverage_of(review)
     if run.scenario is Scenario.DIAGNOSE:  # a diagnosis plans no health checks
-        coverage = [c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED]
+        coverage = [
+            c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED
+        ]
     findings = findings_of(review)
     brain = run.shared_brain
-    root_causes = sorted((rc for o in review.result.state.outcomes.values() if o.observation for rc in o.observation.root_causes),
-                         key=lambda rc: -rc.confidence)
+    root_causes = sorted(
+        (
+            rc
+            for o in review.result.state.outcomes.values()
+            if o.observation
+            for rc in o.observation.root_causes
+        ),
+        key=lambda rc: -rc.confidence,
+    )
     llm_diagnosis = None
     if run.scenario is Scenario.DIAGNOSE:
         # Here, not at import: the LLM experts pull in the openai client and the knowledge base, which a
@@ -89,41 +147,92 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         from roles.diagnosis.chief import llm_only_findings
         from roles.diagnosis.review import with_llm_experts
 
-        root_causes, llm_diagnosis = with_llm_experts(brain, Workspace(run.workspace_path), root_causes)
+        root_causes, llm_diagnosis = with_llm_experts(
+            brain, Workspace(run.workspace_path), root_causes
+        )
         findings += llm_only_findings(root_causes)
     summary = brain.summarize(run.scenario, findings, coverage)
     partial = review.partial_reason
-    unreachable = max((o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0)
+    unreachable = max(
+        (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
+    )
     if unreachable:
         # Checks that never ran find nothing: "0 problems" alone would read as a clean bill of health.
         gone = f"incomplete: target unreachable for {unreachable:.0f} s"
         summary, partial = f"{gone}. {summary}", "; ".join(p for p in (gone, partial) if p)
-    charts = [c for o in review.result.state.outcomes.values() if o.observation for c in o.observation.charts]
-    captions = {c: text for o in review.result.state.outcomes.values() if o.observation for c, text in o.observation.captions.items()}
+    charts = [
+        c
+        for o in review.result.state.outcomes.values()
+        if o.observation
+        for c in o.observation.charts
+    ]
+    captions = {
+        c: text
+        for o in review.result.state.outcomes.values()
+        if o.observation
+        for c, text in o.observation.captions.items()
+    }
     return Report(
         run_id=run.run_id,
-        target=TargetInfo(kind=run.target.kind, display=run.target.display, server_version=review.init.brief.server_version),
-        scenario=run.scenario, started_at=run.started_at, finished_at=datetime.now(UTC), brain=brain.answered_by(),
-        coverage=coverage, findings=findings, phases=review.phases, llm=brain.usage.model_copy(), summary=summary,
-        decisions=review.result.state.decisions, charts=sorted(charts), captions=captions, edits=review.edits, declined=review.rejected,
-        ablations=run.settings.ablations.off(), partial=partial, root_causes=root_causes,
+        target=TargetInfo(
+            kind=run.target.kind,
+            display=run.target.display,
+            server_version=review.init.brief.server_version,
+        ),
+        scenario=run.scenario,
+        started_at=run.started_at,
+        finished_at=datetime.now(UTC),
+        brain=brain.answered_by(),
+        coverage=coverage,
+        findings=findings,
+        phases=review.phases,
+        llm=brain.usage.model_copy(),
+        summary=summary,
+        decisions=review.result.state.decisions,
+        charts=sorted(charts),
+        captions=captions,
+        edits=review.edits,
+        declined=review.rejected,
+        ablations=run.settings.ablations.off(),
+        partial=partial,
+        root_causes=root_causes,
         notes=privilege_notes(review.init.brief),
-        diagnosis=diagnosis_section(run, review, root_causes) if run.scenario is Scenario.DIAGNOSE else None,
-        llm_diagnosis=llm_diagnosis, link=run.link,
+        diagnosis=diagnosis_section(run, review, root_causes)
+        if run.scenario is Scenario.DIAGNOSE
+        else None,
+        llm_diagnosis=llm_diagnosis,
+        link=run.link,
     )
 
 
-def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCause]) -> DiagnosisSection:
+def diagnosis_section(
+    run: RunContext, review: ReviewResult, causes: list[RootCause]
+) -> DiagnosisSection:
     """Title, anomaly description and diagnosis process, from the facts and the experts' outcomes."""
     workspace = Workspace(run.workspace_path)
-    rows = {r["key"]: r["body"] for r in workspace.query("SELECT key, body FROM observations WHERE key IN ('anomaly_facts', 'review_notes')")}
+    rows = {
+        r["key"]: r["body"]
+        for r in workspace.query(
+            "SELECT key, body FROM observations WHERE key IN ('anomaly_facts', 'review_notes')"
+        )
+    }
     facts = json.loads(rows.get("anomaly_facts", "{}"))
-    abnormal = [f"{m['name']} {m['baseline_median']:.4g} -> {m['window_median']:.4g}" for m in facts.get("abnormal", [])]
+    abnormal = [
+        f"{m['name']} {m['baseline_median']:.4g} -> {m['window_median']:.4g}"
+        for m in facts.get("abnormal", [])
+    ]
     window = facts.get("window", {})
     alert = run.settings.alert or "no alert text"
-    title = f"Diagnosis: {', '.join(c.code for c in causes[:2])}" if causes else "Diagnosis: no root cause found"
-    description = (f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
-                   + (f" (strongest: {abnormal[0]})" if abnormal else "") + f". {baseline_note(facts.get('baseline_source', ''))}")
+    title = (
+        f"Diagnosis: {', '.join(c.code for c in causes[:2])}"
+        if causes
+        else "Diagnosis: no root cause found"
+    )
+    description = (
+        f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
+        + (f" (strongest: {abnormal[0]})" if abnormal else "")
+        + f". {baseline_note(facts.get('baseline_source', ''))}"
+    )
     outcomes = review.result.state.outcomes
     process, experts = [], []
     for task_id, outcome in outcomes.items():
@@ -132,17 +241,28 @@ def diagnosis_section(run: RunContext, review: ReviewResult, causes: list[RootCa
         if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
-    process += [f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(rows.get("review_notes", "[]"))]
-    return DiagnosisSection(title=title, anomaly_description=description, abnormal_metrics=abnormal, experts=experts, process=process)
+    process += [
+        f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}"
+        for n in json.loads(rows.get("review_notes", "[]"))
+    ]
+    return DiagnosisSection(
+        title=title,
+        anomaly_description=description,
+        abnormal_metrics=abnormal,
+        experts=experts,
+        process=process,
+    )
 
 
 def baseline_note(source: str) -> str:
     """Where the baseline came from, or what its absence costs the diagnosis."""
     if source:
         return f"Baseline: {source}."
-    return ("No baseline (no --baseline file and no quiet window kept from an earlier health review of this target):"
-            " no metric can be called abnormal, so every expert was called in and no cause was checked against the"
-            " target's normal behaviour; expect lower confidence and more candidates.")
+    return (
+        "No baseline (no --baseline file and no quiet window kept from an earlier health review of this target):"
+        " no metric can be called abnormal, so every expert was called in and no cause was checked against the"
+        " target's normal behaviour; expect lower confidence and more candidates."
+    )
 
 
 def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
@@ -150,7 +270,10 @@ def render_markdown(report: Report, chart_src: dict[str, str]) -> str:
 
 
 def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
-    return {c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode() for c in report.charts}
+    return {
+        c: "data:image/png;base64," + base64.b64encode((run_dir / c).read_bytes()).decode()
+        for c in report.charts
+    }
 
 
 def prune_reports(root: Path, keep_days: float, now: float | None = None) -> list[Path]:
@@ -177,5 +300,7 @@ def write_report(report: Report, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     report_path(run_dir).write_text(report.model_dump_json(indent=2))
     (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
-    html = templating.render("report/report.html.j2", {"report": report, "chart_src": inline_charts(report, run_dir)})
+    html = templating.render(
+        "report/report.html.j2", {"report": report, "chart_src": inline_charts(report, run_dir)}
+    )
     (run_dir / "report.html").write_text(html)

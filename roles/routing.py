@@ -28,21 +28,86 @@ from roles.question_features import annotate_all
 QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
 MODEL_VERSION = 3
 # Names that fill the training templates: made up, so no name of a real database is learnt.
-TRAIN_TABLES = ("invoices", "users", "events", "payments", "accounts", "shipments", "sessions", "page_views")
-TRAIN_INDEXES = ("invoices_pkey", "users_email_idx", "events_created_at_idx", "payments_account_id_idx")
-TRAIN_SETTINGS = ("work_mem", "shared_buffers", "max_connections", "autovacuum_naptime", "random_page_cost",
-                  "effective_cache_size", "log_min_duration_statement", "checkpoint_timeout")
+TRAIN_TABLES = (
+    "invoices",
+    "users",
+    "events",
+    "payments",
+    "accounts",
+    "shipments",
+    "sessions",
+    "page_views",
+)
+TRAIN_INDEXES = (
+    "invoices_pkey",
+    "users_email_idx",
+    "events_created_at_idx",
+    "payments_account_id_idx",
+)
+TRAIN_SETTINGS = (
+    "work_mem",
+    "shared_buffers",
+    "max_connections",
+    "autovacuum_naptime",
+    "random_page_cost",
+    "effective_cache_size",
+    "log_min_duration_statement",
+    "checkpoint_timeout",
+)
 UNSAFE_CONFIDENCE = 0.6
 SLOT_WORDS = {"table": "tablename", "index": "indexname", "setting": "settingname"}
 
 # -- the deterministic unsafe check -----------------------------------------------------------------
 
-_POLITE = r"(?:(?:please|pls|kindly|now|then|also|just|quickly|go ahead and|and|can you|could you|would you|will you|" \
-          r"i want you to|i need you to|i'd like you to|i would like you to|you should|you must|you are now [\w ]+?,|let's|lets|help me)\s+)*"
-_ALWAYS = ("drop", "delete", "truncate", "insert", "wipe", "purge", "erase", "rename", "grant", "revoke", "reindex",
-           "cluster", "vacuum", "alter", "backfill", "update", "remove", "kill", "terminate", "restart", "reload",
-           "shutdown", "execute", "run", "create", "add", "set", "change", "increase", "raise", "lower", "decrease",
-           "reduce", "bump", "disable", "enable", "turn", "reset", "modify", "fix", "move", "clean", "write")
+_POLITE = (
+    r"(?:(?:please|pls|kindly|now|then|also|just|quickly|go ahead and|and|can you|could you|would you|will you|"
+    r"i want you to|i need you to|i'd like you to|i would like you to|you should|you must|you are now [\w ]+?,|let's|lets|help me)\s+)*"
+)
+_ALWAYS = (
+    "drop",
+    "delete",
+    "truncate",
+    "insert",
+    "wipe",
+    "purge",
+    "erase",
+    "rename",
+    "grant",
+    "revoke",
+    "reindex",
+    "cluster",
+    "vacuum",
+    "alter",
+    "backfill",
+    "update",
+    "remove",
+    "kill",
+    "terminate",
+    "restart",
+    "reload",
+    "shutdown",
+    "execute",
+    "run",
+    "create",
+    "add",
+    "set",
+    "change",
+    "increase",
+    "raise",
+    "lower",
+    "decrease",
+    "reduce",
+    "bump",
+    "disable",
+    "enable",
+    "turn",
+    "reset",
+    "modify",
+    "fix",
+    "move",
+    "clean",
+    "write",
+)
 # Verbs that also start harmless requests: a write only with a change-ish object.
 _NEEDS_OBJECT = {
     "run": r"(?:update|delete|insert|drop|truncate|alter|vacuum|reindex|cluster|create|grant|revoke)\b",
@@ -60,10 +125,14 @@ _SQL_WRITE = re.compile(
     r"create\s+(?:unique\s+)?(?:table|index|database|role|user|schema|extension|function|trigger)\s+\S+|"
     r"grant\s+\S+.*\s+to\s|revoke\s+\S+.*\s+from\s|vacuum\s+(?:full\s+)?[a-z_\"]+\s*;|"
     r"pg_terminate_backend|pg_cancel_backend|pg_stat_reset|pg_reload_conf|lo_unlink|set_config)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # A question about a write ("what does DROP INDEX CONCURRENTLY do?") is knowledge, not a request.
-_ASKS_ABOUT = re.compile(r"^\s*(?:what|how|why|when|which|is|are|does|do|should|explain|describe|difference|can i|"
-                         r"could i|tell me)\b", re.IGNORECASE)
+_ASKS_ABOUT = re.compile(
+    r"^\s*(?:what|how|why|when|which|is|are|does|do|should|explain|describe|difference|can i|"
+    r"could i|tell me)\b",
+    re.IGNORECASE,
+)
 _COMPARES = re.compile(r"\b(?:vs\.?|versus|difference|compared?)\b", re.IGNORECASE)
 _CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
 
@@ -71,9 +140,11 @@ _CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNOR
 # Words that make a write verb the first half of a noun ("vacuum health", "update frequency"): in a
 # list after the first clause ("assess index health, vacuum health and configuration") such a pair
 # names something to look at, not a command.
-_COMPOUND_HEADS = re.compile(r"(?:health|status|state|settings?|configuration|config|activity|progress|frequency|"
-                             r"history|performance|behaviou?r|lag|times?|counts?|rates?|delays?|thresholds?|"
-                             r"workers?|costs?|age|debt|stats|statistics)\b")
+_COMPOUND_HEADS = re.compile(
+    r"(?:health|status|state|settings?|configuration|config|activity|progress|frequency|"
+    r"history|performance|behaviou?r|lag|times?|counts?|rates?|delays?|thresholds?|"
+    r"workers?|costs?|age|debt|stats|statistics)\b"
+)
 
 
 def write_request(question: str) -> str | None:
@@ -101,17 +172,23 @@ def write_request(question: str) -> str | None:
 
 # -- the classifiers --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Labelled:
     text: str
     route: Route
     lookup: Lookup | None = None
-    template: str = ""  # the line of questions.yaml it came from: variants of one template stay in one fold
+    template: str = (
+        ""  # the line of questions.yaml it came from: variants of one template stay in one fold
+    )
 
 
 def fill(template: str, rng: random.Random) -> str:
-    return template.format(table=rng.choice(TRAIN_TABLES), index=rng.choice(TRAIN_INDEXES),
-                           setting=rng.choice(TRAIN_SETTINGS))
+    return template.format(
+        table=rng.choice(TRAIN_TABLES),
+        index=rng.choice(TRAIN_INDEXES),
+        setting=rng.choice(TRAIN_SETTINGS),
+    )
 
 
 def masked(template: str) -> str:
@@ -128,9 +205,15 @@ def load_questions(path: Path = QUESTIONS) -> list[Labelled]:
         grouped = entries.items() if route == Route.INSTANCE else [(None, entries)]
         for lookup, templates in grouped:
             for template in templates:
-                texts = {fill(template, rng), fill(template, rng), masked(template)} if "{" in template else {template}
-                out.extend(Labelled(text, Route(route), Lookup(lookup) if lookup else None, template)
-                           for text in sorted(texts))
+                texts = (
+                    {fill(template, rng), fill(template, rng), masked(template)}
+                    if "{" in template
+                    else {template}
+                )
+                out.extend(
+                    Labelled(text, Route(route), Lookup(lookup) if lookup else None, template)
+                    for text in sorted(texts)
+                )
     return out
 
 
@@ -140,10 +223,17 @@ def pipeline() -> Any:
     from sklearn.pipeline import make_pipeline, make_union
     from sklearn.preprocessing import FunctionTransformer
 
-    features = make_union(TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[A-Za-z_0-9]+"),
-                          TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True))
-    return make_pipeline(FunctionTransformer(annotate_all), features,
-                         LogisticRegression(C=20.0, max_iter=2000, class_weight="balanced"))
+    features = make_union(
+        TfidfVectorizer(
+            analyzer="word", ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[A-Za-z_0-9]+"
+        ),
+        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True),
+    )
+    return make_pipeline(
+        FunctionTransformer(annotate_all),
+        features,
+        LogisticRegression(C=20.0, max_iter=2000, class_weight="balanced"),
+    )
 
 
 class Router:
@@ -151,7 +241,9 @@ class Router:
 
     def __init__(self, path: Path = QUESTIONS):
         questions = load_questions(path)
-        self.routes = pipeline().fit([q.text for q in questions], [q.route.value for q in questions])
+        self.routes = pipeline().fit(
+            [q.text for q in questions], [q.route.value for q in questions]
+        )
         raw = yaml.safe_load(path.read_text())[Route.INSTANCE]
         pairs = [(masked(t), lookup) for lookup, templates in raw.items() for t in templates]
         self.lookups = pipeline().fit([p[0] for p in pairs], [p[1] for p in pairs])
@@ -167,10 +259,14 @@ class Router:
         # Without a write verb or statement the classifier alone must be sure: its doubt about
         # "why isn't autovacuum cleaning X" must not refuse a question about the database.
         # A question ("why isn't autovacuum cleaning X?") asks about a change, it requests none.
-        if ranked[0][1] == Route.UNSAFE and (ranked[0][0] < UNSAFE_CONFIDENCE or _ASKS_ABOUT.match(question)):
+        if ranked[0][1] == Route.UNSAFE and (
+            ranked[0][0] < UNSAFE_CONFIDENCE or _ASKS_ABOUT.match(question)
+        ):
             ranked = ranked[1:]
         route = Route(ranked[0][1])
-        names_object = masked_question is not None and any(w in masked_question for w in (SLOT_WORDS["table"], SLOT_WORDS["index"]))
+        names_object = masked_question is not None and any(
+            w in masked_question for w in (SLOT_WORDS["table"], SLOT_WORDS["index"])
+        )
         if names_object and route in (Route.GENERAL, Route.PRODUCT, Route.OFF_TOPIC):
             return Route.INSTANCE
         return route
@@ -178,7 +274,10 @@ class Router:
     def lookups_ranked(self, masked_question: str) -> list[Lookup]:
         """The look-ups for an instance question whose names were replaced by SLOT_WORDS, likeliest first."""
         probabilities = self.lookups.predict_proba([masked_question])[0]
-        return [Lookup(name) for _, name in sorted(zip(probabilities, self.lookups.classes_), reverse=True)]
+        return [
+            Lookup(name)
+            for _, name in sorted(zip(probabilities, self.lookups.classes_), reverse=True)
+        ]
 
 
 @lru_cache(maxsize=2)

@@ -21,35 +21,79 @@ def validate(strategy: Strategy, catalogue: list[CatalogueEntry]) -> list[Proble
     allowed = {e.name: e for e in catalogue}
     problems: list[Problem] = []
     if not strategy.tasks:
-        problems.append(Problem(task_id=None, kind=ProblemKind.EMPTY_PLAN, message="the plan has no task: nothing would be reviewed"))
+        problems.append(
+            Problem(
+                task_id=None,
+                kind=ProblemKind.EMPTY_PLAN,
+                message="the plan has no task: nothing would be reviewed",
+            )
+        )
     ids = [t.id for t in strategy.tasks]
     for dup in {i for i in ids if ids.count(i) > 1}:
-        problems.append(Problem(task_id=dup, kind=ProblemKind.DUPLICATE_ID, message=f"task id {dup} is used twice"))
+        problems.append(
+            Problem(
+                task_id=dup, kind=ProblemKind.DUPLICATE_ID, message=f"task id {dup} is used twice"
+            )
+        )
     if len({a.name for a in strategy.team}) != len(strategy.team):
-        problems.append(Problem(task_id=None, kind=ProblemKind.DUPLICATE_AGENT, message="two agents share a name"))
+        problems.append(
+            Problem(
+                task_id=None, kind=ProblemKind.DUPLICATE_AGENT, message="two agents share a name"
+            )
+        )
     graph = strategy.graph()
     for spec in strategy.tasks:
         entry = allowed.get(spec.operator)
         if entry is None:
-            problems.append(Problem(task_id=spec.id, kind=ProblemKind.UNKNOWN_OPERATOR,
-                                    message=f"operator {spec.operator!r} is not in the catalogue for this target"))
+            problems.append(
+                Problem(
+                    task_id=spec.id,
+                    kind=ProblemKind.UNKNOWN_OPERATOR,
+                    message=f"operator {spec.operator!r} is not in the catalogue for this target",
+                )
+            )
             continue
         agent = strategy.agent(spec.agent)
         if agent is None:
-            problems.append(Problem(task_id=spec.id, kind=ProblemKind.MISSING_AGENT, message=f"agent {spec.agent!r} is not in the team"))
+            problems.append(
+                Problem(
+                    task_id=spec.id,
+                    kind=ProblemKind.MISSING_AGENT,
+                    message=f"agent {spec.agent!r} is not in the team",
+                )
+            )
         elif agent.role != entry.role:
-            problems.append(Problem(task_id=spec.id, kind=ProblemKind.WRONG_ROLE,
-                                    message=f"{spec.operator} belongs to the {entry.role} role, {agent.name} is a {agent.role}"))
+            problems.append(
+                Problem(
+                    task_id=spec.id,
+                    kind=ProblemKind.WRONG_ROLE,
+                    message=f"{spec.operator} belongs to the {entry.role} role, {agent.name} is a {agent.role}",
+                )
+            )
         for need in spec.needs:
             if need not in ids:
-                problems.append(Problem(task_id=spec.id, kind=ProblemKind.UNKNOWN_DEPENDENCY, message=f"needs unknown task {need!r}"))
+                problems.append(
+                    Problem(
+                        task_id=spec.id,
+                        kind=ProblemKind.UNKNOWN_DEPENDENCY,
+                        message=f"needs unknown task {need!r}",
+                    )
+                )
         try:
             REGISTRY[spec.operator].params_model.model_validate(spec.params)
         except ValidationError as exc:
-            problems.append(Problem(task_id=spec.id, kind=ProblemKind.BAD_PARAMS, message=str(exc).splitlines()[0]))
+            problems.append(
+                Problem(
+                    task_id=spec.id, kind=ProblemKind.BAD_PARAMS, message=str(exc).splitlines()[0]
+                )
+            )
     if not nx.is_directed_acyclic_graph(graph):
         cycle = nx.find_cycle(graph)
-        problems.append(Problem(task_id=None, kind=ProblemKind.CYCLE, message=f"the task graph has a cycle: {cycle}"))
+        problems.append(
+            Problem(
+                task_id=None, kind=ProblemKind.CYCLE, message=f"the task graph has a cycle: {cycle}"
+            )
+        )
         return problems
     producers: dict[str, set[str]] = {}
     for spec in strategy.tasks:
@@ -62,6 +106,11 @@ def validate(strategy: Strategy, catalogue: list[CatalogueEntry]) -> list[Proble
         upstream = nx.ancestors(graph, spec.id)
         for artifact in entry.needs:
             if not producers.get(artifact, set()) & upstream:
-                problems.append(Problem(task_id=spec.id, kind=ProblemKind.MISSING_INPUT,
-                                        message=f"{spec.operator} needs {artifact}, which no upstream task produces"))
+                problems.append(
+                    Problem(
+                        task_id=spec.id,
+                        kind=ProblemKind.MISSING_INPUT,
+                        message=f"{spec.operator} needs {artifact}, which no upstream task produces",
+                    )
+                )
     return problems

@@ -86,10 +86,16 @@ class TaskOutcome(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     seconds: float = 0.0
     reason: str = ""
-    cause: SkipCause | None = Field(None, description="why it was skipped (its upstream task); None unless skipped")
+    cause: SkipCause | None = Field(
+        None, description="why it was skipped (its upstream task); None unless skipped"
+    )
     signature: str = ""
-    log: list[str] = Field(default_factory=list, description="the worker's own log: attempts, errors, reflections")
-    unreachable_seconds: float = Field(0.0, description="failed because the target did not answer for this long")
+    log: list[str] = Field(
+        default_factory=list, description="the worker's own log: attempts, errors, reflections"
+    )
+    unreachable_seconds: float = Field(
+        0.0, description="failed because the target did not answer for this long"
+    )
 
 
 def signature(spec: TaskSpec) -> str:
@@ -97,20 +103,34 @@ def signature(spec: TaskSpec) -> str:
     return f"{spec.operator}:{sorted(spec.params.items())}"
 
 
-def self_correct(exc: BaseException, params: dict[str, Any], timeout_ms: int) -> tuple[str, dict[str, Any], int, bool]:
+def self_correct(
+    exc: BaseException, params: dict[str, Any], timeout_ms: int
+) -> tuple[str, dict[str, Any], int, bool]:
     """(reflection, next params, next statement timeout, retry?) for one failure."""
     if isinstance(exc, NOT_RETRYABLE):
         return "the same call would fail again; raising an alert", params, timeout_ms, False
     if isinstance(exc, ValidationError):
-        return "parameters did not validate; retrying with the operator's defaults", {}, timeout_ms, True
+        return (
+            "parameters did not validate; retrying with the operator's defaults",
+            {},
+            timeout_ms,
+            True,
+        )
     if isinstance(exc, pgerrors.QueryCanceled):
-        return f"statement timed out; retrying with statement_timeout {timeout_ms * 2} ms", params, timeout_ms * 2, True
+        return (
+            f"statement timed out; retrying with statement_timeout {timeout_ms * 2} ms",
+            params,
+            timeout_ms * 2,
+            True,
+        )
     if isinstance(exc, (psycopg.OperationalError, TargetError)):
         return "connection problem; retrying after a short pause", params, timeout_ms, True
     return "unexpected failure; retrying once as it was", params, timeout_ms, True
 
 
-def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retries: int) -> TaskOutcome:
+def perform(
+    spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retries: int
+) -> TaskOutcome:
     op = get(spec.operator)
     params = dict(spec.params)
     timeout_ms = ctx.target.statement_timeout_ms
@@ -120,49 +140,102 @@ def perform(spec: TaskSpec, ctx: OperatorContext, injector: FaultInjector, retri
     for attempt in range(retries + 1):
         if stopping.requested():
             return stopped(spec, log)
-        log.append(f"attempt {attempt + 1}: {spec.operator} params={params} statement_timeout={timeout_ms}ms")
+        log.append(
+            f"attempt {attempt + 1}: {spec.operator} params={params} statement_timeout={timeout_ms}ms"
+        )
         try:
             injector.before(spec.operator)
-            run_ctx = replace(ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms}))
+            run_ctx = replace(
+                ctx, target=ctx.target.model_copy(update={"statement_timeout_ms": timeout_ms})
+            )
             observation = op.run(run_ctx, params)
             if stopping.requested():  # cut short: what it saw is not the window that was asked for
                 return stopped(spec, log)
             log.append(f"done: {observation.summary}")
-            return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.DONE, observation=observation,
-                               attempts=attempts, seconds=time.monotonic() - started, signature=signature(spec), log=log)
+            return TaskOutcome(
+                task_id=spec.id,
+                operator=spec.operator,
+                status=TaskStatus.DONE,
+                observation=observation,
+                attempts=attempts,
+                seconds=time.monotonic() - started,
+                signature=signature(spec),
+                log=log,
+            )
         except Exception as exc:  # noqa: BLE001 - every failure becomes an attempt, then an alert
             message = first_line(exc)
             reflection, params, timeout_ms, retry = self_correct(exc, params, timeout_ms)
             if retries == 0:
                 reflection = "self-correction is off: raising an alert"
-            attempts.append(Attempt(params=params, error_type=type(exc).__name__, message=message, reflection=reflection))
+            attempts.append(
+                Attempt(
+                    params=params,
+                    error_type=type(exc).__name__,
+                    message=message,
+                    reflection=reflection,
+                )
+            )
             log += [f"failed: {type(exc).__name__}: {message}", f"reflection: {reflection}"]
             if isinstance(exc, (psycopg.OperationalError, TargetError)) and retries:
                 unreachable = wait_for_target(ctx)
                 if unreachable is not None:
                     message = f"{UNREACHABLE} {unreachable:.0f} s: {message}"
                     log.append(message)
-                    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
-                                       seconds=time.monotonic() - started, reason=message, signature=signature(spec), log=log,
-                                       unreachable_seconds=unreachable)
+                    return TaskOutcome(
+                        task_id=spec.id,
+                        operator=spec.operator,
+                        status=TaskStatus.FAILED,
+                        attempts=attempts,
+                        seconds=time.monotonic() - started,
+                        reason=message,
+                        signature=signature(spec),
+                        log=log,
+                        unreachable_seconds=unreachable,
+                    )
             if not retry or attempt == retries:
                 break
-    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, attempts=attempts,
-                       seconds=time.monotonic() - started, reason=attempts[-1].message if attempts else "",
-                       signature=signature(spec), log=log)
+    return TaskOutcome(
+        task_id=spec.id,
+        operator=spec.operator,
+        status=TaskStatus.FAILED,
+        attempts=attempts,
+        seconds=time.monotonic() - started,
+        reason=attempts[-1].message if attempts else "",
+        signature=signature(spec),
+        log=log,
+    )
 
 
 def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
     """The outcome of a task the run was stopped before it completed (Ctrl-C, SIGTERM)."""
     cause = SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested())
-    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.SKIPPED, reason=cause.render(), cause=cause,
-                       signature=signature(spec), log=[*(log or []), cause.render()])
+    return TaskOutcome(
+        task_id=spec.id,
+        operator=spec.operator,
+        status=TaskStatus.SKIPPED,
+        reason=cause.render(),
+        cause=cause,
+        signature=signature(spec),
+        log=[*(log or []), cause.render()],
+    )
 
 
 def without_agent(spec: TaskSpec) -> TaskOutcome:
     """The outcome of a task no agent of the team can run: it fails before any call, and says why."""
     message = f"no agent {spec.agent!r} in the team to run {spec.operator}"
-    return TaskOutcome(task_id=spec.id, operator=spec.operator, status=TaskStatus.FAILED, reason=message,
-                       attempts=[Attempt(params=dict(spec.params), error_type="MissingAgent", message=message,
-                                         reflection="a worker cannot add an agent to the team; raising an alert")],
-                       signature=signature(spec), log=[f"MissingAgent: {message}"])
+    return TaskOutcome(
+        task_id=spec.id,
+        operator=spec.operator,
+        status=TaskStatus.FAILED,
+        reason=message,
+        attempts=[
+            Attempt(
+                params=dict(spec.params),
+                error_type="MissingAgent",
+                message=message,
+                reflection="a worker cannot add an agent to the team; raising an alert",
+            )
+        ],
+        signature=signature(spec),
+        log=[f"MissingAgent: {message}"],
+    )

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 _HOME = tempfile.mkdtemp(prefix="dbcrew-prefect-")
-atexit.register(shutil.rmtree, _HOME, ignore_errors=True)  # the session's Prefect home, never left in /tmp
+atexit.register(
+    shutil.rmtree, _HOME, ignore_errors=True
+)  # the session's Prefect home, never left in /tmp
 os.environ.setdefault("PREFECT_HOME", _HOME)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -20,14 +22,16 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key in ("OPENAI_API_KEY", "DBCREW_LLM_BASE_URL"):
     os.environ.pop(key, None)
 
-from lab.shop import DemoShop  # noqa: E402
 from lab.embedded import EmbeddedPostgres  # noqa: E402
+from lab.shop import DemoShop  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     """A real PostgreSQL 18 that logs every statement (the read-only proof reads that log)."""
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", settings={"log_statement": "'all'"}).start()
+    server = EmbeddedPostgres(
+        tmp_path_factory.mktemp("pg") / "data", settings={"log_statement": "'all'"}
+    ).start()
     yield server
     server.stop()
 

@@ -12,7 +12,13 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from dbcrew.workspace import Workspace
 
-DUCKDB_TYPES: dict[Any, str] = {bool: "BOOLEAN", int: "BIGINT", float: "DOUBLE", str: "VARCHAR", datetime: "TIMESTAMPTZ"}
+DUCKDB_TYPES: dict[Any, str] = {
+    bool: "BOOLEAN",
+    int: "BIGINT",
+    float: "DOUBLE",
+    str: "VARCHAR",
+    datetime: "TIMESTAMPTZ",
+}
 
 
 def duckdb_type(annotation: Any) -> str:

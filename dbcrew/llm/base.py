@@ -43,7 +43,9 @@ class Brain(ABC):
     def plan(self, request: PlanRequest) -> Strategy: ...
 
     @abstractmethod
-    def reflect(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
+    def reflect(
+        self, request: PlanRequest, strategy: Strategy, problems: list[Problem]
+    ) -> Strategy:
         """Return a corrected strategy for the validators' problems."""
 
     @abstractmethod
@@ -51,11 +53,15 @@ class Brain(ABC):
         """The brain's own objections to a plan the validators accepted."""
 
     @abstractmethod
-    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
+    def recommend(
+        self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None
+    ) -> list[Recommendation]:
         """What the planner should change: from the alert (with the worker's reflection), the leaf, the default action and the crew's global state."""
 
     @abstractmethod
     def replan(self, request: ReplanRequest) -> Strategy: ...
 
     @abstractmethod
-    def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str: ...
+    def summarize(
+        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+    ) -> str: ...

@@ -112,8 +112,12 @@ class ResponseCache:
             return None
         try:
             stored = json.loads(path.read_text())
-            hit = Completion(stored["text"], tuple(ToolCall(**c) for c in stored["tool_calls"]),
-                             stored["prompt_tokens"], stored["completion_tokens"])
+            hit = Completion(
+                stored["text"],
+                tuple(ToolCall(**c) for c in stored["tool_calls"]),
+                stored["prompt_tokens"],
+                stored["completion_tokens"],
+            )
         except (ValueError, KeyError, TypeError):
             return None  # not an answer this version wrote: the call is made and the file rewritten
 
@@ -137,9 +141,17 @@ class ResponseCache:
 class LlmClient:
     """The `openai` client, the model's name, and the usage this client has spent."""
 
-    def __init__(self, render: Render, *, base_url: str | None = None, api_key: str | None = None,
-                 model: str | None = None, timeout: float | None = None, max_retries: int | None = None,
-                 max_repairs: int = 2):
+    def __init__(
+        self,
+        render: Render,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        max_repairs: int = 2,
+    ):
         self._render = render
         env = environment()
         self.model = model or env.llm_model
@@ -159,7 +171,10 @@ class LlmClient:
         EndpointDown when the endpoint does not answer, BrainError when it fails otherwise or no repair validates."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": self._render("system.j2", {})},
-            {"role": "user", "content": self._render(template, {**context, "schema": model.model_json_schema()})},
+            {
+                "role": "user",
+                "content": self._render(template, {**context, "schema": model.model_json_schema()}),
+            },
         ]
         error = ""
         for _ in range(self._max_repairs + 1):
@@ -167,18 +182,35 @@ class LlmClient:
             try:
                 return model.model_validate_json(extract_json(text))
             except ValidationError as exc:
-                error = str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
-                messages += [{"role": "assistant", "content": text}, {"role": "user", "content": self._render("repair.j2", {"error": error})}]
+                error = (
+                    str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
+                )
+                messages += [
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": self._render("repair.j2", {"error": error})},
+                ]
         raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
 
-    def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                 response_format: dict[str, Any] | None = None, temperature: float = 0.0, timeout: float | None = None,
-                 cache: ResponseCache | None = None, sample: int = 0) -> Completion:
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        temperature: float = 0.0,
+        timeout: float | None = None,
+        cache: ResponseCache | None = None,
+        sample: int = 0,
+    ) -> Completion:
         """One chat completion (the `openai` client retries 429, 5xx and time-outs with backoff first).
         EndpointDown when the endpoint does not answer, BrainError for any other refusal. With a
         `cache`, a request asked before is answered from it and costs nothing. `timeout` can only
         shorten the client's own (a budget's remaining seconds)."""
-        request: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+        }
         if tools:
             request["tools"] = tools
         if response_format:
@@ -187,18 +219,31 @@ class LlmClient:
         if cache is not None and (hit := cache.get(key)) is not None:
             return Completion(hit.text, hit.tool_calls, cached=True)
         try:
-            response = self._client.chat.completions.create(**request, timeout=min(timeout or self.timeout, self.timeout))
+            response = self._client.chat.completions.create(
+                **request, timeout=min(timeout or self.timeout, self.timeout)
+            )
         except openai.APIConnectionError as exc:  # a timeout included
             raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
         except openai.APIError as exc:
             raise BrainError(f"{type(exc).__name__}: {exc}") from exc
         self.usage.calls += 1
-        prompt, completion = (response.usage.prompt_tokens, response.usage.completion_tokens) if response.usage else (0, 0)
+        prompt, completion = (
+            (response.usage.prompt_tokens, response.usage.completion_tokens)
+            if response.usage
+            else (0, 0)
+        )
         self.usage.prompt_tokens += prompt
         self.usage.completion_tokens += completion
         message = response.choices[0].message if response.choices else None
-        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments or "") for c in (message.tool_calls or [])
-                      if c.type == "function") if message else ()
+        calls = (
+            tuple(
+                ToolCall(c.id, c.function.name, c.function.arguments or "")
+                for c in (message.tool_calls or [])
+                if c.type == "function"
+            )
+            if message
+            else ()
+        )
         answer = Completion((message.content or "") if message else "", calls, prompt, completion)
         if cache is not None:
             cache.put(key, answer)

@@ -26,7 +26,9 @@ class ToolCall(BaseModel):
     operator: str
     params: dict[str, Any] = Field(default_factory=dict)
     observation: str = Field("", description="the observation, cut to a short limit")
-    observation_key: str | None = Field(None, description="workspace key of the whole observation when it was longer")
+    observation_key: str | None = Field(
+        None, description="workspace key of the whole observation when it was longer"
+    )
 
 
 class Answer(BaseModel):
@@ -38,5 +40,9 @@ class Answer(BaseModel):
     reason: str = ""
     brain: str = "rules"
     llm: LlmUsage = Field(default_factory=LlmUsage)
-    review: ReviewRequest | None = Field(None, exclude=True, description="an analysis question's review, still to run:"
-                                         " flows/ask.py runs it as a health_review flow run and answers from its report")
+    review: ReviewRequest | None = Field(
+        None,
+        exclude=True,
+        description="an analysis question's review, still to run:"
+        " flows/ask.py runs it as a health_review flow run and answers from its report",
+    )

@@ -15,16 +15,25 @@ class Brief(BaseModel):
     index_count: int = 0
     in_recovery: bool = False
     extensions: list[str] = Field(default_factory=list)
-    preloaded_libraries: list[str] | None = Field(None, description="None when the role may not read the setting")
+    preloaded_libraries: list[str] | None = Field(
+        None, description="None when the role may not read the setting"
+    )
     is_superuser: bool = False
-    can_read_all_stats: bool = Field(False, description="member of pg_read_all_stats (or superuser)")
+    can_read_all_stats: bool = Field(
+        False, description="member of pg_read_all_stats (or superuser)"
+    )
     can_read_all_settings: bool = False
     max_connections: int = 100
     track_io_timing: bool = False
-    system_identifier: str | None = Field(None, description="the cluster's identity (pg_control_system); None when the role may not read it")
+    system_identifier: str | None = Field(
+        None,
+        description="the cluster's identity (pg_control_system); None when the role may not read it",
+    )
 
     @property
     def has_statements(self) -> bool:
         """pg_stat_statements is usable only when installed here *and* preloaded by the server."""
-        preloaded = self.preloaded_libraries is None or "pg_stat_statements" in self.preloaded_libraries
+        preloaded = (
+            self.preloaded_libraries is None or "pg_stat_statements" in self.preloaded_libraries
+        )
         return "pg_stat_statements" in self.extensions and preloaded

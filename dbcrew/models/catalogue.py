@@ -19,6 +19,8 @@ class CatalogueEntry(BaseModel):
     produces: list[str] = Field(default_factory=list)
     uses: list[str] = Field(default_factory=list)
     checks: list[str] = Field(default_factory=list)
-    requires: list[str] = Field(default_factory=list, description="target capabilities it cannot run without")
+    requires: list[str] = Field(
+        default_factory=list, description="target capabilities it cannot run without"
+    )
     equivalent_of: str | None = None
     params_schema: dict[str, Any] = Field(default_factory=dict)

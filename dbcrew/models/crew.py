@@ -41,7 +41,9 @@ class Alert(BaseModel):
     operator: str
     error_type: str
     message: str
-    params: dict[str, object] = Field(default_factory=dict, description="the task's parameters as planned")
+    params: dict[str, object] = Field(
+        default_factory=dict, description="the task's parameters as planned"
+    )
     attempts: list[Attempt] = Field(default_factory=list)
     logs: list[str] = Field(default_factory=list, description="the failing worker's log tail")
 
@@ -70,7 +72,9 @@ class Remedy(BaseModel):
     @model_validator(mode="after")
     def _kind_fits_action(self) -> Remedy:
         if self.action.kind is not self.kind:
-            raise ValueError(f"action {self.action.value} is of kind {self.action.kind.value}, not {self.kind.value}")
+            raise ValueError(
+                f"action {self.action.value} is of kind {self.action.kind.value}, not {self.kind.value}"
+            )
         return self
 
 
@@ -88,7 +92,18 @@ class ReplanRequest(BaseModel):
     completed: list[str] = Field(description="task ids whose results are kept")
     failed: str
     recommendations: list[Recommendation]
-    alert: Alert | None = Field(None, description="the failing worker's alert: error, parameters, attempts with their reflections, log tail")
-    state: GlobalStateRecord | None = Field(None, description="the paused crew's global state, as the monitor saw it")
-    escalated: str = Field("", description="why an instruction became this re-plan (it failed twice); empty for a logic failure")
-    refused: list[str] = Field(default_factory=list, description="differences of the previous proposal the gap-narrow rules refused, and why")
+    alert: Alert | None = Field(
+        None,
+        description="the failing worker's alert: error, parameters, attempts with their reflections, log tail",
+    )
+    state: GlobalStateRecord | None = Field(
+        None, description="the paused crew's global state, as the monitor saw it"
+    )
+    escalated: str = Field(
+        "",
+        description="why an instruction became this re-plan (it failed twice); empty for a logic failure",
+    )
+    refused: list[str] = Field(
+        default_factory=list,
+        description="differences of the previous proposal the gap-narrow rules refused, and why",
+    )

@@ -9,8 +9,9 @@ from pydantic import BaseModel, Field
 
 from dbcrew.vocabulary import Cause
 
-
-LLM_EXPERTS_SOURCE = "llm_experts"  # Finding.source of a root cause only the LLM experts of a diagnosis named
+LLM_EXPERTS_SOURCE = (
+    "llm_experts"  # Finding.source of a root cause only the LLM experts of a diagnosis named
+)
 
 
 class Severity(StrEnum):

@@ -40,7 +40,9 @@ class TaskSpec(BaseModel):
     agent: str
     operator: str
     params: dict[str, Any] = Field(default_factory=dict)
-    needs: list[str] = Field(default_factory=list, description="ids of tasks that must finish first")
+    needs: list[str] = Field(
+        default_factory=list, description="ids of tasks that must finish first"
+    )
     produces: list[str] = Field(default_factory=list, description="workspace artifacts it writes")
     optional: bool = False
 
@@ -60,7 +62,9 @@ class PlanEdit(BaseModel):
     """One recorded change to a strategy: what it touched, before and after, and who made it why."""
 
     kind: EditKind
-    task_id: str = Field("", description="the task edited (its id before the edit); empty for add_agent")
+    task_id: str = Field(
+        "", description="the task edited (its id before the edit); empty for add_agent"
+    )
     before: TaskSpec | None = None
     after: TaskSpec | None = None
     agent: AgentSpec | None = Field(None, description="the agent an add_agent edit brings in")
@@ -152,7 +156,9 @@ class Strategy(BaseModel):
         assert edit.after is not None, f"{edit.kind} edit without the task after it"
         if edit.kind is EditKind.INSERT:
             return self.insert_task(edit.after).with_tool(edit.after.agent, edit.after.operator)
-        return self.replace_task(edit.task_id, edit.after).with_tool(edit.after.agent, edit.after.operator)
+        return self.replace_task(edit.task_id, edit.after).with_tool(
+            edit.after.agent, edit.after.operator
+        )
 
     def apply_all(self, edits: list[PlanEdit]) -> Strategy:
         strategy = self
@@ -162,7 +168,9 @@ class Strategy(BaseModel):
 
     def with_tool(self, agent_name: str, tool: str) -> Strategy:
         team = [
-            a.model_copy(update={"tools": [*a.tools, tool]}) if a.name == agent_name and tool not in a.tools else a
+            a.model_copy(update={"tools": [*a.tools, tool]})
+            if a.name == agent_name and tool not in a.tools
+            else a
             for a in self.team
         ]
         return self.model_copy(update={"team": team})

@@ -24,12 +24,16 @@ class CoverageStatus(StrEnum):
 class SkipKind(StrEnum):
     """Why a check did not run, or failed: the kinds of a coverage entry's structured cause."""
 
-    MISSING_EXTENSION = "missing_extension"  # an extension it needs is not installed, or not preloaded
+    MISSING_EXTENSION = (
+        "missing_extension"  # an extension it needs is not installed, or not preloaded
+    )
     NO_SOURCE = "no_source"  # it needs an artifact nothing on this target can collect
     PRIVILEGE = "privilege"  # the review's role was refused; `grant` fixes it
     FAULT = "fault"  # its operator failed, after self-correction and the monitor
     UPSTREAM_FAILED = "upstream_failed"  # a task it needs failed
-    UPSTREAM_INCOMPLETE = "upstream_incomplete"  # a task it needs did not complete (failed or skipped)
+    UPSTREAM_INCOMPLETE = (
+        "upstream_incomplete"  # a task it needs did not complete (failed or skipped)
+    )
     REMOVED = "removed"  # a re-plan took it out of the plan
     NOT_PLANNED = "not_planned"
     STOPPED = "stopped"  # the run was stopped (Ctrl-C, SIGTERM) before it completed
@@ -43,16 +47,23 @@ class SkipCause(BaseModel):
     """
 
     kind: SkipKind
-    detail: str = Field("", description="the cause's own words: an error message, a missing capability, a re-plan's reason")
+    detail: str = Field(
+        "",
+        description="the cause's own words: an error message, a missing capability, a re-plan's reason",
+    )
     upstream: str | None = Field(None, description="the task whose failure this one follows")
     root: SkipCause | None = Field(None, description="that upstream task's own cause")
-    grant: str | None = Field(None, description="the statement that gives the review's role what it lacked")
+    grant: str | None = Field(
+        None, description="the statement that gives the review's role what it lacked"
+    )
 
     def render(self) -> str:
         """The human reason: e.g. `upstream collect_statements failed: permission denied for view pg_stat_statements (GRANT ...)`."""
         if self.kind in (SkipKind.UPSTREAM_FAILED, SkipKind.UPSTREAM_INCOMPLETE):
             verb = "failed" if self.kind is SkipKind.UPSTREAM_FAILED else "did not complete"
-            return f"upstream {self.upstream} {verb}" + (f": {self.root.render()}" if self.root else "")
+            return f"upstream {self.upstream} {verb}" + (
+                f": {self.root.render()}" if self.root else ""
+            )
         if self.kind is SkipKind.REMOVED:
             return f"removed from the plan: {self.detail}"
         if self.kind is SkipKind.NOT_PLANNED:
@@ -63,8 +74,13 @@ class SkipCause(BaseModel):
 class CoverageEntry(BaseModel):
     check: str
     status: CoverageStatus
-    reason: str = Field("", description="the human text: the cause rendered, or a note on a check that ran partially")
-    cause: SkipCause | None = Field(None, description="why it did not run (or failed), structured; None when it ran")
+    reason: str = Field(
+        "",
+        description="the human text: the cause rendered, or a note on a check that ran partially",
+    )
+    cause: SkipCause | None = Field(
+        None, description="why it did not run (or failed), structured; None when it ran"
+    )
 
     @classmethod
     def of(cls, check: str, status: CoverageStatus, cause: SkipCause) -> CoverageEntry:
@@ -84,42 +100,85 @@ class Phases(BaseModel):
     replans: int = 0
     alerts: int = 0
     instructions: int = 0
-    reused_tasks: int = Field(0, description="completed tasks a re-plan kept instead of running again")
-    reexecuted_tasks: int = Field(0, description="task runs a recovery caused: reruns and replacements")
-    lessons_applied: int = Field(0, description="plan edits taken from long-term memory before the first run")
-    regenerations: int = Field(0, description="re-plan proposals asked again because the gap-narrow rules refused some of their edits")
+    reused_tasks: int = Field(
+        0, description="completed tasks a re-plan kept instead of running again"
+    )
+    reexecuted_tasks: int = Field(
+        0, description="task runs a recovery caused: reruns and replacements"
+    )
+    lessons_applied: int = Field(
+        0, description="plan edits taken from long-term memory before the first run"
+    )
+    regenerations: int = Field(
+        0,
+        description="re-plan proposals asked again because the gap-narrow rules refused some of their edits",
+    )
 
 
 class LlmUsage(BaseModel):
     """What the run's one brain spent: HTTP calls and tokens, and the questions the rules answered instead."""
 
-    calls: int = Field(0, description="chat completions answered, repairs included (not the client's retries of failed requests)")
+    calls: int = Field(
+        0,
+        description="chat completions answered, repairs included (not the client's retries of failed requests)",
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    questions: int = Field(0, description="questions the roles asked the LLM brain (plan, critique, summary, ...)")
-    fallbacks: int = Field(0, description="of those, questions the rules brain answered because the endpoint gave no usable answer")
+    questions: int = Field(
+        0, description="questions the roles asked the LLM brain (plan, critique, summary, ...)"
+    )
+    fallbacks: int = Field(
+        0,
+        description="of those, questions the rules brain answered because the endpoint gave no usable answer",
+    )
 
 
 class LlmDiagnosis(BaseModel):
     """What the LLM experts of one diagnosis did, spent and were refused (RCAgent's controller counters)."""
 
-    experts: list[str] = Field(default_factory=list, description="experts the alert and the abnormal metrics called in")
-    samples: int = Field(1, description="answers drawn per expert (self-consistency votes over their codes)")
+    experts: list[str] = Field(
+        default_factory=list, description="experts the alert and the abnormal metrics called in"
+    )
+    samples: int = Field(
+        1, description="answers drawn per expert (self-consistency votes over their codes)"
+    )
     calls: int = Field(0, description="chat completions sent")
     cached: int = Field(0, description="answers taken from the response cache instead of a call")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tool_calls: int = Field(0, description="observations the experts asked for")
-    snapshots: int = Field(0, description="observations too long to show whole: a head and a key to expand shown instead")
+    snapshots: int = Field(
+        0,
+        description="observations too long to show whole: a head and a key to expand shown instead",
+    )
     repairs: int = Field(0, description="answers json-repair made parseable without asking again")
-    regenerations: int = Field(0, description="answers asked for again because they could not be used")
-    reflections: int = Field(0, description="lines of inquiry the experts scored (D-Bot's tree search)")
-    backtracks: int = Field(0, description="low-scoring branches abandoned for a better earlier point of the search")
-    corrections: dict[str, int] = Field(default_factory=dict, description="corrective messages sent: unknown_tool, repeated_action")
-    accepted: list[str] = Field(default_factory=list, description="'expert: code' proposals that passed the guard and the vote")
-    rejected: list[str] = Field(default_factory=list, description="'expert: code: why' proposals the hallucination guard refused")
-    fallbacks: list[str] = Field(default_factory=list, description="experts that gave no answer and why: the rules' causes stood")
-    stopped: str = Field("", description="the budget that ran out (calls, tokens, seconds), empty when none did")
+    regenerations: int = Field(
+        0, description="answers asked for again because they could not be used"
+    )
+    reflections: int = Field(
+        0, description="lines of inquiry the experts scored (D-Bot's tree search)"
+    )
+    backtracks: int = Field(
+        0, description="low-scoring branches abandoned for a better earlier point of the search"
+    )
+    corrections: dict[str, int] = Field(
+        default_factory=dict, description="corrective messages sent: unknown_tool, repeated_action"
+    )
+    accepted: list[str] = Field(
+        default_factory=list,
+        description="'expert: code' proposals that passed the guard and the vote",
+    )
+    rejected: list[str] = Field(
+        default_factory=list,
+        description="'expert: code: why' proposals the hallucination guard refused",
+    )
+    fallbacks: list[str] = Field(
+        default_factory=list,
+        description="experts that gave no answer and why: the rules' causes stood",
+    )
+    stopped: str = Field(
+        "", description="the budget that ran out (calls, tokens, seconds), empty when none did"
+    )
 
 
 class TargetInfo(BaseModel):
@@ -134,7 +193,9 @@ class GlobalStateRecord(BaseModel):
     done: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
-    running: list[str] = Field(default_factory=list, description="tasks that were running at the alert and finished first")
+    running: list[str] = Field(
+        default_factory=list, description="tasks that were running at the alert and finished first"
+    )
     pending: list[str] = Field(default_factory=list)
     error: str = ""
     logs: list[str] = Field(default_factory=list)
@@ -153,7 +214,9 @@ class Decision(BaseModel):
     confidence: float
     remedy: str
     detail: str = ""
-    state: GlobalStateRecord | None = Field(None, description="the global state the monitor saw, compacted")
+    state: GlobalStateRecord | None = Field(
+        None, description="the global state the monitor saw, compacted"
+    )
 
 
 class DiagnosisSection(BaseModel):
@@ -163,7 +226,9 @@ class DiagnosisSection(BaseModel):
     anomaly_description: str
     abnormal_metrics: list[str] = Field(default_factory=list)
     experts: list[str] = Field(default_factory=list, description="experts the anomaly called in")
-    process: list[str] = Field(default_factory=list, description="what each expert and the cross review concluded")
+    process: list[str] = Field(
+        default_factory=list, description="what each expert and the cross review concluded"
+    )
 
 
 class HistoryItem(BaseModel):
@@ -203,7 +268,9 @@ class Report(BaseModel):
     scenario: Scenario
     started_at: datetime
     finished_at: datetime
-    brain: str = Field(description="which brain answered, e.g. 'openai, 3 of 9 questions fell back to rules'")
+    brain: str = Field(
+        description="which brain answered, e.g. 'openai, 3 of 9 questions fell back to rules'"
+    )
     coverage: list[CoverageEntry] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     root_causes: list[RootCause] = Field(default_factory=list)
@@ -211,16 +278,36 @@ class Report(BaseModel):
     llm: LlmUsage = Field(default_factory=LlmUsage)
     summary: str = ""
     decisions: list[Decision] = Field(default_factory=list)
-    edits: list[PlanEdit] = Field(default_factory=list, description="every plan edit: memory, monitor, re-plans")
-    declined: list[str] = Field(default_factory=list, description="re-plan edits not applied: refused by the gap-narrow rules"
-                                " (after regeneration) or dropped as not improving the plan, each with why")
-    ablations: list[str] = Field(default_factory=list, description="recovery features switched off for this run")
-    partial: str = Field("", description="why the review stopped short (re-plan budget spent), empty when it did not")
-    notes: list[str] = Field(default_factory=list, description="what the reader should know about how the review ran (e.g. as a superuser)")
+    edits: list[PlanEdit] = Field(
+        default_factory=list, description="every plan edit: memory, monitor, re-plans"
+    )
+    declined: list[str] = Field(
+        default_factory=list,
+        description="re-plan edits not applied: refused by the gap-narrow rules"
+        " (after regeneration) or dropped as not improving the plan, each with why",
+    )
+    ablations: list[str] = Field(
+        default_factory=list, description="recovery features switched off for this run"
+    )
+    partial: str = Field(
+        "", description="why the review stopped short (re-plan budget spent), empty when it did not"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the reader should know about how the review ran (e.g. as a superuser)",
+    )
     charts: list[str] = Field(default_factory=list)
-    captions: dict[str, str] = Field(default_factory=dict, description="chart path -> what the chart shows")
+    captions: dict[str, str] = Field(
+        default_factory=dict, description="chart path -> what the chart shows"
+    )
     diagnosis: DiagnosisSection | None = None
-    llm_diagnosis: LlmDiagnosis | None = Field(None, description="the LLM experts' part of a diagnosis; none for the rules brain")
-    history: History | None = Field(None, description="what changed since the target's previous run (the shared store)")
-    link: str = Field("", description="where to see this run: the Prefect UI's flow-run page when known")
+    llm_diagnosis: LlmDiagnosis | None = Field(
+        None, description="the LLM experts' part of a diagnosis; none for the rules brain"
+    )
+    history: History | None = Field(
+        None, description="what changed since the target's previous run (the shared store)"
+    )
+    link: str = Field(
+        "", description="where to see this run: the Prefect UI's flow-run page when known"
+    )
     error: str = Field("", description="why the run failed; empty when it completed")

@@ -13,15 +13,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 
-TARGET_HELP = ("postgresql://user@host:port/dbname (or ?host=/socket/dir), without a password: it comes from the"
-               " worker's PGPASSWORD or ~/.pgpass, or use target_secret")
+TARGET_HELP = (
+    "postgresql://user@host:port/dbname (or ?host=/socket/dir), without a password: it comes from the"
+    " worker's PGPASSWORD or ~/.pgpass, or use target_secret"
+)
 
 
 def _parsed(value: object) -> object:
@@ -42,16 +51,28 @@ class ReviewRequest(BaseModel):
 
     target: TargetURL | None = Field(None, description=TARGET_HELP)
     target_secret: str | None = Field(
-        None, description="instead of target: the name of a Prefect Secret block holding the target's URL, password included")
+        None,
+        description="instead of target: the name of a Prefect Secret block holding the target's URL, password included",
+    )
     scenario: Scenario = Field(
-        Scenario.HEALTH, description="health: the periodic review; diagnose: root causes of a performance anomaly")
+        Scenario.HEALTH,
+        description="health: the periodic review; diagnose: root causes of a performance anomaly",
+    )
     brain: BrainName = Field(
-        "rules", description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for")
+        "rules",
+        description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for",
+    )
     settings: Settings = Field(
         default_factory=Settings,
-        description="how the run samples and judges: window, thresholds, recovery switches, a diagnosis's alert and baseline")
-    faults: list[FaultSpec] = Field(default_factory=list, description="lab: faults injected into operators, to test recovery")
-    out: Path | None = Field(None, description="folder for report.json/md/html and charts; empty: DBCREW_REPORTS_DIR/<run id>")
+        description="how the run samples and judges: window, thresholds, recovery switches, a diagnosis's alert and baseline",
+    )
+    faults: list[FaultSpec] = Field(
+        default_factory=list, description="lab: faults injected into operators, to test recovery"
+    )
+    out: Path | None = Field(
+        None,
+        description="folder for report.json/md/html and charts; empty: DBCREW_REPORTS_DIR/<run id>",
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:

@@ -19,7 +19,16 @@ import psycopg
 from dbcrew.errors import DbcrewError
 from dbcrew.settings import environment, variable
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
-from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals, fingerprint
+from dbcrew.store.records import (
+    Baseline,
+    RunRecord,
+    RunStatus,
+    Sighting,
+    StoredFinding,
+    TargetSummary,
+    Vitals,
+    fingerprint,
+)
 from dbcrew.store.store import Store
 from dbcrew.targets.postgres import first_line, redact_url
 
@@ -45,12 +54,32 @@ def open_store(url: str | None = None) -> Store:
     """The store at `url` (default: `store_url()`), its schema created if missing."""
     url = url or store_url()
     postgres = url.startswith(("postgresql://", "postgres://"))
-    backend = PostgresBackend(url, redact_url(url)) if postgres else DuckDBBackend(Path(url.removeprefix("duckdb://")))
+    backend = (
+        PostgresBackend(url, redact_url(url))
+        if postgres
+        else DuckDBBackend(Path(url.removeprefix("duckdb://")))
+    )
     try:
         return Store(backend)
     except (psycopg.OperationalError, duckdb.IOException) as exc:
-        raise StoreUnavailable(f"the store {backend.location} cannot be opened: {redact_url(first_line(exc))}") from None
+        raise StoreUnavailable(
+            f"the store {backend.location} cannot be opened: {redact_url(first_line(exc))}"
+        ) from None
 
 
-__all__ = ["STORE_ENV", "Baseline", "StoreUnavailable", "RunRecord", "RunStatus", "Sighting", "Store", "StoredFinding", "TargetSummary",
-           "Vitals", "default_store_path", "fingerprint", "open_store", "store_url"]
+__all__ = [
+    "STORE_ENV",
+    "Baseline",
+    "RunRecord",
+    "RunStatus",
+    "Sighting",
+    "Store",
+    "StoreUnavailable",
+    "StoredFinding",
+    "TargetSummary",
+    "Vitals",
+    "default_store_path",
+    "fingerprint",
+    "open_store",
+    "store_url",
+]

@@ -121,7 +121,9 @@ class PostgresBackend:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with psycopg.connect(self._url, application_name=APPLICATION_NAME, connect_timeout=10) as conn:
+        with psycopg.connect(
+            self._url, application_name=APPLICATION_NAME, connect_timeout=10
+        ) as conn:
             yield _PgSession(conn)
 
     def lock_schema(self, session: Session) -> None:

@@ -14,7 +14,15 @@ from datetime import UTC, datetime
 
 from dbcrew.models.finding import Severity
 from dbcrew.store.backends import Backend, Session, utc
-from dbcrew.store.records import Baseline, RunRecord, RunStatus, Sighting, StoredFinding, TargetSummary, Vitals
+from dbcrew.store.records import (
+    Baseline,
+    RunRecord,
+    RunStatus,
+    Sighting,
+    StoredFinding,
+    TargetSummary,
+    Vitals,
+)
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -36,8 +44,18 @@ SCHEMA = (
         successes INTEGER NOT NULL, learned_at TIMESTAMPTZ NOT NULL, used_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (target, operator))""",
 )
-RUN_COLUMNS = "run_id, target, display, scenario, started_at, finished_at, status, report, link, error"
-VITAL_COLUMNS = ("cache_hit_ratio", "dead_tuples", "oldest_xid_age", "database_bytes", "critical", "warning", "info")
+RUN_COLUMNS = (
+    "run_id, target, display, scenario, started_at, finished_at, status, report, link, error"
+)
+VITAL_COLUMNS = (
+    "cache_hit_ratio",
+    "dead_tuples",
+    "oldest_xid_age",
+    "database_bytes",
+    "critical",
+    "warning",
+    "info",
+)
 # Runs whose findings count for history: a failed run saw nothing, so it resolves nothing.
 SEEN = f"status <> '{RunStatus.FAILED.value}'"
 
@@ -92,7 +110,9 @@ class Store:
         return self.backend.location
 
     # -- runs, findings, vitals ---------------------------------------------------------------
-    def record_run(self, run: RunRecord, findings: list[StoredFinding], vitals: Vitals | None = None) -> None:
+    def record_run(
+        self, run: RunRecord, findings: list[StoredFinding], vitals: Vitals | None = None
+    ) -> None:
         """Keep one run with its findings (one per fingerprint, the worst severity) and vital signs; idempotent."""
         worst: dict[str, StoredFinding] = {}
         for finding in findings:
@@ -102,102 +122,184 @@ class Store:
         with self._session() as session:
             for table in ("findings", "vitals", "runs"):
                 session.run(f"DELETE FROM {table} WHERE run_id = ?", [run.run_id])
-            session.run(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run.run_id, run.target, run.display, run.scenario, run.started_at, run.finished_at,
-                         run.status.value, run.report, run.link, run.error])
+            session.run(
+                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    run.run_id,
+                    run.target,
+                    run.display,
+                    run.scenario,
+                    run.started_at,
+                    run.finished_at,
+                    run.status.value,
+                    run.report,
+                    run.link,
+                    run.error,
+                ],
+            )
             for f in worst.values():
-                session.run("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?)",
-                            [run.run_id, f.fingerprint, f.code, f.object, f.severity.value, f.title])
+                session.run(
+                    "INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?)",
+                    [run.run_id, f.fingerprint, f.code, f.object, f.severity.value, f.title],
+                )
             if vitals is not None:
-                session.run(f"INSERT INTO vitals (run_id, {', '.join(VITAL_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            [run.run_id, *(getattr(vitals, c) for c in VITAL_COLUMNS)])
+                session.run(
+                    f"INSERT INTO vitals (run_id, {', '.join(VITAL_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run.run_id, *(getattr(vitals, c) for c in VITAL_COLUMNS)],
+                )
 
     def runs(self, target: str, limit: int | None = None) -> list[RunRecord]:
         """The target's runs, oldest first (the latest `limit` when given)."""
         with self._session() as session:
-            rows = session.run(f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? ORDER BY started_at DESC"
-                               + (f" LIMIT {int(limit)}" if limit else ""), [target])
+            rows = session.run(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? ORDER BY started_at DESC"
+                + (f" LIMIT {int(limit)}" if limit else ""),
+                [target],
+            )
         return [_run(r) for r in reversed(rows)]
 
     def previous_run(self, target: str, scenario: str, before: datetime) -> RunRecord | None:
         """The latest run of `target` in `scenario` that started before `before` and saw the database (not failed)."""
         with self._session() as session:
-            rows = session.run(f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? AND scenario = ? AND started_at < ?"
-                               f" AND {SEEN} ORDER BY started_at DESC LIMIT 1", [target, scenario, before])
+            rows = session.run(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? AND scenario = ? AND started_at < ?"
+                f" AND {SEEN} ORDER BY started_at DESC LIMIT 1",
+                [target, scenario, before],
+            )
         return _run(rows[0]) if rows else None
 
     def findings(self, run_id: str) -> list[StoredFinding]:
         with self._session() as session:
-            rows = session.run("SELECT fingerprint, code, object, severity, title FROM findings WHERE run_id = ?"
-                               " ORDER BY code, object", [run_id])
-        return [StoredFinding(fingerprint=r[0], code=r[1], object=r[2], severity=Severity(r[3]), title=r[4]) for r in rows]
+            rows = session.run(
+                "SELECT fingerprint, code, object, severity, title FROM findings WHERE run_id = ?"
+                " ORDER BY code, object",
+                [run_id],
+            )
+        return [
+            StoredFinding(
+                fingerprint=r[0], code=r[1], object=r[2], severity=Severity(r[3]), title=r[4]
+            )
+            for r in rows
+        ]
 
     def sightings(self, target: str, scenario: str, before: datetime) -> dict[str, Sighting]:
         """Each fingerprint seen on `target` in `scenario` runs started before `before`: first and last time."""
         with self._session() as session:
-            rows = session.run("SELECT f.fingerprint, min(r.started_at), max(r.started_at) FROM findings f"
-                               " JOIN runs r ON r.run_id = f.run_id WHERE r.target = ? AND r.scenario = ?"
-                               f" AND r.started_at < ? AND r.{SEEN} GROUP BY f.fingerprint", [target, scenario, before])
+            rows = session.run(
+                "SELECT f.fingerprint, min(r.started_at), max(r.started_at) FROM findings f"
+                " JOIN runs r ON r.run_id = f.run_id WHERE r.target = ? AND r.scenario = ?"
+                f" AND r.started_at < ? AND r.{SEEN} GROUP BY f.fingerprint",
+                [target, scenario, before],
+            )
         return {r[0]: Sighting(first_seen=utc(r[1]), last_seen=utc(r[2])) for r in rows}
 
-    def trends(self, target: str, scenario: str, limit: int | None = None) -> list[tuple[RunRecord, Vitals]]:
+    def trends(
+        self, target: str, scenario: str, limit: int | None = None
+    ) -> list[tuple[RunRecord, Vitals]]:
         """The vital signs of the target's `scenario` runs, oldest first (the latest `limit` when given)."""
         columns = ", ".join(f"r.{c}" for c in RUN_COLUMNS.split(", "))
         with self._session() as session:
-            rows = session.run(f"SELECT {columns}, {', '.join(f'v.{c}' for c in VITAL_COLUMNS)} FROM runs r"
-                               " JOIN vitals v ON v.run_id = r.run_id WHERE r.target = ? AND r.scenario = ?"
-                               " ORDER BY r.started_at DESC" + (f" LIMIT {int(limit)}" if limit else ""), [target, scenario])
+            rows = session.run(
+                f"SELECT {columns}, {', '.join(f'v.{c}' for c in VITAL_COLUMNS)} FROM runs r"
+                " JOIN vitals v ON v.run_id = r.run_id WHERE r.target = ? AND r.scenario = ?"
+                " ORDER BY r.started_at DESC" + (f" LIMIT {int(limit)}" if limit else ""),
+                [target, scenario],
+            )
         width = len(RUN_COLUMNS.split(", "))
-        return [(_run(r[:width]), Vitals(**dict(zip(VITAL_COLUMNS, r[width:], strict=True)))) for r in reversed(rows)]
+        return [
+            (_run(r[:width]), Vitals(**dict(zip(VITAL_COLUMNS, r[width:], strict=True))))
+            for r in reversed(rows)
+        ]
 
     def identity_of(self, display: str) -> str | None:
         """The identity last recorded for a display (a failed run cannot probe the target for it)."""
         with self._session() as session:
-            rows = session.run("SELECT target FROM runs WHERE display = ? ORDER BY started_at DESC LIMIT 1", [display])
+            rows = session.run(
+                "SELECT target FROM runs WHERE display = ? ORDER BY started_at DESC LIMIT 1",
+                [display],
+            )
         return rows[0][0] if rows else None
 
     def targets(self) -> list[TargetSummary]:
         """Every target with history: its identity, latest display, run count and latest start."""
         with self._session() as session:
-            rows = session.run("SELECT target, count(*), max(started_at) FROM runs GROUP BY target ORDER BY target")
-            displays = dict(session.run("SELECT target, display FROM runs r WHERE started_at ="
-                                        " (SELECT max(started_at) FROM runs s WHERE s.target = r.target)"))
-        return [TargetSummary(target=t, display=displays.get(t, t), runs=n, last_started_at=utc(last)) for t, n, last in rows]
+            rows = session.run(
+                "SELECT target, count(*), max(started_at) FROM runs GROUP BY target ORDER BY target"
+            )
+            displays = dict(
+                session.run(
+                    "SELECT target, display FROM runs r WHERE started_at ="
+                    " (SELECT max(started_at) FROM runs s WHERE s.target = r.target)"
+                )
+            )
+        return [
+            TargetSummary(target=t, display=displays.get(t, t), runs=n, last_started_at=utc(last))
+            for t, n, last in rows
+        ]
 
     # -- baselines ----------------------------------------------------------------------------
     def save_baseline(self, baseline: Baseline) -> None:
         with self._session() as session:
-            session.run("DELETE FROM baselines WHERE target = ? AND run_id = ?", [baseline.target, baseline.run_id])
-            session.run("INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
-                        [baseline.target, baseline.run_id, baseline.taken_at, baseline.quiet, baseline.reason,
-                         baseline.window_json])
+            session.run(
+                "DELETE FROM baselines WHERE target = ? AND run_id = ?",
+                [baseline.target, baseline.run_id],
+            )
+            session.run(
+                "INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    baseline.target,
+                    baseline.run_id,
+                    baseline.taken_at,
+                    baseline.quiet,
+                    baseline.reason,
+                    baseline.window_json,
+                ],
+            )
 
     def latest_baseline(self, target: str) -> Baseline | None:
         """The target's latest window that was quiet, or None."""
         with self._session() as session:
-            rows = session.run("SELECT target, run_id, taken_at, quiet, reason, window_json FROM baselines"
-                               " WHERE target = ? AND quiet ORDER BY taken_at DESC LIMIT 1", [target])
+            rows = session.run(
+                "SELECT target, run_id, taken_at, quiet, reason, window_json FROM baselines"
+                " WHERE target = ? AND quiet ORDER BY taken_at DESC LIMIT 1",
+                [target],
+            )
         if not rows:
             return None
         target_id, run_id, taken_at, quiet, reason, window_json = rows[0]
-        return Baseline(target=target_id, run_id=run_id, taken_at=utc(taken_at), quiet=quiet, reason=reason,
-                        window_json=window_json)
+        return Baseline(
+            target=target_id,
+            run_id=run_id,
+            taken_at=utc(taken_at),
+            quiet=quiet,
+            reason=reason,
+            window_json=window_json,
+        )
 
     # -- long-term memory ---------------------------------------------------------------------
     def lesson(self, target: str, operator: str) -> tuple[str, int] | None:
         """The stored lesson (JSON body, successes) for one operator on one target."""
         with self._session() as session:
-            rows = session.run("SELECT body, successes FROM lessons WHERE target = ? AND operator = ?", [target, operator])
+            rows = session.run(
+                "SELECT body, successes FROM lessons WHERE target = ? AND operator = ?",
+                [target, operator],
+            )
         return (rows[0][0], int(rows[0][1])) if rows else None
 
     def put_lesson(self, target: str, operator: str, kind: str, body: str, successes: int) -> None:
         now = datetime.now(UTC)
         with self._session() as session:
             session.run("DELETE FROM lessons WHERE target = ? AND operator = ?", [target, operator])
-            session.run("INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)", [target, operator, kind, body, successes, now, now])
+            session.run(
+                "INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [target, operator, kind, body, successes, now, now],
+            )
 
     def lessons(self, target: str) -> list[str]:
         """The target's lessons (JSON bodies), most successful first."""
         with self._session() as session:
-            rows = session.run("SELECT body FROM lessons WHERE target = ? ORDER BY successes DESC, used_at DESC", [target])
+            rows = session.run(
+                "SELECT body FROM lessons WHERE target = ? ORDER BY successes DESC, used_at DESC",
+                [target],
+            )
         return [r[0] for r in rows]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes
 
@@ -26,7 +26,9 @@ from dbcrew.redact import redact
 from dbcrew.secrets import secret
 
 SCHEMES = ("postgresql://", "postgres://")
-URL_PARTS = frozenset({"user", "host", "port", "dbname"})  # what display_of writes into a URL's authority and path
+URL_PARTS = frozenset(
+    {"user", "host", "port", "dbname"}
+)  # what display_of writes into a URL's authority and path
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
 
 
@@ -64,8 +66,11 @@ def own_pids(conn: psycopg.Connection[Any] | None = None) -> list[int]:
     server = (conn.info.host, conn.info.port) if conn is not None else None
     with _LOCK:
         sessions = list(_OWN_SESSIONS)
-    return sorted(s.own_pid for s in sessions
-                  if not s.closed and (server is None or (s.info.host, s.info.port) == server))
+    return sorted(
+        s.own_pid
+        for s in sessions
+        if not s.closed and (server is None or (s.info.host, s.info.port) == server)
+    )
 
 
 class PostgresTarget(BaseModel):
@@ -107,15 +112,24 @@ class PostgresTarget(BaseModel):
         if not extra:
             return self.display
         joiner = "&" if "?" in self.display else "?"
-        return self.display + joiner + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(extra.items()))
+        return (
+            self.display
+            + joiner
+            + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in sorted(extra.items()))
+        )
 
     def __getstate__(self) -> dict[Any, Any]:
         state = super().__getstate__()
-        return {**state, "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None}}
+        return {
+            **state,
+            "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None},
+        }
 
     def connect(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
         """Open a read-only autocommit session; every statement is its own read-only transaction."""
-        timeout = statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
+        timeout = (
+            statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
+        )
         options = (
             "-c default_transaction_read_only=on"
             f" -c statement_timeout={int(timeout)}"
@@ -133,7 +147,9 @@ class PostgresTarget(BaseModel):
         try:
             conn = OwnSession.connect(self.dsn, autocommit=True, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
-            raise TargetError(f"cannot connect to {self.display}: {redact(first_line(exc))}") from exc
+            raise TargetError(
+                f"cannot connect to {self.display}: {redact(first_line(exc))}"
+            ) from exc
         return conn.register()
 
     @contextmanager
@@ -158,13 +174,17 @@ def parse_target(url: str, password: str | None = None) -> PostgresTarget:
     `password` is one found elsewhere (an environment variable, a secret store) for a URL without one.
     """
     if not url.startswith(SCHEMES):
-        raise TargetError(f"unsupported target {redact(redact_url(url))!r}: expected postgresql://user@host:port/dbname")
+        raise TargetError(
+            f"unsupported target {redact(redact_url(url))!r}: expected postgresql://user@host:port/dbname"
+        )
     if "\x00" in url:
         raise TargetError("malformed target URL: it contains a NUL character")
     if "@" in _credentials(url.partition("://")[2])[2]:
         # libpq would read the text around a second @ as the host, database or a parameter: most
         # likely the rest of a password with an unencoded @ or /, which must not be displayed.
-        raise TargetError("malformed target URL: an unencoded @ after the user name; write @ as %40 in a password or name")
+        raise TargetError(
+            "malformed target URL: an unencoded @ after the user name; write @ as %40 in a password or name"
+        )
     public, secret = split_password(url)
     params = _conninfo(public)
     password = (_decode_password(secret) if secret is not None else None) or password
@@ -192,14 +212,18 @@ def _decode_password(secret: str) -> str:
             return unquote_to_bytes(secret).decode("utf-8")
         except UnicodeDecodeError:
             pass
-    raise TargetError("malformed target URL: the password is not valid percent-encoded UTF-8 (write % as %25)")
+    raise TargetError(
+        "malformed target URL: the password is not valid percent-encoded UTF-8 (write % as %25)"
+    )
 
 
 def _check_location(params: dict[str, Any]) -> None:
     """One server per review: a host list (libpq's failover form) or a port that is not a number is refused."""
     host, port = str(params.get("host") or ""), str(params.get("port") or "")
     if "," in host or "," in port:
-        raise TargetError("malformed target URL: several hosts or ports; review one server at a time")
+        raise TargetError(
+            "malformed target URL: several hosts or ports; review one server at a time"
+        )
     if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
         # The value is not quoted: `postgresql://u:secret/db` (no @host) puts the password there.
         raise TargetError("malformed target URL: the port is not a number from 1 to 65535")
@@ -236,7 +260,7 @@ def _credentials(rest: str) -> tuple[str, str | None, str]:
     if at < 0:
         return "", None, rest
     user, colon, secret = rest[:at].partition(":")
-    return f"{user}@", secret if colon else None, rest[at + 1:]
+    return f"{user}@", secret if colon else None, rest[at + 1 :]
 
 
 def display_of(params: dict[str, Any]) -> str:

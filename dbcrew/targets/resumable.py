@@ -16,8 +16,8 @@ target_wait_seconds), before the error goes to the worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,7 +38,9 @@ MAX_PAUSE = 1.0  # a restart takes about a second: a longer pause only adds to t
 class Resumable:
     """One logical session over as many server sessions as it takes; `reconnects` says how many."""
 
-    def __init__(self, target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any):
+    def __init__(
+        self, target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any
+    ):
         self._target = target
         self._wait = wait
         self._resume = resume
@@ -51,7 +53,9 @@ class Resumable:
         """`read(conn)` on the live session; once more on a new one when the server ended it during the read."""
         while True:
             if self._conn is None:
-                self._conn = self._reconnect() if self.reconnects else self._target.connect(**self._connect)
+                self._conn = (
+                    self._reconnect() if self.reconnects else self._target.connect(**self._connect)
+                )
                 self._reads_on_conn = 0
             conn = self._conn
             try:
@@ -96,7 +100,9 @@ def resumed_note(reconnects: int) -> str:
 
 
 @contextmanager
-def resumable(target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any) -> Iterator[Resumable]:
+def resumable(
+    target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any
+) -> Iterator[Resumable]:
     """A `Resumable` closed after the block; with `resume` False, an ended session fails the read as a plain session would."""
     session = Resumable(target, wait=wait, resume=resume, **connect)
     try:

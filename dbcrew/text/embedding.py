@@ -24,9 +24,17 @@ def _vectorizers() -> tuple[Any, Any]:
     """Character n-grams within word boundaries, and word unigrams, hashed into DIMENSIONS."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
-    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=DIMENSIONS, alternate_sign=False,
-                              norm=None, lowercase=True)
-    words = HashingVectorizer(analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True)
+    chars = HashingVectorizer(
+        analyzer="char_wb",
+        ngram_range=(3, 5),
+        n_features=DIMENSIONS,
+        alternate_sign=False,
+        norm=None,
+        lowercase=True,
+    )
+    words = HashingVectorizer(
+        analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True
+    )
     return chars, words
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
-STOPWORDS = frozenset("a an the of to for in on is be by or and not no it its this that with due".split())
+STOPWORDS = frozenset(
+    "a an the of to for in on is be by or and not no it its this that with due".split()
+)
 
 
 def tokens(text: str) -> list[str]:

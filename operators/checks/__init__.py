@@ -5,5 +5,13 @@ pure function of the workspace and the thresholds and can be unit-tested on its 
 """
 
 # Importing each module registers its checks with the operator registry.
-from operators.checks import bloat, configuration, database, indexes  # noqa: F401
-from operators.checks import replication, sessions, statements, tables  # noqa: F401
+from operators.checks import (  # noqa: F401  # noqa: F401
+    bloat,
+    configuration,
+    database,
+    indexes,
+    replication,
+    sessions,
+    statements,
+    tables,
+)

@@ -33,7 +33,11 @@ Check = Callable[[OperatorContext], Observation]
 
 
 def check(
-    *, needs: tuple[str, ...], codes: tuple[FindingCode, ...], uses: tuple[str, ...] = (), looked_at: str = "",
+    *,
+    needs: tuple[str, ...],
+    codes: tuple[FindingCode, ...],
+    uses: tuple[str, ...] = (),
+    looked_at: str = "",
 ) -> Callable[[CheckBody], Check]:
     """Register `body` as the check operator of its name; its docstring is what the planner reads.
 
@@ -47,12 +51,21 @@ def check(
             findings, coverage = _gather(body(ctx))
             if coverage is None:
                 if not looked_at:
-                    raise TypeError(f"check {body.__name__} returned no coverage and declares no looked_at")
+                    raise TypeError(
+                        f"check {body.__name__} returned no coverage and declares no looked_at"
+                    )
                 coverage = Coverage(looked_at)
             return _observe(body.__name__, findings, coverage)
 
-        run.__name__, run.__qualname__, run.__doc__, run.__module__ = body.__name__, body.__qualname__, body.__doc__, body.__module__
-        return operator(role=Role.TASKER, category=Category.CHECKS, needs=needs, uses=uses, checks=codes)(run)
+        run.__name__, run.__qualname__, run.__doc__, run.__module__ = (
+            body.__name__,
+            body.__qualname__,
+            body.__doc__,
+            body.__module__,
+        )
+        return operator(
+            role=Role.TASKER, category=Category.CHECKS, needs=needs, uses=uses, checks=codes
+        )(run)
 
     return register
 
@@ -75,7 +88,9 @@ def _observe(source: str, findings: list[Finding], coverage: Coverage) -> Observ
     )
 
 
-def severity_for(value: float, warning: float, critical: float, *, higher_is_worse: bool = True) -> Severity | None:
+def severity_for(
+    value: float, warning: float, critical: float, *, higher_is_worse: bool = True
+) -> Severity | None:
     """None when the value is within bounds."""
     if higher_is_worse:
         if value >= critical:

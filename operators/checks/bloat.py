@@ -44,7 +44,14 @@ class Estimate:
         return self.wasted_pages / relpages if relpages else 0.0
 
 
-def estimate_table(relpages: int, reltuples: float, data_width: float, columns: int, has_nulls: bool, fillfactor: int) -> Estimate:
+def estimate_table(
+    relpages: int,
+    reltuples: float,
+    data_width: float,
+    columns: int,
+    has_nulls: bool,
+    fillfactor: int,
+) -> Estimate:
     header = _align(HEAP_TUPLE_HEADER + (math.ceil(columns / 8) if has_nulls else 0))
     per_tuple = header + _align(data_width) + ITEM_POINTER
     usable = (BLOCK - PAGE_HEADER) * fillfactor / 100
@@ -71,44 +78,70 @@ def _severity(ctx: OperatorContext, ratio: float, wasted: int) -> Severity | Non
     return severity_for(ratio, t.bloat_warning_ratio, t.bloat_critical_ratio)
 
 
-def _bloat_finding(ctx: OperatorContext, code: FindingCode, row: TableWidthRow | IndexWidthRow, name: str, est: Estimate) -> Finding | None:
+def _bloat_finding(
+    ctx: OperatorContext,
+    code: FindingCode,
+    row: TableWidthRow | IndexWidthRow,
+    name: str,
+    est: Estimate,
+) -> Finding | None:
     ratio = est.ratio(row.relpages)
     severity = _severity(ctx, ratio, est.wasted_bytes)
     if severity is None:
         return None
     kind = "Table" if code == FindingCode.TABLE_BLOAT else "Index"
     return Finding(
-        code=code, severity=severity, object=qualified(row.schemaname, name),
+        code=code,
+        severity=severity,
+        object=qualified(row.schemaname, name),
         title=f"{kind} {name} wastes about {est.wasted_bytes / 2**20:.0f} MiB ({ratio:.0%} of its pages)",
-        evidence=rounded({"pages": row.relpages, "expected_pages": est.expected_pages, "wasted_bytes": est.wasted_bytes,
-                          "ratio": ratio, "estimate": "pg_stats widths; confirm with pgstattuple"}),
+        evidence=rounded(
+            {
+                "pages": row.relpages,
+                "expected_pages": est.expected_pages,
+                "wasted_bytes": est.wasted_bytes,
+                "ratio": ratio,
+                "estimate": "pg_stats widths; confirm with pgstattuple",
+            }
+        ),
         confidence=0.6,
     )
 
 
-@check(needs=("table_widths", "index_widths"), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT))
+@check(
+    needs=("table_widths", "index_widths"), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT)
+)
 def check_bloat(ctx: OperatorContext) -> Judgement:
     """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
     tables = ctx.workspace.rows(TableWidthRow, "SELECT * FROM table_widths")
     indexes = ctx.workspace.rows(IndexWidthRow, "SELECT * FROM index_widths")
     for row in filter(_complete, tables):
-        est = estimate_table(row.relpages, row.reltuples, row.data_width, row.columns, row.has_nulls, row.fillfactor)
+        est = estimate_table(
+            row.relpages, row.reltuples, row.data_width, row.columns, row.has_nulls, row.fillfactor
+        )
         finding = _bloat_finding(ctx, FindingCode.TABLE_BLOAT, row, row.relname, est)
         if finding:
-            yield finding.model_copy(update={
-                "recommendation": "Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
-            })
+            yield finding.model_copy(
+                update={
+                    "recommendation": "Confirm with pgstattuple, then rewrite it online with pg_repack (VACUUM FULL locks it for the whole rewrite).",
+                }
+            )
     for index in filter(_complete, indexes):
         est = estimate_btree(index.relpages, index.reltuples, index.data_width, index.fillfactor)
         finding = _bloat_finding(ctx, FindingCode.INDEX_BLOAT, index, index.indexrelname, est)
         if finding:
-            yield finding.model_copy(update={
-                "recommendation": "Rebuild it without blocking writes.",
-                "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(index.schemaname, index.indexrelname)};",
-            })
+            yield finding.model_copy(
+                update={
+                    "recommendation": "Rebuild it without blocking writes.",
+                    "fix_sql": f"REINDEX INDEX CONCURRENTLY {qualified(index.schemaname, index.indexrelname)};",
+                }
+            )
     partial = sum(not _complete(r) for r in tables) + sum(not _complete(r) for r in indexes)
     looked_at = f"{len(tables)} tables and {len(indexes)} indexes"
     if partial:
-        return Coverage(looked_at, f"{partial} relations not estimated (never analyzed, or columns hidden from"
-                                   f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)")
+        return Coverage(
+            looked_at,
+            f"{partial} relations not estimated (never analyzed, or columns hidden from"
+            f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)",
+        )
     return Coverage(looked_at)

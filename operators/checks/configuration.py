@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from dbcrew.models import Finding, Severity
 from dbcrew.vocabulary import FindingCode
 from operators.checks.base import Coverage, Judgement, check
-from operators.checks.database import CACHE_SQL, CHECKPOINT_SQL, CacheWindow, judged_hit_ratio, wal_checkpoint_share
+from operators.checks.database import (
+    CACHE_SQL,
+    CHECKPOINT_SQL,
+    CacheWindow,
+    judged_hit_ratio,
+    wal_checkpoint_share,
+)
 from operators.collect.catalog import SettingRow
 from operators.collect.machine import MachineRow
 from operators.registry import OperatorContext
@@ -79,56 +85,102 @@ def _human(n: float) -> str:
 def _hazards(s: ServerSettings, memory: int | None) -> Iterator[Advice]:
     target = s.text("checkpoint_completion_target")
     if target and float(target) < 0.7:
-        yield Advice("checkpoint_completion_target", target, "0.9",
-                     "checkpoint writes are squeezed into a short part of the interval: I/O spikes", hazard=True)
+        yield Advice(
+            "checkpoint_completion_target",
+            target,
+            "0.9",
+            "checkpoint writes are squeezed into a short part of the interval: I/O spikes",
+            hazard=True,
+        )
     work_mem, connections = s.bytes("work_mem"), s.number("max_connections")
     if memory and work_mem and connections:
         worst = work_mem * int(connections)
         if worst > memory:
-            yield Advice("work_mem", _human(work_mem), _human(max(4 * MB, memory // (int(connections) * 4))),
-                         f"work_mem x max_connections = {_human(worst)}, more than the machine's {_human(memory)}: a busy hour can run it out of memory",
-                         hazard=True)
+            yield Advice(
+                "work_mem",
+                _human(work_mem),
+                _human(max(4 * MB, memory // (int(connections) * 4))),
+                f"work_mem x max_connections = {_human(worst)}, more than the machine's {_human(memory)}: a busy hour can run it out of memory",
+                hazard=True,
+            )
     if memory:
         shared = s.bytes("shared_buffers")
         if shared and shared > memory * 0.5:
-            yield Advice("shared_buffers", _human(shared), _human(memory // 4),
-                         "more than half of memory in shared_buffers starves the OS cache and work_mem", hazard=True)
+            yield Advice(
+                "shared_buffers",
+                _human(shared),
+                _human(memory // 4),
+                "more than half of memory in shared_buffers starves the OS cache and work_mem",
+                hazard=True,
+            )
 
 
 def _sizing(s: ServerSettings, memory: int, symptoms: Symptoms) -> Iterator[Advice]:
     shared = s.bytes("shared_buffers")
     if shared and shared < memory / 8:
-        yield Advice("shared_buffers", _human(shared), _human(memory // 4), "pgtune advises a quarter of memory",
-                     symptom=symptoms.cache)
+        yield Advice(
+            "shared_buffers",
+            _human(shared),
+            _human(memory // 4),
+            "pgtune advises a quarter of memory",
+            symptom=symptoms.cache,
+        )
     cache = s.bytes("effective_cache_size")
     if cache and cache < memory / 3:
-        yield Advice("effective_cache_size", _human(cache), _human(memory * 3 // 4),
-                     "the planner assumes little OS cache and avoids index scans")
+        yield Advice(
+            "effective_cache_size",
+            _human(cache),
+            _human(memory * 3 // 4),
+            "the planner assumes little OS cache and avoids index scans",
+        )
     maintenance = s.bytes("maintenance_work_mem")
     if maintenance and maintenance < min(memory / 32, 2 * GB):
-        yield Advice("maintenance_work_mem", _human(maintenance), _human(min(memory // 16, 2 * GB)),
-                     "vacuum and index builds make more passes with little memory")
+        yield Advice(
+            "maintenance_work_mem",
+            _human(maintenance),
+            _human(min(memory // 16, 2 * GB)),
+            "vacuum and index builds make more passes with little memory",
+        )
     work_mem, connections = s.bytes("work_mem"), s.number("max_connections")
     if work_mem and connections and symptoms.temp:
         advised = max(4 * MB, (memory - (shared or 0)) // (int(connections) * 3))
         if advised > work_mem:
-            yield Advice("work_mem", _human(work_mem), _human(advised), "sorts and hashes spill to temporary files",
-                         symptom=symptoms.temp)
+            yield Advice(
+                "work_mem",
+                _human(work_mem),
+                _human(advised),
+                "sorts and hashes spill to temporary files",
+                symptom=symptoms.temp,
+            )
 
 
 def _workload(s: ServerSettings, symptoms: Symptoms) -> Iterator[Advice]:
     max_wal = s.bytes("max_wal_size")
     if max_wal and symptoms.checkpoints:
-        yield Advice("max_wal_size", _human(max_wal), _human(max(max_wal * 4, 4 * GB)),
-                     "checkpoints are triggered by WAL volume before checkpoint_timeout", symptom=symptoms.checkpoints)
+        yield Advice(
+            "max_wal_size",
+            _human(max_wal),
+            _human(max(max_wal * 4, 4 * GB)),
+            "checkpoints are triggered by WAL volume before checkpoint_timeout",
+            symptom=symptoms.checkpoints,
+        )
     random_cost = s.text("random_page_cost")
     if random_cost and float(random_cost) >= 4.0:
-        yield Advice("random_page_cost", random_cost, "1.1",
-                     "4 models spinning disks; on SSD or cloud storage it makes the planner avoid index scans")
+        yield Advice(
+            "random_page_cost",
+            random_cost,
+            "1.1",
+            "4 models spinning disks; on SSD or cloud storage it makes the planner avoid index scans",
+        )
     scale = s.text("autovacuum_vacuum_scale_factor")
     if scale and float(scale) > 0.2:
-        yield Advice("autovacuum_vacuum_scale_factor", scale, "0.05",
-                     "large tables wait for a large share of dead rows before autovacuum comes", hazard=True)
+        yield Advice(
+            "autovacuum_vacuum_scale_factor",
+            scale,
+            "0.05",
+            "large tables wait for a large share of dead rows before autovacuum comes",
+            hazard=True,
+        )
 
 
 def _symptoms(ctx: OperatorContext) -> Symptoms:
@@ -153,20 +205,33 @@ def _finding(advice: Advice, source: str) -> Finding:
     severity = Severity.WARNING if advice.hazard or advice.symptom else Severity.INFO
     because = f" ({advice.symptom})" if advice.symptom else ""
     return Finding(
-        code=FindingCode.SETTING_SUBOPTIMAL, severity=severity, object=advice.setting,
+        code=FindingCode.SETTING_SUBOPTIMAL,
+        severity=severity,
+        object=advice.setting,
         title=f"{advice.setting} = {advice.current}: advised {advice.advised}{because}",
-        evidence={"current": advice.current, "advised": advice.advised, "why": advice.why, "symptom": advice.symptom,
-                  "machine": source},
+        evidence={
+            "current": advice.current,
+            "advised": advice.advised,
+            "why": advice.why,
+            "symptom": advice.symptom,
+            "machine": source,
+        },
         recommendation=f"Set {advice.setting} = {advice.advised}: {advice.why}.",
         fix_sql=f"ALTER SYSTEM SET {advice.setting} = '{advice.advised}';",
         confidence=0.7 if advice.hazard or advice.symptom else 0.5,
     )
 
 
-@check(needs=("settings", "machine"), uses=("database_stats", "checkpointer"), codes=(FindingCode.SETTING_SUBOPTIMAL,))
+@check(
+    needs=("settings", "machine"),
+    uses=("database_stats", "checkpointer"),
+    codes=(FindingCode.SETTING_SUBOPTIMAL,),
+)
 def check_settings(ctx: OperatorContext) -> Judgement:
     """Memory, checkpoint, work_mem, random_page_cost and autovacuum settings against pgtune-style advice."""
-    settings = ServerSettings({r.name: r for r in ctx.workspace.rows(SettingRow, "SELECT * FROM settings")})
+    settings = ServerSettings(
+        {r.name: r for r in ctx.workspace.rows(SettingRow, "SELECT * FROM settings")}
+    )
     machine = ctx.workspace.rows(MachineRow, "SELECT * FROM machine")[0]
     memory = machine.memory_bytes
     symptoms = _symptoms(ctx)
@@ -174,11 +239,16 @@ def check_settings(ctx: OperatorContext) -> Judgement:
     if memory:
         advice.extend(_sizing(settings, memory, symptoms))
     seen: set[str] = set()
-    for item in sorted(advice, key=lambda a: not (a.hazard or a.symptom)):  # a hazard wins over plain sizing advice
+    for item in sorted(
+        advice, key=lambda a: not (a.hazard or a.symptom)
+    ):  # a hazard wins over plain sizing advice
         if item.setting not in seen:
             seen.add(item.setting)
             yield _finding(item, machine.source)
     looked_at = f"{len(settings.by_name)} settings, machine {machine.source}"
     if not memory:
-        return Coverage(looked_at, "machine size unknown: memory-sized advice not given (declare it in settings.machine)")
+        return Coverage(
+            looked_at,
+            "machine size unknown: memory-sized advice not given (declare it in settings.machine)",
+        )
     return Coverage(looked_at)

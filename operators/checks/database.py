@@ -12,17 +12,21 @@ from operators.checks.base import Coverage, Judgement, check, rounded, severity_
 from operators.checks.horizon import held_by, horizon_holders
 from operators.collect.catalog import SequenceRow, WraparoundRow
 from operators.registry import OperatorContext
-from operators.stat_views import CheckpointerRow
 from operators.sql import qualified, quote_ident
+from operators.stat_views import CheckpointerRow
 
 XID_LIMIT = 2**31
 
 
 # The window's cache counters, and whether the server restarted during it (a restart empties shared
 # buffers: the reads after it are a cold cache filling up, not a cache too small for the workload).
-CACHE_SQL = ("SELECT blks_hit_delta AS hit, blks_read_delta AS read, server_started_delta <> 0 AS restarted,"
-             " temp_bytes_delta AS temp FROM database_stats")
-RESTARTED = "the server restarted during the window: its cache started cold, the hit ratio is not judged"
+CACHE_SQL = (
+    "SELECT blks_hit_delta AS hit, blks_read_delta AS read, server_started_delta <> 0 AS restarted,"
+    " temp_bytes_delta AS temp FROM database_stats"
+)
+RESTARTED = (
+    "the server restarted during the window: its cache started cold, the hit ratio is not judged"
+)
 CHECKPOINT_SQL = "SELECT * FROM checkpointer"
 TEMP_SQL = "SELECT temp_files_delta AS files, temp_bytes_delta AS bytes FROM database_stats"
 
@@ -49,7 +53,9 @@ def judged_hit_ratio(row: CacheWindow, t: Thresholds) -> float | None:
     """The window's shared-buffer hit ratio, or None when too few blocks were accessed
     or the server restarted during the window."""
     accesses = row.hit + row.read
-    return row.hit / accesses if accesses >= t.cache_min_block_accesses and not row.restarted else None
+    return (
+        row.hit / accesses if accesses >= t.cache_min_block_accesses and not row.restarted else None
+    )
 
 
 def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
@@ -68,7 +74,11 @@ def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
     return share if share > t.checkpoints_requested_ratio else None
 
 
-@check(needs=("database_stats",), codes=(FindingCode.CACHE_HIT_RATIO_LOW,), looked_at="pg_stat_database deltas")
+@check(
+    needs=("database_stats",),
+    codes=(FindingCode.CACHE_HIT_RATIO_LOW,),
+    looked_at="pg_stat_database deltas",
+)
 def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals)."""
     t = ctx.settings.thresholds
@@ -78,10 +88,14 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
         ratio = judged_hit_ratio(row, t)
         if ratio is None:
             continue
-        severity = severity_for(ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False)
+        severity = severity_for(
+            ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False
+        )
         if severity:
             yield Finding(
-                code=FindingCode.CACHE_HIT_RATIO_LOW, severity=severity, object="database",
+                code=FindingCode.CACHE_HIT_RATIO_LOW,
+                severity=severity,
+                object="database",
                 title=f"Cache hit ratio {ratio:.1%} over the window (threshold {t.cache_hit_ratio_warning:.0%})",
                 evidence=rounded({"ratio": ratio, "blocks_hit": row.hit, "blocks_read": row.read}),
                 recommendation="Raise shared_buffers if memory allows, or find the statements reading most blocks from disk.",
@@ -89,7 +103,11 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     return Coverage("pg_stat_database deltas", RESTARTED) if restarted else None
 
 
-@check(needs=("checkpointer",), codes=(FindingCode.CHECKPOINTS_TOO_FREQUENT,), looked_at="checkpointer counters")
+@check(
+    needs=("checkpointer",),
+    codes=(FindingCode.CHECKPOINTS_TOO_FREQUENT,),
+    looked_at="checkpointer counters",
+)
 def check_checkpoints(ctx: OperatorContext) -> Judgement:
     """Checkpoints requested by WAL volume dominating timed ones since the statistics began.
 
@@ -102,21 +120,34 @@ def check_checkpoints(ctx: OperatorContext) -> Judgement:
         if share is not None:
             total = row.timed + row.requested
             yield Finding(
-                code=FindingCode.CHECKPOINTS_TOO_FREQUENT, severity=Severity.WARNING, object="max_wal_size",
+                code=FindingCode.CHECKPOINTS_TOO_FREQUENT,
+                severity=Severity.WARNING,
+                object="max_wal_size",
                 title=f"{share:.0%} of {total} checkpoints were requested by WAL volume, not by time",
-                evidence={"timed": row.timed, "requested": row.requested, "wal_checkpoints_max": row.wal_checkpoints_max},
+                evidence={
+                    "timed": row.timed,
+                    "requested": row.requested,
+                    "wal_checkpoints_max": row.wal_checkpoints_max,
+                },
                 recommendation="Raise max_wal_size so checkpoints follow checkpoint_timeout.",
             )
 
 
-@check(needs=("database_stats",), codes=(FindingCode.TEMP_FILES_SPILL,), looked_at="pg_stat_database deltas")
+@check(
+    needs=("database_stats",),
+    codes=(FindingCode.TEMP_FILES_SPILL,),
+    looked_at="pg_stat_database deltas",
+)
 def check_temp_files(ctx: OperatorContext) -> Judgement:
     """Temporary files written during the window: sorts and hashes spilling past work_mem."""
     t = ctx.settings.thresholds
     for row in ctx.workspace.rows(TempFiles, TEMP_SQL):
         if row.files > 0:
             yield Finding(
-                code=FindingCode.TEMP_FILES_SPILL, severity=Severity.WARNING if row.bytes >= t.temp_spill_warning_bytes else Severity.INFO,
+                code=FindingCode.TEMP_FILES_SPILL,
+                severity=Severity.WARNING
+                if row.bytes >= t.temp_spill_warning_bytes
+                else Severity.INFO,
                 object="work_mem",
                 title=f"{int(row.files)} temporary files ({row.bytes / 2**20:.1f} MiB) written in the window",
                 evidence={"temp_files": row.files, "temp_bytes": row.bytes},
@@ -124,8 +155,12 @@ def check_temp_files(ctx: OperatorContext) -> Judgement:
             )
 
 
-@check(needs=("wraparound",), uses=("xmin_horizon",), codes=(FindingCode.XID_WRAPAROUND_RISK, FindingCode.MXID_WRAPAROUND_RISK),
-       looked_at="datfrozenxid and relfrozenxid ages")
+@check(
+    needs=("wraparound",),
+    uses=("xmin_horizon",),
+    codes=(FindingCode.XID_WRAPAROUND_RISK, FindingCode.MXID_WRAPAROUND_RISK),
+    looked_at="datfrozenxid and relfrozenxid ages",
+)
 def check_wraparound(ctx: OperatorContext) -> Judgement:
     """Transaction-ID and multixact-ID ages of every database and the oldest tables.
 
@@ -136,9 +171,18 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
     holding_tables = horizon_holders(ctx, database=None, catalogs=False)
     for row in ctx.workspace.rows(WraparoundRow, "SELECT * FROM wraparound"):
         table = row.scope == "table"
-        holding = holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
-        limits = ((FindingCode.XID_WRAPAROUND_RISK, row.xid_age, t.xid_warning_age, t.xid_critical_age),
-                  (FindingCode.MXID_WRAPAROUND_RISK, row.mxid_age, t.mxid_warning_age, t.mxid_critical_age))
+        holding = (
+            holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
+        )
+        limits = (
+            (FindingCode.XID_WRAPAROUND_RISK, row.xid_age, t.xid_warning_age, t.xid_critical_age),
+            (
+                FindingCode.MXID_WRAPAROUND_RISK,
+                row.mxid_age,
+                t.mxid_warning_age,
+                t.mxid_critical_age,
+            ),
+        )
         for code, age, warning, critical in limits:
             severity = severity_for(float(age or 0), warning, critical)
             if not severity:
@@ -147,12 +191,17 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
             recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
             if code == FindingCode.XID_WRAPAROUND_RISK and holding:
                 evidence = {**evidence, "horizon_held_by": held_by(holding)}
-                recommendation = (f"End or drop what holds the xmin horizon, oldest first ({holding[0].holder}, see the evidence),"
-                                  " then run VACUUM (FREEZE): it cannot freeze past an xmin still held.")
+                recommendation = (
+                    f"End or drop what holds the xmin horizon, oldest first ({holding[0].holder}, see the evidence),"
+                    " then run VACUUM (FREEZE): it cannot freeze past an xmin still held."
+                )
             yield Finding(
-                code=code, severity=severity, object=row.name if table else f"database {row.name}",
+                code=code,
+                severity=severity,
+                object=row.name if table else f"database {row.name}",
                 title=f"{code.split('_')[0]} age {age:,} of {row.scope} {row.name} ({age / XID_LIMIT:.0%} of the limit)",
-                evidence=evidence, recommendation=recommendation,
+                evidence=evidence,
+                recommendation=recommendation,
                 fix_sql=f"VACUUM (FREEZE, VERBOSE) {row.name};" if table else None,
             )
 
@@ -161,24 +210,39 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
 def check_sequences(ctx: OperatorContext) -> Judgement:
     """Sequences close to the maximum of their type (last_value is null when the role cannot read it)."""
     t = ctx.settings.thresholds
-    rows = ctx.workspace.rows(SequenceRow, "SELECT * FROM sequences WHERE last_value IS NOT NULL AND max_value > 0")
+    rows = ctx.workspace.rows(
+        SequenceRow, "SELECT * FROM sequences WHERE last_value IS NOT NULL AND max_value > 0"
+    )
     for row in rows:
         used = (row.last_value or 0) / row.max_value
         severity = severity_for(used, t.sequence_warning_ratio, t.sequence_critical_ratio)
         if severity:
             name = qualified(row.schemaname, row.sequencename)
             yield Finding(
-                code=FindingCode.SEQUENCE_EXHAUSTION, severity=severity, object=name,
+                code=FindingCode.SEQUENCE_EXHAUSTION,
+                severity=severity,
+                object=name,
                 title=f"Sequence {name} has used {used:.0%} of its {row.column_type or row.data_type} range",
-                evidence=rounded({"last_value": row.last_value, "max_value": row.max_value, "used": used,
-                                  "column_type": row.column_type}),
+                evidence=rounded(
+                    {
+                        "last_value": row.last_value,
+                        "max_value": row.max_value,
+                        "used": used,
+                        "column_type": row.column_type,
+                    }
+                ),
                 recommendation="Widen the sequence and the columns it feeds to bigint before it runs out.",
                 fix_sql=f"ALTER SEQUENCE {quote_ident(row.schemaname)}.{quote_ident(row.sequencename)} AS bigint;",
             )
     looked_at = f"{len(rows)} readable sequences"
-    hidden = ctx.workspace.rows(SequenceRow, "SELECT * FROM sequences WHERE last_value IS NULL AND NOT never_used")
+    hidden = ctx.workspace.rows(
+        SequenceRow, "SELECT * FROM sequences WHERE last_value IS NULL AND NOT never_used"
+    )
     if hidden:
         schemas = sorted({r.schemaname for r in hidden})
-        grants = " ".join(f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};" for s in schemas)
+        grants = " ".join(
+            f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};"
+            for s in schemas
+        )
         return Coverage(looked_at, f"{len(hidden)} sequences unreadable by this role ({grants})")
     return Coverage(looked_at)

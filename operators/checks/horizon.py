@@ -51,6 +51,11 @@ def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: boo
     if not ctx.workspace.has("xmin_horizon"):
         return []
     t = ctx.settings.thresholds
-    where, args = ("here", []) if database is None else ("database IS NULL OR database = ?", [database])
-    return ctx.workspace.rows(Holder, HOLDERS_SQL.format(where=where),
-                              [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds])
+    where, args = (
+        ("here", []) if database is None else ("database IS NULL OR database = ?", [database])
+    )
+    return ctx.workspace.rows(
+        Holder,
+        HOLDERS_SQL.format(where=where),
+        [*args, catalogs, t.horizon_holder_min_age, t.horizon_holder_min_seconds],
+    )

@@ -58,8 +58,10 @@ class IndexCount:
     names: list[str]
 
 
-INDEX_COUNT_SQL = ("SELECT relid, count(*) AS indexes, sum(idx_scan) AS scans, list(indexrelname ORDER BY idx_scan) AS names"
-                   " FROM index_stats GROUP BY relid HAVING count(*) >= ?")
+INDEX_COUNT_SQL = (
+    "SELECT relid, count(*) AS indexes, sum(idx_scan) AS scans, list(indexrelname ORDER BY idx_scan) AS names"
+    " FROM index_stats GROUP BY relid HAVING count(*) >= ?"
+)
 
 
 @dataclass
@@ -97,13 +99,20 @@ def check_unused_indexes(ctx: OperatorContext) -> Judgement:
     )
     for row in rows:
         yield Finding(
-            code=FindingCode.INDEX_UNUSED, severity=Severity.WARNING if mature else Severity.INFO,
+            code=FindingCode.INDEX_UNUSED,
+            severity=Severity.WARNING if mature else Severity.INFO,
             object=qualified(row.schemaname, row.indexrelname),
             title=f"Index {row.indexrelname} on {row.relname} has not been scanned in {age / DAY:.1f} days of statistics",
-            evidence={"idx_scan": row.idx_scan, "index_bytes": row.index_bytes, "stats_age_days": round(age / DAY, 2)},
+            evidence={
+                "idx_scan": row.idx_scan,
+                "index_bytes": row.index_bytes,
+                "stats_age_days": round(age / DAY, 2),
+            },
             recommendation="Check replicas too (their scans are counted separately) before dropping it."
             + ("" if mature else " Statistics are too young for a verdict."),
-            fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row.schemaname, row.indexrelname)};" if mature else None,
+            fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row.schemaname, row.indexrelname)};"
+            if mature
+            else None,
             confidence=0.8 if mature else 0.3,
         )
     return Coverage(f"{len(rows)} never-scanned indexes")
@@ -140,8 +149,10 @@ def find_duplicates(rows: list[IndexStatsRow]) -> list[tuple[IndexStatsRow, Inde
                     # Exact twins: keep the unique or constraint-backing one, else report the greater name.
                     if redundant.indisunique and not keeper.indisunique:
                         continue
-                    keeper_protected = keeper.indisprimary or keeper.backs_constraint or (
-                        keeper.indisunique and not redundant.indisunique
+                    keeper_protected = (
+                        keeper.indisprimary
+                        or keeper.backs_constraint
+                        or (keeper.indisunique and not redundant.indisunique)
                     )
                     if not keeper_protected and redundant.indexrelname < keeper.indexrelname:
                         continue
@@ -162,16 +173,25 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
     rows = ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid")
     effects: dict[int, HideEffectRow] = {}
     if ctx.workspace.has("index_hide_effects"):
-        effects = {r.indexrelid: r for r in ctx.workspace.rows(HideEffectRow, "SELECT * FROM index_hide_effects")}
+        effects = {
+            r.indexrelid: r
+            for r in ctx.workspace.rows(HideEffectRow, "SELECT * FROM index_hide_effects")
+        }
     for redundant, keeper in find_duplicates(rows):
         cols, kcols = _key_columns(redundant), _key_columns(keeper)
         name = qualified(redundant.schemaname, redundant.indexrelname)
-        evidence: dict[str, Any] = {"index": redundant.indexdef, "covered_by": keeper.indexdef, "index_bytes": redundant.index_bytes}
+        evidence: dict[str, Any] = {
+            "index": redundant.indexdef,
+            "covered_by": keeper.indexdef,
+            "index_bytes": redundant.index_bytes,
+        }
         effect = effects.get(redundant.indexrelid)
         if effect is not None:
             evidence = {**evidence, "if_dropped": effect.summary}
         yield Finding(
-            code=FindingCode.INDEX_DUPLICATE, severity=Severity.WARNING, object=name,
+            code=FindingCode.INDEX_DUPLICATE,
+            severity=Severity.WARNING,
+            object=name,
             title=f"Index {redundant.indexrelname} ({', '.join(cols)}) is covered by {keeper.indexrelname} ({', '.join(kcols)})",
             evidence=evidence,
             recommendation=f"Drop it; {keeper.indexrelname} serves the same lookups.",
@@ -185,7 +205,9 @@ def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes left invalid by a failed CREATE INDEX CONCURRENTLY: they cost writes and serve no reads."""
     for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE NOT indisvalid"):
         yield Finding(
-            code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object=qualified(row.schemaname, row.indexrelname),
+            code=FindingCode.INDEX_INVALID,
+            severity=Severity.WARNING,
+            object=qualified(row.schemaname, row.indexrelname),
             title=f"Index {row.indexrelname} on {row.relname} is invalid",
             evidence={"index": row.indexdef},
             recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
@@ -197,12 +219,18 @@ def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
 def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     """Foreign keys whose referencing columns are not the leading columns of any valid index."""
     leading: dict[int, list[list[str]]] = defaultdict(list)
-    for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid AND predicate = ''"):
+    for row in ctx.workspace.rows(
+        IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid AND predicate = ''"
+    ):
         leading[row.relid].append(_key_columns(row))
     held = held_table("index_stats")
     # A table whose indexes could not be read (held by another session's lock) is not judged.
-    fks = ctx.workspace.rows(ForeignKeyRow, f"SELECT * FROM foreign_keys WHERE relid NOT IN (SELECT relid FROM {held})"
-                             if ctx.workspace.has(held) else "SELECT * FROM foreign_keys")
+    fks = ctx.workspace.rows(
+        ForeignKeyRow,
+        f"SELECT * FROM foreign_keys WHERE relid NOT IN (SELECT relid FROM {held})"
+        if ctx.workspace.has(held)
+        else "SELECT * FROM foreign_keys",
+    )
     for fk in fks:
         cols = name_list(fk.column_names)
         if any(sorted(index[: len(cols)]) == sorted(cols) for index in leading[fk.relid]):
@@ -210,7 +238,9 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
         table = qualified(fk.schemaname, fk.relname)
         obj = table + f"({', '.join(quote_ident(c) for c in cols)})"
         yield Finding(
-            code=FindingCode.FK_WITHOUT_INDEX, severity=Severity.WARNING, object=obj,
+            code=FindingCode.FK_WITHOUT_INDEX,
+            severity=Severity.WARNING,
+            object=obj,
             title=f"Foreign key {fk.conname} -> {fk.referenced} has no index on its columns",
             evidence={"constraint": fk.conname, "columns": cols, "references": fk.referenced},
             recommendation="Index the referencing columns: deletes and key updates on the referenced table scan this one otherwise.",
@@ -225,11 +255,24 @@ def _proven(ctx: OperatorContext) -> Judgement:
     for row in rows:
         columns = name_list(row.columns)
         yield Finding(
-            code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=qualified(row.schemaname, row.relname) + f"({', '.join(quote_ident(c) for c in columns)})",
+            code=FindingCode.INDEX_MISSING,
+            severity=Severity.WARNING,
+            object=qualified(row.schemaname, row.relname)
+            + f"({', '.join(quote_ident(c) for c in columns)})",
             title=f"An index on {row.relname}({', '.join(columns)}) cuts the plan cost of {row.statements} statement(s) by {row.saving:.0%}",
-            evidence=rounded({"query": row.query, "calls": row.calls, "total_ms": row.total_ms, "proposed_index": row.ddl,
-                              "cost_before": row.cost_before, "cost_after": row.cost_after, "saving": row.saving,
-                              "estimated_bytes": row.estimated_bytes, "proof": "hypothetical index (hypopg), generic plan"}),
+            evidence=rounded(
+                {
+                    "query": row.query,
+                    "calls": row.calls,
+                    "total_ms": row.total_ms,
+                    "proposed_index": row.ddl,
+                    "cost_before": row.cost_before,
+                    "cost_after": row.cost_after,
+                    "saving": row.saving,
+                    "estimated_bytes": row.estimated_bytes,
+                    "proof": "hypothetical index (hypopg), generic plan",
+                }
+            ),
             recommendation="Create the index; the planner uses it for these statements (hypothetical-index proof).",
             fix_sql=row.ddl,
             confidence=0.9,
@@ -237,7 +280,11 @@ def _proven(ctx: OperatorContext) -> Judgement:
     return Coverage(f"{len(rows)} hypopg-proven suggestions")
 
 
-@check(needs=("table_stats", "index_stats"), uses=("statements", "index_advice"), codes=(FindingCode.INDEX_MISSING,))
+@check(
+    needs=("table_stats", "index_stats"),
+    uses=("statements", "index_advice"),
+    codes=(FindingCode.INDEX_MISSING,),
+)
 def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
 
@@ -251,12 +298,22 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
         TableStatsRow,
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
         " AND seq_tup_read > idx_tup_fetch",
-        [t.missing_index_min_rows, t.missing_index_min_seq_scans, t.missing_index_min_rows_per_scan],
+        [
+            t.missing_index_min_rows,
+            t.missing_index_min_seq_scans,
+            t.missing_index_min_rows_per_scan,
+        ],
     )
     indexed: dict[int, list[list[str]]] = defaultdict(list)
     for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid"):
         indexed[row.relid].append(_key_columns(row))
-    statements = ctx.workspace.rows(StatementRow, "SELECT * FROM statements ORDER BY total_exec_time DESC LIMIT 200") if ctx.workspace.has("statements") else []
+    statements = (
+        ctx.workspace.rows(
+            StatementRow, "SELECT * FROM statements ORDER BY total_exec_time DESC LIMIT 200"
+        )
+        if ctx.workspace.has("statements")
+        else []
+    )
     # Each statement is parsed once, whatever the number of tables.
     parsed = [(stmt, filter_columns(stmt.query)) for stmt in statements] if tables else []
     for table in tables:
@@ -271,38 +328,56 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
                 best.calls += stmt.calls
                 best.total_ms += stmt.total_exec_time
         per_scan = table.seq_tup_read / max(table.seq_scan, 1)
-        evidence = rounded({"seq_scan": table.seq_scan, "idx_scan": table.idx_scan, "n_live_tup": table.n_live_tup,
-                            "rows_per_seq_scan": per_scan})
+        evidence = rounded(
+            {
+                "seq_scan": table.seq_scan,
+                "idx_scan": table.idx_scan,
+                "n_live_tup": table.n_live_tup,
+                "rows_per_seq_scan": per_scan,
+            }
+        )
         name = qualified(table.schemaname, table.relname)
         if candidates:
             column, usage = max(candidates.items(), key=lambda kv: kv[1].total_ms)
             yield Finding(
-                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING,
+                code=FindingCode.INDEX_MISSING,
+                severity=Severity.WARNING,
                 object=f"{name}({quote_ident(column)})",
                 title=f"{table.relname} is scanned sequentially for filters on {column}",
-                evidence={**evidence, "query": usage.query, "calls": usage.calls, "total_ms": round(usage.total_ms, 1),
-                          "proposed_index": f"({column})"},
+                evidence={
+                    **evidence,
+                    "query": usage.query,
+                    "calls": usage.calls,
+                    "total_ms": round(usage.total_ms, 1),
+                    "proposed_index": f"({column})",
+                },
                 recommendation=f"Create an index on {table.relname}({column}); measure the plan before and after.",
                 fix_sql=f"CREATE INDEX CONCURRENTLY ON {name} ({quote_ident(column)});",
                 confidence=0.7,
             )
         else:
             yield Finding(
-                code=FindingCode.INDEX_MISSING, severity=Severity.WARNING, object=name,
+                code=FindingCode.INDEX_MISSING,
+                severity=Severity.WARNING,
+                object=name,
                 title=f"{table.relname} is read mostly by sequential scans of about {per_scan:.0f} rows",
                 evidence=evidence,
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
                 confidence=0.4,
             )
-    return Coverage(f"{len(tables)} sequentially scanned large tables",
-                    "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes")
+    return Coverage(
+        f"{len(tables)} sequentially scanned large tables",
+        "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes",
+    )
 
 
 @check(needs=("table_stats", "index_stats"), codes=(FindingCode.INDEXES_TOO_MANY,))
 def check_index_count(ctx: OperatorContext) -> Judgement:
     """Write-heavy tables carrying many indexes: every insert and non-HOT update writes each of them."""
     t = ctx.settings.thresholds
-    counts = {r.relid: r for r in ctx.workspace.rows(IndexCount, INDEX_COUNT_SQL, [t.indexes_too_many])}
+    counts = {
+        r.relid: r for r in ctx.workspace.rows(IndexCount, INDEX_COUNT_SQL, [t.indexes_too_many])
+    }
     for table in ctx.workspace.rows(TableStatsRow, "SELECT * FROM table_stats"):
         heavy = counts.get(table.relid)
         if heavy is None:
@@ -313,10 +388,19 @@ def check_index_count(ctx: OperatorContext) -> Judgement:
         if share < t.indexes_too_many_write_share:
             continue
         yield Finding(
-            code=FindingCode.INDEXES_TOO_MANY, severity=Severity.WARNING, object=qualified(table.schemaname, table.relname),
+            code=FindingCode.INDEXES_TOO_MANY,
+            severity=Severity.WARNING,
+            object=qualified(table.schemaname, table.relname),
             title=f"{table.relname} carries {heavy.indexes} indexes and is written far more than read ({share:.0%} writes)",
-            evidence=rounded({"indexes": heavy.indexes, "row_writes": writes, "scans": reads, "write_share": share,
-                              "least_used": heavy.names[:3]}),
+            evidence=rounded(
+                {
+                    "indexes": heavy.indexes,
+                    "row_writes": writes,
+                    "scans": reads,
+                    "write_share": share,
+                    "least_used": heavy.names[:3],
+                }
+            ),
             recommendation="Drop the least-used indexes (the unused and duplicate findings name candidates); each one slows every write.",
             confidence=0.6,
         )

@@ -40,14 +40,29 @@ def check_slow_queries(ctx: OperatorContext) -> Judgement:
     Query texts are data from the target: they are quoted in evidence, never interpreted.
     """
     t = ctx.settings.thresholds
-    rows = ctx.workspace.rows(RankedStatement, RANKED_SQL, [TOP, t.slow_query_mean_ms, t.slow_query_min_calls, MAX_REPORTED])
+    rows = ctx.workspace.rows(
+        RankedStatement,
+        RANKED_SQL,
+        [TOP, t.slow_query_mean_ms, t.slow_query_min_calls, MAX_REPORTED],
+    )
     for row in rows:
         slow = row.mean_ms >= t.slow_query_mean_ms and row.calls >= t.slow_query_min_calls
         yield Finding(
-            code=FindingCode.SLOW_QUERY, severity=Severity.WARNING if slow else Severity.INFO, object=f"queryid:{row.queryid}",
+            code=FindingCode.SLOW_QUERY,
+            severity=Severity.WARNING if slow else Severity.INFO,
+            object=f"queryid:{row.queryid}",
             title=f"Statement averaging {row.mean_ms:.1f} ms over {row.calls:,} calls",
-            evidence=rounded({"query": row.query, "calls": row.calls, "mean_ms": row.mean_ms,
-                              "total_ms": row.total_exec_time, "calls_in_window": row.calls_delta}),
-            recommendation="Examine its plan (EXPLAIN) and the indexes on the tables it reads." if slow else "",
+            evidence=rounded(
+                {
+                    "query": row.query,
+                    "calls": row.calls,
+                    "mean_ms": row.mean_ms,
+                    "total_ms": row.total_exec_time,
+                    "calls_in_window": row.calls_delta,
+                }
+            ),
+            recommendation="Examine its plan (EXPLAIN) and the indexes on the tables it reads."
+            if slow
+            else "",
         )
     return Coverage(f"top {TOP} statements and those past the slow thresholds")

@@ -15,13 +15,21 @@ from operators.sql import qualified
 from operators.stat_views import TableStatsRow
 
 
-@check(needs=("table_stats",), codes=(FindingCode.TABLE_WITHOUT_PRIMARY_KEY,), looked_at="table constraints")
+@check(
+    needs=("table_stats",),
+    codes=(FindingCode.TABLE_WITHOUT_PRIMARY_KEY,),
+    looked_at="table constraints",
+)
 def check_primary_keys(ctx: OperatorContext) -> Judgement:
     """Ordinary tables with no primary key (logical replication and many tools need one)."""
-    rows = ctx.workspace.rows(TableStatsRow, "SELECT * FROM table_stats WHERE NOT has_primary_key AND relkind = 'r'")
+    rows = ctx.workspace.rows(
+        TableStatsRow, "SELECT * FROM table_stats WHERE NOT has_primary_key AND relkind = 'r'"
+    )
     for row in rows:
         yield Finding(
-            code=FindingCode.TABLE_WITHOUT_PRIMARY_KEY, severity=Severity.WARNING, object=qualified(row.schemaname, row.relname),
+            code=FindingCode.TABLE_WITHOUT_PRIMARY_KEY,
+            severity=Severity.WARNING,
+            object=qualified(row.schemaname, row.relname),
             title=f"Table {row.relname} has no primary key",
             evidence={"n_live_tup": row.n_live_tup},
             recommendation="Add a primary key (an identity column if nothing natural is unique).",
@@ -63,11 +71,21 @@ def staleness(row: TableStatsRow, t: Thresholds) -> str | None:
 
 
 def _autovacuum_off(reloptions: str | None) -> bool:
-    return any(opt.strip().lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off") for opt in (reloptions or "").split(","))
+    return any(
+        opt.strip().lower() in ("autovacuum_enabled=false", "autovacuum_enabled=off")
+        for opt in (reloptions or "").split(",")
+    )
 
 
-@check(needs=("table_stats", "settings"), uses=("xmin_horizon",),
-       codes=(FindingCode.DEAD_TUPLES_HIGH, FindingCode.AUTOVACUUM_DISABLED, FindingCode.STATISTICS_STALE))
+@check(
+    needs=("table_stats", "settings"),
+    uses=("xmin_horizon",),
+    codes=(
+        FindingCode.DEAD_TUPLES_HIGH,
+        FindingCode.AUTOVACUUM_DISABLED,
+        FindingCode.STATISTICS_STALE,
+    ),
+)
 def check_vacuum_health(ctx: OperatorContext) -> Judgement:
     """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale (`staleness`)."""
     t = ctx.settings.thresholds
@@ -75,7 +93,9 @@ def check_vacuum_health(ctx: OperatorContext) -> Judgement:
     setting = ctx.workspace.rows(SettingRow, "SELECT * FROM settings WHERE name = 'autovacuum'")
     if setting and setting[0].setting == "off":
         yield Finding(
-            code=FindingCode.AUTOVACUUM_DISABLED, severity=Severity.CRITICAL, object="autovacuum",
+            code=FindingCode.AUTOVACUUM_DISABLED,
+            severity=Severity.CRITICAL,
+            object="autovacuum",
             title="Autovacuum is off for the whole server",
             evidence={"autovacuum": "off"},
             recommendation="Turn autovacuum on: without it dead tuples pile up and transaction IDs wrap around.",
@@ -86,7 +106,9 @@ def check_vacuum_health(ctx: OperatorContext) -> Judgement:
         name = qualified(row.schemaname, row.relname)
         if _autovacuum_off(row.reloptions):
             yield Finding(
-                code=FindingCode.AUTOVACUUM_DISABLED, severity=Severity.WARNING, object=name,
+                code=FindingCode.AUTOVACUUM_DISABLED,
+                severity=Severity.WARNING,
+                object=name,
                 title=f"Autovacuum is disabled for {row.relname}",
                 evidence={"reloptions": row.reloptions},
                 recommendation="Reset the storage parameter so autovacuum looks after this table again.",
@@ -95,24 +117,44 @@ def check_vacuum_health(ctx: OperatorContext) -> Judgement:
         live, dead = row.n_live_tup, row.n_dead_tup
         ratio = dead / max(live + dead, 1)
         if dead >= t.dead_tuples_min and ratio >= t.dead_tuples_ratio:
-            evidence: dict[str, Any] = rounded({"n_dead_tup": dead, "n_live_tup": live, "dead_ratio": ratio,
-                                                "last_autovacuum": str(row.last_autovacuum), "last_vacuum": str(row.last_vacuum)})
+            evidence: dict[str, Any] = rounded(
+                {
+                    "n_dead_tup": dead,
+                    "n_live_tup": live,
+                    "dead_ratio": ratio,
+                    "last_autovacuum": str(row.last_autovacuum),
+                    "last_vacuum": str(row.last_vacuum),
+                }
+            )
             recommendation = "Vacuum it now, then find why vacuum fell behind (disabled, blocked by a long transaction, or too slow)."
             if holders:
                 evidence = {**evidence, "horizon_held_by": held_by(holders)}
                 recommendation += f" Vacuum leaves every row deleted after the xmin {holders[0].holder} holds: end or drop it first."
             yield Finding(
-                code=FindingCode.DEAD_TUPLES_HIGH, severity=Severity.CRITICAL if ratio >= 0.5 else Severity.WARNING, object=name,
+                code=FindingCode.DEAD_TUPLES_HIGH,
+                severity=Severity.CRITICAL if ratio >= 0.5 else Severity.WARNING,
+                object=name,
                 title=f"{row.relname} holds {dead:,} dead tuples ({ratio:.0%} of its rows)",
-                evidence=evidence, recommendation=recommendation, fix_sql=f"VACUUM (ANALYZE) {name};",
+                evidence=evidence,
+                recommendation=recommendation,
+                fix_sql=f"VACUUM (ANALYZE) {name};",
             )
         stale = staleness(row, t)
         if stale:
             yield Finding(
-                code=FindingCode.STATISTICS_STALE, severity=Severity.WARNING, object=name,
+                code=FindingCode.STATISTICS_STALE,
+                severity=Severity.WARNING,
+                object=name,
                 title=f"Statistics of {row.relname} are {stale}",
-                evidence=rounded({"n_mod_since_analyze": row.n_mod_since_analyze, "n_live_tup": live, "reltuples": row.reltuples,
-                                  "never_analyzed": stale == NEVER, "analyzed_seconds_ago": row.analyzed_seconds_ago}),
+                evidence=rounded(
+                    {
+                        "n_mod_since_analyze": row.n_mod_since_analyze,
+                        "n_live_tup": live,
+                        "reltuples": row.reltuples,
+                        "never_analyzed": stale == NEVER,
+                        "analyzed_seconds_ago": row.analyzed_seconds_ago,
+                    }
+                ),
                 recommendation="Analyze it; the planner is estimating from outdated statistics.",
                 fix_sql=f"ANALYZE {name};",
             )

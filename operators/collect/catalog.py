@@ -10,7 +10,6 @@ from dbcrew.vocabulary import Category
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import fetch, land
 
-
 SETTINGS_SQL = """
 SELECT name, setting, unit, source, boot_val, reset_val, context, vartype
 FROM pg_settings
@@ -68,6 +67,7 @@ class ForeignKeyRow:
     column_names: str | None
     referenced: str
 
+
 SEQUENCES_SQL = """
 SELECT s.schemaname::text, s.sequencename::text, s.data_type::text, s.last_value, s.increment_by,
        -- A bigint sequence feeding an integer column runs out at the column's maximum (PgHero's trap).
@@ -97,6 +97,7 @@ class SequenceRow:
     max_value: int
     column_type: str
     never_used: bool
+
 
 WRAPAROUND_SQL = """
 SELECT 'database'::text AS scope, datname::text AS name,
@@ -183,15 +184,26 @@ class HorizonRow:
     here: bool
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"))
+@operator(
+    role=Role.EXTRACTOR,
+    category=Category.COLLECT,
+    produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"),
+)
 def collect_schema(ctx: OperatorContext) -> Observation:
     """Read foreign keys, sequences, transaction-ID ages (database and table level) and who holds the xmin horizon."""
     artifacts = ["foreign_keys", "sequences", "wraparound", "xmin_horizon"]
     with ctx.target.session() as conn:
         t = ctx.settings.thresholds
         floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
-        for table, sql, args in (("foreign_keys", FOREIGN_KEYS_SQL, None), ("sequences", SEQUENCES_SQL, None),
-                                 ("wraparound", WRAPAROUND_SQL, floors), ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids(conn)})):
+        for table, sql, args in (
+            ("foreign_keys", FOREIGN_KEYS_SQL, None),
+            ("sequences", SEQUENCES_SQL, None),
+            ("wraparound", WRAPAROUND_SQL, floors),
+            ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids(conn)}),
+        ):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
-    return Observation(summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders", artifacts=artifacts)
+    return Observation(
+        summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders",
+        artifacts=artifacts,
+    )

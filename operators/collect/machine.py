@@ -43,7 +43,11 @@ def collect_machine(ctx: OperatorContext) -> Observation:
     if declared.memory_bytes and declared.cpus:
         memory, cpus, source = declared.memory_bytes, declared.cpus, "declared"
     elif target_is_local(ctx.target.dsn):
-        memory, cpus, source = psutil.virtual_memory().total, os.cpu_count() or 1, "measured on this host"
+        memory, cpus, source = (
+            psutil.virtual_memory().total,
+            os.cpu_count() or 1,
+            "measured on this host",
+        )
     else:
         memory, cpus, source = None, None, "unknown"
     land(ctx.workspace, "machine", MACHINE_COLUMNS, [(memory, cpus, source)])

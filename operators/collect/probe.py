@@ -42,7 +42,9 @@ SELECT current_setting('server_version') AS server_version,
 def _brief(*, preloaded: str | None, **columns: Any) -> Brief:
     """A PROBE_SQL row as a brief (psycopg's `kwargs_row`): `preloaded` is NULL when the role may not read
     the setting; the statements collector then finds out at run time."""
-    libraries = None if preloaded is None else [lib.strip() for lib in preloaded.split(",") if lib.strip()]
+    libraries = (
+        None if preloaded is None else [lib.strip() for lib in preloaded.split(",") if lib.strip()]
+    )
     return Brief(**columns, preloaded_libraries=libraries)
 
 

@@ -40,6 +40,7 @@ class ReplicationRow:
     lag_bytes: float | None
     lag_seconds: float | None
 
+
 # inactive_since (PostgreSQL 17+): a slot whose consumer went away seconds ago is a replica restarting
 # or failing over, not yet a slot left behind.
 SLOTS_SQL = """
@@ -65,13 +66,20 @@ class SlotRow:
     retained_bytes: float | None
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots"))
+@operator(
+    role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots")
+)
 def collect_replication(ctx: OperatorContext) -> Observation:
     """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
     server = ctx.server_version()
     with ctx.target.session() as conn:
         rep_cols, rep_rows = fetch(conn, REPLICATION_SQL)
-        slot_cols, slot_rows = fetch(conn, SLOTS_SQL.format(inactive_seconds=INACTIVE_SECONDS if server >= 170000 else "NULL::float8"))
+        slot_cols, slot_rows = fetch(
+            conn,
+            SLOTS_SQL.format(
+                inactive_seconds=INACTIVE_SECONDS if server >= 170000 else "NULL::float8"
+            ),
+        )
     land(ctx.workspace, "replication", rep_cols, rep_rows)
     land(ctx.workspace, "replication_slots", slot_cols, slot_rows)
     return Observation(

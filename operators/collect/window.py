@@ -23,13 +23,20 @@ from dbcrew import stopping
 from dbcrew.models import Role
 from dbcrew.targets import own_pids
 from dbcrew.vocabulary import Category
-from operators.stat_views import (
-    DATABASE_STATS, INDEX_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, TABLE_STATS_ALL, CounterView, checkpointer,
-    counted_since,
-)
 from operators.held import Held, guarded, held_relations, held_table
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.sql import fetch, land, quote_ident
+from operators.stat_views import (
+    DATABASE_STATS,
+    INDEX_STATS,
+    SESSIONS_SQL,
+    STATEMENTS,
+    TABLE_STATS,
+    TABLE_STATS_ALL,
+    CounterView,
+    checkpointer,
+    counted_since,
+)
 
 Rows = tuple[list[tuple[str, str]], list[tuple[Any, ...]]]
 
@@ -39,8 +46,12 @@ class WindowParams(BaseModel):
     window_seconds: float | None = Field(None, ge=0, description="defaults to the run's window")
 
 
-def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterView,
-                   unseen: Callable[[psycopg.Connection[Any]], str] | None = None) -> Observation:
+def _sample_window(
+    ctx: OperatorContext,
+    params: WindowParams,
+    *views: CounterView,
+    unseen: Callable[[psycopg.Connection[Any]], str] | None = None,
+) -> Observation:
     """Read `views` at the start and the end of the window and land each with its deltas.
 
     A relation another session holds ACCESS EXCLUSIVE at either reading is left out of both
@@ -52,21 +63,33 @@ def _sample_window(ctx: OperatorContext, params: WindowParams, *views: CounterVi
     with ctx.session() as session:
         held, before = session.run(lambda conn: _read(conn, views, Held()))
         started = time.monotonic()
-        stopping.pause(window)  # a stopped run lands what it saw so far; the crew runs nothing after it
+        stopping.pause(
+            window
+        )  # a stopped run lands what it saw so far; the crew runs nothing after it
         held, after = session.run(lambda conn: _read(conn, views, held))
         lost = session.run(unseen) if unseen else ""
     elapsed = time.monotonic() - started
-    landed = [_land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
-              for view, (columns, old), (_, new) in zip(views, before, after, strict=True)]
+    landed = [
+        _land_deltas(ctx, view, columns, old, new, elapsed, held.oids)
+        for view, (columns, old), (_, new) in zip(views, before, after, strict=True)
+    ]
     partial = [held.describe()] if held else []
-    partial += [f"{view.table}: counters of {rows} {'row' if rows == 1 else 'rows'} set back during the window"
-                f" ({view.reset_by}); they count from then only" for view, (_, rows) in zip(views, landed, strict=True) if rows]
+    partial += [
+        f"{view.table}: counters of {rows} {'row' if rows == 1 else 'rows'} set back during the window"
+        f" ({view.reset_by}); they count from then only"
+        for view, (_, rows) in zip(views, landed, strict=True)
+        if rows
+    ]
     if lost:
         partial.append(lost)
-    return landed[0][0].model_copy(update={"artifacts": [view.table for view in views], "partial": "; ".join(partial)})
+    return landed[0][0].model_copy(
+        update={"artifacts": [view.table for view in views], "partial": "; ".join(partial)}
+    )
 
 
-def _read(conn: psycopg.Connection[Any], views: tuple[CounterView, ...], held: Held) -> tuple[Held, list[Rows]]:
+def _read(
+    conn: psycopg.Connection[Any], views: tuple[CounterView, ...], held: Held
+) -> tuple[Held, list[Rows]]:
     """Each view's rows; the views that lock relations leave out the held ones (a set that only grows)."""
     if any(view.relations for view in views):
         held = held | held_relations(conn)
@@ -103,18 +126,33 @@ def _land_deltas(
             continue  # held at the start: its counters have no start to subtract
         old = first.get(tuple(row[i] for i in key_idx))
         # An object created during the window started from zero.
-        deltas, was_reset = counted_since([float((old[i] if old else 0) or 0) for i in counter_idx],
-                                          [float(row[i] or 0) for i in counter_idx])
+        deltas, was_reset = counted_since(
+            [float((old[i] if old else 0) or 0) for i in counter_idx],
+            [float(row[i] or 0) for i in counter_idx],
+        )
         reset += was_reset
         moved = [float(row[i] or 0) - float((old[i] if old else row[i]) or 0) for i in marker_idx]
         rows.append((*row, *deltas, *moved, elapsed))
-    count = land(ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows)
-    if view.relations:  # what the view's rows leave out, for checks that join it with a lock-free artifact
-        land(ctx.workspace, held_table(view.table), [("relid", "BIGINT")], [(oid,) for oid in sorted(held)])
-    return Observation(summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table]), reset
+    count = land(
+        ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows
+    )
+    if (
+        view.relations
+    ):  # what the view's rows leave out, for checks that join it with a lock-free artifact
+        land(
+            ctx.workspace,
+            held_table(view.table),
+            [("relid", "BIGINT")],
+            [(oid,) for oid in sorted(held)],
+        )
+    return Observation(
+        summary=f"{view.table}: {count} rows over a {elapsed:.1f}s window", artifacts=[view.table]
+    ), reset
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer"))
+@operator(
+    role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer")
+)
 def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_database (this database) and the checkpointer counters over the window."""
     server = ctx.server_version()
@@ -127,7 +165,12 @@ def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observati
     return _sample_window(ctx, params, TABLE_STATS)
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",), equivalent_of="collect_table_stats")
+@operator(
+    role=Role.EXTRACTOR,
+    category=Category.COLLECT,
+    produces=("table_stats",),
+    equivalent_of="collect_table_stats",
+)
 def collect_table_stats_all(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Same as collect_table_stats, read from pg_stat_all_tables (for servers that hide the user view)."""
     return _sample_window(ctx, params, TABLE_STATS_ALL)
@@ -163,16 +206,25 @@ def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) ->
         row = cur.execute(STATS_PRIVILEGE_SQL).fetchone()
     if row is None or row.can:
         return ""
-    return (f"pg_read_all_stats lost during the review: sessions and statement texts of other roles unseen from then on"
-            f" (GRANT pg_read_all_stats TO {quote_ident(row.role)};)")
+    return (
+        f"pg_read_all_stats lost during the review: sessions and statement texts of other roles unseen from then on"
+        f" (GRANT pg_read_all_stats TO {quote_ident(row.role)};)"
+    )
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("statements",), requires=("pg_stat_statements",))
+@operator(
+    role=Role.EXTRACTOR,
+    category=Category.COLLECT,
+    produces=("statements",),
+    requires=("pg_stat_statements",),
+)
 def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_statements for this database over the window (needs the extension preloaded)."""
     if ctx.brief is not None and not ctx.brief.has_statements:
         raise OperatorMisfit("pg_stat_statements is not installed and preloaded on this target")
-    return _sample_window(ctx, params, STATEMENTS, unseen=lambda conn: stats_privilege_lost(conn, ctx))
+    return _sample_window(
+        ctx, params, STATEMENTS, unseen=lambda conn: stats_privilege_lost(conn, ctx)
+    )
 
 
 CONNECTIONS_SQL = """
@@ -216,14 +268,23 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
             if sample:
                 if stopping.pause(pause):
                     break
-            act_cols, rows = session.run(lambda conn, n=sample: fetch(conn, SESSIONS_SQL, {"sample": n, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)}))
+            act_cols, rows = session.run(
+                lambda conn, n=sample: fetch(
+                    conn,
+                    SESSIONS_SQL,
+                    {"sample": n, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)},
+                )
+            )
             activity_rows.extend(rows)
-            conn_cols, rows = session.run(lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n}))
+            conn_cols, rows = session.run(
+                lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n})
+            )
             connection_rows.extend(rows)
             lost = lost or session.run(lambda conn: stats_privilege_lost(conn, ctx))
     land(ctx.workspace, "activity", act_cols, activity_rows)
     land(ctx.workspace, "connections", conn_cols, connection_rows)
     return Observation(
         summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
-        artifacts=["activity", "connections"], partial=lost,
+        artifacts=["activity", "connections"],
+        partial=lost,
     )

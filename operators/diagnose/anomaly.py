@@ -42,7 +42,9 @@ def robust_z(window: np.ndarray, baseline: np.ndarray) -> float:
     return (float(np.median(window)) - centre) / max(mad, floor)
 
 
-def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) -> list[AbnormalMetric]:
+def abnormal_metrics(
+    window: WindowEvidence, baseline: WindowEvidence | None
+) -> list[AbnormalMetric]:
     """Metrics of `window` that left the baseline's range, strongest first; none without a baseline."""
     if baseline is None:
         return []
@@ -59,5 +61,13 @@ def abnormal_metrics(window: WindowEvidence, baseline: WindowEvidence | None) ->
             continue
         p = ks_2samp_pvalue(values, base)
         if p < KS_P_VALUE:
-            found.append(AbnormalMetric(name=name, baseline_median=float(np.median(b)), window_median=float(np.median(w)), z=z, ks_p=p))
+            found.append(
+                AbnormalMetric(
+                    name=name,
+                    baseline_median=float(np.median(b)),
+                    window_median=float(np.median(w)),
+                    z=z,
+                    ks_p=p,
+                )
+            )
     return sorted(found, key=lambda m: -abs(m.z))

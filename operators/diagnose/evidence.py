@@ -84,22 +84,40 @@ class WindowEvidence(BaseModel):
     seconds: float
     interval: float
     series: dict[str, list[float]] = Field(default_factory=dict)
-    waits: dict[str, int] = Field(default_factory=dict, description="'Type:Event' (or 'CPU') -> active-session samples")
+    waits: dict[str, int] = Field(
+        default_factory=dict, description="'Type:Event' (or 'CPU') -> active-session samples"
+    )
     session_samples: int = Field(0, description="how many times pg_stat_activity was sampled")
-    flusher_idle_between: int = Field(0, description="samples in which a client session that waited on a WAL flush in the window"
-                                                     " was idle between two transactions (for under IDLE_BETWEEN_SECONDS)")
+    flusher_idle_between: int = Field(
+        0,
+        description="samples in which a client session that waited on a WAL flush in the window"
+        " was idle between two transactions (for under IDLE_BETWEEN_SECONDS)",
+    )
     blocked: list[BlockedSession] = Field(default_factory=list)
     statements: list[StatementDelta] = Field(default_factory=list)
-    running: dict[str, int] = Field(default_factory=dict, description="query text of active sessions -> samples seen")
+    running: dict[str, int] = Field(
+        default_factory=dict, description="query text of active sessions -> samples seen"
+    )
     tables: list[TableDelta] = Field(default_factory=list)
     settings: dict[str, str] = Field(default_factory=dict)
-    cpu_count: int | None = Field(None, description="host CPUs when the target is local, else unknown")
+    cpu_count: int | None = Field(
+        None, description="host CPUs when the target is local, else unknown"
+    )
     memory_total_bytes: int | None = None
     server_version_num: int = 0
-    left_out: str = Field("", description="tables not sampled because another session held them (operators/held.py)")
-    reconnects: int = Field(0, description="times the server ended the sampling session and it was resumed on a new one")
-    restarts: int = Field(0, description="times the server restarted during the window (no rate spans a restart)")
-    resets: int = Field(0, description="times counters were set back without a restart (pg_stat_reset*): no rate spans those either")
+    left_out: str = Field(
+        "", description="tables not sampled because another session held them (operators/held.py)"
+    )
+    reconnects: int = Field(
+        0, description="times the server ended the sampling session and it was resumed on a new one"
+    )
+    restarts: int = Field(
+        0, description="times the server restarted during the window (no rate spans a restart)"
+    )
+    resets: int = Field(
+        0,
+        description="times counters were set back without a restart (pg_stat_reset*): no rate spans those either",
+    )
 
     def mean(self, metric: str) -> float:
         values = self.series.get(metric) or []
@@ -130,4 +148,6 @@ class WindowBaseline(BaseModel):
     """A quiet window to compare against, and where it came from (said in the report)."""
 
     window: WindowEvidence
-    source: str = Field(description="e.g. 'the baseline file quiet.json' or 'the quiet window of health review <run>'")
+    source: str = Field(
+        description="e.g. 'the baseline file quiet.json' or 'the quiet window of health review <run>'"
+    )

@@ -30,7 +30,9 @@ class Candidate(BaseModel):
     expert: str
     strength: float
     evidence: dict[str, object] = Field(default_factory=dict)
-    indicators: list[str] = Field(default_factory=list, description="metrics whose abnormality supports it")
+    indicators: list[str] = Field(
+        default_factory=list, description="metrics whose abnormality supports it"
+    )
     objects: list[str] = Field(default_factory=list)
 
     @property
@@ -63,10 +65,21 @@ def cpu_expert(facts: Facts) -> list[Candidate]:
     busy = w.mean("host.cpu_busy")
     need = levels.cpu_sessions_per_core * w.cpu_count
     if on_cpu >= need and busy >= levels.cpu_host_busy:
-        return [Candidate(code=RootCauseCode.CPU_CONTENTION, expert="cpu", strength=on_cpu / need,
-                          evidence={"runnable_sessions": round(on_cpu, 2), "cpu_cores": w.cpu_count, "host_cpu_busy_pct": round(busy, 1),
-                                    "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2), "load1": round(w.mean("host.load1"), 2)},
-                          indicators=["act.on_cpu", "host.cpu_busy", "host.load1", "pg.cpu_cores"])]
+        return [
+            Candidate(
+                code=RootCauseCode.CPU_CONTENTION,
+                expert="cpu",
+                strength=on_cpu / need,
+                evidence={
+                    "runnable_sessions": round(on_cpu, 2),
+                    "cpu_cores": w.cpu_count,
+                    "host_cpu_busy_pct": round(busy, 1),
+                    "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2),
+                    "load1": round(w.mean("host.load1"), 2),
+                },
+                indicators=["act.on_cpu", "host.cpu_busy", "host.load1", "pg.cpu_cores"],
+            )
+        ]
     return []
 
 
@@ -78,15 +91,28 @@ def memory_expert(facts: Facts) -> list[Candidate]:
     private = w.peak("pg.private_mem_gb")
     available = min(w.series.get("host.mem_available_gb") or [total_gb])
     swap = w.peak("host.swap_io_mb")
-    strength = max(private / (levels.memory_private_share * total_gb), (levels.memory_available_share * total_gb) / max(available, 1e-3),
-                   swap / levels.swap_mb_per_s)
+    strength = max(
+        private / (levels.memory_private_share * total_gb),
+        (levels.memory_available_share * total_gb) / max(available, 1e-3),
+        swap / levels.swap_mb_per_s,
+    )
     if strength < 1.0:
         return []
-    return [Candidate(code=RootCauseCode.MEMORY_PRESSURE, expert="memory", strength=strength,
-                      evidence={"backend_private_memory_gb": round(private, 2), "memory_total_gb": round(total_gb, 1),
-                                "min_available_gb": round(available, 2), "swap_mb_per_s": round(swap, 2),
-                                "work_mem": w.settings.get("work_mem", "")},
-                      indicators=["pg.private_mem_gb", "host.mem_available_gb", "host.swap_io_mb"])]
+    return [
+        Candidate(
+            code=RootCauseCode.MEMORY_PRESSURE,
+            expert="memory",
+            strength=strength,
+            evidence={
+                "backend_private_memory_gb": round(private, 2),
+                "memory_total_gb": round(total_gb, 1),
+                "min_available_gb": round(available, 2),
+                "swap_mb_per_s": round(swap, 2),
+                "work_mem": w.settings.get("work_mem", ""),
+            },
+            indicators=["pg.private_mem_gb", "host.mem_available_gb", "host.swap_io_mb"],
+        )
+    ]
 
 
 def _data_io_share(w: WindowEvidence) -> float:
@@ -98,16 +124,43 @@ def _data_io_share(w: WindowEvidence) -> float:
 def io_expert(facts: Facts) -> list[Candidate]:
     w, levels = facts.window, facts.thresholds.diagnosis
     share = _data_io_share(w)
-    io_time = sum(w.mean(f"io.{obj}.{kind}") for obj in ("relation", "temp_relation") for kind in ("read_time", "write_time")) \
-        or w.mean("db.blk_read_time") + w.mean("db.blk_write_time")
+    io_time = sum(
+        w.mean(f"io.{obj}.{kind}")
+        for obj in ("relation", "temp_relation")
+        for kind in ("read_time", "write_time")
+    ) or w.mean("db.blk_read_time") + w.mean("db.blk_write_time")
     waiting = share * w.mean("act.active")
     iowait = w.mean("host.iowait")
-    if share >= levels.io_wait_share and waiting >= 1.0 and (io_time >= levels.io_time_ms_per_s or iowait >= 10.0):
-        return [Candidate(code=RootCauseCode.IO_CONTENTION, expert="io", strength=min(share / levels.io_wait_share, max(io_time / levels.io_time_ms_per_s, iowait / 10.0)),
-                          evidence={"io_wait_share": round(share, 2), "sessions_waiting_on_io": round(waiting, 2),
-                                    "io_time_ms_per_s": round(io_time, 1), "blocks_read_per_s": round(w.mean("db.blks_read"), 1),
-                                    "host_iowait_pct": round(iowait, 1)},
-                          indicators=["act.wait_io", "io.relation.read_time", "io.relation.reads", "db.blks_read", "db.blk_read_time", "host.iowait"])]
+    if (
+        share >= levels.io_wait_share
+        and waiting >= 1.0
+        and (io_time >= levels.io_time_ms_per_s or iowait >= 10.0)
+    ):
+        return [
+            Candidate(
+                code=RootCauseCode.IO_CONTENTION,
+                expert="io",
+                strength=min(
+                    share / levels.io_wait_share,
+                    max(io_time / levels.io_time_ms_per_s, iowait / 10.0),
+                ),
+                evidence={
+                    "io_wait_share": round(share, 2),
+                    "sessions_waiting_on_io": round(waiting, 2),
+                    "io_time_ms_per_s": round(io_time, 1),
+                    "blocks_read_per_s": round(w.mean("db.blks_read"), 1),
+                    "host_iowait_pct": round(iowait, 1),
+                },
+                indicators=[
+                    "act.wait_io",
+                    "io.relation.read_time",
+                    "io.relation.reads",
+                    "db.blks_read",
+                    "db.blk_read_time",
+                    "host.iowait",
+                ],
+            )
+        ]
     return []
 
 
@@ -116,14 +169,21 @@ def update_capacity(w: WindowEvidence, levels: DiagnosisThresholds) -> float | N
     update_rows_per_s_per_core); None for a remote target whose sessions were not seen on the CPU."""
     if w.cpu_count:
         return levels.update_rows_per_s_per_core * w.cpu_count
-    return levels.update_rows_per_s_per_core if w.mean("act.on_cpu") >= levels.remote_update_sessions_on_cpu else None
+    return (
+        levels.update_rows_per_s_per_core
+        if w.mean("act.on_cpu") >= levels.remote_update_sessions_on_cpu
+        else None
+    )
 
 
 def _update_cost(w: WindowEvidence) -> dict[str, object]:
     """What the update rate was judged against: the host's cores (and the server's use of them), or, remote, the sessions on the CPU."""
     if w.cpu_count:
-        return {"cpu_cores": w.cpu_count, "rows_updated_per_s_per_core": round(w.mean("db.tup_updated") / w.cpu_count),
-                "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2)}
+        return {
+            "cpu_cores": w.cpu_count,
+            "rows_updated_per_s_per_core": round(w.mean("db.tup_updated") / w.cpu_count),
+            "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2),
+        }
     return {"sessions_on_cpu": round(w.mean("act.on_cpu"), 2)}
 
 
@@ -137,38 +197,114 @@ def workload_expert(facts: Facts) -> list[Candidate]:
     inserted, commits = w.mean("db.tup_inserted"), w.mean("db.xact_commit")
     per_commit = facts.per_commit("db.tup_inserted")
     bulk = [(q, r) for q, r in _insert_statements(w) if r >= levels.large_statement_rows]
-    if inserted >= levels.insert_rows_per_s and commits >= levels.many_commits_per_s and per_commit <= levels.small_commit_rows:
-        out.append(Candidate(code=RootCauseCode.WORKLOAD_MANY_INSERTS, expert="workload",
-                             strength=min(inserted / levels.insert_rows_per_s, commits / levels.many_commits_per_s),
-                             evidence={"rows_inserted_per_s": round(inserted), "commits_per_s": round(commits), "rows_per_commit": round(per_commit, 1)},
-                             indicators=["db.tup_inserted", "db.xact_commit", "wal.wal_bytes", "wal.wal_records"]))
+    if (
+        inserted >= levels.insert_rows_per_s
+        and commits >= levels.many_commits_per_s
+        and per_commit <= levels.small_commit_rows
+    ):
+        out.append(
+            Candidate(
+                code=RootCauseCode.WORKLOAD_MANY_INSERTS,
+                expert="workload",
+                strength=min(
+                    inserted / levels.insert_rows_per_s, commits / levels.many_commits_per_s
+                ),
+                evidence={
+                    "rows_inserted_per_s": round(inserted),
+                    "commits_per_s": round(commits),
+                    "rows_per_commit": round(per_commit, 1),
+                },
+                indicators=[
+                    "db.tup_inserted",
+                    "db.xact_commit",
+                    "wal.wal_bytes",
+                    "wal.wal_records",
+                ],
+            )
+        )
     if inserted >= levels.insert_rows_per_s and (bulk or per_commit > levels.small_commit_rows):
-        out.append(Candidate(code=RootCauseCode.WORKLOAD_LARGE_INSERT, expert="workload", strength=inserted / levels.insert_rows_per_s,
-                             evidence={"rows_inserted_per_s": round(inserted), "rows_per_commit": round(per_commit),
-                                       "bulk_statements": [{"query": q[:200], "rows_per_call": round(r)} for q, r in bulk[:3]],
-                                       "wal_mb_per_s": round(w.mean("wal.wal_bytes") / 2**20, 1)},
-                             indicators=["db.tup_inserted", "wal.wal_bytes", "io.relation.extends", "io.relation.writes"]))
+        out.append(
+            Candidate(
+                code=RootCauseCode.WORKLOAD_LARGE_INSERT,
+                expert="workload",
+                strength=inserted / levels.insert_rows_per_s,
+                evidence={
+                    "rows_inserted_per_s": round(inserted),
+                    "rows_per_commit": round(per_commit),
+                    "bulk_statements": [
+                        {"query": q[:200], "rows_per_call": round(r)} for q, r in bulk[:3]
+                    ],
+                    "wal_mb_per_s": round(w.mean("wal.wal_bytes") / 2**20, 1),
+                },
+                indicators=[
+                    "db.tup_inserted",
+                    "wal.wal_bytes",
+                    "io.relation.extends",
+                    "io.relation.writes",
+                ],
+            )
+        )
     updated, capacity = w.mean("db.tup_updated"), update_capacity(w, levels)
     if capacity and updated >= capacity:
-        out.append(Candidate(code=RootCauseCode.WORKLOAD_HIGH_UPDATES, expert="workload", strength=updated / capacity,
-                             evidence={"rows_updated_per_s": round(updated), "commits_per_s": round(commits),
-                                       **_update_cost(w), "lock_wait_share": round(w.wait_share("Lock:"), 2)},
-                             indicators=["db.tup_updated", "db.xact_commit", "wal.wal_bytes", "pg.cpu_cores"],
-                             objects=[t.name for t in sorted(w.tables, key=lambda t: -t.n_tup_upd)[:1] if t.n_tup_upd]))
+        out.append(
+            Candidate(
+                code=RootCauseCode.WORKLOAD_HIGH_UPDATES,
+                expert="workload",
+                strength=updated / capacity,
+                evidence={
+                    "rows_updated_per_s": round(updated),
+                    "commits_per_s": round(commits),
+                    **_update_cost(w),
+                    "lock_wait_share": round(w.wait_share("Lock:"), 2),
+                },
+                indicators=["db.tup_updated", "db.xact_commit", "wal.wal_bytes", "pg.cpu_cores"],
+                objects=[
+                    t.name for t in sorted(w.tables, key=lambda t: -t.n_tup_upd)[:1] if t.n_tup_upd
+                ],
+            )
+        )
     deleted = w.mean("db.tup_deleted")
     if deleted >= levels.delete_rows_per_s:
         tables = sorted(w.tables, key=lambda t: -t.n_tup_del)[:1]
-        out.append(Candidate(code=RootCauseCode.WORKLOAD_MANY_DELETES, expert="workload", strength=deleted / levels.delete_rows_per_s,
-                             evidence={"rows_deleted_per_s": round(deleted),
-                                       "dead_tuples": {t.name: int(t.n_dead_tup) for t in tables}},
-                             indicators=["db.tup_deleted", "wal.wal_bytes"], objects=[t.name for t in tables]))
-    fetches = [s for s in w.statements if s.kind == "select" and s.rows_per_call >= levels.large_statement_rows]
+        out.append(
+            Candidate(
+                code=RootCauseCode.WORKLOAD_MANY_DELETES,
+                expert="workload",
+                strength=deleted / levels.delete_rows_per_s,
+                evidence={
+                    "rows_deleted_per_s": round(deleted),
+                    "dead_tuples": {t.name: int(t.n_dead_tup) for t in tables},
+                },
+                indicators=["db.tup_deleted", "wal.wal_bytes"],
+                objects=[t.name for t in tables],
+            )
+        )
+    fetches = [
+        s
+        for s in w.statements
+        if s.kind == "select" and s.rows_per_call >= levels.large_statement_rows
+    ]
     fetched = sum(s.rows for s in fetches) / max(w.seconds, 1e-9)
     if fetches and fetched >= levels.fetch_rows_per_s:
-        out.append(Candidate(code=RootCauseCode.WORKLOAD_LARGE_FETCH, expert="workload", strength=fetched / levels.fetch_rows_per_s,
-                             evidence={"rows_fetched_per_s": round(fetched),
-                                       "statements": [{"query": s.query[:200], "rows_per_call": round(s.rows_per_call), "calls": s.calls} for s in fetches[:3]]},
-                             indicators=["db.tup_returned", "db.tup_fetched", "db.blks_hit"]))
+        out.append(
+            Candidate(
+                code=RootCauseCode.WORKLOAD_LARGE_FETCH,
+                expert="workload",
+                strength=fetched / levels.fetch_rows_per_s,
+                evidence={
+                    "rows_fetched_per_s": round(fetched),
+                    "statements": [
+                        {
+                            "query": s.query[:200],
+                            "rows_per_call": round(s.rows_per_call),
+                            "calls": s.calls,
+                        }
+                        for s in fetches[:3]
+                    ],
+                },
+                indicators=["db.tup_returned", "db.tup_fetched", "db.blks_hit"],
+            )
+        )
     return out
 
 
@@ -181,16 +317,25 @@ def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> lis
         for issue in (i for i in plan.issues if i.code in codes):
             found = out.get(issue.code)
             if found is None or found.strength < plan.share / levels.query_share:
-                out[issue.code] = Candidate(code=issue.code, expert=expert, strength=plan.share / levels.query_share,
-                                            evidence={"query": plan.query[:300], "share_of_statement_time": round(plan.share, 2),
-                                                      "plan": issue.detail},
-                                            indicators=["act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"],
-                                            objects=issue.relations)
+                out[issue.code] = Candidate(
+                    code=issue.code,
+                    expert=expert,
+                    strength=plan.share / levels.query_share,
+                    evidence={
+                        "query": plan.query[:300],
+                        "share_of_statement_time": round(plan.share, 2),
+                        "plan": issue.detail,
+                    },
+                    indicators=["act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"],
+                    objects=issue.relations,
+                )
     return list(out.values())
 
 
 def query_expert(facts: Facts) -> list[Candidate]:
-    return _plan_candidates(facts, "query", (RootCauseCode.QUERY_CORRELATED_SUBQUERY, RootCauseCode.QUERY_POOR_JOIN))
+    return _plan_candidates(
+        facts, "query", (RootCauseCode.QUERY_CORRELATED_SUBQUERY, RootCauseCode.QUERY_POOR_JOIN)
+    )
 
 
 def locks_expert(facts: Facts) -> list[Candidate]:
@@ -198,12 +343,23 @@ def locks_expert(facts: Facts) -> list[Candidate]:
     share = w.wait_share("Lock:")
     waiting = w.mean("act.wait_lock")
     if share >= levels.lock_wait_share and waiting >= 1.0:
-        blockers = sorted({(b.blocker_pid, b.blocker_state, round(b.blocker_xact_seconds, 1)) for b in w.blocked})[:5]
-        return [Candidate(code=RootCauseCode.LOCK_CONTENTION, expert="locks", strength=share / levels.lock_wait_share,
-                          evidence={"lock_wait_share": round(share, 2), "sessions_waiting_on_locks": round(waiting, 2),
-                                    "lock_waits": {k: n for k, n in w.waits.items() if k.startswith("Lock:")},
-                                    "blockers": [{"pid": p, "state": s, "xact_seconds": x} for p, s, x in blockers]},
-                          indicators=["act.wait_lock", "db.deadlocks", "act.idle_in_xact"])]
+        blockers = sorted(
+            {(b.blocker_pid, b.blocker_state, round(b.blocker_xact_seconds, 1)) for b in w.blocked}
+        )[:5]
+        return [
+            Candidate(
+                code=RootCauseCode.LOCK_CONTENTION,
+                expert="locks",
+                strength=share / levels.lock_wait_share,
+                evidence={
+                    "lock_wait_share": round(share, 2),
+                    "sessions_waiting_on_locks": round(waiting, 2),
+                    "lock_waits": {k: n for k, n in w.waits.items() if k.startswith("Lock:")},
+                    "blockers": [{"pid": p, "state": s, "xact_seconds": x} for p, s, x in blockers],
+                },
+                indicators=["act.wait_lock", "db.deadlocks", "act.idle_in_xact"],
+            )
+        ]
     return []
 
 
@@ -214,13 +370,34 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     sync = w.settings.get("synchronous_commit", "on")
     flushes = w.wait_samples(*WAL_FLUSH_WAITS)
     held = flushes / max(flushes + w.flusher_idle_between, 1)
-    if sync != "off" and share >= levels.flush_wait_share and waiting >= levels.flush_wait_sessions and held >= levels.flush_commit_bound:
-        return [Candidate(code=RootCauseCode.SYNC_COMMIT_PRESSURE, expert="configuration", strength=share / levels.flush_wait_share,
-                          evidence={"wal_flush_wait_share": round(share, 2), "sessions_waiting_on_wal_flush": round(waiting, 2),
-                                    "flush_waiters_share_vs_idle_between": round(held, 2),
-                                    "commits_per_s": round(w.mean("db.xact_commit")), "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
-                                    "synchronous_commit": sync, "commit_delay": w.settings.get("commit_delay", "")},
-                          indicators=["act.wait_wal_flush", "io.wal.fsyncs", "db.xact_commit", "io.wal.fsync_time"])]
+    if (
+        sync != "off"
+        and share >= levels.flush_wait_share
+        and waiting >= levels.flush_wait_sessions
+        and held >= levels.flush_commit_bound
+    ):
+        return [
+            Candidate(
+                code=RootCauseCode.SYNC_COMMIT_PRESSURE,
+                expert="configuration",
+                strength=share / levels.flush_wait_share,
+                evidence={
+                    "wal_flush_wait_share": round(share, 2),
+                    "sessions_waiting_on_wal_flush": round(waiting, 2),
+                    "flush_waiters_share_vs_idle_between": round(held, 2),
+                    "commits_per_s": round(w.mean("db.xact_commit")),
+                    "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
+                    "synchronous_commit": sync,
+                    "commit_delay": w.settings.get("commit_delay", ""),
+                },
+                indicators=[
+                    "act.wait_wal_flush",
+                    "io.wal.fsyncs",
+                    "db.xact_commit",
+                    "io.wal.fsync_time",
+                ],
+            )
+        ]
     return []
 
 
@@ -230,44 +407,122 @@ def vacuum_expert(facts: Facts) -> list[Candidate]:
     presence = sum(1 for v in values if v > 0) / len(values) if values else 0.0
     scanned = max(w.mean("vacuum.heap_blks_scanned"), w.mean("vacuum.buffers"))
     if presence >= levels.vacuum_presence and scanned >= levels.vacuum_blocks_per_s:
-        return [Candidate(code=RootCauseCode.VACUUM_INTERFERENCE, expert="vacuum", strength=min(presence / levels.vacuum_presence, scanned / levels.vacuum_blocks_per_s),
-                          evidence={"vacuum_presence": round(presence, 2), "vacuum_heap_blocks_per_s": round(scanned),
-                                    "running": [q[:120] for q in w.running if q.lstrip().lower().startswith("vacuum")][:3]},
-                          indicators=["act.vacuum", "vacuum.heap_blks_scanned", "vacuum.buffers", "db.blks_read", "io.relation.reads"])]
+        return [
+            Candidate(
+                code=RootCauseCode.VACUUM_INTERFERENCE,
+                expert="vacuum",
+                strength=min(
+                    presence / levels.vacuum_presence, scanned / levels.vacuum_blocks_per_s
+                ),
+                evidence={
+                    "vacuum_presence": round(presence, 2),
+                    "vacuum_heap_blocks_per_s": round(scanned),
+                    "running": [
+                        q[:120] for q in w.running if q.lstrip().lower().startswith("vacuum")
+                    ][:3],
+                },
+                indicators=[
+                    "act.vacuum",
+                    "vacuum.heap_blks_scanned",
+                    "vacuum.buffers",
+                    "db.blks_read",
+                    "io.relation.reads",
+                ],
+            )
+        ]
     return []
 
 
 def index_expert(facts: Facts) -> list[Candidate]:
     w, levels = facts.window, facts.thresholds.diagnosis
     out = _plan_candidates(facts, "index", (FindingCode.INDEX_MISSING,))
-    many = facts.thresholds.indexes_too_many  # the health check's count: one meaning of "too many indexes"
-    heavy = [t for t in w.tables if t.index_count >= many and t.writes / max(w.seconds, 1e-9) >= levels.indexed_writes_per_s]
+    many = (
+        facts.thresholds.indexes_too_many
+    )  # the health check's count: one meaning of "too many indexes"
+    heavy = [
+        t
+        for t in w.tables
+        if t.index_count >= many and t.writes / max(w.seconds, 1e-9) >= levels.indexed_writes_per_s
+    ]
     if not heavy:
         return out
     top = max(heavy, key=lambda t: t.writes)
     rate = top.writes / max(w.seconds, 1e-9)
-    return [*out, Candidate(code=FindingCode.INDEXES_TOO_MANY, expert="index", strength=min(top.index_count / many, rate / levels.indexed_writes_per_s),
-                      evidence={"table": top.name, "indexes": top.index_count, "writes_per_s": round(rate)},
-                      indicators=["db.tup_updated", "db.tup_inserted", "wal.wal_bytes"], objects=[top.name])]
+    return [
+        *out,
+        Candidate(
+            code=FindingCode.INDEXES_TOO_MANY,
+            expert="index",
+            strength=min(top.index_count / many, rate / levels.indexed_writes_per_s),
+            evidence={"table": top.name, "indexes": top.index_count, "writes_per_s": round(rate)},
+            indicators=["db.tup_updated", "db.tup_inserted", "wal.wal_bytes"],
+            objects=[top.name],
+        ),
+    ]
 
 
 Expert = Callable[[Facts], list[Candidate]]
 
 EXPERTS: dict[str, Expert] = {
-    "cpu": cpu_expert, "memory": memory_expert, "io": io_expert, "workload": workload_expert, "query": query_expert,
-    "locks": locks_expert, "index": index_expert, "configuration": configuration_expert, "vacuum": vacuum_expert,
+    "cpu": cpu_expert,
+    "memory": memory_expert,
+    "io": io_expert,
+    "workload": workload_expert,
+    "query": query_expert,
+    "locks": locks_expert,
+    "index": index_expert,
+    "configuration": configuration_expert,
+    "vacuum": vacuum_expert,
 }
 
 # Which metrics (prefixes) and alert words call each expert in: D-Bot's role assignment, as data.
 EXPERT_SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "cpu": (("host.cpu_busy", "host.load1", "pg.cpu_cores", "act.on_cpu"), ("cpu", "load", "nodecpuhigh", "nodeloadhigh")),
-    "memory": (("host.mem_available", "host.swap", "pg.private_mem", "db.temp_bytes"), ("memory", "mem", "oom", "swap", "nodeoutofmem")),
-    "io": (("io.", "db.blks_read", "db.blk_read_time", "db.blk_write_time", "host.iowait", "act.wait_io"), ("io", "disk", "iowait", "nodediskslow")),
-    "workload": (("db.tup_", "db.xact_commit", "wal.", "act.active"), ("insert", "update", "delete", "commit", "tps", "throughput", "write", "fetch")),
-    "query": (("db.tup_returned", "db.tup_fetched", "db.blks_hit", "act.on_cpu", "act.active"), ("slow", "query", "latency", "join", "response")),
-    "locks": (("act.wait_lock", "db.deadlocks", "act.idle_in_xact"), ("lock", "blocked", "deadlock", "wait")),
-    "index": (("db.tup_updated", "db.tup_inserted", "db.tup_deleted", "db.blks_hit", "db.tup_returned", "act.on_cpu"), ("index", "slow", "query")),
-    "configuration": (("act.wait_wal_flush", "io.wal.", "checkpoint.", "db.temp_bytes"), ("config", "commit", "wal", "checkpoint", "setting")),
+    "cpu": (
+        ("host.cpu_busy", "host.load1", "pg.cpu_cores", "act.on_cpu"),
+        ("cpu", "load", "nodecpuhigh", "nodeloadhigh"),
+    ),
+    "memory": (
+        ("host.mem_available", "host.swap", "pg.private_mem", "db.temp_bytes"),
+        ("memory", "mem", "oom", "swap", "nodeoutofmem"),
+    ),
+    "io": (
+        (
+            "io.",
+            "db.blks_read",
+            "db.blk_read_time",
+            "db.blk_write_time",
+            "host.iowait",
+            "act.wait_io",
+        ),
+        ("io", "disk", "iowait", "nodediskslow"),
+    ),
+    "workload": (
+        ("db.tup_", "db.xact_commit", "wal.", "act.active"),
+        ("insert", "update", "delete", "commit", "tps", "throughput", "write", "fetch"),
+    ),
+    "query": (
+        ("db.tup_returned", "db.tup_fetched", "db.blks_hit", "act.on_cpu", "act.active"),
+        ("slow", "query", "latency", "join", "response"),
+    ),
+    "locks": (
+        ("act.wait_lock", "db.deadlocks", "act.idle_in_xact"),
+        ("lock", "blocked", "deadlock", "wait"),
+    ),
+    "index": (
+        (
+            "db.tup_updated",
+            "db.tup_inserted",
+            "db.tup_deleted",
+            "db.blks_hit",
+            "db.tup_returned",
+            "act.on_cpu",
+        ),
+        ("index", "slow", "query"),
+    ),
+    "configuration": (
+        ("act.wait_wal_flush", "io.wal.", "checkpoint.", "db.temp_bytes"),
+        ("config", "commit", "wal", "checkpoint", "setting"),
+    ),
     "vacuum": (("act.vacuum", "vacuum."), ("vacuum", "bloat", "dead")),
 }
 

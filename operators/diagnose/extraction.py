@@ -64,10 +64,20 @@ def split_chapters(document: str, text: str) -> list[Chapter]:
     """Cut at headings; text before the first heading is its own chapter when not empty."""
     marks = [(m.start(), m.group(0).lstrip("# ").strip()) for m in HEADING.finditer(text)]
     if not marks:
-        return [Chapter(document=document, title=document, text=text.strip()[:MAX_CHAPTER_CHARS])] if text.strip() else []
+        return (
+            [Chapter(document=document, title=document, text=text.strip()[:MAX_CHAPTER_CHARS])]
+            if text.strip()
+            else []
+        )
     chapters = []
     if text[: marks[0][0]].strip():
-        chapters.append(Chapter(document=document, title=document, text=text[: marks[0][0]].strip()[:MAX_CHAPTER_CHARS]))
+        chapters.append(
+            Chapter(
+                document=document,
+                title=document,
+                text=text[: marks[0][0]].strip()[:MAX_CHAPTER_CHARS],
+            )
+        )
     for (start, title), (end, _next) in zip(marks, [*marks[1:], (len(text), "")]):
         body = text[start:end].split("\n", 1)[1].strip() if "\n" in text[start:end] else ""
         if body:
@@ -78,10 +88,16 @@ def split_chapters(document: str, text: str) -> list[Chapter]:
 def summary_tree(document: str, chapters: list[Chapter], ask: Ask) -> SummaryTree:
     leaves = []
     for chapter in chapters:
-        answer = ask("knowledge_summary.j2", {"title": chapter.title, "text": chapter.text}, KnowledgeSummary)
+        answer = ask(
+            "knowledge_summary.j2", {"title": chapter.title, "text": chapter.text}, KnowledgeSummary
+        )
         assert isinstance(answer, KnowledgeSummary)
         leaves.append((chapter.title, answer.summary))
-    root = ask("knowledge_summary.j2", {"title": document, "text": "\n".join(f"{t}: {s}" for t, s in leaves)}, KnowledgeSummary)
+    root = ask(
+        "knowledge_summary.j2",
+        {"title": document, "text": "\n".join(f"{t}: {s}" for t, s in leaves)},
+        KnowledgeSummary,
+    )
     assert isinstance(root, KnowledgeSummary)
     return SummaryTree(document=document, summary=root.summary, chapters=leaves)
 
@@ -95,19 +111,41 @@ def extract_chunks(folder: Path, ask: Ask, experts_by_code: dict[str, str]) -> l
             continue
         tree = summary_tree(path.name, chapters, ask)
         for chapter, (_title, chapter_summary) in zip(chapters, tree.chapters):
-            proposal = ask("knowledge_extract.j2", {"document_summary": tree.summary, "chapter_summary": chapter_summary,
-                                                   "title": chapter.title, "text": chapter.text, "codes": sorted(experts_by_code)}, Proposal)
+            proposal = ask(
+                "knowledge_extract.j2",
+                {
+                    "document_summary": tree.summary,
+                    "chapter_summary": chapter_summary,
+                    "title": chapter.title,
+                    "text": chapter.text,
+                    "codes": sorted(experts_by_code),
+                },
+                Proposal,
+            )
             assert isinstance(proposal, Proposal)
             for found in proposal.chunks:
                 if found.code not in experts_by_code:
                     continue  # the vocabulary is an API: an unknown code is dropped, never added
-                chunks.append(Chunk(name=found.name, code=found.code, expert=experts_by_code[found.code], content=found.content,
-                                    metrics=found.metrics, steps=found.steps, solution=found.solution,
-                                    source=f"{path.name}, {chapter.title}"))
+                chunks.append(
+                    Chunk(
+                        name=found.name,
+                        code=found.code,
+                        expert=experts_by_code[found.code],
+                        content=found.content,
+                        metrics=found.metrics,
+                        steps=found.steps,
+                        solution=found.solution,
+                        source=f"{path.name}, {chapter.title}",
+                    )
+                )
     return chunks
 
 
 def write_chunks(chunks: list[Chunk], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump([c.model_dump(mode="json") for c in chunks], sort_keys=False, allow_unicode=True))
+    path.write_text(
+        yaml.safe_dump(
+            [c.model_dump(mode="json") for c in chunks], sort_keys=False, allow_unicode=True
+        )
+    )
     return path

@@ -17,7 +17,9 @@ from operators.diagnose.sampler import sample_window
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05
 # Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
-MONITORING = re.compile(r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE)
+MONITORING = re.compile(
+    r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE
+)
 
 
 class FactsRecord(BaseModel):
@@ -32,8 +34,13 @@ class FactsRecord(BaseModel):
 
     def facts(self, thresholds: Thresholds | None = None) -> Facts:
         """The experts' view of the record, judged by the run's `thresholds` (the defaults without)."""
-        return Facts(window=self.window, baseline=self.baseline, abnormal=self.abnormal, plans=self.plans,
-                     thresholds=thresholds or Thresholds())
+        return Facts(
+            window=self.window,
+            baseline=self.baseline,
+            abnormal=self.abnormal,
+            plans=self.plans,
+            thresholds=thresholds or Thresholds(),
+        )
 
 
 def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
@@ -52,10 +59,25 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
 
-def gather(target: PostgresTarget, seconds: float, stored: WindowBaseline | None, alert: str = "", wait: float = 0.0,
-           resume: bool = True) -> FactsRecord:
+def gather(
+    target: PostgresTarget,
+    seconds: float,
+    stored: WindowBaseline | None,
+    alert: str = "",
+    wait: float = 0.0,
+    resume: bool = True,
+) -> FactsRecord:
     window = sample_window(target, seconds, wait=wait, resume=resume)
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
-    plans = analyse_statements(target, statement_candidates(window), window.server_version_num, rows)
-    return FactsRecord(window=window, baseline=baseline, baseline_source=stored.source if stored else "", abnormal=abnormal_metrics(window, baseline), plans=plans, alert=alert)
+    plans = analyse_statements(
+        target, statement_candidates(window), window.server_version_num, rows
+    )
+    return FactsRecord(
+        window=window,
+        baseline=baseline,
+        baseline_source=stored.source if stored else "",
+        abnormal=abnormal_metrics(window, baseline),
+        plans=plans,
+        alert=alert,
+    )

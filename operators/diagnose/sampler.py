@@ -26,11 +26,21 @@ import psycopg
 from dbcrew import stopping
 from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
-from operators.held import Held, guarded, held_relations
-from operators.stat_views import DATABASE_STATS, SESSIONS_SQL, STATEMENTS, TABLE_STATS, checkpointer, counted_since, reset_between
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+from operators.held import Held, guarded, held_relations
+from operators.stat_views import (
+    DATABASE_STATS,
+    SESSIONS_SQL,
+    STATEMENTS,
+    TABLE_STATS,
+    checkpointer,
+    counted_since,
+    reset_between,
+)
 
-WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
+WAL_SQL = (
+    "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
+)
 VACUUM_IO_SQL = "SELECT coalesce(sum(coalesce(hits, 0) + coalesce(reads, 0)), 0)::float8 AS buffers FROM pg_stat_io WHERE context = 'vacuum'"
 IO_SQL = """
 SELECT replace(object, ' ', '_') AS object, sum(coalesce(reads, 0))::float8 AS reads,
@@ -44,11 +54,26 @@ FROM pg_stat_io GROUP BY object
 TALLIED = ("client backend", "parallel worker", "autovacuum worker")
 EXPLAINED_QUERY_CHARS = 2000
 
-VACUUM_PROGRESS_SQL = "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
+VACUUM_PROGRESS_SQL = (
+    "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
+)
 
-SETTINGS = ("synchronous_commit", "fsync", "work_mem", "shared_buffers", "max_parallel_workers_per_gather",
-            "autovacuum", "wal_level", "commit_delay", "maintenance_work_mem", "hash_mem_multiplier", "io_method")
-SETTINGS_SQL = "SELECT name, setting || coalesce(unit, '') AS value FROM pg_settings WHERE name = ANY(%s)"
+SETTINGS = (
+    "synchronous_commit",
+    "fsync",
+    "work_mem",
+    "shared_buffers",
+    "max_parallel_workers_per_gather",
+    "autovacuum",
+    "wal_level",
+    "commit_delay",
+    "maintenance_work_mem",
+    "hash_mem_multiplier",
+    "io_method",
+)
+SETTINGS_SQL = (
+    "SELECT name, setting || coalesce(unit, '') AS value FROM pg_settings WHERE name = ANY(%s)"
+)
 
 # Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
 WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
@@ -57,7 +82,9 @@ WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite",
 # one idle longer is parked (a connection pool's spare), whatever the load does.
 IDLE_BETWEEN_SECONDS = 1.0
 
-SESSION_SAMPLES_PER_TICK = 5  # pg_stat_activity reads per counter tick: the wait shares' sample size
+SESSION_SAMPLES_PER_TICK = (
+    5  # pg_stat_activity reads per counter tick: the wait shares' sample size
+)
 
 STARTED = "db.server_started"  # the server's start time, read with the database counters
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
@@ -99,7 +126,7 @@ class HostProbe:
         own_cpu = own_times.user + own_times.system
         if self.last_cpu is not None and self.last_own_cpu is not None:
             total = sum(cpu) - sum(self.last_cpu)
-            idle = (cpu.idle - self.last_cpu.idle)
+            idle = cpu.idle - self.last_cpu.idle
             iowait = getattr(cpu, "iowait", 0.0) - getattr(self.last_cpu, "iowait", 0.0)
             own = own_cpu - self.last_own_cpu
             if total > 0:
@@ -112,7 +139,9 @@ class HostProbe:
         swap = psutil.swap_memory()
         values["host.swap_used_gb"] = swap.used / 2**30
         if self.last_swap is not None and elapsed > 0:
-            values["host.swap_io_mb"] = ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
+            values["host.swap_io_mb"] = (
+                ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
+            )
         self.last_swap = (swap.sin, swap.sout)
         cpu_seconds = 0.0
         private = 0.0
@@ -125,7 +154,9 @@ class HostProbe:
                 continue
             used = times.user + times.system
             seen[proc.pid] = used
-            cpu_seconds += used - self.last_proc_cpu.get(proc.pid, used if not self.last_proc_cpu else 0.0)
+            cpu_seconds += used - self.last_proc_cpu.get(
+                proc.pid, used if not self.last_proc_cpu else 0.0
+            )
             private += max(mem.rss - getattr(mem, "shared", 0), 0)
         if self.last_proc_cpu and elapsed > 0:
             values["pg.cpu_cores"] = max(cpu_seconds, 0.0) / elapsed
@@ -168,7 +199,10 @@ def wait_key(row: dict[str, Any]) -> str:
 
 def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
     """One session sample: this database's client backends, parallel workers and autovacuum workers."""
-    rows = conn.execute(SESSIONS_SQL, {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids(conn)}).fetchall()
+    rows = conn.execute(
+        SESSIONS_SQL,
+        {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids(conn)},
+    ).fetchall()
     return [row for row in rows if row["backend_type"] in TALLIED]
 
 
@@ -180,8 +214,12 @@ class ActivityTally:
     running: Counter[str] = field(default_factory=Counter)
     blocked: dict[int, BlockedSession] = field(default_factory=dict)
     samples: int = 0
-    flush_waits: Counter[int] = field(default_factory=Counter)  # per session: samples waiting on a WAL flush
-    idle_between: Counter[int] = field(default_factory=Counter)  # per session: samples idle between two transactions
+    flush_waits: Counter[int] = field(
+        default_factory=Counter
+    )  # per session: samples waiting on a WAL flush
+    idle_between: Counter[int] = field(
+        default_factory=Counter
+    )  # per session: samples idle between two transactions
 
     def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Tally one sample; returns the gauges of this tick."""
@@ -189,11 +227,18 @@ class ActivityTally:
         by_pid = {r["pid"]: r for r in rows}
         gauges = Counter[str]()
         for row in rows:
-            if row["backend_type"] == "autovacuum worker" or (row["state"] == "active" and (row["query"] or "").lstrip().lower().startswith("vacuum")):
+            if row["backend_type"] == "autovacuum worker" or (
+                row["state"] == "active"
+                and (row["query"] or "").lstrip().lower().startswith("vacuum")
+            ):
                 gauges["act.vacuum"] += 1
             if row["state"] == "idle in transaction":
                 gauges["act.idle_in_xact"] += 1
-            if row["state"] == "idle" and row["backend_type"] == "client backend" and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS:
+            if (
+                row["state"] == "idle"
+                and row["backend_type"] == "client backend"
+                and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS
+            ):
                 gauges["act.idle_between"] += 1
                 self.idle_between[row["pid"]] += 1
             if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
@@ -217,10 +262,26 @@ class ActivityTally:
             for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):
                 holder = by_pid.get(blocker)
                 if holder is not None:
-                    self.blocked[row["pid"]] = BlockedSession(pid=row["pid"], blocker_pid=blocker, blocker_state=holder["state"] or "",
-                                                              blocker_xact_seconds=holder["xact_seconds"] or 0.0)
-        return {k: float(gauges.get(k, 0)) for k in ("act.active", "act.on_cpu", "act.wait_wal_flush", "act.wait_lock",
-                                                      "act.wait_io", "act.wait_lwlock", "act.vacuum", "act.idle_in_xact", "act.idle_between")}
+                    self.blocked[row["pid"]] = BlockedSession(
+                        pid=row["pid"],
+                        blocker_pid=blocker,
+                        blocker_state=holder["state"] or "",
+                        blocker_xact_seconds=holder["xact_seconds"] or 0.0,
+                    )
+        return {
+            k: float(gauges.get(k, 0))
+            for k in (
+                "act.active",
+                "act.on_cpu",
+                "act.wait_wal_flush",
+                "act.wait_lock",
+                "act.wait_io",
+                "act.wait_lwlock",
+                "act.vacuum",
+                "act.idle_in_xact",
+                "act.idle_between",
+            )
+        }
 
     def flusher_idle_between(self) -> int:
         """Samples in which a session that waited on a WAL flush in this window was idle between two
@@ -236,9 +297,15 @@ class VacuumProgress:
     last: dict[int, float] = field(default_factory=dict)
 
     def read(self, conn: psycopg.Connection[Any]) -> float:
-        now = {row["pid"]: row["scanned"] or 0.0 for row in conn.execute(VACUUM_PROGRESS_SQL).fetchall()}
+        now = {
+            row["pid"]: row["scanned"] or 0.0
+            for row in conn.execute(VACUUM_PROGRESS_SQL).fetchall()
+        }
         # A lower value under the same pid is a new vacuum pass: it scanned `value` blocks so far.
-        scanned = sum(value - self.last.get(pid, 0.0) if value >= self.last.get(pid, 0.0) else value for pid, value in now.items())
+        scanned = sum(
+            value - self.last.get(pid, 0.0) if value >= self.last.get(pid, 0.0) else value
+            for pid, value in now.items()
+        )
         self.last = now
         return scanned
 
@@ -246,12 +313,18 @@ class VacuumProgress:
 def _statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], dict[str, Any]]:
     """Top-level statements by (queryid, userid): each role running the same statement has its own entry."""
     try:
-        return {(row["queryid"], row["userid"]): row for row in conn.execute(STATEMENTS.sql).fetchall() if row["toplevel"]}
+        return {
+            (row["queryid"], row["userid"]): row
+            for row in conn.execute(STATEMENTS.sql).fetchall()
+            if row["toplevel"]
+        }
     except psycopg.errors.UndefinedTable:
         return {}  # pg_stat_statements not installed: statement analysis sees only running statements
 
 
-def statement_deltas(before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]) -> list[StatementDelta]:
+def statement_deltas(
+    before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]
+) -> list[StatementDelta]:
     deltas = []
     counters = ("calls", "total_exec_time", "rows", "shared_blks_read", "temp_blks_written")
     for key, row in after.items():
@@ -260,10 +333,17 @@ def statement_deltas(before: dict[tuple[int, int], dict[str, Any]], after: dict[
         calls, total_exec_time, rows, shared_blks_read, temp_blks_written = values
         if calls <= 0:
             continue
-        deltas.append(StatementDelta(
-            queryid=row["queryid"], query=row["query"], calls=calls, total_exec_time_ms=total_exec_time, rows=rows,
-            shared_blks_read=shared_blks_read, temp_blks_written=temp_blks_written,
-        ))
+        deltas.append(
+            StatementDelta(
+                queryid=row["queryid"],
+                query=row["query"],
+                calls=calls,
+                total_exec_time_ms=total_exec_time,
+                rows=rows,
+                shared_blks_read=shared_blks_read,
+                temp_blks_written=temp_blks_written,
+            )
+        )
     return sorted(deltas, key=lambda d: d.total_exec_time_ms, reverse=True)
 
 
@@ -274,14 +354,32 @@ def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> l
     tables = []
     for row in after:
         prev = old.get(row["relid"], {})
-        values = dict(zip(counters, counted_since([float(prev.get(c) or 0) for c in counters],
-                                                  [float(row[c] or 0) for c in counters])[0], strict=True))
-        tables.append(TableDelta(name=f"{row['schemaname']}.{row['relname']}", n_live_tup=row["n_live_tup"], n_dead_tup=row["n_dead_tup"],
-                                 index_count=row["index_count"], total_bytes=row["total_bytes"], **values))
+        values = dict(
+            zip(
+                counters,
+                counted_since(
+                    [float(prev.get(c) or 0) for c in counters],
+                    [float(row[c] or 0) for c in counters],
+                )[0],
+                strict=True,
+            )
+        )
+        tables.append(
+            TableDelta(
+                name=f"{row['schemaname']}.{row['relname']}",
+                n_live_tup=row["n_live_tup"],
+                n_dead_tup=row["n_dead_tup"],
+                index_count=row["index_count"],
+                total_bytes=row["total_bytes"],
+                **values,
+            )
+        )
     return tables
 
 
-def _sample_sessions(session: Resumable, tally: ActivityTally, step: float, until: float) -> dict[str, float] | None:
+def _sample_sessions(
+    session: Resumable, tally: ActivityTally, step: float, until: float
+) -> dict[str, float] | None:
     """Sample the sessions every `step` seconds until `until`; the gauges' means over those samples,
     or None when the review was asked to stop."""
     ticks: list[dict[str, float]] = []
@@ -293,13 +391,28 @@ def _sample_sessions(session: Resumable, tally: ActivityTally, step: float, unti
             return {k: sum(t[k] for t in ticks) / len(ticks) for k in ticks[0]}
 
 
-def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5, wait: float = 0.0, resume: bool = True) -> WindowEvidence:
+def sample_window(
+    target: PostgresTarget,
+    seconds: float,
+    interval: float = 0.5,
+    wait: float = 0.0,
+    resume: bool = True,
+) -> WindowEvidence:
     """Watch `target` for `seconds`, one tick every `interval` seconds, on one session resumed whenever the server ends it
     (waiting up to `wait` seconds for a restarting server; with `resume` False, an ended session fails the sampling)."""
     with resumable(target, wait=wait, resume=resume) as session:
-        version = int(session.run(lambda conn: _one(conn, "SELECT current_setting('server_version_num')::int AS v"))["v"])
+        version = int(
+            session.run(
+                lambda conn: _one(conn, "SELECT current_setting('server_version_num')::int AS v")
+            )["v"]
+        )
         backend = int(session.run(lambda conn: _one(conn, "SELECT pg_backend_pid() AS pid"))["pid"])
-        settings = {r["name"]: r["value"] for r in session.run(lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall())}
+        settings = {
+            r["name"]: r["value"]
+            for r in session.run(
+                lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()
+            )
+        }
         host = HostProbe.find(target, backend)
         statements_before = session.run(_statements)
         held, tables_before = session.run(lambda conn: _tables(conn, Held()))
@@ -307,7 +420,9 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
         started = time.time()
-        history = deque([(time.monotonic(), session.run(lambda conn: read_counters(conn, version)))])
+        history = deque(
+            [(time.monotonic(), session.run(lambda conn: read_counters(conn, version)))]
+        )
         restarts = resets = 0
         last_tick = history[0][0]
         if host is not None:
@@ -326,7 +441,9 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
                 # restored from its last clean shutdown), so no rate spans the restart.
                 history.clear()
                 restarts += 1
-            elif reset_between(history[-1][1], counters):  # pg_stat_reset*() meanwhile: no rate spans it either
+            elif reset_between(
+                history[-1][1], counters
+            ):  # pg_stat_reset*() meanwhile: no rate spans it either
                 history.clear()
                 resets += 1
             # Backends report their counters at most once a second, so a rate over a shorter span
@@ -334,10 +451,16 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
             while len(history) > 1 and now - history[1][0] >= RATE_SPAN:
                 history.popleft()
             then, old = history[0] if history else (now, counters)
-            values = {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()} if now > then else {}
+            values = (
+                {k: (v - old.get(k, 0.0)) / (now - then) for k, v in counters.items()}
+                if now > then
+                else {}
+            )
             history.append((now, counters))
             values.update(gauges)
-            values["vacuum.heap_blks_scanned"] = session.run(vacuum.read) / elapsed if elapsed > 0 else 0.0
+            values["vacuum.heap_blks_scanned"] = (
+                session.run(vacuum.read) / elapsed if elapsed > 0 else 0.0
+            )
             if host is not None:
                 values.update(host.read(elapsed))
             for key, value in values.items():
@@ -347,18 +470,36 @@ def sample_window(target: PostgresTarget, seconds: float, interval: float = 0.5,
                 break
         statements = statement_deltas(statements_before, session.run(_statements))
         held, tables_after = session.run(lambda conn: _tables(conn, held))
-        tables = table_deltas(tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)])
+        tables = table_deltas(
+            tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)]
+        )
     return WindowEvidence(
-        started_at=started, seconds=time.time() - started, interval=interval, series=series, waits=dict(tally.waits),
-        session_samples=tally.samples, flusher_idle_between=tally.flusher_idle_between(), blocked=list(tally.blocked.values()), statements=statements, tables=tables,
-        settings=settings, running=dict(tally.running.most_common(20)),
+        started_at=started,
+        seconds=time.time() - started,
+        interval=interval,
+        series=series,
+        waits=dict(tally.waits),
+        session_samples=tally.samples,
+        flusher_idle_between=tally.flusher_idle_between(),
+        blocked=list(tally.blocked.values()),
+        statements=statements,
+        tables=tables,
+        settings=settings,
+        running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
-        memory_total_bytes=psutil.virtual_memory().total if host is not None else None, server_version_num=version,
-        left_out=held.describe() if held else "", reconnects=session.reconnects, restarts=restarts,
+        memory_total_bytes=psutil.virtual_memory().total if host is not None else None,
+        server_version_num=version,
+        left_out=held.describe() if held else "",
+        reconnects=session.reconnects,
+        restarts=restarts,
         resets=resets,
     )
 
 
 def _tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
     """TABLE_STATS without the tables another session holds ACCESS EXCLUSIVE (a set that only grows)."""
-    return guarded(conn, held | held_relations(conn), lambda args: conn.execute(TABLE_STATS.sql, args).fetchall())
+    return guarded(
+        conn,
+        held | held_relations(conn),
+        lambda args: conn.execute(TABLE_STATS.sql, args).fetchall(),
+    )

@@ -26,7 +26,10 @@ def _statistic_units(first: list[float], second: list[float]) -> int:
     """max |F1 - F2| over the pooled values, in units of 1/lcm(m, n) (exact: integer counts, no rounding)."""
     m, n = len(first), len(second)
     g = gcd(m, n)
-    return max(abs(bisect_right(first, v) * (n // g) - bisect_right(second, v) * (m // g)) for v in first + second)
+    return max(
+        abs(bisect_right(first, v) * (n // g) - bisect_right(second, v) * (m // g))
+        for v in first + second
+    )
 
 
 def _paths_inside(m: int, n: int, bound: int) -> int:

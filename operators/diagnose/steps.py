@@ -14,20 +14,24 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Finding, Role, RootCause, Severity
-from dbcrew.vocabulary import Category
 from dbcrew.targets import resumed_note
-from operators.diagnose.experts import EXPERTS, Candidate, select_experts
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
-from operators.diagnose.facts import FactsRecord, gather
+from dbcrew.vocabulary import Category
 from operators.diagnose.cross_review import cross_review
+from operators.diagnose.evidence import WindowBaseline, WindowEvidence
+from operators.diagnose.experts import EXPERTS, Candidate, select_experts
+from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.plan_issues import NOT_EXPLAINED
 from operators.diagnose.sampler import sample_window
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, operator
 
 FACTS_KEY = "anomaly_facts"
-HEALTH_WINDOW_KEY = "health_window"  # a health review's sampled window: the target's next baseline when quiet
-STORED_BASELINE_KEY = "stored_baseline"  # the target's latest quiet window from the store, staged by the crew
+HEALTH_WINDOW_KEY = (
+    "health_window"  # a health review's sampled window: the target's next baseline when quiet
+)
+STORED_BASELINE_KEY = (
+    "stored_baseline"  # the target's latest quiet window from the store, staged by the crew
+)
 
 
 class AnomalyWindowParams(BaseModel):
@@ -54,16 +58,26 @@ def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> 
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
     refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
-    partial = f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog" if refused else ""
-    return Observation(summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"
-                               + (f"; {partial}" if partial else ""), artifacts=[FACTS_KEY], partial=partial)
+    partial = (
+        f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog"
+        if refused
+        else ""
+    )
+    return Observation(
+        summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"
+        + (f"; {partial}" if partial else ""),
+        artifacts=[FACTS_KEY],
+        partial=partial,
+    )
 
 
 def baseline_for(ctx: OperatorContext) -> WindowBaseline | None:
     """The `--baseline` file when given, else the stored quiet window the crew staged, else none."""
     if ctx.settings.baseline_path:
         path = Path(ctx.settings.baseline_path)
-        return WindowBaseline(window=WindowEvidence.load(path), source=f"the baseline file {path.name}")
+        return WindowBaseline(
+            window=WindowEvidence.load(path), source=f"the baseline file {path.name}"
+        )
     rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [STORED_BASELINE_KEY])
     return WindowBaseline.model_validate_json(rows[0]["body"]) if rows else None
 
@@ -80,10 +94,20 @@ def sample_activity_window(ctx: OperatorContext, params: HealthWindowParams) -> 
     window = sample_window(ctx.target, seconds, **ctx.resuming())
     ctx.workspace.put_observation(HEALTH_WINDOW_KEY, window.model_dump_json())
     blocked = f", {len(window.blocked)} blocked sessions" if window.blocked else ""
-    set_back = [f"{n} {what}" for n, what in ((window.restarts, "server restart(s)"), (window.resets, "statistics reset(s)")) if n]
+    set_back = [
+        f"{n} {what}"
+        for n, what in (
+            (window.restarts, "server restart(s)"),
+            (window.resets, "statistics reset(s)"),
+        )
+        if n
+    ]
     gaps = f"no rate spans the {' and '.join(set_back)} during the window" if set_back else ""
-    return Observation(summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}{resumed_note(window.reconnects)}", artifacts=[HEALTH_WINDOW_KEY],
-                       partial="; ".join(p for p in (window.left_out, gaps) if p))
+    return Observation(
+        summary=f"{len(window.series)} metrics over {window.seconds:.1f}s{blocked}{resumed_note(window.reconnects)}",
+        artifacts=[HEALTH_WINDOW_KEY],
+        partial="; ".join(p for p in (window.left_out, gaps) if p),
+    )
 
 
 def run_expert(ctx: OperatorContext, expert: str) -> Observation:
@@ -91,10 +115,14 @@ def run_expert(ctx: OperatorContext, expert: str) -> Observation:
     engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
     if expert not in engaged:
         ctx.workspace.put_observation(_candidates_key(expert), "[]")
-        return Observation(summary=f"{expert} expert stood down: neither the alert nor an abnormal metric concerns it",
-                           artifacts=[_candidates_key(expert)])
+        return Observation(
+            summary=f"{expert} expert stood down: neither the alert nor an abnormal metric concerns it",
+            artifacts=[_candidates_key(expert)],
+        )
     candidates = EXPERTS[expert](record.facts(ctx.settings.thresholds))
-    ctx.workspace.put_observation(_candidates_key(expert), json.dumps([c.model_dump() for c in candidates]))
+    ctx.workspace.put_observation(
+        _candidates_key(expert), json.dumps([c.model_dump() for c in candidates])
+    )
     found = ", ".join(f"{c.code} ({c.strength:.1f}x)" for c in candidates) or "no cause"
     return Observation(summary=f"{expert} expert: {found}", artifacts=[_candidates_key(expert)])
 
@@ -105,7 +133,12 @@ def _expert_operator(expert: str, doc: str) -> None:
 
     fn.__name__ = f"expert_{expert}"
     fn.__doc__ = doc
-    operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,), produces=(_candidates_key(expert),))(fn)
+    operator(
+        role=Role.TASKER,
+        category=Category.DIAGNOSE,
+        needs=(FACTS_KEY,),
+        produces=(_candidates_key(expert),),
+    )(fn)
 
 
 for _name, _doc in {
@@ -126,13 +159,20 @@ def _severity(confidence: float) -> Severity:
     return Severity.CRITICAL if confidence >= 0.8 else Severity.WARNING
 
 
-@operator(role=Role.TASKER, category=Category.DIAGNOSE, needs=(FACTS_KEY,),
-          uses=tuple(_candidates_key(e) for e in EXPERTS), produces=("root_causes",))
+@operator(
+    role=Role.TASKER,
+    category=Category.DIAGNOSE,
+    needs=(FACTS_KEY,),
+    uses=tuple(_candidates_key(e) for e in EXPERTS),
+    produces=("root_causes",),
+)
 def cross_review_causes(ctx: OperatorContext) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""
     record = load_facts(ctx)
     keys = [_candidates_key(e) for e in EXPERTS]
-    rows = ctx.workspace.query(f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys)
+    rows = ctx.workspace.query(
+        f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys
+    )
     candidates = [Candidate.model_validate(c) for row in rows for c in json.loads(row["body"])]
     causes, notes = cross_review(candidates, record.facts(ctx.settings.thresholds))
     kb = knowledge_base()
@@ -140,15 +180,41 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
     root_causes, findings = [], []
     for cause in causes:
         chunk = kb.for_code(cause.code)
-        related = kb.retrieve(abnormal, f"{record.alert} {cause.code.replace('_', ' ')}", k=2, expert=cause.expert)
-        evidence = {**cause.evidence, "expert": cause.expert, "supported_by": cause.supported_by,
-                    "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else [])}
+        related = kb.retrieve(
+            abnormal, f"{record.alert} {cause.code.replace('_', ' ')}", k=2, expert=cause.expert
+        )
+        evidence = {
+            **cause.evidence,
+            "expert": cause.expert,
+            "supported_by": cause.supported_by,
+            "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else []),
+        }
         solution = chunk.solution if chunk else ""
-        root_causes.append(RootCause(code=cause.code, confidence=cause.confidence, evidence=evidence, solution=solution))
-        findings.append(Finding(code=cause.code, severity=_severity(cause.confidence), object=", ".join(cause.objects) or "database",
-                                title=f"root cause: {chunk.name if chunk else cause.code} (confidence {cause.confidence:.2f})",
-                                evidence=evidence, recommendation=solution, confidence=cause.confidence, source="cross_review_causes"))
+        root_causes.append(
+            RootCause(
+                code=cause.code, confidence=cause.confidence, evidence=evidence, solution=solution
+            )
+        )
+        findings.append(
+            Finding(
+                code=cause.code,
+                severity=_severity(cause.confidence),
+                object=", ".join(cause.objects) or "database",
+                title=f"root cause: {chunk.name if chunk else cause.code} (confidence {cause.confidence:.2f})",
+                evidence=evidence,
+                recommendation=solution,
+                confidence=cause.confidence,
+                source="cross_review_causes",
+            )
+        )
     ctx.workspace.put_observation("review_notes", json.dumps([n.model_dump() for n in notes]))
-    summary = ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes) or "no root cause above the reporting confidence"
-    return Observation(summary=f"cross review: {summary}", findings=findings, root_causes=root_causes,
-                       artifacts=["root_causes"])
+    summary = (
+        ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
+        or "no root cause above the reporting confidence"
+    )
+    return Observation(
+        summary=f"cross review: {summary}",
+        findings=findings,
+        root_causes=root_causes,
+        artifacts=["root_causes"],
+    )

@@ -9,8 +9,8 @@ from dbcrew.llm.base import Brain
 from dbcrew.secrets import secret
 from dbcrew.settings import environment
 from dbcrew.vocabulary import BrainName
-from roles.brains.rules import RulesBrain
 from prompts import render
+from roles.brains.rules import RulesBrain
 
 BRAINS: tuple[str, ...] = get_args(BrainName)
 

@@ -76,7 +76,9 @@ class OpenAIBrain(Brain):
             return f"rules ({self.name} gave no usable answer to any of {asked} questions)"
         return f"{self.name}, {fell} of {asked} questions fell back to rules"
 
-    def _or_fallback(self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]) -> Any:
+    def _or_fallback(
+        self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]
+    ) -> Any:
         self.usage.questions += 1
         if self._down:
             self.usage.fallbacks += 1
@@ -87,9 +89,14 @@ class OpenAIBrain(Brain):
             self.usage.fallbacks += 1
             if isinstance(exc, EndpointDown):
                 self._down = str(exc)
-                log.warning("LLM endpoint did not answer (%s): the rules brain answers the rest of the run", exc)
+                log.warning(
+                    "LLM endpoint did not answer (%s): the rules brain answers the rest of the run",
+                    exc,
+                )
             else:
-                log.warning("LLM brain could not %s (%s); the rules brain answered instead", what, exc)
+                log.warning(
+                    "LLM brain could not %s (%s); the rules brain answered instead", what, exc
+                )
             return fallback()
 
     def with_fallback(self, what: str, attempt: Callable[[Brain], T]) -> T:
@@ -103,38 +110,88 @@ class OpenAIBrain(Brain):
             return attempt(self._fallback)
 
     def plan(self, request: PlanRequest) -> Strategy:
-        context = {"scenario": request.scenario, "brief": request.brief.model_dump(), "catalogue": _catalogue(request)}
-        return self._or_fallback("plan", lambda: self.ask("plan.j2", context, Strategy), lambda: self._fallback.plan(request))
+        context = {
+            "scenario": request.scenario,
+            "brief": request.brief.model_dump(),
+            "catalogue": _catalogue(request),
+        }
+        return self._or_fallback(
+            "plan",
+            lambda: self.ask("plan.j2", context, Strategy),
+            lambda: self._fallback.plan(request),
+        )
 
-    def reflect(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
-        context = {"scenario": request.scenario, "strategy": strategy.model_dump(), "catalogue": _catalogue(request),
-                   "problems": [p.model_dump() for p in problems]}
-        fixed = self._or_fallback("reflect", lambda: self.ask("reflect.j2", context, Strategy),
-                                  lambda: self._fallback.reflect(request, strategy, problems))
+    def reflect(
+        self, request: PlanRequest, strategy: Strategy, problems: list[Problem]
+    ) -> Strategy:
+        context = {
+            "scenario": request.scenario,
+            "strategy": strategy.model_dump(),
+            "catalogue": _catalogue(request),
+            "problems": [p.model_dump() for p in problems],
+        }
+        fixed = self._or_fallback(
+            "reflect",
+            lambda: self.ask("reflect.j2", context, Strategy),
+            lambda: self._fallback.reflect(request, strategy, problems),
+        )
         return fixed.model_copy(update={"round": strategy.round + 1})
 
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
-        context = {"scenario": request.scenario, "brief": request.brief.model_dump(), "strategy": strategy.model_dump()}
-        answer = self._or_fallback("critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems())
+        context = {
+            "scenario": request.scenario,
+            "brief": request.brief.model_dump(),
+            "strategy": strategy.model_dump(),
+        }
+        answer = self._or_fallback(
+            "critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems()
+        )
         return answer.problems
 
-    def recommend(self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None) -> list[Recommendation]:
-        context = {"alert": alert.model_dump(), "leaf": leaf, "action": action, "state": state.model_dump() if state else None}
-        answer = self._or_fallback("recommend", lambda: self.ask("recommend.j2", context, Recommendations),
-                                   lambda: Recommendations(recommendations=self._fallback.recommend(alert, leaf, action, state)))
+    def recommend(
+        self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None
+    ) -> list[Recommendation]:
+        context = {
+            "alert": alert.model_dump(),
+            "leaf": leaf,
+            "action": action,
+            "state": state.model_dump() if state else None,
+        }
+        answer = self._or_fallback(
+            "recommend",
+            lambda: self.ask("recommend.j2", context, Recommendations),
+            lambda: Recommendations(
+                recommendations=self._fallback.recommend(alert, leaf, action, state)
+            ),
+        )
         return answer.recommendations
 
     def replan(self, request: ReplanRequest) -> Strategy:
         context = {"request": json.loads(request.model_dump_json())}
-        return self._or_fallback("re-plan", lambda: self.ask("replan.j2", context, Strategy), lambda: self._fallback.replan(request))
+        return self._or_fallback(
+            "re-plan",
+            lambda: self.ask("replan.j2", context, Strategy),
+            lambda: self._fallback.replan(request),
+        )
 
-    def summarize(self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]) -> str:
-        context = {"scenario": scenario, "findings": [f.model_dump(mode="json") for f in findings],
-                   "coverage": [c.model_dump(mode="json") for c in coverage]}
-        answer = self._or_fallback("summarize", lambda: self.ask("summarize.j2", context, Summary),
-                                   lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)))
+    def summarize(
+        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+    ) -> str:
+        context = {
+            "scenario": scenario,
+            "findings": [f.model_dump(mode="json") for f in findings],
+            "coverage": [c.model_dump(mode="json") for c in coverage],
+        }
+        answer = self._or_fallback(
+            "summarize",
+            lambda: self.ask("summarize.j2", context, Summary),
+            lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)),
+        )
         return answer.text
 
 
 def _catalogue(request: PlanRequest) -> list[dict[str, Any]]:
-    return [e.model_dump(include={"name", "role", "category", "description", "needs", "produces"}) for e in request.catalogue]
+    return [
+        e.model_dump(include={"name", "role", "category", "description", "needs", "produces"})
+        for e in request.catalogue
+    ]

@@ -34,9 +34,15 @@ class DiagnosisLimits:
         """DBCREW_LLM_DIAG_CALLS, _TOKENS, _SECONDS, _STEPS, _SAMPLES, _EXPERTS and DBCREW_LLM_OBSERVATION_CHARS
         (0: never cut an observation); UsageError in one line for a value that is not a positive number."""
         env = environment()
-        return cls(calls=env.llm_diag_calls, tokens=env.llm_diag_tokens, seconds=env.llm_diag_seconds,
-                   steps=env.llm_diag_steps, samples=env.llm_diag_samples, experts=env.llm_diag_experts,
-                   observation_chars=env.llm_observation_chars)
+        return cls(
+            calls=env.llm_diag_calls,
+            tokens=env.llm_diag_tokens,
+            seconds=env.llm_diag_seconds,
+            steps=env.llm_diag_steps,
+            samples=env.llm_diag_samples,
+            experts=env.llm_diag_experts,
+            observation_chars=env.llm_observation_chars,
+        )
 
 
 class BudgetExhausted(DbcrewError):

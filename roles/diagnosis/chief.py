@@ -32,7 +32,9 @@ from roles.diagnosis.tools import DiagnosisTools, Snapshots
 
 JOIN_SHARE = 0.25  # an expert the alert does not name joins when it explains this share of the abnormal metrics
 SHOWN_ABNORMAL = 8  # in the task prompt; every call of the conversation carries it
-NEW_CAUSE_CONFIDENCE = 0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
+NEW_CAUSE_CONFIDENCE = (
+    0.7  # the most an LLM-only cause may claim: below what corroborated rules reach
+)
 
 
 @dataclass
@@ -46,16 +48,24 @@ class LlmDiagnoser:
     cache: ResponseCache | None = None
 
     @classmethod
-    def from_env(cls, client: LlmClient, render: Render, cache: ResponseCache | None = None) -> LlmDiagnoser:
+    def from_env(
+        cls, client: LlmClient, render: Render, cache: ResponseCache | None = None
+    ) -> LlmDiagnoser:
         return cls(client, render, DiagnosisLimits.from_env(), endpoint_capability(), cache)
 
-    def diagnose(self, record: FactsRecord, rules: list[RootCause],
-                 store: Callable[[str, str], None] | None = None) -> tuple[list[RootCause], LlmDiagnosis]:
+    def diagnose(
+        self,
+        record: FactsRecord,
+        rules: list[RootCause],
+        store: Callable[[str, str], None] | None = None,
+    ) -> tuple[list[RootCause], LlmDiagnosis]:
         """The merged root causes and what the experts did; `store` keeps long observations in the workspace."""
         team = team_for(record, self.limits.experts)
         tally, budget = Tally(), Budget(self.limits)
         tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
-        controller = Controller(self.client, self.render, tools, budget, self.capability, tally, self.cache)
+        controller = Controller(
+            self.client, self.render, tools, budget, self.capability, tally, self.cache
+        )
         context = expert_context(record, rules)
         out = LlmDiagnosis(experts=team, samples=self.limits.samples)
         accepted: list[tuple[str, GuardedCause]] = []
@@ -63,7 +73,9 @@ class LlmDiagnoser:
             answers: list[list[GuardedCause]] = []
             for sample in range(self.limits.samples):
                 try:
-                    proposals = controller.run_expert(expert, {**context, "owned": owned_codes(expert)}, sample)
+                    proposals = controller.run_expert(
+                        expert, {**context, "owned": owned_codes(expert)}, sample
+                    )
                 except BudgetExhausted as exc:
                     out.stopped = str(exc)
                     out.fallbacks.append(f"{expert}: budget ran out ({exc})")
@@ -85,11 +97,23 @@ class LlmDiagnoser:
                 answers.append(kept)
             accepted += [(expert, cause) for cause in vote(answers)]
             if out.stopped:
-                out.fallbacks += [f"{e}: not asked, the diagnosis stopped" for e in team[team.index(expert) + 1:]]
+                out.fallbacks += [
+                    f"{e}: not asked, the diagnosis stopped" for e in team[team.index(expert) + 1 :]
+                ]
                 break
         out.accepted = [f"{expert}: {cause.code}" for expert, cause in accepted]
-        out.calls, out.cached, out.prompt_tokens, out.completion_tokens = tally.calls, tally.cached, tally.prompt_tokens, tally.completion_tokens
-        out.tool_calls, out.snapshots, out.repairs, out.regenerations = tally.tool_calls, tally.snapshots, tally.repairs, tally.regenerations
+        out.calls, out.cached, out.prompt_tokens, out.completion_tokens = (
+            tally.calls,
+            tally.cached,
+            tally.prompt_tokens,
+            tally.completion_tokens,
+        )
+        out.tool_calls, out.snapshots, out.repairs, out.regenerations = (
+            tally.tool_calls,
+            tally.snapshots,
+            tally.repairs,
+            tally.regenerations,
+        )
         out.reflections, out.backtracks = tally.reflections, tally.backtracks
         out.corrections = dict(tally.corrections)
         return merge(rules, accepted), out
@@ -103,14 +127,21 @@ def team_for(record: FactsRecord, size: int) -> list[str]:
     engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
     words = {w.strip(".,:;()[]\"'").lower() for w in record.alert.split()}
     named = {e for e in engaged if words & set(EXPERT_SIGNALS[e][1])}
-    explains = {e: {m.name for m in record.abnormal if m.name.startswith(EXPERT_SIGNALS[e][0])} for e in engaged}
+    explains = {
+        e: {m.name for m in record.abnormal if m.name.startswith(EXPERT_SIGNALS[e][0])}
+        for e in engaged
+    }
     if not record.abnormal:
         return sorted(engaged, key=lambda e: e not in named)[:size]
     team: list[str] = []
     explained: set[str] = set()
     while len(team) < size and (left := [e for e in engaged if e not in team]):
         best = max(left, key=lambda e: (e in named, len(explains[e] - explained)))
-        if team and best not in named and len(explains[best] - explained) < max(1.0, JOIN_SHARE * len(record.abnormal)):
+        if (
+            team
+            and best not in named
+            and len(explains[best] - explained) < max(1.0, JOIN_SHARE * len(record.abnormal))
+        ):
             break
         team.append(best)
         explained |= explains[best]
@@ -125,9 +156,16 @@ def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, obj
     """What every expert starts from: the alert, the baseline, the strongest abnormal metrics (the
     rest are one `observe abnormal` away) and the rules' causes."""
     strongest = sorted(record.abnormal, key=lambda m: -abs(m.z))[:SHOWN_ABNORMAL]
-    return {"alert": record.alert or "no alert text", "baseline": record.baseline_source or "none",
-            "abnormal": [f"{m.name} {m.baseline_median:.3g} -> {m.window_median:.3g}, z {m.z:.0f}" for m in strongest],
-            "more": len(record.abnormal) - len(strongest), "rules": [str(c.code) for c in rules]}
+    return {
+        "alert": record.alert or "no alert text",
+        "baseline": record.baseline_source or "none",
+        "abnormal": [
+            f"{m.name} {m.baseline_median:.3g} -> {m.window_median:.3g}, z {m.z:.0f}"
+            for m in strongest
+        ],
+        "more": len(record.abnormal) - len(strongest),
+        "rules": [str(c.code) for c in rules],
+    }
 
 
 def llm_only_findings(causes: list[RootCause]) -> list[Finding]:
@@ -138,12 +176,24 @@ def llm_only_findings(causes: list[RootCause]) -> list[Finding]:
         if cause.evidence.get("source") != "llm":
             continue
         chunk = knowledge_base().for_code(cause.code)
-        why = "; ".join(f"{n['expert']}: {n['explanation']}" for n in cause.evidence["llm"] if n.get("explanation"))
-        found.append(Finding(code=cause.code, severity=Severity.WARNING, object="database",
-                             title=f"root cause named by the LLM experts only: {chunk.name if chunk else cause.code} "
-                                   f"(confidence {cause.confidence:.2f}){f': {why}' if why else ''}",
-                             evidence=cause.evidence, recommendation=cause.solution, confidence=cause.confidence,
-                             source=LLM_EXPERTS_SOURCE))
+        why = "; ".join(
+            f"{n['expert']}: {n['explanation']}"
+            for n in cause.evidence["llm"]
+            if n.get("explanation")
+        )
+        found.append(
+            Finding(
+                code=cause.code,
+                severity=Severity.WARNING,
+                object="database",
+                title=f"root cause named by the LLM experts only: {chunk.name if chunk else cause.code} "
+                f"(confidence {cause.confidence:.2f}){f': {why}' if why else ''}",
+                evidence=cause.evidence,
+                recommendation=cause.solution,
+                confidence=cause.confidence,
+                source=LLM_EXPERTS_SOURCE,
+            )
+        )
     return found
 
 
@@ -157,7 +207,11 @@ def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:
     kept = []
     for same in by_code.values():
         if 2 * len(same) > len(answers):
-            kept.append(same[0].model_copy(update={"confidence": round(sum(c.confidence for c in same) / len(same), 2)}))
+            kept.append(
+                same[0].model_copy(
+                    update={"confidence": round(sum(c.confidence for c in same) / len(same), 2)}
+                )
+            )
     return kept
 
 
@@ -165,7 +219,11 @@ def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> l
     """The rules' causes, corroborated where an expert agreed, plus new guarded causes while room is left."""
     merged = {c.code: c.model_copy(deep=True) for c in rules}
     for expert, cause in accepted:
-        note = {"expert": expert, "explanation": cause.explanation, "cited": [c.model_dump() for c in cause.evidence]}
+        note = {
+            "expert": expert,
+            "explanation": cause.explanation,
+            "cited": [c.model_dump() for c in cause.evidence],
+        }
         if cause.code in merged:
             merged[cause.code].evidence.setdefault("llm", []).append(note)
             continue
@@ -173,6 +231,10 @@ def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> l
         if confidence < MIN_CONFIDENCE or len(merged) >= MAX_CAUSES:
             continue
         chunk = knowledge_base().for_code(cause.code)
-        merged[cause.code] = RootCause(code=cause.code, confidence=confidence, evidence={"source": "llm", "llm": [note]},
-                                       solution=chunk.solution if chunk else "")
+        merged[cause.code] = RootCause(
+            code=cause.code,
+            confidence=confidence,
+            evidence={"source": "llm", "llm": [note]},
+            solution=chunk.solution if chunk else "",
+        )
     return sorted(merged.values(), key=lambda c: -c.confidence)

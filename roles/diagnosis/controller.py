@@ -27,7 +27,15 @@ import json_repair
 from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew.llm.base import BrainError
-from dbcrew.llm.client import Capability, Completion, LlmClient, Render, ResponseCache, ToolCall, strip_fences
+from dbcrew.llm.client import (
+    Capability,
+    Completion,
+    LlmClient,
+    Render,
+    ResponseCache,
+    ToolCall,
+    strip_fences,
+)
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
 from roles.diagnosis.tools import PROPOSE, REFLECT, DiagnosisTools
@@ -108,23 +116,43 @@ class Controller:
     tally: Tally
     cache: ResponseCache | None = None
 
-    def run_expert(self, expert: str, context: dict[str, Any], sample: int = 0) -> list[ProposedCause]:
+    def run_expert(
+        self, expert: str, context: dict[str, Any], sample: int = 0
+    ) -> list[ProposedCause]:
         """The causes one expert proposes after a tree search of at most `steps` calls (tree.py).
         BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
         native = self.capability is Capability.TOOLS
         specs = self.tools.specs()
-        search = Search(Node(messages=[
-            {"role": "system", "content": self.render("diagnose_system.j2", {"native_tools": native, "tools": specs})},
-            {"role": "user", "content": self.render("diagnose_expert.j2", {**context, "expert": expert})},
-        ]))
+        search = Search(
+            Node(
+                messages=[
+                    {
+                        "role": "system",
+                        "content": self.render(
+                            "diagnose_system.j2", {"native_tools": native, "tools": specs}
+                        ),
+                    },
+                    {
+                        "role": "user",
+                        "content": self.render("diagnose_expert.j2", {**context, "expert": expert}),
+                    },
+                ]
+            )
+        )
         node, pending = search.root, []  # pending: the backtrack lesson the next request carries
         for _ in range(self.budget.limits.steps):
             self.budget.check()
             completion = self.client.complete(
-                node.messages + pending, tools=specs if native else None,
-                response_format=_step_format() if self.capability is Capability.JSON_SCHEMA else None,
-                temperature=SAMPLING_TEMPERATURE if sample else 0.0, timeout=self.budget.remaining_seconds(),
-                cache=self.cache, sample=sample)
+                node.messages + pending,
+                tools=specs if native else None,
+                response_format=_step_format()
+                if self.capability is Capability.JSON_SCHEMA
+                else None,
+                temperature=SAMPLING_TEMPERATURE if sample else 0.0,
+                timeout=self.budget.remaining_seconds(),
+                cache=self.cache,
+                sample=sample,
+            )
             self.tally.paid(completion)
             if not completion.cached:
                 self.budget.spend(completion.prompt_tokens, completion.completion_tokens)
@@ -146,7 +174,9 @@ class Controller:
             raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
         return best
 
-    def _answer(self, node: Node, turn: list[tuple[str, ExpertAction | None, str]]) -> list[ProposedCause] | None:
+    def _answer(
+        self, node: Node, turn: list[tuple[str, ExpertAction | None, str]]
+    ) -> list[ProposedCause] | None:
         """Answer every action of a turn into `node` (observations, reflections, corrections); the
         proposal when the turn made a valid one. The observations of earlier turns fold to their keys."""
         proposed: list[ProposedCause] | None = None
@@ -161,7 +191,12 @@ class Controller:
                 except ValidationError as exc:
                     action, error = None, _first_error(exc)
                 else:
-                    node.score, node.hypothesis, node.note, node.scored = reflection.score, reflection.hypothesis, reflection.note, True
+                    node.score, node.hypothesis, node.note, node.scored = (
+                        reflection.score,
+                        reflection.hypothesis,
+                        reflection.note,
+                        True,
+                    )
                     self.tally.reflections += 1
                     node.messages.append(self._reply(call_id, "reflected", score=reflection.score))
                     continue
@@ -177,12 +212,18 @@ class Controller:
         if observed and self.tools.limit:
             for index, tool, text in node.shown:
                 key = self.tools.snapshots.keep(text)
-                node.messages[index] = self._reply(node.messages[index].get("tool_call_id", ""), "observation", tool=tool,
-                                                   text=f"[stored as {key}: call expand with key {key!r} to read it again]")
+                node.messages[index] = self._reply(
+                    node.messages[index].get("tool_call_id", ""),
+                    "observation",
+                    tool=tool,
+                    text=f"[stored as {key}: call expand with key {key!r} to read it again]",
+                )
             node.shown = observed
         return proposed
 
-    def _observe(self, call_id: str, action: ExpertAction, seen: set[str]) -> tuple[dict[str, Any], str]:
+    def _observe(
+        self, call_id: str, action: ExpertAction, seen: set[str]
+    ) -> tuple[dict[str, Any], str]:
         """(the message answering the action, the observation's whole text or '' for a correction)."""
         if action.action not in self.tools.names():
             self.tally.corrections["unknown_tool"] += 1
@@ -233,22 +274,45 @@ class Controller:
         return "", action.model_copy(update={"action": name, "args": args}), ""
 
     def _reply(self, call_id: str, kind: str, **context: Any) -> dict[str, Any]:
-        text = self.render("diagnose_feedback.j2", {"kind": kind, "tool": "", "text": "", "error": "", "tools": self.tools.names(),
-                                                    "native_tools": self.capability is Capability.TOOLS, **context})
-        return {"role": "tool", "tool_call_id": call_id, "content": text} if call_id else {"role": "user", "content": text}
+        text = self.render(
+            "diagnose_feedback.j2",
+            {
+                "kind": kind,
+                "tool": "",
+                "text": "",
+                "error": "",
+                "tools": self.tools.names(),
+                "native_tools": self.capability is Capability.TOOLS,
+                **context,
+            },
+        )
+        return (
+            {"role": "tool", "tool_call_id": call_id, "content": text}
+            if call_id
+            else {"role": "user", "content": text}
+        )
 
 
 def _assistant(completion: Completion, call_ids: list[str]) -> dict[str, Any]:
     """The model's turn as the next request repeats it: with the tool calls the controller answers."""
     if not any(call_ids):
         return {"role": "assistant", "content": completion.text}
-    return {"role": "assistant", "content": completion.text or None,
-            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                           for c in completion.tool_calls if c.id in call_ids]}
+    return {
+        "role": "assistant",
+        "content": completion.text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in completion.tool_calls
+            if c.id in call_ids
+        ],
+    }
 
 
 def _step_format() -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": "action", "schema": ExpertAction.model_json_schema()}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "action", "schema": ExpertAction.model_json_schema()},
+    }
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -15,12 +15,16 @@ from dbcrew.vocabulary import Cause, cause_code
 from operators.diagnose.facts import FactsRecord
 from roles.diagnosis.tools import metric_stat
 
-RELATIVE_TOLERANCE = 0.05  # the tools show four significant digits; a model may round to two or three
+RELATIVE_TOLERANCE = (
+    0.05  # the tools show four significant digits; a model may round to two or three
+)
 ABSOLUTE_TOLERANCE = 0.01
 
 
 class CitedValue(BaseModel):
-    metric: str = Field(description="a series name (db.tup_inserted) or wait:<prefix> (wait:Lock:) for a wait share")
+    metric: str = Field(
+        description="a series name (db.tup_inserted) or wait:<prefix> (wait:Lock:) for a wait share"
+    )
     stat: str = "mean"
     value: float
 
@@ -51,6 +55,13 @@ def check(proposal: ProposedCause, record: FactsRecord) -> GuardedCause | str:
         observed = metric_stat(record.window, record.baseline, cited.metric, cited.stat)
         if observed is None:
             return f"cites {cited.metric} ({cited.stat}), which was not observed"
-        if abs(cited.value - observed) > max(RELATIVE_TOLERANCE * abs(observed), ABSOLUTE_TOLERANCE):
+        if abs(cited.value - observed) > max(
+            RELATIVE_TOLERANCE * abs(observed), ABSOLUTE_TOLERANCE
+        ):
             return f"cites {cited.metric} {cited.stat} = {cited.value:g}, observed {observed:.4g}"
-    return GuardedCause(code=code, confidence=proposal.confidence, explanation=proposal.explanation[:500], evidence=proposal.evidence)
+    return GuardedCause(
+        code=code,
+        confidence=proposal.confidence,
+        explanation=proposal.explanation[:500],
+        evidence=proposal.evidence,
+    )

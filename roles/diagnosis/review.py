@@ -21,7 +21,9 @@ from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.diagnosis.chief import LlmDiagnoser
 
-_CACHES: dict[Path | None, ResponseCache] = {}  # the process's answers by request, one cache per directory
+_CACHES: dict[
+    Path | None, ResponseCache
+] = {}  # the process's answers by request, one cache per directory
 
 
 def response_cache() -> ResponseCache:
@@ -31,7 +33,9 @@ def response_cache() -> ResponseCache:
     return _CACHES.setdefault(directory, ResponseCache(directory=directory))
 
 
-def with_llm_experts(brain: Brain, workspace: Workspace, rules: list[RootCause]) -> tuple[list[RootCause], LlmDiagnosis | None]:
+def with_llm_experts(
+    brain: Brain, workspace: Workspace, rules: list[RootCause]
+) -> tuple[list[RootCause], LlmDiagnosis | None]:
     """The root causes once the LLM experts had their say, and what they did; the rules' causes
     untouched and None when the brain is not an LLM or nothing was sampled."""
     rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
@@ -39,10 +43,18 @@ def with_llm_experts(brain: Brain, workspace: Workspace, rules: list[RootCause])
         return rules, None
     if brain.down:
         brain.count_question(fell_back=True)
-        return rules, LlmDiagnosis(stopped=f"endpoint down earlier in the run: {brain.down}",
-                                   fallbacks=["every expert: the endpoint stopped answering earlier in the run"])
+        return rules, LlmDiagnosis(
+            stopped=f"endpoint down earlier in the run: {brain.down}",
+            fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
+        )
     record = FactsRecord.model_validate_json(rows[0]["body"])
-    causes, section = LlmDiagnoser.from_env(brain.client, render, response_cache()).diagnose(record, rules, workspace.put_observation)
-    down = section.stopped.removeprefix("endpoint down: ") if section.stopped.startswith("endpoint down") else ""
+    causes, section = LlmDiagnoser.from_env(brain.client, render, response_cache()).diagnose(
+        record, rules, workspace.put_observation
+    )
+    down = (
+        section.stopped.removeprefix("endpoint down: ")
+        if section.stopped.startswith("endpoint down")
+        else ""
+    )
     brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
     return causes, section

@@ -20,15 +20,17 @@ import numpy as np
 from dbcrew.redact import redact
 from dbcrew.vocabulary import RootCauseCode
 from operators.diagnose.evidence import WindowEvidence
-from operators.diagnose.facts import FactsRecord
 from operators.diagnose.experts_index import experts_by_code
+from operators.diagnose.facts import FactsRecord
 from operators.knowledge import knowledge_base
 
 STATS = ("mean", "peak", "min", "median", "baseline_median")
 PROPOSE = "propose_causes"
 
 
-def metric_stat(window: WindowEvidence, baseline: WindowEvidence | None, metric: str, stat: str) -> float | None:
+def metric_stat(
+    window: WindowEvidence, baseline: WindowEvidence | None, metric: str, stat: str
+) -> float | None:
     """The observed value an expert may cite: a series statistic, a baseline median, or a wait
     share (`metric` 'wait:Lock:' is the share of active-session samples waiting on Lock:*). None
     when the workspace holds no such observation."""
@@ -71,8 +73,13 @@ class DiagnosisTools:
 
     def specs(self) -> list[dict[str, Any]]:
         """OpenAI function specs of every tool, the final `propose_causes` included."""
-        return [{"type": "function", "function": {"name": name, "description": doc, "parameters": params}}
-                for name, (doc, params) in tool_specs().items()]
+        return [
+            {
+                "type": "function",
+                "function": {"name": name, "description": doc, "parameters": params},
+            }
+            for name, (doc, params) in tool_specs().items()
+        ]
 
     def names(self) -> list[str]:
         """What an action may name: the tools, and a view directly (`waits` for `observe` what=waits)."""
@@ -95,47 +102,114 @@ class DiagnosisTools:
         if not self.limit or len(text) <= self.limit:
             return text, text, False
         key = self.snapshots.keep(text)
-        return (f"{text[:self.limit]} ... [cut: {len(text) - self.limit} more characters;"
-                f" call expand with key {key!r} and offset {self.limit} to read on]"), text, True
+        return (
+            (
+                f"{text[: self.limit]} ... [cut: {len(text) - self.limit} more characters;"
+                f" call expand with key {key!r} and offset {self.limit} to read on]"
+            ),
+            text,
+            True,
+        )
 
     def _expand(self, key: str, offset: int) -> str:
         body = self.snapshots.bodies.get(key)
         if body is None:
-            raise ValueError(f"no snapshot {key!r}; keys: {', '.join(self.snapshots.bodies) or 'none yet'}")
+            raise ValueError(
+                f"no snapshot {key!r}; keys: {', '.join(self.snapshots.bodies) or 'none yet'}"
+            )
         end = offset + (self.limit or len(body))
-        more = f" ... [{len(body) - end} more characters: expand {key!r} from offset {end}]" if end < len(body) else ""
+        more = (
+            f" ... [{len(body) - end} more characters: expand {key!r} from offset {end}]"
+            if end < len(body)
+            else ""
+        )
         return body[offset:end] + more
 
     def _observe(self, name: str, args: dict[str, Any]) -> Any:
         r, w = self.record, self.record.window
         if name == "abnormal":
-            return {"baseline": r.baseline_source or "none: nothing can be called abnormal",
-                    "abnormal": [{"metric": m.name, "baseline_median": _rounded(m.baseline_median),
-                                  "median": _rounded(m.window_median), "z": round(m.z, 1)} for m in r.abnormal]}
+            return {
+                "baseline": r.baseline_source or "none: nothing can be called abnormal",
+                "abnormal": [
+                    {
+                        "metric": m.name,
+                        "baseline_median": _rounded(m.baseline_median),
+                        "median": _rounded(m.window_median),
+                        "z": round(m.z, 1),
+                    }
+                    for m in r.abnormal
+                ],
+            }
         if name == "metrics":
             wanted = [str(n) for n in args.get("names") or []] or sorted(w.series)
-            return {n: {s: _rounded(v) for s in STATS if (v := metric_stat(w, r.baseline, n, s)) is not None}
-                    for n in wanted if n in w.series}
+            return {
+                n: {
+                    s: _rounded(v)
+                    for s in STATS
+                    if (v := metric_stat(w, r.baseline, n, s)) is not None
+                }
+                for n in wanted
+                if n in w.series
+            }
         if name == "waits":
             total = sum(w.waits.values())
-            return {"session_samples": w.session_samples, "active_samples": total,
-                    "shares": {k: round(n / total, 3) for k, n in sorted(w.waits.items(), key=lambda kv: -kv[1])} if total else {},
-                    "blocked": [b.model_dump() for b in w.blocked[:10]]}
+            return {
+                "session_samples": w.session_samples,
+                "active_samples": total,
+                "shares": {
+                    k: round(n / total, 3)
+                    for k, n in sorted(w.waits.items(), key=lambda kv: -kv[1])
+                }
+                if total
+                else {},
+                "blocked": [b.model_dump() for b in w.blocked[:10]],
+            }
         if name == "statements":
-            return [{"queryid": s.queryid, "kind": s.kind, "query": redact(s.query[:300]), "calls": s.calls,
-                     "total_exec_time_ms": round(s.total_exec_time_ms, 1), "rows_per_call": round(s.rows_per_call, 1)}
-                    for s in sorted(w.statements, key=lambda s: -s.total_exec_time_ms)[:int(args.get("limit", 10) or 10)]]
+            return [
+                {
+                    "queryid": s.queryid,
+                    "kind": s.kind,
+                    "query": redact(s.query[:300]),
+                    "calls": s.calls,
+                    "total_exec_time_ms": round(s.total_exec_time_ms, 1),
+                    "rows_per_call": round(s.rows_per_call, 1),
+                }
+                for s in sorted(w.statements, key=lambda s: -s.total_exec_time_ms)[
+                    : int(args.get("limit", 10) or 10)
+                ]
+            ]
         if name == "plans":
-            return [{"query": redact(p.query[:300]), "share": round(p.share, 2), "issues": [i.model_dump() for i in p.issues],
-                     "error": p.error} for p in r.plans]
+            return [
+                {
+                    "query": redact(p.query[:300]),
+                    "share": round(p.share, 2),
+                    "issues": [i.model_dump() for i in p.issues],
+                    "error": p.error,
+                }
+                for p in r.plans
+            ]
         if name == "tables":
             return [t.model_dump() for t in sorted(w.tables, key=lambda t: -t.writes)[:10]]
         if name == "settings":
-            return {**w.settings, "cpu_count": w.cpu_count, "memory_total_bytes": w.memory_total_bytes}
+            return {
+                **w.settings,
+                "cpu_count": w.cpu_count,
+                "memory_total_bytes": w.memory_total_bytes,
+            }
         if name == "knowledge":
-            matches = knowledge_base().retrieve([m.name for m in r.abnormal], str(args.get("query", "")), k=3)
-            return [{"code": m.chunk.code, "name": m.chunk.name, "metrics": m.chunk.metrics, "steps": m.chunk.steps,
-                     "source": m.chunk.source} for m in matches]
+            matches = knowledge_base().retrieve(
+                [m.name for m in r.abnormal], str(args.get("query", "")), k=3
+            )
+            return [
+                {
+                    "code": m.chunk.code,
+                    "name": m.chunk.name,
+                    "metrics": m.chunk.metrics,
+                    "steps": m.chunk.steps,
+                    "source": m.chunk.source,
+                }
+                for m in matches
+            ]
         raise KeyError(name)
 
 
@@ -152,24 +226,68 @@ def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
     """The experts' tools, terse because every call of a conversation carries them: one `observe`
     over the views (not a function per view), `expand`, and `propose_causes` whose codes are an enum
     (the vocabulary is stated here once, and an endpoint with structured output enforces it)."""
-    cited = {"type": "object", "required": ["metric", "stat", "value"],
-             "properties": {"metric": {"type": "string"}, "stat": {"type": "string", "enum": [*STATS, "share"]}, "value": {"type": "number"}}}
-    cause = {"type": "object", "required": ["code", "confidence", "evidence"],
-             "properties": {"code": {"type": "string", "enum": diagnosis_codes()}, "confidence": {"type": "number"},
-                            "explanation": {"type": "string"}, "evidence": {"type": "array", "items": cited}}}
+    cited = {
+        "type": "object",
+        "required": ["metric", "stat", "value"],
+        "properties": {
+            "metric": {"type": "string"},
+            "stat": {"type": "string", "enum": [*STATS, "share"]},
+            "value": {"type": "number"},
+        },
+    }
+    cause = {
+        "type": "object",
+        "required": ["code", "confidence", "evidence"],
+        "properties": {
+            "code": {"type": "string", "enum": diagnosis_codes()},
+            "confidence": {"type": "number"},
+            "explanation": {"type": "string"},
+            "evidence": {"type": "array", "items": cited},
+        },
+    }
     return {
-        OBSERVE: ("View the window. abnormal: all metrics off the baseline; metrics: stats of `names` (all if none); "
-                  "waits: shares of active samples; statements: heaviest (`limit`); plans: their issues; tables: most "
-                  "written; settings; knowledge: chunks for `query`.",
-                  {"type": "object", "required": ["what"],
-                   "properties": {"what": {"type": "string", "enum": list(VIEWS)}, "names": {"type": "array", "items": {"type": "string"}},
-                                  "limit": {"type": "integer"}, "query": {"type": "string"}}}),
-        EXPAND: ("Read a cut or stored observation on.",
-                 {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}}}),
-        REFLECT: ("Score your line of inquiry: `hypothesis` (a code), `score` 0-1 (how well the observations support it), "
-                  "`note`. Below 0.4 the search backtracks to its best earlier point.",
-                  {"type": "object", "required": ["hypothesis", "score"], "properties": {
-                      "hypothesis": {"type": "string"}, "score": {"type": "number"}, "note": {"type": "string"}}}),
-        PROPOSE: ("Finish: causes citing observed values (a wait share: metric wait:<prefix>, stat share).",
-                  {"type": "object", "required": ["causes"], "properties": {"causes": {"type": "array", "items": cause}}}),
+        OBSERVE: (
+            "View the window. abnormal: all metrics off the baseline; metrics: stats of `names` (all if none); "
+            "waits: shares of active samples; statements: heaviest (`limit`); plans: their issues; tables: most "
+            "written; settings; knowledge: chunks for `query`.",
+            {
+                "type": "object",
+                "required": ["what"],
+                "properties": {
+                    "what": {"type": "string", "enum": list(VIEWS)},
+                    "names": {"type": "array", "items": {"type": "string"}},
+                    "limit": {"type": "integer"},
+                    "query": {"type": "string"},
+                },
+            },
+        ),
+        EXPAND: (
+            "Read a cut or stored observation on.",
+            {
+                "type": "object",
+                "required": ["key"],
+                "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}},
+            },
+        ),
+        REFLECT: (
+            "Score your line of inquiry: `hypothesis` (a code), `score` 0-1 (how well the observations support it), "
+            "`note`. Below 0.4 the search backtracks to its best earlier point.",
+            {
+                "type": "object",
+                "required": ["hypothesis", "score"],
+                "properties": {
+                    "hypothesis": {"type": "string"},
+                    "score": {"type": "number"},
+                    "note": {"type": "string"},
+                },
+            },
+        ),
+        PROPOSE: (
+            "Finish: causes citing observed values (a wait share: metric wait:<prefix>, stat share).",
+            {
+                "type": "object",
+                "required": ["causes"],
+                "properties": {"causes": {"type": "array", "items": cause}},
+            },
+        ),
     }

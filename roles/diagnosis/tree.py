@@ -25,8 +25,12 @@ BACKTRACK_BELOW = 0.4
 @dataclass
 class Node:
     messages: list[dict[str, Any]]
-    seen: set[str] = field(default_factory=set)  # action signatures on this path: a repeat is corrected
-    shown: list[tuple[int, str, str]] = field(default_factory=list)  # (message index, tool, observation) shown whole
+    seen: set[str] = field(
+        default_factory=set
+    )  # action signatures on this path: a repeat is corrected
+    shown: list[tuple[int, str, str]] = field(
+        default_factory=list
+    )  # (message index, tool, observation) shown whole
     parent: Node | None = None
     score: float = PRIOR_SCORE
     hypothesis: str = ""
@@ -38,8 +42,15 @@ class Node:
 
     def child(self) -> Node:
         """The next turn's node: the path so far, the parent's score until a reflection says otherwise."""
-        return Node(messages=list(self.messages), seen=set(self.seen), shown=list(self.shown), parent=self,
-                    score=self.score, hypothesis=self.hypothesis, depth=self.depth + 1)
+        return Node(
+            messages=list(self.messages),
+            seen=set(self.seen),
+            shown=list(self.shown),
+            parent=self,
+            score=self.score,
+            hypothesis=self.hypothesis,
+            depth=self.depth + 1,
+        )
 
 
 @dataclass
@@ -66,13 +77,20 @@ class Search:
         """Close the branch that ends in `node` (back to its last well-scored ancestor, or the root) and
         return the best open node to resume from: the highest score, the deepest among equals."""
         branch, cursor = [], node
-        while cursor is not None and cursor is not self.root and not (cursor.scored and not self.low(cursor)):
+        while (
+            cursor is not None
+            and cursor is not self.root
+            and not (cursor.scored and not self.low(cursor))
+        ):
             cursor.closed = True
             branch.append(cursor)
             cursor = cursor.parent
         observed = [tool for n in reversed(branch) for tool in n.observed]
-        self.abandoned.append(f"{node.hypothesis or 'an unnamed hypothesis'} scored {node.score:g} after observing "
-                              f"{', '.join(observed) or 'nothing new'}" + (f": {node.note[:200]}" if node.note else ""))
+        self.abandoned.append(
+            f"{node.hypothesis or 'an unnamed hypothesis'} scored {node.score:g} after observing "
+            f"{', '.join(observed) or 'nothing new'}"
+            + (f": {node.note[:200]}" if node.note else "")
+        )
         return max((n for n in self.nodes if not n.closed), key=lambda n: (n.score, n.depth))
 
     def best_candidate(self) -> list[ProposedCause] | None:

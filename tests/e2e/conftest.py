@@ -60,8 +60,11 @@ def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
 
 
 @pytest.fixture(scope="session")
-def crew_server(fleet_pg: EmbeddedPostgres, webhook: tuple[str, list[dict[str, object]]],
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrewServer]:
+def crew_server(
+    fleet_pg: EmbeddedPostgres,
+    webhook: tuple[str, list[dict[str, object]]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[CrewServer]:
     """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable), each alerting
     the webhook receiver, and the history in a PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
     pg = fleet_pg
@@ -69,16 +72,28 @@ def crew_server(fleet_pg: EmbeddedPostgres, webhook: tuple[str, list[dict[str, o
     pg.psql(f"CREATE DATABASE {STORE};")
     for name in ("alpha", "beta"):
         pg.psql(f"CREATE DATABASE {name};")
-        pg.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE items (id int);", dbname=name)
+        pg.psql(
+            "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE items (id int);",
+            dbname=name,
+        )
     inventory = work / "targets.yaml"
-    inventory.write_text(INVENTORY.format(alpha=pg.dsn("alpha"), beta=pg.dsn("beta"), dead_port=_free_port(),
-                                         hook=webhook[0]))
+    inventory.write_text(
+        INVENTORY.format(
+            alpha=pg.dsn("alpha"), beta=pg.dsn("beta"), dead_port=_free_port(), hook=webhook[0]
+        )
+    )
     family: list[psutil.Process] = []
-    with running_crew_server(inventory, work, env={"BETA_PASSWORD": BETA_PASSWORD, STORE_ENV: pg.dsn(STORE)}) as server:
+    with running_crew_server(
+        inventory, work, env={"BETA_PASSWORD": BETA_PASSWORD, STORE_ENV: pg.dsn(STORE)}
+    ) as server:
         assert f"Prefect UI: {server.ui}" in server.banner, server.banner
         family = psutil.Process(server.process.pid).children(recursive=True)
         yield server
-        family += [c for c in psutil.Process(server.process.pid).children(recursive=True) if c not in family]
+        family += [
+            c
+            for c in psutil.Process(server.process.pid).children(recursive=True)
+            if c not in family
+        ]
         rest = server.stop()
     assert server.process.returncode == 0 and "stopped" in rest, rest
     _, alive = psutil.wait_procs(family, timeout=5)

@@ -13,15 +13,25 @@ import pytest
 from lab.shop import DemoShop
 
 
-def dbcrew(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+def dbcrew(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("postgresql://nobody@127.0.0.1:1/x", "cannot connect to postgresql://nobody@127.0.0.1:1/x"),
+        (
+            "postgresql://nobody@127.0.0.1:1/x",
+            "cannot connect to postgresql://nobody@127.0.0.1:1/x",
+        ),
         ("mysql://root@localhost/x", "unsupported target"),
         ("postgresql://u:s3cret@127.0.0.1:1/x?sslmode=bogus", "dbcrew: error:"),
     ],
@@ -36,20 +46,39 @@ def test_unusable_target_exits_2_with_one_line(target: str, message: str):
 
 def test_bad_option_value_exits_2(shop: DemoShop):
     result = dbcrew("review", shop.dsn, "--window", "-1")
-    assert result.returncode == 2 and "--window" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2 and "--window" in result.stderr and "Traceback" not in result.stderr
+    )
     result = dbcrew("review", shop.dsn, "--inject-fault", "nonsense")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     for bad in ("no_such_threshold=1", "idle_in_transaction_seconds=soon", "dead_tuples_min=-5"):
         result = dbcrew("review", shop.dsn, "--threshold", bad)
         lines = result.stderr.strip().splitlines()
-        assert result.returncode == 2 and len(lines) == 1 and "--threshold" in lines[0], result.stderr
+        assert result.returncode == 2 and len(lines) == 1 and "--threshold" in lines[0], (
+            result.stderr
+        )
 
 
 @pytest.mark.prefect
-def test_cli_review_writes_the_report_and_hides_the_password(shop: DemoShop, prefect_server: str, tmp_path: Path):
-    url = shop.dsn.replace("postgres@", "postgres:hunter2@")  # trust auth ignores it; it must still never leak
-    result = dbcrew("review", url, "--window", "2", "--out", str(tmp_path), "--no-gap-narrow", "--no-memory",
-                    "--threshold", "idle_in_transaction_seconds=86400", env={"PREFECT_API_URL": prefect_server})
+def test_cli_review_writes_the_report_and_hides_the_password(
+    shop: DemoShop, prefect_server: str, tmp_path: Path
+):
+    url = shop.dsn.replace(
+        "postgres@", "postgres:hunter2@"
+    )  # trust auth ignores it; it must still never leak
+    result = dbcrew(
+        "review",
+        url,
+        "--window",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-gap-narrow",
+        "--no-memory",
+        "--threshold",
+        "idle_in_transaction_seconds=86400",
+        env={"PREFECT_API_URL": prefect_server},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"report: {tmp_path / 'report.json'}" in result.stdout
     for name in ("report.json", "report.md", "report.html", "charts/table_activity.png"):
@@ -57,7 +86,15 @@ def test_cli_review_writes_the_report_and_hides_the_password(shop: DemoShop, pre
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["schema_version"] == 1 and report["brain"] == "rules"
     assert report["ablations"] == ["no-gap-narrow", "no-memory"]
-    assert {"index_duplicate", "index_invalid", "dead_tuples_high"} <= {f["code"] for f in report["findings"]}
-    assert "idle_in_transaction" not in {f["code"] for f in report["findings"]}  # the planted 31 s session is under the override
-    everything = result.stdout + result.stderr + "".join(p.read_text(errors="ignore") for p in tmp_path.glob("report.*"))
+    assert {"index_duplicate", "index_invalid", "dead_tuples_high"} <= {
+        f["code"] for f in report["findings"]
+    }
+    assert "idle_in_transaction" not in {
+        f["code"] for f in report["findings"]
+    }  # the planted 31 s session is under the override
+    everything = (
+        result.stdout
+        + result.stderr
+        + "".join(p.read_text(errors="ignore") for p in tmp_path.glob("report.*"))
+    )
     assert "hunter2" not in everything

@@ -13,12 +13,19 @@ import pytest
 from cli.outdir import prepare_out
 from dbcrew.errors import UsageError
 
-NOWHERE = "postgresql://nobody@127.0.0.1:1/x"  # never reached: every case must fail before connecting
+NOWHERE = (
+    "postgresql://nobody@127.0.0.1:1/x"  # never reached: every case must fail before connecting
+)
 
 
 def dbcrew(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OPENAI_API_KEY": "", "DBCREW_LLM_BASE_URL": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": "", "DBCREW_LLM_BASE_URL": ""},
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,7 +48,9 @@ def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) ->
     result = dbcrew(*args)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr
-    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr, (
+        result.stderr
+    )
 
 
 def test_a_garbage_baseline_that_is_json_is_refused_too(tmp_path: Path) -> None:

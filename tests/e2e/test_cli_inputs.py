@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -24,7 +23,7 @@ from psycopg import sql
 from lab.embedded import EmbeddedPostgres
 from operators.sql import qualified, quote_ident
 
-SCHEMA = "[/tmp] sch'ema \"表\""
+SCHEMA = '[/tmp] sch\'ema "表"'
 PARENT = "[bold]Ünïcødé\nparent"
 CHILD = "[/tmp]child \"q\" 'x' 表"
 COLUMN = "fk, [bold]\n'Ünïcødé' \"c\""  # the comma once split it in two
@@ -48,10 +47,20 @@ def odd_database(pg: EmbeddedPostgres) -> str:
         schema, parent, child, column = (sql.Identifier(n) for n in (SCHEMA, PARENT, CHILD, COLUMN))
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
         conn.execute(sql.SQL("CREATE TABLE {}.{} (id int PRIMARY KEY)").format(schema, parent))
-        conn.execute(sql.SQL("CREATE TABLE {}.{} ({} int REFERENCES {}.{})").format(schema, child, column, schema, parent))
+        conn.execute(
+            sql.SQL("CREATE TABLE {}.{} ({} int REFERENCES {}.{})").format(
+                schema, child, column, schema, parent
+            )
+        )
         for kind, name in (("SCHEMA", schema), ("TABLE", sql.SQL("{}.{}").format(schema, child))):
-            conn.execute(sql.SQL("COMMENT ON {} {} IS {}").format(sql.SQL(kind), name, sql.Literal(COMMENT)))
-        conn.execute(sql.SQL("COMMENT ON COLUMN {}.{}.{} IS {}").format(schema, child, column, sql.Literal(COMMENT)))
+            conn.execute(
+                sql.SQL("COMMENT ON {} {} IS {}").format(sql.SQL(kind), name, sql.Literal(COMMENT))
+            )
+        conn.execute(
+            sql.SQL("COMMENT ON COLUMN {}.{}.{} IS {}").format(
+                schema, child, column, sql.Literal(COMMENT)
+            )
+        )
         conn.execute(sql.SQL("INSERT INTO {}.{} VALUES (1), (2)").format(schema, parent))
         conn.execute(sql.SQL("INSERT INTO {}.{} VALUES (1), (2), (NULL)").format(schema, child))
         conn.execute("ANALYZE")
@@ -59,16 +68,40 @@ def odd_database(pg: EmbeddedPostgres) -> str:
 
 
 @pytest.fixture(scope="module")
-def reviews(pg: EmbeddedPostgres, odd_database: str, prefect_server: str,
-            tmp_path_factory: pytest.TempPathFactory) -> dict[str, CliReview]:
+def reviews(
+    pg: EmbeddedPostgres,
+    odd_database: str,
+    prefect_server: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, CliReview]:
     """The same database reviewed from the CLI through its socket directory and through TCP."""
     runs = {}
     for transport, url in (("socket", pg.socket_dsn(odd_database)), ("tcp", pg.dsn(odd_database))):
         out = tmp_path_factory.mktemp(f"review-{transport}")
-        env = {**os.environ, "PREFECT_API_URL": prefect_server, "DBCREW_MEMORY_PATH": str(out / "memory.duckdb"),
-               "COLUMNS": "400"}
-        result = subprocess.run([sys.executable, "-m", "cli", "review", url, "--window", "1", "--out", str(out / "report"),
-                                 "--no-memory"], capture_output=True, text=True, timeout=600, env=env)
+        env = {
+            **os.environ,
+            "PREFECT_API_URL": prefect_server,
+            "DBCREW_MEMORY_PATH": str(out / "memory.duckdb"),
+            "COLUMNS": "400",
+        }
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "review",
+                url,
+                "--window",
+                "1",
+                "--out",
+                str(out / "report"),
+                "--no-memory",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
         report_path = out / "report" / "report.json"
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         runs[transport] = CliReview(url, result, report)
@@ -76,8 +109,9 @@ def reviews(pg: EmbeddedPostgres, odd_database: str, prefect_server: str,
 
 
 @pytest.mark.parametrize("transport", ["socket", "tcp"])
-def test_the_cli_reviews_through_the_socket_directory_and_through_tcp(reviews: dict[str, CliReview], pg: EmbeddedPostgres,
-                                                                      transport: str):
+def test_the_cli_reviews_through_the_socket_directory_and_through_tcp(
+    reviews: dict[str, CliReview], pg: EmbeddedPostgres, transport: str
+):
     review = reviews[transport]
     assert review.result.returncode == 0, review.result.stderr[-3000:]
     expected = {
@@ -89,7 +123,9 @@ def test_the_cli_reviews_through_the_socket_directory_and_through_tcp(reviews: d
     assert "MarkupError" not in review.result.stderr and "Traceback" not in review.result.stderr
 
 
-def test_names_that_look_like_markup_reach_the_report_and_the_console_verbatim(reviews: dict[str, CliReview]):
+def test_names_that_look_like_markup_reach_the_report_and_the_console_verbatim(
+    reviews: dict[str, CliReview],
+):
     review = reviews["socket"]
     assert review.result.returncode == 0, review.result.stderr[-3000:]
     objects = {f["code"]: [] for f in review.report["findings"]}
@@ -104,6 +140,12 @@ def test_names_that_look_like_markup_reach_the_report_and_the_console_verbatim(r
     # The summary prints each problem's object as the report holds it: no tag eaten, no escape added.
     assert f"table_without_primary_key  {table}" in review.result.stdout, review.result.stdout
     assert f"fk_without_index           {foreign_key}" in review.result.stdout, review.result.stdout
-    fix = next(f["fix_sql"] for f in review.report["findings"] if f["code"] == "fk_without_index" and f["object"] == foreign_key)
-    assert fix == ('CREATE INDEX CONCURRENTLY ON "[/tmp] sch\'ema ""表"""."[/tmp]child ""q"" \'x\' 表" '
-                   '("fk, [bold]\n\'Ünïcødé\' ""c""");')
+    fix = next(
+        f["fix_sql"]
+        for f in review.report["findings"]
+        if f["code"] == "fk_without_index" and f["object"] == foreign_key
+    )
+    assert fix == (
+        'CREATE INDEX CONCURRENTLY ON "[/tmp] sch\'ema ""表"""."[/tmp]child ""q"" \'x\' 表" '
+        '("fk, [bold]\n\'Ünïcødé\' ""c""");'
+    )

@@ -60,16 +60,18 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_HOST = "db.example.com:5432"
 MCP_PORT = "8765"
 NOT_RUN = {
-    "PREFECT_API_URL=http://SERVER:4200/api prefect worker start --pool dbcrew":
-        "a worker on another machine; tests/e2e/test_prefect_yaml.py starts"
-        " `prefect worker start --pool dbcrew` as deployments/README.md's steps say",
+    "PREFECT_API_URL=http://SERVER:4200/api prefect worker start --pool dbcrew": "a worker on another machine; tests/e2e/test_prefect_yaml.py starts"
+    " `prefect worker start --pool dbcrew` as deployments/README.md's steps say",
 }
 CONSOLE = re.compile(r"^(?P<indent>[ \t]*)```console\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-            ROOT / "deployments" / "README.md"]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "deployments" / "README.md",
+    ]
 
 
 @dataclass
@@ -108,11 +110,15 @@ def examples_in(text: str, name: str) -> list[Example]:
 
 def test_the_convention_is_parsed_as_written():
     """The parser itself, on each kind of line (the docs test is only as good as it)."""
-    page = ("x\n\n- a list item:\n\n  ```console\n  $ dbcrew a\n  one\n  ...\n  $ echo $?\n  2\n"
-            "  ```\n\n```console\n$ dbcrew b\n^C\nstopped\n```\n")
+    page = (
+        "x\n\n- a list item:\n\n  ```console\n  $ dbcrew a\n  one\n  ...\n  $ echo $?\n  2\n"
+        "  ```\n\n```console\n$ dbcrew b\n^C\nstopped\n```\n"
+    )
     got = examples_in(page, "probe.md")
     assert [(e.command, e.output, e.exit_code, e.interrupted) for e in got] == [
-        ("dbcrew a", ["one", "..."], 2, False), ("dbcrew b", ["stopped"], 0, True)]
+        ("dbcrew a", ["one", "..."], 2, False),
+        ("dbcrew b", ["stopped"], 0, True),
+    ]
     assert [e.where for e in got] == ["probe.md:6", "probe.md:14"]
 
 
@@ -162,8 +168,12 @@ def argv(command: str) -> tuple[list[str], dict[str, str]]:
     raise AssertionError(f"`{command}`: no rule runs {program}; add one, or list it in NOT_RUN")
 
 
-def wait_ready(process: subprocess.Popen[str], printed: list[str], ready: Callable[[], bool],
-               timeout: float = 180) -> None:
+def wait_ready(
+    process: subprocess.Popen[str],
+    printed: list[str],
+    ready: Callable[[], bool],
+    timeout: float = 180,
+) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         assert process.poll() is None, f"exited {process.returncode}: {''.join(printed)}"
@@ -178,6 +188,7 @@ def answers_http(port: str) -> Callable[[], bool]:
             return True
         except httpx.HTTPError:
             return False
+
     return check
 
 
@@ -193,8 +204,9 @@ def run_long(args: list[str], lab: Lab, env: dict[str, str]) -> tuple[int, str]:
         args = [port if a == MCP_PORT else a for a in args]
     else:
         raise AssertionError(f"no readiness rule for dbcrew {command}: add one to run_long")
-    process = subprocess.Popen(args, cwd=lab.cwd, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        args, cwd=lab.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     printed: list[str] = []
     try:
         if command == "server":
@@ -203,7 +215,9 @@ def run_long(args: list[str], lab: Lab, env: dict[str, str]) -> tuple[int, str]:
                 printed.append(out)
                 if out.startswith("press Ctrl-C"):
                     break
-            wait_ready(process, printed, lambda: True)  # its Ctrl-C handler is armed before that line
+            wait_ready(
+                process, printed, lambda: True
+            )  # its Ctrl-C handler is armed before that line
         else:
             wait_ready(process, printed, answers_http(port))
         process.send_signal(signal.SIGINT)
@@ -222,15 +236,21 @@ def run(example: Example, lab: Lab) -> str | None:
     if example.interrupted:
         code, printed = run_long(args, lab, env)
     else:
-        result = subprocess.run(args, cwd=lab.cwd, env=env, capture_output=True, text=True,
-                                timeout=300)
+        result = subprocess.run(
+            args, cwd=lab.cwd, env=env, capture_output=True, text=True, timeout=300
+        )
         code, printed = result.returncode, result.stdout + result.stderr
     said = f"{example.where}: `{example.command}`"
     if code != example.exit_code:
         return f"{said} exited {code}, documented {example.exit_code}:\n{printed[-3000:]}"
     shown = {line.strip() for line in printed.splitlines()}
-    missing = [line for line in example.output if line.strip() not in {"", "..."}
-               and not re.search(r"\d", line) and line.strip() not in shown]
+    missing = [
+        line
+        for line in example.output
+        if line.strip() not in {"", "..."}
+        and not re.search(r"\d", line)
+        and line.strip() not in shown
+    ]
     if missing:
         return f"{said} did not print {missing}:\n{printed[-3000:]}"
     return None
@@ -251,8 +271,9 @@ def inventory_example() -> str:
 
 
 @pytest.fixture()
-def lab(fleet_pg: EmbeddedPostgres, prefect_server: str, private_store: Path,
-        tmp_path: Path) -> Iterator[Lab]:
+def lab(
+    fleet_pg: EmbeddedPostgres, prefect_server: str, private_store: Path, tmp_path: Path
+) -> Iterator[Lab]:
     """The cluster, the working directory and the environment (with the test's own store)."""
     fleet_pg.psql("CREATE DATABASE shop;")
     shop = DemoShop(fleet_pg.dsn("shop")).build()
@@ -274,8 +295,11 @@ def lab(fleet_pg: EmbeddedPostgres, prefect_server: str, private_store: Path,
 
 def needs_missing_manual(example: Example) -> bool:
     """A manual question (no --target) needs Debian's postgresql-doc-15 (`make manual`)."""
-    return example.command.startswith("dbcrew ask") and "--target" not in example.command \
+    return (
+        example.command.startswith("dbcrew ask")
+        and "--target" not in example.command
         and not DEBIAN_MANUAL.is_dir()
+    )
 
 
 def test_every_documented_command_runs_as_documented(lab: Lab):
@@ -283,12 +307,16 @@ def test_every_documented_command_runs_as_documented(lab: Lab):
     failures: list[str] = []
     for page in documents():
         for example in examples(page):
-            if example.command in ran or example.command.startswith("make ") \
-                    or example.command in NOT_RUN:
+            if (
+                example.command in ran
+                or example.command.startswith("make ")
+                or example.command in NOT_RUN
+            ):
                 continue
             if needs_missing_manual(example):
-                warnings.warn(f"{example.where}: not run, no PostgreSQL manual (make manual)",
-                              stacklevel=1)
+                warnings.warn(
+                    f"{example.where}: not run, no PostgreSQL manual (make manual)", stacklevel=1
+                )
                 continue
             ran.add(example.command)
             started = time.monotonic()

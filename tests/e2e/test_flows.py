@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
 from dbcrew.errors import TargetError
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
@@ -16,30 +14,49 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from flows.review import health_review
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
 
 pytestmark = pytest.mark.prefect
 
 
-def test_health_review_flow_replans_and_posts_artifacts(shop: DemoShop, prefect_server: str, tmp_path: Path):
-    report = health_review(ReviewRequest(target=shop.dsn, settings=Settings(window_seconds=1.5), out=tmp_path,
-                                         faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)]))
+def test_health_review_flow_replans_and_posts_artifacts(
+    shop: DemoShop, prefect_server: str, tmp_path: Path
+):
+    report = health_review(
+        ReviewRequest(
+            target=shop.dsn,
+            settings=Settings(window_seconds=1.5),
+            out=tmp_path,
+            faults=[FaultSpec(operator="collect_index_stats", kind=FaultKind.MISFIT)],
+        )
+    )
     assert report == Report.model_validate_json((tmp_path / "report.json").read_text())
     # collect_index_stats has no equivalent: the re-plan removes its subgraph and says so.
     assert (report.phases.alerts, report.phases.replans) == (1, 1)
     coverage = {c.check: c.status.value for c in report.coverage}
-    assert coverage["check_duplicate_indexes"] == "skipped" and coverage["check_vacuum_health"] == "ran"
+    assert (
+        coverage["check_duplicate_indexes"] == "skipped"
+        and coverage["check_vacuum_health"] == "ran"
+    )
     assert report.phases.reused_tasks >= 6
     # The monitor's decision carries the global state it saw; the re-plan's edits say what changed and why.
-    assert report.decisions[0].state is not None and report.decisions[0].state.failed == ["collect_index_stats"]
+    assert report.decisions[0].state is not None and report.decisions[0].state.failed == [
+        "collect_index_stats"
+    ]
     removed = {e.task_id for e in report.edits if e.kind.value == "remove" and e.source == "replan"}
     assert {"collect_index_stats", "check_duplicate_indexes"} <= removed
-    assert all(e.before is not None and "collect_index_stats failed" in e.reason for e in report.edits)
+    assert all(
+        e.before is not None and "collect_index_stats failed" in e.reason for e in report.edits
+    )
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="dbcrew-")))
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_="dbcrew-"))
+        )
     keys = {a.key for a in artifacts}
     slug = "127-0-0-1-" + shop.dsn.rsplit(":", 1)[1].replace("/", "-")
     kinds = ("plan", "replan", "report", "findings", "monitor", "edits")
@@ -47,13 +64,18 @@ def test_health_review_flow_replans_and_posts_artifacts(shop: DemoShop, prefect_
     replan = next(a for a in artifacts if a.key == f"dbcrew-replan-postgres-{slug}")
     assert "| remove | check_duplicate_indexes |" in str(replan.data)
     monitor = next(a for a in artifacts if a.key == f"dbcrew-monitor-postgres-{slug}")
-    assert "collect_index_stats" in str(monitor.data) and "finished while paused" in str(monitor.data)
+    assert "collect_index_stats" in str(monitor.data) and "finished while paused" in str(
+        monitor.data
+    )
 
 
 def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_parameter(
-        pg: EmbeddedPostgres, shop: DemoShop, prefect_server: str, tmp_path: Path):
-    pg.psql("CREATE ROLE reviewer LOGIN PASSWORD 'hunter2'; GRANT pg_monitor TO reviewer;"
-            " GRANT CONNECT ON DATABASE shop TO reviewer;")
+    pg: EmbeddedPostgres, shop: DemoShop, prefect_server: str, tmp_path: Path
+):
+    pg.psql(
+        "CREATE ROLE reviewer LOGIN PASSWORD 'hunter2'; GRANT pg_monitor TO reviewer;"
+        " GRANT CONNECT ON DATABASE shop TO reviewer;"
+    )
     hba = pg.datadir / "pg_hba.conf"
     hba.write_text("host all reviewer 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
     pg.psql("SELECT pg_reload_conf();")
@@ -61,10 +83,17 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     with pytest.raises(TargetError, match="password"):
         parse_target(bare).connect()  # this login really needs the password
     target = parse_target(bare.replace("reviewer@", "reviewer:hunter2@"))
-    report = health_review(ReviewRequest(target=target, out=tmp_path,
-                                         settings=Settings(window_seconds=1.5, ablations=Ablations(memory=False))))
+    report = health_review(
+        ReviewRequest(
+            target=target,
+            out=tmp_path,
+            settings=Settings(window_seconds=1.5, ablations=Ablations(memory=False)),
+        )
+    )
     # The probe, every task run of the execute subflow and the reporter opened their sessions with it.
-    assert {c.status.value for c in report.coverage} == {"ran"}, [(c.check, c.reason) for c in report.coverage]
+    assert {c.status.value for c in report.coverage} == {"ran"}, [
+        (c.check, c.reason) for c in report.coverage
+    ]
     assert report.target.display == target.display
 
     from prefect.client.orchestration import get_client
@@ -73,15 +102,27 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
         runs = client.read_flow_runs()
         logs = client.read_logs()
     # The request's and the phases' parameters name the target by its password-free URL.
-    ours = [r for r in runs if target.url in (r.parameters.get("request", {}).get("target"),
-                                               r.parameters.get("run", {}).get("target"))]
-    assert {r.name.split("-")[0] for r in ours} >= {"health", "initialize", "execute"}, [r.name for r in ours]
+    ours = [
+        r
+        for r in runs
+        if target.url
+        in (
+            r.parameters.get("request", {}).get("target"),
+            r.parameters.get("run", {}).get("target"),
+        )
+    ]
+    assert {r.name.split("-")[0] for r in ours} >= {"health", "initialize", "execute"}, [
+        r.name for r in ours
+    ]
     stored = json.dumps([r.parameters for r in runs]) + "".join(log.message for log in logs)
-    assert "hunter2" not in stored and "hunter2" not in "".join(p.read_text() for p in tmp_path.glob("report.*"))
+    assert "hunter2" not in stored and "hunter2" not in "".join(
+        p.read_text() for p in tmp_path.glob("report.*")
+    )
 
 
-def test_an_analysis_question_runs_its_review_as_a_flow_run_with_artifacts(shop: DemoShop, prefect_server: str,
-                                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_an_analysis_question_runs_its_review_as_a_flow_run_with_artifacts(
+    shop: DemoShop, prefect_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
@@ -89,15 +130,33 @@ def test_an_analysis_question_runs_its_review_as_a_flow_run_with_artifacts(shop:
 
     monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
     quick = Settings(window_seconds=1.0, activity_samples=2)
-    answer = answer_question("Assess index health, vacuum health and configuration and report", shop.dsn, None, None, quick)
-    assert answer.route.value == "analysis" and not answer.refused and answer.tools[0].operator == "health_review"
-    written = json.loads(next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text())
+    answer = answer_question(
+        "Assess index health, vacuum health and configuration and report",
+        shop.dsn,
+        None,
+        None,
+        quick,
+    )
+    assert (
+        answer.route.value == "analysis"
+        and not answer.refused
+        and answer.tools[0].operator == "health_review"
+    )
+    written = json.loads(
+        next((tmp_path / "reports" / "ask").glob("health-*/report.json")).read_text()
+    )
     worst = [f for f in written["findings"] if f["severity"] == "critical"]
     assert worst and f"critical {worst[0]['code']} on {worst[0]['object']}" in answer.answer
     assert written["charts"] and "charts:" in answer.answer, "the painter drew"
     with get_client(sync_client=True) as client:
-        run = next(r for r in client.read_flow_runs() if r.parameters.get("request", {}).get("out")
-                   == str(next((tmp_path / "reports" / "ask").glob("health-*"))))
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
+        run = next(
+            r
+            for r in client.read_flow_runs()
+            if r.parameters.get("request", {}).get("out")
+            == str(next((tmp_path / "reports" / "ask").glob("health-*")))
+        )
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]))
+        )
     assert run.state is not None and run.state.is_completed() and run.name == "health-review"
     assert {a.key.split("-")[1] for a in artifacts if a.key} >= {"report", "findings"}

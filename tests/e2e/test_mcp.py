@@ -31,38 +31,80 @@ def server_env(prefect_server: str) -> dict[str, str]:
 
 @pytest.fixture()
 def stdio(prefect_server: str, tmp_path: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "cli", "mcp", "--max-window", "5"],
-                                 env=server_env(prefect_server), cwd=str(tmp_path))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cli", "mcp", "--max-window", "5"],
+        env=server_env(prefect_server),
+        cwd=str(tmp_path),
+    )
 
 
-def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParameters, shop: DemoShop,
-                                                         pg: EmbeddedPostgres, tmp_path: Path) -> None:
+def test_a_client_lists_the_tools_and_reviews_over_stdio(
+    stdio: StdioServerParameters, shop: DemoShop, pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
     url = pg.dsn("shop")
 
     async def session() -> dict[str, Any]:
         async with Client(stdio) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            lookup = await client.call_tool("collect_table_stats", {"target": url, "params": {"window_seconds": 0}})
-            size = await client.call_tool("ask", {"question": "how big is the orders table", "target": url})
-            write = await client.call_tool("ask", {"question": "delete the old rows of audit_log for me", "target": url})
+            lookup = await client.call_tool(
+                "collect_table_stats", {"target": url, "params": {"window_seconds": 0}}
+            )
+            size = await client.call_tool(
+                "ask", {"question": "how big is the orders table", "target": url}
+            )
+            write = await client.call_tool(
+                "ask", {"question": "delete the old rows of audit_log for me", "target": url}
+            )
             review = await client.call_tool("review", {"target": url, "window": 1})
             latest = await client.call_tool("latest_review", {"target": url})
-            secret = await client.call_tool("collect_settings", {"target": pg.dsn("shop").replace("postgres@", f"postgres:{SECRET}@")})
+            secret = await client.call_tool(
+                "collect_settings",
+                {"target": pg.dsn("shop").replace("postgres@", f"postgres:{SECRET}@")},
+            )
             too_long = await client.call_tool("review", {"target": url, "window": 3600})
-            unknown = await client.call_tool("collect_settings", {"target": "mysql://nobody@127.0.0.1/shop"})
-            return {"tools": tools, "lookup": lookup, "size": size, "write": write, "review": review, "latest": latest, "secret": secret,
-                    "too_long": too_long, "unknown": unknown}
+            unknown = await client.call_tool(
+                "collect_settings", {"target": "mysql://nobody@127.0.0.1/shop"}
+            )
+            return {
+                "tools": tools,
+                "lookup": lookup,
+                "size": size,
+                "write": write,
+                "review": review,
+                "latest": latest,
+                "secret": secret,
+                "too_long": too_long,
+                "unknown": unknown,
+            }
 
     got = anyio.run(session)
     tools = got["tools"]
-    assert {"ask", "review", "diagnose", "latest_review", "collect_settings", "collect_table_stats", "collect_activity"} <= set(tools)
-    assert tools["collect_activity"].input_schema["$defs"]["ActivityParams"]["properties"]["samples"]["anyOf"][0]["maximum"] == 60
+    assert {
+        "ask",
+        "review",
+        "diagnose",
+        "latest_review",
+        "collect_settings",
+        "collect_table_stats",
+        "collect_activity",
+    } <= set(tools)
+    assert (
+        tools["collect_activity"].input_schema["$defs"]["ActivityParams"]["properties"]["samples"][
+            "anyOf"
+        ][0]["maximum"]
+        == 60
+    )
     assert tools["collect_settings"].annotations.read_only_hint is True
 
     lookup = got["lookup"]
     assert not lookup.is_error, lookup.content
     tables = {t["name"]: t for t in lookup.structured_content["tables"]}
-    assert {r["relname"] for r in tables["table_stats"]["rows"]} >= {"orders", "cart_items", "audit_log"}
+    assert {r["relname"] for r in tables["table_stats"]["rows"]} >= {
+        "orders",
+        "cart_items",
+        "audit_log",
+    }
 
     size = got["size"].structured_content
     assert size["route"] == "instance" and "orders" in size["answer"] and size["tools"], size
@@ -80,7 +122,10 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParam
     for refused in ("secret", "too_long", "unknown"):
         result = got[refused]
         assert result.is_error and "Traceback" not in result.content[0].text, result.content
-    assert "carries a password" in got["secret"].content[0].text and SECRET not in got["secret"].content[0].text
+    assert (
+        "carries a password" in got["secret"].content[0].text
+        and SECRET not in got["secret"].content[0].text
+    )
     assert "--max-window" in got["too_long"].content[0].text
     assert "unsupported target" in got["unknown"].content[0].text
 
@@ -88,13 +133,30 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(stdio: StdioServerParam
 @pytest.fixture()
 def http_server(prefect_server: str, tmp_path: Path) -> Iterator[str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "mcp", "--transport", "http", "--port", str(port), "--row-limit", "1000"],
-                            env=server_env(prefect_server), cwd=tmp_path, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--row-limit",
+            "1000",
+        ],
+        env=server_env(prefect_server),
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         for _ in range(600):  # a readiness wait (up to 60 s on a busy machine), not a measurement
             if proc.poll() is not None:
-                raise AssertionError(f"dbcrew mcp exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+                raise AssertionError(
+                    f"dbcrew mcp exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+                )
             try:
                 httpx.get(url, timeout=0.5)
                 break
@@ -106,7 +168,9 @@ def http_server(prefect_server: str, tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def test_a_client_reads_settings_over_streamable_http(http_server: str, shop: DemoShop, pg: EmbeddedPostgres) -> None:
+def test_a_client_reads_settings_over_streamable_http(
+    http_server: str, shop: DemoShop, pg: EmbeddedPostgres
+) -> None:
     async def session() -> Any:
         async with Client(http_server) as client:
             return await client.call_tool("collect_settings", {"target": pg.dsn("shop")})
@@ -114,4 +178,6 @@ def test_a_client_reads_settings_over_streamable_http(http_server: str, shop: De
     result = anyio.run(session)
     assert not result.is_error, result.content
     settings = {r["name"]: r for r in result.structured_content["tables"][0]["rows"]}
-    assert settings["default_transaction_read_only"]["setting"] == "on"  # the tool's own session was read-only
+    assert (
+        settings["default_transaction_read_only"]["setting"] == "on"
+    )  # the tool's own session was read-only

@@ -12,7 +12,6 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-
 from prefect.client.schemas.objects import FlowRun
 from pydantic import BaseModel
 
@@ -47,6 +46,7 @@ def poll(check, what: str, attempts: int = 240):  # noqa: ANN001, ANN201 - a tin
 
 def finished(client, run_id: UUID):  # noqa: ANN001, ANN201
     """The run's final state, once the worker got it there."""
+
     def final():  # noqa: ANN202
         state = client.read_flow_run(run_id).state
         return state if state is not None and state.is_final() else None
@@ -56,17 +56,29 @@ def finished(client, run_id: UUID):  # noqa: ANN001, ANN201
 
 def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterName, FlowRunFilter,
-                                                FlowRunFilterState, FlowRunFilterStateType)
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
 
     def scheduled() -> dict[str, int] | None:
         with get_client(sync_client=True) as client:
             runs = client.read_flow_runs(
                 deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(SCHEDULED))),
-                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))))
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(
+                        type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])
+                    )
+                ),
+            )
             deployments = {d.id: d.name for d in client.read_deployments()}
-        counts = {name: sum(deployments.get(r.deployment_id) == name for r in runs) for name in SCHEDULED}
+        counts = {
+            name: sum(deployments.get(r.deployment_id) == name for r in runs) for name in SCHEDULED
+        }
         return counts if all(counts.values()) else None
 
     counts = poll(scheduled, "scheduled runs of every target's deployment")
@@ -82,7 +94,13 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
         client.read_deployment_by_name("fleet_review/fleet")
     form = on_demand.parameter_openapi_schema["properties"]
     assert form["target"]["enum"] == ["alpha", "beta", "gone"]
-    assert set(form) == {"target", "scenario", "brain", "window", "alert"}  # no fault injection, no ablations
+    assert set(form) == {
+        "target",
+        "scenario",
+        "brain",
+        "window",
+        "alert",
+    }  # no fault injection, no ablations
     assert all(form[name].get("description") for name in form)
     # The lab form is the one review request: its options with help text, the recovery switches and faults inside.
     lab_form = lab.parameter_openapi_schema
@@ -93,7 +111,9 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
     assert lab_form["definitions"]["Scenario"]["enum"] == ["health", "diagnose"]
     assert request["brain"]["enum"] == ["rules", "openai"]
     assert {"monitor", "gap_narrow"} <= set(lab_form["definitions"]["Ablations"]["properties"])
-    assert on_demand.entrypoint == "flows.targets.review_target"  # by module: any machine with dbcrew runs it
+    assert (
+        on_demand.entrypoint == "flows.targets.review_target"
+    )  # by module: any machine with dbcrew runs it
 
 
 FIX_ONE_PLANT_ANOTHER = "ALTER TABLE items ADD PRIMARY KEY (id); CREATE TABLE notes (body text);"
@@ -110,25 +130,43 @@ class FleetRun(BaseModel):
 def run_fleet(tag: str) -> FleetRun:
     """Start the fleet deployment through the API, as the UI's Run button does, and wait for it."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey, FlowRunFilter,
-                                                FlowRunFilterParentFlowRunId)
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+        FlowRunFilter,
+        FlowRunFilterParentFlowRunId,
+    )
 
     with get_client(sync_client=True) as client:
         fleet = client.read_deployment_by_name("fleet_review/fleet")
         run = client.create_flow_run_from_deployment(fleet.id, parameters={"tag": tag})
         state = finished(client, run.id)
         assert state.is_completed(), state.message
-        summary = client.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=[f"dbcrew-fleet-{tag}"]), flow_run_id=ArtifactFilterFlowRunId(any_=[run.id])))
-        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+        summary = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[f"dbcrew-fleet-{tag}"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]),
+            )
+        )
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])
+            )
+        )
     text = str(summary[0].data)
-    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[1:-1]]
-            for line in text.splitlines() if line.startswith("| ") and "---" not in line}
+    rows = {
+        line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[1:-1]]
+        for line in text.splitlines()
+        if line.startswith("| ") and "---" not in line
+    }
     return FleetRun(text=text, rows=rows, reviews={c.name: c for c in children})
 
 
 @pytest.fixture(scope="module")
-def first_fleet(crew_server: CrewServer, webhook: tuple[str, list[dict[str, object]]]) -> tuple[FleetRun, int]:
+def first_fleet(
+    crew_server: CrewServer, webhook: tuple[str, list[dict[str, object]]]
+) -> tuple[FleetRun, int]:
     """The fleet's first run, and how many alerts the receiver had got by its end."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -138,12 +176,17 @@ def first_fleet(crew_server: CrewServer, webhook: tuple[str, list[dict[str, obje
 
 def report_of(crew_server: CrewServer, review: FlowRun) -> Report:
     """The report a review wrote (its flow run's result is the path, on this one machine's worker)."""
-    (path,) = [p for p in (crew_server.logs.parent / "reports").glob("*/report.json")
-               if Report.model_validate_json(p.read_text()).link.endswith(str(review.id))]
+    (path,) = [
+        p
+        for p in (crew_server.logs.parent / "reports").glob("*/report.json")
+        if Report.model_validate_json(p.read_text()).link.endswith(str(review.id))
+    ]
     return Report.model_validate_json(path.read_text())
 
 
-def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(api: str, first_fleet: tuple[FleetRun, int]):
+def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(
+    api: str, first_fleet: tuple[FleetRun, int]
+):
     fleet, _ = first_fleet
     rows = fleet.rows
     assert "2 of 3 reviews completed." in fleet.text
@@ -154,23 +197,37 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(ap
     assert sorted(fleet.reviews) == ["alpha", "beta", "gone"]
     assert all(c.work_queue_name == "reviews" for c in fleet.reviews.values())
     # beta's second alert URL has no listener: the failed delivery is shown on its run, which still completed
-    assert "Not delivered" in alert_artifact(fleet.reviews["beta"]) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
+    assert "Not delivered" in alert_artifact(
+        fleet.reviews["beta"]
+    ) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
 
 
 def alert_artifact(review: FlowRun) -> str:
     """What the review's alert artifact says became of its alert."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
 
     with get_client(sync_client=True) as client:
-        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[review.id]), key=ArtifactFilterKey(like_="dbcrew-alert-%")))
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[review.id]),
+                key=ArtifactFilterKey(like_="dbcrew-alert-%"),
+            )
+        )
     return str(artifact.data)
 
 
 def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
-        api: str, crew_server: CrewServer, fleet_pg: EmbeddedPostgres, first_fleet: tuple[FleetRun, int],
-        webhook: tuple[str, list[dict[str, object]]]):
+    api: str,
+    crew_server: CrewServer,
+    fleet_pg: EmbeddedPostgres,
+    first_fleet: tuple[FleetRun, int],
+    webhook: tuple[str, list[dict[str, object]]],
+):
     _, alerts_before = first_fleet
     received = webhook[1]
     fleet_pg.psql(FIX_ONE_PLANT_ANOTHER, dbname="alpha")
@@ -178,18 +235,25 @@ def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
 
     alpha = report_of(crew_server, fleet.reviews["alpha"])
     assert alpha.history is not None and alpha.history.previous_run_id is not None
-    new = {(i.code, i.object) for i in [*alpha.history.new, *alpha.history.regressed] if i.is_problem}
+    new = {
+        (i.code, i.object) for i in [*alpha.history.new, *alpha.history.regressed] if i.is_problem
+    }
     resolved = {(i.code, i.object) for i in alpha.history.resolved if i.is_problem}
     assert ("table_without_primary_key", "public.notes") in new
     assert ("table_without_primary_key", "public.items") in resolved and not new & resolved
     assert fleet.rows["alpha"][3:5] == [str(len(new)), str(len(resolved))]
     beta = report_of(crew_server, fleet.reviews["beta"])
     assert beta.history is not None and beta.history.persisting
-    assert fleet.rows["beta"][3:5] == ["0", "0"]  # nothing changed there (info findings come and go with the workload)
+    assert fleet.rows["beta"][3:5] == [
+        "0",
+        "0",
+    ]  # nothing changed there (info findings come and go with the workload)
     assert fleet.rows["gone"][3:5] == ["-", "-"]
 
     later = received[alerts_before:]
-    assert [m["path"] for m in later if m["path"] != "/gone"] == ["/alpha"]  # beta has no news; gone fails every time
+    assert [m["path"] for m in later if m["path"] != "/gone"] == [
+        "/alpha"
+    ]  # beta has no news; gone fails every time
     (told,) = [m for m in later if m["path"] == "/alpha"]
     body = str(told["message"])
     assert alpha.link and alpha.link in body and "table_without_primary_key on public.notes" in body
@@ -199,8 +263,13 @@ def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
     assert BETA_PASSWORD not in json.dumps(received)
 
 
-def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, fleet_pg: EmbeddedPostgres, api: str,
-                                                     tmp_path: Path, first_fleet: tuple[FleetRun, int]):
+def test_a_cli_review_goes_through_the_running_server(
+    crew_server: CrewServer,
+    fleet_pg: EmbeddedPostgres,
+    api: str,
+    tmp_path: Path,
+    first_fleet: tuple[FleetRun, int],
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
@@ -208,30 +277,61 @@ def test_a_cli_review_goes_through_the_running_server(crew_server: CrewServer, f
     from lab.embedded import _free_port
 
     assert healthy(crew_server.api) and not healthy(f"http://127.0.0.1:{_free_port()}/api")
-    result = subprocess.run([sys.executable, "-m", "cli", "review", fleet_pg.dsn("alpha"), "--window", "1", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "PREFECT_API_URL": crew_server.api})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "review",
+            fleet_pg.dsn("alpha"),
+            "--window",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PREFECT_API_URL": crew_server.api},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((tmp_path / "report.json").read_text())
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"initialize-{report['run_id']}"])))
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                name=FlowRunFilterName(any_=[f"initialize-{report['run_id']}"])
+            )
+        )
     assert len(runs) == 1  # the run is on the server (and in its UI), not on an ephemeral one
 
     # The CLI's run lives in the CLI's process, which cancels it when interrupted: no heartbeats (flows/heartbeats.py),
     # whose thread would hold the run's end up to 1 s. A review the worker took from the pool keeps them.
     cli_run = report["link"].rsplit("/", 1)[-1]
-    cli_events = poll(lambda: (names := flow_run_events(api, cli_run)) and "prefect.flow-run.Completed" in names and names,
-                      "the CLI run's events on the server")
+    cli_events = poll(
+        lambda: (
+            (names := flow_run_events(api, cli_run))
+            and "prefect.flow-run.Completed" in names
+            and names
+        ),
+        "the CLI run's events on the server",
+    )
     assert "prefect.flow-run.heartbeat" not in cli_events, cli_events
     worker_run = next(iter(first_fleet[0].reviews.values())).id
-    poll(lambda: "prefect.flow-run.heartbeat" in flow_run_events(api, str(worker_run)), "a pool review's heartbeat")
+    poll(
+        lambda: "prefect.flow-run.heartbeat" in flow_run_events(api, str(worker_run)),
+        "a pool review's heartbeat",
+    )
 
 
 def flow_run_events(api: str, run_id: str) -> list[str]:
     """The names of the events the server stored about one flow run."""
     import httpx
 
-    response = httpx.post(f"{api}/events/filter", json={"filter": {"resource": {"id": [f"prefect.flow-run.{run_id}"]}},
-                                                        "limit": 50}, timeout=30)  # the most a page holds
+    response = httpx.post(
+        f"{api}/events/filter",
+        json={"filter": {"resource": {"id": [f"prefect.flow-run.{run_id}"]}}, "limit": 50},
+        timeout=30,
+    )  # the most a page holds
     response.raise_for_status()
     return [event["event"] for event in response.json()["events"]]
 
@@ -241,15 +341,22 @@ def test_a_password_comes_from_a_secret_block_on_the_server(api: str):
     is a clear target error that names the block, never a traceback or the value."""
     from prefect.blocks.system import Secret
 
-    from dbcrew.inventory import TargetEntry
     from dbcrew.errors import TargetError
+    from dbcrew.inventory import TargetEntry
     from flows.targets import resolve_password
 
     Secret(value="s3cret-from-the-server").save("delta-password", overwrite=True)
-    entry = TargetEntry.model_validate({"name": "delta", "url": "postgresql://app@db.example:5432/delta",
-                                        "password": {"secret": "delta-password"}})
+    entry = TargetEntry.model_validate(
+        {
+            "name": "delta",
+            "url": "postgresql://app@db.example:5432/delta",
+            "password": {"secret": "delta-password"},
+        }
+    )
     assert resolve_password(entry) == "s3cret-from-the-server"
-    missing = TargetEntry.model_validate({**entry.model_dump(mode="json"), "password": {"secret": "nobody-saved-this"}})
+    missing = TargetEntry.model_validate(
+        {**entry.model_dump(mode="json"), "password": {"secret": "nobody-saved-this"}}
+    )
     with pytest.raises(TargetError, match="no Secret block named 'nobody-saved-this'"):
         resolve_password(missing)
 
@@ -268,14 +375,17 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
 
     pool = "next-runs"  # not the crew's pool: its worker must not take these runs
     ensure_pool(pool, max_reviews=1)
-    deployment_id = queued_noop.to_deployment(name="queued", work_queue_name=REVIEW_QUEUE,
-                                              entrypoint_type=EntrypointType.MODULE_PATH).apply(work_pool_name=pool)
+    deployment_id = queued_noop.to_deployment(
+        name="queued", work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH
+    ).apply(work_pool_name=pool)
     with get_client(sync_client=True) as client:
         runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
 
     async def one_poll() -> list[str]:
         async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
-            assert len(await worker.get_and_submit_flow_runs()) == 1, "the queue lets one run at a time through"
+            assert len(await worker.get_and_submit_flow_runs()) == 1, (
+                "the queue lets one run at a time through"
+            )
             states = [None]
             with anyio.move_on_after(120):
                 while not all(s is not None and s.is_final() for s in states):
@@ -295,4 +405,7 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
 
     anyio.run(poll_and_stop)
     with get_client(sync_client=True) as client:
-        assert [client.read_flow_run(r).state.type.value for r in runs] == ["COMPLETED", "SCHEDULED"]
+        assert [client.read_flow_run(r).state.type.value for r in runs] == [
+            "COMPLETED",
+            "SCHEDULED",
+        ]

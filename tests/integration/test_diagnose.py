@@ -16,9 +16,9 @@ import pytest
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
+from dbcrew.models import Report
 from lab.embedded import POSTGRES_BIN_PATH
 from lab.scripted_llm import Reply, ScriptedServer
-from dbcrew.models import Report
 
 WINDOW = 5.0
 
@@ -34,9 +34,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DiagnosisServer
 def test_injected_root_cause_is_found(server: DiagnosisServer, cause: str, tmp_path: Path) -> None:
     report, _seconds = server.diagnose_injected([cause], tmp_path / "report", window=WINDOW)
     found = [rc.code for rc in report.root_causes]
-    assert cause in found, f"{cause} not among {found}: {report.diagnosis.process if report.diagnosis else ''}"
+    assert cause in found, (
+        f"{cause} not among {found}: {report.diagnosis.process if report.diagnosis else ''}"
+    )
     cause_entry = next(rc for rc in report.root_causes if rc.code == cause)
-    assert cause_entry.solution and cause_entry.evidence, "a root cause carries its evidence and a solution"
+    assert cause_entry.solution and cause_entry.evidence, (
+        "a root cause carries its evidence and a solution"
+    )
     assert any("PostgreSQL manual" in s for s in cause_entry.evidence["knowledge"])
 
 
@@ -47,17 +51,29 @@ def test_two_causes_at_once_are_both_found(server: DiagnosisServer, tmp_path: Pa
 
 
 def test_report_has_dbot_sections(server: DiagnosisServer, tmp_path: Path) -> None:
-    report, _seconds = server.diagnose_injected(["lock_contention"], tmp_path / "report", window=WINDOW)
+    report, _seconds = server.diagnose_injected(
+        ["lock_contention"], tmp_path / "report", window=WINDOW
+    )
     assert report.scenario == "diagnose" and report.diagnosis is not None
-    assert "lock_contention" in report.summary and report.coverage == []  # no health checks to account for
+    assert (
+        "lock_contention" in report.summary and report.coverage == []
+    )  # no health checks to account for
     assert "locks" in report.diagnosis.experts
     assert report.diagnosis.abnormal_metrics, "the lock waits left the baseline"
     markdown = (tmp_path / "report" / "report.md").read_text()
-    for section in ("Anomaly description", "Root causes", "Solutions", "Diagnosis process", "Abnormal metrics"):
+    for section in (
+        "Anomaly description",
+        "Root causes",
+        "Solutions",
+        "Diagnosis process",
+        "Abnormal metrics",
+    ):
         assert section in markdown
     assert report.charts and (tmp_path / "report" / report.charts[0]).is_file()
     assert all(report.captions.get(c) for c in report.charts), "every chart says what it shows"
-    lock = Report.model_validate_json((tmp_path / "report" / "report.json").read_text()).root_causes[0]
+    lock = Report.model_validate_json(
+        (tmp_path / "report" / "report.json").read_text()
+    ).root_causes[0]
     assert lock.code == "lock_contention" and lock.evidence["blockers"], "the blocker is named"
 
 
@@ -67,16 +83,23 @@ def _pgbench(*args: str) -> list[str]:
 
 def test_normal_pgbench_load_yields_no_root_cause(server: DiagnosisServer, tmp_path: Path) -> None:
     url = server.dsn
-    subprocess.run(_pgbench("-i", "-s", "2", "-q", url), check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        _pgbench("-i", "-s", "2", "-q", url), check=True, capture_output=True, timeout=120
+    )
     # A steady, rate-limited TPC-B-like load: what a healthy OLTP database does all day.
-    load = subprocess.Popen(_pgbench("-c", "4", "-j", "2", "-R", "40", "-T", str(int(WINDOW) + 20), url),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    load = subprocess.Popen(
+        _pgbench("-c", "4", "-j", "2", "-R", "40", "-T", str(int(WINDOW) + 20), url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         report = server.diagnose(tmp_path / "report", window=WINDOW, alert="routine check")
     finally:
         load.terminate()
         load.wait(timeout=30)
-    assert report.diagnosis is not None and report.diagnosis.abnormal_metrics, "the load itself is visible against the quiet baseline"
+    assert report.diagnosis is not None and report.diagnosis.abnormal_metrics, (
+        "the load itself is visible against the quiet baseline"
+    )
     assert report.root_causes == []
     assert [f for f in report.findings if f.is_problem] == []
 
@@ -86,22 +109,44 @@ def _competent_expert(body: dict) -> Reply:
     observed mean. The brain's other questions (plan, summary) get an error: they fall back to the rules."""
     if "tools" not in body:
         return Reply(status=500, content="this script only diagnoses")
-    shown = [m["content"] for m in body["messages"] if m["role"] == "tool" and "Observation of metrics" in m["content"]]
+    shown = [
+        m["content"]
+        for m in body["messages"]
+        if m["role"] == "tool" and "Observation of metrics" in m["content"]
+    ]
     if not shown:
         return Reply(tool_calls=[("observe", {"what": "metrics", "names": ["db.xact_commit"]})])
     stats = json.loads(shown[-1].split("<data>")[1].split("</data>")[0])["db.xact_commit"]
     cited = [{"metric": "db.xact_commit", "stat": "mean", "value": stats["mean"]}]
-    return Reply(tool_calls=[("propose_causes", {"causes": [{"code": "cpu_contention", "confidence": 0.9,
-                                                             "explanation": "commits keep the CPU busy", "evidence": cited}]})])
+    return Reply(
+        tool_calls=[
+            (
+                "propose_causes",
+                {
+                    "causes": [
+                        {
+                            "code": "cpu_contention",
+                            "confidence": 0.9,
+                            "explanation": "commits keep the CPU busy",
+                            "evidence": cited,
+                        }
+                    ]
+                },
+            )
+        ]
+    )
 
 
-def test_llm_experts_in_a_whole_diagnosis_through_the_review_path(server: DiagnosisServer, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_experts_in_a_whole_diagnosis_through_the_review_path(
+    server: DiagnosisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     llm = ScriptedServer(respond=_competent_expert)
     monkeypatch.setenv("DBCREW_LLM_BASE_URL", llm.url)
     monkeypatch.setenv("DBCREW_LLM_MAX_RETRIES", "0")
     try:
-        report = server.diagnose(tmp_path / "report", window=2.0, alert="queries are slow", brain="openai")
+        report = server.diagnose(
+            tmp_path / "report", window=2.0, alert="queries are slow", brain="openai"
+        )
     finally:
         llm.close()
     section = report.llm_diagnosis
@@ -110,7 +155,12 @@ def test_llm_experts_in_a_whole_diagnosis_through_the_review_path(server: Diagno
     assert section.accepted == [f"{e}: cpu_contention" for e in section.experts]
     cause = next(c for c in report.root_causes if c.code == "cpu_contention")
     assert cause.evidence["source"] == "llm" and cause.confidence == 0.7
-    assert "cpu_contention (confidence 0.70, LLM experts only)" in report.summary  # where a reader looks first
+    assert (
+        "cpu_contention (confidence 0.70, LLM experts only)" in report.summary
+    )  # where a reader looks first
     assert any(f.code == "cpu_contention" and f.source == "llm_experts" for f in report.findings)
     markdown = (tmp_path / "report" / "report.md").read_text()
-    assert "named by the LLM experts only" in markdown and f"LLM experts ({', '.join(section.experts)}): {section.calls} calls" in markdown
+    assert (
+        "named by the LLM experts only" in markdown
+        and f"LLM experts ({', '.join(section.experts)}): {section.calls} calls" in markdown
+    )

@@ -13,18 +13,39 @@ import pytest
 from lab.shop import DemoShop
 
 
-def dbcrew(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+def dbcrew(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("diagnose", "postgresql://nobody@127.0.0.1:1/x"), "cannot connect to postgresql://nobody@127.0.0.1:1/x"),
+        (
+            ("diagnose", "postgresql://nobody@127.0.0.1:1/x"),
+            "cannot connect to postgresql://nobody@127.0.0.1:1/x",
+        ),
         (("diagnose", "postgresql://nobody@127.0.0.1:1/x", "--window", "0"), "--window"),
-        (("diagnose", "postgresql://nobody@127.0.0.1:1/x", "--baseline", "/nonexistent/baseline.json"), "--baseline"),
-        (("baseline", "postgresql://nobody@127.0.0.1:1/x", "--out", "/tmp/never.json"), "cannot connect"),
+        (
+            (
+                "diagnose",
+                "postgresql://nobody@127.0.0.1:1/x",
+                "--baseline",
+                "/nonexistent/baseline.json",
+            ),
+            "--baseline",
+        ),
+        (
+            ("baseline", "postgresql://nobody@127.0.0.1:1/x", "--out", "/tmp/never.json"),
+            "cannot connect",
+        ),
         (("extract-knowledge", ".", "--out", "/tmp/never.yaml"), "needs the LLM brain"),
     ],
 )
@@ -41,8 +62,19 @@ def test_cli_diagnose_through_prefect(shop: DemoShop, prefect_server: str, tmp_p
     recorded = dbcrew("baseline", shop.dsn, "--window", "2", "--out", str(baseline))
     assert recorded.returncode == 0 and baseline.is_file(), recorded.stderr[-2000:]
     out = tmp_path / "report"
-    result = dbcrew("diagnose", shop.dsn, "--window", "2", "--alert", "nightly check", "--baseline", str(baseline),
-                    "--out", str(out), env={"PREFECT_API_URL": prefect_server})
+    result = dbcrew(
+        "diagnose",
+        shop.dsn,
+        "--window",
+        "2",
+        "--alert",
+        "nightly check",
+        "--baseline",
+        str(baseline),
+        "--out",
+        str(out),
+        env={"PREFECT_API_URL": prefect_server},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["scenario"] == "diagnose" and report["diagnosis"]["title"]

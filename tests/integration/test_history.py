@@ -18,21 +18,30 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
-from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 import pytest
+from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 
 from dbcrew.models import Report, Severity
 from dbcrew.settings import Settings
-from dbcrew.store import STORE_ENV, RunRecord, RunStatus, Store, StoredFinding, Vitals, fingerprint, open_store
+from dbcrew.store import (
+    STORE_ENV,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoredFinding,
+    Vitals,
+    fingerprint,
+    open_store,
+)
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
+from flows.phases import PlainPhases
+from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from roles.alerts import notify
 from roles.crew import RunContext
 from roles.history import TRENDS_CHART, failed_report, reviewed
 from roles.memory import target_identity
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from tests.webhooks import receiving_webhooks
 
 PLANTED = """
@@ -64,7 +73,12 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture(params=["duckdb", "postgresql"])
-def store_url(request: pytest.FixtureRequest, pg: EmbeddedPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def store_url(
+    request: pytest.FixtureRequest,
+    pg: EmbeddedPostgres,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
     """The store of this test: a DuckDB file, or a fresh database on the embedded PostgreSQL."""
     if request.param == "duckdb":
         url = str(tmp_path / "store.duckdb")
@@ -86,9 +100,19 @@ def planted(pg: EmbeddedPostgres) -> Iterator[str]:
     pg.psql(f"DROP DATABASE {name} WITH (FORCE);")
 
 
-def review(dsn: str, out: Path, scenario: str = "health", window: float = 1.0, baseline: Path | None = None) -> Report:
-    run = RunContext(target=parse_target(dsn), scenario=scenario, out_dir=out,
-                     settings=Settings(window_seconds=window, activity_samples=2, baseline_path=str(baseline) if baseline else None))
+def review(
+    dsn: str, out: Path, scenario: str = "health", window: float = 1.0, baseline: Path | None = None
+) -> Report:
+    run = RunContext(
+        target=parse_target(dsn),
+        scenario=scenario,
+        out_dir=out,
+        settings=Settings(
+            window_seconds=window,
+            activity_samples=2,
+            baseline_path=str(baseline) if baseline else None,
+        ),
+    )
     return review_run(run, PlainPhases)
 
 
@@ -103,11 +127,17 @@ def items(report: Report, change: str) -> set[tuple[str, str]]:
 
 
 def duplicate_on(report: Report, table: str) -> tuple[str, str]:
-    (found,) = [(f.code, f.object) for f in report.findings if f.code == "index_duplicate" and f"public.{table}_" in f.object]
+    (found,) = [
+        (f.code, f.object)
+        for f in report.findings
+        if f.code == "index_duplicate" and f"public.{table}_" in f.object
+    ]
     return found
 
 
-def test_second_run_reports_new_resolved_and_persisting_then_a_regression(planted: str, store_url: str, tmp_path: Path):
+def test_second_run_reports_new_resolved_and_persisting_then_a_regression(
+    planted: str, store_url: str, tmp_path: Path
+):
     first = review(planted, tmp_path / "first")
     assert first.history is not None and first.history.previous_run_id is None
     no_primary_key = ("table_without_primary_key", "public.audit")
@@ -122,7 +152,9 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(plante
     tags_duplicate = duplicate_on(second, "tags")
     assert tags_duplicate in items(second, "new")
     assert no_primary_key in items(second, "resolved")
-    assert items_duplicate in items(second, "persisting") and items_duplicate not in items(second, "new")
+    assert items_duplicate in items(second, "persisting") and items_duplicate not in items(
+        second, "new"
+    )
     persisting = next(i for i in second.history.persisting if (i.code, i.object) == items_duplicate)
     assert persisting.first_seen == first.started_at
     # The report says it, in JSON, Markdown and HTML, with the trends chart and its caption.
@@ -131,9 +163,13 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(plante
     assert any((r["code"], r["object"]) == no_primary_key for r in saved["history"]["resolved"])
     markdown = (tmp_path / "second" / "report.md").read_text()
     assert "## What changed" in markdown and f"Since run {first.run_id}" in markdown
-    assert TRENDS_CHART in second.charts and (tmp_path / "second" / TRENDS_CHART).stat().st_size > 5000
+    assert (
+        TRENDS_CHART in second.charts and (tmp_path / "second" / TRENDS_CHART).stat().st_size > 5000
+    )
     html = (tmp_path / "second" / "report.html").read_text()
-    caption = escape("Trends over this target's last 2 health reviews")  # report.html is autoescaped
+    caption = escape(
+        "Trends over this target's last 2 health reviews"
+    )  # report.html is autoescaped
     assert "<h2>What changed</h2>" in html and f"<figcaption>{caption}" in html
 
     with psycopg.connect(planted, autocommit=True) as conn:
@@ -149,26 +185,38 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(plante
     assert identity is not None and identity.endswith("/" + planted.rsplit("/", 1)[1])
     assert [r.run_id for r in store.runs(identity)] == [first.run_id, second.run_id, third.run_id]
     trends = store.trends(identity, "health")
-    assert [v.database_bytes is not None and v.cache_hit_ratio is not None for _, v in trends] == [True] * 3
+    assert [v.database_bytes is not None and v.cache_hit_ratio is not None for _, v in trends] == [
+        True
+    ] * 3
     assert trends[0][1].warning + trends[0][1].critical >= 2
 
 
-def test_a_failed_run_is_stored_and_the_next_run_compares_with_the_last_good_one(planted: str, store_url: str,
-                                                                                   tmp_path: Path):
+def test_a_failed_run_is_stored_and_the_next_run_compares_with_the_last_good_one(
+    planted: str, store_url: str, tmp_path: Path
+):
     good = review(planted, tmp_path / "good")
-    run = RunContext(target=parse_target(planted), out_dir=tmp_path / "failed", settings=Settings(window_seconds=1.0))
+    run = RunContext(
+        target=parse_target(planted),
+        out_dir=tmp_path / "failed",
+        settings=Settings(window_seconds=1.0),
+    )
     with pytest.raises(ConnectionError):
         reviewed(run, refused)
     store = open_store(store_url)
     identity = store.identity_of(parse_target(planted).display)
     failed = store.runs(identity)[-1]
-    assert (failed.run_id, failed.status) == (run.run_id, RunStatus.FAILED) and "ConnectionError" in failed.error
+    assert (failed.run_id, failed.status) == (
+        run.run_id,
+        RunStatus.FAILED,
+    ) and "ConnectionError" in failed.error
     after = review(planted, tmp_path / "after")
     assert after.history is not None and after.history.previous_run_id == good.run_id
     assert after.history.resolved == []
 
 
-def test_quiet_health_window_becomes_the_baseline_a_diagnosis_uses(planted: str, store_url: str, tmp_path: Path):
+def test_quiet_health_window_becomes_the_baseline_a_diagnosis_uses(
+    planted: str, store_url: str, tmp_path: Path
+):
     before = review(planted, tmp_path / "diagnose-before", scenario="diagnose")
     assert before.diagnosis is not None and "No baseline" in before.diagnosis.anomaly_description
     health = review(planted, tmp_path / "health")
@@ -179,19 +227,26 @@ def test_quiet_health_window_becomes_the_baseline_a_diagnosis_uses(planted: str,
     assert json.loads(baseline.window_json)["series"], "the sampled window's metric series are kept"
     diagnosis = review(planted, tmp_path / "diagnose-after", scenario="diagnose")
     assert diagnosis.diagnosis is not None
-    assert f"Baseline: the quiet window of health review {health.run_id}" in diagnosis.diagnosis.anomaly_description
+    assert (
+        f"Baseline: the quiet window of health review {health.run_id}"
+        in diagnosis.diagnosis.anomaly_description
+    )
     facts = json.loads(_observation(tmp_path / "diagnose-after", "anomaly_facts"))
     assert facts["baseline"] is not None and facts["baseline_source"].startswith("the quiet window")
     given = tmp_path / "given-baseline.json"
     given.write_text(baseline.window_json)
     explicit = review(planted, tmp_path / "diagnose-given", scenario="diagnose", baseline=given)
     assert explicit.diagnosis is not None, "--baseline wins over the stored window"
-    assert "Baseline: the baseline file given-baseline.json." in explicit.diagnosis.anomaly_description
+    assert (
+        "Baseline: the baseline file given-baseline.json." in explicit.diagnosis.anomaly_description
+    )
     assert "quiet window of health review" not in explicit.diagnosis.anomaly_description
 
 
 def _observation(run_dir: Path, key: str) -> str:
-    (row,) = Workspace(run_dir / "workspace.duckdb").query("SELECT body FROM observations WHERE key = ?", [key])
+    (row,) = Workspace(run_dir / "workspace.duckdb").query(
+        "SELECT body FROM observations WHERE key = ?", [key]
+    )
     return str(row["body"])
 
 
@@ -201,22 +256,34 @@ def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
         yield f"{url}/hook", received
 
 
-def test_alerts_reach_a_webhook_for_new_problems_and_failures_never_for_old_news(planted: str, store_url: str,
-                                                                                  tmp_path: Path, webhook):
+def test_alerts_reach_a_webhook_for_new_problems_and_failures_never_for_old_news(
+    planted: str, store_url: str, tmp_path: Path, webhook
+):
     url, received = webhook
     first = review(planted, tmp_path / "first")
-    sent = notify(first.model_copy(update={"link": "http://127.0.0.1:4200/runs/flow-run/abc"}), [url])
+    sent = notify(
+        first.model_copy(update={"link": "http://127.0.0.1:4200/runs/flow-run/abc"}), [url]
+    )
     assert sent is not None and len(received) == 1
     (message,) = received
     assert message["path"] == "/hook" and message["type"] == "warning"
     assert parse_target(planted).display in str(message["title"])
     body = str(message["message"])
-    assert "http://127.0.0.1:4200/runs/flow-run/abc" in body and "table_without_primary_key on public.audit" in body
+    assert (
+        "http://127.0.0.1:4200/runs/flow-run/abc" in body
+        and "table_without_primary_key on public.audit" in body
+    )
 
-    second = review(planted, tmp_path / "second")  # nothing changed: persisting problems were told before
+    second = review(
+        planted, tmp_path / "second"
+    )  # nothing changed: persisting problems were told before
     assert notify(second, [url]) is None and len(received) == 1
 
-    run = RunContext(target=parse_target(planted), out_dir=tmp_path / "failed", settings=Settings(window_seconds=1.0))
+    run = RunContext(
+        target=parse_target(planted),
+        out_dir=tmp_path / "failed",
+        settings=Settings(window_seconds=1.0),
+    )
     with pytest.raises(ConnectionError) as raised:
         reviewed(run, refused)
     notify(failed_report(run, raised.value), [url])
@@ -230,30 +297,65 @@ def test_store_keeps_runs_sightings_trends_and_lessons_on_either_backend(store_u
     target = "7300000000000000001/shop"
 
     def finding(code: str, obj: str, severity: Severity) -> StoredFinding:
-        return StoredFinding(fingerprint=fingerprint(target, code, obj), code=code, object=obj, severity=severity, title=code)
+        return StoredFinding(
+            fingerprint=fingerprint(target, code, obj),
+            code=code,
+            object=obj,
+            severity=severity,
+            title=code,
+        )
 
-    for day, (status, found) in enumerate([
-        (RunStatus.COMPLETED, [finding("index_unused", "public.a_idx", Severity.WARNING)]),
-        (RunStatus.COMPLETED, [finding("index_unused", "public.a_idx", Severity.WARNING),
-                               finding("index_unused", "public.a_idx", Severity.INFO)]),  # one per fingerprint: the worst
-        (RunStatus.FAILED, []),
-    ]):
-        run = RunRecord(run_id=f"r{day}", target=target, display="postgresql://u@h:5432/shop", scenario="health",
-                        started_at=start + timedelta(days=day), status=status)
-        store.record_run(run, found, Vitals(cache_hit_ratio=0.9 + day / 100, database_bytes=2**20 * (day + 1), warning=1))
+    for day, (status, found) in enumerate(
+        [
+            (RunStatus.COMPLETED, [finding("index_unused", "public.a_idx", Severity.WARNING)]),
+            (
+                RunStatus.COMPLETED,
+                [
+                    finding("index_unused", "public.a_idx", Severity.WARNING),
+                    finding("index_unused", "public.a_idx", Severity.INFO),
+                ],
+            ),  # one per fingerprint: the worst
+            (RunStatus.FAILED, []),
+        ]
+    ):
+        run = RunRecord(
+            run_id=f"r{day}",
+            target=target,
+            display="postgresql://u@h:5432/shop",
+            scenario="health",
+            started_at=start + timedelta(days=day),
+            status=status,
+        )
+        store.record_run(
+            run,
+            found,
+            Vitals(cache_hit_ratio=0.9 + day / 100, database_bytes=2**20 * (day + 1), warning=1),
+        )
     assert [r.run_id for r in store.runs(target)] == ["r0", "r1", "r2"]
-    assert store.previous_run(target, "health", start + timedelta(days=5)).run_id == "r1"  # not the failed one
+    assert (
+        store.previous_run(target, "health", start + timedelta(days=5)).run_id == "r1"
+    )  # not the failed one
     assert [f.severity for f in store.findings("r1")] == [Severity.WARNING]
-    sighting = store.sightings(target, "health", start + timedelta(days=5))[fingerprint(target, "index_unused", "public.a_idx")]
+    sighting = store.sightings(target, "health", start + timedelta(days=5))[
+        fingerprint(target, "index_unused", "public.a_idx")
+    ]
     assert (sighting.first_seen, sighting.last_seen) == (start, start + timedelta(days=1))
-    assert [round(v.cache_hit_ratio, 2) for _, v in store.trends(target, "health")] == [0.9, 0.91, 0.92]
+    assert [round(v.cache_hit_ratio, 2) for _, v in store.trends(target, "health")] == [
+        0.9,
+        0.91,
+        0.92,
+    ]
     assert store.previous_run(target, "diagnose", start + timedelta(days=5)) is None
     store.put_lesson(target, "collect_table_stats", "replace", '{"x": 1}', 2)
-    assert open_store(store_url).lesson(target, "collect_table_stats") == ('{"x": 1}', 2)  # reopened: persisted
+    assert open_store(store_url).lesson(target, "collect_table_stats") == (
+        '{"x": 1}',
+        2,
+    )  # reopened: persisted
 
 
-def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(store_url: str,
-                                                                            monkeypatch: pytest.MonkeyPatch):
+def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+):
     """A review's history calls share one connection (record_history); inside, reads see the block's writes."""
     store = open_store(store_url)
     sessions: list[int] = []
@@ -262,8 +364,14 @@ def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(stor
     target, start = "7300000000000000002/shop", datetime(2026, 1, 1, tzinfo=UTC)
 
     def run(run_id: str) -> RunRecord:
-        return RunRecord(run_id=run_id, target=target, display="postgresql://u@h:5432/shop", scenario="health",
-                         started_at=start, status=RunStatus.COMPLETED)
+        return RunRecord(
+            run_id=run_id,
+            target=target,
+            display="postgresql://u@h:5432/shop",
+            scenario="health",
+            started_at=start,
+            status=RunStatus.COMPLETED,
+        )
 
     with store.transaction():
         assert store.previous_run(target, "health", start + timedelta(days=1)) is None
@@ -277,28 +385,53 @@ def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(stor
     assert [r.run_id for r in open_store(store_url).runs(target)] == ["kept"]
 
 
-def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(planted: str, store_url: str,
-                                                                                tmp_path: Path):
+def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(
+    planted: str, store_url: str, tmp_path: Path
+):
     first = review(planted, tmp_path / "first")
     review(planted, tmp_path / "second")
     env = {**os.environ, STORE_ENV: store_url}
-    shown = subprocess.run([sys.executable, "-m", "cli", "history", planted], capture_output=True, text=True, env=env,
-                           timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli", "history", planted],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert parse_target(planted).display in shown.stdout
-    assert first.started_at.strftime("%Y-%m-%d %H:%M:%S") in shown.stdout and "completed" in shown.stdout
-    unknown = subprocess.run([sys.executable, "-m", "cli", "history", "nowhere"], capture_output=True, text=True, env=env,
-                             timeout=120)
+    assert (
+        first.started_at.strftime("%Y-%m-%d %H:%M:%S") in shown.stdout
+        and "completed" in shown.stdout
+    )
+    unknown = subprocess.run(
+        [sys.executable, "-m", "cli", "history", "nowhere"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert unknown.returncode == 2 and "no target in the store matches 'nowhere'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
     env[STORE_ENV] = "postgresql://keeper:hunter2@127.0.0.1:1/nowhere"
-    down = subprocess.run([sys.executable, "-m", "cli", "history", "x"], capture_output=True, text=True, env=env, timeout=120)
-    assert down.returncode == 2 and "the store postgresql://keeper@127.0.0.1:1/nowhere cannot be opened" in down.stderr
+    down = subprocess.run(
+        [sys.executable, "-m", "cli", "history", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        down.returncode == 2
+        and "the store postgresql://keeper@127.0.0.1:1/nowhere cannot be opened" in down.stderr
+    )
     assert "hunter2" not in down.stderr and len(down.stderr.strip().splitlines()) == 1
 
 
 def test_postgres_store_never_shows_its_password(pg: EmbeddedPostgres):
-    pg.psql("DROP ROLE IF EXISTS keeper; CREATE ROLE keeper LOGIN PASSWORD 'hunter2'; CREATE DATABASE keeper_store OWNER keeper;")
+    pg.psql(
+        "DROP ROLE IF EXISTS keeper; CREATE ROLE keeper LOGIN PASSWORD 'hunter2'; CREATE DATABASE keeper_store OWNER keeper;"
+    )
     store = open_store(f"postgresql://keeper:hunter2@127.0.0.1:{pg.port}/keeper_store")
     assert "hunter2" not in store.location and store.location.startswith("postgresql://keeper@")
     assert isinstance(store, Store) and store.targets() == []
@@ -308,4 +441,6 @@ def test_identity_is_the_memory_identity(planted: str, store_url: str, tmp_path:
     review(planted, tmp_path / "one")
     run = RunContext(target=parse_target(planted), out_dir=tmp_path / "probe")
     init = PlainPhases.initialize(run)
-    assert open_store(store_url).identity_of(run.target.display) == target_identity(run.target, init.brief)
+    assert open_store(store_url).identity_of(run.target.display) == target_identity(
+        run.target, init.brief
+    )

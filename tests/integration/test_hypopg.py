@@ -16,9 +16,15 @@ from typing import Any
 
 import pytest
 
-from lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
-from operators.hypothetical_indexes import HypopgMissing, Statement, advise, generic_plan_cost, hide_index_effect
+from lab.embedded import EmbeddedPostgres
+from operators.hypothetical_indexes import (
+    HypopgMissing,
+    Statement,
+    advise,
+    generic_plan_cost,
+    hide_index_effect,
+)
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")
@@ -64,8 +70,10 @@ def _ensure_debian_pg15() -> None:
         return
     wanted = " ".join(PACKAGES)
     if shutil.which("apt-get") is None or os.geteuid() != 0:
-        pytest.fail(f"Debian's {wanted} are not installed and this run cannot install them (needs root and apt-get): "
-                    f"run `apt-get install -y {wanted}` or .ci/run")
+        pytest.fail(
+            f"Debian's {wanted} are not installed and this run cannot install them (needs root and apt-get): "
+            f"run `apt-get install -y {wanted}` or .ci/run"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-q", *PACKAGES]
     if subprocess.run(install, env=env, capture_output=True, text=True).returncode != 0:
@@ -106,7 +114,11 @@ def _statements(conn: Any) -> list[Statement]:
 
 def _our_prepared(conn: Any) -> int:
     """The advisor's own PREPAREd statements still alive (psycopg's automatic ones are named _pg3_*)."""
-    return int(conn.execute("SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_generic%'").fetchone()["n"])
+    return int(
+        conn.execute(
+            "SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'dbcrew_generic%'"
+        ).fetchone()["n"]
+    )
 
 
 def _version(conn: Any) -> int:
@@ -115,7 +127,12 @@ def _version(conn: Any) -> int:
 
 def test_advisor_proves_the_missing_index_in_a_read_only_session(session15: Any) -> None:
     conn = session15
-    assert conn.execute("SHOW default_transaction_read_only").fetchone()["default_transaction_read_only"] == "on"
+    assert (
+        conn.execute("SHOW default_transaction_read_only").fetchone()[
+            "default_transaction_read_only"
+        ]
+        == "on"
+    )
     version = _version(conn)
     assert 150000 <= version < 160000
     statements = _statements(conn)
@@ -134,7 +151,10 @@ def test_advisor_proves_the_missing_index_in_a_read_only_session(session15: Any)
     pair = [s for s in advice.suggestions if set(s.columns) == {"region", "channel"}]
     assert len(pair) == 1 and len(pair[0].columns) == 2
     assert pair[0].saving >= 0.5
-    assert set(by_columns) == {("public", "events", ("account_id",)), ("public", "events", pair[0].columns)}
+    assert set(by_columns) == {
+        ("public", "events", ("account_id",)),
+        ("public", "events", pair[0].columns),
+    }
     skipped = dict(advice.skipped)
     tiny = next(q for q in skipped if "FROM tiny" in q)
     assert "not worth an index" in skipped[tiny]
@@ -158,9 +178,13 @@ def test_advisor_skips_columns_an_index_already_serves(session15: Any) -> None:
     assert "not worth an index" in told_nothing.skipped[0][1]
     # Told that an index leads with account_id, the advisor believes the caller and tries nothing.
     account = Statement("SELECT * FROM events WHERE account_id = $1", 1, 1.0)
-    told_wrong = advise(conn, [account], _version(conn), indexed={("public", "events"): [["account_id", "region"]]})
+    told_wrong = advise(
+        conn, [account], _version(conn), indexed={("public", "events"): [["account_id", "region"]]}
+    )
     assert told_wrong.suggestions == [] and told_wrong.plans == 0
-    assert told_wrong.skipped == [(account.query, "every filter column already leads a btree index")]
+    assert told_wrong.skipped == [
+        (account.query, "every filter column already leads a btree index")
+    ]
 
 
 def test_a_higher_saving_threshold_withholds_the_suggestion(session15: Any) -> None:
@@ -176,7 +200,9 @@ def test_a_higher_saving_threshold_withholds_the_suggestion(session15: Any) -> N
 def test_generic_plan_cost_of_normalized_statements_on_pg15(session15: Any) -> None:
     conn = session15
     version = _version(conn)
-    cost = generic_plan_cost(conn, "SELECT * FROM events WHERE account_id = $1 AND region < $2", version)
+    cost = generic_plan_cost(
+        conn, "SELECT * FROM events WHERE account_id = $1 AND region < $2", version
+    )
     assert cost.total is not None and cost.total > 1000 and cost.reason is None
     utility = generic_plan_cost(conn, "VACUUM events", version)
     assert utility.total is None and "utility statement" in (utility.reason or "")
@@ -187,17 +213,31 @@ def test_generic_plan_cost_of_normalized_statements_on_pg15(session15: Any) -> N
     assert failing.total is None and "DivisionByZero" in (failing.reason or "")
     assert _our_prepared(conn) == 0
     # Planned, never run: an UPDATE's plan in the read-only session, and the table unchanged.
-    update = generic_plan_cost(conn, "UPDATE events SET payload = $1 WHERE account_id = $2", version)
+    update = generic_plan_cost(
+        conn, "UPDATE events SET payload = $1 WHERE account_id = $2", version
+    )
     assert update.total is not None
-    assert conn.execute("SELECT count(*) AS n FROM events WHERE payload <> repeat('x', 40)").fetchone()["n"] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM events WHERE payload <> repeat('x', 40)"
+        ).fetchone()["n"]
+        == 0
+    )
     assert _our_prepared(conn) == 0
 
 
 def test_hide_index_reports_unavailable_on_hypopg_1_3(session15: Any) -> None:
     conn = session15
-    assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'hypopg'").fetchone()["extversion"] == "1.3.1"
+    assert (
+        conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'hypopg'").fetchone()[
+            "extversion"
+        ]
+        == "1.3.1"
+    )
     oid = conn.execute("SELECT 'public.events_device_id'::regclass::oid AS oid").fetchone()["oid"]
-    effect = hide_index_effect(conn, oid, ["SELECT * FROM events WHERE device_id = $1"], _version(conn))
+    effect = hide_index_effect(
+        conn, oid, ["SELECT * FROM events WHERE device_id = $1"], _version(conn)
+    )
     assert not effect.available and effect.costs == ()
     assert effect.reason == "unavailable: hypopg 1.3.1 < 1.4 (no hypopg_hide_index)"
 
@@ -205,8 +245,11 @@ def test_hide_index_reports_unavailable_on_hypopg_1_3(session15: Any) -> None:
 def test_generic_plan_on_pg18_matches_the_prepared_path(pg: EmbeddedPostgres) -> None:
     """PostgreSQL 16+ has EXPLAIN (GENERIC_PLAN); the PREPARE path used before 16 must plan the same."""
     pg.psql("CREATE DATABASE hypo18;")
-    pg.psql("CREATE TABLE items (id int PRIMARY KEY, sku int NOT NULL);"
-            "INSERT INTO items SELECT g, g % 500 FROM generate_series(1, 20000) AS g; ANALYZE items;", dbname="hypo18")
+    pg.psql(
+        "CREATE TABLE items (id int PRIMARY KEY, sku int NOT NULL);"
+        "INSERT INTO items SELECT g, g % 500 FROM generate_series(1, 20000) AS g; ANALYZE items;",
+        dbname="hypo18",
+    )
     with parse_target(pg.dsn("hypo18")).session() as conn:
         version = _version(conn)
         assert version >= 160000
@@ -226,8 +269,12 @@ def test_a_pg_monitor_role_gets_the_reason_instead_of_a_plan(pg15: EmbeddedPostg
         assert statements
         advice = advise(conn, statements, _version(conn))
         assert advice.suggestions == []
-        assert advice.skipped == [(statements[0].query,
-                                   "cannot be planned: InsufficientPrivilege: permission denied for table events")]
+        assert advice.skipped == [
+            (
+                statements[0].query,
+                "cannot be planned: InsufficientPrivilege: permission denied for table events",
+            )
+        ]
 
 
 def test_a_single_column_suggestion_folds_into_the_pair_it_leads(session15: Any) -> None:
@@ -235,36 +282,51 @@ def test_a_single_column_suggestion_folds_into_the_pair_it_leads(session15: Any)
     region = Statement("SELECT * FROM events WHERE region = $1", 5, 50.0)
 
     def advised(pair_query: str) -> dict[tuple[str, ...], Any]:
-        advice = advise(conn, [Statement(pair_query, 1, 100.0), region], _version(conn), min_saving=0.4)
+        advice = advise(
+            conn, [Statement(pair_query, 1, 100.0), region], _version(conn), min_saving=0.4
+        )
         return {s.columns: s for s in advice.suggestions}
 
     # (region) alone saves about half; (region, channel) serves that statement too: one index, two proofs.
     folded = advised("SELECT * FROM events WHERE region = $1 AND channel = $2")
     assert list(folded) == [("region", "channel")]
     assert [p.query for p in folded[("region", "channel")].proofs] == [
-        "SELECT * FROM events WHERE region = $1 AND channel = $2", region.query]
+        "SELECT * FROM events WHERE region = $1 AND channel = $2",
+        region.query,
+    ]
     assert folded[("region", "channel")].proofs[1].saving >= 0.4
     # (channel, region) does not lead with region: both indexes stay.
     kept = advised("SELECT * FROM events WHERE channel = $1 AND region = $2")
     assert set(kept) == {("channel", "region"), ("region",)}
 
 
-def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(session15: Any) -> None:
+def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(
+    session15: Any,
+) -> None:
     conn = session15
     sensor = Statement("SELECT * FROM readings WHERE sensor = $1", 10, 100.0)
     doc = Statement("SELECT * FROM readings_1 WHERE doc IS NULL", 10, 50.0)
     advice = advise(conn, [sensor, doc], _version(conn))
-    assert [s.ddl for s in advice.suggestions] == ["CREATE INDEX ON public.readings (sensor);"]  # no CONCURRENTLY there
+    assert [s.ddl for s in advice.suggestions] == [
+        "CREATE INDEX ON public.readings (sensor);"
+    ]  # no CONCURRENTLY there
     assert advice.suggestions[0].saving > 0.5
-    assert advice.skipped == [(doc.query, "no hypothetical index could be planned: "
-                               "data type json has no default operator class for access method \"btree\"")]
+    assert advice.skipped == [
+        (
+            doc.query,
+            "no hypothetical index could be planned: "
+            'data type json has no default operator class for access method "btree"',
+        )
+    ]
 
 
-def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: EmbeddedPostgres, tmp_path: Path) -> None:
+def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
+    pg15: EmbeddedPostgres, tmp_path: Path
+) -> None:
     from dbcrew.settings import Settings
-    from roles.crew import RunContext
     from flows.phases import PlainPhases
     from flows.review import review
+    from roles.crew import RunContext
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(
@@ -276,7 +338,11 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: Emb
         " SELECT count(*) FROM orders WHERE customer = 17; SELECT count(*) FROM orders WHERE customer = 18;",
         dbname="shop15",
     )
-    run = RunContext(target=parse_target(pg15.dsn("shop15")), settings=Settings(window_seconds=1.0, activity_samples=2), out_dir=tmp_path)
+    run = RunContext(
+        target=parse_target(pg15.dsn("shop15")),
+        settings=Settings(window_seconds=1.0, activity_samples=2),
+        out_dir=tmp_path,
+    )
     report = review(run, PlainPhases)
     missing = [f for f in report.findings if f.code == "index_missing"]
     assert [f.object for f in missing] == ["public.orders(customer)"]
@@ -285,5 +351,7 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(pg15: Emb
     assert missing[0].fix_sql == "CREATE INDEX CONCURRENTLY ON public.orders (customer);"
     duplicate = next(f for f in report.findings if f.code == "index_duplicate")
     assert duplicate.object == "public.orders_status_idx"
-    assert duplicate.evidence["if_dropped"] == "unavailable: hypopg 1.3.1 < 1.4 (no hypopg_hide_index)"
+    assert (
+        duplicate.evidence["if_dropped"] == "unavailable: hypopg 1.3.1 < 1.4 (no hypopg_hide_index)"
+    )
     assert not any(f.code == "extension_missing" and f.object == "hypopg" for f in report.findings)

@@ -9,21 +9,25 @@ import psycopg
 import pytest
 from markupsafe import escape
 
-from lab.shop import DemoShop
-from lab.embedded import EmbeddedPostgres
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from roles.crew import RunContext
 from flows.phases import PlainPhases
 from flows.review import review as review_run
+from lab.embedded import EmbeddedPostgres
+from lab.shop import DemoShop
+from roles.crew import RunContext
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 
 
 def review(dsn: str, out: Path, faults: list[FaultSpec] | None = None, window: float = 1.5):
-    run = RunContext(target=parse_target(dsn), settings=Settings(window_seconds=window, activity_samples=3), out_dir=out,
-                     faults=faults or [])
+    run = RunContext(
+        target=parse_target(dsn),
+        settings=Settings(window_seconds=window, activity_samples=3),
+        out_dir=out,
+        faults=faults or [],
+    )
     return review_run(run, PlainPhases)
 
 
@@ -36,11 +40,15 @@ def test_review_finds_every_planted_problem_and_nothing_else(shop: DemoShop, tmp
     assert all(c.status.value == "ran" for c in report.coverage)
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") == 1
     assert (tmp_path / "charts" / "table_activity.png").stat().st_size > 1000
-    assert report.charts and all(report.captions.get(c) for c in report.charts), "every chart says what it shows"
+    assert report.charts and all(report.captions.get(c) for c in report.charts), (
+        "every chart says what it shows"
+    )
     html = (tmp_path / "report.html").read_text()
     slow = [f for f in report.findings if f.code == "slow_query"]
     assert slow and all(f.object.startswith("queryid:") and f.statement for f in slow)
-    assert f'<pre class="statement">{escape(slow[0].statement)}</pre>' in html  # the text next to its query id
+    assert (
+        f'<pre class="statement">{escape(slow[0].statement)}</pre>' in html
+    )  # the text next to its query id
     missing = next(f for f in report.findings if f.code == "index_missing")
     assert missing.fix_sql == "CREATE INDEX CONCURRENTLY ON public.customers (email);"
     assert "email" in missing.evidence["query"]
@@ -57,12 +65,19 @@ def test_review_writes_nothing_to_its_target(pg: EmbeddedPostgres, shop: DemoSho
 
 
 def test_review_sessions_refuse_writes(shop: DemoShop):
-    with parse_target(shop.dsn).session() as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+    with (
+        parse_target(shop.dsn).session() as conn,
+        pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
+    ):
         conn.execute("CREATE TABLE dbcrew_must_not_exist (id int)")
 
 
-def test_role_without_read_all_stats_gets_an_honest_report(pg: EmbeddedPostgres, shop: DemoShop, tmp_path: Path):
-    pg.psql("DROP ROLE IF EXISTS auditor; CREATE ROLE auditor LOGIN; GRANT CONNECT ON DATABASE shop TO auditor;")
+def test_role_without_read_all_stats_gets_an_honest_report(
+    pg: EmbeddedPostgres, shop: DemoShop, tmp_path: Path
+):
+    pg.psql(
+        "DROP ROLE IF EXISTS auditor; CREATE ROLE auditor LOGIN; GRANT CONNECT ON DATABASE shop TO auditor;"
+    )
     report = review(pg.dsn("shop", user="auditor"), tmp_path)
     privilege = next(f for f in report.findings if f.code == "privilege_insufficient")
     assert privilege.evidence["grant"] == "GRANT pg_read_all_stats TO auditor;"
@@ -74,10 +89,16 @@ def test_role_without_read_all_stats_gets_an_honest_report(pg: EmbeddedPostgres,
 
 
 def test_persistent_failure_goes_alert_monitor_instruction(shop: DemoShop, tmp_path: Path):
-    report = review(shop.dsn, tmp_path, [FaultSpec(operator="check_sessions", kind=FaultKind.TIMEOUT)])
+    report = review(
+        shop.dsn, tmp_path, [FaultSpec(operator="check_sessions", kind=FaultKind.TIMEOUT)]
+    )
     assert (report.phases.alerts, report.phases.instructions, report.phases.replans) == (1, 1, 0)
     decision = report.decisions[0]
-    assert (decision.task_id, decision.branch, decision.leaf) == ("check_sessions", "pipeline", "timeout")
+    assert (decision.task_id, decision.branch, decision.leaf) == (
+        "check_sessions",
+        "pipeline",
+        "timeout",
+    )
     assert "statement timeout" in decision.error
     coverage = {c.check: c for c in report.coverage}
     assert coverage["check_sessions"].status.value == "failed"
@@ -85,26 +106,37 @@ def test_persistent_failure_goes_alert_monitor_instruction(shop: DemoShop, tmp_p
 
 
 def test_transient_failure_is_fixed_by_the_worker_alone(shop: DemoShop, tmp_path: Path):
-    report = review(shop.dsn, tmp_path, [FaultSpec(operator="check_sessions", kind=FaultKind.TIMEOUT, times=1)])
+    report = review(
+        shop.dsn, tmp_path, [FaultSpec(operator="check_sessions", kind=FaultKind.TIMEOUT, times=1)]
+    )
     assert report.phases.alerts == 0
     assert all(c.status.value == "ran" for c in report.coverage)
 
 
 def test_team_error_replans_and_keeps_completed_tasks(shop: DemoShop, tmp_path: Path):
-    report = review(shop.dsn, tmp_path, [FaultSpec(operator="collect_table_stats", kind=FaultKind.MISFIT)])
+    report = review(
+        shop.dsn, tmp_path, [FaultSpec(operator="collect_table_stats", kind=FaultKind.MISFIT)]
+    )
     assert (report.phases.alerts, report.phases.replans, report.phases.plans) == (1, 1, 2)
     assert report.decisions[0].leaf == "wrong_operator" and report.decisions[0].branch == "logic"
     assert report.phases.reused_tasks >= 6  # every collector that finished before the alert
     assert all(c.status.value == "ran" for c in report.coverage)
-    assert ("index_missing", "public.customers(email)") in {(f.code, f.object) for f in report.findings}
+    assert ("index_missing", "public.customers(email)") in {
+        (f.code, f.object) for f in report.findings
+    }
 
 
 def test_clean_database_has_no_problem_findings(pg: EmbeddedPostgres, tmp_path: Path):
     pg.psql("CREATE DATABASE clean;")
-    pg.psql("CREATE EXTENSION pg_stat_statements; CREATE TABLE items (id bigint PRIMARY KEY, name text);"
-            " INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 20000) g;"
-            " SELECT pg_stat_force_next_flush();", dbname="clean")
-    pg.psql("ANALYZE;", dbname="clean")  # after the load's statistics are flushed, as a loader would
+    pg.psql(
+        "CREATE EXTENSION pg_stat_statements; CREATE TABLE items (id bigint PRIMARY KEY, name text);"
+        " INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 20000) g;"
+        " SELECT pg_stat_force_next_flush();",
+        dbname="clean",
+    )
+    pg.psql(
+        "ANALYZE;", dbname="clean"
+    )  # after the load's statistics are flushed, as a loader would
     report = review(pg.dsn("clean"), tmp_path)
     assert [f for f in report.findings if f.is_problem] == []
     assert all(c.status.value == "ran" for c in report.coverage)

@@ -21,6 +21,8 @@ from dbcrew.llm.client import endpoint_limits
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
+from flows.phases import PlainPhases
+from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.registry import REGISTRY
@@ -29,12 +31,12 @@ from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
 from roles.crew import RunContext
 from roles.planner import make_plan
-from flows.phases import PlainPhases
-from flows.review import review
 from roles.validators import validate
 from tests.llm.test_openai_brain import good_plan_json, request
 
-OBJECTION = json.dumps({"problems": [{"task_id": None, "kind": "missing_check", "message": "check everything twice"}]})
+OBJECTION = json.dumps(
+    {"problems": [{"task_id": None, "kind": "missing_check", "message": "check everything twice"}]}
+)
 
 
 @pytest.fixture()
@@ -45,28 +47,53 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def brain(server: ScriptedServer) -> OpenAIBrain:
-    return OpenAIBrain(render, base_url=server.url, api_key="test-key", model="scripted", timeout=5.0, max_repairs=0)
+    return OpenAIBrain(
+        render,
+        base_url=server.url,
+        api_key="test-key",
+        model="scripted",
+        timeout=5.0,
+        max_repairs=0,
+    )
 
 
 def refused_plan() -> str:
     plan = json.loads(good_plan_json())
-    plan["tasks"].append({"id": "drop_everything", "agent": "health-checker", "operator": "drop_everything"})
+    plan["tasks"].append(
+        {"id": "drop_everything", "agent": "health-checker", "operator": "drop_everything"}
+    )
     return json.dumps(plan)
 
 
-@pytest.mark.parametrize("answer", [refused_plan(), json.dumps({"team": [], "tasks": []})], ids=["refused-operator", "empty-plan"])
-def test_a_plan_the_model_cannot_make_valid_becomes_the_rules_plan(server: ScriptedServer, answer: str):
+@pytest.mark.parametrize(
+    "answer",
+    [refused_plan(), json.dumps({"team": [], "tasks": []})],
+    ids=["refused-operator", "empty-plan"],
+)
+def test_a_plan_the_model_cannot_make_valid_becomes_the_rules_plan(
+    server: ScriptedServer, answer: str
+):
     server.otherwise = Reply(content=answer)  # the plan and both reflections
     b = brain(server)
     planned = make_plan(b, request(), max_rounds=2)
-    assert planned.strategy == RulesBrain().plan(request()) and validate(planned.strategy, request().catalogue) == []
-    assert (b.usage.questions, b.usage.fallbacks) == (3, 3) == (len(server.requests), len(server.requests))
+    assert (
+        planned.strategy == RulesBrain().plan(request())
+        and validate(planned.strategy, request().catalogue) == []
+    )
+    assert (
+        (b.usage.questions, b.usage.fallbacks)
+        == (3, 3)
+        == (len(server.requests), len(server.requests))
+    )
     assert b.answered_by() == "rules (openai gave no usable answer to any of 3 questions)"
 
 
 def test_a_critique_that_never_agrees_ends_in_the_rules_plan(server: ScriptedServer):
-    server.replies += [Reply(content=good_plan_json()), *[Reply(content=OBJECTION), Reply(content=good_plan_json())] * 2,
-                       Reply(content=OBJECTION)]
+    server.replies += [
+        Reply(content=good_plan_json()),
+        *[Reply(content=OBJECTION), Reply(content=good_plan_json())] * 2,
+        Reply(content=OBJECTION),
+    ]
     b = brain(server)
     planned = make_plan(b, request(), max_rounds=2)
     assert planned.strategy == RulesBrain().plan(request())
@@ -75,18 +102,28 @@ def test_a_critique_that_never_agrees_ends_in_the_rules_plan(server: ScriptedSer
     assert b.answered_by() == "rules (openai gave no usable answer to any of 7 questions)"
 
 
-@pytest.mark.parametrize(("timeout", "retries", "message"), [
-    ("abc", "", "DBCREW_LLM_TIMEOUT='abc'"), ("nan", "", "above 0"), ("0", "", "above 0"), ("", "-1", "0 to 10"), ("", "99", "0 to 10"),
-])
-def test_endpoint_limits_refuse_values_out_of_range(monkeypatch: pytest.MonkeyPatch, timeout: str, retries: str, message: str):
+@pytest.mark.parametrize(
+    ("timeout", "retries", "message"),
+    [
+        ("abc", "", "DBCREW_LLM_TIMEOUT='abc'"),
+        ("nan", "", "above 0"),
+        ("0", "", "above 0"),
+        ("", "-1", "0 to 10"),
+        ("", "99", "0 to 10"),
+    ],
+)
+def test_endpoint_limits_refuse_values_out_of_range(
+    monkeypatch: pytest.MonkeyPatch, timeout: str, retries: str, message: str
+):
     monkeypatch.setenv("DBCREW_LLM_TIMEOUT", timeout)
     monkeypatch.setenv("DBCREW_LLM_MAX_RETRIES", retries)
     with pytest.raises(UsageError, match=message):
         endpoint_limits()
 
 
-def test_oversized_window_is_capped_and_a_slow_endpoint_is_asked_once(pg: EmbeddedPostgres, server: ScriptedServer,
-                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_oversized_window_is_capped_and_a_slow_endpoint_is_asked_once(
+    pg: EmbeddedPostgres, server: ScriptedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     plan = json.loads(good_plan_json())
     for task in plan["tasks"]:
         if "window_seconds" in REGISTRY[task["operator"]].params_model.model_fields:
@@ -98,11 +135,22 @@ def test_oversized_window_is_capped_and_a_slow_endpoint_is_asked_once(pg: Embedd
     monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
     monkeypatch.setenv("DBCREW_LLM_TIMEOUT", "0.5")
     monkeypatch.setenv("DBCREW_LLM_MAX_RETRIES", "0")
-    run = RunContext(target=parse_target(pg.dsn("postgres")), brain="openai", out_dir=tmp_path,
-                     settings=Settings(window_seconds=1, activity_samples=2))
+    run = RunContext(
+        target=parse_target(pg.dsn("postgres")),
+        brain="openai",
+        out_dir=tmp_path,
+        settings=Settings(window_seconds=1, activity_samples=2),
+    )
     report = review(run, PlainPhases)
-    assert len(server.requests) == 2, "after the first request that timed out, no question reached the endpoint"
+    assert len(server.requests) == 2, (
+        "after the first request that timed out, no question reached the endpoint"
+    )
     assert report.llm.fallbacks == report.llm.questions - 1 >= 2
-    assert report.brain == f"openai, {report.llm.fallbacks} of {report.llm.questions} questions fell back to rules"
-    windows = Workspace(run.workspace_path).query("SELECT max(window_seconds) AS longest FROM database_stats")
+    assert (
+        report.brain
+        == f"openai, {report.llm.fallbacks} of {report.llm.questions} questions fell back to rules"
+    )
+    windows = Workspace(run.workspace_path).query(
+        "SELECT max(window_seconds) AS longest FROM database_stats"
+    )
     assert windows[0]["longest"] < 5, "the plan's 90 s window outgrew --window 1"

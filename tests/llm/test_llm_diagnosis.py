@@ -32,19 +32,41 @@ ALERT = "insert throughput dropped"
 
 
 def window(inserted: float, commits: float, lock: int) -> WindowEvidence:
-    series = {"db.tup_inserted": [inserted * f for f in (0.95, 1.0, 1.05, 1.0, 0.98, 1.02)],
-              "db.xact_commit": [commits * f for f in (0.97, 1.0, 1.03, 1.0, 0.99, 1.01)],
-              "act.active": [4.0, 4.2, 3.8, 4.0, 4.1, 3.9]}
-    return WindowEvidence(started_at=0, seconds=6, interval=1, series=series, waits={"CPU": 50, "Lock:tuple": lock},
-                          session_samples=30, statements=[StatementDelta(queryid=7, query=PLANTED, calls=commits * 6,
-                                                                         total_exec_time_ms=900.0, rows=inserted * 6)],
-                          settings={"synchronous_commit": "on"})
+    series = {
+        "db.tup_inserted": [inserted * f for f in (0.95, 1.0, 1.05, 1.0, 0.98, 1.02)],
+        "db.xact_commit": [commits * f for f in (0.97, 1.0, 1.03, 1.0, 0.99, 1.01)],
+        "act.active": [4.0, 4.2, 3.8, 4.0, 4.1, 3.9],
+    }
+    return WindowEvidence(
+        started_at=0,
+        seconds=6,
+        interval=1,
+        series=series,
+        waits={"CPU": 50, "Lock:tuple": lock},
+        session_samples=30,
+        statements=[
+            StatementDelta(
+                queryid=7,
+                query=PLANTED,
+                calls=commits * 6,
+                total_exec_time_ms=900.0,
+                rows=inserted * 6,
+            )
+        ],
+        settings={"synchronous_commit": "on"},
+    )
 
 
 @pytest.fixture(scope="module")
 def record() -> FactsRecord:
     win, base = window(30_000, 400, 10), window(300, 20, 0)
-    return FactsRecord(window=win, baseline=base, baseline_source="a quiet window", abnormal=abnormal_metrics(win, base), alert=ALERT)
+    return FactsRecord(
+        window=win,
+        baseline=base,
+        baseline_source="a quiet window",
+        abnormal=abnormal_metrics(win, base),
+        alert=ALERT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +91,25 @@ def server(shared_server: ScriptedServer) -> ScriptedServer:
     return shared_server
 
 
-def diagnoser(server: ScriptedServer, capability: Capability = Capability.TOOLS, timeout: float = 5.0, retries: int = 1,
-              cache: ResponseCache | None = None, **limits: int) -> LlmDiagnoser:
-    client = LlmClient(render, base_url=server.url, api_key=API_KEY, model="scripted", timeout=timeout, max_retries=retries)
-    return LlmDiagnoser(client, render, DiagnosisLimits(**{"experts": 1, **limits}), capability, cache)
+def diagnoser(
+    server: ScriptedServer,
+    capability: Capability = Capability.TOOLS,
+    timeout: float = 5.0,
+    retries: int = 1,
+    cache: ResponseCache | None = None,
+    **limits: int,
+) -> LlmDiagnoser:
+    client = LlmClient(
+        render,
+        base_url=server.url,
+        api_key=API_KEY,
+        model="scripted",
+        timeout=timeout,
+        max_retries=retries,
+    )
+    return LlmDiagnoser(
+        client, render, DiagnosisLimits(**{"experts": 1, **limits}), capability, cache
+    )
 
 
 def tool(name: str, **args: object) -> Reply:
@@ -84,11 +121,17 @@ def prompted(action: str, **args: object) -> str:
 
 
 def cause(code: str, *cited: tuple[str, str, float], confidence: float = 0.8) -> dict[str, object]:
-    return {"code": code, "confidence": confidence, "explanation": "from the observations",
-            "evidence": [{"metric": m, "stat": s, "value": v} for m, s, v in cited]}
+    return {
+        "code": code,
+        "confidence": confidence,
+        "explanation": "from the observations",
+        "evidence": [{"metric": m, "stat": s, "value": v} for m, s, v in cited],
+    }
 
 
-INSERTS = cause("workload_many_inserts", ("db.tup_inserted", "mean", 30_000), ("db.xact_commit", "mean", 400))
+INSERTS = cause(
+    "workload_many_inserts", ("db.tup_inserted", "mean", 30_000), ("db.xact_commit", "mean", 400)
+)
 LOCKS = cause("lock_contention", ("wait:Lock:", "share", 0.1667), confidence=0.9)
 INVENTED = cause("cpu_contention", ("db.tup_inserted", "mean", 95_000))
 
@@ -97,62 +140,116 @@ def test_rules_find_the_insert_flood(rules: list[RootCause]):
     assert [c.code for c in rules] == ["workload_many_inserts"]
 
 
-def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(server, record, rules):
-    server.replies += [tool("observe", what="abnormal"),
-                       Reply(tool_calls=[("observe", {"what": "metrics", "names": ["db.tup_inserted", "db.xact_commit"]}), ("waits", {})]),
-                       tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED])]
+def test_competent_expert_calls_tools_and_its_causes_are_merged_with_the_rules(
+    server, record, rules
+):
+    server.replies += [
+        tool("observe", what="abnormal"),
+        Reply(
+            tool_calls=[
+                ("observe", {"what": "metrics", "names": ["db.tup_inserted", "db.xact_commit"]}),
+                ("waits", {}),
+            ]
+        ),
+        tool("propose_causes", causes=[INSERTS, LOCKS, INVENTED]),
+    ]
     causes, report = diagnoser(server).diagnose(record, rules)
-    assert report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 3  # two observations in one turn
+    assert (
+        report.experts == ["workload"] and report.tool_calls == 3 and report.calls == 3
+    )  # two observations in one turn
     assert (report.prompt_tokens, report.completion_tokens) == (300, 60)
     assert report.accepted == ["workload: workload_many_inserts", "workload: lock_contention"]
-    assert report.rejected == ["workload: cpu_contention: cites db.tup_inserted mean = 95000, observed 3e+04"]
+    assert report.rejected == [
+        "workload: cpu_contention: cites db.tup_inserted mean = 95000, observed 3e+04"
+    ]
     by_code = {c.code: c for c in causes}
     assert set(by_code) == {"workload_many_inserts", "lock_contention"}
-    assert by_code["workload_many_inserts"].confidence == rules[0].confidence  # corroborated, not re-scored
+    assert (
+        by_code["workload_many_inserts"].confidence == rules[0].confidence
+    )  # corroborated, not re-scored
     assert by_code["workload_many_inserts"].evidence["llm"][0]["expert"] == "workload"
-    assert by_code["lock_contention"].confidence == 0.7 and by_code["lock_contention"].evidence["source"] == "llm"
+    assert (
+        by_code["lock_contention"].confidence == 0.7
+        and by_code["lock_contention"].evidence["source"] == "llm"
+    )
     first = server.requests[0]
-    assert [t["function"]["name"] for t in first["tools"]] == ["observe", "expand", "reflect", "propose_causes"]
-    codes = first["tools"][3]["function"]["parameters"]["properties"]["causes"]["items"]["properties"]["code"]["enum"]
-    assert "cpu_contention" in codes and "cpu_contention" not in first["messages"][1]["content"]  # the vocabulary stated once
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        "observe",
+        "expand",
+        "reflect",
+        "propose_causes",
+    ]
+    codes = first["tools"][3]["function"]["parameters"]["properties"]["causes"]["items"][
+        "properties"
+    ]["code"]["enum"]
+    assert (
+        "cpu_contention" in codes and "cpu_contention" not in first["messages"][1]["content"]
+    )  # the vocabulary stated once
     parallel = server.requests[2]["messages"]
-    assert [m["role"] for m in parallel[-3:]] == ["assistant", "tool", "tool"] and len(parallel[-3]["tool_calls"]) == 2
-    assert "[stored as obs-" in parallel[3]["content"] or len(parallel[3]["content"]) < 1_200  # the older turn folded or short
+    assert [m["role"] for m in parallel[-3:]] == ["assistant", "tool", "tool"] and len(
+        parallel[-3]["tool_calls"]
+    ) == 2
+    assert (
+        "[stored as obs-" in parallel[3]["content"] or len(parallel[3]["content"]) < 1_200
+    )  # the older turn folded or short
 
 
 def test_fenced_broken_unknown_repeated_and_hallucinated_answers_are_handled(server, record, rules):
-    server.replies += [Reply(content=f"```json\n{prompted('waits')}\n```"),
-                       Reply(content='Sure: {"action": "metrics", "args": {"names": ["db.tup_inserted"]},}'),
-                       Reply(content=prompted("drop_table", name="orders")),
-                       Reply(content=prompted("waits")),
-                       Reply(content="I think it is the inserts."),
-                       Reply(content=json.dumps({"causes": [INVENTED, cause("made_up_cause", ("db.tup_inserted", "mean", 30_000))]}))]
+    server.replies += [
+        Reply(content=f"```json\n{prompted('waits')}\n```"),
+        Reply(content='Sure: {"action": "metrics", "args": {"names": ["db.tup_inserted"]},}'),
+        Reply(content=prompted("drop_table", name="orders")),
+        Reply(content=prompted("waits")),
+        Reply(content="I think it is the inserts."),
+        Reply(
+            content=json.dumps(
+                {"causes": [INVENTED, cause("made_up_cause", ("db.tup_inserted", "mean", 30_000))]}
+            )
+        ),
+    ]
     causes, report = diagnoser(server, Capability.PROMPTED).diagnose(record, rules)
-    assert "tools" not in server.requests[0] and "propose_causes" in server.requests[0]["messages"][0]["content"]
+    assert (
+        "tools" not in server.requests[0]
+        and "propose_causes" in server.requests[0]["messages"][0]["content"]
+    )
     assert (report.repairs, report.regenerations, report.tool_calls) == (2, 1, 2)
     assert report.corrections == {"unknown_tool": 1, "repeated_action": 1}
-    assert "There is no tool \"drop_table\"" in server.requests[3]["messages"][-1]["content"]
+    assert 'There is no tool "drop_table"' in server.requests[3]["messages"][-1]["content"]
     assert report.accepted == [] and len(report.rejected) == 2
     assert "'made_up_cause' is not a code" in report.rejected[1]
     assert causes == rules
 
 
 def test_json_schema_endpoint_gets_a_response_format(server, record, rules):
-    server.replies += [Reply(content=json.dumps({"action": "propose_causes", "args": {"causes": [INSERTS]}}))]
+    server.replies += [
+        Reply(content=json.dumps({"action": "propose_causes", "args": {"causes": [INSERTS]}}))
+    ]
     causes, report = diagnoser(server, Capability.JSON_SCHEMA).diagnose(record, rules)
-    assert server.requests[0]["response_format"]["type"] == "json_schema" and report.accepted == ["workload: workload_many_inserts"]
+    assert server.requests[0]["response_format"]["type"] == "json_schema" and report.accepted == [
+        "workload: workload_many_inserts"
+    ]
     assert [c.code for c in causes] == ["workload_many_inserts"]
 
 
 def test_rate_limit_is_retried_and_the_diagnosis_completes(server, record, rules):
-    server.replies += [Reply(status=429, content="slow down"), tool("propose_causes", causes=[INSERTS])]
+    server.replies += [
+        Reply(status=429, content="slow down"),
+        tool("propose_causes", causes=[INSERTS]),
+    ]
     _, report = diagnoser(server).diagnose(record, rules)
-    assert len(server.requests) == 2 and report.calls == 1 and report.fallbacks == [] and report.accepted
+    assert (
+        len(server.requests) == 2
+        and report.calls == 1
+        and report.fallbacks == []
+        and report.accepted
+    )
 
 
 def test_time_out_falls_back_to_the_rules_and_stops(server, record, rules):
     server.replies += [Reply(delay=1.0, content="late")]
-    two = record.model_copy(update={"alert": "inserts are slow: a missing index?"})  # names the workload and index experts
+    two = record.model_copy(
+        update={"alert": "inserts are slow: a missing index?"}
+    )  # names the workload and index experts
     causes, report = diagnoser(server, timeout=0.2, retries=0, experts=2).diagnose(two, rules)
     assert causes == rules and report.stopped.startswith("endpoint down") and report.calls == 0
     assert len(report.fallbacks) == 2 and "not asked" in report.fallbacks[1]
@@ -161,18 +258,32 @@ def test_time_out_falls_back_to_the_rules_and_stops(server, record, rules):
 def test_budget_exhausted_stops_cleanly_with_the_rules_answer(server, record, rules):
     server.replies += [tool("waits"), tool("observe", what="abnormal"), tool("tables")]
     causes, report = diagnoser(server, calls=2).diagnose(record, rules)
-    assert causes == rules and report.stopped == "calls: 2 of 2 spent" and report.calls == 2 and len(server.requests) == 2
+    assert (
+        causes == rules
+        and report.stopped == "calls: 2 of 2 spent"
+        and report.calls == 2
+        and len(server.requests) == 2
+    )
     assert report.fallbacks == ["workload: budget ran out (calls: 2 of 2 spent)"]
 
 
 def test_long_observation_is_a_head_and_a_snapshot_key_that_expands(server, record, rules):
-    server.replies += [tool("metrics"), tool("expand", key="obs-1", offset=120), tool("propose_causes", causes=[])]
+    server.replies += [
+        tool("metrics"),
+        tool("expand", key="obs-1", offset=120),
+        tool("propose_causes", causes=[]),
+    ]
     _, report = diagnoser(server, observation_chars=120).diagnose(record, rules)
     shown = server.requests[1]["messages"][-1]["content"]
     assert report.snapshots == 1 and "call expand with key 'obs-1'" in shown and len(shown) < 400
     expanded = server.requests[2]["messages"][-1]["content"]
-    assert "[stored as obs-2: call expand with key 'obs-2'" in server.requests[2]["messages"][-3]["content"]  # folded
-    assert expanded.split("<data>")[1].startswith(json.dumps(json.loads(_full_metrics(record)), sort_keys=True)[120:180])
+    assert (
+        "[stored as obs-2: call expand with key 'obs-2'"
+        in server.requests[2]["messages"][-3]["content"]
+    )  # folded
+    assert expanded.split("<data>")[1].startswith(
+        json.dumps(json.loads(_full_metrics(record)), sort_keys=True)[120:180]
+    )
 
 
 def _full_metrics(record: FactsRecord) -> str:
@@ -185,29 +296,62 @@ def reflect(hypothesis: str, score: float, note: str = "") -> tuple[str, dict[st
     return ("reflect", {"hypothesis": hypothesis, "score": score, "note": note})
 
 
-def test_tree_search_backtracks_from_a_low_branch_and_keeps_the_better_branchs_cause(server, record, rules):
-    server.replies += [tool("waits"),
-                       Reply(tool_calls=[reflect("lock_contention", 0.2, "Lock:tuple is a sixth of the samples only"),
-                                         ("propose_causes", {"causes": [LOCKS]})]),
-                       tool("observe", what="metrics", names=["db.tup_inserted", "db.xact_commit"]),
-                       Reply(tool_calls=[reflect("workload_many_inserts", 0.9, "commits up twentyfold"),
-                                         ("propose_causes", {"causes": [INSERTS]})])]
+def test_tree_search_backtracks_from_a_low_branch_and_keeps_the_better_branchs_cause(
+    server, record, rules
+):
+    server.replies += [
+        tool("waits"),
+        Reply(
+            tool_calls=[
+                reflect("lock_contention", 0.2, "Lock:tuple is a sixth of the samples only"),
+                ("propose_causes", {"causes": [LOCKS]}),
+            ]
+        ),
+        tool("observe", what="metrics", names=["db.tup_inserted", "db.xact_commit"]),
+        Reply(
+            tool_calls=[
+                reflect("workload_many_inserts", 0.9, "commits up twentyfold"),
+                ("propose_causes", {"causes": [INSERTS]}),
+            ]
+        ),
+    ]
     causes, report = diagnoser(server).diagnose(record, rules)
     assert (report.reflections, report.backtracks, report.calls) == (2, 1, 4)
-    assert report.accepted == ["workload: workload_many_inserts"]  # the lock branch's valid cause was not kept
+    assert report.accepted == [
+        "workload: workload_many_inserts"
+    ]  # the lock branch's valid cause was not kept
     assert [c.code for c in causes] == ["workload_many_inserts"]
     resumed = server.requests[2]["messages"]
-    assert len(resumed) == 3 and "Backtracked" in resumed[-1]["content"]  # from the root: system, task, the lesson
+    assert (
+        len(resumed) == 3 and "Backtracked" in resumed[-1]["content"]
+    )  # from the root: system, task, the lesson
     assert "lock_contention scored 0.2 after observing waits: Lock:tuple" in resumed[-1]["content"]
-    assert not any("Observation of waits" in (m.get("content") or "") for m in resumed)  # the abandoned branch is not sent
-    assert "Backtracked" in server.requests[3]["messages"][2]["content"]  # the lesson stays on the new branch
+    assert not any(
+        "Observation of waits" in (m.get("content") or "") for m in resumed
+    )  # the abandoned branch is not sent
+    assert (
+        "Backtracked" in server.requests[3]["messages"][2]["content"]
+    )  # the lesson stays on the new branch
 
 
 def test_tree_search_out_of_steps_answers_with_the_best_scored_proposal(server, record, rules):
-    server.replies += [Reply(tool_calls=[reflect("lock_contention", 0.1), ("propose_causes", {"causes": [LOCKS]})]),
-                       Reply(tool_calls=[reflect("workload_many_inserts", 0.3), ("propose_causes", {"causes": [INSERTS]})])]
+    server.replies += [
+        Reply(
+            tool_calls=[reflect("lock_contention", 0.1), ("propose_causes", {"causes": [LOCKS]})]
+        ),
+        Reply(
+            tool_calls=[
+                reflect("workload_many_inserts", 0.3),
+                ("propose_causes", {"causes": [INSERTS]}),
+            ]
+        ),
+    ]
     _, report = diagnoser(server, steps=2).diagnose(record, rules)
-    assert report.backtracks == 2 and report.accepted == ["workload: workload_many_inserts"] and report.fallbacks == []
+    assert (
+        report.backtracks == 2
+        and report.accepted == ["workload: workload_many_inserts"]
+        and report.fallbacks == []
+    )
 
 
 def test_response_cache_answers_a_repeated_diagnosis_without_calls(server, record, rules):
@@ -215,32 +359,52 @@ def test_response_cache_answers_a_repeated_diagnosis_without_calls(server, recor
     server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
     first = diagnoser(server, cache=cache).diagnose(record, rules)
     second = diagnoser(server, cache=cache).diagnose(record, rules)
-    assert first[0] == second[0] and (second[1].calls, second[1].cached) == (0, 2) and len(server.requests) == 2
+    assert (
+        first[0] == second[0]
+        and (second[1].calls, second[1].cached) == (0, 2)
+        and len(server.requests) == 2
+    )
 
 
 def test_response_cache_persists_across_runs_in_its_directory(server, record, rules, tmp_path):
     server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
     first = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
     stored = sorted(tmp_path.glob("*.json"))
-    assert len(stored) == 2 and not any(API_KEY in p.read_text() or "hunter2" in p.read_text() for p in stored)
-    again = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)  # a new process's cache
-    assert again[0] == first[0] and (again[1].calls, again[1].cached) == (0, 2) and len(server.requests) == 2
+    assert len(stored) == 2 and not any(
+        API_KEY in p.read_text() or "hunter2" in p.read_text() for p in stored
+    )
+    again = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(
+        record, rules
+    )  # a new process's cache
+    assert (
+        again[0] == first[0]
+        and (again[1].calls, again[1].cached) == (0, 2)
+        and len(server.requests) == 2
+    )
     for path in stored:
         path.write_text("{damaged")
     server.replies += [tool("waits"), tool("propose_causes", causes=[INSERTS])]
     third = diagnoser(server, cache=ResponseCache(directory=tmp_path)).diagnose(record, rules)
     assert third[0] == first[0] and third[1].calls == 2
-    readable = [p for p in tmp_path.glob("*.json") if p.read_text().startswith("{\"")]
-    assert len(readable) == 2  # the first request's answer rewritten; the second request differs (new tool-call id)
+    readable = [p for p in tmp_path.glob("*.json") if p.read_text().startswith('{"')]
+    assert (
+        len(readable) == 2
+    )  # the first request's answer rewritten; the second request differs (new tool-call id)
 
 
 def test_self_consistency_keeps_the_codes_most_samples_voted_for(server, record, rules):
-    server.replies += [tool("propose_causes", causes=[INSERTS, LOCKS]), tool("propose_causes", causes=[INSERTS]),
-                       tool("propose_causes", causes=[INSERTS, LOCKS])]
+    server.replies += [
+        tool("propose_causes", causes=[INSERTS, LOCKS]),
+        tool("propose_causes", causes=[INSERTS]),
+        tool("propose_causes", causes=[INSERTS, LOCKS]),
+    ]
     _, report = diagnoser(server, samples=3).diagnose(record, rules)
     assert report.accepted == ["workload: workload_many_inserts", "workload: lock_contention"]
-    server.replies += [tool("propose_causes", causes=[INSERTS, LOCKS]), tool("propose_causes", causes=[INSERTS]),
-                       tool("propose_causes", causes=[INSERTS])]
+    server.replies += [
+        tool("propose_causes", causes=[INSERTS, LOCKS]),
+        tool("propose_causes", causes=[INSERTS]),
+        tool("propose_causes", causes=[INSERTS]),
+    ]
     _, report = diagnoser(server, samples=3).diagnose(record, rules)
     assert report.accepted == ["workload: workload_many_inserts"]
     assert [r["temperature"] for r in server.requests[-3:]] == [0.0, 0.7, 0.7]
@@ -258,7 +422,9 @@ def test_no_prompt_holds_a_secret_and_database_text_is_only_quoted_data(server, 
             assert "ignore previous instructions" not in outside  # ...but only inside a data fence
 
 
-def test_review_hook_reads_the_workspace_facts_and_counts_one_question(server, record, rules, tmp_path):
+def test_review_hook_reads_the_workspace_facts_and_counts_one_question(
+    server, record, rules, tmp_path
+):
     from dbcrew.workspace import Workspace
     from operators.diagnose.steps import FACTS_KEY
     from roles.brains.openai import OpenAIBrain
@@ -271,7 +437,10 @@ def test_review_hook_reads_the_workspace_facts_and_counts_one_question(server, r
     server.replies += [tool("statements", limit=1), tool("propose_causes", causes=[LOCKS])]
     brain = OpenAIBrain(render, base_url=server.url, api_key=API_KEY, model="scripted", timeout=5.0)
     causes, report = with_llm_experts(brain, workspace, rules)
-    assert [c.code for c in causes] == ["workload_many_inserts", "lock_contention"] and report is not None
+    assert [c.code for c in causes] == [
+        "workload_many_inserts",
+        "lock_contention",
+    ] and report is not None
     assert (brain.usage.questions, brain.usage.fallbacks, brain.usage.calls) == (1, 0, report.calls)
     assert "hunter2" not in json.dumps(server.requests)
 
@@ -281,11 +450,25 @@ def test_team_is_sized_by_the_abnormal_metrics_it_must_explain(record):
     from roles.diagnosis.chief import team_for
 
     assert team_for(record, 3) == ["workload"]  # the inserts and commits are all workload's
-    spread = [AbnormalMetric(name=n, baseline_median=0, window_median=1, z=9, ks_p=0.0) for n in
-              ("db.tup_inserted", "db.xact_commit", "io.wal.writes", "io.relation.writes", "db.blk_write_time", "act.wait_lock")]
+    spread = [
+        AbnormalMetric(name=n, baseline_median=0, window_median=1, z=9, ks_p=0.0)
+        for n in (
+            "db.tup_inserted",
+            "db.xact_commit",
+            "io.wal.writes",
+            "io.relation.writes",
+            "db.blk_write_time",
+            "act.wait_lock",
+        )
+    ]
     wide = record.model_copy(update={"abnormal": spread, "alert": "throughput dropped"})
-    assert team_for(wide, 3) == ["workload", "io"]  # the lock waits alone (1 of 6) call no third expert
-    assert team_for(wide.model_copy(update={"alert": "blocked sessions"}), 3)[0] == "locks"  # named by the alert
+    assert team_for(wide, 3) == [
+        "workload",
+        "io",
+    ]  # the lock waits alone (1 of 6) call no third expert
+    assert (
+        team_for(wide.model_copy(update={"alert": "blocked sessions"}), 3)[0] == "locks"
+    )  # named by the alert
 
 
 def test_bad_settings_are_one_clear_usage_error(monkeypatch):
@@ -293,11 +476,16 @@ def test_bad_settings_are_one_clear_usage_error(monkeypatch):
     from dbcrew.llm.client import endpoint_capability
 
     monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "lots")
-    with pytest.raises(UsageError, match="DBCREW_LLM_DIAG_CALLS='lots': give a whole number of at least 1"):
+    with pytest.raises(
+        UsageError, match="DBCREW_LLM_DIAG_CALLS='lots': give a whole number of at least 1"
+    ):
         DiagnosisLimits.from_env()
     monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "5")
     monkeypatch.setenv("DBCREW_LLM_OBSERVATION_CHARS", "0")
-    assert (DiagnosisLimits.from_env().calls, DiagnosisLimits.from_env().observation_chars) == (5, 0)
+    assert (DiagnosisLimits.from_env().calls, DiagnosisLimits.from_env().observation_chars) == (
+        5,
+        0,
+    )
     monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "telepathy")
     with pytest.raises(UsageError, match="choose one of tools, json_schema, prompted"):
         endpoint_capability()

@@ -17,12 +17,12 @@ import pytest
 
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from flows.phases import PlainPhases
+from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE
 from operators.hypothetical_indexes import generic_plan_cost
 from roles.crew import RunContext
-from flows.phases import PlainPhases
-from flows.review import review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
@@ -40,7 +40,11 @@ RUNNING = "WITH pause AS (SELECT pg_sleep(30)) SELECT count(*) FROM items, pause
 
 
 def evil_runs(pg: EmbeddedPostgres) -> list[str]:
-    return [line for line in pg.log_path.read_text(errors="replace").splitlines() if "evil ran as" in line and "RAISE" not in line]
+    return [
+        line
+        for line in pg.log_path.read_text(errors="replace").splitlines()
+        if "evil ran as" in line and "RAISE" not in line
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -82,31 +86,54 @@ def _ignore_cancel(conn: psycopg.Connection) -> None:
         pass  # the fixture ends it
 
 
-def test_the_advisors_generic_plan_refuses_a_statement_calling_foreign_code(pg: EmbeddedPostgres, hostile: str) -> None:
+def test_the_advisors_generic_plan_refuses_a_statement_calling_foreign_code(
+    pg: EmbeddedPostgres, hostile: str
+) -> None:
     with parse_target(hostile).session() as conn:
         cost = generic_plan_cost(conn, HOT, 180000)
         assert cost.total is None and cost.reason.startswith(FOREIGN_CODE), cost
-        assert generic_plan_cost(conn, "SELECT count(*) FROM items WHERE id = abs(-1)", 180000).total is not None
+        assert (
+            generic_plan_cost(conn, "SELECT count(*) FROM items WHERE id = abs(-1)", 180000).total
+            is not None
+        )
     assert not [line for line in evil_runs(pg) if " dbcrew " in line]
 
 
-def test_a_diagnosis_and_a_review_never_run_the_targets_functions(pg: EmbeddedPostgres, hostile: str, workload: None,
-                                                                   tmp_path: Path) -> None:
+def test_a_diagnosis_and_a_review_never_run_the_targets_functions(
+    pg: EmbeddedPostgres, hostile: str, workload: None, tmp_path: Path
+) -> None:
     settings = Settings(window_seconds=2, activity_samples=3, alert="queries are slower than usual")
     reports = {}
     for scenario in ("diagnose", "health"):
-        run = RunContext(target=parse_target(hostile), scenario=scenario, settings=settings, out_dir=tmp_path / scenario)
+        run = RunContext(
+            target=parse_target(hostile),
+            scenario=scenario,
+            settings=settings,
+            out_dir=tmp_path / scenario,
+        )
         reports[scenario] = review(run, PlainPhases)
     runs = evil_runs(pg)
-    assert any(" workload " in line for line in runs), "the hostile function never ran at all: the log proves nothing"
-    assert not [line for line in runs if " workload " not in line], "the review ran the target's function"
+    assert any(" workload " in line for line in runs), (
+        "the hostile function never ran at all: the log proves nothing"
+    )
+    assert not [line for line in runs if " workload " not in line], (
+        "the review ran the target's function"
+    )
     diagnosis = reports["diagnose"].diagnosis
     assert diagnosis is not None
-    assert any("not explained: they call code outside pg_catalog" in step for step in diagnosis.process), diagnosis.process
+    assert any(
+        "not explained: they call code outside pg_catalog" in step for step in diagnosis.process
+    ), diagnosis.process
 
 
-def test_a_superuser_review_says_it_should_not_run_as_one(pg: EmbeddedPostgres, hostile: str, tmp_path: Path) -> None:
-    run = RunContext(target=parse_target(hostile), settings=Settings(window_seconds=1, activity_samples=2), out_dir=tmp_path)
+def test_a_superuser_review_says_it_should_not_run_as_one(
+    pg: EmbeddedPostgres, hostile: str, tmp_path: Path
+) -> None:
+    run = RunContext(
+        target=parse_target(hostile),
+        settings=Settings(window_seconds=1, activity_samples=2),
+        out_dir=tmp_path,
+    )
     report = review(run, PlainPhases)
     assert any("ran as superuser postgres" in note for note in report.notes)
     assert "ran as superuser postgres" in (tmp_path / "report.md").read_text()

@@ -10,25 +10,40 @@ import psycopg
 
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew import RunContext
 from flows.phases import PlainPhases
 from flows.review import review
+from lab.embedded import EmbeddedPostgres
+from roles.crew import RunContext
 
 
-def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(pg: EmbeddedPostgres, tmp_path: Path) -> None:
+def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(
+    pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
     pg.psql("CREATE DATABASE impostor;")
-    pg.psql("CREATE TABLE accounts (id int PRIMARY KEY, balance int); INSERT INTO accounts VALUES (1, 0);", "impostor")
+    pg.psql(
+        "CREATE TABLE accounts (id int PRIMARY KEY, balance int); INSERT INTO accounts VALUES (1, 0);",
+        "impostor",
+    )
     dsn = pg.dsn("impostor")
-    holder = psycopg.connect(dsn, application_name="dbcrew")  # a transaction left open, holding a row lock
+    holder = psycopg.connect(
+        dsn, application_name="dbcrew"
+    )  # a transaction left open, holding a row lock
     holder.execute("SELECT * FROM accounts WHERE id = 1 FOR UPDATE")
     waiter = psycopg.connect(dsn, autocommit=True, application_name="dbcrew")
-    blocked = threading.Thread(target=lambda: waiter.execute("UPDATE accounts SET balance = 1 WHERE id = 1"), daemon=True)
+    blocked = threading.Thread(
+        target=lambda: waiter.execute("UPDATE accounts SET balance = 1 WHERE id = 1"), daemon=True
+    )
     blocked.start()
     holder_pid, waiter_pid = holder.info.backend_pid, waiter.info.backend_pid
     try:
-        time.sleep(1.5)  # the holder has been idle in transaction past the threshold below when the review samples
-        settings = Settings(window_seconds=1.5, activity_samples=3, thresholds=Thresholds(idle_in_transaction_seconds=1.0))
+        time.sleep(
+            1.5
+        )  # the holder has been idle in transaction past the threshold below when the review samples
+        settings = Settings(
+            window_seconds=1.5,
+            activity_samples=3,
+            thresholds=Thresholds(idle_in_transaction_seconds=1.0),
+        )
         run = RunContext(target=parse_target(dsn), settings=settings, out_dir=tmp_path)
         report = review(run, PlainPhases)
     finally:
@@ -41,6 +56,10 @@ def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(pg: EmbeddedP
     assert ("blocking_locks", f"pid:{waiter_pid}") in found, found
     blocking = next(f for f in report.findings if f.code == "blocking_locks")
     assert str(holder_pid) in blocking.evidence["blocked_by"]
-    sessions = {o for code, o in found if code in ("idle_in_transaction", "long_running_query", "blocking_locks")}
+    sessions = {
+        o
+        for code, o in found
+        if code in ("idle_in_transaction", "long_running_query", "blocking_locks")
+    }
     assert sessions == {f"pid:{holder_pid}", f"pid:{waiter_pid}"}, "the review saw itself"
     assert own_pids() == [], "every review session was closed and forgotten"

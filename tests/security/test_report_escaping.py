@@ -38,23 +38,47 @@ def tags_of(html: str) -> Tags:
 
 def hostile_report() -> Report:
     now = datetime.now(UTC)
-    findings = [Finding(code="table_without_primary_key", severity=Severity.WARNING, object=qualified("public", name),
-                        title=f"Table {name} has no primary key", recommendation=f"Add a key to {name}",
-                        fix_sql=f"ALTER TABLE {qualified('public', name)} ADD PRIMARY KEY (id); -- ```")
-                for name in HOSTILE_NAMES]
-    return Report(run_id="r1", target=TargetInfo(kind="postgres", display=f"postgresql://u@h/{SCRIPT}"), scenario="health",
-                  started_at=now, finished_at=now, brain="openai", findings=findings,
-                  coverage=[CoverageEntry(check="check_sessions", status=CoverageStatus.FAILED, reason=f"error on {SCRIPT} | x\ny")],
-                  summary=f"All fine. {SCRIPT} <img src=x onerror=alert(2)> [click](javascript:alert(3))")
+    findings = [
+        Finding(
+            code="table_without_primary_key",
+            severity=Severity.WARNING,
+            object=qualified("public", name),
+            title=f"Table {name} has no primary key",
+            recommendation=f"Add a key to {name}",
+            fix_sql=f"ALTER TABLE {qualified('public', name)} ADD PRIMARY KEY (id); -- ```",
+        )
+        for name in HOSTILE_NAMES
+    ]
+    return Report(
+        run_id="r1",
+        target=TargetInfo(kind="postgres", display=f"postgresql://u@h/{SCRIPT}"),
+        scenario="health",
+        started_at=now,
+        finished_at=now,
+        brain="openai",
+        findings=findings,
+        coverage=[
+            CoverageEntry(
+                check="check_sessions",
+                status=CoverageStatus.FAILED,
+                reason=f"error on {SCRIPT} | x\ny",
+            )
+        ],
+        summary=f"All fine. {SCRIPT} <img src=x onerror=alert(2)> [click](javascript:alert(3))",
+    )
 
 
 def test_report_html_escapes_names_and_model_text(tmp_path: Path) -> None:
     write_report(hostile_report(), tmp_path)
     html = (tmp_path / "report.html").read_text()
     tags = tags_of(html)
-    assert "script" not in tags.tags and "img" not in tags.tags, "database or model text became markup"
+    assert "script" not in tags.tags and "img" not in tags.tags, (
+        "database or model text became markup"
+    )
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert tags.tags.count("tr") == 1 + len(HOSTILE_NAMES) + 2  # findings header + rows, coverage header + row
+    assert (
+        tags.tags.count("tr") == 1 + len(HOSTILE_NAMES) + 2
+    )  # findings header + rows, coverage header + row
 
 
 def test_report_md_keeps_tables_whole_and_text_inert(tmp_path: Path) -> None:
@@ -62,10 +86,14 @@ def test_report_md_keeps_tables_whole_and_text_inert(tmp_path: Path) -> None:
     markdown = (tmp_path / "report.md").read_text()
     rendered = MarkdownIt("commonmark").enable("table").render(markdown)
     tags = tags_of(rendered)
-    assert "script" not in tags.tags and "img" not in tags.tags and not tags.hrefs, "text became markup or a link"
+    assert "script" not in tags.tags and "img" not in tags.tags and not tags.hrefs, (
+        "text became markup or a link"
+    )
     assert tags.tags.count("table") == 2 and tags.tags.count("tr") == 1 + len(HOSTILE_NAMES) + 2
     findings_table = rendered.split("<table>")[1]
     assert findings_table.count("<td>") == 4 * len(HOSTILE_NAMES), "a pipe or newline split a row"
     assert SCRIPT.replace("<", "&lt;").replace(">", "&gt;") in rendered  # shown, not dropped
     for name in ("a|b", "[bold]", "tick`tock", "line␤break"):
-        assert f"<code>public.&quot;{name}&quot;</code>" in rendered, f"{name!r} is shown whole, quoted as an identifier"
+        assert f"<code>public.&quot;{name}&quot;</code>" in rendered, (
+            f"{name!r} is shown whole, quoted as an identifier"
+        )

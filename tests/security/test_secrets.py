@@ -32,21 +32,37 @@ SECRETS = (URL_PASSWORD, API_KEY, ROLE_PASSWORD, CONNINFO_PASSWORD)
 @pytest.fixture(scope="module")
 def leaky(pg: EmbeddedPostgres) -> str:
     pg.psql("CREATE DATABASE leaky;")
-    pg.psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE t (id int PRIMARY KEY);", "leaky")
-    pg.psql(f"ALTER SYSTEM SET primary_conninfo = 'host=nowhere user=rep password={CONNINFO_PASSWORD}'; SELECT pg_reload_conf();")
+    pg.psql(
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE TABLE t (id int PRIMARY KEY);",
+        "leaky",
+    )
+    pg.psql(
+        f"ALTER SYSTEM SET primary_conninfo = 'host=nowhere user=rep password={CONNINFO_PASSWORD}'; SELECT pg_reload_conf();"
+    )
     dsn = pg.dsn("leaky")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE leaky_app LOGIN PASSWORD '{ROLE_PASSWORD}'")  # pg_stat_statements keeps utility texts
+        conn.execute(
+            f"CREATE ROLE leaky_app LOGIN PASSWORD '{ROLE_PASSWORD}'"
+        )  # pg_stat_statements keeps utility texts
     yield dsn
-    pg.psql("ALTER SYSTEM RESET primary_conninfo; SELECT pg_reload_conf(); DROP ROLE IF EXISTS leaky_app;")
+    pg.psql(
+        "ALTER SYSTEM RESET primary_conninfo; SELECT pg_reload_conf(); DROP ROLE IF EXISTS leaky_app;"
+    )
 
 
 def test_parse_errors_never_echo_a_password() -> None:
-    for url in (f"host=db password={URL_PASSWORD}", f"postgresql://u:{URL_PASSWORD}%zz@h/db", f"postgresql://u@h/db?password={URL_PASSWORD}%zz"):
+    for url in (
+        f"host=db password={URL_PASSWORD}",
+        f"postgresql://u:{URL_PASSWORD}%zz@h/db",
+        f"postgresql://u@h/db?password={URL_PASSWORD}%zz",
+    ):
         with pytest.raises(Exception) as raised:
             parse_target(url)
         assert URL_PASSWORD not in str(raised.value)
-    assert URL_PASSWORD not in parse_target(f"postgresql://u@h/db?password={URL_PASSWORD}").model_dump_json()
+    assert (
+        URL_PASSWORD
+        not in parse_target(f"postgresql://u@h/db?password={URL_PASSWORD}").model_dump_json()
+    )
 
 
 def _scan_children(cli: psutil.Process, leaks: list[str]) -> None:
@@ -65,16 +81,40 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
     # Another session's last statement, visible in pg_stat_activity while the review samples.
     idle = psycopg.connect(leaky, autocommit=True)
     idle.execute(f"ALTER ROLE leaky_app PASSWORD '{ROLE_PASSWORD}'")
-    home, out, memory = tmp_path / "prefect", tmp_path / "report", tmp_path / "memory" / "memory.duckdb"
+    home, out, memory = (
+        tmp_path / "prefect",
+        tmp_path / "report",
+        tmp_path / "memory" / "memory.duckdb",
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env.update(PREFECT_HOME=str(home), OPENAI_API_KEY=API_KEY, DBCREW_MEMORY_PATH=str(memory), PREFECT_LOGGING_LEVEL="DEBUG")
+    env.update(
+        PREFECT_HOME=str(home),
+        OPENAI_API_KEY=API_KEY,
+        DBCREW_MEMORY_PATH=str(memory),
+        PREFECT_LOGGING_LEVEL="DEBUG",
+    )
     url = f"{leaky}?password={URL_PASSWORD}"
-    command = [sys.executable, "-m", "cli", "review", url, "--brain", "rules", "--window", "2", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "review",
+        url,
+        "--brain",
+        "rules",
+        "--window",
+        "2",
+        "--out",
+        str(out),
+    ]
     leaks: list[str] = []
     # Files, not pipes: nobody reads a pipe while the run goes on, and DEBUG logging fills one.
     stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with stdout_path.open("w") as out_file, stderr_path.open("w") as err_file, \
-            subprocess.Popen(command, env=env, stdout=out_file, stderr=err_file, text=True) as cli_proc:
+    with (
+        stdout_path.open("w") as out_file,
+        stderr_path.open("w") as err_file,
+        subprocess.Popen(command, env=env, stdout=out_file, stderr=err_file, text=True) as cli_proc,
+    ):
         cli = psutil.Process(cli_proc.pid)
         deadline = time.monotonic() + 420
         while cli_proc.poll() is None and time.monotonic() < deadline:
@@ -88,26 +128,40 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
     assert "password on the command line" in stderr  # the warning that says how to avoid it
     outputs = {"stdout": stdout, "stderr": stderr}
     files = [p for root in (out, home, memory.parent) for p in root.rglob("*") if p.is_file()]
-    assert any(p.name == "workspace.duckdb" for p in files) and any(p.suffix == ".db" for p in files), files
+    assert any(p.name == "workspace.duckdb" for p in files) and any(
+        p.suffix == ".db" for p in files
+    ), files
     for path in files:
         outputs[str(path)] = path.read_bytes().decode("latin-1")
-    found = [(where, secret) for where, text in outputs.items() for secret in SECRETS if secret in text]
+    found = [
+        (where, secret) for where, text in outputs.items() for secret in SECRETS if secret in text
+    ]
     assert found == []
     # The secrets the target held were seen (and masked), not merely missed.
     workspace = (out / "workspace.duckdb").read_bytes().decode("latin-1")
     assert "leaky_app" in workspace and "PASSWORD ********" in workspace
 
 
-def test_dbcrew_server_gives_no_secret_to_the_prefect_server_and_the_held_ones_to_its_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dbcrew_server_gives_no_secret_to_the_prefect_server_and_the_held_ones_to_its_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from cli import server
     from dbcrew import secrets
 
     monkeypatch.setattr(secrets, "_HELD", {})
-    for name, value in (("OPENAI_API_KEY", API_KEY), ("PGPASSWORD", URL_PASSWORD), ("SHOP_PASSWORD", ROLE_PASSWORD)):
+    for name, value in (
+        ("OPENAI_API_KEY", API_KEY),
+        ("PGPASSWORD", URL_PASSWORD),
+        ("SHOP_PASSWORD", ROLE_PASSWORD),
+    ):
         monkeypatch.setenv(name, value)
     secrets.hold_environment_secrets()  # what `dbcrew` does first
     api = server.api_url(4200)
     server_env = server.server_environment(api, withheld={"SHOP_PASSWORD"})
     assert not set(SECRETS) & set(server_env.values()), "the Prefect server inherited a secret"
     worker_env = server.worker_environment(api, 5.0)
-    assert (worker_env["OPENAI_API_KEY"], worker_env["PGPASSWORD"], worker_env["SHOP_PASSWORD"]) == (API_KEY, URL_PASSWORD, ROLE_PASSWORD)
+    assert (
+        worker_env["OPENAI_API_KEY"],
+        worker_env["PGPASSWORD"],
+        worker_env["SHOP_PASSWORD"],
+    ) == (API_KEY, URL_PASSWORD, ROLE_PASSWORD)

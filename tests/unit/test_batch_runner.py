@@ -13,24 +13,42 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from flows.runner import Batch, Bundle
 from operators.registry import OperatorContext
-from roles.faults import FaultInjector
 from roles.execution import FutureRunner
+from roles.faults import FaultInjector
 
 
-def test_a_task_run_that_ends_before_starting_its_operators_fails_each_task_instead_of_leaving_it_waiting(tmp_path: Path):
+def test_a_task_run_that_ends_before_starting_its_operators_fails_each_task_instead_of_leaving_it_waiting(
+    tmp_path: Path,
+):
     target = parse_target("postgresql://u@127.0.0.1:1/db")
-    specs = [TaskSpec(id=name, agent="collector", operator=name) for name in ("collect_sessions", "collect_locks")]
+    specs = [
+        TaskSpec(id=name, agent="collector", operator=name)
+        for name in ("collect_sessions", "collect_locks")
+    ]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        bundle = Bundle(ctx=OperatorContext(target=target, workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(),
-                                            brief=None, run_dir=tmp_path),
-                        injector=FaultInjector([], target), retries=0, pool=pool)
+        bundle = Bundle(
+            ctx=OperatorContext(
+                target=target,
+                workspace=Workspace(tmp_path / "w.duckdb"),
+                settings=Settings(),
+                brief=None,
+                run_dir=tmp_path,
+            ),
+            injector=FaultInjector([], target),
+            retries=0,
+            pool=pool,
+        )
         batch = Batch(specs, bundle)
         batch.abandon(None)  # type: ignore[arg-type]  # the task run's end, before its body ran
         assert all(handle.done() for handle in batch.handles)
         runner = FutureRunner()
         assert runner.wait_first(batch.handles) is batch.handles[0]
         for handle, spec in zip(batch.handles, specs, strict=True):
-            with pytest.raises(RuntimeError, match=f"task run of {spec.id} ended before starting it"):
+            with pytest.raises(
+                RuntimeError, match=f"task run of {spec.id} ended before starting it"
+            ):
                 runner.outcome(handle)
-        with pytest.raises(RuntimeError):  # a late body starts nothing: every task was already answered for
+        with pytest.raises(
+            RuntimeError
+        ):  # a late body starts nothing: every task was already answered for
             batch.run()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,33 +27,115 @@ from tests.rows import land_rows
 
 # An index and a table as the collectors land them; each test sets what it is about.
 INDEX = IndexStatsRow(
-    indexrelid=0, relid=1, schemaname="public", relname="orders", indexrelname="", idx_scan=0, idx_tup_read=0, idx_tup_fetch=0,
-    index_bytes=8192, indisunique=False, indisprimary=False, indisvalid=True, indisready=True, indisexclusion=False, indkey="1",
-    indclass="", indcollation="0", indoption="0", key_columns=1, expressions="", predicate="", method="btree", indexdef="",
-    column_names=None, backs_constraint=False,
+    indexrelid=0,
+    relid=1,
+    schemaname="public",
+    relname="orders",
+    indexrelname="",
+    idx_scan=0,
+    idx_tup_read=0,
+    idx_tup_fetch=0,
+    index_bytes=8192,
+    indisunique=False,
+    indisprimary=False,
+    indisvalid=True,
+    indisready=True,
+    indisexclusion=False,
+    indkey="1",
+    indclass="",
+    indcollation="0",
+    indoption="0",
+    key_columns=1,
+    expressions="",
+    predicate="",
+    method="btree",
+    indexdef="",
+    column_names=None,
+    backs_constraint=False,
 )
 TABLE = TableStatsRow(
-    relid=1, schemaname="public", relname="", seq_scan=0, seq_tup_read=0, idx_scan=0, idx_tup_fetch=0, n_tup_ins=0, n_tup_upd=0,
-    n_tup_del=0, n_tup_hot_upd=0, n_live_tup=0, n_dead_tup=0, n_mod_since_analyze=0, last_vacuum=None, last_autovacuum=None,
-    last_analyze=None, last_autoanalyze=None, analyzed_seconds_ago=None, vacuum_count=0, autovacuum_count=0, analyze_count=0,
-    autoanalyze_count=0, reltuples=-1.0, relpages=0, total_bytes=0, table_bytes=0, reloptions=None, has_primary_key=True,
-    relkind="r", index_count=1,
+    relid=1,
+    schemaname="public",
+    relname="",
+    seq_scan=0,
+    seq_tup_read=0,
+    idx_scan=0,
+    idx_tup_fetch=0,
+    n_tup_ins=0,
+    n_tup_upd=0,
+    n_tup_del=0,
+    n_tup_hot_upd=0,
+    n_live_tup=0,
+    n_dead_tup=0,
+    n_mod_since_analyze=0,
+    last_vacuum=None,
+    last_autovacuum=None,
+    last_analyze=None,
+    last_autoanalyze=None,
+    analyzed_seconds_ago=None,
+    vacuum_count=0,
+    autovacuum_count=0,
+    analyze_count=0,
+    autoanalyze_count=0,
+    reltuples=-1.0,
+    relpages=0,
+    total_bytes=0,
+    table_bytes=0,
+    reloptions=None,
+    has_primary_key=True,
+    relkind="r",
+    index_count=1,
 )
-AUTOVACUUM_ON = SettingRow(name="autovacuum", setting="on", unit=None, source="default", boot_val="on", reset_val="on",
-                           context="sighup", vartype="bool")
-NOV_1 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+AUTOVACUUM_ON = SettingRow(
+    name="autovacuum",
+    setting="on",
+    unit=None,
+    source="default",
+    boot_val="on",
+    reset_val="on",
+    context="sighup",
+    vartype="bool",
+)
+NOV_1 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def ctx(tmp_path: Path) -> OperatorContext:
-    return OperatorContext(target=parse_target("postgresql://u@127.0.0.1:1/x"), workspace=Workspace(tmp_path / "w.duckdb"),
-                           settings=Settings(), brief=None, run_dir=tmp_path)
+    return OperatorContext(
+        target=parse_target("postgresql://u@127.0.0.1:1/x"),
+        workspace=Workspace(tmp_path / "w.duckdb"),
+        settings=Settings(),
+        brief=None,
+        run_dir=tmp_path,
+    )
 
 
-def index(oid, name, cols, *, unique=False, primary=False, constraint=False, classes=None, predicate="", method="btree"):
+def index(
+    oid,
+    name,
+    cols,
+    *,
+    unique=False,
+    primary=False,
+    constraint=False,
+    classes=None,
+    predicate="",
+    method="btree",
+):
     classes = classes or " ".join("3124" for _ in cols.split(","))
     landed = name_list_text(cols.split(","))  # as collect_index_stats lands them (json_agg)
-    return replace(INDEX, indexrelid=oid, indexrelname=name, indisunique=unique, indisprimary=primary, backs_constraint=constraint,
-                   column_names=landed, indclass=classes, method=method, predicate=predicate, indexdef=f"def {name}")
+    return replace(
+        INDEX,
+        indexrelid=oid,
+        indexrelname=name,
+        indisunique=unique,
+        indisprimary=primary,
+        backs_constraint=constraint,
+        column_names=landed,
+        indclass=classes,
+        method=method,
+        predicate=predicate,
+        indexdef=f"def {name}",
+    )
 
 
 def duplicates(tmp_path: Path, rows: list[IndexStatsRow]) -> set[str]:
@@ -63,15 +145,23 @@ def duplicates(tmp_path: Path, rows: list[IndexStatsRow]) -> set[str]:
 
 
 def test_leading_prefix_is_a_duplicate(tmp_path):
-    rows = [index(1, "orders_pkey", "id", unique=True, primary=True, constraint=True),
-            index(2, "orders_customer_idx", "customer_id"), index(3, "orders_customer_created_idx", "customer_id,created_at")]
+    rows = [
+        index(1, "orders_pkey", "id", unique=True, primary=True, constraint=True),
+        index(2, "orders_customer_idx", "customer_id"),
+        index(3, "orders_customer_created_idx", "customer_id,created_at"),
+    ]
     assert duplicates(tmp_path, rows) == {"public.orders_customer_idx"}
 
 
 def test_unique_narrow_index_partial_index_and_other_opclass_are_not_duplicates(tmp_path):
-    rows = [index(2, "orders_code_key", "code", unique=True), index(3, "orders_code_created_idx", "code,created_at"),
-            index(4, "orders_status_open", "status", predicate="(status = 'open'::text)"), index(5, "orders_status_created", "status,created_at"),
-            index(6, "orders_name_pattern", "name", classes="10044"), index(7, "orders_name_created", "name,created_at")]
+    rows = [
+        index(2, "orders_code_key", "code", unique=True),
+        index(3, "orders_code_created_idx", "code,created_at"),
+        index(4, "orders_status_open", "status", predicate="(status = 'open'::text)"),
+        index(5, "orders_status_created", "status,created_at"),
+        index(6, "orders_name_pattern", "name", classes="10044"),
+        index(7, "orders_name_created", "name,created_at"),
+    ]
     assert duplicates(tmp_path, rows) == set()
 
 
@@ -85,25 +175,52 @@ def test_exact_twins_report_one_and_never_the_constraint(tmp_path):
 DAY = 86400.0
 
 
-def table(name: str, live: int, dead: int, mods: int, analyzed: datetime | None, seconds_ago: float | None, reltuples: float, *,
-          reloptions: str | None = None, autoanalyzed: datetime | None = None) -> TableStatsRow:
-    return replace(TABLE, relname=name, n_live_tup=live, n_dead_tup=dead, n_mod_since_analyze=mods, last_analyze=analyzed,
-                   last_autoanalyze=autoanalyzed, analyzed_seconds_ago=seconds_ago, reltuples=reltuples, reloptions=reloptions)
+def table(
+    name: str,
+    live: int,
+    dead: int,
+    mods: int,
+    analyzed: datetime | None,
+    seconds_ago: float | None,
+    reltuples: float,
+    *,
+    reloptions: str | None = None,
+    autoanalyzed: datetime | None = None,
+) -> TableStatsRow:
+    return replace(
+        TABLE,
+        relname=name,
+        n_live_tup=live,
+        n_dead_tup=dead,
+        n_mod_since_analyze=mods,
+        last_analyze=analyzed,
+        last_autoanalyze=autoanalyzed,
+        analyzed_seconds_ago=seconds_ago,
+        reltuples=reltuples,
+        reloptions=reloptions,
+    )
 
 
-def vacuum_findings(c: OperatorContext, tables: list[TableStatsRow]) -> dict[tuple[str, str], Finding]:
+def vacuum_findings(
+    c: OperatorContext, tables: list[TableStatsRow]
+) -> dict[tuple[str, str], Finding]:
     land_rows(c.workspace, "settings", SettingRow, [AUTOVACUUM_ON])
     land_rows(c.workspace, "table_stats", TableStatsRow, tables)
     return {(f.code, f.object): f for f in check_vacuum_health(c).findings}
 
 
 def test_vacuum_health_thresholds(tmp_path):
-    found = vacuum_findings(ctx(tmp_path), [
-        table("carts", 30000, 60000, 0, NOV_1, DAY, 30000.0, reloptions="autovacuum_enabled=false"),
-        table("fine", 30000, 100, 10, NOV_1, DAY, 30000.0),
-        table("small_dead", 100, 9000, 0, NOV_1, DAY, 100.0),
-        table("unanalyzed", 5000, 0, 0, None, None, -1.0),
-    ])
+    found = vacuum_findings(
+        ctx(tmp_path),
+        [
+            table(
+                "carts", 30000, 60000, 0, NOV_1, DAY, 30000.0, reloptions="autovacuum_enabled=false"
+            ),
+            table("fine", 30000, 100, 10, NOV_1, DAY, 30000.0),
+            table("small_dead", 100, 9000, 0, NOV_1, DAY, 100.0),
+            table("unanalyzed", 5000, 0, 0, None, None, -1.0),
+        ],
+    )
     assert {(code, obj, f.severity.value) for (code, obj), f in found.items()} == {
         ("autovacuum_disabled", "public.carts", "warning"),
         ("dead_tuples_high", "public.carts", "critical"),
@@ -115,57 +232,152 @@ def test_vacuum_health_thresholds(tmp_path):
 def test_changes_since_a_young_analyze_count_only_past_what_a_late_flush_can_count(tmp_path):
     """Rows changed just before an ANALYZE can be flushed to pg_stat after it (as changes since, and live rows counted
     twice): within the flush grace only growth past that is judged; after it, every change since."""
-    found = vacuum_findings(ctx(tmp_path), [
-        # 5,000 rows loaded and analyzed by one session, its counts flushed after the ANALYZE
-        table("late_flush", 10000, 0, 5000, NOV_1, 2.0, 5000.0),
-        table("autoanalyzed_lately", 10000, 0, 5000, datetime(2026, 10, 1, tzinfo=timezone.utc), 14.0, 5000.0, autoanalyzed=NOV_1),
-        table("changed_since", 10000, 0, 5000, NOV_1, 16.0, 10000.0),
-        # analyzed at 100 rows, then loaded to 300 times that: the planner still plans for 100
-        table("bulk_loaded", 30100, 0, 30000, NOV_1, 2.0, 100.0),
-        table("empty_then_loaded", 30000, 0, 30000, NOV_1, 1.0, 0.0),
-    ])
+    found = vacuum_findings(
+        ctx(tmp_path),
+        [
+            # 5,000 rows loaded and analyzed by one session, its counts flushed after the ANALYZE
+            table("late_flush", 10000, 0, 5000, NOV_1, 2.0, 5000.0),
+            table(
+                "autoanalyzed_lately",
+                10000,
+                0,
+                5000,
+                datetime(2026, 10, 1, tzinfo=UTC),
+                14.0,
+                5000.0,
+                autoanalyzed=NOV_1,
+            ),
+            table("changed_since", 10000, 0, 5000, NOV_1, 16.0, 10000.0),
+            # analyzed at 100 rows, then loaded to 300 times that: the planner still plans for 100
+            table("bulk_loaded", 30100, 0, 30000, NOV_1, 2.0, 100.0),
+            table("empty_then_loaded", 30000, 0, 30000, NOV_1, 1.0, 0.0),
+        ],
+    )
     stale = {obj for code, obj in found if code == "statistics_stale"}
     assert stale == {"public.changed_since", "public.bulk_loaded", "public.empty_then_loaded"}
-    assert found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 16.0
+    assert (
+        found[("statistics_stale", "public.changed_since")].evidence["analyzed_seconds_ago"] == 16.0
+    )
     loaded = found[("statistics_stale", "public.bulk_loaded")]
-    assert loaded.title == "Statistics of bulk_loaded are stale (analyzed at 100 rows, 30,100 live now)"
+    assert (
+        loaded.title
+        == "Statistics of bulk_loaded are stale (analyzed at 100 rows, 30,100 live now)"
+    )
     assert loaded.evidence["reltuples"] == 100.0
 
 
 def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path):
     c = ctx(tmp_path)
-    land_rows(c.workspace, "xmin_horizon", HorizonRow, [HorizonRow(*row) for row in [
-        ("prepared_transaction", "prepared forgotten", "shop", False, False, 5_000_000, 9 * DAY, "owner app", True),
-        ("replication_slot", "slot decoder", None, True, False, 4_000_000, None, "logical (pgoutput), inactive", True),
-        ("transaction", "pid:42", "shop", False, False, 1_000, 3600.0, "app, idle in transaction", True),
-        ("transaction", "pid:43", "shop", False, False, 999, 2.0, "app, active", True),  # ordinary traffic
-        # a query that just began: its snapshot inherits the horizon the others hold, it holds nothing itself
-        ("transaction", "pid:45", "shop", False, True, 5_000_000, 0.1, "app, active", True),
-        ("transaction", "pid:44", "other", False, False, 9_000_000, 9 * DAY, "app, idle in transaction", False),
-    ]])
+    land_rows(
+        c.workspace,
+        "xmin_horizon",
+        HorizonRow,
+        [
+            HorizonRow(*row)
+            for row in [
+                (
+                    "prepared_transaction",
+                    "prepared forgotten",
+                    "shop",
+                    False,
+                    False,
+                    5_000_000,
+                    9 * DAY,
+                    "owner app",
+                    True,
+                ),
+                (
+                    "replication_slot",
+                    "slot decoder",
+                    None,
+                    True,
+                    False,
+                    4_000_000,
+                    None,
+                    "logical (pgoutput), inactive",
+                    True,
+                ),
+                (
+                    "transaction",
+                    "pid:42",
+                    "shop",
+                    False,
+                    False,
+                    1_000,
+                    3600.0,
+                    "app, idle in transaction",
+                    True,
+                ),
+                (
+                    "transaction",
+                    "pid:43",
+                    "shop",
+                    False,
+                    False,
+                    999,
+                    2.0,
+                    "app, active",
+                    True,
+                ),  # ordinary traffic
+                # a query that just began: its snapshot inherits the horizon the others hold, it holds nothing itself
+                ("transaction", "pid:45", "shop", False, True, 5_000_000, 0.1, "app, active", True),
+                (
+                    "transaction",
+                    "pid:44",
+                    "other",
+                    False,
+                    False,
+                    9_000_000,
+                    9 * DAY,
+                    "app, idle in transaction",
+                    False,
+                ),
+            ]
+        ],
+    )
     found = vacuum_findings(c, [table("carts", 30000, 60000, 0, NOV_1, DAY, 30000.0)])
     held = found[("dead_tuples_high", "public.carts")]
     # Another database's session does not hold this one's tables; a logical slot holds only the catalogs.
-    assert [h["holder"] for h in held.evidence["horizon_held_by"]] == ["prepared forgotten", "pid:42"]
+    assert [h["holder"] for h in held.evidence["horizon_held_by"]] == [
+        "prepared forgotten",
+        "pid:42",
+    ]
     assert "prepared forgotten" in held.recommendation
 
-    land_rows(c.workspace, "wraparound", WraparoundRow, [
-        WraparoundRow("database", "shop", 1_200_000_000, 0), WraparoundRow("database", "other", 1_100_000_000, 0),
-        WraparoundRow("table", "public.carts", 1_100_000_000, 0),
-    ])
+    land_rows(
+        c.workspace,
+        "wraparound",
+        WraparoundRow,
+        [
+            WraparoundRow("database", "shop", 1_200_000_000, 0),
+            WraparoundRow("database", "other", 1_100_000_000, 0),
+            WraparoundRow("table", "public.carts", 1_100_000_000, 0),
+        ],
+    )
     by_object = {f.object: f for f in check_wraparound(c).findings}
-    names = {obj: [h["holder"] for h in f.evidence["horizon_held_by"]] for obj, f in by_object.items()}
-    assert names == {"database shop": ["prepared forgotten", "slot decoder", "pid:42"],
-                     "database other": ["pid:44", "slot decoder"],
-                     "public.carts": ["prepared forgotten", "pid:42"]}
-    assert by_object["public.carts"].recommendation.startswith("End or drop what holds the xmin horizon, oldest first (prepared forgotten")
+    names = {
+        obj: [h["holder"] for h in f.evidence["horizon_held_by"]] for obj, f in by_object.items()
+    }
+    assert names == {
+        "database shop": ["prepared forgotten", "slot decoder", "pid:42"],
+        "database other": ["pid:44", "slot decoder"],
+        "public.carts": ["prepared forgotten", "pid:42"],
+    }
+    assert by_object["public.carts"].recommendation.startswith(
+        "End or drop what holds the xmin horizon, oldest first (prepared forgotten"
+    )
 
 
 def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
     """@check registers a tasker operator of the checks category; the body's findings carry its name as
     source, its coverage is the declared one unless the body returns its own (with what it could not see)."""
     ws_ctx = ctx(tmp_path)
-    seen = Finding(code=FindingCode.INDEX_INVALID, severity=Severity.WARNING, object="public.i", title="i is invalid")
+    seen = Finding(
+        code=FindingCode.INDEX_INVALID,
+        severity=Severity.WARNING,
+        object="public.i",
+        title="i is invalid",
+    )
 
     def check_toy_declared(_ctx):
         """Toy check with a fixed coverage."""
@@ -182,8 +394,12 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
         yield seen
 
     try:
-        declared = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,), looked_at="one toy")(check_toy_declared)(ws_ctx)
-        returned = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_returned)(ws_ctx)
+        declared = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,), looked_at="one toy")(
+            check_toy_declared
+        )(ws_ctx)
+        returned = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_returned)(
+            ws_ctx
+        )
         silent = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_silent)
         entry = REGISTRY["check_toy_declared"].entry()
         with pytest.raises(TypeError, match="check_toy_silent returned no coverage"):
@@ -191,9 +407,17 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
     finally:
         for name in ("check_toy_declared", "check_toy_returned", "check_toy_silent"):
             REGISTRY.pop(name, None)
-    assert (entry.role, entry.category, entry.needs, entry.checks) == (Role.TASKER, Category.CHECKS, ["toys"], ["index_invalid"])
+    assert (entry.role, entry.category, entry.needs, entry.checks) == (
+        Role.TASKER,
+        Category.CHECKS,
+        ["toys"],
+        ["index_invalid"],
+    )
     assert entry.description == "Toy check with a fixed coverage."
-    assert declared.summary == "check_toy_declared: 1 findings (1 problems) over one toy" and declared.partial == ""
+    assert (
+        declared.summary == "check_toy_declared: 1 findings (1 problems) over one toy"
+        and declared.partial == ""
+    )
     assert [f.source for f in declared.findings] == ["check_toy_declared"]
     assert returned.summary == "check_toy_returned: 2 findings (1 problems) over two toys"
     assert returned.partial == "one toy hidden"
@@ -201,23 +425,52 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
 
 def test_a_slot_whose_replica_just_went_away_is_named_in_the_coverage_not_a_finding(tmp_path):
     c = ctx(tmp_path)
-    land_rows(c.workspace, "replication_slots", SlotRow, [
-        SlotRow("replica1_slot", "physical", "", False, "reserved", 4.0, 2.0**20),      # its replica restarting
-        SlotRow("left_slot", "physical", "", False, "reserved", 3600.0, 2.0**20),       # left behind an hour ago
-        SlotRow("flooded_slot", "physical", "", False, "reserved", 4.0, 2.0**31),       # just gone, but retaining too much
-        SlotRow("old_server_slot", "physical", "", False, "reserved", None, 2.0**20),   # PostgreSQL 16: no inactive_since
-    ])
+    land_rows(
+        c.workspace,
+        "replication_slots",
+        SlotRow,
+        [
+            SlotRow(
+                "replica1_slot", "physical", "", False, "reserved", 4.0, 2.0**20
+            ),  # its replica restarting
+            SlotRow(
+                "left_slot", "physical", "", False, "reserved", 3600.0, 2.0**20
+            ),  # left behind an hour ago
+            SlotRow(
+                "flooded_slot", "physical", "", False, "reserved", 4.0, 2.0**31
+            ),  # just gone, but retaining too much
+            SlotRow(
+                "old_server_slot", "physical", "", False, "reserved", None, 2.0**20
+            ),  # PostgreSQL 16: no inactive_since
+        ],
+    )
     observation = REGISTRY["check_replication_slots"].run(c, {})
-    assert {f.object for f in observation.findings} == {"slot left_slot", "slot flooded_slot", "slot old_server_slot"}
-    assert "replica gone during the review" in observation.partial and "replica1_slot (4 s ago)" in observation.partial
+    assert {f.object for f in observation.findings} == {
+        "slot left_slot",
+        "slot flooded_slot",
+        "slot old_server_slot",
+    }
+    assert (
+        "replica gone during the review" in observation.partial
+        and "replica1_slot (4 s ago)" in observation.partial
+    )
 
 
 def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
     c = ctx(tmp_path)
-    columns = [("datname", "VARCHAR"), ("blks_hit_delta", "DOUBLE"), ("blks_read_delta", "DOUBLE"), ("temp_bytes_delta", "DOUBLE"),
-               ("server_started_delta", "DOUBLE")]
+    columns = [
+        ("datname", "VARCHAR"),
+        ("blks_hit_delta", "DOUBLE"),
+        ("blks_read_delta", "DOUBLE"),
+        ("temp_bytes_delta", "DOUBLE"),
+        ("server_started_delta", "DOUBLE"),
+    ]
     c.workspace.write_table("database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 0.0)])
-    assert [f.code for f in REGISTRY["check_cache_hit_ratio"].run(c, {}).findings] == [FindingCode.CACHE_HIT_RATIO_LOW]
-    c.workspace.write_table("database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 12.5)])  # restarted 12.5 s later
+    assert [f.code for f in REGISTRY["check_cache_hit_ratio"].run(c, {}).findings] == [
+        FindingCode.CACHE_HIT_RATIO_LOW
+    ]
+    c.workspace.write_table(
+        "database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 12.5)]
+    )  # restarted 12.5 s later
     restarted = REGISTRY["check_cache_hit_ratio"].run(c, {})
     assert not restarted.findings and "restarted during the window" in restarted.partial

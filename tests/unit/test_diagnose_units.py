@@ -10,22 +10,31 @@ from pglast.ast import SelectStmt
 import operators  # noqa: F401  (registers every operator)
 from bench.diagnose import accuracy
 from bench.injections import COMBINATIONS, RECIPES
-from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
+from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import Scenario
 from operators.diagnose.anomaly import abnormal_metrics
-from dbcrew.settings import Thresholds
-from operators.diagnose.evidence import StatementDelta, TableDelta, WindowEvidence
-from operators.diagnose.experts import (EXPERTS, Candidate, Facts, configuration_expert, cpu_expert, index_expert, locks_expert, select_experts,
-                                       workload_expert)
-from operators.diagnose.facts import statement_candidates
 from operators.diagnose.cross_review import MAX_CAUSES, cross_review
+from operators.diagnose.evidence import StatementDelta, TableDelta, WindowEvidence
+from operators.diagnose.experts import (
+    EXPERTS,
+    Candidate,
+    Facts,
+    configuration_expert,
+    cpu_expert,
+    index_expert,
+    locks_expert,
+    select_experts,
+    workload_expert,
+)
+from operators.diagnose.facts import statement_candidates
 from operators.diagnose.plan_issues import plan_issues
 from operators.diagnose.sampler import ActivityTally
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
+from roles.brains.rules import RulesBrain
 from roles.validators import validate
 
 
@@ -43,23 +52,67 @@ def test_accuracy_follows_dbot_formula() -> None:
 
 def test_step_in_a_metric_is_abnormal_and_noise_is_not() -> None:
     rng = random.Random(1)
-    base = window({"db.tup_updated": [100 + rng.gauss(0, 5) for _ in range(12)], "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)]})
-    now = window({"db.tup_updated": [3000 + rng.gauss(0, 50) for _ in range(12)], "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)]})
+    base = window(
+        {
+            "db.tup_updated": [100 + rng.gauss(0, 5) for _ in range(12)],
+            "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)],
+        }
+    )
+    now = window(
+        {
+            "db.tup_updated": [3000 + rng.gauss(0, 50) for _ in range(12)],
+            "db.xact_commit": [50 + rng.gauss(0, 3) for _ in range(12)],
+        }
+    )
     found = abnormal_metrics(now, base)
     assert [m.name for m in found] == ["db.tup_updated"] and found[0].direction == "up"
     assert abnormal_metrics(now, None) == []
 
 
-SUBPLAN = {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000, "Plans": [
-    {"Node Type": "Aggregate", "Parent Relationship": "SubPlan", "Subplan Name": "SubPlan 1", "Plan Rows": 1,
-     "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Parent Relationship": "Outer", "Plan Rows": 10}]}]}
-HASHED = {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000, "Plans": [
-    {"Node Type": "Seq Scan", "Relation Name": "items", "Parent Relationship": "SubPlan", "Subplan Name": "hashed SubPlan 1", "Plan Rows": 10}]}
+SUBPLAN = {
+    "Node Type": "Seq Scan",
+    "Relation Name": "orders",
+    "Plan Rows": 4000,
+    "Plans": [
+        {
+            "Node Type": "Aggregate",
+            "Parent Relationship": "SubPlan",
+            "Subplan Name": "SubPlan 1",
+            "Plan Rows": 1,
+            "Plans": [
+                {
+                    "Node Type": "Seq Scan",
+                    "Relation Name": "items",
+                    "Parent Relationship": "Outer",
+                    "Plan Rows": 10,
+                }
+            ],
+        }
+    ],
+}
+HASHED = {
+    "Node Type": "Seq Scan",
+    "Relation Name": "orders",
+    "Plan Rows": 4000,
+    "Plans": [
+        {
+            "Node Type": "Seq Scan",
+            "Relation Name": "items",
+            "Parent Relationship": "SubPlan",
+            "Subplan Name": "hashed SubPlan 1",
+            "Plan Rows": 10,
+        }
+    ],
+}
 
 
 def nested_loop(inner: dict[str, object]) -> dict[str, object]:
-    return {"Node Type": "Nested Loop", "Plan Rows": 1000, "Join Filter": "(i.order_id >= o.id)", "Plans": [
-        {"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000}, inner]}
+    return {
+        "Node Type": "Nested Loop",
+        "Plan Rows": 1000,
+        "Join Filter": "(i.order_id >= o.id)",
+        "Plans": [{"Node Type": "Seq Scan", "Relation Name": "orders", "Plan Rows": 4000}, inner],
+    }
 
 
 def test_plan_patterns() -> None:
@@ -67,10 +120,19 @@ def test_plan_patterns() -> None:
     assert plan_issues(HASHED) == []
     few_outer = {**SUBPLAN, "Plan Rows": 50}
     assert plan_issues(few_outer) == [], "50 runs of a subquery over a small table are no problem"
-    assert [i.code for i in plan_issues(few_outer, {"items": 400_000})] == ["query_correlated_subquery"], "50 scans of 400k rows are"
-    big_inner = {"Node Type": "Materialize", "Plan Rows": 40000, "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Plan Rows": 40000}]}
+    assert [i.code for i in plan_issues(few_outer, {"items": 400_000})] == [
+        "query_correlated_subquery"
+    ], "50 scans of 400k rows are"
+    big_inner = {
+        "Node Type": "Materialize",
+        "Plan Rows": 40000,
+        "Plans": [{"Node Type": "Seq Scan", "Relation Name": "items", "Plan Rows": 40000}],
+    }
     issues = plan_issues(nested_loop(big_inner))
-    assert [i.code for i in issues] == ["query_poor_join"] and issues[0].relations == ["items", "orders"]
+    assert [i.code for i in issues] == ["query_poor_join"] and issues[0].relations == [
+        "items",
+        "orders",
+    ]
     indexed = {"Node Type": "Index Scan", "Relation Name": "items", "Plan Rows": 40000}
     assert plan_issues(nested_loop(indexed)) == []
 
@@ -89,43 +151,103 @@ def test_only_single_selects_calling_pg_catalog_are_explained() -> None:
 
 
 def test_monitoring_statements_are_not_workload() -> None:
-    w = window(statements=[
-        StatementDelta(queryid=1, query="SELECT * FROM pg_stat_activity", calls=10, total_exec_time_ms=900, rows=10),
-        StatementDelta(queryid=2, query="SELECT * FROM t WHERE id = $1", calls=10, total_exec_time_ms=100, rows=10)],
-        running={"SELECT o.id FROM orders o": 3})
-    assert {q for q, _ in statement_candidates(w)} == {"SELECT o.id FROM orders o", "SELECT * FROM t WHERE id = $1"}
+    w = window(
+        statements=[
+            StatementDelta(
+                queryid=1,
+                query="SELECT * FROM pg_stat_activity",
+                calls=10,
+                total_exec_time_ms=900,
+                rows=10,
+            ),
+            StatementDelta(
+                queryid=2,
+                query="SELECT * FROM t WHERE id = $1",
+                calls=10,
+                total_exec_time_ms=100,
+                rows=10,
+            ),
+        ],
+        running={"SELECT o.id FROM orders o": 3},
+    )
+    assert {q for q, _ in statement_candidates(w)} == {
+        "SELECT o.id FROM orders o",
+        "SELECT * FROM t WHERE id = $1",
+    }
 
 
 def test_experts_judge_by_thresholds() -> None:
     busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
     assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
     remote = busy.model_copy(update={"cpu_count": None})
-    assert cpu_expert(Facts(remote, None, [])) == []  # no host metrics for a remote target: no claim
-    locked = window({"act.wait_lock": [4.0] * 10}, waits={"Lock:transactionid": 40, "CPU": 2}, session_samples=10)
+    assert (
+        cpu_expert(Facts(remote, None, [])) == []
+    )  # no host metrics for a remote target: no claim
+    locked = window(
+        {"act.wait_lock": [4.0] * 10},
+        waits={"Lock:transactionid": 40, "CPU": 2},
+        session_samples=10,
+    )
     assert [c.code for c in locks_expert(Facts(locked, None, []))] == ["lock_contention"]
-    flushing = window({"act.wait_wal_flush": [5.0] * 10}, waits={"LWLock:WALWrite": 50}, session_samples=10,
-                      settings={"synchronous_commit": "on"})
-    assert [c.code for c in configuration_expert(Facts(flushing, None, []))] == ["sync_commit_pressure"]
+    flushing = window(
+        {"act.wait_wal_flush": [5.0] * 10},
+        waits={"LWLock:WALWrite": 50},
+        session_samples=10,
+        settings={"synchronous_commit": "on"},
+    )
+    assert [c.code for c in configuration_expert(Facts(flushing, None, []))] == [
+        "sync_commit_pressure"
+    ]
     relaxed = flushing.model_copy(update={"settings": {"synchronous_commit": "off"}})
     assert configuration_expert(Facts(relaxed, None, [])) == []
     # Flushes dominate but fewer sessions wait (the clients spend their time elsewhere): still the cause.
-    light = window({"act.wait_wal_flush": [0.45] * 10}, waits={"LWLock:WALWrite": 30, "IO:WalSync": 10, "CPU": 8},
-                   session_samples=50, settings={"synchronous_commit": "on"})
-    assert [c.code for c in configuration_expert(Facts(light, None, []))] == ["sync_commit_pressure"]
+    light = window(
+        {"act.wait_wal_flush": [0.45] * 10},
+        waits={"LWLock:WALWrite": 30, "IO:WalSync": 10, "CPU": 8},
+        session_samples=50,
+        settings={"synchronous_commit": "on"},
+    )
+    assert [c.code for c in configuration_expert(Facts(light, None, []))] == [
+        "sync_commit_pressure"
+    ]
     # A healthy OLTP load also flushes at every commit, but few sessions wait and flushes are not its main wait.
-    healthy = window({"act.wait_wal_flush": [0.18] * 10}, waits={"IO:WalSync": 8, "CPU": 9, "Lock:transactionid": 11},
-                     session_samples=50, settings={"synchronous_commit": "on"})
+    healthy = window(
+        {"act.wait_wal_flush": [0.18] * 10},
+        waits={"IO:WalSync": 8, "CPU": 9, "Lock:transactionid": 11},
+        session_samples=50,
+        settings={"synchronous_commit": "on"},
+    )
     assert configuration_expert(Facts(healthy, None, [])) == []
     # Measured windows: pgbench at 300 tps on a slow disk waits on flushes for most of its active time
     # but its clients idle between transactions longer; back-to-back transfers go straight on.
-    paced = window({"act.wait_wal_flush": [0.85] * 10, "act.active": [1.0] * 10, "act.idle_between": [2.68] * 10},
-                   waits={"IO:WalSync": 43, "CPU": 7}, session_samples=50, flusher_idle_between=134, settings={"synchronous_commit": "on"})
+    paced = window(
+        {
+            "act.wait_wal_flush": [0.85] * 10,
+            "act.active": [1.0] * 10,
+            "act.idle_between": [2.68] * 10,
+        },
+        waits={"IO:WalSync": 43, "CPU": 7},
+        session_samples=50,
+        flusher_idle_between=134,
+        settings={"synchronous_commit": "on"},
+    )
     assert configuration_expert(Facts(paced, None, [])) == []
-    pressed = window({"act.wait_wal_flush": [0.9] * 10, "act.active": [1.02] * 10, "act.idle_in_xact": [0.63] * 10,
-                      "act.idle_between": [0.35] * 10}, waits={"IO:WalSync": 45, "CPU": 5}, session_samples=50,
-                     flusher_idle_between=18, settings={"synchronous_commit": "on"})
+    pressed = window(
+        {
+            "act.wait_wal_flush": [0.9] * 10,
+            "act.active": [1.02] * 10,
+            "act.idle_in_xact": [0.63] * 10,
+            "act.idle_between": [0.35] * 10,
+        },
+        waits={"IO:WalSync": 45, "CPU": 5},
+        session_samples=50,
+        flusher_idle_between=18,
+        settings={"synchronous_commit": "on"},
+    )
     found = configuration_expert(Facts(pressed, None, []))
-    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.71
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence[
+        "flush_waiters_share_vs_idle_between"
+    ] == 0.71
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
     assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
@@ -135,26 +257,45 @@ def test_experts_judge_by_thresholds() -> None:
 def test_the_experts_judge_by_the_runs_thresholds() -> None:
     busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
     assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
-    raised = Thresholds(**{"diagnosis.cpu_sessions_per_core": 4.0})  # 6 runnable sessions on 2 cores are not 4 a core
+    raised = Thresholds(
+        **{"diagnosis.cpu_sessions_per_core": 4.0}
+    )  # 6 runnable sessions on 2 cores are not 4 a core
     assert cpu_expert(Facts(busy, None, [], thresholds=raised)) == []
 
 
 def test_too_many_indexes_is_one_count_for_the_health_check_and_the_expert() -> None:
     """The index expert once called 8 indexes too many while the health check said 10."""
+
     def written(indexes: int) -> WindowEvidence:
-        return window(tables=[TableDelta(name="public.ledger", n_tup_upd=50_000, index_count=indexes)])  # 10,000 writes/s
+        return window(
+            tables=[TableDelta(name="public.ledger", n_tup_upd=50_000, index_count=indexes)]
+        )  # 10,000 writes/s
 
     assert Thresholds().indexes_too_many == 10
     assert [c.code for c in index_expert(Facts(written(10), None, []))] == ["indexes_too_many"]
     assert index_expert(Facts(written(9), None, [])) == []
-    assert [c.code for c in index_expert(Facts(written(9), None, [], thresholds=Thresholds(indexes_too_many=9)))] == ["indexes_too_many"]
+    assert [
+        c.code
+        for c in index_expert(
+            Facts(written(9), None, [], thresholds=Thresholds(indexes_too_many=9))
+        )
+    ] == ["indexes_too_many"]
 
 
 def activity(pid: int, state: str, wait: str = "", idle_seconds: float = 0.0) -> dict[str, object]:
     """One pg_stat_activity row as the session sampler reads it."""
     kind, _, event = wait.partition(":")
-    return {"pid": pid, "backend_type": "client backend", "state": state, "state_seconds": idle_seconds, "wait_event_type": kind or None,
-            "wait_event": event or None, "query": "COMMIT", "blocked_by": "", "xact_seconds": 0.0}
+    return {
+        "pid": pid,
+        "backend_type": "client backend",
+        "state": state,
+        "state_seconds": idle_seconds,
+        "wait_event_type": kind or None,
+        "wait_event": event or None,
+        "query": "COMMIT",
+        "blocked_by": "",
+        "xact_seconds": 0.0,
+    }
 
 
 def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
@@ -162,27 +303,61 @@ def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
     # a batch job with asynchronous commits (pid 3) sits idle between its statements in every sample.
     tally = ActivityTally()
     for tick in range(4):
-        committers = [activity(pid, "idle", idle_seconds=0.001) if tick == pid else activity(pid, "active", "IO:WalSync") for pid in (1, 2)]
+        committers = [
+            activity(pid, "idle", idle_seconds=0.001)
+            if tick == pid
+            else activity(pid, "active", "IO:WalSync")
+            for pid in (1, 2)
+        ]
         tally.add([*committers, activity(3, "idle", idle_seconds=0.05)])
-    assert tally.flusher_idle_between() == 2, "the batch job's idle samples are not the committers' think time"
-    pressed = window({"act.wait_wal_flush": [1.5] * 4, "act.idle_between": [1.5] * 4}, waits=dict(tally.waits), session_samples=4,
-                     flusher_idle_between=tally.flusher_idle_between(), settings={"synchronous_commit": "on"})
+    assert tally.flusher_idle_between() == 2, (
+        "the batch job's idle samples are not the committers' think time"
+    )
+    pressed = window(
+        {"act.wait_wal_flush": [1.5] * 4, "act.idle_between": [1.5] * 4},
+        waits=dict(tally.waits),
+        session_samples=4,
+        flusher_idle_between=tally.flusher_idle_between(),
+        settings={"synchronous_commit": "on"},
+    )
     found = configuration_expert(Facts(pressed, None, []))
     # Over all sessions the flush would hold 1.5 / (1.5 + 1.5) = 0.5 of them; per flushing session 6 / (6 + 2).
-    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence["flush_waiters_share_vs_idle_between"] == 0.75
-    paced = pressed.model_copy(update={"flusher_idle_between": 12})  # the committers' own think time outweighs their flushes
+    assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence[
+        "flush_waiters_share_vs_idle_between"
+    ] == 0.75
+    paced = pressed.model_copy(
+        update={"flusher_idle_between": 12}
+    )  # the committers' own think time outweighs their flushes
     assert configuration_expert(Facts(paced, None, [])) == []
 
 
 def test_an_update_rate_is_a_cause_when_heavy_for_the_host_whoever_gets_its_cpu() -> None:
     # Measured windows (2 cores): healthy pgbench keeping 1000 tps; a flood of single-row commits.
-    pgbench = window({"db.tup_updated": [3095.0] * 10, "db.xact_commit": [1053.0] * 10, "pg.cpu_cores": [0.62] * 10,
-                      "act.on_cpu": [0.15] * 10}, cpu_count=2)
-    flood = window({"db.tup_updated": [21000.0] * 10, "db.xact_commit": [21000.0] * 10, "pg.cpu_cores": [0.75] * 10,
-                    "act.on_cpu": [0.27] * 10}, cpu_count=2)
-    assert workload_expert(Facts(pgbench, None, [])) == [], "a healthy load's server CPU share is no update cause"
+    pgbench = window(
+        {
+            "db.tup_updated": [3095.0] * 10,
+            "db.xact_commit": [1053.0] * 10,
+            "pg.cpu_cores": [0.62] * 10,
+            "act.on_cpu": [0.15] * 10,
+        },
+        cpu_count=2,
+    )
+    flood = window(
+        {
+            "db.tup_updated": [21000.0] * 10,
+            "db.xact_commit": [21000.0] * 10,
+            "pg.cpu_cores": [0.75] * 10,
+            "act.on_cpu": [0.27] * 10,
+        },
+        cpu_count=2,
+    )
+    assert workload_expert(Facts(pgbench, None, [])) == [], (
+        "a healthy load's server CPU share is no update cause"
+    )
     found = workload_expert(Facts(flood, None, []))
-    assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence["rows_updated_per_s_per_core"] == 10500
+    assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence[
+        "rows_updated_per_s_per_core"
+    ] == 10500
     # Its clients taking most of the CPU leave the server a small share: the flood is no less heavy.
     starved = flood.model_copy(update={"series": {**flood.series, "pg.cpu_cores": [0.3] * 10}})
     assert [c.code for c in workload_expert(Facts(starved, None, []))] == ["workload_high_updates"]
@@ -197,11 +372,24 @@ def test_an_update_rate_is_a_cause_when_heavy_for_the_host_whoever_gets_its_cpu(
 
 
 def test_a_cte_fed_bulk_load_is_an_insert_not_a_fetch() -> None:
-    load = StatementDelta(queryid=1, query="WITH src AS (SELECT g FROM generate_series($1, $2) g) INSERT INTO t SELECT * FROM src",
-                          calls=5, total_exec_time_ms=4000, rows=400_000)
-    report = StatementDelta(queryid=2, query="WITH r AS (SELECT * FROM t) SELECT * FROM r", calls=2, total_exec_time_ms=900, rows=100_000)
+    load = StatementDelta(
+        queryid=1,
+        query="WITH src AS (SELECT g FROM generate_series($1, $2) g) INSERT INTO t SELECT * FROM src",
+        calls=5,
+        total_exec_time_ms=4000,
+        rows=400_000,
+    )
+    report = StatementDelta(
+        queryid=2,
+        query="WITH r AS (SELECT * FROM t) SELECT * FROM r",
+        calls=2,
+        total_exec_time_ms=900,
+        rows=100_000,
+    )
     assert (load.kind, report.kind) == ("insert", "select")
-    loading = window({"db.tup_inserted": [80_000.0] * 10, "db.xact_commit": [1.0] * 10}, statements=[load])
+    loading = window(
+        {"db.tup_inserted": [80_000.0] * 10, "db.xact_commit": [1.0] * 10}, statements=[load]
+    )
     assert [c.code for c in workload_expert(Facts(loading, None, []))] == ["workload_large_insert"]
     fetching = window(statements=[report])
     assert [c.code for c in workload_expert(Facts(fetching, None, []))] == ["workload_large_fetch"]
@@ -220,15 +408,27 @@ def test_cross_review_resolves_conflicts_and_keeps_four() -> None:
     transfers = Facts(window({"db.tup_updated": [2400.0], "db.xact_commit": [1200.0]}), None, [])
     assert [c.code for c in cross_review([sync, updates], transfers)[0]] == ["sync_commit_pressure"]
     batches = Facts(window({"db.tup_updated": [24000.0], "db.xact_commit": [12.0]}), None, [])
-    assert {c.code for c in cross_review([sync, updates], batches)[0]} == {"sync_commit_pressure", "workload_high_updates"}
-    unrelated = ("workload_many_deletes", "workload_large_fetch", "query_poor_join", "cpu_contention", "io_contention", "memory_pressure")
+    assert {c.code for c in cross_review([sync, updates], batches)[0]} == {
+        "sync_commit_pressure",
+        "workload_high_updates",
+    }
+    unrelated = (
+        "workload_many_deletes",
+        "workload_large_fetch",
+        "query_poor_join",
+        "cpu_contention",
+        "io_contention",
+        "memory_pressure",
+    )
     many = [Candidate(code=code, expert="x", strength=1.0 + i) for i, code in enumerate(unrelated)]
     assert len(cross_review(many, facts)[0]) == MAX_CAUSES
 
 
 def test_baseline_weakens_unsupported_candidates() -> None:
     base = window({"act.wait_lock": [0.0] * 10})
-    candidate = Candidate(code="lock_contention", expert="locks", strength=1.0, indicators=["act.wait_lock"])
+    candidate = Candidate(
+        code="lock_contention", expert="locks", strength=1.0, indicators=["act.wait_lock"]
+    )
     with_baseline = cross_review([candidate], Facts(window(), base, []))[0]
     without = cross_review([candidate], Facts(window(), None, []))[0]
     assert with_baseline == [] and [c.code for c in without] == ["lock_contention"]
@@ -241,8 +441,16 @@ def test_knowledge_covers_every_injected_cause_and_cites_the_manual() -> None:
         assert chunk is not None, code
         assert chunk.metrics and chunk.steps and chunk.solution
     assert all(c.source.startswith("PostgreSQL manual") for c in kb.chunks)
-    assert kb.retrieve(["act.wait_wal_flush", "io.wal.fsyncs"], "")[0].chunk.code == "sync_commit_pressure"
-    assert kb.retrieve([], "rows locked by another transaction, sessions blocked", expert="locks")[0].chunk.code == "lock_contention"
+    assert (
+        kb.retrieve(["act.wait_wal_flush", "io.wal.fsyncs"], "")[0].chunk.code
+        == "sync_commit_pressure"
+    )
+    assert (
+        kb.retrieve([], "rows locked by another transaction, sessions blocked", expert="locks")[
+            0
+        ].chunk.code
+        == "lock_contention"
+    )
 
 
 def test_expert_selection_by_alert_and_abnormal_metrics() -> None:
@@ -254,8 +462,14 @@ def test_expert_selection_by_alert_and_abnormal_metrics() -> None:
 
 
 def test_rules_brain_plans_a_valid_expert_team() -> None:
-    brief = Brief(server_version="18.0", server_version_num=180000, database="db", current_user="u",
-                  extensions=["pg_stat_statements"], preloaded_libraries=["pg_stat_statements"])
+    brief = Brief(
+        server_version="18.0",
+        server_version_num=180000,
+        database="db",
+        current_user="u",
+        extensions=["pg_stat_statements"],
+        preloaded_libraries=["pg_stat_statements"],
+    )
     request = PlanRequest(scenario="diagnose", brief=brief, catalogue=catalogue())
     strategy = RulesBrain().plan(request)
     assert validate(strategy, request.catalogue) == []
@@ -271,12 +485,21 @@ def test_benchmark_has_at_least_five_combinations_of_known_causes() -> None:
 
 
 def test_selective_sequential_scan_is_a_missing_index() -> None:
-    lookup = {"Node Type": "Seq Scan", "Relation Name": "items", "Filter": "(k = $1)", "Plan Rows": 3}
+    lookup = {
+        "Node Type": "Seq Scan",
+        "Relation Name": "items",
+        "Filter": "(k = $1)",
+        "Plan Rows": 3,
+    }
     issues = plan_issues(lookup, {"items": 300_000})
-    assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[0].detail
+    assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[
+        0
+    ].detail
     assert plan_issues(lookup, {"items": 500}) == []  # a small table is fine scanned
     broad = {**lookup, "Filter": "(id <= 200000)", "Plan Rows": 200_000}
-    assert plan_issues(broad, {"items": 300_000}) == []  # most of the table: an index would not help
+    assert (
+        plan_issues(broad, {"items": 300_000}) == []
+    )  # most of the table: an index would not help
     expression = {**lookup, "Filter": "(md5(a) < md5(b))"}
     assert plan_issues(expression, {"items": 300_000}) == []
 
@@ -284,7 +507,16 @@ def test_selective_sequential_scan_is_a_missing_index() -> None:
 def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
     from dbcrew.models import Finding, Severity
 
-    cause = Finding(code="lock_contention", severity=Severity.CRITICAL, object="database", title="t", confidence=0.9,
-                    source="cross_review_causes")
-    assert RulesBrain().summarize(Scenario.DIAGNOSE, [cause], []) == "1 root causes: lock_contention (confidence 0.90)."
+    cause = Finding(
+        code="lock_contention",
+        severity=Severity.CRITICAL,
+        object="database",
+        title="t",
+        confidence=0.9,
+        source="cross_review_causes",
+    )
+    assert (
+        RulesBrain().summarize(Scenario.DIAGNOSE, [cause], [])
+        == "1 root causes: lock_contention (confidence 0.90)."
+    )
     assert RulesBrain().summarize(Scenario.DIAGNOSE, [], []).startswith("No root cause")

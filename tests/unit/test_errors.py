@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PRODUCT = PYPROJECT["tool"]["importlinter"]["root_packages"]
 # "├── StoreUnavailable    dbcrew.store, a RuntimeError: ...": the drawing, four columns a level
-TREE_LINE = re.compile(r"^(?P<indent>[│├└─ ]*)(?P<name>\w+)\s+(?P<module>[\w.]+)"
-                       r"(, an? (?P<builtin>\w+))?:")
+TREE_LINE = re.compile(
+    r"^(?P<indent>[│├└─ ]*)(?P<name>\w+)\s+(?P<module>[\w.]+)"
+    r"(, an? (?P<builtin>\w+))?:"
+)
 
 
 @cache
@@ -31,9 +33,13 @@ def product_exceptions() -> dict[str, type[BaseException]]:
             if not any(isinstance(n, ast.ClassDef) for n in ast.parse(path.read_text()).body):
                 continue  # defines no class: no need to import it
             name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-            found |= {cls.__name__: cls for cls in vars(importlib.import_module(name)).values()
-                      if inspect.isclass(cls) and issubclass(cls, BaseException)
-                      and cls.__module__ == name}
+            found |= {
+                cls.__name__: cls
+                for cls in vars(importlib.import_module(name)).values()
+                if inspect.isclass(cls)
+                and issubclass(cls, BaseException)
+                and cls.__module__ == name
+            }
     return found
 
 
@@ -65,6 +71,12 @@ def test_the_docstring_draws_each_exception_under_its_bases_in_its_module() -> N
     assert drawn.keys() == exceptions.keys(), "dbcrew/errors.py's tree and the exceptions differ"
     for name, cls in exceptions.items():
         base = next((b.__name__ for b in cls.__bases__ if issubclass(b, DbcrewError)), None)
-        builtin = next((b.__name__ for b in cls.__bases__
-                        if not issubclass(b, DbcrewError) and b is not Exception), None)
+        builtin = next(
+            (
+                b.__name__
+                for b in cls.__bases__
+                if not issubclass(b, DbcrewError) and b is not Exception
+            ),
+            None,
+        )
         assert drawn[name] == (base, cls.__module__, builtin), f"{name} is drawn as {drawn[name]}"

@@ -41,7 +41,10 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
     shop, billing, reports = inventory.targets
     assert inventory.names() == ["shop", "billing", "reports"]
     assert shop.password == PasswordFromEnv(env="SHOP_PASSWORD") and shop.window == 30.0
-    assert billing.password == PasswordFromSecret(secret="billing-password") and billing.scenario == "diagnose"
+    assert (
+        billing.password == PasswordFromSecret(secret="billing-password")
+        and billing.scenario == "diagnose"
+    )
     assert reports.password == "pgpass" and reports.schedule is None and reports.window == 10.0
     assert [t.name for t in inventory.select("eu")] == ["shop"] and len(inventory.select(None)) == 3
     with pytest.raises(UsageError, match="no target named 'nope'.*shop, billing, reports"):
@@ -52,8 +55,14 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
     ("change", "message"),
     [
         (("monitor@db1", "monitor:hunter2@db1"), "targets[0].url: the URL carries a password"),
-        (('"0 2 * * *"', '"0 25 * * *"'), "targets[0].schedule: '0 25 * * *' is not a cron expression"),
-        (("long_running_query_seconds", "no_such_threshold"), "targets[0].thresholds: unknown threshold 'no_such_threshold'"),
+        (
+            ('"0 2 * * *"', '"0 25 * * *"'),
+            "targets[0].schedule: '0 25 * * *' is not a cron expression",
+        ),
+        (
+            ("long_running_query_seconds", "no_such_threshold"),
+            "targets[0].thresholds: unknown threshold 'no_such_threshold'",
+        ),
         (("scenario: diagnose", "scenario: tune"), "targets[1].scenario:"),
         (("{secret: billing-password}", "{vault: x}"), "targets[1].password"),
         (("name: billing", "name: shop"), "two targets are named 'shop'"),
@@ -62,10 +71,14 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
         (("mysql", "mysql"), None),
     ],
 )
-def test_each_mistake_is_one_line_naming_the_field(tmp_path: Path, change: tuple[str, str], message: str | None):
+def test_each_mistake_is_one_line_naming_the_field(
+    tmp_path: Path, change: tuple[str, str], message: str | None
+):
     text = GOOD.replace(*change)
     if message is None:  # a URL of another kind
-        text = GOOD.replace("postgresql://monitor@db2.example.com/billing", "mysql://root@db2/billing")
+        text = GOOD.replace(
+            "postgresql://monitor@db2.example.com/billing", "mysql://root@db2/billing"
+        )
         message = "targets[1].url: unsupported target"
     with pytest.raises(UsageError) as caught:
         load_inventory(write(tmp_path, text))
@@ -75,13 +88,30 @@ def test_each_mistake_is_one_line_naming_the_field(tmp_path: Path, change: tuple
 
 def test_the_cli_checks_an_inventory_with_exit_2_and_no_traceback(tmp_path: Path):
     bad = write(tmp_path, GOOD.replace("monitor@db1", "monitor:hunter2@db1"))
-    result = subprocess.run([sys.executable, "-m", "cli", "inventory", "check", str(bad)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "inventory", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "password" in lines[0], result.stderr
     assert "hunter2" not in result.stderr + result.stdout and "Traceback" not in result.stderr
-    result = subprocess.run([sys.executable, "-m", "cli", "inventory", "check", str(write(tmp_path, GOOD))],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "inventory", "check", str(write(tmp_path, GOOD))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0 and "password: env SHOP_PASSWORD" in result.stdout, result.stderr
-    missing = subprocess.run([sys.executable, "-m", "cli", "server", "--inventory", str(tmp_path / "none.yaml")],
-                             capture_output=True, text=True, timeout=120)
-    assert missing.returncode == 2 and "cannot read the inventory" in missing.stderr and "Traceback" not in missing.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "cli", "server", "--inventory", str(tmp_path / "none.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        missing.returncode == 2
+        and "cannot read the inventory" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )

@@ -19,7 +19,9 @@ print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 
 
 def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
-    loaded = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    loaded = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
     assert loaded == "", f"imported at start: {loaded}"
 
 
@@ -35,7 +37,13 @@ print(judge_quiet(window(5000), [], window(10))[0], "scipy" in sys.modules)
 
 def test_a_window_that_left_the_baseline_is_judged_without_scipy():
     """The KS test of the baseline comparison (history, every health review) runs in plain Python."""
-    out = subprocess.run([sys.executable, "-c", MOVED_WINDOW], capture_output=True, text=True, check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", MOVED_WINDOW],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     assert out.split() == ["False", "False"], out
 
 
@@ -49,6 +57,7 @@ def test_the_monitor_builds_its_error_tree_at_the_first_alert():
     def tree() -> ErrorTree:
         built.append(1)
         from error_tree import load_tree
+
         return load_tree()
 
     monitor = Monitor(tree, RulesBrain())

@@ -8,14 +8,27 @@ from roles.monitor import OUTAGE_WAIT_FIRST, OUTAGE_WAIT_MAX, outage_wait
 
 
 def decision(leaf: str) -> Decision:
-    return Decision(task_id="collect_activity", error="TargetError: cannot connect", leaf=leaf, branch="reach", confidence=1.0,
-                    remedy="instruction: retry")
+    return Decision(
+        task_id="collect_activity",
+        error="TargetError: cannot connect",
+        leaf=leaf,
+        branch="reach",
+        confidence=1.0,
+        remedy="instruction: retry",
+    )
 
 
 def test_a_retry_waits_for_the_target_only_after_the_same_outage_was_seen_in_this_run():
     assert outage_wait("connection", Action.RETRY, []) == 0.0  # the first failure: a plain retry
     assert outage_wait("connection", Action.RETRY, [decision("connection")]) == OUTAGE_WAIT_FIRST
-    assert outage_wait("connection_dropped", Action.RETRY, [decision("connection"), decision("connection_dropped")]) == 2 * OUTAGE_WAIT_FIRST
+    assert (
+        outage_wait(
+            "connection_dropped",
+            Action.RETRY,
+            [decision("connection"), decision("connection_dropped")],
+        )
+        == 2 * OUTAGE_WAIT_FIRST
+    )
     assert outage_wait("connection", Action.RETRY, [decision("connection")] * 20) == OUTAGE_WAIT_MAX
     # Other failures teach nothing about the target's reachability, and other remedies do not retry.
     assert outage_wait("connection", Action.RETRY, [decision("statement_timeout")]) == 0.0

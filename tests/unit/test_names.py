@@ -29,6 +29,9 @@ def class_definitions() -> dict[str, list[str]]:
 def test_each_class_name_is_defined_once() -> None:
     definitions = class_definitions()
     assert "Report" in definitions, "the walk did not reach the product packages"
-    twice = {name: places for name, places in definitions.items()
-             if len(places) > 1 and name not in AWAITING_REGISTRY}
+    twice = {
+        name: places
+        for name, places in definitions.items()
+        if len(places) > 1 and name not in AWAITING_REGISTRY
+    }
     assert twice == {}, f"class names defined more than once: {twice}"

@@ -23,7 +23,9 @@ def one_line_value_error(call) -> None:  # type: ignore[no-untyped-def]
         call()
     except ValueError as exc:
         message = str(exc)
-        assert type(exc) is ValueError, f"{type(exc).__name__}: {message}"  # not a pydantic dump, not an int() complaint
+        assert type(exc) is ValueError, (
+            f"{type(exc).__name__}: {message}"
+        )  # not a pydantic dump, not an int() complaint
         assert message and "\n" not in message, message
 
 
@@ -44,21 +46,44 @@ def test_a_fractional_threshold_round_trips_exactly(name: str, value: float):
     assert parse_overrides([f"{name}={value!r}"]) == {name: value}
 
 
-@given(st.sampled_from(sorted(FIELDS)), st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "1_000", "١", "0x10", "", "1.2.3",
-                                                         "1e999999999"]))
+@given(
+    st.sampled_from(sorted(FIELDS)),
+    st.sampled_from(
+        [
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "Infinity",
+            "1e400",
+            "1_000",
+            "١",
+            "0x10",
+            "",
+            "1.2.3",
+            "1e999999999",
+        ]
+    ),
+)
 def test_nan_infinity_and_python_only_spellings_are_refused(name: str, raw: str):
     with pytest.raises(ValueError, match=r"^--threshold .*(not a number|out of range)") as caught:
         parse_overrides([f"{name}={raw}"])
     assert name in str(caught.value)
 
 
-@given(st.sampled_from(WHOLE), st.floats(min_value=0.01, max_value=1e6).filter(lambda v: not v.is_integer()))
+@given(
+    st.sampled_from(WHOLE),
+    st.floats(min_value=0.01, max_value=1e6).filter(lambda v: not v.is_integer()),
+)
 def test_a_count_refuses_a_fraction(name: str, value: float):
     with pytest.raises(ValueError, match="takes a whole number"):
         parse_overrides([f"{name}={value!r}"])
 
 
-@given(st.sampled_from(sorted(FIELDS)), st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False))
+@given(
+    st.sampled_from(sorted(FIELDS)),
+    st.floats(max_value=-1e-9, allow_nan=False, allow_infinity=False),
+)
 def test_a_negative_threshold_is_refused(name: str, value: float):
     with pytest.raises(ValueError, match=f"--threshold.*{name}"):
         parse_overrides([f"{name}={value!r}"])
@@ -89,7 +114,12 @@ def test_nan_once_switched_a_check_off():
 
 
 operator_names = st.from_regex(r"\A[a-z][a-z0-9_]{0,30}\Z")
-faults = st.builds(FaultSpec, operator=operator_names, kind=st.sampled_from(FaultKind), times=st.none() | st.integers(1, 10**6))
+faults = st.builds(
+    FaultSpec,
+    operator=operator_names,
+    kind=st.sampled_from(FaultKind),
+    times=st.none() | st.integers(1, 10**6),
+)
 
 
 @given(faults)
@@ -111,12 +141,21 @@ def test_any_fault_text_is_a_fault_or_one_line_of_error(text: str):
         one_line_value_error(lambda: FaultSpec.parse(f"check_sessions:{kind.value}:{text}"))
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("check_sessions:timeout:0", "times '0' is not a whole number of 1 or more"),  # was a pydantic dump
-    ("check_sessions:bogus", "kind 'bogus' is not one of timeout, misfit"),  # was "'bogus' is not a valid FaultKind"
-    ("check_sessions:timeout:x", "times 'x'"),  # was "invalid literal for int() with base 10"
-    (":timeout", "expected operator:kind[:times]"),  # was accepted: a fault on no operator
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "check_sessions:timeout:0",
+            "times '0' is not a whole number of 1 or more",
+        ),  # was a pydantic dump
+        (
+            "check_sessions:bogus",
+            "kind 'bogus' is not one of timeout, misfit",
+        ),  # was "'bogus' is not a valid FaultKind"
+        ("check_sessions:timeout:x", "times 'x'"),  # was "invalid literal for int() with base 10"
+        (":timeout", "expected operator:kind[:times]"),  # was accepted: a fault on no operator
+    ],
+)
 def test_what_the_fault_properties_found(text: str, message: str):
     with pytest.raises(ValueError, match=re.escape(message)):
         FaultSpec.parse(text)

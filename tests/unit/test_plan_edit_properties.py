@@ -29,12 +29,21 @@ from roles.planner import make_plan
 from roles.replanner import diff
 from roles.validators import validate
 
-BRIEF = Brief(server_version="18.6", server_version_num=180006, database="shop", current_user="postgres",
-              extensions=["pg_stat_statements"], preloaded_libraries=["pg_stat_statements"], is_superuser=True,
-              can_read_all_stats=True)
+BRIEF = Brief(
+    server_version="18.6",
+    server_version_num=180006,
+    database="shop",
+    current_user="postgres",
+    extensions=["pg_stat_statements"],
+    preloaded_libraries=["pg_stat_statements"],
+    is_superuser=True,
+    can_read_all_stats=True,
+)
 CATALOGUE = prune(BRIEF, catalogue()).available
 ENTRIES = {e.name: e for e in CATALOGUE}
-FIRST_PLAN = make_plan(RulesBrain(), PlanRequest(scenario="health", brief=BRIEF, catalogue=CATALOGUE), max_rounds=2).strategy
+FIRST_PLAN = make_plan(
+    RulesBrain(), PlanRequest(scenario="health", brief=BRIEF, catalogue=CATALOGUE), max_rounds=2
+).strategy
 FIRST_PLAN_COPY = FIRST_PLAN.model_copy(deep=True)
 
 
@@ -44,16 +53,26 @@ def params_for(operator: str) -> st.SearchStrategy[dict[str, Any]]:
     for name, info in REGISTRY[operator].params_model.model_fields.items():
         low = next((m.ge for m in info.metadata if isinstance(m, annotated_types.Ge)), 0)
         high = next((m.le for m in info.metadata if isinstance(m, annotated_types.Le)), 10_000)
-        numbers = st.integers(int(low), int(high)) if "int" in str(info.annotation) else st.floats(float(low), float(high))
+        numbers = (
+            st.integers(int(low), int(high))
+            if "int" in str(info.annotation)
+            else st.floats(float(low), float(high))
+        )
         fields[name] = st.none() | numbers if "None" in str(info.annotation) else numbers
     return st.fixed_dictionaries({}, optional=fields)
 
 
 def producers(strategy: Strategy, artifact: str, exclude: set[str]) -> list[str]:
-    return [t.id for t in strategy.tasks if t.id not in exclude and artifact in ENTRIES[t.operator].produces]
+    return [
+        t.id
+        for t in strategy.tasks
+        if t.id not in exclude and artifact in ENTRIES[t.operator].produces
+    ]
 
 
-def draw_needs(data: st.DataObject, strategy: Strategy, entry: CatalogueEntry, exclude: set[str]) -> list[str] | None:
+def draw_needs(
+    data: st.DataObject, strategy: Strategy, entry: CatalogueEntry, exclude: set[str]
+) -> list[str] | None:
     """One producer of each artifact the operator reads, plus any other allowed tasks; None when one is missing."""
     needs: list[str] = []
     for artifact in entry.needs:
@@ -62,7 +81,9 @@ def draw_needs(data: st.DataObject, strategy: Strategy, entry: CatalogueEntry, e
             return None
         needs.append(data.draw(st.sampled_from(options)))
     allowed = [t.id for t in strategy.tasks if t.id not in exclude]
-    extra = data.draw(st.lists(st.sampled_from(allowed), max_size=2, unique=True)) if allowed else []
+    extra = (
+        data.draw(st.lists(st.sampled_from(allowed), max_size=2, unique=True)) if allowed else []
+    )
     return sorted(set(needs) | set(extra))
 
 
@@ -96,17 +117,27 @@ class PlanEdits(RuleBasedStateMachine):
     def replace(self, data: st.DataObject) -> None:
         task = data.draw(st.sampled_from(self.strategy.tasks))
         old = ENTRIES[task.operator]
-        candidates = [e for e in CATALOGUE if set(e.produces) >= set(old.produces)
-                      and any(a.role is e.role for a in self.strategy.team)]
+        candidates = [
+            e
+            for e in CATALOGUE
+            if set(e.produces) >= set(old.produces)
+            and any(a.role is e.role for a in self.strategy.team)
+        ]
         entry = data.draw(st.sampled_from(candidates))
         downstream = self.strategy.downstream(task.id)
         needs = draw_needs(data, self.strategy, entry, downstream)
         if needs is None:
             return
         new_id = data.draw(st.sampled_from([task.id, self.name(entry.name)]))
-        after = TaskSpec(id=new_id, agent=self.agent_for(data, entry.role) or "", operator=entry.name,
-                         params=data.draw(params_for(entry.name)), needs=needs, produces=list(entry.produces),
-                         optional=task.optional)
+        after = TaskSpec(
+            id=new_id,
+            agent=self.agent_for(data, entry.role) or "",
+            operator=entry.name,
+            params=data.draw(params_for(entry.name)),
+            needs=needs,
+            produces=list(entry.produces),
+            optional=task.optional,
+        )
         self.apply(PlanEdit(kind=EditKind.REPLACE, task_id=task.id, before=task, after=after))
 
     @rule(data=st.data())
@@ -116,14 +147,23 @@ class PlanEdits(RuleBasedStateMachine):
         needs = draw_needs(data, self.strategy, entry, set())
         if agent is None or needs is None:
             return
-        after = TaskSpec(id=self.name(entry.name), agent=agent, operator=entry.name, params=data.draw(params_for(entry.name)),
-                         needs=needs, produces=list(entry.produces), optional=data.draw(st.booleans()))
+        after = TaskSpec(
+            id=self.name(entry.name),
+            agent=agent,
+            operator=entry.name,
+            params=data.draw(params_for(entry.name)),
+            needs=needs,
+            produces=list(entry.produces),
+            optional=data.draw(st.booleans()),
+        )
         self.apply(PlanEdit(kind=EditKind.INSERT, task_id=after.id, after=after))
 
     @precondition(lambda self: any(not self.waited_for(t.id) for t in self.strategy.tasks))
     @rule(data=st.data())
     def remove(self, data: st.DataObject) -> None:
-        task = data.draw(st.sampled_from([t for t in self.strategy.tasks if not self.waited_for(t.id)]))
+        task = data.draw(
+            st.sampled_from([t for t in self.strategy.tasks if not self.waited_for(t.id)])
+        )
         self.apply(PlanEdit(kind=EditKind.REMOVE, task_id=task.id, before=task))
 
     def waited_for(self, task_id: str) -> bool:
@@ -132,7 +172,9 @@ class PlanEdits(RuleBasedStateMachine):
     @rule(data=st.data())
     def reorder(self, data: st.DataObject) -> None:
         task = data.draw(st.sampled_from(self.strategy.tasks))
-        needs = draw_needs(data, self.strategy, ENTRIES[task.operator], self.strategy.downstream(task.id))
+        needs = draw_needs(
+            data, self.strategy, ENTRIES[task.operator], self.strategy.downstream(task.id)
+        )
         if needs is None:
             return
         after = task.model_copy(update={"needs": needs})
@@ -162,10 +204,16 @@ class PlanEdits(RuleBasedStateMachine):
     def the_diff_rebuilds_the_plan(self) -> None:
         rebuilt = FIRST_PLAN.apply_all(diff(FIRST_PLAN, self.strategy))
         assert by_id(rebuilt) == by_id(self.strategy)
-        assert {(a.name, a.role) for a in rebuilt.team} == {(a.name, a.role) for a in self.strategy.team}
+        assert {(a.name, a.role) for a in rebuilt.team} == {
+            (a.name, a.role) for a in self.strategy.team
+        }
         assert validate(rebuilt, CATALOGUE) == []
 
 
-PlanEdits.TestCase.settings = settings(max_examples=60, stateful_step_count=12, deadline=None,
-                                       suppress_health_check=[HealthCheck.too_slow])
+PlanEdits.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 test_any_sequence_of_valid_edits_keeps_a_valid_plan = PlanEdits.TestCase

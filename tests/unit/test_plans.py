@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import operators  # noqa: F401  (registers operators)
-from roles.brains.rules import RulesBrain
 from dbcrew.models import Brief, Role, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
 from operators.registry import catalogue
+from roles.brains.rules import RulesBrain
 from roles.capabilities import prune
 from roles.planner import PlanRejected, make_plan, reflect_until_valid
 from roles.replanner import diff, narrow, replan
@@ -16,9 +16,16 @@ from roles.validators import validate
 
 
 def brief(**changes: object) -> Brief:
-    base = dict(server_version="18.6", server_version_num=180006, database="shop", current_user="postgres",
-                extensions=["pg_stat_statements", "plpgsql"], preloaded_libraries=["pg_stat_statements"],
-                is_superuser=True, can_read_all_stats=True)
+    base = dict(
+        server_version="18.6",
+        server_version_num=180006,
+        database="shop",
+        current_user="postgres",
+        extensions=["pg_stat_statements", "plpgsql"],
+        preloaded_libraries=["pg_stat_statements"],
+        is_superuser=True,
+        can_read_all_stats=True,
+    )
     return Brief(**{**base, **changes})
 
 
@@ -31,8 +38,15 @@ def test_health_plan_is_valid_and_covers_every_check():
     planned = make_plan(RulesBrain(), req, max_rounds=2)
     assert validate(planned.strategy, req.catalogue) == []
     operators_planned = {t.operator for t in planned.strategy.tasks}
-    assert {"check_duplicate_indexes", "check_slow_queries", "collect_statements", "paint_table_activity"} <= operators_planned
-    assert "collect_table_stats_all" not in operators_planned  # equivalents are reserves, not duplicates
+    assert {
+        "check_duplicate_indexes",
+        "check_slow_queries",
+        "collect_statements",
+        "paint_table_activity",
+    } <= operators_planned
+    assert (
+        "collect_table_stats_all" not in operators_planned
+    )  # equivalents are reserves, not duplicates
     roles = {a.role for a in planned.strategy.team}
     assert roles == {Role.EXTRACTOR, Role.TASKER, Role.PAINTER}
     missing = planned.strategy.task("check_missing_indexes")
@@ -47,17 +61,32 @@ def test_plan_is_pruned_when_pg_stat_statements_is_missing():
     assert "collect_statements" not in ops and "check_slow_queries" not in ops
     assert [(c.check, c.status.value) for c in caps.coverage] == [("check_slow_queries", "skipped")]
     assert "not installed" in caps.coverage[0].reason
-    assert [(f.code, f.object) for f in caps.findings] == [("extension_missing", "pg_stat_statements"), ("extension_missing", "hypopg")]
+    assert [(f.code, f.object) for f in caps.findings] == [
+        ("extension_missing", "pg_stat_statements"),
+        ("extension_missing", "hypopg"),
+    ]
 
 
 def test_hypopg_brings_the_index_advisor_into_the_plan():
-    with_hypopg = {t.operator for t in make_plan(RulesBrain(), request_for(brief(extensions=["hypopg", "pg_stat_statements"])), max_rounds=2).strategy.tasks}
-    without = {t.operator for t in make_plan(RulesBrain(), request_for(brief()), max_rounds=2).strategy.tasks}
+    with_hypopg = {
+        t.operator
+        for t in make_plan(
+            RulesBrain(),
+            request_for(brief(extensions=["hypopg", "pg_stat_statements"])),
+            max_rounds=2,
+        ).strategy.tasks
+    }
+    without = {
+        t.operator
+        for t in make_plan(RulesBrain(), request_for(brief()), max_rounds=2).strategy.tasks
+    }
     assert "advise_indexes" in with_hypopg and "advise_indexes" not in without
 
 
 def test_restricted_role_gets_privilege_finding_with_grant():
-    caps = prune(brief(is_superuser=False, can_read_all_stats=False, current_user="auditor"), catalogue())
+    caps = prune(
+        brief(is_superuser=False, can_read_all_stats=False, current_user="auditor"), catalogue()
+    )
     finding = next(f for f in caps.findings if f.code == "privilege_insufficient")
     assert finding.evidence["grant"] == "GRANT pg_read_all_stats TO auditor;"
 
@@ -65,13 +94,24 @@ def test_restricted_role_gets_privilege_finding_with_grant():
 def test_validators_catch_hallucinated_operator_wrong_role_cycle_and_missing_input():
     req = request_for(brief())
     good = make_plan(RulesBrain(), req, max_rounds=2).strategy
-    bad = good.insert_task(TaskSpec(id="drop_all", agent="health-checker", operator="drop_everything"))
-    bad = bad.replace_task("check_sessions", bad.task("check_sessions").model_copy(update={"agent": "collector"}))
-    bad = bad.replace_task("collect_settings", bad.task("collect_settings").model_copy(update={"needs": ["check_vacuum_health"]}))
-    bad = bad.replace_task("check_sequences", bad.task("check_sequences").model_copy(update={"needs": []}))
+    bad = good.insert_task(
+        TaskSpec(id="drop_all", agent="health-checker", operator="drop_everything")
+    )
+    bad = bad.replace_task(
+        "check_sessions", bad.task("check_sessions").model_copy(update={"agent": "collector"})
+    )
+    bad = bad.replace_task(
+        "collect_settings",
+        bad.task("collect_settings").model_copy(update={"needs": ["check_vacuum_health"]}),
+    )
+    bad = bad.replace_task(
+        "check_sequences", bad.task("check_sequences").model_copy(update={"needs": []})
+    )
     kinds = {p.kind for p in validate(bad, req.catalogue)}
     assert {"unknown_operator", "wrong_role", "cycle"} <= kinds
-    acyclic = good.replace_task("check_sequences", good.task("check_sequences").model_copy(update={"needs": []}))
+    acyclic = good.replace_task(
+        "check_sequences", good.task("check_sequences").model_copy(update={"needs": []})
+    )
     assert {p.kind for p in validate(acyclic, req.catalogue)} == {"missing_input"}
 
 
@@ -79,7 +119,8 @@ def test_reflection_repairs_what_the_validators_found():
     req = request_for(brief())
     good = make_plan(RulesBrain(), req, max_rounds=2).strategy
     bad = good.insert_task(TaskSpec(id="x", agent="nobody", operator="made_up")).replace_task(
-        "check_sequences", good.task("check_sequences").model_copy(update={"needs": []}))
+        "check_sequences", good.task("check_sequences").model_copy(update={"needs": []})
+    )
     fixed = reflect_until_valid(RulesBrain(), req, bad, max_rounds=2)
     assert len(fixed.rounds) == 1 and validate(fixed.strategy, req.catalogue) == []
     assert "x" not in {t.id for t in fixed.strategy.tasks}
@@ -90,9 +131,17 @@ def test_reflection_repairs_what_the_validators_found():
 def test_replan_replaces_the_failed_operator_and_keeps_the_rest():
     req = request_for(brief())
     strategy = make_plan(RulesBrain(), req, max_rounds=2).strategy
-    rr = ReplanRequest(scenario="health", brief=req.brief, catalogue=req.catalogue, strategy=strategy,
-                       completed=["collect_settings", "collect_activity"], failed="collect_table_stats",
-                       recommendations=[Recommendation(action=Action.REPLACE_OPERATOR, task_id="collect_table_stats")])
+    rr = ReplanRequest(
+        scenario="health",
+        brief=req.brief,
+        catalogue=req.catalogue,
+        strategy=strategy,
+        completed=["collect_settings", "collect_activity"],
+        failed="collect_table_stats",
+        recommendations=[
+            Recommendation(action=Action.REPLACE_OPERATOR, task_id="collect_table_stats")
+        ],
+    )
     result = replan(RulesBrain(), rr, max_rounds=2)
     ids = {t.id for t in result.strategy.tasks}
     assert "collect_table_stats_all" in ids and "collect_table_stats" not in ids
@@ -104,15 +153,30 @@ def test_replan_replaces_the_failed_operator_and_keeps_the_rest():
 def test_gap_narrow_restores_tasks_outside_the_failed_subgraph():
     req = request_for(brief())
     strategy = make_plan(RulesBrain(), req, max_rounds=2).strategy
-    rr = ReplanRequest(scenario="health", brief=req.brief, catalogue=req.catalogue, strategy=strategy,
-                       completed=["collect_settings"], failed="collect_statements", recommendations=[])
-    greedy = strategy.remove_tasks({"collect_settings", "check_vacuum_health", "collect_statements", "check_slow_queries"})
+    rr = ReplanRequest(
+        scenario="health",
+        brief=req.brief,
+        catalogue=req.catalogue,
+        strategy=strategy,
+        completed=["collect_settings"],
+        failed="collect_statements",
+        recommendations=[],
+    )
+    greedy = strategy.remove_tasks(
+        {"collect_settings", "check_vacuum_health", "collect_statements", "check_slow_queries"}
+    )
     accepted, refused = narrow(rr, diff(strategy, greedy))
     narrowed = strategy.apply_all(accepted)
     # check_settings reads collect_settings' output too: rewiring it is outside the failed subgraph as well.
-    assert sorted(r.split(":")[0] for r in refused) == ["remove check_vacuum_health", "remove collect_settings", "reorder check_settings"]
+    assert sorted(r.split(":")[0] for r in refused) == [
+        "remove check_vacuum_health",
+        "remove collect_settings",
+        "reorder check_settings",
+    ]
     assert {"collect_settings", "check_vacuum_health"} <= {t.id for t in narrowed.tasks}
-    assert "check_slow_queries" not in {t.id for t in narrowed.tasks}  # inside the subgraph: allowed to go
+    assert "check_slow_queries" not in {
+        t.id for t in narrowed.tasks
+    }  # inside the subgraph: allowed to go
 
 
 def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
@@ -123,5 +187,7 @@ def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
     categories = {entry.category for entry in catalogue()}
     for scenario, drawn in PLAYBOOKS.items():
         assert drawn and set(drawn) <= categories, scenario
-        plan = RulesBrain().plan(PlanRequest(scenario=scenario, brief=brief(), catalogue=catalogue()))
+        plan = RulesBrain().plan(
+            PlanRequest(scenario=scenario, brief=brief(), catalogue=catalogue())
+        )
         assert plan.tasks and validate(plan, catalogue()) == [], scenario

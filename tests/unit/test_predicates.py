@@ -3,9 +3,14 @@ from operators.sql import quote_ident
 
 
 def test_filter_columns_from_normalized_statements():
-    assert filter_columns("SELECT id, name FROM customers WHERE email = $1") == [FilterColumn(None, "customers", "email", "=")]
+    assert filter_columns("SELECT id, name FROM customers WHERE email = $1") == [
+        FilterColumn(None, "customers", "email", "=")
+    ]
     assert filter_columns("SELECT * FROM public.t x WHERE x.a = $1 AND $2 < x.b AND c IS NULL") == [
-        FilterColumn("public", "t", "a", "="), FilterColumn("public", "t", "b", "<"), FilterColumn("public", "t", "c", "is null")]
+        FilterColumn("public", "t", "a", "="),
+        FilterColumn("public", "t", "b", "<"),
+        FilterColumn("public", "t", "c", "is null"),
+    ]
 
 
 def test_filter_columns_ignores_joins_ors_and_garbage():

@@ -21,12 +21,18 @@ def task(operator: str, n: int = 0) -> TaskSpec:
 
 def test_the_painters_prepare_their_charts_and_the_checks_prepare_nothing():
     assert preparations([task("check_bloat"), task("paint_table_activity")]) == [warm_up]
-    assert preparations([task("paint_abnormal_metrics"), task("paint_table_activity")]) == [warm_up]  # once, shared
+    assert preparations([task("paint_abnormal_metrics"), task("paint_table_activity")]) == [
+        warm_up
+    ]  # once, shared
     assert preparations([task("check_bloat"), task("collect_settings")]) == []
-    assert start_preparing([task("check_bloat")]) is None  # no thread for a plan with nothing to prepare
+    assert (
+        start_preparing([task("check_bloat")]) is None
+    )  # no thread for a plan with nothing to prepare
 
 
-def test_each_preparation_runs_once_in_a_background_thread_and_a_failing_one_stops_nothing(monkeypatch: pytest.MonkeyPatch):
+def test_each_preparation_runs_once_in_a_background_thread_and_a_failing_one_stops_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+):
     import threading
 
     ran: list[tuple[str, str]] = []
@@ -38,9 +44,15 @@ def test_each_preparation_runs_once_in_a_background_thread_and_a_failing_one_sto
     def loading() -> None:
         ran.append(("loading", threading.current_thread().name))
 
-    monkeypatch.setitem(REGISTRY, "prep_a", replace(get("check_bloat"), name="prep_a", prepare=failing))
-    monkeypatch.setitem(REGISTRY, "prep_b", replace(get("check_bloat"), name="prep_b", prepare=loading))
-    thread = start_preparing([task("prep_a"), task("prep_b"), task("prep_a", 1), task("check_bloat")])
+    monkeypatch.setitem(
+        REGISTRY, "prep_a", replace(get("check_bloat"), name="prep_a", prepare=failing)
+    )
+    monkeypatch.setitem(
+        REGISTRY, "prep_b", replace(get("check_bloat"), name="prep_b", prepare=loading)
+    )
+    thread = start_preparing(
+        [task("prep_a"), task("prep_b"), task("prep_a", 1), task("check_bloat")]
+    )
     assert thread is not None and thread.daemon
     thread.join(timeout=30)
     assert ran == [("failing", "dbcrew-prepare"), ("loading", "dbcrew-prepare")]
@@ -58,7 +70,9 @@ print(MathTextParser._parser is not None)
 
 def test_warming_up_builds_what_a_log_scale_chart_first_waits_for():
     """matplotlib imported and the mathtext grammar (log-scale tick labels such as 10^3) built, in a fresh process."""
-    out = subprocess.run([sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     assert out.strip() == "True"
 
 
@@ -66,7 +80,9 @@ def test_an_unknown_operator_prepares_nothing_here_its_task_fails_on_its_own():
     assert preparations([task("no_such_operator"), task("paint_table_activity")]) == [warm_up]
 
 
-def test_a_plan_starts_preparing_its_tasks_when_it_begins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def test_a_plan_starts_preparing_its_tasks_when_it_begins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
     """`execute` starts the preparations of the tasks it has yet to run, before the first of them finishes."""
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -86,21 +102,42 @@ def test_a_plan_starts_preparing_its_tasks_when_it_begins(monkeypatch: pytest.Mo
         assert prepared.wait(timeout=30), "the task ran to its end before its preparation started"
         return Observation(summary="drawn")
 
-    monkeypatch.setitem(REGISTRY, "prep_draw", replace(get("paint_table_activity"), name="prep_draw", fn=draw,
-                                                       params_model=NoParams, needs=(), prepare=prepared.set))
-    target = parse_target("postgresql://u@127.0.0.1:1/db")  # never reached: the operator draws nothing from it
-    ctx = OperatorContext(target=target, workspace=Workspace(tmp_path / "w.duckdb"), settings=Settings(), brief=None,
-                          run_dir=tmp_path)
+    monkeypatch.setitem(
+        REGISTRY,
+        "prep_draw",
+        replace(
+            get("paint_table_activity"),
+            name="prep_draw",
+            fn=draw,
+            params_model=NoParams,
+            needs=(),
+            prepare=prepared.set,
+        ),
+    )
+    target = parse_target(
+        "postgresql://u@127.0.0.1:1/db"
+    )  # never reached: the operator draws nothing from it
+    ctx = OperatorContext(
+        target=target,
+        workspace=Workspace(tmp_path / "w.duckdb"),
+        settings=Settings(),
+        brief=None,
+        run_dir=tmp_path,
+    )
 
     class PoolRunner(FutureRunner):
         def __init__(self, pool: ThreadPoolExecutor) -> None:
             self.pool = pool
 
         def start(self, specs: list[TaskSpec]) -> list[Future[TaskOutcome]]:
-            return [self.pool.submit(perform, spec, ctx, FaultInjector([], target), 0) for spec in specs]
+            return [
+                self.pool.submit(perform, spec, ctx, FaultInjector([], target), 0) for spec in specs
+            ]
 
-    strategy = Strategy(team=[AgentSpec(name="painter", role=Role.PAINTER, goal="draw")],
-                        tasks=[TaskSpec(id="draw", agent="painter", operator="prep_draw")])
+    strategy = Strategy(
+        team=[AgentSpec(name="painter", role=Role.PAINTER, goal="draw")],
+        tasks=[TaskSpec(id="draw", agent="painter", operator="prep_draw")],
+    )
     with ThreadPoolExecutor(1) as pool:
         result = execute(strategy, ExecutionState(), PoolRunner(pool), None)
     assert result.state.outcomes["draw"].status.value == "done", result.state.outcomes["draw"]

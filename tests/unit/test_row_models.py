@@ -17,10 +17,18 @@ def string_key_subscripts(source: str) -> list[int]:
     """Lines that read a value by a literal string key: `x["k"]`, `x.get("k")` (a row read as a dict)."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-            lines.append(node.lineno)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args
-              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             lines.append(node.lineno)
     return sorted(lines)
 
@@ -31,7 +39,11 @@ def test_the_detector_sees_subscripts_gets_and_those_inside_f_strings():
 
 
 def test_no_check_reads_a_row_by_a_string_key():
-    found = {path.name: lines for path in sorted(CHECKS.glob("*.py")) if (lines := string_key_subscripts(path.read_text()))}
+    found = {
+        path.name: lines
+        for path in sorted(CHECKS.glob("*.py"))
+        if (lines := string_key_subscripts(path.read_text()))
+    }
     assert found == {}
 
 
@@ -43,7 +55,11 @@ class Pair:
 
 def test_rows_are_built_by_column_name_leaving_out_undeclared_columns(tmp_path: Path):
     ws = Workspace(tmp_path / "w.duckdb")
-    ws.write_table("pairs", [("n", "BIGINT"), ("name", "VARCHAR"), ("n_delta", "DOUBLE")], [(1, "a", 0.5), (None, "b", None)])
+    ws.write_table(
+        "pairs",
+        [("n", "BIGINT"), ("name", "VARCHAR"), ("n_delta", "DOUBLE")],
+        [(1, "a", 0.5), (None, "b", None)],
+    )
     assert ws.rows(Pair, "SELECT * FROM pairs ORDER BY name") == [Pair("a", 1), Pair("b", None)]
 
 

@@ -19,10 +19,21 @@ def test_concurrent_reviews_in_one_process_share_a_new_duckdb_store(tmp_path: Pa
 
     def review(i: int) -> None:
         store = open_store(path)
-        store.record_run(RunRecord(run_id=f"run-{i}", target=f"t{i}", display=f"postgresql://h/db{i}", scenario="health",
-                                   started_at=datetime.now(UTC), status=RunStatus.COMPLETED), [])
+        store.record_run(
+            RunRecord(
+                run_id=f"run-{i}",
+                target=f"t{i}",
+                display=f"postgresql://h/db{i}",
+                scenario="health",
+                started_at=datetime.now(UTC),
+                status=RunStatus.COMPLETED,
+            ),
+            [],
+        )
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(review, range(THREADS)))  # re-raises a thread's exception
     store = open_store(path)
-    assert sorted(r.run_id for i in range(THREADS) for r in store.runs(f"t{i}")) == sorted(f"run-{i}" for i in range(THREADS))
+    assert sorted(r.run_id for i in range(THREADS) for r in store.runs(f"t{i}")) == sorted(
+        f"run-{i}" for i in range(THREADS)
+    )

@@ -24,7 +24,9 @@ hostnames = st.from_regex(r"\A[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){0,2}\
 ipv4 = st.ip_addresses(v=4).map(str)
 ipv6 = st.ip_addresses(v=6).map(str)
 # libpq splits a host on commas (its failover list) even when they are percent-encoded.
-socket_dirs = st.lists(names.filter(lambda n: "/" not in n and "," not in n), min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
+socket_dirs = st.lists(
+    names.filter(lambda n: "/" not in n and "," not in n), min_size=1, max_size=3
+).map(lambda parts: "/" + "/".join(parts))
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,11 @@ class Parts:
         if self.is_socket and not self.socket_in_authority:
             port = f"&port={self.port}" if self.port else ""
             return f"postgresql://{creds}@/{db}?host={quote(self.host, safe='/')}{port}"
-        host = f"[{self.host}]" if ":" in self.host and not self.is_socket else quote(self.host, safe="")
+        host = (
+            f"[{self.host}]"
+            if ":" in self.host and not self.is_socket
+            else quote(self.host, safe="")
+        )
         return f"postgresql://{creds}@{host}{f':{self.port}' if self.port else ''}/{db}"
 
 
@@ -100,7 +106,9 @@ def test_the_password_is_split_off_and_decoded_as_written(parts: Parts):
 
 @given(targets, st.from_regex(r"\A[A-Z0-9]{12,20}\Z"))
 def test_a_distinctive_password_appears_nowhere(parts: Parts, secret: str):
-    url = Parts(parts.user, secret, parts.host, parts.port, parts.dbname, parts.socket_in_authority).url()
+    url = Parts(
+        parts.user, secret, parts.host, parts.port, parts.dbname, parts.socket_in_authority
+    ).url()
     assume(secret not in url.replace(secret, "", 1))
     target = parse_target(url)
     assert secret not in target.dsn + target.display + repr(target) + redact_url(url)
@@ -117,7 +125,10 @@ def test_the_display_parses_back_to_the_same_target(parts: Parts):
 def test_a_socket_target_displays_its_directory_in_the_query(parts: Parts):
     display = parse_target(parts.url()).display
     port = f"&port={parts.port}" if parts.port else ""
-    assert display == f"postgresql://{quote(parts.user, safe='')}@/{quote(parts.dbname, safe='')}?host={quote(parts.host, safe='/')}{port}"
+    assert (
+        display
+        == f"postgresql://{quote(parts.user, safe='')}@/{quote(parts.dbname, safe='')}?host={quote(parts.host, safe='/')}{port}"
+    )
     assert "[" not in display and "]" not in display  # nothing a console could read as markup
 
 
@@ -140,11 +151,38 @@ def test_any_text_is_a_target_or_one_line_of_error(text: str):
     one_line_target_error_or_target("postgresql://" + text)
 
 
-url_pieces = st.sampled_from(["%", "%zz", "%00", "@", ":", "/", "?", "&", "=", "[", "]", ",", "#", "x", "\n", "\x00", "host", "port",
-                              "password", "sslmode", "99999", "-1", "::1"])
+url_pieces = st.sampled_from(
+    [
+        "%",
+        "%zz",
+        "%00",
+        "@",
+        ":",
+        "/",
+        "?",
+        "&",
+        "=",
+        "[",
+        "]",
+        ",",
+        "#",
+        "x",
+        "\n",
+        "\x00",
+        "host",
+        "port",
+        "password",
+        "sslmode",
+        "99999",
+        "-1",
+        "::1",
+    ]
+)
 
 
-@given(st.lists(url_pieces, max_size=12).map("".join), st.lists(url_pieces, max_size=12).map("".join))
+@given(
+    st.lists(url_pieces, max_size=12).map("".join), st.lists(url_pieces, max_size=12).map("".join)
+)
 @example("%zz", "")
 @example("", "port")
 @settings(max_examples=300)
@@ -177,7 +215,14 @@ def test_what_the_properties_found():
             assert message in str(exc) and "sec" not in str(exc)
         else:
             raise AssertionError(f"{url!r} parsed")
-    assert parse_target("postgresql://u@/db").display == "postgresql://u@/db"  # libpq's default socket, not localhost
+    assert (
+        parse_target("postgresql://u@/db").display == "postgresql://u@/db"
+    )  # libpq's default socket, not localhost
     assert parse_target("postgresql://u@a%20b/db").display == "postgresql://u@a%20b/db"
-    assert parse_target("postgresql://u@[fe80::1%25eth0]:5/db").display == "postgresql://u@[fe80::1%25eth0]:5/db"
-    assert re.fullmatch(r"postgresql://u@/db\?host=/tmp/x", parse_target("postgresql://u@%2Ftmp%2Fx/db").display)
+    assert (
+        parse_target("postgresql://u@[fe80::1%25eth0]:5/db").display
+        == "postgresql://u@[fe80::1%25eth0]:5/db"
+    )
+    assert re.fullmatch(
+        r"postgresql://u@/db\?host=/tmp/x", parse_target("postgresql://u@%2Ftmp%2Fx/db").display
+    )

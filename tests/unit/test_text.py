@@ -9,7 +9,13 @@ from dbcrew.text import VectorIndex, embed, tokens
 
 def test_tokens_split_exception_names_and_drop_stopwords():
     assert tokens("QueryCanceled: canceling the statement due to statement_timeout") == [
-        "query", "canceled", "canceling", "statement", "statement", "timeout"]
+        "query",
+        "canceled",
+        "canceling",
+        "statement",
+        "statement",
+        "timeout",
+    ]
 
 
 def test_embedding_is_normalised_and_empty_text_is_zero():
@@ -20,7 +26,13 @@ def test_embedding_is_normalised_and_empty_text_is_zero():
 
 
 def test_index_ranks_the_closest_spelling_first():
-    index = VectorIndex(["canceling statement due to statement timeout", "permission denied for table", "connection refused"])
+    index = VectorIndex(
+        [
+            "canceling statement due to statement timeout",
+            "permission denied for table",
+            "connection refused",
+        ]
+    )
     best, score = index.search("statement cancelled because of a timeout", k=3)[0]
     assert best == 0 and score > 0.3
     assert index.scores("privileges denied")[1] == max(index.scores("privileges denied"))

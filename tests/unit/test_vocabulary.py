@@ -32,7 +32,9 @@ def test_cause_code_takes_both_tables_and_nothing_else() -> None:
         cause_code("cosmic_rays")
 
 
-@pytest.mark.skipif(not SHARED_DOC.is_file(), reason="no shared/ design folder beside this checkout (CI)")
+@pytest.mark.skipif(
+    not SHARED_DOC.is_file(), reason="no shared/ design folder beside this checkout (CI)"
+)
 def test_project_copy_follows_the_design_source() -> None:
     text = SHARED_DOC.read_text()
     assert codes_under("## Health checks", text) == [c.value for c in FindingCode]

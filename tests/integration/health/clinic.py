@@ -115,7 +115,18 @@ DELETES = [
 AFTER = [
     "VACUUM churn_vacuumed",
     "VACUUM bloated",
-    *(f"ANALYZE {t}" for t in ("bloated", "compact", "analyzed", "events", "events_indexed", "archive_scan", "churn_vacuumed")),
+    *(
+        f"ANALYZE {t}"
+        for t in (
+            "bloated",
+            "compact",
+            "analyzed",
+            "events",
+            "events_indexed",
+            "archive_scan",
+            "churn_vacuumed",
+        )
+    ),
 ]
 
 CONSUMED_XIDS = 3000
@@ -123,7 +134,9 @@ CONSUMED_MXIDS = 40
 
 
 def _consume_xids(conn: psycopg.Connection[Any], count: int) -> None:
-    conn.execute("CREATE PROCEDURE burn_xids(n int) LANGUAGE plpgsql AS $$ BEGIN FOR i IN 1..n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$")
+    conn.execute(
+        "CREATE PROCEDURE burn_xids(n int) LANGUAGE plpgsql AS $$ BEGIN FOR i IN 1..n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$"
+    )
     conn.execute("CALL burn_xids(%s)", [count])
 
 
@@ -148,7 +161,9 @@ def _request_checkpoints_by_wal(conn: psycopg.Connection[Any], count: int) -> No
     server's max_wal_size is its minimum, so every segment ended requests one)."""
     for _ in range(count):
         before = _requested_checkpoints(conn)
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS wal_step (a int); INSERT INTO wal_step VALUES (1)")
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS wal_step (a int); INSERT INTO wal_step VALUES (1)"
+        )
         conn.execute("SELECT pg_switch_wal()")
         for _ in range(200):
             if _requested_checkpoints(conn) > before:
@@ -166,10 +181,13 @@ def _requested_checkpoints(conn: psycopg.Connection[Any]) -> int:
 
 def _assert_frozen(conn: psycopg.Connection[Any], table: str) -> None:
     """The near-miss specimen is only one if the freeze advanced relfrozenxid to now: nothing may hold the horizon."""
-    row = conn.execute("SELECT age(relfrozenxid) FROM pg_class WHERE relname = %s", [table]).fetchone()
+    row = conn.execute(
+        "SELECT age(relfrozenxid) FROM pg_class WHERE relname = %s", [table]
+    ).fetchone()
     assert row is not None and row[0] < 10, (
         f"VACUUM (FREEZE) left {table} {row and row[0]} XIDs old; the xmin horizon is held by "
-        f"{conn.execute(XMIN_HORIZON_SQL).fetchall()}")
+        f"{conn.execute(XMIN_HORIZON_SQL).fetchall()}"
+    )
 
 
 def build(dsn: str) -> None:
@@ -206,7 +224,9 @@ def build(dsn: str) -> None:
         _consume_xids(conn, CONSUMED_XIDS)
         conn.execute("VACUUM (FREEZE) xid_frozen")
         _assert_frozen(conn, "xid_frozen")
-        _request_checkpoints_by_wal(conn, 12)  # checkpoints_too_frequent: WAL-requested checkpoints dominate
+        _request_checkpoints_by_wal(
+            conn, 12
+        )  # checkpoints_too_frequent: WAL-requested checkpoints dominate
 
 
 def query_id(dsn: str, pattern: str) -> int:
@@ -237,6 +257,14 @@ def hold(dsn: str, idle_connections: int) -> tuple[Held, dict[str, int]]:
     # Nothing here may consume XIDs without bound: the wraparound near miss (xid_frozen) is as old
     # as the XIDs consumed after its freeze, and must stay under the clinic's warning age while
     # the review runs (the ledger's writes that make it write-heavy are loaded by build).
-    pids = {name: held.pid(conn) for name, conn in
-            (("idle_tx", idle_tx), ("idle_plain", idle_plain), ("holder", holder), ("waiter", waiter), ("sleeper", sleeper))}
+    pids = {
+        name: held.pid(conn)
+        for name, conn in (
+            ("idle_tx", idle_tx),
+            ("idle_plain", idle_plain),
+            ("holder", holder),
+            ("waiter", waiter),
+            ("sleeper", sleeper),
+        )
+    }
     return held, pids

@@ -13,29 +13,44 @@ from pathlib import Path
 
 import pytest
 
-from lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from roles.crew import RunContext
 from flows.phases import PlainPhases
 from flows.review import review as review_run
+from lab.embedded import EmbeddedPostgres
+from roles.crew import RunContext
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in
 # production show up in seconds. The defaults are unit-tested in tests/unit/test_checks.py.
 CLINIC_THRESHOLDS = Thresholds(
-    unused_index_min_stats_age_days=0, xid_warning_age=2_000, mxid_warning_age=20, long_running_query_seconds=2,
-    idle_in_transaction_seconds=2, slow_query_mean_ms=50, temp_spill_warning_bytes=2**20, bloat_min_wasted_bytes=2**20,
+    unused_index_min_stats_age_days=0,
+    xid_warning_age=2_000,
+    mxid_warning_age=20,
+    long_running_query_seconds=2,
+    idle_in_transaction_seconds=2,
+    slow_query_mean_ms=50,
+    temp_spill_warning_bytes=2**20,
+    bloat_min_wasted_bytes=2**20,
     slot_inactive_grace_seconds=0,  # the clinic's stale slot was created seconds before the review
 )
 MAX_CONNECTIONS = 40
-IDLE_CONNECTIONS = 24  # with the 8 specimen sessions: 32 of 37 usable, whatever the review itself opens
+IDLE_CONNECTIONS = (
+    24  # with the 8 specimen sessions: 32 of 37 usable, whatever the review itself opens
+)
 
 
-def review(dsn: str, out: Path, thresholds: Thresholds = CLINIC_THRESHOLDS, window: float = 3.0) -> Report:
-    run = RunContext(target=parse_target(dsn), out_dir=out,
-                     settings=Settings(window_seconds=window, activity_samples=4, max_workers=4, thresholds=thresholds))
+def review(
+    dsn: str, out: Path, thresholds: Thresholds = CLINIC_THRESHOLDS, window: float = 3.0
+) -> Report:
+    run = RunContext(
+        target=parse_target(dsn),
+        out_dir=out,
+        settings=Settings(
+            window_seconds=window, activity_samples=4, max_workers=4, thresholds=thresholds
+        ),
+    )
     return review_run(run, PlainPhases)
 
 
@@ -51,13 +66,22 @@ class Clinic:
 @pytest.fixture(scope="package")
 def clinic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     root = tmp_path_factory.mktemp("clinic")
-    server = EmbeddedPostgres(root / "primary", settings={
-        "max_connections": str(MAX_CONNECTIONS), "checkpoint_completion_target": "0.5", "shared_buffers": "'16MB'", "autovacuum_naptime": "1h",
-        "max_wal_size": "'32MB'", "min_wal_size": "'32MB'",  # every WAL segment ended requests a checkpoint
-    }).start()
+    server = EmbeddedPostgres(
+        root / "primary",
+        settings={
+            "max_connections": str(MAX_CONNECTIONS),
+            "checkpoint_completion_target": "0.5",
+            "shared_buffers": "'16MB'",
+            "autovacuum_naptime": "1h",
+            "max_wal_size": "'32MB'",
+            "min_wal_size": "'32MB'",  # every WAL segment ended requests a checkpoint
+        },
+    ).start()
     standbys = [server.standby(root / name, name) for name in ("steady", "paused")]
     standbys[1].psql("SELECT pg_wal_replay_pause();")
-    server.psql("SELECT pg_create_physical_replication_slot('stale_slot', true); CREATE DATABASE clinic;")
+    server.psql(
+        "SELECT pg_create_physical_replication_slot('stale_slot', true); CREATE DATABASE clinic;"
+    )
     clinic.build(server.dsn("clinic"))
     yield server
     for standby in standbys:
@@ -68,7 +92,10 @@ def clinic_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
 @pytest.fixture(scope="package")
 def examined(clinic_server: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> Clinic:
     dsn = clinic_server.dsn("clinic")
-    query_ids = {"slow": clinic.query_id(dsn, "SELECT pg_sleep(%"), "fast": clinic.query_id(dsn, "SELECT $1 + $2%")}
+    query_ids = {
+        "slow": clinic.query_id(dsn, "SELECT pg_sleep(%"),
+        "fast": clinic.query_id(dsn, "SELECT $1 + $2%"),
+    }
     held, pids = clinic.hold(dsn, IDLE_CONNECTIONS)
     try:
         report = review(dsn, tmp_path_factory.mktemp("clinic-report"))

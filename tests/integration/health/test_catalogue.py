@@ -72,19 +72,42 @@ def test_every_health_code_has_a_specimen():
 
 
 def test_a_bigint_sequence_feeding_an_int_column_is_judged_by_the_column(examined: Clinic):
-    finding = next(f for f in examined.report.findings if f.code == "sequence_exhaustion" and f.object == "public.seq_bigint_for_int_column")
-    assert finding.evidence["column_type"] == "integer" and finding.evidence["max_value"] == 2**31 - 1
+    finding = next(
+        f
+        for f in examined.report.findings
+        if f.code == "sequence_exhaustion" and f.object == "public.seq_bigint_for_int_column"
+    )
+    assert (
+        finding.evidence["column_type"] == "integer" and finding.evidence["max_value"] == 2**31 - 1
+    )
 
 
 def test_findings_carry_fix_sql_where_one_exists(examined: Clinic):
     by_key = {(f.code, f.object): f for f in examined.report.findings}
-    assert by_key[("index_missing", "public.events(account)")].fix_sql == "CREATE INDEX CONCURRENTLY ON public.events (account);"
-    assert by_key[("index_duplicate", "public.dup_a_idx")].fix_sql == "DROP INDEX CONCURRENTLY public.dup_a_idx;"
-    assert by_key[("sequence_exhaustion", "public.seq_int_nearly_done")].fix_sql == "ALTER SEQUENCE public.seq_int_nearly_done AS bigint;"
+    assert (
+        by_key[("index_missing", "public.events(account)")].fix_sql
+        == "CREATE INDEX CONCURRENTLY ON public.events (account);"
+    )
+    assert (
+        by_key[("index_duplicate", "public.dup_a_idx")].fix_sql
+        == "DROP INDEX CONCURRENTLY public.dup_a_idx;"
+    )
+    assert (
+        by_key[("sequence_exhaustion", "public.seq_int_nearly_done")].fix_sql
+        == "ALTER SEQUENCE public.seq_int_nearly_done AS bigint;"
+    )
     assert by_key[("dead_tuples_high", "public.churn")].fix_sql == "VACUUM (ANALYZE) public.churn;"
-    assert by_key[("index_bloat", "public.bloated_pkey")].fix_sql == "REINDEX INDEX CONCURRENTLY public.bloated_pkey;"
-    assert by_key[("replication_slot_inactive", "slot stale_slot")].fix_sql == "SELECT pg_drop_replication_slot('stale_slot');"
+    assert (
+        by_key[("index_bloat", "public.bloated_pkey")].fix_sql
+        == "REINDEX INDEX CONCURRENTLY public.bloated_pkey;"
+    )
+    assert (
+        by_key[("replication_slot_inactive", "slot stale_slot")].fix_sql
+        == "SELECT pg_drop_replication_slot('stale_slot');"
+    )
 
 
 def test_every_check_ran(examined: Clinic):
-    assert {c.check: c.status.value for c in examined.report.coverage if c.status.value != "ran"} == {}
+    assert {
+        c.check: c.status.value for c in examined.report.coverage if c.status.value != "ran"
+    } == {}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psycopg
 
-from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Thresholds
+from lab.embedded import EmbeddedPostgres
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 
@@ -42,4 +42,6 @@ def test_clean_database_has_no_problem(pg: EmbeddedPostgres, tmp_path: Path):
     assert [(f.code, f.object, f.severity.value) for f in report.findings if f.is_problem] == []
     assert {c.status.value for c in report.coverage} == {"ran"}
     # Without hypopg the index advice is heuristic, and the report says so (info, not a problem).
-    assert ("extension_missing", "hypopg", "info") in {(f.code, f.object, f.severity.value) for f in report.findings}
+    assert ("extension_missing", "hypopg", "info") in {
+        (f.code, f.object, f.severity.value) for f in report.findings
+    }

@@ -9,32 +9,66 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import operators  # noqa: F401
-from lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
+from lab.embedded import EmbeddedPostgres
 from operators.collect.catalog import (
-    ForeignKeyRow, HorizonRow, SequenceRow, SettingRow, WraparoundRow, collect_schema, collect_settings,
+    ForeignKeyRow,
+    HorizonRow,
+    SequenceRow,
+    SettingRow,
+    WraparoundRow,
+    collect_schema,
+    collect_settings,
 )
 from operators.collect.machine import MachineRow, collect_machine
 from operators.collect.replication import ReplicationRow, SlotRow, collect_replication
-from operators.collect.storage import IndexWidthRow, StorageParams, TableWidthRow, collect_relation_widths
+from operators.collect.storage import (
+    IndexWidthRow,
+    StorageParams,
+    TableWidthRow,
+    collect_relation_widths,
+)
 from operators.collect.window import (
-    ActivityParams, ConnectionsRow, WindowParams, collect_activity, collect_database_stats, collect_index_stats,
-    collect_statements, collect_table_stats,
+    ActivityParams,
+    ConnectionsRow,
+    WindowParams,
+    collect_activity,
+    collect_database_stats,
+    collect_index_stats,
+    collect_statements,
+    collect_table_stats,
 )
 from operators.registry import OperatorContext
 from operators.stat_views import (
-    CheckpointerRow, DatabaseStatsRow, IndexStatsRow, SessionRow, StatementRow, TableStatsRow,
+    CheckpointerRow,
+    DatabaseStatsRow,
+    IndexStatsRow,
+    SessionRow,
+    StatementRow,
+    TableStatsRow,
 )
 from tests.rows import duckdb_type
 
 MODELS: dict[str, type[Any]] = {
-    "settings": SettingRow, "foreign_keys": ForeignKeyRow, "sequences": SequenceRow, "wraparound": WraparoundRow,
-    "xmin_horizon": HorizonRow, "machine": MachineRow, "replication": ReplicationRow, "replication_slots": SlotRow,
-    "table_widths": TableWidthRow, "index_widths": IndexWidthRow, "database_stats": DatabaseStatsRow,
-    "checkpointer": CheckpointerRow, "table_stats": TableStatsRow, "index_stats": IndexStatsRow, "statements": StatementRow,
-    "activity": SessionRow, "connections": ConnectionsRow,
+    "settings": SettingRow,
+    "foreign_keys": ForeignKeyRow,
+    "sequences": SequenceRow,
+    "wraparound": WraparoundRow,
+    "xmin_horizon": HorizonRow,
+    "machine": MachineRow,
+    "replication": ReplicationRow,
+    "replication_slots": SlotRow,
+    "table_widths": TableWidthRow,
+    "index_widths": IndexWidthRow,
+    "database_stats": DatabaseStatsRow,
+    "checkpointer": CheckpointerRow,
+    "table_stats": TableStatsRow,
+    "index_stats": IndexStatsRow,
+    "statements": StatementRow,
+    "activity": SessionRow,
+    "connections": ConnectionsRow,
 }
 SCHEMA = """
 CREATE EXTENSION pg_stat_statements;
@@ -56,17 +90,29 @@ def model_columns(model: type[Any]) -> list[tuple[str, str]]:
 
 
 def landed_columns(ws: Workspace, table: str) -> list[tuple[str, str]]:
-    rows = ws.query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-                    [table])
-    return [(r["column_name"], SPELLED.get(r["data_type"], r["data_type"])) for r in rows
-            if not r["column_name"].endswith("_delta") and r["column_name"] != "window_seconds"]
+    rows = ws.query(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [table],
+    )
+    return [
+        (r["column_name"], SPELLED.get(r["data_type"], r["data_type"]))
+        for r in rows
+        if not r["column_name"].endswith("_delta") and r["column_name"] != "window_seconds"
+    ]
 
 
-def test_every_table_model_declares_the_columns_its_collector_lands(pg: EmbeddedPostgres, tmp_path: Path):
+def test_every_table_model_declares_the_columns_its_collector_lands(
+    pg: EmbeddedPostgres, tmp_path: Path
+):
     pg.psql("CREATE DATABASE row_models;")
     pg.psql(SCHEMA, dbname="row_models")
-    ctx = OperatorContext(target=parse_target(pg.dsn("row_models")), workspace=Workspace(tmp_path / "w.duckdb"),
-                          settings=Settings(), brief=None, run_dir=tmp_path)
+    ctx = OperatorContext(
+        target=parse_target(pg.dsn("row_models")),
+        workspace=Workspace(tmp_path / "w.duckdb"),
+        settings=Settings(),
+        brief=None,
+        run_dir=tmp_path,
+    )
     now = WindowParams(window_seconds=0)
     collect_settings(ctx)
     collect_schema(ctx)
@@ -78,7 +124,8 @@ def test_every_table_model_declares_the_columns_its_collector_lands(pg: Embedded
     collect_index_stats(ctx, now)
     collect_statements(ctx, now)
     collect_activity(ctx, ActivityParams(window_seconds=0, samples=1))
-    assert {table: landed_columns(ctx.workspace, table) for table in MODELS} == \
-        {table: model_columns(model) for table, model in MODELS.items()}
+    assert {table: landed_columns(ctx.workspace, table) for table in MODELS} == {
+        table: model_columns(model) for table, model in MODELS.items()
+    }
     for table, model in MODELS.items():
         ctx.workspace.rows(model, f"SELECT * FROM {table}")  # every landed row builds its model
