@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 
 def _scratch(prefix: str) -> str:
@@ -27,7 +28,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # Benchmarks review throw-away clusters: their lessons belong in a throw-away memory, not the user's.
 os.environ.setdefault(
-    "DBCREW_STORE_URL", os.path.join(_scratch("dbcrew-bench-store-"), "store.duckdb")
+    "DBCREW_STORE_URL", str(Path(_scratch("dbcrew-bench-store-")) / "store.duckdb")
 )
 
 SECTIONS = (

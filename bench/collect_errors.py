@@ -594,12 +594,12 @@ def resource_faults(c: Collector, main: EmbeddedPostgres) -> None:
     for size in [10_000, 1_000_000]:
         with (
             c.expect("disk_full", f"writing {size} bytes to a full device"),
-            open("/dev/full", "w") as fh,
+            Path("/dev/full").open("w") as fh,
         ):
             fh.write("x" * size)
     with c.expect("disk_full", "pandas CSV export to a full device"):
         pd.DataFrame({"a": range(100_000)}).to_csv("/dev/full")
-    with c.expect("disk_full", "numpy save to a full device"), open("/dev/full", "wb") as fh:
+    with c.expect("disk_full", "numpy save to a full device"), Path("/dev/full").open("wb") as fh:
         np.save(fh, np.zeros(500_000))
     for fmt in ["csv", "parquet"]:
         with c.expect("disk_full", f"DuckDB COPY to a full device as {fmt}"):

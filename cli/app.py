@@ -415,7 +415,7 @@ def main() -> None:
     ) as exc:  # a usage error (bad option value, unknown option or command, missing argument)
         fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
         sys.exit(2)
-    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 1
+    except Exception as exc:  # the CLI's last line of defence: one line, exit 1
         if debugging():
             raise
         fail(

@@ -75,7 +75,7 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
             return
         try:
             await self.get_and_submit_flow_runs()
-        except Exception as error:  # the task group would end the worker with it
+        except Exception as error:  # noqa: BLE001 - the task group would end the worker with it
             self._logger.warning(
                 "asking for the next flow runs after one ended failed (the next poll retries): %s",
                 error,

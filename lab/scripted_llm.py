@@ -51,7 +51,7 @@ class ScriptedServer:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:  # http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
                 reply = (

@@ -7,14 +7,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 
 class Receiver(BaseHTTPRequestHandler):
     """Keeps what is posted to it (with the path it was posted to)."""
 
-    received: list[dict[str, object]] = []
+    received: ClassVar[list[dict[str, object]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:  # http.server's name
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).received.append({"path": self.path, **json.loads(body)})
         self.send_response(200)

@@ -265,9 +265,8 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     lost = ""
     with ctx.session() as session:
         for sample in range(samples):
-            if sample:
-                if stopping.pause(pause):
-                    break
+            if sample and stopping.pause(pause):
+                break
             act_cols, rows = session.run(
                 lambda conn, n=sample: fetch(
                     conn,

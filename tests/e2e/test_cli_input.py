@@ -72,6 +72,6 @@ def test_an_out_folder_with_other_files_is_refused_not_emptied(tmp_path: Path) -
     with pytest.raises(UsageError, match="not empty"):
         prepare_out(tmp_path)
     (tmp_path / "report.json").write_text("{}")
-    with pytest.raises(UsageError, match="thesis.tex"):
+    with pytest.raises(UsageError, match=r"thesis\.tex"):
         prepare_out(tmp_path)
     assert (tmp_path / "thesis.tex").read_text() == "mine" and (tmp_path / "report.json").exists()

@@ -34,7 +34,7 @@ def api(crew_server: CrewServer) -> Iterator[str]:
         yield crew_server.api
 
 
-def poll(check, what: str, attempts: int = 240):  # noqa: ANN001, ANN201 - a tiny waiting helper
+def poll(check, what: str, attempts: int = 240):  # a tiny waiting helper
     """Ask again until `check()` gives something truthy; the server and worker act on their own clocks."""
     for _ in range(attempts):
         value = check()
@@ -44,10 +44,10 @@ def poll(check, what: str, attempts: int = 240):  # noqa: ANN001, ANN201 - a tin
     pytest.fail(f"gave up waiting for {what}")
 
 
-def finished(client, run_id: UUID):  # noqa: ANN001, ANN201
+def finished(client, run_id: UUID):
     """The run's final state, once the worker got it there."""
 
-    def final():  # noqa: ANN202
+    def final():
         state = client.read_flow_run(run_id).state
         return state if state is not None and state.is_final() else None
 

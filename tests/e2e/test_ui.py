@@ -73,7 +73,7 @@ def review_alpha(api: str) -> tuple[str, str]:
 
 def test_the_review_artifact_renders_in_the_prefect_ui(
     crew_server: CrewServer, browser, tmp_path: Path
-):  # noqa: ANN001
+):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import WebDriverWait
@@ -111,7 +111,7 @@ def test_the_review_artifact_renders_in_the_prefect_ui(
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
-def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, tmp_path: Path):  # noqa: ANN001
+def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, tmp_path: Path):
     """Unbroken fix SQL and statement texts wrap inside the findings table: nothing runs off the page."""
     from datetime import UTC, datetime
 

@@ -47,7 +47,7 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
     )
     assert reports.password == "pgpass" and reports.schedule is None and reports.window == 10.0
     assert [t.name for t in inventory.select("eu")] == ["shop"] and len(inventory.select(None)) == 3
-    with pytest.raises(UsageError, match="no target named 'nope'.*shop, billing, reports"):
+    with pytest.raises(UsageError, match=r"no target named 'nope'.*shop, billing, reports"):
         inventory.get("nope")
 
 

@@ -138,7 +138,9 @@ def test_a_fault_round_trips_through_its_text(fault: FaultSpec):
 def test_any_fault_text_is_a_fault_or_one_line_of_error(text: str):
     one_line_value_error(lambda: FaultSpec.parse(text))
     for kind in FaultKind:
-        one_line_value_error(lambda: FaultSpec.parse(f"check_sessions:{kind.value}:{text}"))
+        one_line_value_error(
+            lambda kind=kind: FaultSpec.parse(f"check_sessions:{kind.value}:{text}")
+        )
 
 
 @pytest.mark.parametrize(

@@ -16,16 +16,16 @@ from roles.validators import validate
 
 
 def brief(**changes: object) -> Brief:
-    base = dict(
-        server_version="18.6",
-        server_version_num=180006,
-        database="shop",
-        current_user="postgres",
-        extensions=["pg_stat_statements", "plpgsql"],
-        preloaded_libraries=["pg_stat_statements"],
-        is_superuser=True,
-        can_read_all_stats=True,
-    )
+    base = {
+        "server_version": "18.6",
+        "server_version_num": 180006,
+        "database": "shop",
+        "current_user": "postgres",
+        "extensions": ["pg_stat_statements", "plpgsql"],
+        "preloaded_libraries": ["pg_stat_statements"],
+        "is_superuser": True,
+        "can_read_all_stats": True,
+    }
     return Brief(**{**base, **changes})
 
 
