@@ -29,7 +29,8 @@ from dbcrew.vocabulary import Lookup, Route
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from operators.docs import DEBIAN_MANUAL, docs_index
-from operators.lookups import LOOKUPS, CatalogueNames, catalogue_names
+from operators.lookups import CatalogueNames, catalogue_names
+from operators.registry import get
 from roles.ask import ask
 from roles.instance import MissingSlot, fill_slots, invocation
 from roles.routing import (
@@ -215,7 +216,7 @@ def instance(data: dict) -> None:
                         continue
                     selected += call.lookup == Lookup(item["tool"])
                     try:
-                        LOOKUPS[call.lookup].slots.model_validate(call.params)
+                        get(call.lookup).params_model.model_validate(call.params)
                         formatted += 1
                     except pydantic.ValidationError:
                         pass

@@ -28,10 +28,10 @@ from operators.diagnose.cross_review import cross_review
 from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord, gather
+from operators.diagnose.views import metric_stat
 from prompts import render
-from roles.diagnosis.budget import DiagnosisLimits
+from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser, team_for
-from roles.diagnosis.tools import metric_stat
 
 CAUSE = "workload_many_inserts"
 GOAL_PROMPT_TOKENS = 10_000
@@ -89,7 +89,7 @@ def script(record: FactsRecord, experts: int) -> list[Reply]:
 def diagnose(
     record: FactsRecord, rules: list[RootCause], observation_chars: int
 ) -> tuple[LlmDiagnosis, list[float]]:
-    limits = DiagnosisLimits(
+    limits = AgentLimits(
         observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000
     )
     server = ScriptedServer(
@@ -134,12 +134,12 @@ def main(argv: list[str] | None = None) -> None:
         f"window: {len(record.window.series)} series, {len(record.window.statements)} statements,"
         f" {len(record.abnormal)} abnormal; rules: {', '.join(c.code for c in rules) or 'none'}"
     )
-    print(f"team: {', '.join(team_for(record, DiagnosisLimits().experts))}")
+    print(f"team: {', '.join(team_for(record, AgentLimits().experts))}")
     print(
         f"{'observations':<28}{'calls':>6}{'prompt tok':>12}{'compl tok':>11}{'snapshots':>10}{'p50 ms':>8}{'max ms':>8}  accepted"
     )
     for label, chars in (
-        ("snapshot keys (1200 chars)", DiagnosisLimits().observation_chars),
+        ("snapshot keys (1200 chars)", AgentLimits().observation_chars),
         ("whole (no snapshot keys)", 0),
     ):
         report, latencies = diagnose(record, rules, chars)

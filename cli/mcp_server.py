@@ -1,8 +1,9 @@
 """`dbcrew mcp`: the crew as an MCP server (stdio or streamable HTTP) for IDE and chat assistants.
 
 Tools: `ask` (roles.ask, as `dbcrew ask`), `review` and `diagnose` (the same checked request and health_review flow as the CLI),
-`latest_report` (a target's latest review from the shared store), and one tool per standalone
-read-only operator (roles.lookup), its typed parameters as the tool's input schema.
+`latest_report` (a target's latest review from the shared store), and one tool per operator of the
+registry's MCP surface (roles.lookup: the standalone collectors and ask's look-ups), its typed
+parameters model as the tool's input schema.
 
 A tool call is input from a model, so it is checked like a command line and more: a target URL
 that carries a password is refused (the call sits in the model's context and the client's logs;
@@ -39,8 +40,9 @@ from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
-from operators import Operator, OperatorMisfit
-from roles.lookup import Lookup, look_up, standalone_operators
+from operators import Operator, OperatorContext, OperatorMisfit
+from operators.registry import Surface, exposed
+from roles.lookup import Reading, look_up
 
 F = TypeVar("F", bound=Callable[..., Any])
 LOOKUP_WINDOW = 5.0
@@ -172,24 +174,34 @@ def latest_report(url: str, scenario: Scenario) -> Report:
     return Report.model_validate_json(path.read_text())
 
 
-def operator_tool(operator: Operator, limits: Limits) -> Callable[..., Lookup]:
-    """A tool running `operator` alone; its parameters model is the tool's `params` input."""
+def operator_tool(operator: Operator, limits: Limits) -> Callable[..., Reading]:
+    """A tool running `operator` alone; its parameters model is the tool's `params` input (required
+    when the model has a required field, e.g. a look-up's table)."""
     model: type[BaseModel] = operator.params_model
 
-    def run(target: str, params: BaseModel | None = None) -> Lookup:
+    def run(target: str, params: BaseModel | None = None) -> Reading:
         chosen = params if params is not None else model()
         requested = getattr(chosen, "window_seconds", None)
-        window = check_window(LOOKUP_WINDOW if requested is None else requested, limits)
+        sampled = operator.context is OperatorContext  # a look-up samples nothing: no window to cap
+        window = (
+            check_window(LOOKUP_WINDOW if requested is None else requested, limits)
+            if sampled
+            else 0.0
+        )
         return look_up(tool_target(target), operator, chosen, window, limits.row_limit)
 
     parameters = [inspect.Parameter("target", inspect.Parameter.KEYWORD_ONLY, annotation=TargetUrl)]
-    if model.model_fields:
+    if any(field.is_required() for field in model.model_fields.values()):
+        parameters.append(
+            inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, annotation=model)
+        )
+    elif model.model_fields:
         parameters.append(
             inspect.Parameter(
                 "params", inspect.Parameter.KEYWORD_ONLY, annotation=model | None, default=None
             )
         )
-    run.__signature__ = inspect.Signature(parameters, return_annotation=Lookup)  # type: ignore[attr-defined]
+    run.__signature__ = inspect.Signature(parameters, return_annotation=Reading)  # type: ignore[attr-defined]
     run.__name__ = operator.name
     return run
 
@@ -260,7 +272,7 @@ def build_server(limits: Limits) -> MCPServer:
     ) -> Answer:
         return answer(question, target, limits)
 
-    for operator in standalone_operators():
+    for operator in exposed(Surface.MCP):
         server.add_tool(
             tool_errors(operator_tool(operator, limits)),
             name=operator.name,

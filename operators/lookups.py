@@ -1,57 +1,57 @@
 """Small read-only look-ups an instance question needs (DQA's tools): sizes, columns, indexes, settings, activity.
 
-Each look-up is fixed catalogue SQL whose names arrive as bound parameters, never as text spliced
-into the statement, and runs in the target's read-only session (default_transaction_read_only,
-statement_timeout): nothing a question says can reach the server as SQL. A look-up returns its
-rows and a one-paragraph observation written from them; `catalogue_names` gives the slot filler
-the tables, indexes and settings a question may name.
+Each look-up is a registered operator of the ask and MCP surfaces (operators/registry.py), called
+with an open read-only session: fixed catalogue SQL whose names arrive as bound parameters, never
+as text spliced into the statement, in the target's read-only session (default_transaction_read_only,
+statement_timeout), so nothing a question says can reach the server as SQL. A look-up's Observation
+is a one-paragraph summary written from its rows, and the rows; `catalogue_names` gives the slot
+filler the tables, indexes and settings a question may name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from dbcrew.vocabulary import Lookup
+from dbcrew.models import Role
+from dbcrew.vocabulary import Category
+from operators.registry import NoParams, Observation, Surface, operator
 from operators.sql import fetch
 
 
-class NoSlots(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TableSlot(NoSlots):
+class TableSlot(NoParams):
     schema_name: str = Field("public", min_length=1)
     table: str = Field(min_length=1)
 
 
-class IndexSlot(NoSlots):
+class IndexSlot(NoParams):
     schema_name: str = Field("public", min_length=1)
     index: str = Field(min_length=1)
 
 
-class SettingSlot(NoSlots):
+class SettingSlot(NoParams):
     name: str = Field(pattern=r"^[a-z_][a-z0-9_.]*$")
 
 
-class LimitSlot(NoSlots):
+class LimitSlot(NoParams):
     limit: int = Field(5, ge=1, le=50)
 
 
 Rows = list[dict[str, Any]]
+LOOKUP = frozenset({Surface.ASK, Surface.MCP})
 
 
-@dataclass(frozen=True)
-class LookupSpec:
-    kind: Lookup
-    description: str
-    slots: type[BaseModel]
-    sql: str
-    render: Callable[[BaseModel, Rows], str]
+def _look_up(
+    conn: psycopg.Connection[Any],
+    sql: str,
+    slots: BaseModel,
+    render: Callable[[BaseModel, Rows], str],
+) -> Observation:
+    rows = _rows(conn, sql, slots.model_dump())
+    return Observation(summary=render(slots, rows), rows=rows)
 
 
 def _rows(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> Rows:
@@ -309,122 +309,88 @@ def _wraparound(_slots: BaseModel, rows: Rows) -> str:
     )
 
 
-LOOKUPS: dict[Lookup, LookupSpec] = {
-    spec.kind: spec
-    for spec in (
-        LookupSpec(
-            Lookup.TABLE_SIZE,
-            "size of a table, its indexes and its estimated row count",
-            TableSlot,
-            TABLE_SIZE_SQL,
-            _table_size,
-        ),
-        LookupSpec(
-            Lookup.TABLE_COLUMNS,
-            "columns of a table with their types",
-            TableSlot,
-            TABLE_COLUMNS_SQL,
-            _table_columns,
-        ),
-        LookupSpec(
-            Lookup.TABLE_INDEXES,
-            "indexes of a table: definition, size, scans, validity",
-            TableSlot,
-            TABLE_INDEXES_SQL,
-            _table_indexes,
-        ),
-        LookupSpec(
-            Lookup.TABLE_STATS,
-            "live and dead rows of a table, its last (auto)vacuum and analyze",
-            TableSlot,
-            TABLE_STATS_SQL,
-            _table_stats,
-        ),
-        LookupSpec(
-            Lookup.INDEX_INFO,
-            "one index: its table, definition, size, scans, validity",
-            IndexSlot,
-            INDEX_INFO_SQL,
-            _index_info,
-        ),
-        LookupSpec(
-            Lookup.SETTING,
-            "a setting's current value, unit and source",
-            SettingSlot,
-            SETTING_SQL,
-            _setting,
-        ),
-        LookupSpec(
-            Lookup.ACTIVITY, "current client sessions by state", NoSlots, ACTIVITY_SQL, _activity
-        ),
-        LookupSpec(
-            Lookup.LOCKS,
-            "sessions waiting on locks and who blocks them",
-            NoSlots,
-            LOCKS_SQL,
-            _locks,
-        ),
-        LookupSpec(
-            Lookup.DATABASE_SIZE,
-            "size of the current database",
-            NoSlots,
-            DATABASE_SIZE_SQL,
-            _database_size,
-        ),
-        LookupSpec(
-            Lookup.LARGEST_TABLES,
-            "the largest tables",
-            LimitSlot,
-            LARGEST_TABLES_SQL,
-            _largest_tables,
-        ),
-        LookupSpec(
-            Lookup.LIST_TABLES,
-            "every table of the database",
-            NoSlots,
-            LIST_TABLES_SQL,
-            _list_tables,
-        ),
-        LookupSpec(
-            Lookup.SERVER_VERSION,
-            "the server's PostgreSQL version",
-            NoSlots,
-            SERVER_VERSION_SQL,
-            _server_version,
-        ),
-        LookupSpec(
-            Lookup.EXTENSIONS,
-            "installed extensions and their versions",
-            NoSlots,
-            EXTENSIONS_SQL,
-            _extensions,
-        ),
-        LookupSpec(
-            Lookup.WRAPAROUND,
-            "transaction-ID age of the database and its oldest tables",
-            NoSlots,
-            WRAPAROUND_SQL,
-            _wraparound,
-        ),
-    )
-}
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def table_size(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
+    """Size of a table, its indexes and its estimated row count."""
+    return _look_up(conn, TABLE_SIZE_SQL, params, _table_size)
 
 
-class LookupResult(BaseModel):
-    kind: Lookup
-    params: dict[str, Any]
-    rows: list[dict[str, Any]]
-    observation: str
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def table_columns(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
+    """Columns of a table with their types."""
+    return _look_up(conn, TABLE_COLUMNS_SQL, params, _table_columns)
 
 
-def run_lookup(conn: psycopg.Connection[Any], kind: Lookup, params: dict[str, Any]) -> LookupResult:
-    """Validate the slots against the look-up's model (ValidationError when they do not fit) and run it."""
-    spec = LOOKUPS[kind]
-    slots = spec.slots.model_validate(params)
-    rows = _rows(conn, spec.sql, slots.model_dump())
-    return LookupResult(
-        kind=kind, params=slots.model_dump(), rows=rows, observation=spec.render(slots, rows)
-    )
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def table_indexes(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
+    """Indexes of a table: definition, size, scans, validity."""
+    return _look_up(conn, TABLE_INDEXES_SQL, params, _table_indexes)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def table_stats(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
+    """Live and dead rows of a table, its last (auto)vacuum and analyze."""
+    return _look_up(conn, TABLE_STATS_SQL, params, _table_stats)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def index_info(conn: psycopg.Connection[Any], params: IndexSlot) -> Observation:
+    """One index: its table, definition, size, scans, validity."""
+    return _look_up(conn, INDEX_INFO_SQL, params, _index_info)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def setting(conn: psycopg.Connection[Any], params: SettingSlot) -> Observation:
+    """A setting's current value, unit and source."""
+    return _look_up(conn, SETTING_SQL, params, _setting)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def activity(conn: psycopg.Connection[Any]) -> Observation:
+    """Current client sessions by state."""
+    return _look_up(conn, ACTIVITY_SQL, NoParams(), _activity)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def locks(conn: psycopg.Connection[Any]) -> Observation:
+    """Sessions waiting on locks and who blocks them."""
+    return _look_up(conn, LOCKS_SQL, NoParams(), _locks)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def database_size(conn: psycopg.Connection[Any]) -> Observation:
+    """Size of the current database."""
+    return _look_up(conn, DATABASE_SIZE_SQL, NoParams(), _database_size)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def largest_tables(conn: psycopg.Connection[Any], params: LimitSlot) -> Observation:
+    """The largest tables."""
+    return _look_up(conn, LARGEST_TABLES_SQL, params, _largest_tables)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def list_tables(conn: psycopg.Connection[Any]) -> Observation:
+    """Every table of the database."""
+    return _look_up(conn, LIST_TABLES_SQL, NoParams(), _list_tables)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def server_version(conn: psycopg.Connection[Any]) -> Observation:
+    """The server's PostgreSQL version."""
+    return _look_up(conn, SERVER_VERSION_SQL, NoParams(), _server_version)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def extensions(conn: psycopg.Connection[Any]) -> Observation:
+    """Installed extensions and their versions."""
+    return _look_up(conn, EXTENSIONS_SQL, NoParams(), _extensions)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
+def wraparound(conn: psycopg.Connection[Any]) -> Observation:
+    """Transaction-ID age of the database and its oldest tables."""
+    return _look_up(conn, WRAPAROUND_SQL, NoParams(), _wraparound)
 
 
 class CatalogueNames(BaseModel):

@@ -1,7 +1,10 @@
 """Operator registry: name -> typed function, its role, category and the artifacts it reads and writes.
 
 This is D-Bot's categories -> tools -> APIs hierarchy as data: the planner reads the catalogue,
-validators check plans against it, and a brain's output can never name a tool outside it.
+validators check plans against it, and a brain's output can never name a tool outside it. It is
+the one list of tools: the review's tasks, the MCP server's operator tools, ask's look-ups and the
+LLM diagnosis's observations are all operators here, and each consumer offers `exposed(surface)`
+with the operators' own parameter models, never a list of definitions of its own.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +31,22 @@ from dbcrew.workspace import Workspace
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Surface(StrEnum):
+    """Who offers an operator, and so what its first argument is (the operator's `context`).
+
+    PLAN: a task of a review's strategy, in the planner's catalogue; called with an OperatorContext.
+    MCP: a tool of `dbcrew mcp`, run on its own against a target (roles/lookup.py).
+    ASK: a look-up of `dbcrew ask` (the rules' slot filling and the model's ReAct loop), called with
+    the question's one read-only session.
+    DIAGNOSIS: a view the LLM diagnosis's experts observe, called with the sampled facts record.
+    """
+
+    PLAN = "plan"
+    MCP = "mcp"
+    ASK = "ask"
+    DIAGNOSIS = "diagnosis"
 
 
 class OperatorMisfit(DbcrewError):
@@ -48,6 +68,9 @@ class Observation(BaseModel):
     )
     root_causes: list[RootCause] = Field(
         default_factory=list, description="diagnosis only: the cross review's causes"
+    )
+    rows: list[dict[str, Any]] = Field(
+        default_factory=list, description="the rows a look-up read (it writes no workspace table)"
     )
 
 
@@ -96,8 +119,15 @@ class Operator:
     role: Role
     category: Category
     description: str
-    fn: Callable[[OperatorContext, BaseModel], Observation]
+    fn: Callable[[Any, BaseModel], Observation]
     params_model: type[BaseModel]
+    context: type = field(
+        default=OperatorContext,
+        metadata={
+            "doc": "what the first argument is: an OperatorContext, a read-only session, a facts record (see Surface)"
+        },
+    )
+    surfaces: frozenset[Surface] = frozenset({Surface.PLAN})
     needs: tuple[str, ...] = ()
     produces: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
@@ -113,8 +143,13 @@ class Operator:
         },
     )
 
-    def run(self, ctx: OperatorContext, params: dict[str, Any]) -> Observation:
+    def run(self, ctx: Any, params: dict[str, Any]) -> Observation:
+        """Validate `params` against the operator's model (pydantic.ValidationError when they do not fit) and call it."""
         return self.fn(ctx, self.params_model.model_validate(params))
+
+    def params_schema(self) -> dict[str, Any]:
+        """The parameters' JSON schema, a copy the caller may edit (a tool spec, a catalogue entry)."""
+        return copy.deepcopy(self._params_schema)
 
     def entry(self) -> CatalogueEntry:
         return CatalogueEntry(
@@ -128,7 +163,7 @@ class Operator:
             checks=list(self.checks),
             requires=list(self.requires),
             equivalent_of=self.equivalent_of,
-            params_schema=copy.deepcopy(self._params_schema),
+            params_schema=self.params_schema(),
         )
 
     @cached_property
@@ -152,19 +187,27 @@ def operator(
     equivalent_of: str | None = None,
     checks: tuple[FindingCode, ...] = (),
     prepare: Callable[[], None] | None = None,
+    surfaces: frozenset[Surface] | None = None,
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
-    """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner reads.
+    """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner (or a model) reads.
 
     `needs` are artifacts it cannot run without; `uses` are artifacts it reads when the plan has them.
+    `surfaces` default to the plan, and the MCP server too for a collector that needs nothing from
+    upstream (it stands alone); the type of `ctx` is the operator's `context`.
     """
 
     def register(fn: Callable[..., Observation]) -> Callable[..., Observation]:
         signature = inspect.signature(fn, eval_str=True)
         params = list(signature.parameters.values())
         model = params[1].annotation if len(params) > 1 else NoParams
+        context = params[0].annotation
         name = fn.__name__
         if name in REGISTRY:
             raise ValueError(f"operator {name} registered twice")
+        if context is inspect.Parameter.empty:
+            raise TypeError(
+                f"operator {name}: annotate its first parameter, the context its surfaces call it with"
+            )
         REGISTRY[name] = Operator(
             name=name,
             role=role,
@@ -172,6 +215,8 @@ def operator(
             description=inspect.getdoc(fn) or "",
             fn=fn if len(params) > 1 else (lambda ctx, _p, _fn=fn: _fn(ctx)),
             params_model=model,
+            context=get_origin(context) or context,
+            surfaces=_surfaces(role, category, needs) if surfaces is None else surfaces,
             needs=needs,
             produces=produces,
             uses=uses,
@@ -183,6 +228,16 @@ def operator(
         return fn
 
     return register
+
+
+def _surfaces(role: Role, category: Category, needs: tuple[str, ...]) -> frozenset[Surface]:
+    standalone = role is Role.EXTRACTOR and category is Category.COLLECT and not needs
+    return frozenset({Surface.PLAN, Surface.MCP} if standalone else {Surface.PLAN})
+
+
+def exposed(surface: Surface) -> list[Operator]:
+    """The operators `surface` offers, in registration order."""
+    return [op for op in REGISTRY.values() if surface in op.surfaces]
 
 
 def get(name: str) -> Operator:
@@ -204,4 +259,5 @@ def equivalents(name: str) -> list[Operator]:
 
 
 def catalogue() -> list[CatalogueEntry]:
-    return [op.entry() for op in REGISTRY.values()]
+    """What the planner may put in a strategy: the operators of the plan surface."""
+    return [op.entry() for op in exposed(Surface.PLAN)]

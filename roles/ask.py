@@ -4,8 +4,10 @@ The question is routed (roles/routing.py). A write request is refused: the crew 
 a database. A question not about databases is declined. Knowledge questions (general, or about
 PostgreSQL itself) are answered from the manual's retrieved sections, each cited; offline the
 answer is extractive (the best sentences of the best passages). Instance questions become
-read-only look-ups on the target (roles/instance.py); an observation longer than a limit goes to
-the workspace and is referred to by its key. Analysis requests name the review the planner's team
+read-only look-ups on the target (roles/instance.py: the registry's operators of the ask surface);
+with the LLM brain the model starts from the rules' look-up and may only add to it (roles/ask_llm.py);
+an observation longer than a limit goes to the workspace as a snapshot and is referred to by its
+key. Analysis requests name the review the planner's team
 would run. The question is data from start to end: it picks a route and fills slots with
 catalogue names, and no part of it is ever run as SQL.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,7 +25,7 @@ import psycopg
 import pydantic
 
 from dbcrew.errors import TargetError
-from dbcrew.llm.base import Brain, BrainError
+from dbcrew.llm.base import Brain, BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer, Citation, ToolCall
@@ -33,10 +36,11 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
-from operators.lookups import CatalogueNames, catalogue_names, run_lookup
+from operators.lookups import CatalogueNames, catalogue_names
 from roles.ask_llm import react, written
 from roles.brains.openai import OpenAIBrain
-from roles.instance import MissingSlot, fill_slots, invocation
+from roles.diagnosis.snapshots import Snapshots
+from roles.instance import MissingSlot, fill_slots, invocation, invoke
 from roles.routing import router, write_request
 
 ANALYSES = {
@@ -45,7 +49,6 @@ ANALYSES = {
     Scenario.HEALTH: "a health review: the planner forms a team (extractor, tasker, painter) that collects statistics,"
     " runs every health check and draws the activity charts",
 }
-OBSERVATION_LIMIT = 600
 CITED_PASSAGES = 3
 MAX_LISTED_FINDINGS = 5
 READ_ONLY = (
@@ -86,7 +89,7 @@ def _answer(
     settings: Settings | None,
 ) -> Answer:
     brain_name = brain.name if brain is not None else "rules"
-    client = brain.client if isinstance(brain, OpenAIBrain) else None
+    llm = brain if isinstance(brain, OpenAIBrain) else None
     names = catalogue_names(conn) if conn is not None else None
     route = router().route(
         question, fill_slots(question, names).objects_masked if names is not None else None
@@ -110,25 +113,36 @@ def _answer(
     if route is Route.ANALYSIS:
         return _analysis(question, target, brain_name, settings)
     if route is Route.INSTANCE:
-        answer = _instance(question, conn, names, workspace, brain_name, client)
+        answer = _instance(question, conn, names, workspace, brain_name, llm)
     else:
-        answer = _knowledge(question, route, docs, brain_name, client)
-    if client is not None:
-        answer.llm = client.usage.model_copy()
+        answer = _knowledge(question, route, docs, brain_name, llm)
+    if llm is not None:
+        answer.llm = llm.usage.model_copy()
     return answer
 
 
-def _by_llm(what: str, client: LlmClient, attempt: Callable[[], T | None]) -> tuple[T | None, str]:
-    """The LLM's result and the brain label: 'openai', or why the offline answer stands instead."""
+def _by_llm(
+    what: str, brain: OpenAIBrain, attempt: Callable[[LlmClient], T | None]
+) -> tuple[T | None, str]:
+    """The LLM's result and the brain label: 'openai', or why the offline answer stands instead. The
+    question is counted in the brain's usage, a fall-back as one; an endpoint that stopped answering
+    earlier in the run is not asked."""
+    if brain.down:
+        brain.count_question(fell_back=True)
+        return None, f"rules (openai is down: {brain.down})"
     try:
-        result = attempt()
+        result = attempt(brain.client)
     except BrainError as exc:
+        brain.count_question(
+            fell_back=True, down=first_line(exc) if isinstance(exc, EndpointDown) else ""
+        )
         return None, f"rules (openai failed to {what}: {first_line(exc)})"
+    brain.count_question(fell_back=result is None)
     return result, "openai" if result is not None else f"rules (openai gave no usable {what})"
 
 
 def _knowledge(
-    question: str, route: Route, docs: Path | None, brain_name: str, client: LlmClient | None
+    question: str, route: Route, docs: Path | None, brain_name: str, llm: OpenAIBrain | None
 ) -> Answer:
     hits = docs_index(manual_folder(docs)).search(question, CITED_PASSAGES)
     if not hits:
@@ -136,9 +150,9 @@ def _knowledge(
             route=route, answer="The manual has no passage about this question.", brain=brain_name
         )
     citations = [_citation(hit, question) for hit in hits]
-    if client is not None:
+    if llm is not None:
         text, brain_name = _by_llm(
-            "cited answer", client, lambda: written(question, [h.passage for h in hits], client)
+            "cited answer", llm, lambda client: written(question, [h.passage for h in hits], client)
         )
         if text is not None:
             return Answer(route=route, answer=text, citations=citations, brain=brain_name)
@@ -166,54 +180,59 @@ def _instance(
     names: CatalogueNames | None,
     workspace: Workspace | None,
     brain_name: str,
-    client: LlmClient | None,
+    llm: OpenAIBrain | None,
 ) -> Answer:
+    """The rules' look-up and its observation as the answer; with the LLM brain, the model starts from
+    it and adds its own look-ups and answer (the rules' answer stands: it comes first, and without a
+    rules' look-up the model's answer counts only when it ran one)."""
     if conn is None or names is None:
         return Answer(
             route=Route.INSTANCE,
             brain=brain_name,
             answer="This question is about a database's own state: give the database to look at (--target URL).",
         )
-    if client is not None:
-        outcome, brain_name = _by_llm(
-            "look-up answer", client, lambda: react(question, conn, names, client)
-        )
-        if outcome is not None:
-            tools = [_kept(t, {"observation": t.observation}, workspace) for t in outcome.tools]
-            return Answer(
-                route=Route.INSTANCE, answer=outcome.answer, tools=tools, brain=brain_name
-            )
+    snapshots = Snapshots(_AskStore(workspace), prefix=f"ask-{uuid.uuid4().hex[:8]}:")
+    ran: ToolCall | None = None
     try:
         call = invocation(question, names, router())
     except MissingSlot as exc:
-        return Answer(route=Route.INSTANCE, answer=str(exc), brain=brain_name)
-    try:
-        result = run_lookup(conn, call.lookup, call.params)
-    except pydantic.ValidationError as exc:
-        raise TargetError(
-            f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}"
-        ) from None
-    tool = _kept(
-        ToolCall(operator=call.lookup.value, params=result.params, observation=result.observation),
-        {"observation": result.observation, "rows": result.rows},
-        workspace,
+        text = str(exc)
+    else:
+        try:
+            ran, text = invoke(conn, call.lookup.value, call.params, snapshots)
+        except pydantic.ValidationError as exc:
+            raise TargetError(
+                f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}"
+            ) from None
+    rules = Answer(route=Route.INSTANCE, answer=text, tools=[ran] if ran else [], brain=brain_name)
+    if llm is None:
+        return rules
+    added, brain_name = _by_llm(
+        "look-up answer",
+        llm,
+        lambda client: react(question, conn, names, client, snapshots, ran, text),
     )
-    return Answer(route=Route.INSTANCE, answer=result.observation, tools=[tool], brain=brain_name)
+    if added is None:
+        return rules.model_copy(update={"brain": brain_name})
+    answer = f"{text}\n{added.answer}" if ran is not None else added.answer
+    return Answer(
+        route=Route.INSTANCE, answer=answer, tools=[*rules.tools, *added.tools], brain=brain_name
+    )
 
 
-def _kept(tool: ToolCall, whole: dict[str, object], workspace: Workspace | None) -> ToolCall:
-    """`tool` with an observation longer than OBSERVATION_LIMIT stored in the workspace and cut, its key kept
-    (RCAgent's snapshot keys): an answer stays short, the whole observation stays findable."""
-    if len(tool.observation) <= OBSERVATION_LIMIT:
-        return tool
-    store = workspace or Workspace(reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb")
-    key = store.put_observation(f"ask:{tool.operator}:{uuid.uuid4().hex[:8]}", whole)
-    return tool.model_copy(
-        update={
-            "observation_key": key,
-            "observation": tool.observation[: OBSERVATION_LIMIT - 1] + "…",
-        }
-    )
+@dataclass
+class _AskStore:
+    """Where an answer's long observations go: the caller's workspace, or one made for the question
+    the first time an observation is too long to show (a short answer writes nothing)."""
+
+    workspace: Workspace | None
+
+    def __call__(self, key: str, text: str) -> str:
+        if self.workspace is None:
+            self.workspace = Workspace(
+                reports_root() / "ask" / f"ask-{uuid.uuid4().hex[:12]}.duckdb"
+            )
+        return self.workspace.put_observation(key, text)
 
 
 def _analysis(

@@ -4,6 +4,8 @@ Slots are filled only with names the target's catalogue holds (tables, indexes, 
 the question spells is matched against that list, never passed on as written, and the look-up
 receives it as a bound parameter. The question, with its names replaced by fixed slot words, then
 goes to the look-up classifier (roles/routing.py), so "how big is X" means the same for every X.
+The look-ups are the registry's operators of the ask surface (operators/lookups.py); `invoke` runs
+one for the rules and for a model alike, and keeps a long observation behind a snapshot key.
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from dbcrew.errors import DbcrewError
+from dbcrew.models.answer import ToolCall
 from dbcrew.vocabulary import Lookup
-from operators.lookups import LOOKUPS, CatalogueNames, IndexSlot, LimitSlot, SettingSlot, TableSlot
+from operators.lookups import CatalogueNames, IndexSlot, LimitSlot, SettingSlot, TableSlot
+from operators.registry import get
+from roles.diagnosis.snapshots import Snapshots
 from roles.routing import SLOT_WORDS, Router
+
+OBSERVATION_LIMIT = 600  # characters of an observation an answer shows; the rest is kept by key
 
 
 @dataclass
@@ -88,9 +97,6 @@ class MissingSlot(DbcrewError, ValueError):
     """The look-up needs a name the question does not give (or the catalogue does not hold)."""
 
 
-TABLE_LOOKUPS = {Lookup.TABLE_SIZE, Lookup.TABLE_COLUMNS, Lookup.TABLE_INDEXES, Lookup.TABLE_STATS}
-
-
 @dataclass(frozen=True)
 class Invocation:
     lookup: Lookup
@@ -105,11 +111,11 @@ def invocation(question: str, names: CatalogueNames, router: Router) -> Invocati
     # fills; a question naming a table or index asks about it before it asks about the whole database.
     feasible = [lookup for lookup in ranked if _fillable(lookup, slots)]
     about_object = [
-        lookup for lookup in feasible[:3] if LOOKUPS[lookup].slots in (TableSlot, IndexSlot)
+        lookup for lookup in feasible[:3] if get(lookup).params_model in (TableSlot, IndexSlot)
     ]
     named = slots.table is not None or slots.index is not None
     lookup = about_object[0] if named and about_object else (feasible or ranked)[0]
-    model = LOOKUPS[lookup].slots
+    model = get(lookup).params_model
     if model is TableSlot:
         if slots.table is None:
             raise MissingSlot(_missing("table", question, [n for _, n in names.tables]))
@@ -131,7 +137,7 @@ def invocation(question: str, names: CatalogueNames, router: Router) -> Invocati
 
 def _fillable(lookup: Lookup, slots: Slots) -> bool:
     """Whether the question gives the name `lookup` needs."""
-    model = LOOKUPS[lookup].slots
+    model = get(lookup).params_model
     return {TableSlot: slots.table, IndexSlot: slots.index, SettingSlot: slots.setting}.get(
         model, True
     ) is not None
@@ -144,3 +150,21 @@ def _missing(kind: str, question: str, known: list[str]) -> str:
     )
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return f"The question names no {kind} this database has.{hint}"
+
+
+def invoke(
+    conn: psycopg.Connection[Any], operator: str, params: dict[str, Any], snapshots: Snapshots
+) -> tuple[ToolCall, str]:
+    """Run the look-up `operator` on the question's session: the answer's record of the call (an
+    observation longer than OBSERVATION_LIMIT cut, the whole kept in `snapshots` and referred to by
+    its store key) and the whole observation. ValidationError when the parameters do not fit."""
+    look_up = get(operator)
+    valid = look_up.params_model.model_validate(params).model_dump()
+    text = look_up.run(conn, valid).summary
+    call = ToolCall(operator=operator, params=valid, observation=text)
+    if len(text) > OBSERVATION_LIMIT:
+        key = snapshots.stored_key(snapshots.keep(text))
+        call = call.model_copy(
+            update={"observation": text[: OBSERVATION_LIMIT - 1] + "…", "observation_key": key}
+        )
+    return call, text

@@ -1,10 +1,11 @@
 """One read-only operator run on its own against a target, outside any plan (the MCP server's operator tools).
 
-Only operators that stand alone qualify: extractors that need no artifact from upstream (the
-collectors). Each call gets a throw-away workspace, the target's brief (the probe, so an operator
-sees the server's version and privileges as in a review) and a window that caps the operator's
-own `window_seconds`, exactly as a review's `--window` does. What it produced comes back as rows,
-at most `row_limit` per table: texts were redacted when the workspace stored them.
+Only the registry's operators of the MCP surface qualify: the collectors that need no artifact from
+upstream, and ask's look-ups. A collector gets a throw-away workspace, the target's brief (the
+probe, so an operator sees the server's version and privileges as in a review) and a window that
+caps the operator's own `window_seconds`, exactly as a review's `--window` does; what it produced
+comes back as rows, at most `row_limit` per table (texts were redacted when the workspace stored
+them). A look-up runs on one read-only session and its rows come back as a table of its name.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from pydantic import BaseModel, Field
 
-from dbcrew.models import Finding, Role
+from dbcrew.models import Finding
+from dbcrew.redact import redact, redact_value
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget
-from dbcrew.vocabulary import Category
 from dbcrew.workspace import Workspace
-from operators import REGISTRY, Operator, OperatorContext
+from operators import Operator, OperatorContext
 from operators.collect.probe import probe
 
 
@@ -31,7 +33,7 @@ class ProducedTable(BaseModel):
     rows: list[dict[str, Any]] = Field(description="the first rows, at most the server's row limit")
 
 
-class Lookup(BaseModel):
+class Reading(BaseModel):
     """What one operator call read: its summary, findings, and the tables (or observations) it produced."""
 
     operator: str
@@ -45,19 +47,12 @@ class Lookup(BaseModel):
     )
 
 
-def standalone_operators() -> list[Operator]:
-    """The operators a caller may run on their own: collectors that need nothing from upstream."""
-    return [
-        op
-        for op in REGISTRY.values()
-        if op.role is Role.EXTRACTOR and op.category is Category.COLLECT and not op.needs
-    ]
-
-
 def look_up(
     target: PostgresTarget, operator: Operator, params: BaseModel, window: float, row_limit: int
-) -> Lookup:
-    """Run `operator` once against `target` in a throw-away workspace; its products, `row_limit` rows per table."""
+) -> Reading:
+    """Run `operator` once against `target`; its products, `row_limit` rows per table."""
+    if issubclass(operator.context, psycopg.Connection):
+        return _on_session(target, operator, params, row_limit)
     with tempfile.TemporaryDirectory(prefix="dbcrew-lookup-") as tmp:
         workspace = Workspace(Path(tmp) / "workspace.duckdb")
         try:
@@ -87,7 +82,7 @@ def look_up(
                         observations[name] = json.loads(body[0]["body"])
         finally:
             workspace.close()
-    return Lookup(
+    return Reading(
         operator=operator.name,
         target=target.display,
         summary=observation.summary,
@@ -95,4 +90,20 @@ def look_up(
         findings=observation.findings,
         tables=tables,
         observations=observations,
+    )
+
+
+def _on_session(
+    target: PostgresTarget, operator: Operator, params: BaseModel, row_limit: int
+) -> Reading:
+    """A look-up (operators/lookups.py) on one read-only session: its summary and its rows as one table,
+    their texts redacted as the workspace redacts what it stores."""
+    with target.session() as conn:
+        observation = operator.fn(conn, params)
+    rows = [{k: redact_value(v) for k, v in row.items()} for row in observation.rows[:row_limit]]
+    return Reading(
+        operator=operator.name,
+        target=target.display,
+        summary=redact(observation.summary),
+        tables=[ProducedTable(name=operator.name, total_rows=len(observation.rows), rows=rows)],
     )

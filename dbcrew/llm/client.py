@@ -64,7 +64,9 @@ def extract_json(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class FunctionCall:
+    """A function the model asked to call, as the endpoint returned it (its arguments a JSON string)."""
+
     id: str
     name: str
     arguments: str
@@ -75,7 +77,7 @@ class Completion:
     """One chat completion as the caller needs it: text, tool calls, and what it cost."""
 
     text: str
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[FunctionCall, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
@@ -114,7 +116,7 @@ class ResponseCache:
             stored = json.loads(path.read_text())
             hit = Completion(
                 stored["text"],
-                tuple(ToolCall(**c) for c in stored["tool_calls"]),
+                tuple(FunctionCall(**c) for c in stored["tool_calls"]),
                 stored["prompt_tokens"],
                 stored["completion_tokens"],
             )
@@ -197,6 +199,7 @@ class LlmClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         response_format: dict[str, Any] | None = None,
+        stop: list[str] | None = None,
         temperature: float = 0.0,
         timeout: float | None = None,
         cache: ResponseCache | None = None,
@@ -205,7 +208,8 @@ class LlmClient:
         """One chat completion (the `openai` client retries 429, 5xx and time-outs with backoff first).
         EndpointDown when the endpoint does not answer, BrainError for any other refusal. With a
         `cache`, a request asked before is answered from it and costs nothing. `timeout` can only
-        shorten the client's own (a budget's remaining seconds)."""
+        shorten the client's own (a budget's remaining seconds); `stop` ends the answer where a
+        prompted format hands over to the caller (ReAct's "Observation:")."""
         request: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -215,6 +219,8 @@ class LlmClient:
             request["tools"] = tools
         if response_format:
             request["response_format"] = response_format
+        if stop:
+            request["stop"] = stop
         key = ResponseCache.key({**request, "sample": sample}) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
             return Completion(hit.text, hit.tool_calls, cached=True)
@@ -237,7 +243,7 @@ class LlmClient:
         message = response.choices[0].message if response.choices else None
         calls = (
             tuple(
-                ToolCall(c.id, c.function.name, c.function.arguments or "")
+                FunctionCall(c.id, c.function.name, c.function.arguments or "")
                 for c in (message.tool_calls or [])
                 if c.type == "function"
             )

@@ -20,7 +20,7 @@ def _default(field: str) -> Any:
 
 
 @dataclass(frozen=True)
-class DiagnosisLimits:
+class AgentLimits:
     calls: int = _default("llm_diag_calls")
     tokens: int = _default("llm_diag_tokens")
     seconds: float = _default("llm_diag_seconds")
@@ -30,7 +30,7 @@ class DiagnosisLimits:
     observation_chars: int = _default("llm_observation_chars")
 
     @classmethod
-    def from_env(cls) -> DiagnosisLimits:
+    def from_env(cls) -> AgentLimits:
         """DBCREW_LLM_DIAG_CALLS, _TOKENS, _SECONDS, _STEPS, _SAMPLES, _EXPERTS and DBCREW_LLM_OBSERVATION_CHARS
         (0: never cut an observation); UsageError in one line for a value that is not a positive number."""
         env = environment()
@@ -51,7 +51,7 @@ class BudgetExhausted(DbcrewError):
 
 @dataclass
 class Budget:
-    limits: DiagnosisLimits
+    limits: AgentLimits
     calls: int = 0
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)

@@ -25,10 +25,11 @@ from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.facts import FactsRecord
 from operators.knowledge import knowledge_base
-from roles.diagnosis.budget import Budget, BudgetExhausted, DiagnosisLimits
+from roles.diagnosis.budget import Budget, BudgetExhausted, AgentLimits
 from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
-from roles.diagnosis.tools import DiagnosisTools, Snapshots
+from roles.diagnosis.snapshots import Snapshots
+from roles.diagnosis.tools import DiagnosisTools
 
 JOIN_SHARE = 0.25  # an expert the alert does not name joins when it explains this share of the abnormal metrics
 SHOWN_ABNORMAL = 8  # in the task prompt; every call of the conversation carries it
@@ -43,7 +44,7 @@ class LlmDiagnoser:
 
     client: LlmClient
     render: Render
-    limits: DiagnosisLimits
+    limits: AgentLimits
     capability: Capability
     cache: ResponseCache | None = None
 
@@ -51,7 +52,7 @@ class LlmDiagnoser:
     def from_env(
         cls, client: LlmClient, render: Render, cache: ResponseCache | None = None
     ) -> LlmDiagnoser:
-        return cls(client, render, DiagnosisLimits.from_env(), endpoint_capability(), cache)
+        return cls(client, render, AgentLimits.from_env(), endpoint_capability(), cache)
 
     def diagnose(
         self,

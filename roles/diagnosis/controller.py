@@ -1,14 +1,19 @@
-"""RCAgent's controller: one expert's Thought/Action/Observation turns against the endpoint, as
-D-Bot's tree search (tree.py: reflect, score, backtrack).
+"""RCAgent's controller: one agent's Thought/Action/Observation turns against the endpoint, as
+D-Bot's tree search (tree.py: reflect, score, backtrack). It runs the diagnosis's experts and ask's
+look-ups alike; an `Agenda` says what a loop is for (its prompts, the action that ends it, how a
+prompted turn reads) and a `Toolbox` what it may call.
 
 Per endpoint capability the model acts through native tool calls, through JSON constrained by a
-schema, or through JSON asked for in the prompt; all three end in the same `ExpertAction`. The
-controller, not the model, keeps the loop sane:
+schema, or through text asked for in the prompt (JSON, or ask's ReAct lines); all end in the same
+`ExpertAction`. The controller, not the model, keeps the loop sane:
 - an answer that is not clean JSON is repaired by json-repair first (fences, prose, trailing
   commas), and only an answer still unusable is asked for again (a regeneration);
 - an unknown tool or an action repeated with the same arguments gets a corrective message, not an
   observation, and both are counted;
-- an observation longer than the limit is cut behind a snapshot key (DiagnosisTools), and once a
+- only a tool the controller ran gives an observation: a prompted turn is sent with the agenda's stop
+  sequences ("Observation:" for ReAct), and whatever the model wrote from one on is cut from its
+  turn before it is read or repeated, so an observation it made up is never seen again;
+- an observation longer than the limit is cut behind a snapshot key (snapshots.py), and once a
   newer turn observes, an older turn's observations are shown by their keys alone: each call carries
   one turn's observations, not the whole history of them (without a limit nothing is cut or folded);
 - several tool calls in one turn (parallel tool calls) are all answered: one call, not several;
@@ -20,8 +25,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import json_repair
 from pydantic import BaseModel, Field, ValidationError
@@ -30,15 +36,16 @@ from dbcrew.llm.base import BrainError
 from dbcrew.llm.client import (
     Capability,
     Completion,
+    FunctionCall,
     LlmClient,
     Render,
     ResponseCache,
-    ToolCall,
     strip_fences,
 )
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
-from roles.diagnosis.tools import PROPOSE, REFLECT, DiagnosisTools
+from roles.diagnosis.snapshots import Snapshots
+from roles.diagnosis.tools import PROPOSE, REFLECT
 from roles.diagnosis.tree import Node, Search
 
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
@@ -65,7 +72,22 @@ class Reflection(BaseModel):
 
 
 class GaveUp(BrainError):
-    """The expert used its steps without proposing causes."""
+    """The agent used its steps without the action that ends its loop."""
+
+
+class Toolbox(Protocol):
+    """What a loop may call: its function specs, the names an action may use, and how each runs."""
+
+    limit: int
+    snapshots: Snapshots
+
+    def specs(self) -> list[dict[str, Any]]: ...
+
+    def names(self) -> list[str]: ...
+
+    def resolve(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
+
+    def run(self, name: str, args: dict[str, Any]) -> tuple[str, str, bool]: ...
 
 
 @dataclass
@@ -106,22 +128,70 @@ def parse_json(text: str) -> tuple[Any, bool]:
         return repaired, True
 
 
+def json_turn(text: str) -> tuple[Any, bool]:
+    """A prompted diagnosis turn: one JSON object, a bare {"causes": ...} being the proposal."""
+    value, repaired = parse_json(text)
+    if isinstance(value, dict) and "causes" in value and "action" not in value:
+        value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
+    return value, repaired
+
+
+@dataclass(frozen=True)
+class Agenda:
+    """What one agent loop is for: its prompts (system, task, the feedback that answers each action),
+    the action that ends it and the model of that action's arguments, how a prompted turn reads as an
+    action (value, whether it was repaired), and the stop sequences a prompted turn is sent with and
+    cut at: text from one of them on is the model speaking for a tool, never read."""
+
+    system: str
+    task: str
+    feedback: str
+    finish: str
+    result: type[BaseModel]
+    read: Callable[[str], tuple[Any, bool]] = json_turn
+    stop: tuple[str, ...] = ()
+
+    def trimmed(self, text: str) -> str:
+        """`text` up to the first stop sequence (an endpoint may ignore `stop`)."""
+        cut = min((i for i in (text.find(s) for s in self.stop) if i >= 0), default=len(text))
+        return text[:cut].rstrip() if cut < len(text) else text
+
+
+DIAGNOSIS = Agenda(
+    system="diagnose_system.j2",
+    task="diagnose_expert.j2",
+    feedback="diagnose_feedback.j2",
+    finish=PROPOSE,
+    result=CauseProposal,
+)
+
+
 @dataclass
 class Controller:
     client: LlmClient
     render: Render
-    tools: DiagnosisTools
+    tools: Toolbox
     budget: Budget
     capability: Capability
     tally: Tally
     cache: ResponseCache | None = None
+    agenda: Agenda = DIAGNOSIS
 
     def run_expert(
         self, expert: str, context: dict[str, Any], sample: int = 0
     ) -> list[ProposedCause]:
         """The causes one expert proposes after a tree search of at most `steps` calls (tree.py).
         BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
+        return cast(CauseProposal, self.run({**context, "expert": expert}, sample)).causes
+
+    def run(
+        self, context: dict[str, Any], sample: int = 0, seen: tuple[str, ...] = ()
+    ) -> BaseModel:
+        """The agenda's result (the finishing action's validated arguments) after a tree search of at
+        most `steps` calls; `seen` are signatures of actions already taken for it (`signature`).
+        BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
         native = self.capability is Capability.TOOLS
+        prompted = self.capability is Capability.PROMPTED
         specs = self.tools.specs()
         search = Search(
             Node(
@@ -129,14 +199,17 @@ class Controller:
                     {
                         "role": "system",
                         "content": self.render(
-                            "diagnose_system.j2", {"native_tools": native, "tools": specs}
+                            self.agenda.system,
+                            {
+                                "native_tools": native,
+                                "capability": self.capability.value,
+                                "tools": specs,
+                            },
                         ),
                     },
-                    {
-                        "role": "user",
-                        "content": self.render("diagnose_expert.j2", {**context, "expert": expert}),
-                    },
-                ]
+                    {"role": "user", "content": self.render(self.agenda.task, context)},
+                ],
+                seen=set(seen),
             )
         )
         node, pending = search.root, []  # pending: the backtrack lesson the next request carries
@@ -148,6 +221,7 @@ class Controller:
                 response_format=_step_format()
                 if self.capability is Capability.JSON_SCHEMA
                 else None,
+                stop=list(self.agenda.stop) if prompted and self.agenda.stop else None,
                 temperature=SAMPLING_TEMPERATURE if sample else 0.0,
                 timeout=self.budget.remaining_seconds(),
                 cache=self.cache,
@@ -156,36 +230,40 @@ class Controller:
             self.tally.paid(completion)
             if not completion.cached:
                 self.budget.spend(completion.prompt_tokens, completion.completion_tokens)
-            turn = self._actions(completion)
+            text = self.agenda.trimmed(completion.text)
+            turn = self._actions(completion, text)
             node = search.expand(node)
-            node.messages += [*pending, _assistant(completion, [call_id for call_id, _, _ in turn])]
+            node.messages += [
+                *pending,
+                _assistant(completion, text, [call_id for call_id, _, _ in turn]),
+            ]
             pending = []
-            proposed = self._answer(node, turn)
-            if proposed is not None and not search.low(node):
-                return proposed
-            if proposed is not None:
-                search.candidates.append((node.score, proposed))
-            if search.low(node) and (proposed is not None or node.scored):
+            result = self._answer(node, turn)
+            if result is not None and not search.low(node):
+                return result
+            if result is not None:
+                search.candidates.append((node.score, result))
+            if search.low(node) and (result is not None or node.scored):
                 self.tally.backtracks += 1
                 node = search.backtrack(node)
                 pending = [self._reply("", "backtrack", abandoned=search.abandoned)]
         best = search.best_candidate()
         if best is None:
-            raise GaveUp(f"no causes proposed in {self.budget.limits.steps} steps")
+            raise GaveUp(f"no {self.agenda.finish} in {self.budget.limits.steps} steps")
         return best
 
     def _answer(
         self, node: Node, turn: list[tuple[str, ExpertAction | None, str]]
-    ) -> list[ProposedCause] | None:
+    ) -> BaseModel | None:
         """Answer every action of a turn into `node` (observations, reflections, corrections); the
-        proposal when the turn made a valid one. The observations of earlier turns fold to their keys."""
-        proposed: list[ProposedCause] | None = None
+        result when the turn finished validly. The observations of earlier turns fold to their keys."""
+        result: BaseModel | None = None
         observed: list[tuple[int, str, str]] = []
         for call_id, action, error in turn:
-            if action is not None and action.action in (PROPOSE, REFLECT):
+            if action is not None and action.action in (self.agenda.finish, REFLECT):
                 try:
-                    if action.action == PROPOSE:
-                        proposed = CauseProposal.model_validate(action.args).causes
+                    if action.action == self.agenda.finish:
+                        result = self.agenda.result.model_validate(action.args)
                         continue
                     reflection = Reflection.model_validate(action.args)
                 except ValidationError as exc:
@@ -219,7 +297,7 @@ class Controller:
                     text=f"[stored as {key}: call expand with key {key!r} to read it again]",
                 )
             node.shown = observed
-        return proposed
+        return result
 
     def _observe(
         self, call_id: str, action: ExpertAction, seen: set[str]
@@ -228,11 +306,10 @@ class Controller:
         if action.action not in self.tools.names():
             self.tally.corrections["unknown_tool"] += 1
             return self._reply(call_id, "unknown_tool", tool=action.action), ""
-        signature = json.dumps([action.action, action.args], sort_keys=True, default=str)
-        if signature in seen:
+        if signature(action.action, action.args) in seen:
             self.tally.corrections["repeated_action"] += 1
             return self._reply(call_id, "repeated_action", tool=action.action), ""
-        seen.add(signature)
+        seen.add(signature(action.action, action.args))
         try:
             text, whole, cut = self.tools.run(action.action, action.args)
         except (ValueError, TypeError) as exc:
@@ -241,15 +318,17 @@ class Controller:
         self.tally.snapshots += cut
         return self._reply(call_id, "observation", tool=action.action, text=text), whole
 
-    def _actions(self, completion: Completion) -> list[tuple[str, ExpertAction | None, str]]:
+    def _actions(
+        self, completion: Completion, text: str
+    ) -> list[tuple[str, ExpertAction | None, str]]:
         """Every action of the model's turn as (the tool call's id or '', the action, why there is
         none): an endpoint may answer with several tool calls at once (parallel tool calls), and
-        observing them in one turn costs one call instead of several."""
+        observing them in one turn costs one call instead of several. `text` is the turn's text as trimmed."""
         if completion.tool_calls:
             return [self._tool_action(call) for call in completion.tool_calls]
-        return [self._text_action(completion.text)]
+        return [self._text_action(text)]
 
-    def _tool_action(self, call: ToolCall) -> tuple[str, ExpertAction | None, str]:
+    def _tool_action(self, call: FunctionCall) -> tuple[str, ExpertAction | None, str]:
         try:
             args, repaired = parse_json(call.arguments or "{}")
         except ValueError as exc:
@@ -260,12 +339,10 @@ class Controller:
 
     def _text_action(self, text: str) -> tuple[str, ExpertAction | None, str]:
         try:
-            value, repaired = parse_json(text)
+            value, repaired = self.agenda.read(text)
         except ValueError as exc:
             return "", None, str(exc)
         self.tally.repairs += repaired
-        if isinstance(value, dict) and "causes" in value and "action" not in value:
-            value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
         try:
             action = ExpertAction.model_validate(value)
         except ValidationError as exc:
@@ -275,7 +352,7 @@ class Controller:
 
     def _reply(self, call_id: str, kind: str, **context: Any) -> dict[str, Any]:
         text = self.render(
-            "diagnose_feedback.j2",
+            self.agenda.feedback,
             {
                 "kind": kind,
                 "tool": "",
@@ -283,6 +360,7 @@ class Controller:
                 "error": "",
                 "tools": self.tools.names(),
                 "native_tools": self.capability is Capability.TOOLS,
+                "capability": self.capability.value,
                 **context,
             },
         )
@@ -293,13 +371,19 @@ class Controller:
         )
 
 
-def _assistant(completion: Completion, call_ids: list[str]) -> dict[str, Any]:
-    """The model's turn as the next request repeats it: with the tool calls the controller answers."""
+def signature(action: str, args: dict[str, Any]) -> str:
+    """An action as the controller recognizes its repeat."""
+    return json.dumps([action, args], sort_keys=True, default=str)
+
+
+def _assistant(completion: Completion, text: str, call_ids: list[str]) -> dict[str, Any]:
+    """The model's turn as the next request repeats it (`text`, trimmed at the agenda's stops): with
+    the tool calls the controller answers."""
     if not any(call_ids):
-        return {"role": "assistant", "content": completion.text}
+        return {"role": "assistant", "content": text}
     return {
         "role": "assistant",
-        "content": completion.text or None,
+        "content": text or None,
         "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in completion.tool_calls

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from dbcrew.vocabulary import Cause, cause_code
 from operators.diagnose.facts import FactsRecord
-from roles.diagnosis.tools import metric_stat
+from operators.diagnose.views import metric_stat
 
 RELATIVE_TOLERANCE = (
     0.05  # the tools show four significant digits; a model may round to two or three

@@ -1,66 +1,31 @@
-"""The experts' tools: read-only views of the diagnosis workspace (the sampled window, its baseline,
-the abnormal metrics, waits, statements, plans) and the knowledge retrieval.
+"""The experts' tools: the registry's diagnosis views (operators/diagnose/views.py) offered as one
+`observe` tool, with `expand`, `reflect` and the final `propose_causes`.
 
 Every observation is JSON; one longer than the limit is kept whole under a snapshot key and shown
-as its head plus that key, which the `expand` tool pages through (RCAgent's observation
-snapshots): a long statement list costs the prompt its first lines, not all of them. Database text
-(statement texts, table names) travels inside these observations, so it reaches a prompt only as
-JSON data inside a <data> fence, never as instructions.
+as its head plus that key, which the `expand` tool pages through (roles/diagnosis/snapshots.py): a
+long statement list costs the prompt its first lines, not all of them. Database text (statement
+texts, table names) travels inside these observations, so it reaches a prompt only as JSON data
+inside a <data> fence, never as instructions.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from dbcrew.redact import redact
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.facts import FactsRecord
-from operators.knowledge import knowledge_base
+from operators.diagnose.views import STATS
+from operators.registry import Operator, Surface, exposed, get
+from roles.diagnosis.snapshots import Snapshots
 
-STATS = ("mean", "peak", "min", "median", "baseline_median")
-PROPOSE = "propose_causes"
-
-
-def metric_stat(
-    window: WindowEvidence, baseline: WindowEvidence | None, metric: str, stat: str
-) -> float | None:
-    """The observed value an expert may cite: a series statistic, a baseline median, or a wait
-    share (`metric` 'wait:Lock:' is the share of active-session samples waiting on Lock:*). None
-    when the workspace holds no such observation."""
-    if metric.startswith("wait:"):
-        return window.wait_share(metric.removeprefix("wait:")) if window.waits else None
-    source = baseline if stat == "baseline_median" else window
-    values = source.series.get(metric) if source is not None else None
-    if not values:
-        return None
-    array = np.asarray(values, dtype=float)
-    return float({"mean": np.mean, "peak": np.max, "min": np.min}.get(stat, np.median)(array))
+OBSERVE, EXPAND, REFLECT, PROPOSE = "observe", "expand", "reflect", "propose_causes"
 
 
-def _rounded(value: float) -> float:
-    return float(f"{value:.4g}")
-
-
-@dataclass
-class Snapshots:
-    """Observations too long to show, by key; optionally mirrored into the run's workspace."""
-
-    store: Callable[[str, str], None] | None = None
-    bodies: dict[str, str] = field(default_factory=dict)
-
-    def keep(self, text: str) -> str:
-        key = f"obs-{len(self.bodies) + 1}"
-        self.bodies[key] = text
-        if self.store is not None:
-            self.store(f"llm_snapshot_{key}", text)
-        return key
+def views() -> list[Operator]:
+    """What `observe` may show: the registry's operators of the diagnosis surface."""
+    return exposed(Surface.DIAGNOSIS)
 
 
 @dataclass
@@ -83,7 +48,7 @@ class DiagnosisTools:
 
     def names(self) -> list[str]:
         """What an action may name: the tools, and a view directly (`waits` for `observe` what=waits)."""
-        return [OBSERVE, *VIEWS, EXPAND, REFLECT, PROPOSE]
+        return [OBSERVE, *(op.name for op in views()), EXPAND, REFLECT, PROPOSE]
 
     @staticmethod
     def resolve(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -96,130 +61,33 @@ class DiagnosisTools:
         """(the observation as the model sees it, its whole text, whether it was cut behind a snapshot
         key). KeyError for a tool that does not exist; ValueError for arguments it cannot use."""
         if name == EXPAND:
-            text = self._expand(str(args.get("key", "")), int(args.get("offset", 0) or 0))
-            return text, text, False
-        text = json.dumps(self._observe(name, args), sort_keys=True, default=str)
-        if not self.limit or len(text) <= self.limit:
-            return text, text, False
-        key = self.snapshots.keep(text)
-        return (
-            (
-                f"{text[: self.limit]} ... [cut: {len(text) - self.limit} more characters;"
-                f" call expand with key {key!r} and offset {self.limit} to read on]"
-            ),
-            text,
-            True,
-        )
-
-    def _expand(self, key: str, offset: int) -> str:
-        body = self.snapshots.bodies.get(key)
-        if body is None:
-            raise ValueError(
-                f"no snapshot {key!r}; keys: {', '.join(self.snapshots.bodies) or 'none yet'}"
+            text = self.snapshots.expand(
+                str(args.get("key", "")), int(args.get("offset", 0) or 0), self.limit
             )
-        end = offset + (self.limit or len(body))
-        more = (
-            f" ... [{len(body) - end} more characters: expand {key!r} from offset {end}]"
-            if end < len(body)
-            else ""
-        )
-        return body[offset:end] + more
-
-    def _observe(self, name: str, args: dict[str, Any]) -> Any:
-        r, w = self.record, self.record.window
-        if name == "abnormal":
-            return {
-                "baseline": r.baseline_source or "none: nothing can be called abnormal",
-                "abnormal": [
-                    {
-                        "metric": m.name,
-                        "baseline_median": _rounded(m.baseline_median),
-                        "median": _rounded(m.window_median),
-                        "z": round(m.z, 1),
-                    }
-                    for m in r.abnormal
-                ],
-            }
-        if name == "metrics":
-            wanted = [str(n) for n in args.get("names") or []] or sorted(w.series)
-            return {
-                n: {
-                    s: _rounded(v)
-                    for s in STATS
-                    if (v := metric_stat(w, r.baseline, n, s)) is not None
-                }
-                for n in wanted
-                if n in w.series
-            }
-        if name == "waits":
-            total = sum(w.waits.values())
-            return {
-                "session_samples": w.session_samples,
-                "active_samples": total,
-                "shares": {
-                    k: round(n / total, 3)
-                    for k, n in sorted(w.waits.items(), key=lambda kv: -kv[1])
-                }
-                if total
-                else {},
-                "blocked": [b.model_dump() for b in w.blocked[:10]],
-            }
-        if name == "statements":
-            return [
-                {
-                    "queryid": s.queryid,
-                    "kind": s.kind,
-                    "query": redact(s.query[:300]),
-                    "calls": s.calls,
-                    "total_exec_time_ms": round(s.total_exec_time_ms, 1),
-                    "rows_per_call": round(s.rows_per_call, 1),
-                }
-                for s in sorted(w.statements, key=lambda s: -s.total_exec_time_ms)[
-                    : int(args.get("limit", 10) or 10)
-                ]
-            ]
-        if name == "plans":
-            return [
-                {
-                    "query": redact(p.query[:300]),
-                    "share": round(p.share, 2),
-                    "issues": [i.model_dump() for i in p.issues],
-                    "error": p.error,
-                }
-                for p in r.plans
-            ]
-        if name == "tables":
-            return [t.model_dump() for t in sorted(w.tables, key=lambda t: -t.writes)[:10]]
-        if name == "settings":
-            return {
-                **w.settings,
-                "cpu_count": w.cpu_count,
-                "memory_total_bytes": w.memory_total_bytes,
-            }
-        if name == "knowledge":
-            matches = knowledge_base().retrieve(
-                [m.name for m in r.abnormal], str(args.get("query", "")), k=3
-            )
-            return [
-                {
-                    "code": m.chunk.code,
-                    "name": m.chunk.name,
-                    "metrics": m.chunk.metrics,
-                    "steps": m.chunk.steps,
-                    "source": m.chunk.source,
-                }
-                for m in matches
-            ]
-        raise KeyError(name)
-
-
-OBSERVE, EXPAND, REFLECT = "observe", "expand", "reflect"
-VIEWS = ("abnormal", "metrics", "waits", "statements", "plans", "tables", "settings", "knowledge")
+            return text, text, False
+        text = get(name).run(self.record, args).summary
+        shown, key = self.snapshots.show(text, self.limit)
+        return shown, text, key is not None
 
 
 def diagnosis_codes() -> list[str]:
     """The codes an expert may propose: the root causes and the finding codes the knowledge owns."""
     return sorted({*RootCauseCode, *experts_by_code()})
+
+
+def observe_spec() -> tuple[str, dict[str, Any]]:
+    """`observe`, generated from the registry: `what` is the enum of the views, and the parameters are
+    the union of the views' own (each view's schema as its model declares it)."""
+    ops = views()
+    properties: dict[str, Any] = {"what": {"type": "string", "enum": [op.name for op in ops]}}
+    for op in ops:
+        properties.update(op.params_schema().get("properties", {}))
+    doc = (
+        "View the window. "
+        + "; ".join(f"{op.name}: {op.description.rstrip('.')}" for op in ops)
+        + "."
+    )
+    return doc, {"type": "object", "required": ["what"], "properties": properties}
 
 
 def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -246,21 +114,7 @@ def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
         },
     }
     return {
-        OBSERVE: (
-            "View the window. abnormal: all metrics off the baseline; metrics: stats of `names` (all if none); "
-            "waits: shares of active samples; statements: heaviest (`limit`); plans: their issues; tables: most "
-            "written; settings; knowledge: chunks for `query`.",
-            {
-                "type": "object",
-                "required": ["what"],
-                "properties": {
-                    "what": {"type": "string", "enum": list(VIEWS)},
-                    "names": {"type": "array", "items": {"type": "string"}},
-                    "limit": {"type": "integer"},
-                    "query": {"type": "string"},
-                },
-            },
-        ),
+        OBSERVE: observe_spec(),
         EXPAND: (
             "Read a cut or stored observation on.",
             {

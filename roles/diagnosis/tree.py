@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from roles.diagnosis.guard import ProposedCause
+from pydantic import BaseModel
 
 PRIOR_SCORE = 0.5  # an unscored line of inquiry: neither promising nor abandoned
 BACKTRACK_BELOW = 0.4
@@ -55,12 +55,13 @@ class Node:
 
 @dataclass
 class Search:
-    """The nodes of one expert's search, the branches it abandoned, and the proposals made on the way."""
+    """The nodes of one agent's search, the branches it abandoned, and the results (an expert's
+    proposals, ask's answers) made on the way."""
 
     root: Node
     nodes: list[Node] = field(default_factory=list)
     abandoned: list[str] = field(default_factory=list)
-    candidates: list[tuple[float, list[ProposedCause]]] = field(default_factory=list)
+    candidates: list[tuple[float, BaseModel]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.nodes.append(self.root)
@@ -93,7 +94,7 @@ class Search:
         )
         return max((n for n in self.nodes if not n.closed), key=lambda n: (n.score, n.depth))
 
-    def best_candidate(self) -> list[ProposedCause] | None:
+    def best_candidate(self) -> BaseModel | None:
         """The proposal of the best-scoring branch (the earliest among equals), None when none was made."""
         if not self.candidates:
             return None

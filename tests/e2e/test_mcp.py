@@ -50,6 +50,9 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(
             lookup = await client.call_tool(
                 "collect_table_stats", {"target": url, "params": {"window_seconds": 0}}
             )
+            sized = await client.call_tool(
+                "table_size", {"target": url, "params": {"table": "orders"}}
+            )
             size = await client.call_tool(
                 "ask", {"question": "how big is the orders table", "target": url}
             )
@@ -69,6 +72,7 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(
             return {
                 "tools": tools,
                 "lookup": lookup,
+                "sized": sized,
                 "size": size,
                 "write": write,
                 "review": review,
@@ -105,6 +109,15 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(
         "cart_items",
         "audit_log",
     }
+
+    sized = got[
+        "sized"
+    ].structured_content  # one of ask's look-ups, a registered operator of the MCP surface
+    assert (
+        sized["summary"].startswith("Table public.orders takes")
+        and sized["tables"][0]["name"] == "table_size"
+    ), sized
+    assert tools["table_size"].input_schema["required"] == ["target", "params"]
 
     size = got["size"].structured_content
     assert size["route"] == "instance" and "orders" in size["answer"] and size["tools"], size

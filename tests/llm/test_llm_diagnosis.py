@@ -23,7 +23,7 @@ from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord
 from prompts import render
-from roles.diagnosis.budget import DiagnosisLimits
+from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
 
 API_KEY = "sk-scripted-SECRET-4711"
@@ -108,7 +108,7 @@ def diagnoser(
         max_retries=retries,
     )
     return LlmDiagnoser(
-        client, render, DiagnosisLimits(**{"experts": 1, **limits}), capability, cache
+        client, render, AgentLimits(**{"experts": 1, **limits}), capability, cache
     )
 
 
@@ -278,9 +278,9 @@ def test_long_observation_is_a_head_and_a_snapshot_key_that_expands(server, reco
     assert report.snapshots == 1 and "call expand with key 'obs-1'" in shown and len(shown) < 400
     expanded = server.requests[2]["messages"][-1]["content"]
     assert (
-        "[stored as obs-2: call expand with key 'obs-2'"
+        "[stored as obs-1: call expand with key 'obs-1'"
         in server.requests[2]["messages"][-3]["content"]
-    )  # folded
+    )  # folded, kept once
     assert expanded.split("<data>")[1].startswith(
         json.dumps(json.loads(_full_metrics(record)), sort_keys=True)[120:180]
     )
@@ -479,10 +479,10 @@ def test_bad_settings_are_one_clear_usage_error(monkeypatch):
     with pytest.raises(
         UsageError, match="DBCREW_LLM_DIAG_CALLS='lots': give a whole number of at least 1"
     ):
-        DiagnosisLimits.from_env()
+        AgentLimits.from_env()
     monkeypatch.setenv("DBCREW_LLM_DIAG_CALLS", "5")
     monkeypatch.setenv("DBCREW_LLM_OBSERVATION_CHARS", "0")
-    assert (DiagnosisLimits.from_env().calls, DiagnosisLimits.from_env().observation_chars) == (
+    assert (AgentLimits.from_env().calls, AgentLimits.from_env().observation_chars) == (
         5,
         0,
     )

@@ -11,8 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PRODUCT = PYPROJECT["tool"]["importlinter"]["root_packages"]
-# Defined twice until the tool registry rework (issue 20) makes ask's look-ups registered operators.
-AWAITING_REGISTRY = {"Lookup", "ToolCall"}
 
 
 def class_definitions() -> dict[str, list[str]]:
@@ -29,9 +27,5 @@ def class_definitions() -> dict[str, list[str]]:
 def test_each_class_name_is_defined_once() -> None:
     definitions = class_definitions()
     assert "Report" in definitions, "the walk did not reach the product packages"
-    twice = {
-        name: places
-        for name, places in definitions.items()
-        if len(places) > 1 and name not in AWAITING_REGISTRY
-    }
+    twice = {name: places for name, places in definitions.items() if len(places) > 1}
     assert twice == {}, f"class names defined more than once: {twice}"

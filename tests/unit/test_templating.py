@@ -64,7 +64,7 @@ def test_the_product_builds_one_jinja_environment() -> None:
 def test_html_is_autoescaped_and_prompts_and_markdown_are_not() -> None:
     assert autoescaped("report/report.html.j2")
     assert not any(map(autoescaped, ["report/report.md.j2", "prompts/ask_react.j2", None]))
-    prompt = render("ask_react.j2", {"tools": [], "question": "is a < b & c?"})
+    prompt = render("ask_task.j2", {"ran": None, "missing": "", "question": "is a < b & c?"})
     assert "is a < b & c?" in prompt  # the model reads the question as written, not &lt; entities
 
 
