@@ -170,7 +170,7 @@ def operator(
             role=role,
             category=category,
             description=inspect.getdoc(fn) or "",
-            fn=fn if len(params) > 1 else (lambda ctx, _p, _fn=fn: _fn(ctx)),
+            fn=fn if len(params) > 1 else (lambda ctx, _p: fn(ctx)),
             params_model=model,
             needs=needs,
             produces=produces,
