@@ -28,7 +28,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew.llm.base import BrainError
 from dbcrew.llm.client import (
-    Capability,
     Completion,
     LlmClient,
     Render,
@@ -36,6 +35,7 @@ from dbcrew.llm.client import (
     ToolCall,
     strip_fences,
 )
+from dbcrew.settings import Capability
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
 from roles.diagnosis.tools import PROPOSE, REFLECT, DiagnosisTools
@@ -139,7 +139,8 @@ class Controller:
                 ]
             )
         )
-        node, pending = search.root, []  # pending: the backtrack lesson the next request carries
+        node = search.root
+        pending: list[dict[str, Any]] = []  # the backtrack lesson the next request carries
         for _ in range(self.budget.limits.steps):
             self.budget.check()
             completion = self.client.complete(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dbcrew.redact import redact
 from dbcrew.vocabulary import RootCauseCode
@@ -41,7 +42,12 @@ def metric_stat(
     if not values:
         return None
     array = np.asarray(values, dtype=float)
-    return float({"mean": np.mean, "peak": np.max, "min": np.min}.get(stat, np.median)(array))
+    reducers: dict[str, Callable[[npt.NDArray[np.float64]], Any]] = {
+        "mean": np.mean,
+        "peak": np.max,
+        "min": np.min,
+    }
+    return float(reducers.get(stat, np.median)(array))
 
 
 def _rounded(value: float) -> float:
@@ -52,7 +58,7 @@ def _rounded(value: float) -> float:
 class Snapshots:
     """Observations too long to show, by key; optionally mirrored into the run's workspace."""
 
-    store: Callable[[str, str], None] | None = None
+    store: Callable[[str, str], object] | None = None
     bodies: dict[str, str] = field(default_factory=dict)
 
     def keep(self, text: str) -> str:
