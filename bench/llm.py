@@ -89,9 +89,7 @@ def script(record: FactsRecord, experts: int) -> list[Reply]:
 def diagnose(
     record: FactsRecord, rules: list[RootCause], observation_chars: int
 ) -> tuple[LlmDiagnosis, list[float]]:
-    limits = AgentLimits(
-        observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000
-    )
+    limits = AgentLimits(observation_chars=observation_chars, experts=3, calls=60, tokens=1_000_000)
     server = ScriptedServer(
         replies=script(record, len(team_for(record, limits.experts))), measure_usage=True
     )

@@ -8,7 +8,7 @@ import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import setproctitle
 import typer
@@ -384,6 +384,13 @@ def _click_errors() -> tuple[type[Exception], ...]:
 CLICK_ERRORS = _click_errors()
 
 
+@runtime_checkable
+class _ClickError(Protocol):
+    """What the handler uses of either of CLICK_ERRORS (mypy joins the two classes to Exception)."""
+
+    def format_message(self) -> str: ...
+
+
 def hide_command_line_secrets() -> None:
     """A password on the command line (a target URL's) is visible to every user in `ps` for the
     whole run: overwrite the process title with the redacted command line (the run warns once its
@@ -413,6 +420,7 @@ def main() -> None:
     except (
         CLICK_ERRORS
     ) as exc:  # a usage error (bad option value, unknown option or command, missing argument)
+        assert isinstance(exc, _ClickError)
         fail(f"dbcrew: error: {first_line(Exception(exc.format_message()))}")
         sys.exit(2)
     except Exception as exc:  # the CLI's last line of defence: one line, exit 1

@@ -79,7 +79,7 @@ def history(
                 f"{row.run.started_at:%Y-%m-%d %H:%M:%S}  {row.run.status.value:9}  ",
                 (f"{counts:>14}", SEVERITY_STYLES[worst]),
                 f"  {row.new:>4} {row.regressed:>4} {row.resolved:>4}  {_number(hit, '.2f'):>6}"
-                f"  {_number(v and v.dead_tuples, ',d'):>11}  {_number(v and v.oldest_xid_age, ',d'):>13}"
+                f"  {_number(v.dead_tuples if v else None, ',d'):>11}  {_number(v.oldest_xid_age if v else None, ',d'):>13}"
                 f"  {_number(size, ',.1f'):>9}",
             )
         )

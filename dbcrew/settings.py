@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import re
 from decimal import Decimal
@@ -590,7 +591,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, float]:
         raise ValueError(
             f"--threshold: {'.'.join(map(str, error['loc']))} {error['msg'].lower()}"
         ) from None
-    return {name: functools.reduce(getattr, name.split("."), checked) for name in overrides}
+    return {name: operator.attrgetter(name)(checked) for name in overrides}
 
 
 def _number(pair: str, raw: str, *, whole: bool) -> float:

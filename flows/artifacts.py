@@ -105,7 +105,7 @@ def post_report(run: RunContext, report: Report) -> None:
     create_markdown_artifact(
         markdown, key=artifact_key(run, "report"), description=f"{run.scenario} review"
     )
-    rows = [
+    rows: list[dict[str, object]] = [
         {
             "severity": f.severity.value,
             "code": f.code,

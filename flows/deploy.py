@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import WorkPoolCreate
-from prefect.deployments.runner import EntrypointType, RunnerDeployment
+from prefect.deployments.runner import RunnerDeployment
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
+from prefect.types.entrypoint import EntrypointType
 
 from dbcrew.errors import UsageError
 from dbcrew.inventory import Inventory, TargetEntry
+from flows.dispatch import ran_sync
 from flows.fleet import fleet_review
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
@@ -55,7 +57,7 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
 
 def target_deployment(entry: TargetEntry) -> RunnerDeployment:
     """The target's own deployment: its cron schedule, its name fixed as the one parameter."""
-    return review_target.to_deployment(
+    deployment = review_target.to_deployment(
         name=entry.name,
         parameters={"target": entry.name},
         schedules=[Cron(entry.schedule, timezone="UTC")] if entry.schedule else None,
@@ -65,24 +67,26 @@ def target_deployment(entry: TargetEntry) -> RunnerDeployment:
         work_queue_name=REVIEW_QUEUE,
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+    return ran_sync(deployment)
 
 
 def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     """The run form of the UI: the target is a choice among the inventory's names."""
-    deployment = review_target.to_deployment(
+    made = review_target.to_deployment(
         name=ON_DEMAND,
         description="Review a database of the inventory now: choose the target, scenario and brain",
         tags=["dbcrew", ON_DEMAND],
         work_queue_name=REVIEW_QUEUE,
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+    deployment = ran_sync(made)
     # Prefect builds the form from the flow's signature; the names are only known now (no public setter).
     deployment._parameter_openapi_schema.properties["target"]["enum"] = inventory.names()
     return deployment
 
 
 def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
-    return [
+    made = [
         *(target_deployment(entry) for entry in inventory.targets),
         on_demand_deployment(inventory),
         health_review.to_deployment(
@@ -100,6 +104,7 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
     ]
+    return [ran_sync(d) for d in made]
 
 
 def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:

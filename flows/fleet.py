@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import cast
 from uuid import UUID
 
 from prefect import flow, get_run_logger
@@ -31,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from dbcrew.errors import UsageError
 from flows.artifacts import OUTCOME
+from flows.dispatch import ran_sync
 from flows.targets import ON_DEMAND, published_inventory
 
 POLL_SECONDS = 1.0
@@ -68,8 +70,8 @@ def fleet_review(
         raise UsageError(f"no target of the inventory carries the tag {tag!r}")
     extra = {"window": window} if window else {}
     started = {
-        entry.name: run_deployment(
-            deployment, parameters={"target": entry.name, **extra}, timeout=0
+        entry.name: ran_sync(
+            run_deployment(deployment, parameters={"target": entry.name, **extra}, timeout=0)
         ).id
         for entry in entries
     }
@@ -135,7 +137,8 @@ def read_outcome(run_id: UUID) -> dict[str, object] | None:
     if not artifacts:
         return None
     data = artifacts[0].data
-    rows = json.loads(data) if isinstance(data, str) else data
+    # A table artifact's data is its rows (Prefect types `data` for every kind of artifact).
+    rows = json.loads(data) if isinstance(data, str) else cast(list[dict[str, object]] | None, data)
     return rows[0] if rows else None
 
 

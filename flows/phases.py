@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from prefect import Flow, flow
-from prefect.futures import wait
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.futures import PrefectFuture, wait
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from dbcrew.models import Brief, Strategy
 from flows.artifacts import post_edits, post_strategy
@@ -109,4 +109,7 @@ class PrefectPhases:
 def execute_with(max_workers: int) -> Flow[..., ExecutionResult]:
     """The execute flow on a pool of `max_workers` threads; made once per size (a flow's copy builds its parameter
     schema, which a worker running many reviews would otherwise pay for each one). Each call gets its own pool."""
-    return execute_phase.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max_workers))
+    # Prefect types the option invariant in the future type, so no concrete runner fits it without
+    # this cast (its own default, in Flow.__init__, is cast the same way).
+    runner = cast(TaskRunner[PrefectFuture[Any]], ThreadPoolTaskRunner(max_workers=max_workers))
+    return execute_phase.with_options(task_runner=runner)

@@ -19,6 +19,7 @@ from dbcrew.settings import reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.workspace import release
 from flows.artifacts import post_report
+from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases, ReviewPhases
 from roles.crew import PhaseLog, ReviewResult, RunContext, remember
 from roles.history import reviewed
@@ -38,7 +39,7 @@ def resolve_target(request: ReviewRequest) -> PostgresTarget:
     if request.target_secret:
         from prefect.blocks.system import Secret
 
-        return parse_target(str(Secret.load(request.target_secret).get()))
+        return parse_target(str(ran_sync(Secret.load(request.target_secret)).get()))
     assert request.target is not None  # ReviewRequest holds one of the two
     return request.target
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -62,7 +63,7 @@ class Batch:
             if self._claim(index):
                 b = self.bundle
                 b.pool.submit(perform, spec, b.ctx, b.injector, b.retries).add_done_callback(
-                    lambda done, handle=handle: _settle(handle, done)
+                    partial(_settle, handle)
                 )
         return [handle.result() for handle in self.handles]
 

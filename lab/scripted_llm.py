@@ -64,7 +64,7 @@ class ScriptedServer:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    payload = {
+                    payload: dict[str, Any] = {
                         "error": {"message": reply.content or "scripted error", "type": "scripted"}
                     }
                 else:

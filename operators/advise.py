@@ -6,7 +6,6 @@ findings are made by the index checks, which read what this lands in the workspa
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,7 +13,7 @@ from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
 from operators.explain import FOREIGN_CODE
-from operators.hypothetical_indexes import advise, hide_index_effect
+from operators.hypothetical_indexes import HideEffect, advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
 from operators.sql import land, name_list, name_list_text
@@ -59,8 +58,9 @@ def _indexed(rows: list[IndexStatsRow]) -> dict[tuple[str, str], list[list[str]]
     return found
 
 
-def _hide_summary(effect: Any) -> str:
+def _hide_summary(effect: HideEffect) -> str:
     if not effect.available:
+        assert effect.reason is not None  # an unmeasured effect always says why
         return effect.reason
     changes = [
         f"{(hidden.total or 0) - (visible.total or 0):+.1f}"

@@ -30,7 +30,7 @@ class Unplannable(DbcrewError, ValueError):
 
 
 @dataclass
-class _Names(Visitor):  # type: ignore[misc]
+class _Names(Visitor):
     """The functions, operators, types and relations a statement names (qualified or not)."""
 
     functions: set[tuple[str, ...]] = field(default_factory=set)
@@ -39,17 +39,18 @@ class _Names(Visitor):  # type: ignore[misc]
     relations: set[tuple[str, ...]] = field(default_factory=set)
 
     def visit_FuncCall(self, _ancestors: Any, node: ast.FuncCall) -> None:
-        self.functions.add(tuple(n.sval for n in node.funcname))
+        self.functions.add(tuple(n.sval for n in node.funcname or ()))
 
     def visit_A_Expr(self, _ancestors: Any, node: ast.A_Expr) -> None:
-        name = tuple(n.sval for n in node.name)
+        name = tuple(n.sval for n in node.name or ())
         # BETWEEN and its kin are spelled as keywords but planned as the comparison operators.
         self.operators.update({("<=",), (">=",)} if "BETWEEN" in name[-1] else {name})
 
     def visit_TypeName(self, _ancestors: Any, node: ast.TypeName) -> None:
-        self.types.add(tuple(n.sval for n in node.names))
+        self.types.add(tuple(n.sval for n in node.names or ()))
 
     def visit_RangeVar(self, _ancestors: Any, node: ast.RangeVar) -> None:
+        assert node.relname is not None  # the parser names every relation it reads
         self.relations.add((node.schemaname, node.relname) if node.schemaname else (node.relname,))
 
 
@@ -83,7 +84,7 @@ def _parsed(query: str, kinds: tuple[type, ...]) -> tuple[_Names | None, str | N
     if len(parsed) != 1:
         return None, f"{len(parsed)} statements in one text"
     stmt = parsed[0].stmt
-    if not isinstance(stmt, kinds):
+    if stmt is None or not isinstance(stmt, kinds):
         return None, f"utility statement ({type(stmt).__name__}) has no plan"
     names = _Names()
     names(stmt)
@@ -121,7 +122,7 @@ def unplannable(conn: psycopg.Connection[Any], query: str, kinds: tuple[type, ..
     row = fetch(
         conn,
         _FOREIGN_SQL,
-        {  # type: ignore[arg-type]
+        {
             "functions": sorted(n[-1] for n in names.functions),
             "operators": sorted(n[-1] for n in names.operators),
             "types": sorted(n[-1] for n in names.types),
@@ -145,7 +146,9 @@ def generic_plan(
     if why is not None:
         raise Unplannable(why)
     if server_version_num >= 160000:
-        plan = scalar(conn, f"EXPLAIN (GENERIC_PLAN, FORMAT JSON) {query}")
+        plan: list[dict[str, dict[str, Any]]] = scalar(
+            conn, f"EXPLAIN (GENERIC_PLAN, FORMAT JSON) {query}"
+        )
     else:
         plan = _prepared_generic_plan(conn, query)
     return plan[0]["Plan"]

@@ -369,7 +369,7 @@ class _Advisor:
         return any(tuple(index[: len(columns)]) == columns for index in self.indexed[key])
 
     def _cheapest(
-        self, query: str, trials: list[tuple[_Table, tuple[str, ...]]]
+        self, query: str, trials: Sequence[tuple[_Table, tuple[str, ...]]]
     ) -> tuple[Index, int, float] | None:
         results = [
             r for r in (self._measure(query, t, cols) for t, cols in trials) if r is not None

@@ -75,7 +75,7 @@ class KnowledgeBase:
 
 
 def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
-    chunks = []
+    chunks: list[Chunk] = []
     for path in sorted(folder.glob("*.yaml")):
         chunks.extend(Chunk.model_validate(raw) for raw in yaml.safe_load(path.read_text()) or [])
     return chunks

@@ -35,9 +35,14 @@ def filter_columns(query: str) -> list[FilterColumn]:
         relation, where = _relation_and_where(stmt)
         if relation is None or where is None:
             continue
+        assert relation.relname is not None  # the parser names every relation it reads
         names = {relation.relname, relation.alias.aliasname if relation.alias else relation.relname}
         for column, op in _comparisons(where):
-            fields = [f.sval for f in column.fields if isinstance(f, ast.String)]
+            fields = [
+                f.sval
+                for f in column.fields or ()
+                if isinstance(f, ast.String) and f.sval is not None
+            ]
             if len(fields) == 2 and fields[0] not in names:
                 continue
             if not fields or len(fields) > 2:
@@ -46,7 +51,7 @@ def filter_columns(query: str) -> list[FilterColumn]:
     return found
 
 
-def _relation_and_where(stmt: ast.Node) -> tuple[ast.RangeVar | None, ast.Node | None]:
+def _relation_and_where(stmt: ast.Node | None) -> tuple[ast.RangeVar | None, ast.Node | None]:
     if isinstance(stmt, ast.SelectStmt):
         from_clause = stmt.fromClause or ()
         if len(from_clause) == 1 and isinstance(from_clause[0], ast.RangeVar):

@@ -213,7 +213,7 @@ def operator(
             role=role,
             category=category,
             description=inspect.getdoc(fn) or "",
-            fn=fn if len(params) > 1 else (lambda ctx, _p, _fn=fn: _fn(ctx)),
+            fn=fn if len(params) > 1 else (lambda ctx, _p: fn(ctx)),
             params_model=model,
             context=get_origin(context) or context,
             surfaces=_surfaces(role, category, needs) if surfaces is None else surfaces,

@@ -8,17 +8,18 @@ from typing import Any
 
 import psycopg
 from pglast.keywords import RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS
+from psycopg.abc import Params
 from psycopg.rows import tuple_row
 
 from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
 
 
 def fetch(
-    conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None
+    conn: psycopg.Connection[Any], sql: str, params: Params | None = None
 ) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
     """Rows as tuples plus (column, DuckDB type) pairs taken from the result's type OIDs."""
     with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(sql, params)  # type: ignore[arg-type]
+        cur.execute(sql, params)
         columns = [
             (d.name, PG_TYPE_TO_DUCKDB.get(d.type_code, "VARCHAR")) for d in cur.description or []
         ]
@@ -26,18 +27,18 @@ def fetch(
     return columns, [tuple(_plain(v) for v in row) for row in rows]
 
 
-def scalar(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> Any:
+def scalar(conn: psycopg.Connection[Any], sql: str, params: Params | None = None) -> Any:
     """The first column of the one row `sql` returns, whatever the connection's row factory."""
     with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(sql, params).fetchone()  # type: ignore[arg-type]
+        row = cur.execute(sql, params).fetchone()
     assert row is not None, sql
     return row[0]
 
 
-def execute(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | None = None) -> None:
+def execute(conn: psycopg.Connection[Any], sql: str, params: Params | None = None) -> None:
     """Run a statement whose result nobody reads (SET, PREPARE, a hypopg call)."""
     with conn.cursor() as cur:
-        cur.execute(sql, params)  # type: ignore[arg-type]
+        cur.execute(sql, params)
 
 
 def _plain(value: Any) -> Any:
@@ -57,7 +58,7 @@ def name_list(landed: str | None) -> list[str]:
     return [str(name) for name in json.loads(landed)] if landed else []
 
 
-def name_list_text(names: list[str]) -> str:
+def name_list_text(names: Sequence[str]) -> str:
     """The landed form of a list of column names, read back by `name_list`."""
     return json.dumps(names, ensure_ascii=False)
 

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pydantic
@@ -81,7 +81,7 @@ def ask(
 
 def _answer(
     question: str,
-    conn: psycopg.Connection | None,
+    conn: psycopg.Connection[Any] | None,
     docs: Path | None,
     brain: Brain | None,
     workspace: Workspace | None,
@@ -97,11 +97,11 @@ def _answer(
     if route is Route.UNSAFE:
         request = write_request(question)
         reason = READ_ONLY + (f" The request: {request!r}." if request else "")
-        answer = (
+        refusal = (
             "Refused. Review first (`dbcrew review`), then make the change yourself through your own "
             "change process; a review's findings carry the fix SQL for you to run."
         )
-        return Answer(route=route, answer=answer, refused=True, reason=reason, brain=brain_name)
+        return Answer(route=route, answer=refusal, refused=True, reason=reason, brain=brain_name)
     if route is Route.OFF_TOPIC:
         return Answer(
             route=route,
@@ -176,7 +176,7 @@ def _citation(hit: Hit, question: str) -> Citation:
 
 def _instance(
     question: str,
-    conn: psycopg.Connection | None,
+    conn: psycopg.Connection[Any] | None,
     names: CatalogueNames | None,
     workspace: Workspace | None,
     brain_name: str,

@@ -154,7 +154,8 @@ def initialize(run: RunContext) -> Initialized:
         draft=lambda strategy: damage_plan(strategy, run.faults),
     )
     strategy, rounds = planned.strategy, len(planned.rounds)
-    identity, edits = "", []
+    identity = ""
+    edits: list[PlanEdit] = []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
         lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, strategy)

@@ -163,7 +163,9 @@ def compare(
             first_seen=seen.first_seen if seen else now,
         )
 
-    new, persisting, regressed = [], [], []
+    new: list[HistoryItem] = []
+    persisting: list[HistoryItem] = []
+    regressed: list[HistoryItem] = []
     for finding in current:
         old = before.get(finding.fingerprint)
         if old is None:

@@ -48,12 +48,14 @@ def _spellings(name: str) -> set[str]:
     return {s.lower() for s in out if len(s) > 2}
 
 
-def _find(question: str, names: list[tuple[str, str]], qualify: bool) -> list[tuple[int, int, Any]]:
+def _find(
+    question: str, names: list[tuple[str, str]] | list[str], qualify: bool
+) -> list[tuple[int, int, Any]]:
     """Every (start, end, name) where a catalogue name occurs as a whole word (schema-qualified or not)."""
     lowered = question.lower()
     found = []
     for item in names:
-        schema, name = item if qualify else ("", item)  # type: ignore[misc]
+        schema, name = item if isinstance(item, tuple) else ("", item)
         forms = _spellings(name) | ({f"{schema}.{name}".lower()} if qualify else set())
         for form in forms:
             for match in re.finditer(rf"(?<![\w.]){re.escape(form)}(?![\w])", lowered):

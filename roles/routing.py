@@ -200,7 +200,7 @@ def load_questions(path: Path = QUESTIONS) -> list[Labelled]:
     """The labelled questions; a template with slots twice with made-up names and once with its slot words."""
     raw = yaml.safe_load(path.read_text())
     rng = random.Random(7)
-    out = []
+    out: list[Labelled] = []
     for route, entries in raw.items():
         grouped = entries.items() if route == Route.INSTANCE else [(None, entries)]
         for lookup, templates in grouped:

@@ -131,6 +131,7 @@ def check_checkpoints(ctx: OperatorContext) -> Judgement:
                 },
                 recommendation="Raise max_wal_size so checkpoints follow checkpoint_timeout.",
             )
+    return None
 
 
 @check(
@@ -153,6 +154,7 @@ def check_temp_files(ctx: OperatorContext) -> Judgement:
                 evidence={"temp_files": row.files, "temp_bytes": row.bytes},
                 recommendation="Find the spilling statements (temp_blks_written in pg_stat_statements); raise work_mem for them.",
             )
+    return None
 
 
 @check(
@@ -185,7 +187,7 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
         )
         for code, age, warning, critical in limits:
             severity = severity_for(float(age or 0), warning, critical)
-            if not severity:
+            if not severity or age is None:
                 continue
             evidence: dict[str, Any] = {"scope": row.scope, "name": row.name, "age": age}
             recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
@@ -204,6 +206,7 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
                 recommendation=recommendation,
                 fix_sql=f"VACUUM (FREEZE, VERBOSE) {row.name};" if table else None,
             )
+    return None
 
 
 @check(needs=("sequences",), codes=(FindingCode.SEQUENCE_EXHAUSTION,))

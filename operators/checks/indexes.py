@@ -213,6 +213,7 @@ def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
             recommendation="Drop it and build it again (REINDEX INDEX CONCURRENTLY also works).",
             fix_sql=f"DROP INDEX CONCURRENTLY {qualified(row.schemaname, row.indexrelname)};",
         )
+    return None
 
 
 @check(needs=("foreign_keys", "index_stats"), codes=(FindingCode.FK_WITHOUT_INDEX,))

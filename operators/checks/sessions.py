@@ -131,6 +131,7 @@ def check_sessions(ctx: OperatorContext) -> Judgement:
             ),
             recommendation="Find what the blocking sessions hold and why they hold it so long.",
         )
+    return None
 
 
 @check(
@@ -158,3 +159,4 @@ def check_connections(ctx: OperatorContext) -> Judgement:
                 ),
                 recommendation="Put a connection pooler (PgBouncer) in front, or find the client leaking connections.",
             )
+    return None

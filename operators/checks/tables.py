@@ -34,6 +34,7 @@ def check_primary_keys(ctx: OperatorContext) -> Judgement:
             evidence={"n_live_tup": row.n_live_tup},
             recommendation="Add a primary key (an identity column if nothing natural is unique).",
         )
+    return None
 
 
 # A late flush counts rows ANALYZE saw once more (see `staleness`): at most twice what it left, three

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -96,7 +97,7 @@ def _read(
     readings = []
     for view in views:
         if view.relations:
-            held, reading = guarded(conn, held, lambda args, sql=view.sql: fetch(conn, sql, args))
+            held, reading = guarded(conn, held, partial(fetch, conn, view.sql))
         else:
             reading = fetch(conn, view.sql)
         readings.append(reading)
@@ -252,6 +253,17 @@ class ActivityParams(WindowParams):
     samples: int | None = Field(None, ge=1, le=60)
 
 
+def _sessions_sample(
+    conn: psycopg.Connection[Any], sample: int
+) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+    """One sample of pg_stat_activity, the sessions of this connection's review left out."""
+    return fetch(
+        conn,
+        SESSIONS_SQL,
+        {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)},
+    )
+
+
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
 def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
     """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
@@ -267,16 +279,10 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
         for sample in range(samples):
             if sample and stopping.pause(pause):
                 break
-            act_cols, rows = session.run(
-                lambda conn, n=sample: fetch(
-                    conn,
-                    SESSIONS_SQL,
-                    {"sample": n, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn)},
-                )
-            )
+            act_cols, rows = session.run(partial(_sessions_sample, sample=sample))
             activity_rows.extend(rows)
             conn_cols, rows = session.run(
-                lambda conn, n=sample: fetch(conn, CONNECTIONS_SQL, {"sample": n})
+                partial(fetch, sql=CONNECTIONS_SQL, params={"sample": sample})
             )
             connection_rows.extend(rows)
             lost = lost or session.run(lambda conn: stats_privilege_lost(conn, ctx))

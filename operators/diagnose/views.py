@@ -12,9 +12,11 @@ models ignore what they do not use: `observe` carries the parameters of every vi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
@@ -42,7 +44,12 @@ def metric_stat(
     if not values:
         return None
     array = np.asarray(values, dtype=float)
-    return float({"mean": np.mean, "peak": np.max, "min": np.min}.get(stat, np.median)(array))
+    reducers: dict[str, Callable[[npt.NDArray[np.float64]], Any]] = {
+        "mean": np.mean,
+        "peak": np.max,
+        "min": np.min,
+    }
+    return float(reducers.get(stat, np.median)(array))
 
 
 def _rounded(value: float) -> float:

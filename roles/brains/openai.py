@@ -77,8 +77,8 @@ class OpenAIBrain(Brain):
         return f"{self.name}, {fell} of {asked} questions fell back to rules"
 
     def _or_fallback(
-        self, what: str, call: Callable[[], Model], fallback: Callable[[], Any]
-    ) -> Any:
+        self, what: str, call: Callable[[], Model], fallback: Callable[[], Model]
+    ) -> Model:
         self.usage.questions += 1
         if self._down:
             self.usage.fallbacks += 1

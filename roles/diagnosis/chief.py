@@ -15,17 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dbcrew.llm.base import BrainError, EndpointDown
-from dbcrew.llm.client import Capability, LlmClient, Render, ResponseCache, endpoint_capability
+from dbcrew.llm.client import LlmClient, Render, ResponseCache, endpoint_capability
 from dbcrew.models import Finding, RootCause
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
 from dbcrew.models.report import LlmDiagnosis
+from dbcrew.settings import Capability
 from dbcrew.vocabulary import Cause
 from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
 from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.facts import FactsRecord
 from operators.knowledge import knowledge_base
-from roles.diagnosis.budget import Budget, BudgetExhausted, AgentLimits
+from roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
 from roles.diagnosis.controller import Controller, Tally
 from roles.diagnosis.guard import GuardedCause, check
 from roles.diagnosis.snapshots import Snapshots
@@ -58,7 +59,7 @@ class LlmDiagnoser:
         self,
         record: FactsRecord,
         rules: list[RootCause],
-        store: Callable[[str, str], None] | None = None,
+        store: Callable[[str, str], object] | None = None,
     ) -> tuple[list[RootCause], LlmDiagnosis]:
         """The merged root causes and what the experts did; `store` keeps long observations in the workspace."""
         team = team_for(record, self.limits.experts)

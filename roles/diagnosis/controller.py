@@ -34,7 +34,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew.llm.base import BrainError
 from dbcrew.llm.client import (
-    Capability,
     Completion,
     FunctionCall,
     LlmClient,
@@ -42,6 +41,7 @@ from dbcrew.llm.client import (
     ResponseCache,
     strip_fences,
 )
+from dbcrew.settings import Capability
 from roles.diagnosis.budget import Budget
 from roles.diagnosis.guard import ProposedCause
 from roles.diagnosis.snapshots import Snapshots
@@ -212,7 +212,8 @@ class Controller:
                 seen=set(seen),
             )
         )
-        node, pending = search.root, []  # pending: the backtrack lesson the next request carries
+        node = search.root
+        pending: list[dict[str, Any]] = []  # the backtrack lesson the next request carries
         for _ in range(self.budget.limits.steps):
             self.budget.check()
             completion = self.client.complete(

@@ -77,7 +77,8 @@ class Search:
     def backtrack(self, node: Node) -> Node:
         """Close the branch that ends in `node` (back to its last well-scored ancestor, or the root) and
         return the best open node to resume from: the highest score, the deepest among equals."""
-        branch, cursor = [], node
+        branch: list[Node] = []
+        cursor: Node | None = node
         while (
             cursor is not None
             and cursor is not self.root

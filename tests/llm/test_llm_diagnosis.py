@@ -107,9 +107,7 @@ def diagnoser(
         timeout=timeout,
         max_retries=retries,
     )
-    return LlmDiagnoser(
-        client, render, AgentLimits(**{"experts": 1, **limits}), capability, cache
-    )
+    return LlmDiagnoser(client, render, AgentLimits(**{"experts": 1, **limits}), capability, cache)
 
 
 def tool(name: str, **args: object) -> Reply:
