@@ -138,7 +138,7 @@ class TreePhases(PlainPhases):
     def execute(
         cls, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
     ) -> ExecutionResult:
-        with ThreadPoolExecutor(max_workers=4) as pool:
+        with ThreadPoolExecutor(max_workers=run.settings.max_workers) as pool:
             return execute(
                 strategy,
                 state,
@@ -177,6 +177,10 @@ def test_reorder_instruction_runs_the_task_after_its_producers(shop: DemoShop, t
     run = run_for(
         shop.dsn, tmp_path, ["check_vacuum_health:lost_dependency"], reflection=False, memory=False
     )
+    # A thread for every task: the check, its needs lost, starts with the collectors whatever its
+    # place in the plan, so it reads tables they have not landed yet (with 8 threads, a plan that
+    # lists it after eight collectors starts it only once one of them is done).
+    run.settings.max_workers = 64  # more threads than the plan has tasks
     report = review(run, tree_phases(tmp_path))
     decision = report.decisions[0]
     assert (decision.task_id, decision.leaf) == ("check_vacuum_health", "broken_dependency")
