@@ -31,12 +31,12 @@ from lab.shop import DemoShop
 from operators.docs import DEBIAN_MANUAL, docs_index
 from operators.lookups import CatalogueNames, catalogue_names
 from operators.registry import get
-from roles.ask import ask
-from roles.instance import MissingSlot, fill_slots, invocation
-from roles.routing import (
+from roles.ask.answer import ask
+from roles.ask.instance import MissingSlot, fill_slots, invocation
+from roles.ask.routing import (
     QUESTIONS as TRAINING,
 )
-from roles.routing import (
+from roles.ask.routing import (
     SLOT_WORDS,
     load_questions,
     masked,

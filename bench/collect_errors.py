@@ -4,7 +4,7 @@
 max_connections and password logins, one without pg_stat_statements preloaded), a scripted
 OpenAI-compatible server, DuckDB workspaces and the crew's own validators, makes each of them fail
 in the ways a review meets, and writes what a worker would report to the monitor: the exception's
-class name and the first line of its text (roles/worker.py records exactly that). The intended
+class name and the first line of its text (roles/crew/worker.py records exactly that). The intended
 leaf is the collector's judgement, written next to the code that provokes the failure.
 
 The file is committed; tests and `python -m bench error_tree` read it and never rerun this. A case
@@ -53,9 +53,9 @@ from lab.embedded import (
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.registry import REGISTRY, get
 from roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
-from roles.faults import FaultInjector
-from roles.planner import PlanRejected
-from roles.validators import validate
+from roles.crew.faults import FaultInjector
+from roles.crew.planner import PlanRejected
+from roles.crew.validators import validate
 
 PASSWORDS = {"alice": "correct-horse-1", "bob": "battery-staple-2", "carol": "tr0ub4dor-3"}
 

@@ -27,7 +27,7 @@ from flows.phases import PlainPhases
 from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from operators.diagnose.sampler import sample_window
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 SIGMA = 0.1
 MAX_CAUSES = 4

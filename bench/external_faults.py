@@ -34,7 +34,7 @@ from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, revoking, role_setting, terminating
 from lab.shop import DemoShop
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 WINDOW = 3.0
 LONG_WINDOW = 12.0  # sessions ended every 2 s and 5 s: several kills land inside the window

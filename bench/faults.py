@@ -39,7 +39,7 @@ from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from operators.registry import REGISTRY, equivalents
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)

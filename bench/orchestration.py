@@ -23,7 +23,7 @@ WINDOW = 10.0
 def main() -> None:
     from flows.phases import PlainPhases
     from flows.review import health_review, review
-    from roles.crew import RunContext
+    from roles.crew.run import RunContext
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
     pg = EmbeddedPostgres(work / "pgdata").start()

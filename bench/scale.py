@@ -41,7 +41,7 @@ def child(dsn: str, out: str) -> None:
     from dbcrew.targets import parse_target
     from flows.phases import PlainPhases
     from flows.review import review
-    from roles.crew import RunContext
+    from roles.crew.run import RunContext
 
     started = time.perf_counter()
     run = RunContext(

@@ -35,7 +35,7 @@ from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import Ablations, debugging
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
-from roles.reporter import report_path
+from roles.report.reporter import report_path
 
 app = typer.Typer(
     add_completion=False,

@@ -1,8 +1,8 @@
 """`dbcrew mcp`: the crew as an MCP server (stdio or streamable HTTP) for IDE and chat assistants.
 
-Tools: `ask` (roles.ask, as `dbcrew ask`), `review` and `diagnose` (the same checked request and health_review flow as the CLI),
+Tools: `ask` (roles.ask.answer, as `dbcrew ask`), `review` and `diagnose` (the same checked request and health_review flow as the CLI),
 `latest_report` (a target's latest review from the shared store), and one tool per operator of the
-registry's MCP surface (roles.lookup: the standalone collectors and ask's look-ups), its typed
+registry's MCP surface (roles.ask.lookup: the standalone collectors and ask's look-ups), its typed
 parameters model as the tool's input schema.
 
 A tool call is input from a model, so it is checked like a command line and more: a target URL
@@ -42,7 +42,7 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from operators import Operator, OperatorContext, OperatorMisfit
 from operators.registry import Surface, exposed
-from roles.lookup import Reading, look_up
+from roles.ask.lookup import Reading, look_up
 
 F = TypeVar("F", bound=Callable[..., Any])
 LOOKUP_WINDOW = 5.0

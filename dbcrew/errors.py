@@ -13,14 +13,14 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
-│   └── PlanRejected    roles.planner: the plan kept problems after its reflection rounds
+│   └── PlanRejected    roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out
 ├── StoreUnavailable    dbcrew.store, a RuntimeError: the store cannot be opened
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
-├── MissingSlot         roles.instance, a ValueError: the question lacks a name the look-up needs
-└── AlertNotDelivered   roles.alerts, a RuntimeError: Apprise could not deliver to every URL
+├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
+└── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 """
 
 

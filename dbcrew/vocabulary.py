@@ -14,7 +14,7 @@ from typing import Literal
 
 
 class Scenario(StrEnum):
-    """What a run is for; each has a playbook in roles/playbooks.py."""
+    """What a run is for; each has a playbook in roles/crew/playbooks.py."""
 
     HEALTH = "health"  # the periodic health review
     DIAGNOSE = "diagnose"  # root causes of a performance anomaly happening now
@@ -42,7 +42,7 @@ class TaskStatus(StrEnum):
 
 
 class ProblemKind(StrEnum):
-    """Why a plan may not run as drafted: a validator's objection (roles/validators.py) or a critic's."""
+    """Why a plan may not run as drafted: a validator's objection (roles/crew/validators.py) or a critic's."""
 
     DUPLICATE_ID = "duplicate_id"
     DUPLICATE_AGENT = "duplicate_agent"

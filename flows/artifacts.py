@@ -8,8 +8,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dbcrew.models import Report, Strategy
 from dbcrew.models.plan import PlanEdit
-from roles.crew import RunContext
-from roles.reporter import inline_charts, render_markdown
+from roles.crew.run import RunContext
+from roles.report.reporter import inline_charts, render_markdown
 
 
 def artifact_key(run: RunContext, kind: str) -> str:

@@ -1,6 +1,6 @@
 """The `ask` flow: one question answered as a Prefect flow run (for deployments and the UI's run form).
 
-A thin shell over roles/ask.py. `answer_question` is the same path for the CLI and MCP, which call it
+A thin shell over roles/ask/answer.py. `answer_question` is the same path for the CLI and MCP, which call it
 outside any flow run (an answer in well under a second should not wait for an API server), except
 for an analysis question with a target: its review runs through `health_review`, a flow run of its
 own (a subflow run of `ask`'s), with its artifacts.
@@ -18,7 +18,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from flows.heartbeats import without_heartbeats
 from flows.review import health_review
-from roles.ask import answered_by_review, ask
+from roles.ask.answer import answered_by_review, ask
 from roles.brains import default_brain, make_brain
 
 

@@ -16,16 +16,16 @@ from dbcrew.models import Brief, Strategy
 from flows.artifacts import post_edits, post_strategy
 from flows.heartbeats import without_heartbeats
 from flows.runner import Bundle, PrefectRunner
-from roles import crew
-from roles.crew import Initialized, ReplanOutcome, RunContext, execute_plain, replan_phase
-from roles.execution import ExecutionResult, ExecutionState, execute
-from roles.faults import FaultInjector
+from roles.crew import run as steps  # the phases' steps (a flow parameter is named run)
+from roles.crew.execution import ExecutionResult, ExecutionState, execute
+from roles.crew.faults import FaultInjector
+from roles.crew.run import Initialized, ReplanOutcome, RunContext, execute_plain, replan_phase
 
 
 @flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
 def initialize(run: RunContext) -> Initialized:
     """Probe the target, plan the team and its tasks, reflect on the plan."""
-    init = crew.initialize(run)
+    init = steps.initialize(run)
     post_strategy(run, init.strategy, f"Plan for the {run.scenario} review")
     if init.edits:
         post_edits(
@@ -43,7 +43,7 @@ def execute_phase(
         max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-operator"
     ) as pool:
         bundle = Bundle(
-            ctx=crew.operator_context(run, brief),
+            ctx=steps.operator_context(run, brief),
             injector=FaultInjector(run.faults, run.target),
             retries=run.worker_retries,
             pool=pool,
@@ -59,7 +59,7 @@ def execute_phase(
 @flow(name="replan", flow_run_name="replan-{run.run_id}", validate_parameters=False)
 def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
     """Gap-narrow re-plan: the smallest change that closes the gap the monitor found."""
-    outcome = crew.replan_phase(run, brief, result)
+    outcome = steps.replan_phase(run, brief, result)
     post_edits(run, outcome.edits, outcome.rejected)
     return outcome
 
@@ -79,7 +79,7 @@ class ReviewPhases(Protocol):
 class PlainPhases:
     """The phases as plain calls: no flow runs, no artifacts."""
 
-    initialize = staticmethod(crew.initialize)
+    initialize = staticmethod(steps.initialize)
     execute = staticmethod(execute_plain)
     replan = staticmethod(replan_phase)
 

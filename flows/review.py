@@ -21,9 +21,9 @@ from dbcrew.workspace import release
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases, ReviewPhases
-from roles.crew import PhaseLog, ReviewResult, RunContext, remember
-from roles.history import reviewed
-from roles.reporter import build_report, prune_reports, write_report
+from roles.crew.run import PhaseLog, ReviewResult, RunContext, remember
+from roles.report.history import reviewed
+from roles.report.reporter import build_report, prune_reports, write_report
 
 
 def run_link() -> str:

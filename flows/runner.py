@@ -21,9 +21,9 @@ from prefect.futures import PrefectFuture
 
 from dbcrew.models import TaskSpec
 from operators.registry import OperatorContext
-from roles.execution import FutureRunner
-from roles.faults import FaultInjector
-from roles.worker import TaskOutcome, perform
+from roles.crew.execution import FutureRunner
+from roles.crew.faults import FaultInjector
+from roles.crew.worker import TaskOutcome, perform
 
 
 @dataclass

@@ -33,9 +33,9 @@ from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
 from flows.dispatch import ran_sync
 from flows.review import conduct, run_link
-from roles.alerts import AlertNotDelivered, notify
-from roles.crew import RunContext
-from roles.history import failed_report
+from roles.crew.run import RunContext
+from roles.report.alerts import AlertNotDelivered, notify
+from roles.report.history import failed_report
 
 INVENTORY_BLOCK = "fleet"
 ON_DEMAND = (

@@ -100,7 +100,7 @@ def warm_up() -> None:
     """Load what a process's first chart waits for: matplotlib and its Agg canvas (~0.5 s of imports on
     2 cores), the default font, text layout, and the mathtext parser that log-scale tick labels
     ("$10^{3}$") need (its grammar is built on first use: ~0.3 s). A painter's task runs after the
-    window it draws; done while the window's samplers sleep (roles/preparing.py), the report no longer
+    window it draws; done while the window's samplers sleep (roles/crew/preparing.py), the report no longer
     waits for it. Once per process."""
     text_width(["warm"])
     fig = _canvas_figure(figsize=(1, 1))

@@ -37,7 +37,7 @@ class Surface(StrEnum):
     """Who offers an operator, and so what its first argument is (the operator's `context`).
 
     PLAN: a task of a review's strategy, in the planner's catalogue; called with an OperatorContext.
-    MCP: a tool of `dbcrew mcp`, run on its own against a target (roles/lookup.py).
+    MCP: a tool of `dbcrew mcp`, run on its own against a target (roles/ask/lookup.py).
     ASK: a look-up of `dbcrew ask` (the rules' slot filling and the model's ReAct loop), called with
     the question's one read-only session.
     DIAGNOSIS: a view the LLM diagnosis's experts observe, called with the sampled facts record.
@@ -139,7 +139,7 @@ class Operator:
     prepare: Callable[[], None] | None = field(
         default=None,
         metadata={
-            "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/preparing.py"
+            "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/crew/preparing.py"
         },
     )
 

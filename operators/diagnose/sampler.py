@@ -95,7 +95,7 @@ class HostProbe:
     """psutil readings of the host and the server's processes (local targets only).
 
     The host's busy CPU leaves out this process's own: a review sampling a target on its own host
-    (its threads, Prefect's, the charts it prepares while the window runs: roles/preparing.py) must
+    (its threads, Prefect's, the charts it prepares while the window runs: roles/crew/preparing.py) must
     not read its own work as the target host's load.
     """
 

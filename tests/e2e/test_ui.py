@@ -117,7 +117,7 @@ def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, t
 
     from dbcrew.models import Finding, Report, Severity
     from dbcrew.models.report import TargetInfo
-    from roles.reporter import write_report
+    from roles.report.reporter import write_report
 
     columns = ", ".join(f"very_long_column_name_{i}" for i in range(40))
     statement = (

@@ -13,7 +13,7 @@ from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route, Scenario
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
-from roles.ask import ask
+from roles.ask.answer import ask
 
 MANUAL_PAGE = """<html><body><div class="navheader">Prev Next work_mem</div>
 <div class="sect1" id="RUNTIME-CONFIG-RESOURCE"><h2>20.4. Resource Consumption</h2>

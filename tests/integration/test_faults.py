@@ -22,7 +22,7 @@ from operators.diagnose.sampler import sample_window
 from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import TABLE_STATS
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 from tests.integration.test_recovery import review
 
 LOCKED = "orders"

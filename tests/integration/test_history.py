@@ -38,10 +38,10 @@ from dbcrew.workspace import Workspace
 from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
-from roles.alerts import notify
-from roles.crew import RunContext
-from roles.history import TRENDS_CHART, failed_report, reviewed
-from roles.memory import target_identity
+from roles.crew.memory import target_identity
+from roles.crew.run import RunContext
+from roles.report.alerts import notify
+from roles.report.history import TRENDS_CHART, failed_report, reviewed
 from tests.webhooks import receiving_webhooks
 
 PLANTED = """

@@ -326,7 +326,7 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
     from dbcrew.settings import Settings
     from flows.phases import PlainPhases
     from flows.review import review
-    from roles.crew import RunContext
+    from roles.crew.run import RunContext
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(

@@ -11,7 +11,7 @@ from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.shop import DemoShop
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 WINDOW = 1.0
 

@@ -20,10 +20,10 @@ from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.shop import DemoShop
 from roles.brains.rules import RulesBrain
-from roles.crew import RunContext, ThreadRunner, with_remembered_fixes
-from roles.execution import ExecutionResult, ExecutionState, execute
-from roles.memory import Lesson, LongTermMemory, target_identity
-from roles.monitor import Monitor
+from roles.crew.execution import ExecutionResult, ExecutionState, execute
+from roles.crew.memory import Lesson, LongTermMemory, target_identity
+from roles.crew.monitor import Monitor
+from roles.crew.run import RunContext, ThreadRunner, with_remembered_fixes
 
 WINDOW = 1.0
 

@@ -16,7 +16,7 @@ from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 

@@ -11,7 +11,7 @@ from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review
 from lab.embedded import EmbeddedPostgres
-from roles.crew import Initialized, RunContext, initialize
+from roles.crew.run import Initialized, RunContext, initialize
 
 WAIT = 2.0
 

@@ -22,8 +22,8 @@ from dbcrew.workspace import Workspace
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
 from prompts import render
-from roles.ask import ask
-from roles.ask_llm import unsupported_sentences
+from roles.ask.answer import ask
+from roles.ask.llm import unsupported_sentences
 from roles.brains.openai import OpenAIBrain
 from tests.integration.test_ask import MANUAL_PAGE
 
@@ -73,7 +73,7 @@ def test_react_corrects_a_wrong_tool_malformed_input_and_an_unknown_table_then_a
     prompted: None,
 ):
     monkeypatch.setattr(
-        "roles.instance.OBSERVATION_LIMIT", 40
+        "roles.ask.instance.OBSERVATION_LIMIT", 40
     )  # the table_size observation is longer: kept by key
     server.replies = [
         Reply(

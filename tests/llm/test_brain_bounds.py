@@ -29,9 +29,9 @@ from operators.registry import REGISTRY
 from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
-from roles.crew import RunContext
-from roles.planner import make_plan
-from roles.validators import validate
+from roles.crew.planner import make_plan
+from roles.crew.run import RunContext
+from roles.crew.validators import validate
 from tests.llm.test_openai_brain import good_plan_json, request
 
 OBJECTION = json.dumps(

@@ -15,9 +15,9 @@ from operators.registry import catalogue
 from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
-from roles.capabilities import prune
-from roles.planner import make_plan
-from roles.validators import validate
+from roles.crew.capabilities import prune
+from roles.crew.planner import make_plan
+from roles.crew.validators import validate
 
 BRIEF = Brief(
     server_version="18.6",

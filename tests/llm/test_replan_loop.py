@@ -10,7 +10,7 @@ import json
 
 from dbcrew.models import Strategy
 from lab.scripted_llm import Reply, ScriptedServer
-from roles.replanner import replan
+from roles.crew.replanner import replan
 from tests.llm.test_brain_bounds import brain
 from tests.unit.test_plan_edits import plan, replan_request
 

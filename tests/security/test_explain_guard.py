@@ -22,7 +22,7 @@ from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE
 from operators.hypothetical_indexes import generic_plan_cost
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

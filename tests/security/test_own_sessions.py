@@ -13,7 +13,7 @@ from dbcrew.targets import own_pids, parse_target
 from flows.phases import PlainPhases
 from flows.review import review
 from lab.embedded import EmbeddedPostgres
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 
 
 def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(

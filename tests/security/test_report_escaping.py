@@ -11,7 +11,7 @@ from markdown_it import MarkdownIt
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
 from operators.sql import qualified
-from roles.reporter import write_report
+from roles.report.reporter import write_report
 
 SCRIPT = "<script>alert(1)</script>"
 HOSTILE_NAMES = [SCRIPT, "a|b", "line\nbreak", "[bold]", "tick`tock", "[x](javascript:alert(1))"]

@@ -13,8 +13,8 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from flows.runner import Batch, Bundle
 from operators.registry import OperatorContext
-from roles.execution import FutureRunner
-from roles.faults import FaultInjector
+from roles.crew.execution import FutureRunner
+from roles.crew.faults import FaultInjector
 
 
 def test_a_task_run_that_ends_before_starting_its_operators_fails_each_task_instead_of_leaving_it_waiting(

@@ -35,7 +35,7 @@ from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.validators import validate
+from roles.crew.validators import validate
 
 
 def window(series: dict[str, list[float]] | None = None, **fields: object) -> WindowEvidence:

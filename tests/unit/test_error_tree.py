@@ -12,7 +12,7 @@ from error_tree import load_tree
 from error_tree.classify import load_labelled, normalise
 from error_tree.evaluate import evaluate, split
 
-# Leaf names that code and other tests rely on (roles/monitor.py records them; tests assert them).
+# Leaf names that code and other tests rely on (roles/crew/monitor.py records them; tests assert them).
 NAMED_ELSEWHERE = {
     "connection",
     "permission",

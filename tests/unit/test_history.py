@@ -8,8 +8,8 @@ from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import History, HistoryItem, TargetInfo
 from dbcrew.store import Sighting, StoredFinding, fingerprint
 from operators.diagnose.evidence import BlockedSession, WindowEvidence
-from roles.alerts import alert_for, scrub
-from roles.history import compare, judge_quiet
+from roles.report.alerts import alert_for, scrub
+from roles.report.history import compare, judge_quiet
 
 TARGET = "7311234567890123456/shop"
 DAY = datetime(2026, 3, 1, tzinfo=UTC)

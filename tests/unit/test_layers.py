@@ -21,7 +21,7 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    (tmp_path / "dbcrew" / "upward.py").write_text("import roles.crew\n")
+    (tmp_path / "dbcrew" / "upward.py").write_text("import roles.crew.run\n")
     result = subprocess.run(
         [
             sys.executable,
@@ -36,4 +36,4 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode != 0
-    assert "dbcrew.upward -> roles.crew" in result.stdout
+    assert "dbcrew.upward -> roles.crew.run" in result.stdout

@@ -11,9 +11,9 @@ from dbcrew.models.plan import EditKind
 from dbcrew.store import STORE_ENV, open_store, store_url
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.capabilities import prune
-from roles.memory import Lesson, LongTermMemory, apply_lessons, recall
-from roles.planner import make_plan
+from roles.crew.capabilities import prune
+from roles.crew.memory import Lesson, LongTermMemory, apply_lessons, recall
+from roles.crew.planner import make_plan
 
 BRIEF = Brief(
     server_version="18.6",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dbcrew.models.report import Decision
 from dbcrew.vocabulary import Action
-from roles.monitor import OUTAGE_WAIT_FIRST, OUTAGE_WAIT_MAX, outage_wait
+from roles.crew.monitor import OUTAGE_WAIT_FIRST, OUTAGE_WAIT_MAX, outage_wait
 
 
 def decision(leaf: str) -> Decision:

@@ -9,12 +9,12 @@ from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.plan import EditKind, PlanEdit
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.capabilities import prune
-from roles.faults import damage_plan
-from roles.monitor import repaired_params
-from roles.planner import make_plan, reflect_until_valid
-from roles.replanner import diff, narrow, replan
-from roles.validators import validate
+from roles.crew.capabilities import prune
+from roles.crew.faults import damage_plan
+from roles.crew.monitor import repaired_params
+from roles.crew.planner import make_plan, reflect_until_valid
+from roles.crew.replanner import diff, narrow, replan
+from roles.crew.validators import validate
 
 BRIEF = Brief(
     server_version="18.6",

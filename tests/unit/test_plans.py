@@ -9,10 +9,10 @@ from dbcrew.models import Brief, Role, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.capabilities import prune
-from roles.planner import PlanRejected, make_plan, reflect_until_valid
-from roles.replanner import diff, narrow, replan
-from roles.validators import validate
+from roles.crew.capabilities import prune
+from roles.crew.planner import PlanRejected, make_plan, reflect_until_valid
+from roles.crew.replanner import diff, narrow, replan
+from roles.crew.validators import validate
 
 
 def brief(**changes: object) -> Brief:
@@ -181,7 +181,7 @@ def test_gap_narrow_restores_tasks_outside_the_failed_subgraph():
 
 def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
     from dbcrew.vocabulary import Scenario
-    from roles.playbooks import PLAYBOOKS
+    from roles.crew.playbooks import PLAYBOOKS
 
     assert set(PLAYBOOKS) == set(Scenario)
     categories = {entry.category for entry in catalogue()}

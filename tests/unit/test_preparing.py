@@ -1,4 +1,4 @@
-"""Operators' preparations run off the critical path when a plan starts (roles/preparing.py)."""
+"""Operators' preparations run off the critical path when a plan starts (roles/crew/preparing.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from dbcrew.models import TaskSpec
 from operators.figures import warm_up
 from operators.registry import REGISTRY, get
-from roles.preparing import preparations, start_preparing
+from roles.crew.preparing import preparations, start_preparing
 
 
 def task(operator: str, n: int = 0) -> TaskSpec:
@@ -92,9 +92,9 @@ def test_a_plan_starts_preparing_its_tasks_when_it_begins(
     from dbcrew.targets import parse_target
     from dbcrew.workspace import Workspace
     from operators.registry import NoParams, Observation, OperatorContext
-    from roles.execution import ExecutionState, FutureRunner, execute
-    from roles.faults import FaultInjector
-    from roles.worker import TaskOutcome, perform
+    from roles.crew.execution import ExecutionState, FutureRunner, execute
+    from roles.crew.faults import FaultInjector
+    from roles.crew.worker import TaskOutcome, perform
 
     prepared = threading.Event()
 

@@ -12,9 +12,9 @@ import psycopg
 from cli.mcp_server import Limits, build_server
 from dbcrew.vocabulary import Lookup
 from operators.registry import REGISTRY, Operator, OperatorContext, Surface, catalogue, exposed
-from roles.ask_llm import EXPAND as ASK_EXPAND
-from roles.ask_llm import FINAL
-from roles.ask_llm import tool_specs as ask_tool_specs
+from roles.ask.llm import EXPAND as ASK_EXPAND
+from roles.ask.llm import FINAL
+from roles.ask.llm import tool_specs as ask_tool_specs
 from roles.diagnosis.tools import (
     EXPAND,
     OBSERVE,
@@ -54,7 +54,7 @@ def test_the_mcp_operator_tools_are_the_registrys_with_their_parameter_schemas()
     assert {op.context for op in exposed(Surface.MCP)} == {
         OperatorContext,
         psycopg.Connection,
-    }  # what roles/lookup.py runs
+    }  # what roles/ask/lookup.py runs
     assert {"collect_activity", "table_size", "activity"} <= set(tools)
     for op in exposed(Surface.MCP):
         schema = tools[op.name].input_schema

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dbcrew.settings import RETENTION_ENV, reports_retention_days
-from roles.reporter import prune_reports
+from roles.report.reporter import prune_reports
 
 DAY = 86_400.0
 

@@ -8,8 +8,8 @@ from dbcrew.models import Brief, CoverageEntry
 from dbcrew.models.report import CoverageStatus, SkipCause, SkipKind
 from dbcrew.vocabulary import TaskStatus
 from operators.registry import catalogue
-from roles.capabilities import failure_cause, grant_for, prune
-from roles.worker import TaskOutcome
+from roles.crew.capabilities import failure_cause, grant_for, prune
+from roles.crew.worker import TaskOutcome
 
 DENIED = "InsufficientPrivilege: permission denied for view pg_stat_statements (skipped on the monitor's instruction)"
 

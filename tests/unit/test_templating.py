@@ -24,7 +24,7 @@ from dbcrew.models.report import (
 )
 from dbcrew.templating import autoescaped
 from prompts import render
-from roles.reporter import write_report
+from roles.report.reporter import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

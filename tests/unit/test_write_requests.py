@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roles.routing import write_request
+from roles.ask.routing import write_request
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
-from roles.crew import RunContext
+from roles.crew.run import RunContext
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in

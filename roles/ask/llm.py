@@ -33,11 +33,11 @@ from operators.docs import Passage
 from operators.lookups import CatalogueNames, IndexSlot, TableSlot
 from operators.registry import Surface, exposed, get
 from prompts import render
+from roles.ask.instance import invoke
 from roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
 from roles.diagnosis.controller import Agenda, Controller, Tally, parse_json, signature
 from roles.diagnosis.review import response_cache
 from roles.diagnosis.snapshots import Snapshots
-from roles.instance import invoke
 
 MAX_STEPS = 5
 REGENERATIONS = 1

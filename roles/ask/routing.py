@@ -23,7 +23,7 @@ import yaml
 
 from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
-from roles.question_features import annotate_all
+from roles.ask.question_features import annotate_all
 
 QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
 MODEL_VERSION = 3

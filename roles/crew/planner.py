@@ -9,7 +9,7 @@ from dbcrew.llm.base import Brain, BrainError
 from dbcrew.models import Strategy
 from dbcrew.models.crew import PlanRequest, Problem, ReplanRequest
 from dbcrew.vocabulary import ProblemKind
-from roles.validators import validate
+from roles.crew.validators import validate
 
 # What no plan may carry into execution, reflection or not: an operator outside the allowlist, or nothing to do.
 REFUSED = (ProblemKind.UNKNOWN_OPERATOR, ProblemKind.EMPTY_PLAN)

@@ -28,11 +28,10 @@ from error_tree import load_tree
 from operators.collect import probe
 from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
-from roles.capabilities import prune
-from roles.execution import ExecutionResult, ExecutionState, FutureRunner, execute
-from roles.faults import FaultInjector, damage_plan
-from roles.history import stage_baseline
-from roles.memory import (
+from roles.crew.capabilities import prune
+from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, execute
+from roles.crew.faults import FaultInjector, damage_plan
+from roles.crew.memory import (
     LongTermMemory,
     apply_lessons,
     lessons_from,
@@ -40,10 +39,11 @@ from roles.memory import (
     remember_run,
     target_identity,
 )
-from roles.monitor import Monitor
-from roles.planner import make_plan
-from roles.replanner import replan
-from roles.worker import TaskOutcome, await_target, perform
+from roles.crew.monitor import Monitor
+from roles.crew.planner import make_plan
+from roles.crew.replanner import replan
+from roles.crew.worker import TaskOutcome, await_target, perform
+from roles.report.history import stage_baseline
 
 
 class RunContext(ReviewRequest):

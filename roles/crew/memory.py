@@ -26,8 +26,8 @@ from dbcrew.targets import PostgresTarget
 from dbcrew.text import embed
 from dbcrew.vocabulary import EditSource, TaskStatus
 from dbcrew.workspace import Workspace
-from roles.validators import validate
-from roles.worker import TaskOutcome
+from roles.crew.validators import validate
+from roles.crew.worker import TaskOutcome
 
 LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
 

@@ -23,7 +23,7 @@ from dbcrew.models.report import SkipCause, SkipKind
 from dbcrew.targets.postgres import PostgresTarget, first_line
 from dbcrew.vocabulary import TaskStatus
 from operators.registry import Observation, OperatorContext, OperatorMisfit, get
-from roles.faults import FaultInjector
+from roles.crew.faults import FaultInjector
 
 # Failures that the same call will hit again: retrying them only wastes the budget.
 NOT_RETRYABLE = (

@@ -38,10 +38,10 @@ from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
-from roles.memory import target_identity
+from roles.crew.memory import target_identity
 
 if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
-    from roles.crew import RunContext
+    from roles.crew.run import RunContext
 
 TREND_RUNS = 30
 TRENDS_CHART = "charts/trends.png"

@@ -22,9 +22,9 @@ from dbcrew.models.report import Decision, GlobalStateRecord, SkipCause, SkipKin
 from dbcrew.progress import ProgressEvent
 from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
-from roles.monitor import Monitor, MonitorDecision, compact_state
-from roles.preparing import start_preparing
-from roles.worker import TaskOutcome, signature, stopped, without_agent
+from roles.crew.monitor import Monitor, MonitorDecision, compact_state
+from roles.crew.preparing import start_preparing
+from roles.crew.worker import TaskOutcome, signature, stopped, without_agent
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -150,7 +150,7 @@ def execute(
         if outcome is None and stopping.requested():
             for (
                 spec
-            ) in strategy.tasks:  # nothing new starts; what runs winds down (roles/worker.py)
+            ) in strategy.tasks:  # nothing new starts; what runs winds down (roles/crew/worker.py)
                 if spec.id not in state.outcomes and spec.id not in running:
                     state.outcomes[spec.id] = stopped(spec)
         elif outcome is None:

@@ -28,8 +28,8 @@ from dbcrew.models import Strategy
 from dbcrew.models.crew import ReplanRequest
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.vocabulary import EditSource
-from roles.planner import as_plan_request, reflect_until_valid
-from roles.validators import validate
+from roles.crew.planner import as_plan_request, reflect_until_valid
+from roles.crew.validators import validate
 
 # Applying in this order keeps every intermediate plan's references meaningful.
 APPLY_ORDER = (

@@ -25,10 +25,10 @@ from dbcrew.models.report import (
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
-from roles.capabilities import failure_cause, privilege_notes, visibility_notes
-from roles.crew import ReviewResult, RunContext
-from roles.markdown import md_cell, md_code, md_fence, md_text
-from roles.worker import TaskOutcome
+from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
+from roles.crew.run import ReviewResult, RunContext
+from roles.crew.worker import TaskOutcome
+from roles.report.markdown import md_cell, md_code, md_fence, md_text
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*

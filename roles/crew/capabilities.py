@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
 from dbcrew.vocabulary import Category, FindingCode, TaskStatus
-from roles.worker import TaskOutcome
+from roles.crew.worker import TaskOutcome
 
 
 @dataclass
@@ -160,7 +160,7 @@ def grant_for(message: str, role: str) -> str | None:
 def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> SkipCause:
     """Why a task did not complete, traced through the upstream tasks it was skipped for to the root failure.
 
-    A skipped task carries its upstream as a structured cause (roles/execution.py); a failed one its
+    A skipped task carries its upstream as a structured cause (roles/crew/execution.py); a failed one its
     error, which becomes a privilege cause with its GRANT when the target refused the role.
     """
     seen: set[str] = set()

@@ -1,11 +1,11 @@
 """Ask the crew: one question in, one typed Answer out (the CLI's `dbcrew ask`, the MCP `ask` tool, the `ask` flow).
 
-The question is routed (roles/routing.py). A write request is refused: the crew never writes to
+The question is routed (roles/ask/routing.py). A write request is refused: the crew never writes to
 a database. A question not about databases is declined. Knowledge questions (general, or about
 PostgreSQL itself) are answered from the manual's retrieved sections, each cited; offline the
 answer is extractive (the best sentences of the best passages). Instance questions become
-read-only look-ups on the target (roles/instance.py: the registry's operators of the ask surface);
-with the LLM brain the model starts from the rules' look-up and may only add to it (roles/ask_llm.py);
+read-only look-ups on the target (roles/ask/instance.py: the registry's operators of the ask surface);
+with the LLM brain the model starts from the rules' look-up and may only add to it (roles/ask/llm.py);
 an observation longer than a limit goes to the workspace as a snapshot and is referred to by its
 key. Analysis requests name the review the planner's team
 would run. The question is data from start to end: it picks a route and fills slots with
@@ -37,11 +37,11 @@ from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
 from operators.lookups import CatalogueNames, catalogue_names
-from roles.ask_llm import react, written
+from roles.ask.instance import MissingSlot, fill_slots, invocation, invoke
+from roles.ask.llm import react, written
+from roles.ask.routing import router, write_request
 from roles.brains.openai import OpenAIBrain
 from roles.diagnosis.snapshots import Snapshots
-from roles.instance import MissingSlot, fill_slots, invocation, invoke
-from roles.routing import router, write_request
 
 ANALYSES = {
     Scenario.DIAGNOSE: "a diagnosis: the planner forms a team of experts (CPU, I/O, memory, workload, locks, vacuum) that"

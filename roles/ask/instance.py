@@ -3,7 +3,7 @@
 Slots are filled only with names the target's catalogue holds (tables, indexes, settings): a name
 the question spells is matched against that list, never passed on as written, and the look-up
 receives it as a bound parameter. The question, with its names replaced by fixed slot words, then
-goes to the look-up classifier (roles/routing.py), so "how big is X" means the same for every X.
+goes to the look-up classifier (roles/ask/routing.py), so "how big is X" means the same for every X.
 The look-ups are the registry's operators of the ask surface (operators/lookups.py); `invoke` runs
 one for the rules and for a model alike, and keeps a long observation behind a snapshot key.
 """
@@ -22,8 +22,8 @@ from dbcrew.models.answer import ToolCall
 from dbcrew.vocabulary import Lookup
 from operators.lookups import CatalogueNames, IndexSlot, LimitSlot, SettingSlot, TableSlot
 from operators.registry import get
+from roles.ask.routing import SLOT_WORDS, Router
 from roles.diagnosis.snapshots import Snapshots
-from roles.routing import SLOT_WORDS, Router
 
 OBSERVATION_LIMIT = 600  # characters of an observation an answer shows; the rest is kept by key
 

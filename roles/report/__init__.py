@@ -1,0 +1,1 @@
+"""The report: building and writing it, its history in the store, the alerts it sends."""
