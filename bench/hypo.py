@@ -1,6 +1,6 @@
 """Bench section `hypo`: how long the hypopg advisor takes for 20 normalized statements.
 
-Runs on Debian's PostgreSQL 15 with postgresql-15-hypopg (installed by .ci/run or the hypopg
+Runs on Debian's PostgreSQL 15 with postgresql-15-hypopg (installed by `make test` as root, or the hypopg
 integration test's set-up); prints a line saying so and returns when they are absent. The
 advisor runs through the review's read-only session, as in a review.
 """
@@ -67,7 +67,7 @@ STATEMENTS = [
 def main() -> None:
     if not ((PG15_BIN / "postgres").exists() and HYPOPG_CONTROL.exists()):
         print(
-            "needs Debian's postgresql-15 and postgresql-15-hypopg (apt-get install, or .ci/run): not measured"
+            "needs Debian's postgresql-15 and postgresql-15-hypopg (apt-get install, or `make test` as root): not measured"
         )
         return
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-hypo-"))

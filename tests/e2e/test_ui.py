@@ -20,7 +20,9 @@ CHROMEDRIVER = shutil.which("chromedriver")
 @pytest.fixture()
 def browser(tmp_path: Path) -> Iterator[object]:
     if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("Debian's chromium and chromium-driver are needed (.ci/run installs them)")
+        pytest.fail(
+            "Debian's chromium and chromium-driver are needed (`make test` installs them as root)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

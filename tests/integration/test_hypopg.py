@@ -72,7 +72,7 @@ def _ensure_debian_pg15() -> None:
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         pytest.fail(
             f"Debian's {wanted} are not installed and this run cannot install them (needs root and apt-get): "
-            f"run `apt-get install -y {wanted}` or .ci/run"
+            f"run `apt-get install -y {wanted}` or `make test` as root"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-q", *PACKAGES]
