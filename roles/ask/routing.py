@@ -16,6 +16,7 @@ import random
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
 from roles.ask.question_features import annotate_all
 
-QUESTIONS = Path(__file__).resolve().parent.parent / "dbcrew" / "data" / "questions.yaml"
+# The kernel's package data (pyproject.toml: dbcrew = ["data/*.yaml"]), wherever dbcrew is installed.
+QUESTIONS = Path(str(files("dbcrew").joinpath("data", "questions.yaml")))
 MODEL_VERSION = 3
 # Names that fill the training templates: made up, so no name of a real database is learnt.
 TRAIN_TABLES = (
