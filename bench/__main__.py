@@ -42,6 +42,7 @@ SECTIONS = (
     "cli",
     "ask",
     "llm",
+    "watch",
 )
 
 

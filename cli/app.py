@@ -25,8 +25,9 @@ from cli import interrupts
 from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
-from cli.reviewing import prefect_env, prepare_review, start_review
+from cli.reviewing import past_interval, prefect_env, prepare_review, start_review
 from cli.server import server
+from cli.watch import incidents, watch
 from dbcrew.errors import UsageError
 from dbcrew.models import Report
 from dbcrew.models.request import ReviewRequest
@@ -162,8 +163,19 @@ def diagnose(
     brain: Annotated[
         str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
     ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="diagnose a past interval from what `dbcrew watch` stored instead:"
+            " its start, ISO 8601 or relative (-30m, -2h, -1d)",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--to", help="the past interval's end (default: now)")
+    ] = None,
 ) -> None:
-    """Diagnose the root causes of a performance anomaly happening now."""
+    """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
     request = prepare_review(
         target,
         window=window,
@@ -172,6 +184,7 @@ def diagnose(
         scenario=Scenario.DIAGNOSE,
         alert=alert,
         baseline=baseline,
+        interval=past_interval(since, until),
     )
     print_diagnosis(run_cli_review(request, target), request)
 
@@ -285,6 +298,8 @@ def demo(
 
 app.command()(history)
 app.command()(ask)
+app.command()(watch)
+app.command()(incidents)
 
 
 inventory_app = typer.Typer(

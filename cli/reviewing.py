@@ -2,7 +2,8 @@
 
 `prepare_review` turns what a user typed into the one `ReviewRequest` (dbcrew/models/request.py)
 or raises UsageError (one line, no secret): a window that is not a finite number, a baseline that is not one, an unknown fault
-operator or brain, an `--out` that cannot take a report, a target that does not answer. Only then
+operator or brain, an `--out` that cannot take a report, a target that does not answer, a past interval
+that is not one or that the store holds no samples of. Only then
 does `start_review` run the health_review flow, so bad input never starts Prefect.
 """
 
@@ -12,19 +13,24 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from cli.outdir import prepare_out
 from cli.server import DEFAULT_PORT, api_url, healthy
 from dbcrew.errors import UsageError
-from dbcrew.models import Report
+from dbcrew.models import Brief, Report
 from dbcrew.models.faults import FaultSpec
+from dbcrew.models.interval import PastInterval, parse_moment
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Ablations, Settings, Thresholds, parse_overrides
-from dbcrew.targets import parse_target
+from dbcrew.store import StoreUnavailable
+from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
+from operators.collect.probe import read_brief
 
 PREFECT_DEFAULTS = {
     # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
@@ -60,6 +66,7 @@ def prepare_review(
     alert: str = "",
     baseline: Path | None = None,
     thresholds: Sequence[str] = (),
+    interval: PastInterval | None = None,
 ) -> ReviewRequest:
     """The review request of what a user typed, once its input is valid and the target answers; UsageError otherwise."""
     if not math.isfinite(window) or window < 0:
@@ -77,8 +84,9 @@ def prepare_review(
     _check_fault_operators(fault_specs)
     chosen = _check_brain(brain)
     report_dir = prepare_out(out_dir or default_out(target.dbname))
-    with target.session():
-        pass  # unreachable or refused: exit 2 now, before any flow starts
+    with target.session() as conn:  # unreachable or refused: exit 2 now, before any flow starts
+        if interval is not None:
+            check_recorded(target, read_brief(conn), interval)
     settings = Settings(
         window_seconds=window,
         ablations=ablations or Ablations(),
@@ -93,7 +101,43 @@ def prepare_review(
         settings=settings,
         faults=fault_specs,
         out=report_dir,
+        interval=interval,
     )
+
+
+def past_interval(since: str | None, until: str | None) -> PastInterval | None:
+    """The interval `--from`/`--to` name (the end defaults to now), None when neither is given; UsageError in one line."""
+    if since is None:
+        if until is not None:
+            raise UsageError("--to needs --from: the past interval's start")
+        return None
+    now = datetime.now(UTC)
+    try:
+        return PastInterval(start=parse_moment(since, now), end=parse_moment(until or "now", now))
+    except ValidationError as exc:
+        raise UsageError(
+            f"--from/--to: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+        ) from None
+    except ValueError as exc:
+        raise UsageError(f"--from/--to: {first_line(exc)}") from None
+
+
+def check_recorded(target: PostgresTarget, brief: Brief, interval: PastInterval) -> None:
+    """The store holds samples of `target` in `interval`, or UsageError: a diagnosis of nothing would report no cause."""
+    from dbcrew.store.samples import open_samples
+
+    try:
+        store = open_samples()
+    except StoreUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    identity = brief.identity(target.address)
+    if not any(
+        store.passes(identity, r, interval.start, interval.end) for r in store.resolutions(identity)
+    ):
+        raise UsageError(
+            f"no samples of {target.display} from {interval.describe()} in the store {store.location}:"
+            f" `dbcrew watch {target.display}` records them"
+        )
 
 
 def start_review(request: ReviewRequest) -> Report:

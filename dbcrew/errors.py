@@ -19,6 +19,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
+├── NoSamples           operators.diagnose.recorded, a LookupError: the store holds no samples of the interval
 ├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
 └── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 """

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
+from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.vocabulary import Category, FindingCode
@@ -83,6 +84,9 @@ class OperatorContext:
     settings: Settings
     brief: Brief | None
     run_dir: Path
+    interval: PastInterval | None = (
+        None  # a diagnosis of the past: its window comes from the stored samples
+    )
 
     def resuming(self) -> dict[str, Any]:
         """How a session reading across the window outlives its backend (`resumable`'s options): resumed on

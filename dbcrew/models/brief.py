@@ -30,6 +30,13 @@ class Brief(BaseModel):
         description="the cluster's identity (pg_control_system); None when the role may not read it",
     )
 
+    def identity(self, address: str) -> str:
+        """`system identifier/database`: the same cluster under any host name or port is the same target in the store.
+
+        When the role may not read the identifier, the address (host:port) is the next best identity.
+        """
+        return f"{self.system_identifier or address}/{self.database}"
+
     @property
     def has_statements(self) -> bool:
         """pg_stat_statements is usable only when installed here *and* preloaded by the server."""

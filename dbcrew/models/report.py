@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dbcrew.models.finding import Finding, Severity
+from dbcrew.models.interval import PastInterval
 from dbcrew.models.plan import PlanEdit
 from dbcrew.vocabulary import Cause, Scenario
 
@@ -266,6 +267,10 @@ class Report(BaseModel):
     run_id: str
     target: TargetInfo
     scenario: Scenario
+    interval: PastInterval | None = Field(
+        None,
+        description="a diagnosis of a past interval: the interval, diagnosed from stored samples",
+    )
     started_at: datetime
     finished_at: datetime
     brain: str = Field(

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from dbcrew.models.faults import FaultSpec
+from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
@@ -66,6 +67,10 @@ class ReviewRequest(BaseModel):
         default_factory=Settings,
         description="how the run samples and judges: window, thresholds, recovery switches, a diagnosis's alert and baseline",
     )
+    interval: PastInterval | None = Field(
+        None,
+        description="diagnose only: a past interval, diagnosed from the samples `dbcrew watch` stored instead of a live window",
+    )
     faults: list[FaultSpec] = Field(
         default_factory=list, description="lab: faults injected into operators, to test recovery"
     )
@@ -78,4 +83,6 @@ class ReviewRequest(BaseModel):
     def _one_target(self) -> Self:
         if (self.target is None) == (self.target_secret is None):
             raise ValueError("give either target or target_secret")
+        if self.interval is not None and self.scenario is not Scenario.DIAGNOSE:
+            raise ValueError("a past interval is diagnosed: it needs the diagnose scenario")
         return self

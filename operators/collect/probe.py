@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg.rows import kwargs_row
 
 from dbcrew.models import Brief
@@ -48,12 +49,19 @@ def _brief(*, preloaded: str | None, **columns: Any) -> Brief:
     return Brief(**columns, preloaded_libraries=libraries)
 
 
-def probe(ctx: OperatorContext) -> Brief:
-    """Read the target's version, size, extensions and the review role's privileges into a brief."""
-    with ctx.target.session() as conn, conn.cursor(row_factory=kwargs_row(_brief)) as cur:
+def read_brief(conn: psycopg.Connection[Any]) -> Brief:
+    """The brief of the database `conn` is connected to (the watcher reads it on each connection too)."""
+    with conn.cursor(row_factory=kwargs_row(_brief)) as cur:
         brief = cur.execute(PROBE_SQL).fetchone()
     assert brief is not None
     if brief.is_superuser:
         brief = brief.model_copy(update={"can_read_all_stats": True, "can_read_all_settings": True})
+    return brief
+
+
+def probe(ctx: OperatorContext) -> Brief:
+    """Read the target's version, size, extensions and the review role's privileges into a brief."""
+    with ctx.target.session() as conn:
+        brief = read_brief(conn)
     ctx.workspace.put_observation("brief", brief.model_dump())
     return brief

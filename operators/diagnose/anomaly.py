@@ -32,13 +32,16 @@ class AbnormalMetric(BaseModel):
         return "up" if self.window_median > self.baseline_median else "down"
 
 
-def robust_z(window: np.ndarray, baseline: np.ndarray) -> float:
-    """How many robust standard deviations the window median lies from the baseline median."""
+def robust_z(window: np.ndarray, baseline: np.ndarray, least: float = 1e-6) -> float:
+    """How many robust standard deviations the window median lies from the baseline median.
+
+    `least` is the smallest deviation that counts as one standard deviation, in the metric's unit
+    (the watcher's incidents give each signal its own: one session, ten commits a second)."""
     centre = float(np.median(baseline))
     mad = float(np.median(np.abs(baseline - centre))) * MAD_TO_SIGMA
     # Floor: 5% of the level (or of the window's level when the baseline sits at zero), so a
     # flat baseline does not make any wobble infinitely abnormal.
-    floor = max(0.05 * abs(centre), 0.05 * abs(float(np.median(window))), 1e-6)
+    floor = max(0.05 * abs(centre), 0.05 * abs(float(np.median(window))), least)
     return (float(np.median(window)) - centre) / max(mad, floor)
 
 

@@ -17,6 +17,9 @@ class StatementDelta(BaseModel):
     """One pg_stat_statements entry's change over the window."""
 
     queryid: int
+    userid: int = Field(
+        0, description="the role that ran it: each role's runs of a statement are their own entry"
+    )
     query: str
     calls: float
     total_exec_time_ms: float

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from dbcrew.models.report import CoverageEntry
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
@@ -31,6 +33,9 @@ class FactsRecord(BaseModel):
     abnormal: list[AbnormalMetric] = Field(default_factory=list)
     plans: list[StatementPlan] = Field(default_factory=list)
     alert: str = ""
+    coverage: list[CoverageEntry] = Field(
+        default_factory=list, description="what these facts cannot show (a past interval's)"
+    )
 
     def facts(self, thresholds: Thresholds | None = None) -> Facts:
         """The experts' view of the record, judged by the run's `thresholds` (the defaults without)."""
@@ -67,7 +72,17 @@ def gather(
     wait: float = 0.0,
     resume: bool = True,
 ) -> FactsRecord:
-    window = sample_window(target, seconds, wait=wait, resume=resume)
+    return facts_of(target, sample_window(target, seconds, wait=wait, resume=resume), stored, alert)
+
+
+def facts_of(
+    target: PostgresTarget,
+    window: WindowEvidence,
+    stored: WindowBaseline | None,
+    alert: str = "",
+    coverage: Sequence[CoverageEntry] = (),
+) -> FactsRecord:
+    """The facts of a window, sampled now or read from the store: compared with the baseline, its heaviest statements explained."""
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
     plans = analyse_statements(
@@ -80,4 +95,5 @@ def gather(
         abnormal=abnormal_metrics(window, baseline),
         plans=plans,
         alert=alert,
+        coverage=list(coverage),
     )

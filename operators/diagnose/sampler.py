@@ -310,7 +310,7 @@ class VacuumProgress:
         return scanned
 
 
-def _statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], dict[str, Any]]:
+def read_statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], dict[str, Any]]:
     """Top-level statements by (queryid, userid): each role running the same statement has its own entry."""
     try:
         return {
@@ -336,6 +336,7 @@ def statement_deltas(
         deltas.append(
             StatementDelta(
                 queryid=row["queryid"],
+                userid=row["userid"],
                 query=row["query"],
                 calls=calls,
                 total_exec_time_ms=total_exec_time,
@@ -414,8 +415,8 @@ def sample_window(
             )
         }
         host = HostProbe.find(target, backend)
-        statements_before = session.run(_statements)
-        held, tables_before = session.run(lambda conn: _tables(conn, Held()))
+        statements_before = session.run(read_statements)
+        held, tables_before = session.run(lambda conn: read_tables(conn, Held()))
         tally = ActivityTally()
         vacuum = VacuumProgress()
         series: dict[str, list[float]] = {}
@@ -468,8 +469,8 @@ def sample_window(
             last_tick = now
             if now >= deadline - 1e-3:
                 break
-        statements = statement_deltas(statements_before, session.run(_statements))
-        held, tables_after = session.run(lambda conn: _tables(conn, held))
+        statements = statement_deltas(statements_before, session.run(read_statements))
+        held, tables_after = session.run(lambda conn: read_tables(conn, held))
         tables = table_deltas(
             tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)]
         )
@@ -496,7 +497,7 @@ def sample_window(
     )
 
 
-def _tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
+def read_tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
     """TABLE_STATS without the tables another session holds ACCESS EXCLUSIVE (a set that only grows)."""
     return guarded(
         conn,

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Finding, Role, RootCause, Severity
+from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
 from dbcrew.vocabulary import Category
 from operators.diagnose.cross_review import cross_review
@@ -21,9 +22,10 @@ from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.plan_issues import NOT_EXPLAINED
+from operators.diagnose.recorded import recorded_facts
 from operators.diagnose.sampler import sample_window
 from operators.knowledge import knowledge_base
-from operators.registry import Observation, OperatorContext, operator
+from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 
 FACTS_KEY = "anomaly_facts"
 HEALTH_WINDOW_KEY = (
@@ -52,9 +54,29 @@ def _candidates_key(expert: str) -> str:
 
 @operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
-    """Sample statistics deltas, waits and host metrics over the window, compare them with the baseline, EXPLAIN the heaviest statements."""
-    seconds = ctx.window(params.window_seconds)
-    record = gather(ctx.target, seconds, baseline_for(ctx), ctx.settings.alert, **ctx.resuming())
+    """Sample statistics deltas, waits and host metrics over the window (or read a past interval's from the watcher's samples),
+    compare them with the baseline, EXPLAIN the heaviest statements."""
+    if ctx.interval is not None:
+        if ctx.brief is None:
+            raise OperatorMisfit(
+                "a past interval is found in the store by the target's identity, which the run's brief holds"
+            )
+        record = recorded_facts(
+            ctx.target,
+            ctx.brief,
+            ctx.interval,
+            open_samples(ctx.settings.store_url),
+            baseline_for(ctx),
+            ctx.settings.alert,
+        )
+    else:
+        record = gather(
+            ctx.target,
+            ctx.window(params.window_seconds),
+            baseline_for(ctx),
+            ctx.settings.alert,
+            **ctx.resuming(),
+        )
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
     refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]

@@ -33,12 +33,8 @@ LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
 
 
 def target_identity(target: PostgresTarget, brief: Brief) -> str:
-    """`system identifier/database`: the same cluster under any host name or port is the same target.
-
-    The probe read the identifier; when the role may not, the address is the next best identity.
-    """
-    cluster = brief.system_identifier or target.address
-    return f"{cluster}/{brief.database}"
+    """The target's identity in the store (Brief.identity: its cluster's system identifier and database)."""
+    return brief.identity(target.address)
 
 
 class Lesson(BaseModel):

@@ -135,6 +135,7 @@ def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
         settings=run.settings,
         brief=brief,
         run_dir=run.out_dir,
+        interval=run.interval,
     )
 
 

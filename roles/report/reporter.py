@@ -125,10 +125,12 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 def build_report(run: RunContext, review: ReviewResult) -> Report:
     """The report of a finished run: the run's brain writes the summary, then says what it spent and who answered."""
     coverage = coverage_of(review)
-    if run.scenario is Scenario.DIAGNOSE:  # a diagnosis plans no health checks
+    if (
+        run.scenario is Scenario.DIAGNOSE
+    ):  # a diagnosis plans no health checks; a past interval's says what it could not see
         coverage = [
             c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED
-        ]
+        ] + facts_coverage(run)
     findings = findings_of(review)
     brain = run.shared_brain
     root_causes = sorted(
@@ -180,6 +182,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
             server_version=review.init.brief.server_version,
         ),
         scenario=run.scenario,
+        interval=run.interval,
         started_at=run.started_at,
         finished_at=datetime.now(UTC),
         brain=brain.answered_by(),
@@ -202,6 +205,18 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         else None,
         llm_diagnosis=llm_diagnosis,
         link=run.link,
+    )
+
+
+def facts_coverage(run: RunContext) -> list[CoverageEntry]:
+    """What the diagnosis's facts could not show (a past interval's: operators/diagnose/recorded.py)."""
+    rows = Workspace(run.workspace_path).query(
+        "SELECT body FROM observations WHERE key = 'anomaly_facts'"
+    )
+    return (
+        [CoverageEntry.model_validate(c) for c in json.loads(rows[0]["body"]).get("coverage", [])]
+        if rows
+        else []
     )
 
 
@@ -228,8 +243,13 @@ def diagnosis_section(
         if causes
         else "Diagnosis: no root cause found"
     )
+    span = (
+        f"the past interval {run.interval.describe()}, from the watcher's samples"
+        if run.interval
+        else f"a {window.get('seconds', 0):.0f}s window"
+    )
     description = (
-        f"{alert}. Over a {window.get('seconds', 0):.0f}s window, {len(abnormal)} metrics left the baseline"
+        f"{alert}. Over {span}, {len(abnormal)} metrics left the baseline"
         + (f" (strongest: {abnormal[0]})" if abnormal else "")
         + f". {baseline_note(facts.get('baseline_source', ''))}"
     )

@@ -1,0 +1,305 @@
+"""The watcher's samples in the shared store: one row per sampling pass of a target, its gaps, its statement texts.
+
+Same backends as the rest of the store (backends.py: a DuckDB file by default, PostgreSQL when
+`DBCREW_STORE_URL` names one), same dialect subset, its own tables. A pass's evidence (per-second
+rates, the session tally, statements, tables) is a JSON body the store does not interpret: its
+model lives with the sampler (operators/watch/passes.py), which also merges passes when the
+watcher downsamples them. Incidents (the watcher's detections) are kept with their abnormal
+signals. The store keys a pass by target identity, resolution (0 for a raw pass,
+else the seconds of the bucket it summarises) and the time its span ended, and keeps query texts
+once per target (a pass names them by digest): the texts are most of a pass's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from dbcrew.store import open_store
+from dbcrew.store.backends import Backend, utc
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS watch_passes (
+        target TEXT NOT NULL, resolution INTEGER NOT NULL, ended_at TIMESTAMPTZ NOT NULL, seconds DOUBLE PRECISION NOT NULL,
+        body TEXT NOT NULL, PRIMARY KEY (target, resolution, ended_at))""",
+    """CREATE TABLE IF NOT EXISTS watch_gaps (
+        target TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL, ended_at TIMESTAMPTZ NOT NULL, reason TEXT NOT NULL,
+        PRIMARY KEY (target, started_at))""",
+    """CREATE TABLE IF NOT EXISTS watch_texts (
+        target TEXT NOT NULL, digest TEXT NOT NULL, query TEXT NOT NULL, PRIMARY KEY (target, digest))""",
+    """CREATE TABLE IF NOT EXISTS watch_incidents (
+        target TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL, ended_at TIMESTAMPTZ NOT NULL, closed BOOLEAN NOT NULL,
+        signals TEXT NOT NULL, PRIMARY KEY (target, started_at))""",
+    """CREATE TABLE IF NOT EXISTS watch_targets (
+        target TEXT PRIMARY KEY, display TEXT NOT NULL, facts TEXT NOT NULL, updated_at TIMESTAMPTZ NOT NULL)""",
+)
+
+
+class StoredPass(BaseModel):
+    """One pass (resolution 0) or one bucket of merged passes: its span ended at `at` and covered `seconds`."""
+
+    target: str
+    resolution: int = Field(
+        0, description="0: a raw pass; else the seconds of the bucket it summarises"
+    )
+    at: datetime
+    seconds: float
+    body: str = Field(
+        description="the pass's evidence as JSON (operators/watch/passes.py PassBody)"
+    )
+
+
+class Gap(BaseModel):
+    """A stretch in which the watcher could not sample the target: from its last pass to its next one."""
+
+    target: str
+    started_at: datetime
+    ended_at: datetime
+    reason: str
+
+
+class IncidentSignal(BaseModel):
+    """A signal an incident found abnormal: the target's usual level, the farthest it went, how far in robust units."""
+
+    name: str
+    baseline_median: float
+    peak: float
+    z: float
+
+
+class Incident(BaseModel):
+    """A stretch in which the target left its own recent behaviour (roles/watching.py: detected as it happens)."""
+
+    target: str
+    started_at: datetime
+    ended_at: datetime = Field(description="the end of its last abnormal pass (so far, while open)")
+    closed: bool = False
+    signals: list[IncidentSignal] = Field(default_factory=list, description="strongest first")
+
+
+class WatchedTarget(BaseModel):
+    """What the watcher knows of a target between passes: its password-free display and its facts (JSON)."""
+
+    target: str
+    display: str
+    facts: str = Field(
+        description="settings, cores, memory and version as JSON (operators/watch/passes.py TargetFacts)"
+    )
+    updated_at: datetime
+
+
+class SampleStore:
+    """The watcher's tables on one store backend; every method is one short transaction."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        with backend.session() as session:
+            backend.lock_schema(session)
+            for statement in SCHEMA:
+                session.run(statement)
+
+    @property
+    def location(self) -> str:
+        return self.backend.location
+
+    def record(
+        self,
+        passes: Iterable[StoredPass],
+        gaps: Iterable[Gap] = (),
+        texts: dict[tuple[str, str], str] | None = None,
+        targets: Iterable[WatchedTarget] = (),
+        incidents: Iterable[Incident] = (),
+    ) -> None:
+        """Keep one sampling round: its passes, the gaps and incidents opened, extended or closed, new texts, changed target facts."""
+        with self.backend.session() as session:
+            for p in passes:
+                session.run(
+                    "DELETE FROM watch_passes WHERE target = ? AND resolution = ? AND ended_at = ?",
+                    [p.target, p.resolution, p.at],
+                )
+                session.run(
+                    "INSERT INTO watch_passes VALUES (?, ?, ?, ?, ?)",
+                    [p.target, p.resolution, p.at, p.seconds, p.body],
+                )
+            for g in gaps:
+                session.run(
+                    "DELETE FROM watch_gaps WHERE target = ? AND started_at = ?",
+                    [g.target, g.started_at],
+                )
+                session.run(
+                    "INSERT INTO watch_gaps VALUES (?, ?, ?, ?)",
+                    [g.target, g.started_at, g.ended_at, g.reason],
+                )
+            for (target, digest), query in (texts or {}).items():
+                session.run(
+                    "INSERT INTO watch_texts VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    [target, digest, query],
+                )
+            for i in incidents:
+                session.run(
+                    "DELETE FROM watch_incidents WHERE target = ? AND started_at = ?",
+                    [i.target, i.started_at],
+                )
+                session.run(
+                    "INSERT INTO watch_incidents VALUES (?, ?, ?, ?, ?)",
+                    [
+                        i.target,
+                        i.started_at,
+                        i.ended_at,
+                        i.closed,
+                        json.dumps([s.model_dump() for s in i.signals]),
+                    ],
+                )
+            for t in targets:
+                session.run("DELETE FROM watch_targets WHERE target = ?", [t.target])
+                session.run(
+                    "INSERT INTO watch_targets VALUES (?, ?, ?, ?)",
+                    [t.target, t.display, t.facts, t.updated_at],
+                )
+
+    def passes(
+        self, target: str, resolution: int, after: datetime, until: datetime
+    ) -> list[StoredPass]:
+        """The target's passes at `resolution` whose span ended in (after, until], oldest first."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT target, resolution, ended_at, seconds, body FROM watch_passes WHERE target = ? AND resolution = ?"
+                " AND ended_at > ? AND ended_at <= ? ORDER BY ended_at",
+                [target, resolution, after, until],
+            )
+        return [
+            StoredPass(target=r[0], resolution=r[1], at=utc(r[2]), seconds=r[3], body=r[4])
+            for r in rows
+        ]
+
+    def latest(self, target: str, resolution: int) -> datetime | None:
+        """When the target's latest pass at `resolution` ended, or None."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT max(ended_at) FROM watch_passes WHERE target = ? AND resolution = ?",
+                [target, resolution],
+            )
+        return utc(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def resolutions(self, target: str) -> list[int]:
+        """The resolutions the store holds passes of the target at, finest first."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT DISTINCT resolution FROM watch_passes WHERE target = ? ORDER BY resolution",
+                [target],
+            )
+        return [int(r[0]) for r in rows]
+
+    def earliest(self, target: str, resolution: int) -> datetime | None:
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT min(ended_at) FROM watch_passes WHERE target = ? AND resolution = ?",
+                [target, resolution],
+            )
+        return utc(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def gaps(self, target: str, after: datetime, until: datetime) -> list[Gap]:
+        """The target's gaps that overlap (after, until], oldest first."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT target, started_at, ended_at, reason FROM watch_gaps WHERE target = ? AND ended_at > ?"
+                " AND started_at <= ? ORDER BY started_at",
+                [target, after, until],
+            )
+        return [
+            Gap(target=r[0], started_at=utc(r[1]), ended_at=utc(r[2]), reason=r[3]) for r in rows
+        ]
+
+    def incidents(self, target: str, since: datetime) -> list[Incident]:
+        """The target's incidents that ended after `since`, oldest first."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT target, started_at, ended_at, closed, signals FROM watch_incidents WHERE target = ?"
+                " AND ended_at > ? ORDER BY started_at",
+                [target, since],
+            )
+        return [
+            Incident(
+                target=r[0],
+                started_at=utc(r[1]),
+                ended_at=utc(r[2]),
+                closed=r[3],
+                signals=[IncidentSignal.model_validate(s) for s in json.loads(r[4])],
+            )
+            for r in rows
+        ]
+
+    def texts(self, target: str, digests: Iterable[str]) -> dict[str, str]:
+        """Query texts by digest (those the store has)."""
+        wanted = sorted(set(digests))
+        if not wanted:
+            return {}
+        with self.backend.session() as session:
+            rows = session.run(
+                f"SELECT digest, query FROM watch_texts WHERE target = ? AND digest IN ({', '.join('?' for _ in wanted)})",
+                [target, *wanted],
+            )
+        return {str(digest): str(query) for digest, query in rows}
+
+    def watched(self, target: str) -> WatchedTarget | None:
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT target, display, facts, updated_at FROM watch_targets WHERE target = ?",
+                [target],
+            )
+        if not rows:
+            return None
+        return WatchedTarget(
+            target=rows[0][0], display=rows[0][1], facts=rows[0][2], updated_at=utc(rows[0][3])
+        )
+
+    def identity_of(self, display: str) -> str | None:
+        """The identity last recorded for a display (a target that does not answer cannot be asked for it)."""
+        with self.backend.session() as session:
+            rows = session.run(
+                "SELECT target FROM watch_targets WHERE display = ? ORDER BY updated_at DESC LIMIT 1",
+                [display],
+            )
+        return rows[0][0] if rows else None
+
+    def replace(
+        self,
+        target: str,
+        resolution: int,
+        after: datetime,
+        until: datetime,
+        merged: Iterable[StoredPass],
+    ) -> None:
+        """Put `merged` (rollups) in place of whatever the target had at `resolution` in (after, until], in one transaction."""
+        with self.backend.session() as session:
+            session.run(
+                "DELETE FROM watch_passes WHERE target = ? AND resolution = ? AND ended_at > ? AND ended_at <= ?",
+                [target, resolution, after, until],
+            )
+            for p in merged:
+                session.run(
+                    "INSERT INTO watch_passes VALUES (?, ?, ?, ?, ?)",
+                    [p.target, p.resolution, p.at, p.seconds, p.body],
+                )
+
+    def prune(self, target: str, resolution: int, before: datetime) -> None:
+        """Drop the target's passes at `resolution` that ended before `before`."""
+        with self.backend.session() as session:
+            session.run(
+                "DELETE FROM watch_passes WHERE target = ? AND resolution = ? AND ended_at < ?",
+                [target, resolution, before],
+            )
+
+    def prune_gaps(self, target: str, before: datetime) -> None:
+        with self.backend.session() as session:
+            session.run(
+                "DELETE FROM watch_gaps WHERE target = ? AND ended_at < ?", [target, before]
+            )
+
+
+def open_samples(url: str | None = None) -> SampleStore:
+    """The sample tables of the store at `url` (default: the store the environment names), created if missing."""
+    return SampleStore(open_store(url).backend)

@@ -1,0 +1,201 @@
+"""What one sampling pass of the watcher keeps, how passes merge, and how stored passes become a diagnosis window.
+
+A pass holds per-second rates over its span (the counters of operators/diagnose/sampler.py, and
+the session gauges of its one pg_stat_activity read), the tally of that read (waits, blocked
+sessions, running statements by text digest), and the statements and busiest tables with their
+counters per second. Merging passes (downsampling, or an interval) weights every rate by the
+seconds it spans, sums the tallies, and keeps the latest sizes; so a one-minute bucket is the
+minute's mean rates and a diagnosis window built from buckets has one value per bucket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from dbcrew.store.samples import StoredPass
+from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+
+TOP_STATEMENTS = 20  # statements kept per pass (by execution time in its span); the rest are noise for a diagnosis
+TOP_TABLES = 10  # tables kept per pass (by rows read and written)
+TOP_RUNNING = 10  # running statement texts kept per pass
+MAX_BLOCKED = 20
+SIGNIFICANT_DIGITS = 6  # rates are estimates: more digits are bytes, not information
+
+
+def digest(text: str) -> str:
+    """A query text's key in the store's text table (the text itself is kept once per target)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def rounded(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+class StatementRate(BaseModel):
+    """One pg_stat_statements entry (queryid, userid) over a pass: counters per second, its text by digest."""
+
+    queryid: int
+    userid: int
+    digest: str
+    calls: float
+    total_exec_time_ms: float
+    rows: float
+    shared_blks_read: float = 0.0
+    temp_blks_written: float = 0.0
+
+
+RATE_FIELDS = ("calls", "total_exec_time_ms", "rows", "shared_blks_read", "temp_blks_written")
+TABLE_COUNTERS = ("seq_scan", "seq_tup_read", "idx_scan", "n_tup_ins", "n_tup_upd", "n_tup_del")
+
+
+class TargetFacts(BaseModel):
+    """What a diagnosis window needs of the target besides its rates: kept per target, refreshed on each connection."""
+
+    settings: dict[str, str] = Field(default_factory=dict)
+    cpu_count: int | None = None
+    memory_total_bytes: int | None = None
+    server_version_num: int = 0
+
+
+class PassBody(BaseModel):
+    """One pass, or a merge of passes. Tables carry counters per second and their sizes at the end.
+
+    Stored with its defaults and its zero rates left out (`as_stored`): most of a quiet pass is zeros.
+    """
+
+    rates: dict[str, float] = Field(default_factory=dict)
+    waits: dict[str, int] = Field(default_factory=dict)
+    session_samples: int = 0
+    flusher_idle_between: int = 0
+    blocked: list[BlockedSession] = Field(default_factory=list)
+    running: dict[str, int] = Field(
+        default_factory=dict, description="digest of an active session's query text -> samples"
+    )
+    statements: list[StatementRate] = Field(default_factory=list)
+    tables: list[TableDelta] = Field(default_factory=list)
+    reconnects: int = Field(
+        0,
+        description="times the server ended the watcher's session and the pass resumed on a new one",
+    )
+    passes: int = Field(1, description="raw passes merged into this one")
+
+
+def as_stored(body: PassBody) -> str:
+    """The JSON the store keeps of a body: its defaults left out (they come back when it is read)."""
+    return body.model_dump_json(exclude_defaults=True)
+
+
+def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
+    """Passes (each with the seconds it spans) as one: rates weighted by seconds, tallies summed, latest sizes kept."""
+    total = sum(seconds for seconds, _ in parts) or 1.0
+    rates: defaultdict[str, float] = defaultdict(float)
+    statements: dict[tuple[int, int], dict[str, float]] = {}
+    digests: dict[tuple[int, int], str] = {}
+    tables: dict[str, dict[str, float]] = {}
+    sizes: dict[str, TableDelta] = {}
+    out = PassBody(passes=0)
+    waits: Counter[str] = Counter()
+    running: Counter[str] = Counter()
+    blocked: dict[tuple[int, int], BlockedSession] = {}
+    for seconds, body in parts:
+        for name, value in body.rates.items():
+            rates[name] += value * seconds
+        waits.update(body.waits)
+        running.update(body.running)
+        out.session_samples += body.session_samples
+        out.flusher_idle_between += body.flusher_idle_between
+        out.reconnects += body.reconnects
+        out.passes += body.passes
+        for b in body.blocked:
+            blocked[(b.pid, b.blocker_pid)] = b
+        for s in body.statements:
+            key = (s.queryid, s.userid)
+            digests[key] = s.digest
+            sums = statements.setdefault(key, dict.fromkeys(RATE_FIELDS, 0.0))
+            for f in RATE_FIELDS:
+                sums[f] += getattr(s, f) * seconds
+        for t in body.tables:
+            sums = tables.setdefault(t.name, dict.fromkeys(TABLE_COUNTERS, 0.0))
+            for f in TABLE_COUNTERS:
+                sums[f] += getattr(t, f) * seconds
+            sizes[t.name] = t
+    out.rates = {name: rounded(v / total) for name, v in rates.items() if v}
+    out.waits, out.running = dict(waits), dict(running.most_common(TOP_RUNNING))
+    out.blocked = list(blocked.values())[-MAX_BLOCKED:]
+    out.statements = sorted(
+        (
+            StatementRate(
+                queryid=q,
+                userid=u,
+                digest=digests[(q, u)],
+                **{f: rounded(v / total) for f, v in sums.items()},
+            )
+            for (q, u), sums in statements.items()
+        ),
+        key=lambda s: -s.total_exec_time_ms,
+    )[:TOP_STATEMENTS]
+    busiest = sorted(tables.items(), key=lambda kv: -sum(kv[1].values()))[:TOP_TABLES]
+    out.tables = [
+        sizes[name].model_copy(update={f: rounded(v / total) for f, v in sums.items()})
+        for name, sums in busiest
+    ]
+    return out
+
+
+def bodies(passes: Iterable[StoredPass]) -> list[tuple[float, PassBody]]:
+    return [(p.seconds, PassBody.model_validate_json(p.body)) for p in passes]
+
+
+def window_of(
+    passes: list[StoredPass], texts: dict[str, str], facts: TargetFacts, started_at: datetime
+) -> WindowEvidence:
+    """The diagnosis window of stored passes: one series value per pass, statements and tables as deltas over all of them.
+
+    A statement whose text the store does not have (it never does for a digest it did not keep) is
+    left out: a diagnosis cannot EXPLAIN or name what it cannot read.
+    """
+    parts = bodies(passes)
+    whole = merge(parts)
+    names = sorted({name for _seconds, body in parts for name in body.rates})
+    series = {
+        name: [body.rates.get(name, 0.0) for _seconds, body in parts] for name in names
+    }  # a rate left out is zero
+    seconds = sum(s for s, _ in parts)
+    statements = [
+        StatementDelta(
+            queryid=s.queryid,
+            userid=s.userid,
+            query=texts[s.digest],
+            **{f: getattr(s, f) * seconds for f in RATE_FIELDS},
+        )
+        for s in whole.statements
+        if s.digest in texts
+    ]
+    tables = [
+        t.model_copy(update={f: getattr(t, f) * seconds for f in TABLE_COUNTERS})
+        for t in whole.tables
+    ]
+    spans = sorted(s for s, _ in parts)
+    return WindowEvidence(
+        started_at=started_at.timestamp(),
+        seconds=seconds,
+        interval=spans[len(spans) // 2] if spans else 0.0,
+        series=series,
+        waits=whole.waits,
+        session_samples=whole.session_samples,
+        flusher_idle_between=whole.flusher_idle_between,
+        blocked=whole.blocked,
+        statements=statements,
+        tables=tables,
+        settings=facts.settings,
+        running={texts[d]: n for d, n in whole.running.items() if d in texts},
+        cpu_count=facts.cpu_count,
+        memory_total_bytes=facts.memory_total_bytes,
+        server_version_num=facts.server_version_num,
+        reconnects=whole.reconnects,
+    )

@@ -1,0 +1,344 @@
+"""The watcher: every N seconds, one sampling pass over many targets into the store, in one long-lived loop.
+
+Between reviews nothing else looks at a database, so an anomaly that starts and ends on its own
+leaves no trace unless something samples it while it runs. The watcher samples each target's cheap
+read-only counters (operators/watch/sampling.py) every `every` seconds (15 by default), all targets
+of a round at once on a bounded thread pool, and stores each pass as per-second rates in the shared
+store (dbcrew/store/samples.py), where a diagnosis of a past interval reads them. It is one plain
+loop: no Prefect flow run or task run per sample, so the orchestrator's load does not grow with the
+sampling rate (a deployment runs the loop as one long-lived flow run).
+
+A target that does not answer is a gap, not a crash: the gap (from the last pass to the next one,
+with the reason) is stored and logged once when it opens and once when it closes, and the loop
+goes on with the other targets, connecting again at the next round. A server that restarted
+between two passes is a gap too (its counters started again: no rate spans it); a session the
+server ended (pg_terminate_backend) is resumed within the pass on a new one, and the pass says so.
+
+Each stored pass also goes to the target's incident detector (operators/watch/incidents.py: robust
+z-scores against the target's own last hour, with hysteresis); an incident is stored when it opens,
+while it grows and when it closes, and logged when it opens and closes.
+
+Retention and downsampling, applied by the watcher once a minute, so a target's rows are bounded
+whatever runs for how long:
+- raw passes (one per round) are kept for 2 days;
+- 1-minute buckets (the minute's passes merged: rates weighted by the seconds they span, session
+  tallies summed, the heaviest statements and busiest tables kept) for 14 days;
+- 1-hour buckets (merged from the minutes) for 90 days, and the gaps as long.
+A bucket is written once its period is over; a diagnosis reads the finest resolution that still
+covers the start of its interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+from pydantic import BaseModel, Field
+
+from dbcrew import stopping
+from dbcrew.errors import TargetError
+from dbcrew.redact import redact
+from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
+from dbcrew.targets import PostgresTarget
+from dbcrew.targets.postgres import first_line
+from operators.watch.incidents import HISTORY, Detector
+from operators.watch.passes import as_stored, bodies, merge
+from operators.watch.sampling import Connected, Sampled, TargetWatch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EVERY = 15.0
+DEFAULT_CONCURRENCY = (
+    8  # targets sampled at once: each pass is a few milliseconds of the target's time and of ours
+)
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One resolution of the stored passes (0: raw) and how long it is kept."""
+
+    resolution: int
+    keep: timedelta
+
+
+TIERS = (Tier(0, timedelta(days=2)), Tier(60, timedelta(days=14)), Tier(3600, timedelta(days=90)))
+GAPS_KEPT = timedelta(days=90)
+MAINTENANCE_EVERY = 60.0  # seconds between two applications of the retention policy
+
+
+class TargetOutcome(BaseModel):
+    """What one round did for one target."""
+
+    display: str
+    identity: str
+    stored: bool = Field(
+        False,
+        description="a pass was stored (False on the first readings after connecting, a restart or a gap)",
+    )
+    gap: str = Field(
+        "", description="why the target could not be sampled this round; empty when it was"
+    )
+    rates: dict[str, float] = Field(default_factory=dict)
+    reconnects: int = 0
+    incident: Incident | None = Field(
+        None, description="the incident this round opened, extended or closed"
+    )
+
+
+class RoundReport(BaseModel):
+    at: datetime
+    took_seconds: float
+    outcomes: list[TargetOutcome]
+
+
+@dataclass
+class Watched:
+    """One target's watch between rounds: its sampling state, its identity in the store, its open gap."""
+
+    watch: TargetWatch
+    identity: str
+    last_stored: datetime | None = None
+    gap: Gap | None = None
+    recorded_for: Connected | None = (
+        None  # the connection whose facts (settings, cores) the store holds
+    )
+    detector: Detector | None = None
+
+
+class Watcher:
+    """Samples `targets` every `every` seconds into `store` until asked to stop (dbcrew.stopping)."""
+
+    def __init__(
+        self,
+        targets: list[PostgresTarget],
+        store: SampleStore,
+        every: float = DEFAULT_EVERY,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ):
+        self.store = store
+        self.every = every
+        self.concurrency = max(1, min(concurrency, len(targets)))
+        self.watched = [
+            Watched(watch=TargetWatch(t), identity=store.identity_of(t.display) or t.display)
+            for t in targets
+        ]
+        self._maintained = 0.0
+
+    def run(
+        self,
+        on_round: Callable[[RoundReport], None] = lambda _r: None,
+        rounds: int | None = None,
+        pause: Callable[[float], bool] = stopping.pause,
+    ) -> None:
+        """Round after round, one every `every` seconds (a round that overruns skips the ticks it missed), until `rounds`
+        are done or `pause` (how the loop waits for the next round) returns True: by default, when the process is asked to stop."""
+        with ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix="dbcrew-watch"
+        ) as pool:
+            started = time.monotonic()
+            done = 0
+            try:
+                while rounds is None or done < rounds:
+                    on_round(self.sample_round(pool))
+                    done += 1
+                    now = time.monotonic()
+                    if now - self._maintained >= MAINTENANCE_EVERY:
+                        self.maintain(datetime.now(UTC))
+                        self._maintained = now
+                    ticks = int((now - started) / self.every) + 1
+                    if (rounds is not None and done >= rounds) or pause(
+                        started + ticks * self.every - time.monotonic()
+                    ):
+                        return
+            finally:
+                for w in self.watched:
+                    w.watch.close()
+
+    def sample_round(self, pool: ThreadPoolExecutor) -> RoundReport:
+        """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one transaction."""
+        began = time.monotonic()
+        results = list(pool.map(_sample, [w.watch for w in self.watched]))
+        at = datetime.now(UTC)
+        passes, gaps, texts, facts, outcomes, incidents = [], [], {}, [], [], []
+        for w, result in zip(self.watched, results, strict=True):
+            connected = w.watch.connected
+            if (
+                isinstance(result, Sampled)
+                and connected is not None
+                and connected is not w.recorded_for
+            ):
+                w.identity, w.recorded_for = (
+                    connected.brief.identity(w.watch.target.address),
+                    connected,
+                )
+                facts.append(
+                    WatchedTarget(
+                        target=w.identity,
+                        display=w.watch.target.display,
+                        facts=connected.facts.model_dump_json(),
+                        updated_at=at,
+                    )
+                )
+                if w.detector is None or w.detector.target != w.identity:
+                    w.detector = self._detector(w.identity, at)
+            outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity)
+            gap = self._gap_after(w, result, at)
+            if gap is not None:
+                gaps.append(gap)
+            if isinstance(result, Sampled) and result.body is not None:
+                passes.append(
+                    StoredPass(
+                        target=w.identity,
+                        at=at,
+                        seconds=result.seconds,
+                        body=as_stored(result.body),
+                    )
+                )
+                texts.update({(w.identity, d): q for d, q in result.texts.items()})
+                outcome = outcome.model_copy(
+                    update={
+                        "stored": True,
+                        "rates": result.body.rates,
+                        "reconnects": result.body.reconnects,
+                    }
+                )
+                w.last_stored = at
+                if w.detector is not None:
+                    was_open = w.detector.incident is not None
+                    found = w.detector.observe(at, result.seconds, result.body.rates)
+                    if found is not None:
+                        incidents.append(found.model_copy(deep=True))
+                        outcome = outcome.model_copy(update={"incident": incidents[-1]})
+                        _log_incident(w.watch.target.display, incidents[-1], opened=not was_open)
+            elif not isinstance(result, Sampled):
+                outcome = outcome.model_copy(update={"gap": result})
+            outcomes.append(outcome)
+        self.store.record(passes, gaps, texts, facts, incidents)
+        for w, result in zip(self.watched, results, strict=True):
+            if isinstance(result, Sampled):
+                w.watch.stored_texts(result.texts)
+        return RoundReport(at=at, took_seconds=time.monotonic() - began, outcomes=outcomes)
+
+    def _detector(self, identity: str, now: datetime) -> Detector:
+        """A detector for the target, knowing its recent passes from the store (a restarted watcher need not learn again)."""
+        detector = Detector(identity)
+        recent = self.store.passes(identity, 0, now - timedelta(hours=1), now)[-HISTORY:]
+        detector.history.extend(body.rates for _seconds, body in bodies(recent))
+        return detector
+
+    def _gap_after(self, w: Watched, result: Sampled | str, at: datetime) -> Gap | None:
+        """The gap to store after this round, if any: opened (or extended) by a failure or a restart, closed by a stored pass."""
+        if isinstance(result, str) or result.restarted:
+            reason = (
+                result
+                if isinstance(result, str)
+                else "the server restarted: its counters started again"
+            )
+            if w.gap is None:
+                w.gap = Gap(
+                    target=w.identity, started_at=w.last_stored or at, ended_at=at, reason=reason
+                )
+                log.warning(
+                    "watch: %s: no samples since %s: %s",
+                    w.watch.target.display,
+                    f"{w.gap.started_at:%H:%M:%S}",
+                    reason,
+                )
+            else:
+                w.gap = w.gap.model_copy(update={"ended_at": at})
+            return w.gap
+        if w.gap is not None and not isinstance(result, str) and result.body is not None:
+            closed, w.gap = w.gap.model_copy(update={"ended_at": at}), None
+            log.warning(
+                "watch: %s: samples resumed after %.0f s",
+                w.watch.target.display,
+                (at - closed.started_at).total_seconds(),
+            )
+            return closed
+        return None
+
+    def maintain(self, now: datetime) -> None:
+        """The retention policy, for every watched target."""
+        for identity in dict.fromkeys(w.identity for w in self.watched):
+            apply_retention(self.store, identity, now)
+
+
+def apply_retention(store: SampleStore, target: str, now: datetime) -> None:
+    """Merge the complete buckets from the next finer resolution, then drop what outlived its tier."""
+    downsample(store, target, now)
+    for tier in TIERS:
+        store.prune(target, tier.resolution, now - tier.keep)
+    store.prune_gaps(target, now - GAPS_KEPT)
+
+
+def downsample(store: SampleStore, target: str, now: datetime) -> None:
+    """For each tier after the first: the buckets that ended since its latest one, merged from the finer tier's passes."""
+    for fine, coarse in itertools.pairwise(TIERS):
+        size = coarse.resolution
+        # From the end of the latest bucket; with none yet, from the start of the bucket holding the oldest pass.
+        first = store.latest(target, size)
+        if first is None:
+            earliest = store.earliest(target, fine.resolution)
+            if earliest is None:
+                continue
+            first = _ceil(earliest, size) - timedelta(seconds=size)
+        until = _floor(now, size)
+        if until <= first:
+            continue
+        buckets: dict[datetime, list[StoredPass]] = {}
+        for p in store.passes(target, fine.resolution, first, until):
+            buckets.setdefault(_ceil(p.at, size), []).append(p)
+        merged = [
+            StoredPass(
+                target=target,
+                resolution=size,
+                at=end,
+                seconds=sum(p.seconds for p in group),
+                body=as_stored(merge(bodies(group))),
+            )
+            for end, group in sorted(buckets.items())
+        ]
+        store.replace(target, size, first, until, merged)
+
+
+def _floor(moment: datetime, size: int) -> datetime:
+    return datetime.fromtimestamp(moment.timestamp() // size * size, UTC)
+
+
+def _ceil(moment: datetime, size: int) -> datetime:
+    floor = _floor(moment, size)
+    return floor if floor == moment else floor + timedelta(seconds=size)
+
+
+def _log_incident(display: str, incident: Incident, opened: bool) -> None:
+    """One line when an incident opens and one when it closes (none for the passes in between)."""
+    signals = ", ".join(
+        f"{s.name} {s.baseline_median:.4g} -> {s.peak:.4g}" for s in incident.signals[:3]
+    )
+    if opened:
+        log.warning(
+            "watch: %s: incident since %s: %s", display, f"{incident.started_at:%H:%M:%S}", signals
+        )
+    elif incident.closed:
+        log.warning(
+            "watch: %s: incident from %s to %s over: %s",
+            display,
+            f"{incident.started_at:%H:%M:%S}",
+            f"{incident.ended_at:%H:%M:%S}",
+            signals,
+        )
+
+
+def _sample(watch: TargetWatch) -> Sampled | str:
+    """One target's pass, or why it could not be read (its session is then dropped: the next round connects anew)."""
+    try:
+        return watch.sample()
+    except (TargetError, psycopg.Error) as exc:
+        watch.close()
+        return redact(first_line(exc))

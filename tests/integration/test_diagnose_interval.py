@@ -1,0 +1,147 @@
+"""Diagnosis of a past interval on a real PostgreSQL: watched, an anomaly injected and stopped, then diagnosed after it ended.
+
+The watcher samples the server every second (a short interval keeps the test short) while it is
+quiet, then while an injection (bench/injections.py) runs, then after it stopped; the diagnosis
+runs once the anomaly is over, from the stored samples alone, on the same review path as a live
+one, and names the injected cause. The watcher detected the anomaly as an incident while it ran
+(and none while the server was quiet), and `dbcrew incidents` lists it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bench import injections
+from bench.diagnose import DiagnosisServer
+from dbcrew.models import Report
+from dbcrew.models.interval import PastInterval
+from dbcrew.settings import Settings
+from dbcrew.store.samples import open_samples
+from dbcrew.targets import parse_target
+from flows.phases import PlainPhases
+from flows.review import review
+from roles.crew.run import RunContext
+from roles.watching import RoundReport, Watcher
+
+EVERY = 1.0
+QUIET_ROUNDS = 8  # passes before the anomaly: the baseline
+ANOMALY_SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DiagnosisServer]:
+    started = DiagnosisServer.start(tmp_path_factory.mktemp("interval"), baseline_seconds=1.0)
+    yield started
+    started.stop()
+
+
+def watch_an_anomaly(server: DiagnosisServer, cause: str) -> tuple[PastInterval, str]:
+    """Watch the server quiet, then under `cause`, then quiet again; the interval the anomaly ran in full, the target's identity."""
+    rounds: list[RoundReport] = []
+    quiet, stop = threading.Event(), threading.Event()
+
+    def counted(report: RoundReport) -> None:
+        rounds.append(report)
+        if len(rounds) >= QUIET_ROUNDS:
+            quiet.set()
+
+    watcher = Watcher([parse_target(server.dsn)], open_samples(), every=EVERY)
+    thread = threading.Thread(
+        target=watcher.run, kwargs={"on_round": counted, "pause": stop.wait}, daemon=True
+    )
+    thread.start()
+    try:
+        assert quiet.wait(timeout=120)
+        with injections.injected(server.dsn, [cause], warmup=1.0):
+            start = datetime.now(UTC)
+            time.sleep(ANOMALY_SECONDS)
+            end = datetime.now(UTC)
+        time.sleep(6 * EVERY)  # the watch goes on after the anomaly ended: the incident closes
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert all(o.stored and not o.gap for r in rounds[1:] for o in r.outcomes)
+    return PastInterval(start=start, end=end), rounds[-1].outcomes[0].identity
+
+
+def diagnose(server: DiagnosisServer, interval: PastInterval, out: Path) -> Report:
+    run = RunContext(
+        target=parse_target(server.dsn),
+        scenario="diagnose",
+        interval=interval,
+        out_dir=out,
+        settings=Settings(alert="queries were slow last night"),
+    )
+    return review(run, PlainPhases)
+
+
+@pytest.mark.parametrize("cause", ["lock_contention", "workload_many_inserts", "index_missing"])
+def test_a_past_anomaly_is_diagnosed_from_the_stored_samples(
+    server: DiagnosisServer, cause: str, tmp_path: Path
+) -> None:
+    interval, identity = watch_an_anomaly(server, cause)
+    (incident,) = open_samples().incidents(identity, interval.start - timedelta(hours=1))
+    assert incident.closed and incident.signals, (
+        "detected as it happened, over once it ended; none while quiet"
+    )
+    assert incident.started_at <= interval.start + timedelta(
+        seconds=2 * EVERY
+    ) and incident.ended_at >= interval.end - timedelta(seconds=2 * EVERY)
+    report = diagnose(server, interval, tmp_path / "report")
+    found = [rc.code for rc in report.root_causes]
+    assert cause in found, (
+        f"{cause} not among {found}: {report.diagnosis.process if report.diagnosis else ''}"
+    )
+    assert report.interval == interval and report.schema_version == 1
+    assert (
+        report.diagnosis is not None and "the past interval" in report.diagnosis.anomaly_description
+    )
+    assert "the watcher's samples of the" in report.diagnosis.anomaly_description, (
+        "the baseline is the target's own samples before"
+    )
+    unseen = {c.check: c.reason for c in report.coverage}
+    assert (
+        "plans are EXPLAINed now" in unseen["statement_plans"]
+        and "between two samples" in unseen["ended_sessions"]
+    )
+    saved = Report.model_validate_json((tmp_path / "report" / "report.json").read_text())
+    assert saved.interval == interval
+
+
+def test_dbcrew_incidents_lists_what_the_watcher_detected(server: DiagnosisServer) -> None:
+    interval, _identity = watch_an_anomaly(server, "lock_contention")
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "incidents", server.dsn, "--json", "--since", "-10m"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert result.returncode == 0, result.stderr
+    (listed,) = json.loads(result.stdout)
+    assert listed["closed"] and "act.wait_lock" in [s["name"] for s in listed["signals"]]
+    assert datetime.fromisoformat(listed["started_at"]) <= interval.start + timedelta(
+        seconds=2 * EVERY
+    )
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli", "incidents", server.dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert (
+        shown.returncode == 0
+        and "act.wait_lock" in shown.stdout
+        and len(shown.stdout.strip().splitlines()) == 1
+    )

@@ -1,0 +1,226 @@
+"""The watcher on a real PostgreSQL, its samples in a real store (a DuckDB file, and a PostgreSQL database).
+
+A load runs beside the watcher and its rates, statements and tables land in the store; the server
+stopped and started again mid-watch is a stored gap that closes when samples resume; a session an
+administrator ends is resumed within the pass; the retention policy merges passes into minute and
+hour buckets and drops what outlived its tier.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from dbcrew.store.samples import SampleStore, StoredPass, open_samples
+from dbcrew.targets import parse_target
+from lab.embedded import EmbeddedPostgres
+from operators.watch.passes import PassBody
+from roles.watching import RoundReport, Watcher, apply_retention
+
+EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double
+LOAD = "INSERT INTO watched_log (v) SELECT g FROM generate_series(1, 50) g"
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """The watched server (and the PostgreSQL store's); this module's own: a test stops and starts it."""
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("watch-pg") / "data").start()
+    server.psql("CREATE DATABASE watched;")
+    server.psql(
+        "CREATE EXTENSION pg_stat_statements; CREATE TABLE watched_log (id bigserial PRIMARY KEY, v int);",
+        "watched",
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def store_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    """A second server for the PostgreSQL store, so stopping the watched one leaves the store up."""
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("watch-store") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def store(
+    request: pytest.FixtureRequest, store_pg: EmbeddedPostgres, tmp_path: Path
+) -> SampleStore:
+    if request.param == "duckdb":
+        return open_samples(str(tmp_path / "store.duckdb"))
+    name = f"store_{uuid.uuid4().hex[:8]}"
+    store_pg.psql(f"CREATE DATABASE {name};")
+    return open_samples(store_pg.dsn(name))
+
+
+def _insert_load(dsn: str, stop: threading.Event) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            conn.execute(LOAD)
+            stop.wait(0.01)
+
+
+def _passes(store: SampleStore, identity: str) -> list[StoredPass]:
+    return store.passes(identity, 0, datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC))
+
+
+def test_a_load_lands_in_the_store_as_rates_statements_and_tables(
+    pg: EmbeddedPostgres, store: SampleStore
+) -> None:
+    dsn = pg.dsn("watched")
+    stop = threading.Event()
+    load = threading.Thread(target=_insert_load, args=(dsn, stop), daemon=True)
+    load.start()
+    rounds: list[RoundReport] = []
+    try:
+        Watcher([parse_target(dsn)], store, every=EVERY).run(rounds.append, rounds=6)
+    finally:
+        stop.set()
+        load.join(timeout=30)
+    assert [o.stored for r in rounds for o in r.outcomes] == [False] + [True] * 5, (
+        "the first pass only takes readings"
+    )
+    identity = rounds[-1].outcomes[0].identity
+    assert identity.endswith("/watched") and identity != parse_target(dsn).display, (
+        "keyed by the cluster's identity"
+    )
+    stored = _passes(store, identity)
+    assert len(stored) == 5 and all(0 < p.seconds < 5 for p in stored)
+    bodies = [PassBody.model_validate_json(p.body) for p in stored]
+    assert sum(b.rates.get("db.tup_inserted", 0.0) for b in bodies) / len(bodies) > 100, (
+        "inserted rows per second"
+    )
+    assert [b.session_samples for b in bodies] == [1] * 5, "one pg_stat_activity read per pass"
+    statement = max((s for b in bodies for s in b.statements), key=lambda s: s.calls)
+    assert store.texts(identity, [statement.digest]) == {
+        statement.digest: LOAD.replace("1, 50", "$1, $2")
+    }, "kept once, by digest"
+    assert any(
+        t.name == "public.watched_log" and t.n_tup_ins > 100 for b in bodies for t in b.tables
+    )
+    assert (
+        store.watched(identity) is not None
+        and store.gaps(identity, stored[0].at - timedelta(hours=1), datetime.now(UTC)) == []
+    )
+
+
+def test_an_ended_session_is_resumed_within_the_pass(pg: EmbeddedPostgres, tmp_path: Path) -> None:
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    rounds: list[RoundReport] = []
+
+    def end_watcher_session(report: RoundReport) -> None:
+        rounds.append(report)
+        if len(rounds) == 3:
+            with psycopg.connect(pg.dsn("watched"), autocommit=True) as admin:
+                ended = admin.execute(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'dbcrew' AND datname = 'watched') t"
+                ).fetchone()
+            assert ended == (1,)
+
+    Watcher([parse_target(pg.dsn("watched"))], store, every=EVERY).run(
+        end_watcher_session, rounds=6
+    )
+    outcomes = [r.outcomes[0] for r in rounds]
+    assert [o.stored for o in outcomes] == [False] + [True] * 5 and all(not o.gap for o in outcomes)
+    assert [o.reconnects for o in outcomes[3:]] == [1, 0, 0], (
+        "the pass after the kill resumed on a new session, and says so"
+    )
+    assert len(_passes(store, outcomes[0].identity)) == 5
+
+
+def test_a_stopped_server_is_a_gap_and_the_watch_resumes_after_its_restart(
+    pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    rounds: list[RoundReport] = []
+
+    def outage(report: RoundReport) -> None:
+        rounds.append(report)
+        if len(rounds) == 3:
+            pg.stop()
+        elif len(rounds) == 6:
+            pg.start()
+
+    Watcher([parse_target(pg.dsn("watched"))], store, every=EVERY).run(outage, rounds=9)
+    outcomes = [r.outcomes[0] for r in rounds]
+    assert [o.stored for o in outcomes] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert all(o.gap for o in outcomes[3:6]) and not any(o.gap for o in outcomes[6:]), (
+        "unreachable: a gap, never a crash"
+    )
+    identity = outcomes[0].identity
+    stored = _passes(store, identity)
+    (gap,) = store.gaps(identity, stored[0].at - timedelta(minutes=1), datetime.now(UTC))
+    before, after = (
+        [p.at for p in stored if p.at <= gap.started_at],
+        [p.at for p in stored if p.at >= gap.ended_at],
+    )
+    assert len(before) == 2 and len(after) == 2 and len(stored) == 4, "no pass inside the gap"
+    assert gap.started_at == rounds[2].at and gap.ended_at == rounds[7].at, (
+        "from the last pass before to the first after"
+    )
+    assert "cannot connect" in gap.reason or "connection" in gap.reason
+    assert PassBody.model_validate_json(stored[2].body).rates.get("db.xact_commit", 0.0) >= 0, (
+        "no rate spans the restart"
+    )
+
+
+def _body(rate: float) -> str:
+    return PassBody(
+        rates={"db.xact_commit": rate}, waits={"CPU": 1}, session_samples=1
+    ).model_dump_json()
+
+
+def test_retention_merges_minutes_and_hours_and_drops_what_outlived_its_tier(
+    store: SampleStore,
+) -> None:
+    now = datetime(2026, 11, 25, 12, 0, 30, tzinfo=UTC)
+    old = now - timedelta(days=3)  # past the raw tier's two days
+    minute = old.replace(second=0, microsecond=0)
+    passes = [
+        StoredPass(target="t", at=minute + timedelta(seconds=10), seconds=10, body=_body(1.0)),
+        StoredPass(target="t", at=minute + timedelta(seconds=40), seconds=30, body=_body(3.0)),
+        StoredPass(
+            target="t", at=minute + timedelta(minutes=1, seconds=5), seconds=5, body=_body(7.0)
+        ),
+        StoredPass(target="t", at=now - timedelta(seconds=50), seconds=10, body=_body(2.0)),
+    ]
+    store.record(passes)
+    apply_retention(store, "t", now)
+    far = now - timedelta(days=100)
+    assert [p.at for p in store.passes("t", 0, far, now)] == [passes[-1].at], (
+        "raw passes older than two days dropped"
+    )
+    minutes = store.passes("t", 60, far, now)
+    first = PassBody.model_validate_json(minutes[0].body)
+    assert minutes[0].at == minute + timedelta(minutes=1) and minutes[0].seconds == 40
+    assert (
+        first.rates["db.xact_commit"] == 2.5 and first.session_samples == 2 and first.passes == 2
+    ), "weighted by seconds"
+    assert now - minutes[-1].at < timedelta(minutes=2), (
+        "every minute that is over, the recent one too"
+    )
+    hours = store.passes("t", 3600, far, now)
+    assert (
+        hours
+        and hours[0].at == (minute + timedelta(hours=1)).replace(minute=0)
+        and PassBody.model_validate_json(hours[0].body).passes == 3
+    )
+    apply_retention(store, "t", now)
+    assert store.passes("t", 60, far, now) == minutes, "applying the policy again changes nothing"
