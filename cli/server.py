@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import httpx
 import psutil
@@ -29,9 +29,13 @@ from cli.interrupts import end_processes
 from dbcrew.errors import UsageError
 from dbcrew.secrets import held_secrets
 
+if TYPE_CHECKING:
+    from flows.supervision import WatchSupervisor
+
 DEFAULT_PORT = 4200
 STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
 STOP_SECONDS = 15.0
+SUPERVISE_EVERY = 5.0  # seconds between two looks after the worker and the watching runs
 
 
 def api_url(port: int) -> str:
@@ -75,11 +79,9 @@ def stop_tree(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-@contextmanager
-def child(
-    args: list[str], env: dict[str, str], log: IO[bytes]
-) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(
+def spawn(args: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """A child in its own session (a Ctrl-C in the terminal reaches this command only, which stops it)."""
+    return subprocess.Popen(
         args,
         env=env,
         stdout=log,
@@ -87,10 +89,35 @@ def child(
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+@contextmanager
+def child(
+    args: list[str], env: dict[str, str], log: IO[bytes]
+) -> Iterator[subprocess.Popen[bytes]]:
+    process = spawn(args, env, log)
     try:
         yield process
     finally:
         stop_tree(process)
+
+
+class Revived:
+    """A child started again whenever it exited (the pool's worker: the watching runs live on it)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: IO[bytes]):
+        self.args, self.env, self.log = args, env, log
+        self.process = spawn(args, env, log)
+
+    def revive(self) -> int | None:
+        """Start it again if it exited; the exit code it had, or None when it was running."""
+        code = self.process.poll()
+        if code is not None:
+            self.process = spawn(self.args, self.env, self.log)
+        return code
+
+    def stop(self) -> None:
+        stop_tree(self.process)
 
 
 def wait_healthy(api: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
@@ -169,6 +196,28 @@ def worker_args(pool: str, name: str) -> list[str]:
     ]
 
 
+def supervise(worker: Revived, watching: WatchSupervisor) -> list[str]:
+    """One look after the pool: the worker started again if it exited, each watching run kept going."""
+    said = []
+    code = worker.revive()
+    if code is not None:
+        said.append(f"the worker exited with code {code}: started again")
+    try:
+        said += watching.check()
+    except httpx.HTTPError as exc:
+        said.append(
+            f"could not check the watching runs (tried again in {SUPERVISE_EVERY:g} s): {exc}"
+        )
+    return said
+
+
+def stop_watching(watching: WatchSupervisor) -> None:
+    """A planned stop: the watching runs are cancelled (no failure alert), said in one line."""
+    cancelled = watching.stop()
+    if cancelled:
+        show(line(f"watching runs cancelled: {cancelled}"))
+
+
 def stop_on_signal() -> threading.Event:
     """An event Ctrl-C or SIGTERM sets, armed before the server says it is ready: a signal that comes right
     after the ready line stops it as planned, not as an interrupted command."""
@@ -192,16 +241,18 @@ def serve(
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
+        from flows.supervision import WatchSupervisor
 
         names = deploy_inventory(inventory, pool, max_reviews)
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
-        stack.enter_context(
-            child(
-                worker_args(pool, f"dbcrew-{os.getpid()}"),
-                worker_environment(api, poll_seconds),
-                worker_log,
-            )
+        worker = Revived(
+            worker_args(pool, f"dbcrew-{os.getpid()}"),
+            worker_environment(api, poll_seconds),
+            worker_log,
         )
+        stack.callback(worker.stop)
+        watching = WatchSupervisor(inventory)
+        stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stop = stop_on_signal()
         show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
         show(
@@ -210,10 +261,18 @@ def serve(
             )
         )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
+        if watching.groups:
+            show(
+                line(f"watching: {', '.join(watching.groups)} (one run each, restarted if it dies)")
+            )
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
-        while not stop.wait(1.0):
-            pass
+        while True:
+            for said in supervise(worker, watching):
+                show(line(said))
+            sys.stdout.flush()
+            if stop.wait(SUPERVISE_EVERY):
+                break
         show(line("stopping ..."))
     show(line("stopped"))
 

@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dbcrew.errors import TargetError, UsageError
+from dbcrew.models.interval import PastInterval
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
@@ -49,6 +50,26 @@ class PasswordFromSecret(_Strict):
 PasswordSource = Literal["pgpass"] | PasswordFromEnv | PasswordFromSecret
 
 
+class WatchSettings(_Strict):
+    """`watch:` of an entry: the watcher samples the target between reviews (docs/watch.md).
+
+    Targets watched at the same interval share one long-lived watching flow run (flows/watching.py);
+    each incident it detects starts a diagnosis run of the incident's interval when `diagnose` holds.
+    """
+
+    every: float = Field(
+        15.0, ge=1.0, le=3600.0, description="seconds between two samples of the target"
+    )
+    diagnose: bool = Field(
+        True, description="each incident starts a diagnosis of its interval, which alerts"
+    )
+
+    @property
+    def group(self) -> str:
+        """The watching run this target belongs to: one per sampling interval."""
+        return f"every-{self.every:g}s".replace(".", "-")
+
+
 class TargetEntry(_Strict):
     """One database of the fleet."""
 
@@ -73,7 +94,11 @@ class TargetEntry(_Strict):
         default_factory=dict, description="names of dbcrew.settings.Thresholds"
     )
     alerts: list[str] = Field(
-        default_factory=list, description="Apprise URLs told about new problems and failed runs"
+        default_factory=list,
+        description="Apprise URLs told about new problems, failed runs, incidents and watching gaps",
+    )
+    watch: WatchSettings | None = Field(
+        None, description="sample the target between reviews and diagnose its incidents"
     )
 
     def request(
@@ -82,15 +107,21 @@ class TargetEntry(_Strict):
         brain: BrainName = "rules",
         window: float | None = None,
         alert: str = "",
+        interval: PastInterval | None = None,
     ) -> ReviewRequest:
-        """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's)."""
+        """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's);
+        a past interval is diagnosed from the watcher's samples."""
         settings = Settings(
             window_seconds=window or self.window,
             alert=alert,
             thresholds=Thresholds(**self.thresholds),
         )
         return ReviewRequest(
-            target=self.url, scenario=scenario or self.scenario, brain=brain, settings=settings
+            target=self.url,
+            scenario=Scenario.DIAGNOSE if interval is not None else scenario or self.scenario,
+            brain=brain,
+            settings=settings,
+            interval=interval,
         )
 
     @field_validator("url")
@@ -171,6 +202,14 @@ class Inventory(_Strict):
     def select(self, tag: str | None) -> list[TargetEntry]:
         """Every target, or those carrying `tag`."""
         return [t for t in self.targets if tag is None or tag in t.tags]
+
+    def watch_groups(self) -> dict[str, list[TargetEntry]]:
+        """The watched targets by watching run (WatchSettings.group), in the inventory's order."""
+        groups: dict[str, list[TargetEntry]] = {}
+        for entry in self.targets:
+            if entry.watch is not None:
+                groups.setdefault(entry.watch.group, []).append(entry)
+        return groups
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

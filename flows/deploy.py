@@ -1,9 +1,10 @@
 """Deploy the crew to a Prefect server: a work pool of in-process workers (flows/worker.py), the inventory, and its deployments.
 
 Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
-machine with dbcrew installed runs them; nothing points at this machine's files. The pool has two
-queues: `reviews` (its concurrency limit is the fleet's overall limit) and `fleet` (the fleet runs
-that wait for reviews must never take a review's slot).
+machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
+queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
+that wait for reviews must never take a review's slot) and `watch` (the long-lived watching runs,
+one per group of watched targets: flows/watching.py).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from flows.dispatch import ran_sync
 from flows.fleet import fleet_review
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
+from flows.watching import watch_targets
 from flows.worker import WORKER_TYPE, InProcessWorker
 
 POOL = "dbcrew"
 REVIEW_QUEUE = "reviews"
 FLEET_QUEUE = "fleet"
+WATCH_QUEUE = "watch"
 
 
 def ensure_pool(pool: str, max_reviews: int) -> None:
@@ -47,7 +50,7 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
                     f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
                     f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)"
                 )
-        for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None)):
+        for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None), (WATCH_QUEUE, None)):
             try:
                 existing = client.read_work_queue_by_name(queue, work_pool_name=pool)
                 client.update_work_queue(existing.id, concurrency_limit=limit)
@@ -85,6 +88,20 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     return deployment
 
 
+def watch_deployment(group: str, entries: list[TargetEntry]) -> RunnerDeployment:
+    """The watching of one group of targets: no schedule, `dbcrew server` keeps one run of it going."""
+    return ran_sync(
+        watch_targets.to_deployment(
+            name=group,
+            parameters={"group": group},
+            description=f"Watch {', '.join(e.name for e in entries)} ({group}): samples, incidents, their diagnoses",
+            tags=["dbcrew", "watch"],
+            work_queue_name=WATCH_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        )
+    )
+
+
 def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
     made = [
         *(target_deployment(entry) for entry in inventory.targets),
@@ -104,7 +121,8 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
     ]
-    return [ran_sync(d) for d in made]
+    watching = [watch_deployment(g, entries) for g, entries in inventory.watch_groups().items()]
+    return [*(ran_sync(d) for d in made), *watching]
 
 
 def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
@@ -117,9 +135,10 @@ def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 
     deployments = deployments_of(inventory)
     for deployment in deployments:
         deployment.apply(work_pool_name=pool)
-    keep = {d.name for d in deployments}
+    keep = {(d.entrypoint, d.name) for d in deployments}
+    mine = {"flows.targets.review_target", "flows.watching.watch_targets"}
     with get_client(sync_client=True) as client:
         for stale in client.read_deployments():
-            if stale.entrypoint == "flows.targets.review_target" and stale.name not in keep:
+            if stale.entrypoint in mine and (stale.entrypoint, stale.name) not in keep:
                 client.delete_deployment(stale.id)
     return [d.full_name for d in deployments]

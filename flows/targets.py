@@ -28,6 +28,7 @@ from dbcrew.inventory import (
     parse_inventory,
 )
 from dbcrew.models import Report
+from dbcrew.models.interval import PastInterval
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
@@ -120,6 +121,10 @@ def review_target(
         "",
         description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'",
     ),
+    interval: PastInterval | None = Field(
+        None,
+        description="diagnose a past interval from the watcher's samples (an incident, an alert) instead of a live window",
+    ),
 ) -> Report:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
@@ -127,7 +132,7 @@ def review_target(
     tokens) about new problems, or that the run failed.
     """
     entry = published_inventory().get(target)
-    request = entry.request(scenario, brain, window, alert)
+    request = entry.request(scenario, brain, window, alert, interval)
     run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
     try:
         run.target = connect_entry(

@@ -14,6 +14,7 @@ into a long-lived shared process would change its working directory and imports 
 from __future__ import annotations
 
 import os
+import socket
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,19 @@ from prefect.utilities.importtools import import_object
 from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker, BaseWorkerResult
 
 WORKER_TYPE = "dbcrew-in-process"
+
+
+def run_identifier(run_id: object) -> str:
+    """The flow run's infrastructure id: host, worker PID and run. Not a bare PID: cancelling one run must not
+    signal the worker; the host and PID let a supervisor on that host tell a run whose worker died (flows/supervision.py)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{run_id}"
+
+
+def worker_of(identifier: str | None) -> tuple[str, int] | None:
+    """(host, worker PID) of a run_identifier; None for another worker type's id."""
+    host, _, rest = (identifier or "").partition(":")
+    pid, _, _run = rest.partition(":")
+    return (host, int(pid)) if host and pid.isdigit() else None
 
 
 class InProcessResult(BaseWorkerResult):
@@ -49,7 +63,7 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         task_status: anyio.abc.TaskStatus[Any] | None = None,
     ) -> InProcessResult:
         flow = await self.installed_flow(flow_run)
-        identifier = f"{os.getpid()}:{flow_run.id}"  # not a bare PID: cancelling one run must not signal the worker
+        identifier = run_identifier(flow_run.id)
         if task_status is not None:
             task_status.started(identifier)
         state = await anyio.to_thread.run_sync(

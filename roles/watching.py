@@ -109,6 +109,9 @@ class Watched:
         None  # the connection whose facts (settings, cores) the store holds
     )
     detector: Detector | None = None
+    unwatched_since: datetime | None = (
+        None  # the last pass stored before this watcher started: a longer pause is a gap
+    )
 
 
 class Watcher:
@@ -124,10 +127,16 @@ class Watcher:
         self.store = store
         self.every = every
         self.concurrency = max(1, min(concurrency, len(targets)))
-        self.watched = [
-            Watched(watch=TargetWatch(t), identity=store.identity_of(t.display) or t.display)
-            for t in targets
-        ]
+        self.watched = []
+        for t in targets:
+            identity = store.identity_of(t.display) or t.display
+            self.watched.append(
+                Watched(
+                    watch=TargetWatch(t),
+                    identity=identity,
+                    unwatched_since=store.latest(identity, 0),
+                )
+            )
         self._maintained = 0.0
 
     def run(
@@ -209,6 +218,9 @@ class Watcher:
                     }
                 )
                 w.last_stored = at
+                unwatched = self._unwatched(w, at)
+                if unwatched is not None:
+                    gaps.append(unwatched)
                 if w.detector is not None:
                     was_open = w.detector.incident is not None
                     found = w.detector.observe(at, result.seconds, result.body.rates)
@@ -262,6 +274,25 @@ class Watcher:
             )
             return closed
         return None
+
+    def _unwatched(self, w: Watched, at: datetime) -> Gap | None:
+        """At a target's first stored pass, the time since the last pass an earlier watcher stored, when longer than
+        a few rounds: nobody watched then (a stopped watcher or worker), a gap in the series like any other."""
+        since, w.unwatched_since = w.unwatched_since, None
+        if since is None or at - since <= timedelta(seconds=3 * self.every + 5):
+            return None
+        log.warning(
+            "watch: %s: not watched from %s to %s",
+            w.watch.target.display,
+            f"{since:%H:%M:%S}",
+            f"{at:%H:%M:%S}",
+        )
+        return Gap(
+            target=w.identity,
+            started_at=since,
+            ended_at=at,
+            reason="not watched: no watcher was running",
+        )
 
     def maintain(self, now: datetime) -> None:
         """The retention policy, for every watched target."""

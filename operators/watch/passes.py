@@ -151,20 +151,32 @@ def bodies(passes: Iterable[StoredPass]) -> list[tuple[float, PassBody]]:
     return [(p.seconds, PassBody.model_validate_json(p.body)) for p in passes]
 
 
+def rate_names(passes: list[StoredPass]) -> set[str]:
+    """Every rate some pass of `passes` holds."""
+    return {name for _seconds, body in bodies(passes) for name in body.rates}
+
+
 def window_of(
-    passes: list[StoredPass], texts: dict[str, str], facts: TargetFacts, started_at: datetime
+    passes: list[StoredPass],
+    texts: dict[str, str],
+    facts: TargetFacts,
+    started_at: datetime,
+    also: set[str] | frozenset[str] = frozenset(),
 ) -> WindowEvidence:
     """The diagnosis window of stored passes: one series value per pass, statements and tables as deltas over all of them.
+
+    A pass stores only the rates and tallies it saw (no session waiting on a lock: no act.wait_lock),
+    so a rate left out is zero, over these passes and over the names in `also` (the rates of the
+    window a baseline is compared with: a quiet baseline's missing tallies are zeros to compare with,
+    not metrics it cannot judge).
 
     A statement whose text the store does not have (it never does for a digest it did not keep) is
     left out: a diagnosis cannot EXPLAIN or name what it cannot read.
     """
     parts = bodies(passes)
     whole = merge(parts)
-    names = sorted({name for _seconds, body in parts for name in body.rates})
-    series = {
-        name: [body.rates.get(name, 0.0) for _seconds, body in parts] for name in names
-    }  # a rate left out is zero
+    names = sorted({name for _seconds, body in parts for name in body.rates} | set(also))
+    series = {name: [body.rates.get(name, 0.0) for _seconds, body in parts] for name in names}
     seconds = sum(s for s, _ in parts)
     statements = [
         StatementDelta(

@@ -2,6 +2,9 @@
 
 A run alerts when it failed, or when it found problems (critical or warning) that are new or
 regressed since the target's previous run; persisting problems were told before and stay quiet.
+A diagnosis of a past interval (an incident the watcher detected, or an Alertmanager alert) always
+alerts: what happened (the alert text that started it), when, and the root causes found, or that
+none rose above the reporting confidence.
 A report without history (no previous run known) alerts on every problem. The message carries the
 target's password-free display, the run's link (the Prefect UI page when known) and the findings;
 any credentials that slipped into an error text are cut out before sending.
@@ -70,6 +73,8 @@ def alert_for(report: Report) -> ChannelAlert | None:
             failed=True,
             findings=[],
         )
+    if report.interval is not None:
+        return interval_alert(report, where)
     news = news_of(report)
     if not news:
         return None
@@ -89,6 +94,27 @@ def alert_for(report: Report) -> ChannelAlert | None:
     )
 
 
+def interval_alert(report: Report, where: str) -> ChannelAlert:
+    """A past interval's diagnosis: when, what was seen, and the root causes (ranked as the report ranks them)."""
+    assert report.interval is not None
+    interval = report.interval
+    causes = [f"- {rc.code} (confidence {rc.confidence:.2f})" for rc in report.root_causes]
+    named = ", ".join(rc.code for rc in report.root_causes[:3]) or "no root cause found"
+    lines = [
+        where,
+        f"Interval: {interval.describe()}",
+        *([report.diagnosis.anomaly_description] if report.diagnosis else []),
+        "Root causes:" if causes else "No root cause rose above the reporting confidence.",
+        *causes[:MAX_LISTED],
+    ]
+    return ChannelAlert(
+        title=f"dbcrew: incident on {report.target.display} at {interval.start:%Y-%m-%d %H:%M} UTC: {named}",
+        body=scrub("\n".join(lines)),
+        failed=False,
+        findings=[],
+    )
+
+
 def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
     """Send this run's alert to every Apprise URL; the alert sent, or None when there was nothing to send.
 
@@ -96,6 +122,12 @@ def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
     alert = alert_for(report)
     if alert is None or not urls:
         return None
+    send(alert, urls, f"the alert for run {report.run_id}")
+    return alert
+
+
+def send(alert: ChannelAlert, urls: list[str], what: str = "the alert") -> None:
+    """Deliver `alert` to every Apprise URL; AlertNotDelivered (naming the URL's scheme only) when one fails."""
     targets = apprise.Apprise()
     for url in urls:
         if not targets.add(url):
@@ -105,7 +137,4 @@ def notify(report: Report, urls: list[str]) -> ChannelAlert | None:
             )
     kind = apprise.NotifyType.FAILURE if alert.failed else apprise.NotifyType.WARNING
     if not targets.notify(title=alert.title, body=alert.body, notify_type=kind):
-        raise AlertNotDelivered(
-            f"the alert for run {report.run_id} was not delivered to every one of {len(urls)} URLs"
-        )
-    return alert
+        raise AlertNotDelivered(f"{what} was not delivered to every one of {len(urls)} URLs")

@@ -1,0 +1,143 @@
+"""Keep one watching run going per group of watched targets: start it, restart it when it dies, cancel it at a stop.
+
+The watching runs (flows/watching.py) have no schedule: they last as long as the pool does. The
+process that owns the pool's lifetime (`dbcrew server`) calls `check` every few seconds:
+- a group with no run that is scheduled, pending or running gets a new one;
+- a run that ended FAILED or CRASHED is told to the group's alert URLs once ("watching stopped"),
+  and its replacement starts; the new watcher stores the stretch nobody watched as a gap;
+- a run still marked Running whose worker was on this host and is gone (a killed worker) is set
+  CRASHED first: nothing else would end it (Prefect marks such runs only through an automation on
+  missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
+`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert. A run a user
+cancelled (in the UI) while this supervisor ran stays cancelled: that is a decision, not a death.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import UTC, datetime
+from uuid import UUID
+
+import psutil
+from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.client.schemas.objects import FlowRun, StateType
+from prefect.client.schemas.sorting import FlowRunSort
+from prefect.exceptions import ObjectNotFound
+from prefect.states import Cancelled, Crashed
+
+from dbcrew.inventory import Inventory, TargetEntry
+from flows.worker import worker_of
+from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
+
+log = logging.getLogger(__name__)
+
+WATCH_FLOW = "watch_targets"
+RECENT_RUNS = 5  # the newest runs of a group looked at: one active, the ones that ended before it
+STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
+
+
+def orphaned(run: FlowRun) -> bool:
+    """A Running run whose in-process worker on this host no longer exists."""
+    worker = worker_of(run.infrastructure_pid)
+    if run.state_type is not StateType.RUNNING or worker is None:
+        return False
+    host, pid = worker
+    return host == socket.gethostname() and not psutil.pid_exists(pid)
+
+
+def recent_runs(client: SyncPrefectClient, deployment: UUID) -> list[FlowRun]:
+    """The deployment's newest runs, newest first."""
+    return client.read_flow_runs(
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment])),
+        sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+        limit=RECENT_RUNS,
+    )
+
+
+class WatchSupervisor:
+    """The watching runs of an inventory's groups, kept going by `check`."""
+
+    def __init__(self, inventory: Inventory):
+        self.groups = inventory.watch_groups()
+        self.told: set[UUID] = set()  # ended runs already alerted or logged
+        self.since = datetime.now(UTC)
+
+    def check(self) -> list[str]:
+        """One look at every group; what it did, one line each (started, restarted, marked crashed)."""
+        done: list[str] = []
+        if not self.groups:
+            return done
+        with get_client(sync_client=True) as client:
+            for group, entries in self.groups.items():
+                done += self._keep(client, group, entries)
+        return done
+
+    def _keep(self, client: SyncPrefectClient, group: str, entries: list[TargetEntry]) -> list[str]:
+        try:
+            deployment = client.read_deployment_by_name(f"{WATCH_FLOW}/{group}")
+        except ObjectNotFound:
+            return []
+        runs = recent_runs(client, deployment.id)
+        done = []
+        for run in runs:
+            if orphaned(run):
+                client.set_flow_run_state(
+                    run.id, Crashed(message="its worker on this host stopped"), force=True
+                )
+                run.state, run.state_name = (
+                    Crashed(message="its worker on this host stopped"),
+                    "Crashed",
+                )
+                done.append(f"watching {group}: run {run.name} crashed (its worker stopped)")
+        if any(r.state is not None and not r.state.is_final() for r in runs):
+            return done
+        ended = next((r for r in runs if r.state is not None), None)
+        if ended is not None and ended.state is not None:
+            state = ended.state
+            if state.is_cancelled() and state.message != STOPPED and state.timestamp >= self.since:
+                if ended.id not in self.told:
+                    self.told.add(ended.id)
+                    done.append(f"watching {group}: run {ended.name} was cancelled; not restarted")
+                return done
+            if (state.is_failed() or state.is_crashed()) and ended.id not in self.told:
+                self.told.add(ended.id)
+                self._tell(entries, group, f"{state.name}: {state.message or ''}")
+        started = client.create_flow_run_from_deployment(deployment.id, tags=["dbcrew", "watch"])
+        done.append(
+            f"watching {group}: run {started.name} started"
+            + (f" (after {ended.name} ended {ended.state_name})" if ended is not None else "")
+        )
+        return done
+
+    def _tell(self, entries: list[TargetEntry], group: str, why: str) -> None:
+        alert = ChannelAlert(
+            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} stopped; restarted",
+            body=f"Group: {group}\nWhy: {why}\nThe time nobody watched is a gap in each target's series.",
+            failed=True,
+            findings=[],
+        )
+        log.warning("%s (%s)", alert.title, why)
+        for urls in {tuple(e.alerts) for e in entries if e.alerts}:
+            try:
+                send(alert, list(urls))
+            except AlertNotDelivered as exc:
+                log.error("alert not delivered: %s", exc)
+
+    def stop(self) -> int:
+        """Cancel every group's active runs (a planned stop); how many."""
+        if not self.groups:
+            return 0
+        cancelled = 0
+        with get_client(sync_client=True) as client:
+            for group in self.groups:
+                try:
+                    deployment = client.read_deployment_by_name(f"{WATCH_FLOW}/{group}")
+                except ObjectNotFound:
+                    continue
+                for run in recent_runs(client, deployment.id):
+                    if run.state is not None and not run.state.is_final():
+                        client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
+                        cancelled += 1
+        return cancelled

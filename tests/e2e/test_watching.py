@@ -1,0 +1,230 @@
+"""`dbcrew server` watching two targets, as issue 19 asks: an anomaly in one becomes its incident, diagnosed and alerted.
+
+Real processes throughout: two embedded PostgreSQL clusters (the targets), `dbcrew server` with its
+Prefect server and worker, the watching deployed from `watch:` in the inventory (one run for both,
+every second so the test stays short), lock contention injected into one target for 40 s and then
+stopped, and a webhook receiver as the targets' alert URL. Then the worker is killed (`kill -9`):
+`dbcrew server` starts it again, marks the dead watching run crashed, alerts, and the new watching run
+stores the stretch nobody watched as a gap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
+import pytest
+from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+from prefect.client.schemas.objects import FlowRun, StateType
+
+from bench import injections
+from bench.diagnose import SERVER_SETTINGS
+from dbcrew.store import STORE_ENV
+from dbcrew.store.samples import SampleStore, open_samples
+from dbcrew.targets import parse_target
+from lab.crew_server import CrewServer, running_crew_server
+from lab.embedded import EmbeddedPostgres
+from tests.webhooks import receiving_webhooks
+
+INVENTORY = """
+targets:
+  - name: calm
+    url: {calm}
+    window: 1
+    watch: {{every: 1}}
+    alerts: ["{hook}/calm"]
+  - name: stormy
+    url: {stormy}
+    window: 1
+    watch: {{every: 1}}
+    alerts: ["{hook}/stormy"]
+"""
+ANOMALY_SECONDS = 40.0
+STORE = "dbcrew_store"
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T | None], what: str, seconds: float = 180.0) -> T:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(1.0)
+    raise AssertionError(f"waited {seconds:.0f} s for {what}")
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[dict[str, EmbeddedPostgres]]:
+    """Two clusters, each a target with the injections' tables (outside pytest's base temp, as the fleet's)."""
+    work = Path(tempfile.mkdtemp(prefix="dbcrew-watching-"))
+    started: dict[str, EmbeddedPostgres] = {}
+    try:
+        for name in ("calm", "stormy"):
+            pg = EmbeddedPostgres(work / name, settings=SERVER_SETTINGS).start()
+            started[name] = pg
+            pg.psql("CREATE DATABASE diag;")
+            pg.psql("CREATE EXTENSION pg_stat_statements;", "diag")
+            injections.prepare_schema(pg.dsn("diag"))
+        started["calm"].psql(f"CREATE DATABASE {STORE};")
+        yield started
+    finally:
+        for pg in started.values():
+            pg.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def watching(
+    clusters: dict[str, EmbeddedPostgres], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[CrewServer, list[dict[str, object]], str]]:
+    """`dbcrew server` watching both targets; (the server, the alerts received, the store's URL)."""
+    work = tmp_path_factory.mktemp("watching")
+    store = clusters["calm"].dsn(STORE)
+    with receiving_webhooks() as (hook, received):
+        inventory = work / "targets.yaml"
+        inventory.write_text(
+            INVENTORY.format(
+                calm=clusters["calm"].dsn("diag"), stormy=clusters["stormy"].dsn("diag"), hook=hook
+            )
+        )
+        with running_crew_server(inventory, work, env={STORE_ENV: store}) as server:
+            assert "watching: every-1s" in server.banner, server.banner
+            yield server, received, store
+            rest = server.stop()
+        assert server.process.returncode == 0 and "stopped" in rest, rest
+        assert "watching runs cancelled: 1" in rest, "a planned stop cancels the watching run"
+
+
+@contextmanager
+def client_of(server: CrewServer) -> Iterator[SyncPrefectClient]:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with (
+        temporary_settings(updates={PREFECT_API_URL: server.api}),
+        get_client(sync_client=True) as client,
+    ):
+        yield client
+
+
+def watch_runs(client: SyncPrefectClient) -> list[FlowRun]:
+    return client.read_flow_runs(
+        flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["watch"])), limit=10
+    )
+
+
+def identity(samples: SampleStore, dsn: str) -> str | None:
+    return samples.identity_of(parse_target(dsn).display)
+
+
+def passes_since(samples: SampleStore, target: str | None, since: datetime) -> int:
+    return 0 if target is None else len(samples.passes(target, 0, since, datetime.now(UTC)))
+
+
+def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
+    clusters: dict[str, EmbeddedPostgres],
+    watching: tuple[CrewServer, list[dict[str, object]], str],
+) -> None:
+    server, received, store = watching
+    samples = open_samples(store)
+    began = datetime.now(UTC) - timedelta(minutes=5)
+    stormy_dsn, calm_dsn = clusters["stormy"].dsn("diag"), clusters["calm"].dsn("diag")
+    wait_for(
+        lambda: all(
+            passes_since(samples, identity(samples, d), began) >= 15 for d in (stormy_dsn, calm_dsn)
+        ),
+        "15 quiet passes of each target",
+    )
+    with injections.injected(stormy_dsn, ["lock_contention"], warmup=1.0):
+        start = datetime.now(UTC)
+        time.sleep(ANOMALY_SECONDS)
+    stormy, calm = identity(samples, stormy_dsn), identity(samples, calm_dsn)
+    assert stormy and calm
+    (incident,) = wait_for(
+        lambda: [i for i in samples.incidents(stormy, began) if i.closed],
+        "the stormy target's incident to close",
+    )
+    assert start - timedelta(seconds=3) <= incident.started_at <= start + timedelta(seconds=5)
+    assert samples.incidents(calm, began) == [], "no incident on the target that stayed calm"
+
+    alert = wait_for(
+        lambda: next(
+            (a for a in received if a["path"] == "/stormy" and "incident" in str(a.get("title"))),
+            None,
+        ),
+        "the incident's alert",
+    )
+    assert "lock_contention" in str(alert["title"]), alert
+    body = str(alert["message"])
+    assert f"{incident.started_at:%Y-%m-%d %H:%M:%S}" in body and "Run: http" in body, body
+    assert not [a for a in received if a["path"] == "/calm"], "the calm target's URL heard nothing"
+
+    with client_of(server) as client:
+        (diagnosis,) = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["incident"]))
+        )
+        assert diagnosis.state_type is StateType.COMPLETED and diagnosis.name == "stormy"
+        assert diagnosis.parameters["interval"]["start"].startswith(
+            f"{incident.started_at:%Y-%m-%dT%H:%M:%S}"
+        )
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "cli", "incidents", stormy_dsn, "--json", "--since", "-30m"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, STORE_ENV: store},
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [i["started_at"][:19] for i in json.loads(listed.stdout)] == [
+        f"{incident.started_at:%Y-%m-%dT%H:%M:%S}"
+    ]
+
+
+def test_a_killed_worker_is_restarted_and_its_watching_resumes_with_the_gap_stored(
+    clusters: dict[str, EmbeddedPostgres],
+    watching: tuple[CrewServer, list[dict[str, object]], str],
+) -> None:
+    server, received, store = watching
+    samples = open_samples(store)
+    calm = identity(samples, clusters["calm"].dsn("diag"))
+    (worker,) = [
+        p
+        for p in psutil.Process(server.process.pid).children(recursive=True)
+        if "worker" in p.cmdline() and "start" in p.cmdline()
+    ]
+    worker.send_signal(signal.SIGKILL)
+    killed = datetime.now(UTC)
+    time.sleep(5.0)  # nobody watches for a few rounds at least
+
+    gap = wait_for(
+        lambda: next(
+            (
+                g
+                for g in samples.gaps(calm or "", killed - timedelta(minutes=1), datetime.now(UTC))
+                if "not watched" in g.reason
+            ),
+            None,
+        ),
+        "the new watching run's first passes, with the gap before them",
+    )
+    assert gap.started_at <= killed <= gap.ended_at
+    with client_of(server) as client:
+        states = [r.state_type for r in watch_runs(client)]
+    assert StateType.RUNNING in states and StateType.CRASHED in states, states
+    assert any("watching of calm, stormy stopped" in str(a.get("title")) for a in received), (
+        "the failed watching was alerted"
+    )
