@@ -50,10 +50,12 @@ define debian
 	fi
 endef
 
-# PostgreSQL 15 with hypopg (the hypothetical-index tests) and Chromium with its driver (the Prefect UI test).
+# PostgreSQL 15 with hypopg (the hypothetical-index tests), Chromium with its driver (the Prefect UI test), and
+# Prometheus with postgres_exporter and node_exporter (the diagnosis from Prometheus; the test starts its own).
 debian:
 	$(call debian,postgresql-15 postgresql-15-hypopg,test -x /usr/lib/postgresql/15/bin/postgres && test -f /usr/share/postgresql/15/extension/hypopg.control,tests/integration/test_hypopg.py)
 	$(call debian,chromium chromium-driver,command -v chromium && command -v chromedriver,tests/e2e/test_ui.py)
+	$(call debian,prometheus prometheus-postgres-exporter prometheus-node-exporter,command -v prometheus && command -v prometheus-postgres-exporter && command -v prometheus-node-exporter,tests/integration/test_prometheus.py)
 
 # The PostgreSQL manual `dbcrew ask` and the bench retrieve from (Debian's postgresql-doc-15).
 manual:

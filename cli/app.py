@@ -25,11 +25,18 @@ from cli import interrupts
 from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
-from cli.reviewing import past_interval, prefect_env, prepare_review, start_review
+from cli.reviewing import (
+    past_interval,
+    prefect_env,
+    prepare_review,
+    prometheus_source,
+    start_review,
+)
 from cli.server import server
 from cli.watch import incidents, watch
 from dbcrew.errors import UsageError
 from dbcrew.models import Report
+from dbcrew.models.prometheus import NODE_SELECTOR_HELP, SELECTOR_HELP
 from dbcrew.models.request import ReviewRequest
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
@@ -174,8 +181,18 @@ def diagnose(
     until: Annotated[
         str | None, typer.Option("--to", help="the past interval's end (default: now)")
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            help="with --from: read the past interval from this Prometheus (postgres_exporter and node_exporter"
+            " series) instead of the watcher's store, e.g. http://prometheus:9090"
+        ),
+    ] = None,
+    prometheus_selector: Annotated[str, typer.Option(help=SELECTOR_HELP)] = "",
+    node_selector: Annotated[str, typer.Option(help=NODE_SELECTOR_HELP)] = "",
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
+    interval = past_interval(since, until)
     request = prepare_review(
         target,
         window=window,
@@ -184,7 +201,8 @@ def diagnose(
         scenario=Scenario.DIAGNOSE,
         alert=alert,
         baseline=baseline,
-        interval=past_interval(since, until),
+        interval=interval,
+        prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
     )
     print_diagnosis(run_cli_review(request, target), request)
 

@@ -3,7 +3,7 @@
 `prepare_review` turns what a user typed into the one `ReviewRequest` (dbcrew/models/request.py)
 or raises UsageError (one line, no secret): a window that is not a finite number, a baseline that is not one, an unknown fault
 operator or brain, an `--out` that cannot take a report, a target that does not answer, a past interval
-that is not one or that the store holds no samples of. Only then
+that is not one or that the store (or the Prometheus named) holds no samples of. Only then
 does `start_review` run the health_review flow, so bad input never starts Prefect.
 """
 
@@ -24,6 +24,7 @@ from dbcrew.errors import UsageError
 from dbcrew.models import Brief, Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.interval import PastInterval, parse_moment
+from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Ablations, Settings, Thresholds, parse_overrides
 from dbcrew.store import StoreUnavailable
@@ -67,6 +68,7 @@ def prepare_review(
     baseline: Path | None = None,
     thresholds: Sequence[str] = (),
     interval: PastInterval | None = None,
+    prometheus: PrometheusSource | None = None,
 ) -> ReviewRequest:
     """The review request of what a user typed, once its input is valid and the target answers; UsageError otherwise."""
     if not math.isfinite(window) or window < 0:
@@ -85,7 +87,9 @@ def prepare_review(
     chosen = _check_brain(brain)
     report_dir = prepare_out(out_dir or default_out(target.dbname))
     with target.session() as conn:  # unreachable or refused: exit 2 now, before any flow starts
-        if interval is not None:
+        if interval is not None and prometheus is not None:
+            check_prometheus(target, prometheus, interval)
+        elif interval is not None:
             check_recorded(target, read_brief(conn), interval)
     settings = Settings(
         window_seconds=window,
@@ -102,6 +106,7 @@ def prepare_review(
         faults=fault_specs,
         out=report_dir,
         interval=interval,
+        prometheus=prometheus,
     )
 
 
@@ -138,6 +143,45 @@ def check_recorded(target: PostgresTarget, brief: Brief, interval: PastInterval)
             f"no samples of {target.display} from {interval.describe()} in the store {store.location}:"
             f" `dbcrew watch {target.display}` records them"
         )
+
+
+def prometheus_source(
+    url: str | None, selector: str, node_selector: str, interval: PastInterval | None
+) -> PrometheusSource | None:
+    """The Prometheus `--prometheus` names (None without it), valid and with an interval to read; UsageError in one line."""
+    if url is None:
+        if selector or node_selector:
+            raise UsageError("--prometheus-selector and --node-selector need --prometheus")
+        return None
+    if interval is None:
+        raise UsageError(
+            "--prometheus needs --from: Prometheus is read for a past interval (a live diagnosis samples the target)"
+        )
+    try:
+        return PrometheusSource(url=url, selector=selector, node_selector=node_selector)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = {"url": "--prometheus", "selector": "--prometheus-selector"}.get(
+            str(error["loc"][0]), "--node-selector"
+        )
+        shown = (
+            "" if field == "--prometheus" else f" {error.get('input', '')!s}"
+        )  # a URL may hold a password
+        raise UsageError(f"{field}{shown}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+def check_prometheus(
+    target: PostgresTarget, source: PrometheusSource, interval: PastInterval
+) -> None:
+    """Prometheus answers and holds the target's series in `interval`, or UsageError: a diagnosis of nothing would report no cause."""
+    from dbcrew.prometheus import Prometheus
+    from operators.diagnose.prometheus import AmbiguousSeries, select
+    from operators.diagnose.recorded import NoSamples
+
+    try:
+        select(Prometheus(source.address), source, target, interval)
+    except (NoSamples, AmbiguousSeries) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def start_review(request: ReviewRequest) -> Report:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.models.interval import PastInterval
+from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.vocabulary import Category, FindingCode
@@ -86,6 +87,9 @@ class OperatorContext:
     run_dir: Path
     interval: PastInterval | None = (
         None  # a diagnosis of the past: its window comes from the stored samples
+    )
+    prometheus: PrometheusSource | None = (
+        None  # with interval: the past is read from this Prometheus instead of the store
     )
 
     def resuming(self) -> dict[str, Any]:

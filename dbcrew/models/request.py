@@ -24,6 +24,7 @@ from pydantic import (
 
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.interval import PastInterval
+from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
@@ -71,6 +72,11 @@ class ReviewRequest(BaseModel):
         None,
         description="diagnose only: a past interval, diagnosed from the samples `dbcrew watch` stored instead of a live window",
     )
+    prometheus: PrometheusSource | None = Field(
+        None,
+        description="with interval only: read the past interval from this Prometheus (postgres_exporter, node_exporter)"
+        " instead of the watcher's store",
+    )
     faults: list[FaultSpec] = Field(
         default_factory=list, description="lab: faults injected into operators, to test recovery"
     )
@@ -85,4 +91,6 @@ class ReviewRequest(BaseModel):
             raise ValueError("give either target or target_secret")
         if self.interval is not None and self.scenario is not Scenario.DIAGNOSE:
             raise ValueError("a past interval is diagnosed: it needs the diagnose scenario")
+        if self.prometheus is not None and self.interval is None:
+            raise ValueError("Prometheus is read for a past interval: give the interval too")
         return self

@@ -69,9 +69,14 @@ def _resolution(
     return (covering or found)[0]
 
 
+def baseline_span(interval: PastInterval) -> timedelta:
+    """How far before the interval its baseline reaches: as long as the interval, within BASELINE_MIN and BASELINE_MAX."""
+    return min(max(interval.end - interval.start, BASELINE_MIN), BASELINE_MAX)
+
+
 def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Recorded:
     resolution, passes = _resolution(store, target, interval)
-    span = min(max(interval.end - interval.start, BASELINE_MIN), BASELINE_MAX)
+    span = baseline_span(interval)
     before = store.passes(target, resolution, interval.start - span, interval.start)
     watched = store.watched(target)
     facts = TargetFacts.model_validate_json(watched.facts) if watched else TargetFacts()
@@ -106,15 +111,29 @@ def recorded_facts(
 ) -> FactsRecord:
     """The facts of `interval` on `target` from `store`; NoSamples when it holds none for the interval."""
     recorded = read_recorded(store, brief.identity(target.address), interval)
+    return facts_of_recorded(
+        target, recorded, fallback, alert, "the watcher's samples", after_the_fact(recorded)
+    )
+
+
+def facts_of_recorded(
+    target: PostgresTarget,
+    recorded: Recorded,
+    fallback: WindowBaseline | None,
+    alert: str,
+    whose: str,
+    coverage: list[CoverageEntry],
+) -> FactsRecord:
+    """The facts of a recorded window (the store's, Prometheus's): against the samples before it when there are enough
+    (`whose` samples, the report says), else against `fallback`."""
     baseline = fallback
     if recorded.baseline is not None:
         span = recorded.baseline.seconds
         length = f"{span / 60:.0f} min" if span >= 120 else f"{span:.0f} s"
         baseline = WindowBaseline(
-            window=recorded.baseline,
-            source=f"the watcher's samples of the {length} before the interval",
+            window=recorded.baseline, source=f"{whose} of the {length} before the interval"
         )
-    return facts_of(target, recorded.window, baseline, alert, coverage=after_the_fact(recorded))
+    return facts_of(target, recorded.window, baseline, alert, coverage=coverage)
 
 
 def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:
@@ -142,15 +161,19 @@ def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:
                 reason=f"partial: the interval is older than the raw samples kept; read from {recorded.resolution} s buckets",
             )
         )
-    for gap in recorded.gaps:
-        entries.append(
-            CoverageEntry.of(
-                "samples",
-                CoverageStatus.SKIPPED,
-                SkipCause(
-                    kind=SkipKind.NO_SOURCE,
-                    detail=f"no samples from {gap.started_at:%H:%M:%S} to {gap.ended_at:%H:%M:%S} UTC: {gap.reason}",
-                ),
-            )
+    return entries + gap_entries(recorded.gaps)
+
+
+def gap_entries(gaps: list[Gap]) -> list[CoverageEntry]:
+    """Each stretch of the interval without samples, and why, as a coverage entry."""
+    return [
+        CoverageEntry.of(
+            "samples",
+            CoverageStatus.SKIPPED,
+            SkipCause(
+                kind=SkipKind.NO_SOURCE,
+                detail=f"no samples from {gap.started_at:%H:%M:%S} to {gap.ended_at:%H:%M:%S} UTC: {gap.reason}",
+            ),
         )
-    return entries
+        for gap in gaps
+    ]

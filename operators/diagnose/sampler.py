@@ -197,6 +197,26 @@ def wait_key(row: dict[str, Any]) -> str:
     return f"{row['wait_event_type']}:{row['wait_event']}" if row["wait_event_type"] else "CPU"
 
 
+def wait_gauge(key: str) -> str:
+    """The act.* gauge an active session waiting on `key` ('Type:Event' or 'CPU') counts in; '' for none.
+
+    One home for the classes, whoever saw the session: a sample of pg_stat_activity here, a scrape of
+    dbcrew's postgres_exporter queries (operators/watch/prometheus.py).
+    """
+    if key == "CPU":
+        return "act.on_cpu"
+    if key in WAL_FLUSH_WAITS:
+        return "act.wait_wal_flush"
+    for prefix, gauge in (
+        ("Lock:", "act.wait_lock"),
+        ("IO:", "act.wait_io"),
+        ("LWLock:", "act.wait_lwlock"),
+    ):
+        if key.startswith(prefix):
+            return gauge
+    return ""
+
+
 def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
     """One session sample: this database's client backends, parallel workers and autovacuum workers."""
     rows = conn.execute(
@@ -246,17 +266,11 @@ class ActivityTally:
             key = wait_key(row)
             self.waits[key] += 1
             gauges["act.active"] += 1
-            if key == "CPU":
-                gauges["act.on_cpu"] += 1
-            elif key in WAL_FLUSH_WAITS:
-                gauges["act.wait_wal_flush"] += 1
+            gauge = wait_gauge(key)
+            if gauge:
+                gauges[gauge] += 1
+            if gauge == "act.wait_wal_flush":
                 self.flush_waits[row["pid"]] += 1
-            elif key.startswith("Lock:"):
-                gauges["act.wait_lock"] += 1
-            elif key.startswith("IO:"):
-                gauges["act.wait_io"] += 1
-            elif key.startswith("LWLock:"):
-                gauges["act.wait_lwlock"] += 1
             if row["backend_type"] == "client backend":
                 self.running[row["query"]] += 1
             for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):

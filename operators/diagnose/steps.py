@@ -22,6 +22,7 @@ from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.plan_issues import NOT_EXPLAINED
+from operators.diagnose.prometheus import prometheus_facts
 from operators.diagnose.recorded import recorded_facts
 from operators.diagnose.sampler import sample_window
 from operators.knowledge import knowledge_base
@@ -54,20 +55,31 @@ def _candidates_key(expert: str) -> str:
 
 @operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
-    """Sample statistics deltas, waits and host metrics over the window (or read a past interval's from the watcher's samples),
-    compare them with the baseline, EXPLAIN the heaviest statements."""
+    """Sample statistics deltas, waits and host metrics over the window (or read a past interval's from the watcher's
+    samples or from Prometheus), compare them with the baseline, EXPLAIN the heaviest statements."""
     if ctx.interval is not None:
         if ctx.brief is None:
             raise OperatorMisfit(
                 "a past interval is found in the store by the target's identity, which the run's brief holds"
             )
-        record = recorded_facts(
-            ctx.target,
-            ctx.brief,
-            ctx.interval,
-            open_samples(ctx.settings.store_url),
-            baseline_for(ctx),
-            ctx.settings.alert,
+        record = (
+            prometheus_facts(
+                ctx.target,
+                ctx.brief,
+                ctx.interval,
+                ctx.prometheus,
+                baseline_for(ctx),
+                ctx.settings.alert,
+            )
+            if ctx.prometheus is not None
+            else recorded_facts(
+                ctx.target,
+                ctx.brief,
+                ctx.interval,
+                open_samples(ctx.settings.store_url),
+                baseline_for(ctx),
+                ctx.settings.alert,
+            )
         )
     else:
         record = gather(

@@ -173,7 +173,16 @@ def window_of(
     A statement whose text the store does not have (it never does for a digest it did not keep) is
     left out: a diagnosis cannot EXPLAIN or name what it cannot read.
     """
-    parts = bodies(passes)
+    return window_of_parts(bodies(passes), texts, facts, started_at)
+
+
+def window_of_parts(
+    parts: list[tuple[float, PassBody]],
+    texts: dict[str, str],
+    facts: TargetFacts,
+    started_at: datetime,
+) -> WindowEvidence:
+    """The diagnosis window of passes (each with the seconds it spans), wherever they were read: the store, Prometheus."""
     whole = merge(parts)
     names = sorted({name for _seconds, body in parts for name in body.rates} | set(also))
     series = {name: [body.rates.get(name, 0.0) for _seconds, body in parts] for name in names}

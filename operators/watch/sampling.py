@@ -106,12 +106,7 @@ class TargetWatch:
         try:
             brief = session.run(read_brief)
             backend = int(session.run(lambda conn: _value(conn, "SELECT pg_backend_pid()")))
-            settings = {
-                r["name"]: r["value"]
-                for r in session.run(
-                    lambda conn: conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()
-                )
-            }
+            settings = session.run(read_settings)
         except BaseException:
             session.close()
             raise
@@ -213,6 +208,11 @@ class TargetWatch:
     def stored_texts(self, texts: dict[str, str]) -> None:
         """The texts a pass named are in the store now: later passes name them by digest only."""
         self.known_texts.update(texts)
+
+
+def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """The settings a diagnosis judges by (sync commit, fsync, memory), as the target has them now."""
+    return {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
 
 
 def busiest(tables: list[TableDelta], seconds: float) -> list[TableDelta]:

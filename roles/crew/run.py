@@ -136,6 +136,7 @@ def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
         brief=brief,
         run_dir=run.out_dir,
         interval=run.interval,
+        prometheus=run.prometheus,
     )
 
 

@@ -244,7 +244,8 @@ def diagnosis_section(
         else "Diagnosis: no root cause found"
     )
     span = (
-        f"the past interval {run.interval.describe()}, from the watcher's samples"
+        f"the past interval {run.interval.describe()}, from "
+        + (f"Prometheus at {run.prometheus.address}" if run.prometheus else "the watcher's samples")
         if run.interval
         else f"a {window.get('seconds', 0):.0f}s window"
     )
