@@ -228,9 +228,17 @@ def stop_on_signal() -> threading.Event:
 
 
 def serve(
-    inventory_path: Path, port: int, pool: str, max_reviews: int, poll_seconds: float, logs: Path
+    inventory_path: Path,
+    port: int,
+    pool: str,
+    max_reviews: int,
+    poll_seconds: float,
+    logs: Path,
+    receiver_port: int,
 ) -> None:
+    from cli.receiver import PATH, receiving_alerts
     from dbcrew.inventory import PasswordFromEnv, load_inventory
+    from dbcrew.settings import environment
 
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
     password_variables = {
@@ -253,6 +261,16 @@ def serve(
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
+        token = environment().receiver_token
+        if receiver_port:
+            listening = stack.enter_context(
+                receiving_alerts(
+                    receiver_port,
+                    inventory,
+                    token.get_secret_value() if token else "",
+                    lambda said: show(line(said)),
+                )
+            )
         stop = stop_on_signal()
         show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
         show(
@@ -261,6 +279,13 @@ def serve(
             )
         )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
+        if receiver_port:
+            show(
+                line(
+                    f"Alertmanager receiver: http://127.0.0.1:{listening}{PATH}"
+                    + (" (bearer token required)" if token else "")
+                )
+            )
         if watching.groups:
             show(
                 line(f"watching: {', '.join(watching.groups)} (one run each, restarted if it dies)")
@@ -293,6 +318,15 @@ def server(
     logs: Annotated[
         Path, typer.Option(help="folder for the server's and the worker's logs")
     ] = Path(".dbcrew/server"),
+    receiver_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="port on 127.0.0.1 of the Alertmanager webhook receiver (POST /alertmanager); 0: none",
+        ),
+    ] = DEFAULT_PORT + 1,
 ) -> None:
-    """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews."""
-    serve(inventory, port, pool, max_reviews, poll_seconds, logs)
+    """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews and
+    watching; receive Alertmanager's alerts."""
+    serve(inventory, port, pool, max_reviews, poll_seconds, logs, receiver_port)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dbcrew.errors import TargetError, UsageError
 from dbcrew.models.interval import PastInterval
+from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
@@ -108,9 +109,10 @@ class TargetEntry(_Strict):
         window: float | None = None,
         alert: str = "",
         interval: PastInterval | None = None,
+        prometheus: PrometheusSource | None = None,
     ) -> ReviewRequest:
         """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's);
-        a past interval is diagnosed from the watcher's samples."""
+        a past interval is diagnosed from the watcher's samples, or from `prometheus`."""
         settings = Settings(
             window_seconds=window or self.window,
             alert=alert,
@@ -122,6 +124,7 @@ class TargetEntry(_Strict):
             brain=brain,
             settings=settings,
             interval=interval,
+            prometheus=prometheus,
         )
 
     @field_validator("url")

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, get_args
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -97,6 +105,12 @@ class Environment(Debugging):
         " `postgresql://...` for a database several workers share (its password in"
         " PGPASSWORD or ~/.pgpass), or a DuckDB file (`duckdb:///path` or a plain path);"
         " unset: DBCREW_MEMORY_PATH, else $XDG_DATA_HOME/dbcrew/store.duckdb",
+    )
+    receiver_token: SecretStr | None = Field(
+        None,
+        description="`dbcrew server`'s Alertmanager receiver requires `Authorization: Bearer"
+        " <token>` with this token (Alertmanager's http_config.authorization); unset: no token,"
+        " and the receiver listens on 127.0.0.1 only either way",
     )
     memory_path: str | None = Field(
         None,

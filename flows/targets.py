@@ -29,6 +29,7 @@ from dbcrew.inventory import (
 )
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
+from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
@@ -125,6 +126,10 @@ def review_target(
         None,
         description="diagnose a past interval from the watcher's samples (an incident, an alert) instead of a live window",
     ),
+    prometheus: PrometheusSource | None = Field(
+        None,
+        description="with interval: read the interval from this Prometheus instead of the watcher's store",
+    ),
 ) -> Report:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
@@ -132,7 +137,7 @@ def review_target(
     tokens) about new problems, or that the run failed.
     """
     entry = published_inventory().get(target)
-    request = entry.request(scenario, brain, window, alert, interval)
+    request = entry.request(scenario, brain, window, alert, interval, prometheus)
     run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
     try:
         run.target = connect_entry(

@@ -26,6 +26,7 @@ class CrewServer:
     process: subprocess.Popen[str]
     logs: Path
     banner: str
+    receiver: str  # the Alertmanager receiver's URL
 
     @property
     def ui(self) -> str:
@@ -54,7 +55,7 @@ def prefect_database(pg: EmbeddedPostgres, name: str = "prefect") -> dict[str, s
 def running_crew_server(
     inventory: Path, work: Path, max_reviews: int = 2, env: dict[str, str] | None = None
 ) -> Iterator[CrewServer]:
-    port = _free_port()
+    port, receiver_port = _free_port(), _free_port()
     environment = {
         **os.environ,
         "PREFECT_HOME": str(work / "prefect-home"),
@@ -79,6 +80,8 @@ def running_crew_server(
             "1",
             "--logs",
             str(work / "logs"),
+            "--receiver-port",
+            str(receiver_port),
         ],
         env=environment,
         stdout=subprocess.PIPE,
@@ -99,6 +102,7 @@ def running_crew_server(
         process=process,
         logs=work / "logs",
         banner="".join(seen),
+        receiver=f"http://127.0.0.1:{receiver_port}/alertmanager",
     )
     try:
         yield server

@@ -240,8 +240,14 @@ class Watcher:
     def _detector(self, identity: str, now: datetime) -> Detector:
         """A detector for the target, knowing its recent passes from the store (a restarted watcher need not learn again)."""
         detector = Detector(identity)
-        recent = self.store.passes(identity, 0, now - timedelta(hours=1), now)[-HISTORY:]
-        detector.history.extend(body.rates for _seconds, body in bodies(recent))
+        since = now - timedelta(hours=1)
+        incidents = self.store.incidents(identity, since)
+        normal = [
+            p
+            for p in self.store.passes(identity, 0, since, now)
+            if not any(i.started_at <= p.at <= i.ended_at for i in incidents)
+        ]  # as the detector keeps them: an incident's passes never become the target's normal
+        detector.history.extend(body.rates for _seconds, body in bodies(normal[-HISTORY:]))
         return detector
 
     def _gap_after(self, w: Watched, result: Sampled | str, at: datetime) -> Gap | None:
@@ -277,9 +283,9 @@ class Watcher:
 
     def _unwatched(self, w: Watched, at: datetime) -> Gap | None:
         """At a target's first stored pass, the time since the last pass an earlier watcher stored, when longer than
-        a few rounds: nobody watched then (a stopped watcher or worker), a gap in the series like any other."""
+        two rounds: nobody watched then (a stopped watcher or worker), a gap in the series like any other."""
         since, w.unwatched_since = w.unwatched_since, None
-        if since is None or at - since <= timedelta(seconds=3 * self.every + 5):
+        if since is None or at - since <= timedelta(seconds=2 * self.every + 1):
             return None
         log.warning(
             "watch: %s: not watched from %s to %s",

@@ -48,7 +48,7 @@ from operators.diagnose.recorded import (
     facts_of_recorded,
     gap_entries,
 )
-from operators.watch.passes import PassBody, TargetFacts, window_of_parts
+from operators.watch.passes import PassBody, TargetFacts, rate_names, window_of_parts
 from operators.watch.prometheus import (
     ACTIVITY,
     COMMITS,
@@ -218,7 +218,9 @@ def read_prometheus(
         )
     recorded = Recorded(
         window=window_of_parts(_parts(window), {}, facts, interval.start),
-        baseline=window_of_parts(_parts(before), {}, facts, interval.start - span)
+        baseline=window_of_parts(
+            _parts(before), {}, facts, interval.start - span, also=rate_names(_parts(window))
+        )
         if len(_parts(before)) >= MIN_PASSES
         else None,
         resolution=0,

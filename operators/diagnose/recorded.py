@@ -28,7 +28,7 @@ from dbcrew.store.samples import Gap, SampleStore, StoredPass
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, facts_of
-from operators.watch.passes import PassBody, TargetFacts, rate_names, window_of
+from operators.watch.passes import PassBody, TargetFacts, bodies, rate_names, window_of
 
 MIN_PASSES = (
     3  # fewer values and no distribution test can judge a metric (operators/diagnose/anomaly.py)
@@ -84,7 +84,7 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
     texts = store.texts(target, digests)
     window = window_of(passes, texts, facts, interval.start)
     baseline = (
-        window_of(before, texts, facts, interval.start - span, also=rate_names(passes))
+        window_of(before, texts, facts, interval.start - span, also=rate_names(bodies(passes)))
         if len(before) >= MIN_PASSES
         else None
     )

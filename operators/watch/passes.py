@@ -151,9 +151,9 @@ def bodies(passes: Iterable[StoredPass]) -> list[tuple[float, PassBody]]:
     return [(p.seconds, PassBody.model_validate_json(p.body)) for p in passes]
 
 
-def rate_names(passes: list[StoredPass]) -> set[str]:
-    """Every rate some pass of `passes` holds."""
-    return {name for _seconds, body in bodies(passes) for name in body.rates}
+def rate_names(parts: list[tuple[float, PassBody]]) -> frozenset[str]:
+    """Every rate some pass of `parts` holds."""
+    return frozenset(name for _seconds, body in parts for name in body.rates)
 
 
 def window_of(
@@ -161,7 +161,7 @@ def window_of(
     texts: dict[str, str],
     facts: TargetFacts,
     started_at: datetime,
-    also: set[str] | frozenset[str] = frozenset(),
+    also: frozenset[str] = frozenset(),
 ) -> WindowEvidence:
     """The diagnosis window of stored passes: one series value per pass, statements and tables as deltas over all of them.
 
@@ -173,7 +173,7 @@ def window_of(
     A statement whose text the store does not have (it never does for a digest it did not keep) is
     left out: a diagnosis cannot EXPLAIN or name what it cannot read.
     """
-    return window_of_parts(bodies(passes), texts, facts, started_at)
+    return window_of_parts(bodies(passes), texts, facts, started_at, also)
 
 
 def window_of_parts(
@@ -181,6 +181,7 @@ def window_of_parts(
     texts: dict[str, str],
     facts: TargetFacts,
     started_at: datetime,
+    also: frozenset[str] = frozenset(),
 ) -> WindowEvidence:
     """The diagnosis window of passes (each with the seconds it spans), wherever they were read: the store, Prometheus."""
     whole = merge(parts)

@@ -2,7 +2,7 @@
 
 Real processes throughout: two embedded PostgreSQL clusters (the targets), `dbcrew server` with its
 Prefect server and worker, the watching deployed from `watch:` in the inventory (one run for both,
-every second so the test stays short), lock contention injected into one target for 40 s and then
+every second so the test stays short), lock contention injected into one target for 30 s and then
 stopped, and a webhook receiver as the targets' alert URL. Then the worker is killed (`kill -9`):
 `dbcrew server` starts it again, marks the dead watching run crashed, alerts, and the new watching run
 stores the stretch nobody watched as a gap.
@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 import psutil
 import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
@@ -52,7 +53,7 @@ targets:
     watch: {{every: 1}}
     alerts: ["{hook}/stormy"]
 """
-ANOMALY_SECONDS = 40.0
+ANOMALY_SECONDS = 30.0
 STORE = "dbcrew_store"
 T = TypeVar("T")
 
@@ -144,9 +145,9 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
     stormy_dsn, calm_dsn = clusters["stormy"].dsn("diag"), clusters["calm"].dsn("diag")
     wait_for(
         lambda: all(
-            passes_since(samples, identity(samples, d), began) >= 15 for d in (stormy_dsn, calm_dsn)
+            passes_since(samples, identity(samples, d), began) >= 10 for d in (stormy_dsn, calm_dsn)
         ),
-        "15 quiet passes of each target",
+        "10 quiet passes of each target",
     )
     with injections.injected(stormy_dsn, ["lock_contention"], warmup=1.0):
         start = datetime.now(UTC)
@@ -227,4 +228,50 @@ def test_a_killed_worker_is_restarted_and_its_watching_resumes_with_the_gap_stor
     assert StateType.RUNNING in states and StateType.CRASHED in states, states
     assert any("watching of calm, stormy stopped" in str(a.get("title")) for a in received), (
         "the failed watching was alerted"
+    )
+
+
+def test_an_alertmanager_alert_starts_a_diagnosis_of_the_watched_incident(
+    clusters: dict[str, EmbeddedPostgres],
+    watching: tuple[CrewServer, list[dict[str, object]], str],
+) -> None:
+    """A resolved alert on the stormy target, fired 30 s into its incident (a rule's `for:`), as Alertmanager POSTs it."""
+    server, received, store = watching
+    samples = open_samples(store)
+    stormy = identity(samples, clusters["stormy"].dsn("diag"))
+    incident = samples.incidents(stormy or "", datetime.now(UTC) - timedelta(hours=1))[0]
+    alert = {
+        "status": "resolved",
+        "labels": {"alertname": "LockWaits", "dbcrew_target": "stormy", "severity": "page"},
+        "annotations": {"summary": "sessions waiting on locks <script>alert(1)</script>"},
+        "startsAt": (incident.started_at + timedelta(seconds=30)).isoformat(),
+        "endsAt": (incident.ended_at + timedelta(seconds=60)).isoformat(),
+        "generatorURL": "http://prometheus.example:9090/graph?g0.expr=pg_locks_count",
+    }
+    payload = {"version": "4", "status": "resolved", "receiver": "dbcrew", "alerts": [alert]}
+    before = len(received)
+    answer = httpx.post(server.receiver, json=payload, timeout=60)
+    assert answer.status_code == 202, answer.text
+    (started,) = answer.json()["started"]
+    assert started["target"] == "stormy" and started["source"] == "the watcher's store"
+    assert started["interval"]["start"].startswith(f"{incident.started_at:%Y-%m-%dT%H:%M:%S}"), (
+        "the watcher's incident says exactly when"
+    )
+    told = wait_for(
+        lambda: next(
+            (
+                a
+                for a in received[before:]
+                if a["path"] == "/stormy" and "incident" in str(a["title"])
+            ),
+            None,
+        ),
+        "the alert's diagnosis to alert",
+    )
+    assert "lock_contention" in str(told["title"]), told
+
+    bad = httpx.post(server.receiver, content=b'{"version": "3"}', timeout=30)
+    assert bad.status_code == 400 and bad.text.count("\n") == 1 and "Alertmanager" in bad.text
+    assert (
+        httpx.post(server.receiver.replace("/alertmanager", "/x"), json=payload).status_code == 404
     )
