@@ -32,7 +32,7 @@ def receiving_alerts(
     from dbcrew.models.alertmanager import AlertmanagerPayload
     from flows.alertmanager import Received, start_diagnoses
 
-    class Handler(BaseHTTPRequestHandler):
+    class AlertHandler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # http.server's name
             if self.path.rstrip("/") != PATH:
                 return self._answer(404, f"POST alerts to {PATH}\n")
@@ -69,7 +69,7 @@ def receiving_alerts(
         def log_message(self, *args: object) -> None:
             """Quiet: each alert's outcome is said in one line instead of an access log."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), AlertHandler)
     thread = threading.Thread(target=server.serve_forever, name="dbcrew-receiver", daemon=True)
     thread.start()
     try:

@@ -221,9 +221,14 @@ def _takes(field: FieldInfo) -> str:
     kind = next(
         arg for arg in (get_args(field.annotation) or (field.annotation,)) if arg is not type(None)
     )
-    words = {bool: "a flag", str: "text", Path: "a path", int: "a whole number", float: "a number"}[
-        kind
-    ]
+    words = {
+        bool: "a flag",
+        str: "text",
+        SecretStr: "a secret (never printed)",
+        Path: "a path",
+        int: "a whole number",
+        float: "a number",
+    }[kind]
     ge, gt, le = (
         next((getattr(m, name) for m in field.metadata if isinstance(m, bound)), None)
         for name, bound in (("ge", Ge), ("gt", Gt), ("le", Le))

@@ -100,6 +100,8 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
         "brain",
         "window",
         "alert",
+        "interval",
+        "prometheus",
     }  # no fault injection, no ablations
     assert all(form[name].get("description") for name in form)
     # The lab form is the one review request: its options with help text, the recovery switches and faults inside.

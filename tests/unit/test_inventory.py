@@ -21,6 +21,7 @@ targets:
     window: 30
     thresholds: {long_running_query_seconds: 300}
     alerts: ["json://hooks.example.com/dbcrew"]
+    watch: {every: 15}
   - name: billing
     url: postgresql://monitor@db2.example.com/billing
     password: {secret: billing-password}
@@ -51,6 +52,20 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
         inventory.get("nope")
 
 
+def test_watched_targets_group_by_their_interval(tmp_path: Path):
+    text = GOOD.replace("  - name: reports\n", "  - name: reports\n    watch: {every: 15}\n")
+    text = text.replace(
+        "    scenario: diagnose\n",
+        "    scenario: diagnose\n    watch: {every: 60, diagnose: false}\n",
+    )
+    groups = load_inventory(write(tmp_path, text)).watch_groups()
+    assert {g: [e.name for e in entries] for g, entries in groups.items()} == {
+        "every-15s": ["shop", "reports"],
+        "every-60s": ["billing"],
+    }
+    assert groups["every-60s"][0].watch is not None and not groups["every-60s"][0].watch.diagnose
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -68,6 +83,8 @@ def test_a_valid_inventory_gives_typed_entries(tmp_path: Path):
         (("name: billing", "name: shop"), "two targets are named 'shop'"),
         (("name: reports", "name: Reports!"), "targets[2].name:"),
         (("window: 30", "window: 0"), "targets[0].window:"),
+        (("every: 15", "every: 0.5"), "targets[0].watch.every:"),
+        (("every: 15", "evry: 15"), "targets[0].watch.evry:"),
         (("mysql", "mysql"), None),
     ],
 )
