@@ -30,7 +30,7 @@ from dbcrew.errors import UsageError
 from dbcrew.secrets import held_secrets
 
 if TYPE_CHECKING:
-    from flows.supervision import WatchSupervisor
+    from flows.supervision import LateReviews, WatchSupervisor
 
 DEFAULT_PORT = 4200
 STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
@@ -196,14 +196,16 @@ def worker_args(pool: str, name: str) -> list[str]:
     ]
 
 
-def supervise(worker: Revived, watching: WatchSupervisor) -> list[str]:
-    """One look after the pool: the worker started again if it exited, each watching run kept going."""
+def supervise(worker: Revived, watching: WatchSupervisor, late: LateReviews) -> list[str]:
+    """One look after the pool: the worker started again if it exited, each watching run kept going, late
+    reviews told."""
     said = []
     code = worker.revive()
     if code is not None:
         said.append(f"the worker exited with code {code}: started again")
     try:
         said += watching.check()
+        said += late.check()
     except httpx.HTTPError as exc:
         said.append(
             f"could not check the watching runs (tried again in {SUPERVISE_EVERY:g} s): {exc}"
@@ -249,7 +251,7 @@ def serve(
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
-        from flows.supervision import WatchSupervisor
+        from flows.supervision import LateReviews, WatchSupervisor
 
         names = deploy_inventory(inventory, pool, max_reviews)
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
@@ -260,6 +262,7 @@ def serve(
         )
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
+        late = LateReviews(inventory)
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         token = environment().receiver_token
         if receiver_port:
@@ -293,7 +296,7 @@ def serve(
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
         while True:
-            for said in supervise(worker, watching):
+            for said in supervise(worker, watching, late):
                 show(line(said))
             sys.stdout.flush()
             if stop.wait(SUPERVISE_EVERY):

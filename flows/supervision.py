@@ -1,4 +1,6 @@
-"""Keep one watching run going per group of watched targets: start it, restart it when it dies, cancel it at a stop.
+"""What `dbcrew server` looks after on the pool: the watching runs, and scheduled reviews nobody started.
+
+Keep one watching run going per group of watched targets: start it, restart it when it dies, cancel it at a stop.
 
 The watching runs (flows/watching.py) have no schedule: they last as long as the pool does. The
 process that owns the pool's lifetime (`dbcrew server`) calls `check` every few seconds:
@@ -10,6 +12,10 @@ process that owns the pool's lifetime (`dbcrew server`) calls `check` every few 
   missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
 `stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert. A run a user
 cancelled (in the UI) while this supervisor ran stays cancelled: that is a decision, not a death.
+
+A target's scheduled review that no worker started (Prefect's server marks it Late once its time
+passed unstarted: no worker is polling the pool, or every slot is taken) is told once to the
+target's alert URLs (LateReviews), so a schedule that silently stopped running is not silence.
 """
 
 from __future__ import annotations
@@ -21,7 +27,15 @@ from uuid import UUID
 
 import psutil
 from prefect.client.orchestration import SyncPrefectClient, get_client
-from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.client.schemas.filters import (
+    DeploymentFilter,
+    DeploymentFilterId,
+    FlowFilter,
+    FlowFilterName,
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateName,
+)
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
@@ -34,6 +48,8 @@ from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 log = logging.getLogger(__name__)
 
 WATCH_FLOW = "watch_targets"
+REVIEW_FLOW = "review_target"
+LATE_LOOKED_AT = 200  # late runs read per look: a pool without a worker piles them up
 RECENT_RUNS = 5  # the newest runs of a group looked at: one active, the ones that ended before it
 STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
 
@@ -45,6 +61,55 @@ def orphaned(run: FlowRun) -> bool:
         return False
     host, pid = worker
     return host == socket.gethostname() and not psutil.pid_exists(pid)
+
+
+class LateReviews:
+    """The inventory's reviews marked Late, each told once to its target's alert URLs."""
+
+    def __init__(self, inventory: Inventory):
+        self.inventory = inventory
+        self.told: set[UUID] = set()
+
+    def check(self) -> list[str]:
+        with get_client(sync_client=True) as client:
+            late = client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=[REVIEW_FLOW])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Late"]))
+                ),
+                limit=LATE_LOOKED_AT,
+            )
+        said = []
+        for run in late:
+            if run.id in self.told:
+                continue
+            self.told.add(run.id)
+            name = str(run.parameters.get("target", ""))
+            entry = next((e for e in self.inventory.targets if e.name == name), None)
+            if entry is None:
+                continue
+            due = run.expected_start_time or run.next_scheduled_start_time
+            when = f", due {due:%Y-%m-%d %H:%M UTC}" if due else ""
+            alert = ChannelAlert(
+                title=f"dbcrew: the scheduled review of {entry.name} is late",
+                body=f"Run: {run.name}{when}\nNo worker of the pool started it:"
+                " is a worker running, or is every slot taken?",
+                failed=True,
+                findings=[],
+            )
+            said.append(f"{alert.title} (run {run.name})")
+            tell(alert, [entry])
+        return said
+
+
+def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
+    """Deliver to each distinct set of the entries' alert URLs; a failed delivery is logged (it is not the news)."""
+    log.warning("%s", alert.title)
+    for urls in {tuple(e.alerts) for e in entries if e.alerts}:
+        try:
+            send(alert, list(urls))
+        except AlertNotDelivered as exc:
+            log.error("alert not delivered: %s", exc)
 
 
 def recent_runs(client: SyncPrefectClient, deployment: UUID) -> list[FlowRun]:
@@ -118,12 +183,7 @@ class WatchSupervisor:
             failed=True,
             findings=[],
         )
-        log.warning("%s (%s)", alert.title, why)
-        for urls in {tuple(e.alerts) for e in entries if e.alerts}:
-            try:
-                send(alert, list(urls))
-            except AlertNotDelivered as exc:
-                log.error("alert not delivered: %s", exc)
+        tell(alert, entries)
 
     def stop(self) -> int:
         """Cancel every group's active runs (a planned stop); how many."""
