@@ -5,8 +5,9 @@ Keep one watching run going per group of watched targets: start it, restart it w
 The watching runs (flows/watching.py) have no schedule: they last as long as the pool does. The
 process that owns the pool's lifetime (`dbcrew server`) calls `check` every few seconds:
 - a group with no run that is scheduled, pending or running gets a new one;
-- a run that ended FAILED or CRASHED is told to the group's alert URLs once ("watching stopped"),
-  and its replacement starts; the new watcher stores the stretch nobody watched as a gap;
+- a run that ended FAILED or CRASHED is told to the group's alert URLs ("watching stopped"; once
+  per streak of failed runs), and its replacement starts (after a pause that doubles with each
+  failure in a row); the new watcher stores the stretch nobody watched as a gap;
 - a run still marked Running whose worker was on this host and is gone (a killed worker) is set
   CRASHED first: nothing else would end it (Prefect marks such runs only through an automation on
   missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import psutil
@@ -51,7 +52,11 @@ WATCH_FLOW = "watch_targets"
 REVIEW_FLOW = "review_target"
 LATE_LOOKED_AT = 200  # late runs read per look: a pool without a worker piles them up
 RECENT_RUNS = 5  # the newest runs of a group looked at: one active, the ones that ended before it
-STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
+STOPPED = "dbcrew server stopped"
+# A run that failed is started again after RETRY_AFTER, doubling with each failure in a row up to
+# RETRY_AFTER_MAX: a watching that cannot start (a password its worker lacks) neither spins nor floods.
+RETRY_AFTER = timedelta(seconds=5)
+RETRY_AFTER_MAX = timedelta(minutes=10)  # the message of the runs `stop` cancels
 
 
 def orphaned(run: FlowRun) -> bool:
@@ -127,6 +132,7 @@ class WatchSupervisor:
     def __init__(self, inventory: Inventory):
         self.groups = inventory.watch_groups()
         self.told: set[UUID] = set()  # ended runs already alerted or logged
+        self.failing: dict[str, int] = {}  # group -> runs that failed in a row
         self.since = datetime.now(UTC)
 
     def check(self) -> list[str]:
@@ -166,9 +172,17 @@ class WatchSupervisor:
                     self.told.add(ended.id)
                     done.append(f"watching {group}: run {ended.name} was cancelled; not restarted")
                 return done
-            if (state.is_failed() or state.is_crashed()) and ended.id not in self.told:
-                self.told.add(ended.id)
-                self._tell(entries, group, f"{state.name}: {state.message or ''}")
+            if state.is_failed() or state.is_crashed():
+                if ended.id not in self.told:
+                    self.told.add(ended.id)
+                    self.failing[group] = self.failing.get(group, 0) + 1
+                    if self.failing[group] == 1:  # one alert per streak of failed runs
+                        self._tell(entries, group, f"{state.name}: {state.message or ''}")
+                wait = min(RETRY_AFTER * 2 ** (self.failing[group] - 1), RETRY_AFTER_MAX)
+                if datetime.now(UTC) - state.timestamp < wait:
+                    return done
+            else:
+                self.failing.pop(group, None)
         started = client.create_flow_run_from_deployment(deployment.id, tags=["dbcrew", "watch"])
         done.append(
             f"watching {group}: run {started.name} started"
