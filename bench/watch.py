@@ -1,5 +1,6 @@
 """Watching's cost: on the target per pass, on the watcher per target-pass, in the store per target-day
-(`--suite accuracy`: diagnosis from history against live, bench/history_accuracy.py).
+(`--suite accuracy`: diagnosis from history against live, bench/history_accuracy.py; `--suite detection`: incident
+detection's precision, recall and delay on injections and healthy hours, bench/detection.py).
 
 One embedded PostgreSQL serves `--targets` databases (each a target: its own connection, its own
 statistics), each under a light pgbench load so its passes carry statements and tables. The
@@ -37,11 +38,12 @@ ROLE = "dbcrew_watch"
 PASSES_PER_DAY_AT_15S = 86_400 // 15
 
 
-SUITES = ("cost", "accuracy")
+SUITES = ("cost", "accuracy", "detection")
 
 
 def main(argv: Sequence[str] = ()) -> None:
-    """The cost suite (default), or `--suite accuracy [its options]`: diagnosis from history against live (bench.history_accuracy)."""
+    """The cost suite (default), `--suite accuracy [its options]`: diagnosis from history against live
+    (bench.history_accuracy), or `--suite detection [its options]`: incident detection (bench.detection)."""
     chooser = argparse.ArgumentParser(prog="python -m bench watch", add_help=False)
     chooser.add_argument("--suite", choices=SUITES, default="cost")
     known, rest = chooser.parse_known_args(list(argv))
@@ -49,6 +51,10 @@ def main(argv: Sequence[str] = ()) -> None:
         from bench import history_accuracy
 
         history_accuracy.main(rest)
+    elif known.suite == "detection":
+        from bench import detection
+
+        detection.main(rest)
     else:
         cost(rest)
 

@@ -15,7 +15,9 @@ between two passes is a gap too (its counters started again: no rate spans it); 
 server ended (pg_terminate_backend) is resumed within the pass on a new one, and the pass says so.
 
 Each stored pass also goes to the target's incident detector (operators/watch/incidents.py: robust
-z-scores against the target's own last hour, with hysteresis); an incident is stored when it opens,
+z-scores against the target's own last hour and, once the store holds minute buckets of at least
+three earlier days, against the same hour on those days, so a nightly batch is not an incident
+every night; with hysteresis); an incident is stored when it opens,
 while it grows and when it closes, and logged when it opens and closes.
 
 Retention and downsampling, applied by the watcher once a minute, so a target's rows are bounded
@@ -47,8 +49,8 @@ from dbcrew.redact import redact
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from operators.watch.incidents import HISTORY, Detector
-from operators.watch.passes import as_stored, bodies, merge
+from operators.watch.incidents import HISTORY, Detector, Minutes, Recall
+from operators.watch.passes import PassBody, as_stored, bodies, merge
 from operators.watch.sampling import Connected, Sampled, TargetWatch
 
 log = logging.getLogger(__name__)
@@ -238,17 +240,9 @@ class Watcher:
         return RoundReport(at=at, took_seconds=time.monotonic() - began, outcomes=outcomes)
 
     def _detector(self, identity: str, now: datetime) -> Detector:
-        """A detector for the target, knowing its recent passes from the store (a restarted watcher need not learn again)."""
-        detector = Detector(identity)
-        since = now - timedelta(hours=1)
-        incidents = self.store.incidents(identity, since)
-        normal = [
-            p
-            for p in self.store.passes(identity, 0, since, now)
-            if not any(i.started_at <= p.at <= i.ended_at for i in incidents)
-        ]  # as the detector keeps them: an incident's passes never become the target's normal
-        detector.history.extend(body.rates for _seconds, body in bodies(normal[-HISTORY:]))
-        return detector
+        """A detector for the target, knowing its recent passes from the store (a restarted watcher need not learn again)
+        and reading the same hour of its earlier days from the store's 1-minute buckets."""
+        return seeded_detector(self.store, identity, now)
 
     def _gap_after(self, w: Watched, result: Sampled | str, at: datetime) -> Gap | None:
         """The gap to store after this round, if any: opened (or extended) by a failure or a restart, closed by a stored pass."""
@@ -304,6 +298,34 @@ class Watcher:
         """The retention policy, for every watched target."""
         for identity in dict.fromkeys(w.identity for w in self.watched):
             apply_retention(self.store, identity, now)
+
+
+def seeded_detector(store: SampleStore, identity: str, now: datetime) -> Detector:
+    """The target's detector as of `now`: its last hour of raw passes as the recent history, its minute buckets as
+    the earlier days' same hour (operators/watch/incidents.py)."""
+    detector = Detector(identity, recall=minutes_of(store, identity))
+    since = now - timedelta(hours=1)
+    incidents = store.incidents(identity, since)
+    normal = [
+        p
+        for p in store.passes(identity, 0, since, now)
+        if not any(i.started_at <= p.at <= i.ended_at for i in incidents)
+    ]  # as the detector keeps them: an incident's passes never become the target's normal
+    detector.history.extend(body.rates for _seconds, body in bodies(normal[-HISTORY:]))
+    return detector
+
+
+def minutes_of(store: SampleStore, identity: str) -> Recall:
+    """The target's 1-minute buckets in an interval, as the detector reads its earlier days."""
+    minute = TIERS[1].resolution
+
+    def recall(after: datetime, until: datetime) -> Minutes:
+        return [
+            (p.at, PassBody.model_validate_json(p.body).rates)
+            for p in store.passes(identity, minute, after, until)
+        ]
+
+    return recall
 
 
 def apply_retention(store: SampleStore, target: str, now: datetime) -> None:

@@ -220,12 +220,35 @@ class Decision(BaseModel):
     )
 
 
+class StatementChange(BaseModel):
+    """One statement (queryid, userid) whose execution time per second changed most from the baseline to the window.
+
+    Per-second figures, so a baseline and a window of different lengths compare; a mean is None where the
+    statement did not run (a statement new in the window has no mean before)."""
+
+    queryid: int
+    userid: int
+    query: str = Field(description="its normalised text as the server keeps it: data, never markup")
+    time_ms_per_s_before: float
+    time_ms_per_s_during: float
+    calls_per_s_before: float
+    calls_per_s_during: float
+    rows_per_s_before: float
+    rows_per_s_during: float
+    mean_ms_before: float | None = None
+    mean_ms_during: float | None = None
+
+
 class DiagnosisSection(BaseModel):
     """D-Bot's report sections beyond the root causes: title, anomaly description, diagnosis process."""
 
     title: str
     anomaly_description: str
     abnormal_metrics: list[str] = Field(default_factory=list)
+    changed_statements: list[StatementChange] = Field(
+        default_factory=list,
+        description="the statements whose time per second changed most against the baseline, most first",
+    )
     experts: list[str] = Field(default_factory=list, description="experts the anomaly called in")
     process: list[str] = Field(
         default_factory=list, description="what each expert and the cross review concluded"

@@ -7,17 +7,21 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from dbcrew.models.report import CoverageEntry
+from dbcrew.models.report import CoverageEntry, StatementChange
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
+from operators.diagnose.evidence import StatementDelta, WindowBaseline, WindowEvidence
 from operators.diagnose.experts import Facts
 from operators.diagnose.plan_issues import StatementPlan, analyse_statements
 from operators.diagnose.sampler import sample_window
 
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05
+TOP_CHANGES = 5
+LEAST_CHANGE_MS = (
+    1.0  # ms of statement time per second (a thousandth of a session): less is noise, not a change
+)
 # Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
 MONITORING = re.compile(
     r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE
@@ -35,6 +39,10 @@ class FactsRecord(BaseModel):
     alert: str = ""
     coverage: list[CoverageEntry] = Field(
         default_factory=list, description="what these facts cannot show (a past interval's)"
+    )
+    changed: list[StatementChange] = Field(
+        default_factory=list,
+        description="the statements whose time per second changed most against the baseline",
     )
 
     def facts(self, thresholds: Thresholds | None = None) -> Facts:
@@ -62,6 +70,48 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
             shares[query] = max(shares.get(query, 0.0), seen / active)
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
+
+
+def changed_statements(
+    window: WindowEvidence, baseline: WindowEvidence | None, top: int = TOP_CHANGES
+) -> list[StatementChange]:
+    """The statements whose execution time per second changed most from `baseline` to `window`, most first.
+
+    Statements are matched by (queryid, userid), as pg_stat_statements keeps them; one absent from a side ran
+    nothing there (the watcher keeps each pass's heaviest statements, so a light one is absent, not lost). Time
+    per second ranks them because it is what a statement costs the server: a statement that lost its index is
+    slower per call, one in a storm is called more, and both weigh more per second. No baseline: nothing to
+    compare, no list (the heaviest statements are in the plans)."""
+    if baseline is None or window.seconds <= 0 or baseline.seconds <= 0:
+        return []
+
+    def per_key(evidence: WindowEvidence) -> dict[tuple[int, int], StatementDelta]:
+        return {
+            (s.queryid, s.userid): s for s in evidence.statements if not MONITORING.search(s.query)
+        }
+
+    before, during = per_key(baseline), per_key(window)
+    changes = []
+    for key in before.keys() | during.keys():
+        b, d = before.get(key), during.get(key)
+        query = d.query if d else b.query if b else ""
+        change = StatementChange(
+            queryid=key[0],
+            userid=key[1],
+            query=query,
+            time_ms_per_s_before=b.total_exec_time_ms / baseline.seconds if b else 0.0,
+            time_ms_per_s_during=d.total_exec_time_ms / window.seconds if d else 0.0,
+            calls_per_s_before=b.calls / baseline.seconds if b else 0.0,
+            calls_per_s_during=d.calls / window.seconds if d else 0.0,
+            rows_per_s_before=b.rows / baseline.seconds if b else 0.0,
+            rows_per_s_during=d.rows / window.seconds if d else 0.0,
+            mean_ms_before=b.total_exec_time_ms / b.calls if b and b.calls else None,
+            mean_ms_during=d.total_exec_time_ms / d.calls if d and d.calls else None,
+        )
+        if abs(change.time_ms_per_s_during - change.time_ms_per_s_before) >= LEAST_CHANGE_MS:
+            changes.append(change)
+    changes.sort(key=lambda c: -abs(c.time_ms_per_s_during - c.time_ms_per_s_before))
+    return changes[:top]
 
 
 def gather(
@@ -96,4 +146,5 @@ def facts_of(
         plans=plans,
         alert=alert,
         coverage=list(coverage),
+        changed=changed_statements(window, baseline),
     )

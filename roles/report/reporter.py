@@ -20,6 +20,7 @@ from dbcrew.models.report import (
     RootCause,
     SkipCause,
     SkipKind,
+    StatementChange,
     TargetInfo,
 )
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
@@ -270,6 +271,7 @@ def diagnosis_section(
         title=title,
         anomaly_description=description,
         abnormal_metrics=abnormal,
+        changed_statements=[StatementChange.model_validate(c) for c in facts.get("changed", [])],
         experts=experts,
         process=process,
     )

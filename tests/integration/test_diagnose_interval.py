@@ -85,7 +85,15 @@ def diagnose(server: DiagnosisServer, interval: PastInterval, out: Path) -> Repo
     return review(run, PlainPhases)
 
 
-@pytest.mark.parametrize("cause", ["lock_contention", "workload_many_inserts", "index_missing"])
+# The statement each injection runs (bench/injections.py), as pg_stat_statements normalises it: the one that changed most.
+INJECTED = {
+    "lock_contention": "UPDATE inj_acct SET balance = balance + $1 WHERE id = $2",
+    "workload_many_inserts": "INSERT INTO inj_log (a, b, at) SELECT g, md5(g::text), now()",
+    "index_missing": "SELECT * FROM inj_fetch WHERE k = $1",
+}
+
+
+@pytest.mark.parametrize("cause", list(INJECTED))
 def test_a_past_anomaly_is_diagnosed_from_the_stored_samples(
     server: DiagnosisServer, cause: str, tmp_path: Path
 ) -> None:
@@ -116,6 +124,18 @@ def test_a_past_anomaly_is_diagnosed_from_the_stored_samples(
     )
     saved = Report.model_validate_json((tmp_path / "report" / "report.json").read_text())
     assert saved.interval == interval
+    changed = report.diagnosis.changed_statements
+    assert changed and INJECTED[cause] in changed[0].query, (
+        f"the injected statement changed most: {[c.query for c in changed]}"
+    )
+    top = changed[0]
+    assert top.time_ms_per_s_during > top.time_ms_per_s_before and top.calls_per_s_during > 0
+    assert saved.diagnosis is not None and saved.diagnosis.changed_statements == changed
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert (
+        "### Statements that changed most" in markdown
+        and "inj_" in markdown.split("### Statements that changed most")[1].split("###")[0]
+    ), "report.md lists them in its diagnosis section"
 
 
 def test_dbcrew_incidents_lists_what_the_watcher_detected(server: DiagnosisServer) -> None:

@@ -20,8 +20,9 @@ import pytest
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
+from operators.watch.incidents import Detector
 from operators.watch.passes import PassBody
-from roles.watching import RoundReport, Watcher, apply_retention
+from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double
 LOAD = "INSERT INTO watched_log (v) SELECT g FROM generate_series(1, 50) g"
@@ -224,3 +225,43 @@ def test_retention_merges_minutes_and_hours_and_drops_what_outlived_its_tier(
     )
     apply_retention(store, "t", now)
     assert store.passes("t", 60, far, now) == minutes, "applying the policy again changes nothing"
+
+
+def test_the_watchers_detector_reads_the_same_hour_of_earlier_days_from_the_stores_minutes(
+    store: SampleStore,
+) -> None:
+    """A nightly batch the store saw at 02:00 on three earlier days (raw passes, downsampled by the retention
+    policy into the minute buckets the detector reads) is no incident tonight; a detector without them opens one."""
+    now = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)
+
+    def commits(at: datetime) -> float:
+        return 5000.0 if at.hour == 2 and at.minute < 10 else 1000.0 + 20.0 * (at.minute % 3)
+
+    earlier = [
+        StoredPass(target="t", at=at, seconds=60, body=_rates(commits(at)))
+        for back in (3, 2, 1)
+        for at in (now - timedelta(days=back, minutes=30) + timedelta(minutes=m) for m in range(60))
+    ]
+    store.record(earlier)
+    apply_retention(store, "t", now - timedelta(days=1) + timedelta(hours=1))
+    store.record(
+        [
+            StoredPass(target="t", at=now - timedelta(minutes=m), seconds=15, body=_rates(1000.0))
+            for m in range(59, -1, -1)
+        ]
+    )
+    tonight = [now + timedelta(seconds=15 * (i + 1)) for i in range(60)]
+    seeded = seeded_detector(store, "t", now)
+    assert len(seeded.history) == 60, "the last hour's raw passes are its recent history"
+    assert [seeded.observe(at, 15, {"db.xact_commit": commits(at)}) for at in tonight] == [
+        None
+    ] * 60
+    assert seeded.same_hour is not None and len(seeded.same_hour.days) == 3
+    plain = Detector("t", history=seeded_detector(store, "t", now).history)
+    assert any(plain.observe(at, 15, {"db.xact_commit": commits(at)}) for at in tonight), (
+        "without the earlier days the batch is an incident"
+    )
+
+
+def _rates(commits: float) -> str:
+    return PassBody(rates={"db.xact_commit": commits, "act.active": 1.0}).model_dump_json()

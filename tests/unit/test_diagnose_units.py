@@ -28,7 +28,7 @@ from operators.diagnose.experts import (
     select_experts,
     workload_expert,
 )
-from operators.diagnose.facts import statement_candidates
+from operators.diagnose.facts import changed_statements, statement_candidates
 from operators.diagnose.plan_issues import plan_issues
 from operators.diagnose.sampler import ActivityTally
 from operators.explain import refused_text
@@ -520,3 +520,50 @@ def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
         == "1 root causes: lock_contention (confidence 0.90)."
     )
     assert RulesBrain().summarize(Scenario.DIAGNOSE, [], []).startswith("No root cause")
+
+
+def test_the_statements_that_changed_most_are_ranked_by_time_per_second() -> None:
+    """Per second on each side (a 60 s baseline against a 10 s window), matched by (queryid, userid): a lookup that lost
+    its index (same calls, slower) and a new statement rank above a steady one; monitoring and noise are left out."""
+
+    def statement(
+        queryid: int, query: str, calls: float, ms: float, userid: int = 10
+    ) -> StatementDelta:
+        return StatementDelta(
+            queryid=queryid,
+            userid=userid,
+            query=query,
+            calls=calls,
+            total_exec_time_ms=ms,
+            rows=calls,
+        )
+
+    lookup = "SELECT * FROM t WHERE k = $1"
+    before = window(
+        statements=[
+            statement(1, lookup, 600, 60),  # 10 calls/s at 0.1 ms: 1 ms/s
+            statement(2, "UPDATE steady SET v = $1", 600, 600),
+            statement(3, "SELECT * FROM pg_stat_statements", 60, 60),
+        ]
+    ).model_copy(update={"seconds": 60.0})
+    during = window(
+        statements=[
+            statement(1, lookup, 100, 5000),  # 10 calls/s at 50 ms: 500 ms/s
+            statement(
+                1, lookup, 10, 5, userid=11
+            ),  # another role's runs: their own entry, 0.5 ms/s
+            statement(2, "UPDATE steady SET v = $1", 100, 100),
+            statement(4, "INSERT INTO new_one VALUES ($1)", 50, 200),
+            statement(3, "SELECT * FROM pg_stat_statements", 100, 9000),
+        ]
+    ).model_copy(update={"seconds": 10.0})
+    changed = changed_statements(during, before)
+    assert [(c.queryid, c.userid) for c in changed] == [(1, 10), (4, 10)], (
+        "the steady update (10 ms/s on both sides) and another role's 0.5 ms/s are no change; monitoring is not workload"
+    )
+    top = changed[0]
+    assert (top.time_ms_per_s_before, top.time_ms_per_s_during) == (1.0, 500.0)
+    assert top.calls_per_s_before == top.calls_per_s_during == 10.0
+    assert (top.mean_ms_before, top.mean_ms_during) == (0.1, 50.0)
+    assert changed[1].mean_ms_before is None and changed[1].time_ms_per_s_during == 20.0
+    assert changed_statements(during, None) == [], "no baseline, nothing to compare"

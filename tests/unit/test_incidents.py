@@ -1,11 +1,22 @@
 """The incident detector on passes of known values: noise and one stray pass are no incident, two abnormal passes open
-one, three calm ones close it, and an incident's passes never become the target's normal."""
+one, three calm ones close it, and an incident's passes never become the target's normal. With the same hour of earlier
+days known (minute buckets, as the store keeps them), work that recurs at that hour on enough days is no incident, and
+anything else still is."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from operators.watch.incidents import CLOSE_AFTER, MIN_HISTORY, OPEN_AFTER, Detector
+from dbcrew.store.samples import Incident
+from operators.watch.incidents import (
+    CLOSE_AFTER,
+    MIN_HISTORY,
+    OPEN_AFTER,
+    SAME_HOUR_MIN_DAYS,
+    Detector,
+    Minutes,
+    Recall,
+)
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
 EVERY = 15.0
@@ -60,4 +71,93 @@ def test_the_incident_names_its_signals_with_the_usual_level_and_the_peak() -> N
         and signal.peak == 5200.0
         and 900 < signal.baseline_median < 1100
         and signal.z > 4
+    )
+
+
+NIGHT = datetime(
+    2026, 11, 25, 1, 45, tzinfo=UTC
+)  # today's passes start here; the batch runs 02:00-02:10
+BATCH = 5000.0  # the nightly batch's commits a second
+
+
+def batch_at(moment: datetime) -> bool:
+    return moment.hour == 2 and moment.minute < 10
+
+
+def earlier_days(days: list[int]) -> Minutes:
+    """Minute buckets of 01:30-02:30 on each of `days` days back, with the batch in them."""
+    minutes = []
+    for back in days:
+        start = NIGHT.replace(minute=30) - timedelta(days=back)
+        for m in range(1, 61):
+            ended = start + timedelta(minutes=m)
+            commits = BATCH + 100.0 * (m % 3 - 1) if batch_at(ended) else 1000.0 + 10.0 * (m % 3)
+            minutes.append((ended, {"db.xact_commit": commits, "act.active": 1.0}))
+    return sorted(minutes, key=lambda kv: kv[0])
+
+
+def recall_of(minutes: Minutes) -> Recall:
+    def recall(after: datetime, until: datetime) -> Minutes:
+        return [(at, rates) for at, rates in minutes if after < at <= until]
+
+    return recall
+
+
+def tonight(
+    detector: Detector, during: dict[str, float] | None = None
+) -> list[tuple[datetime, Incident]]:
+    """15 minutes of normal passes, the batch (10 minutes), then 10 normal minutes; `during` added to the batch's
+    passes. Each incident update with the end of the pass that made it."""
+    updates = []
+    for i in range(140):
+        ended = NIGHT + timedelta(seconds=EVERY * (i + 1))
+        rates = {"db.xact_commit": normal(i + 1)[-1], "act.active": 1.0}
+        if batch_at(ended - timedelta(seconds=EVERY / 2)):
+            rates = {**rates, "db.xact_commit": BATCH + 150.0 * (i % 3 - 1), **(during or {})}
+        found = detector.observe(ended, EVERY, rates)
+        if found is not None:
+            updates.append((ended, found.model_copy(deep=True)))
+    return updates
+
+
+def test_a_nightly_batch_seen_at_that_hour_on_earlier_days_is_no_incident() -> None:
+    assert tonight(Detector("t", recall=recall_of(earlier_days([1, 2, 3])))) == [], (
+        "the batch ran at this hour on three earlier days: the hour's normal"
+    )
+    ((opened, incident), *_rest) = tonight(Detector("t"))
+    assert (
+        batch_at(opened - timedelta(seconds=EVERY)) and incident.signals[0].name == "db.xact_commit"
+    ), "the last hour alone calls the same batch an incident"
+
+
+def test_a_batch_seen_on_fewer_earlier_days_than_needed_is_still_an_incident() -> None:
+    assert SAME_HOUR_MIN_DAYS == 3
+    seen_twice = [
+        (
+            at,
+            rates
+            if at > NIGHT - timedelta(days=2, hours=1)
+            else {**rates, "db.xact_commit": 1000.0},
+        )
+        for at, rates in earlier_days([1, 2, 3, 4, 5])
+    ]
+    assert tonight(Detector("t", recall=recall_of(seen_twice))), (
+        "a level reached on two days of five is not recurring work: one past anomaly never hides the next"
+    )
+
+
+def test_an_anomaly_unlike_the_same_hour_still_opens_an_incident() -> None:
+    days = recall_of(earlier_days([1, 2, 3]))
+    ((opened, _incident), *_rest) = tonight(
+        Detector("t", recall=days), {"db.xact_commit": 4 * BATCH}
+    )
+    assert batch_at(opened - timedelta(seconds=EVERY)), (
+        "four times the batch's commits: an incident"
+    )
+    updates = tonight(Detector("t", recall=days), {"act.wait_lock": 6.0})
+    assert updates and batch_at(updates[0][0] - timedelta(seconds=EVERY))
+    closed = updates[-1][1]
+    assert closed.closed, "over once the batch (and its lock waits) ended"
+    assert [s.name for s in closed.signals] == ["act.wait_lock"], (
+        "the batch's commits are the hour's normal; only the lock waits are abnormal"
     )

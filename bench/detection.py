@@ -1,0 +1,471 @@
+"""Incident detection: recall and delay on injections, false incidents over healthy hours (`python -m bench watch --suite detection`).
+
+One embedded PostgreSQL (bench/diagnose.py's server: durable commits) with pgbench's tables (scale 5)
+and the injection tables of bench/injections.py, watched by the real Watcher (roles/watching.py) and
+its incident detector.
+
+Injections. Under a steady pgbench load, each case runs one cause of bench/injections.py at one
+intensity (the recipe's client counts halved, or doubled for a one-client recipe; the recipes were
+written for the diagnosis benchmark, not for this detector) for `--duration` seconds, watched every
+`--every` second(s) live. Between cases the watch goes on until no incident is open. A case is
+detected when an incident opens between its start and two intervals after its end; its delay is
+from its start to the end of the pass that opened the incident, in sampling intervals. A recipe's
+reset (refilling the tables it consumes) is injection machinery, not load: incidents opening while
+it runs and until the watch is calm again are set aside (printed, not scored).
+
+Healthy hours. pgbench processes (each CLIENTS clients at RATE transactions a second) come and go
+along LEVELS, one level per 60 passes, and a nightly batch (bench/pgbench/nightly_batch.sql,
+ordinary reporting work, unthrottled) runs BATCH_PASSES passes from the synthetic 02:00. The real
+Watcher records `--healthy-hours` x 240 passes of it every `--healthy-every` second(s) (a second is
+the floor: backends publish their counters at most once a second), then those recorded passes are
+replayed through a detector with synthetic timestamps 15 s apart, from 01:00, as a watcher at its
+default interval would have stored them: 240 passes are an hour. Three earlier nights are recorded
+the same way (48 passes each, the batch at the same synthetic 02:00), stored with synthetic
+timestamps in a real store and downsampled by the watcher's retention policy into the minute
+buckets the detector reads for its same-hour baseline (seeded_detector, as the watcher does). Every
+incident in the healthy hours is a false one; the same replay without the earlier nights shows what
+the same-hour baseline changes. A 1 s pass is noisier than a 15 s one (fewer transactions per
+pass), so the replay is no easier than the real thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psutil
+
+from bench import injections
+from bench.diagnose import DiagnosisServer
+from dbcrew.store.samples import Incident, StoredPass, open_samples
+from dbcrew.targets import parse_target
+from lab.embedded import POSTGRES_BIN_PATH
+from operators.watch.incidents import HISTORY, Detector
+from operators.watch.passes import PassBody
+from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
+
+SCALE = 5
+CLIENTS, RATE = 2, 15  # per pgbench process of the steady load
+LEVELS = (2, 3, 4, 5, 6, 5, 4, 3, 3, 4, 5, 4)  # processes, one level per 60 passes (15 min at 15 s)
+LEVEL_PASSES = 60
+INJECTION_LEVEL = 3
+BATCH_CLIENTS = 2
+BATCH_AT = 240  # passes after the start of the healthy day (01:00): 02:00
+BATCH_PASSES = 32  # 8 minutes at 15 s
+NIGHTS = 3  # earlier nights recorded for the same-hour baseline
+NIGHT_BEFORE = 8  # passes recorded before the batch on an earlier night (and as many after)
+SYNTHETIC = 15.0  # seconds between two replayed passes: the watcher's default interval
+DAY = datetime(2026, 1, 8, 1, 0, tzinfo=UTC)  # the healthy day's synthetic start
+WARM_PASSES = 60  # passes the live watch learns before the first injection
+CALM_PASSES = 3
+DEFAULT_CAUSES = (
+    "lock_contention",
+    "workload_many_inserts",
+    "workload_high_updates",
+    "workload_large_insert",
+    "workload_large_fetch",
+    "index_missing",
+    "query_poor_join",
+    "cpu_contention",
+    "io_contention",
+    "sync_commit_pressure",
+)
+
+
+def scaled(recipe: injections.Recipe, factor: float, name: str) -> injections.Recipe:
+    """The recipe with its client counts (and its program's -c) times `factor`, at least one; no reset (run apart)."""
+    command = list(recipe.command)
+    if "-c" in command:
+        i = command.index("-c") + 1
+        clients = max(1, math.ceil(int(command[i]) * factor))
+        command[i] = str(clients)
+        command[command.index("-j") + 1] = str(min(clients, 2))
+    return replace(
+        recipe,
+        cause=name,
+        clients=tuple((c, max(1, math.ceil(n * factor))) for c, n in recipe.clients),
+        command=tuple(command),
+        reset="",
+    )
+
+
+def factors(recipe: injections.Recipe) -> tuple[float, float]:
+    """Two intensities: half and all of the recipe's clients, or all and twice for a one-client recipe."""
+    counts = [n for _c, n in recipe.clients]
+    if recipe.command:
+        counts.append(int(recipe.command[recipe.command.index("-c") + 1]))
+    return (0.5, 1.0) if max(counts) >= 2 else (1.0, 2.0)
+
+
+RECIPES: dict[str, injections.Recipe] = {
+    f"{cause}@x{f:g}": scaled(recipe, f, f"{cause}@x{f:g}")
+    for cause, recipe in injections.RECIPES.items()
+    for f in factors(recipe)
+}
+
+
+def clients_of(recipe: injections.Recipe) -> str:
+    counts = [str(n) for _c, n in recipe.clients]
+    if recipe.command:
+        counts.append(recipe.command[recipe.command.index("-c") + 1])
+    return "+".join(counts)
+
+
+class Load:
+    """The healthy load's pgbench processes: `level` steady ones and, while `batch`, the nightly batch."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.steady: list[subprocess.Popen[bytes]] = []
+        self.batch: list[subprocess.Popen[bytes]] = []
+        self.script = injections.PGBENCH_SCRIPTS / "nightly_batch.sql"
+
+    def _start(self, *args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [str(POSTGRES_BIN_PATH / "pgbench"), "-n", "-T", "36000", *args, self.dsn],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def set(self, level: int, batch: bool) -> None:
+        while len(self.steady) < level:
+            self.steady.append(self._start("-c", str(CLIENTS), "-j", "1", "-R", str(RATE)))
+        while len(self.steady) > level:
+            _end(self.steady.pop())
+        if batch and not self.batch:
+            self.batch.append(
+                self._start("-c", str(BATCH_CLIENTS), "-j", "1", "-f", str(self.script))
+            )
+        while not batch and self.batch:
+            _end(self.batch.pop())
+
+    def stop(self) -> None:
+        self.set(0, False)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def prepare(dsn: str) -> None:
+    injections.prepare_schema(dsn)
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pgbench"), "-i", "-s", str(SCALE), "-q", dsn],
+        check=True,
+        capture_output=True,
+    )
+    with injections.connect(dsn) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS nightly_totals (bid int, total bigint, accounts bigint, at timestamptz)"
+        )
+
+
+# -- healthy hours ----------------------------------------------------------------------------------------------------
+
+
+def record(
+    server: DiagnosisServer, load: Load, schedule: list[tuple[int, bool]], every: float, out: Path
+) -> list[StoredPass]:
+    """Watch the server while the load follows `schedule` (a level and batch per pass); the passes stored, in order."""
+    store = open_samples(str(out))
+    stored: list[RoundReport] = []
+    done = threading.Event()
+
+    def on_round(report: RoundReport) -> None:
+        if report.outcomes[0].stored:
+            stored.append(report)
+        if len(stored) >= len(schedule):
+            done.set()
+            return
+        load.set(*schedule[len(stored)])  # the load of the next pass
+
+    load.set(*schedule[0])
+    Watcher([parse_target(server.dsn)], store, every=every).run(
+        on_round, pause=lambda s: done.wait(s)
+    )
+    identity = stored[-1].outcomes[0].identity
+    return store.passes(identity, 0, stored[0].at - timedelta(seconds=1), stored[-1].at)[
+        : len(schedule)
+    ]
+
+
+@dataclass
+class Healthy:
+    passes: int
+    hours: float
+    false_incidents: list[Incident]
+    without_same_hour: list[Incident]
+    nights: int
+    wall: float
+
+
+def healthy(
+    server: DiagnosisServer, hours: float, every: float, workdir: Path, nights: int = NIGHTS
+) -> Healthy:
+    began = time.monotonic()
+    load = Load(server.dsn)
+    try:
+        night = [
+            (
+                LEVELS[(BATCH_AT // LEVEL_PASSES) % len(LEVELS)],
+                NIGHT_BEFORE <= i < NIGHT_BEFORE + BATCH_PASSES,
+            )
+            for i in range(2 * NIGHT_BEFORE + BATCH_PASSES)
+        ]
+        recorded = [
+            record(server, load, night, every, workdir / f"night{k}.duckdb") for k in range(nights)
+        ]
+        n = int(hours * HISTORY)
+        day = [
+            (LEVELS[(i // LEVEL_PASSES) % len(LEVELS)], BATCH_AT <= i < BATCH_AT + BATCH_PASSES)
+            for i in range(n)
+        ]
+        today = record(server, load, day, every, workdir / "today.duckdb")
+    finally:
+        load.stop()
+    synthetic = open_samples(str(workdir / "synthetic.duckdb"))
+    batch = DAY + timedelta(seconds=SYNTHETIC * BATCH_AT)
+    for back, passes in enumerate(recorded, start=1):
+        first = batch - timedelta(days=back, seconds=SYNTHETIC * NIGHT_BEFORE)
+        synthetic.record(
+            StoredPass(
+                target="healthy",
+                at=first + timedelta(seconds=SYNTHETIC * (i + 1)),
+                seconds=SYNTHETIC,
+                body=p.body,
+            )
+            for i, p in enumerate(passes)
+        )
+    apply_retention(synthetic, "healthy", DAY)
+    return Healthy(
+        passes=len(today),
+        hours=len(today) * SYNTHETIC / 3600,
+        false_incidents=replay(seeded_detector(synthetic, "healthy", DAY), today),
+        without_same_hour=replay(Detector("healthy"), today),
+        nights=nights,
+        wall=time.monotonic() - began,
+    )
+
+
+def replay(detector: Detector, passes: list[StoredPass]) -> list[Incident]:
+    """The incidents the recorded passes open, replayed 15 s apart from DAY."""
+    opened = []
+    for i, p in enumerate(passes):
+        was_open = detector.incident is not None
+        found = detector.observe(
+            DAY + timedelta(seconds=SYNTHETIC * (i + 1)),
+            SYNTHETIC,
+            PassBody.model_validate_json(p.body).rates,
+        )
+        if found is not None and not was_open:
+            opened.append(found.model_copy(deep=True))
+    return opened
+
+
+# -- injections -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    name: str
+    start: datetime
+    end: datetime
+
+
+@dataclass
+class Live:
+    """The live watch of the injection phase: every incident opening (when, which) as the rounds report them."""
+
+    openings: list[tuple[datetime, Incident]] = field(default_factory=list)
+    rounds: int = 0
+    open: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def on_round(self, report: RoundReport) -> None:
+        with self.changed:
+            self.rounds += 1
+            incident = report.outcomes[0].incident
+            if incident is not None and not self.open:
+                self.openings.append((report.at, incident))
+            self.open = incident is not None and not incident.closed if incident else self.open
+            self.changed.notify_all()
+
+    def calm(self, passes: int, limit: float) -> None:
+        """Wait until no incident is open and `passes` more rounds went by (at most `limit` seconds)."""
+        with self.changed:
+            mark = self.rounds
+            self.changed.wait_for(
+                lambda: not self.open and self.rounds - mark >= passes, timeout=limit
+            )
+
+
+def inject(
+    server: DiagnosisServer, names: list[str], every: float, duration: float
+) -> tuple[list[Case], Live, list[tuple[datetime, datetime]]]:
+    live, stop = Live(), threading.Event()
+    load = Load(server.dsn)
+    load.set(INJECTION_LEVEL, False)
+    store = open_samples(str(Path(tempfile.mkdtemp(prefix="dbcrew-detect-")) / "live.duckdb"))
+    watcher = threading.Thread(
+        target=Watcher([parse_target(server.dsn)], store, every=every).run,
+        kwargs={"on_round": live.on_round, "pause": stop.wait},
+        daemon=True,
+    )
+    watcher.start()
+    cases, set_aside = [], []
+    try:
+        with live.changed:
+            live.changed.wait_for(
+                lambda: live.rounds >= WARM_PASSES, timeout=WARM_PASSES * every + 120
+            )
+        for name in names:
+            reset = injections.RECIPES[name.split("@")[0]].reset
+            if reset:
+                began = datetime.now(UTC)
+                with injections.connect(server.dsn) as conn:
+                    conn.execute(reset)
+                live.calm(CALM_PASSES, 120)
+                set_aside.append((began, datetime.now(UTC)))
+            live.calm(CALM_PASSES, 120)
+            with injections.injected(server.dsn, [name], warmup=0.0, catalogue=__name__):
+                start = datetime.now(UTC)
+                time.sleep(duration)
+                end = datetime.now(UTC)
+            cases.append(Case(name, start, end))
+            live.calm(CALM_PASSES, 120)
+    finally:
+        stop.set()
+        watcher.join(timeout=60)
+        load.stop()
+    return cases, live, set_aside
+
+
+# -- the suite --------------------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench watch --suite detection")
+    parser.add_argument(
+        "--causes",
+        default=",".join(DEFAULT_CAUSES),
+        help="causes of bench/injections.py, each at two intensities",
+    )
+    parser.add_argument(
+        "--every", type=float, default=1.0, help="the live watch's interval during injections"
+    )
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds each injection runs")
+    parser.add_argument("--healthy-hours", type=float, default=3.0)
+    parser.add_argument(
+        "--nights", type=int, default=NIGHTS, help="earlier nights recorded for the same hour"
+    )
+    parser.add_argument(
+        "--healthy-every",
+        type=float,
+        default=1.0,
+        help="the recording's interval (replayed as 15 s)",
+    )
+    args = parser.parse_args(list(argv))
+    causes = [c for c in args.causes.split(",") if c]
+    unknown = [c for c in causes if c not in injections.RECIPES]
+    if unknown:
+        parser.error(f"unknown cause(s) {', '.join(unknown)}")
+    names = [n for n in RECIPES if n.split("@")[0] in causes]
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dbcrew-bench-detection-") as tmp:
+        workdir = Path(tmp)
+        server = DiagnosisServer.start(
+            workdir, baseline_seconds=1.0, prepare=prepare, catalogue=__name__
+        )
+        try:
+            calm = healthy(server, args.healthy_hours, args.healthy_every, workdir, args.nights)
+            cases, live, set_aside = inject(server, names, args.every, args.duration)
+        finally:
+            server.stop()
+    every = args.every
+    print(
+        f"injections: {len(cases)} ({len(causes)} causes x 2 intensities) of {args.duration:g} s each, under pgbench"
+        f" ({INJECTION_LEVEL} x {CLIENTS} clients at {RATE} tps), watched live every {every:g} s"
+    )
+    print(
+        f"{'cause@intensity':34} {'clients':8} {'detected':9} {'opened after':14} {'incident from':14} signals"
+    )
+    matched: set[int] = set()
+    within = 0
+    for case in cases:
+        hit = next(
+            (
+                (at, inc)
+                for at, inc in live.openings
+                if case.start <= at <= case.end + timedelta(seconds=2 * every)
+            ),
+            None,
+        )
+        if hit is None:
+            print(f"{case.name:34} {clients_of(RECIPES[case.name]):8} {'no':9}")
+            continue
+        at, incident = hit
+        matched |= {
+            j
+            for j, (t, _inc) in enumerate(live.openings)
+            if case.start <= t <= case.end + timedelta(seconds=2 * every)
+        }
+        delay = (at - case.start).total_seconds() / every
+        within += delay <= 2
+        print(
+            f"{case.name:34} {clients_of(RECIPES[case.name]):8} {'yes':9} {delay:5.1f} interv.  "
+            f"{(incident.started_at - case.start).total_seconds() / every:+5.1f} interv.  "
+            + ", ".join(s.name for s in incident.signals[:4])
+        )
+    aside = {
+        j for j, (t, _inc) in enumerate(live.openings) if any(a <= t <= b for a, b in set_aside)
+    }
+    stray = [
+        (t, inc) for j, (t, inc) in enumerate(live.openings) if j not in matched and j not in aside
+    ]
+    for t, inc in stray:
+        print(
+            f"  false incident during the injection phase at {t:%H:%M:%S}: {', '.join(s.name for s in inc.signals[:4])}"
+        )
+    detected = sum(
+        any(c.start <= t <= c.end + timedelta(seconds=2 * every) for t, _inc in live.openings)
+        for c in cases
+    )
+    print(
+        f"healthy: {calm.passes} passes of real load recorded every {args.healthy_every:g} s ({calm.wall / 60:.1f} min"
+        f" of wall time with {calm.nights} earlier nights of {2 * NIGHT_BEFORE + BATCH_PASSES} passes), replayed 15 s"
+        f" apart = {calm.hours:.1f} h at the default interval: pgbench at {min(LEVELS) * RATE}-{max(LEVELS) * RATE} tps"
+        f" changing every {LEVEL_PASSES} passes, a nightly batch for {BATCH_PASSES} passes at 02:00 (also on the"
+        f" earlier nights)"
+    )
+    for inc in calm.false_incidents:
+        print(
+            f"  false incident at {inc.started_at:%H:%M:%S} (synthetic): {', '.join(s.name for s in inc.signals[:4])}"
+        )
+    false = len(calm.false_incidents) + len(stray)
+    true = len(matched)
+    print(
+        f"false incidents: {len(calm.false_incidents)} in the healthy hours (without the same-hour baseline:"
+        f" {len(calm.without_same_hour)}), {len(stray)} beside the injections; {len(aside)} set aside while a recipe's"
+        f" tables were refilled"
+    )
+    print(
+        f"precision {true / max(true + false, 1):.2f} ({true} incidents during injections, {false} false);"
+        f" recall {detected / max(len(cases), 1):.2f} ({detected} of {len(cases)});"
+        f" within two intervals of the start: {within} of {len(cases)};"
+        f" load average {' '.join(f'{x:.1f}' for x in psutil.getloadavg())} (1, 5, 15 min) on {psutil.cpu_count()} cores;"
+        f" wall {(time.monotonic() - began) / 60:.1f} min"
+    )
+    print(
+        f"reproduce: python -m bench watch --suite detection --causes {','.join(causes)} --every {every:g}"
+        f" --duration {args.duration:g} --healthy-hours {args.healthy_hours:g} --healthy-every {args.healthy_every:g}"
+        f" --nights {args.nights}"
+    )
