@@ -5,7 +5,10 @@ reads, the server's CPU and private memory, sessions waiting on I/O, the stateme
 deviations from the median of the target's last HISTORY passes (the MAD scaled to a standard
 deviation, never under the signal's LEAST deviation: one session, ten commits a second, so a flat
 history does not turn one stray session into an anomaly). Hysteresis: an incident opens after
-OPEN_AFTER consecutive abnormal passes (one noisy pass is not an incident) and closes after
+OPEN_AFTER consecutive abnormal passes (one noisy pass is not an incident; the pass just before the
+first one counts as its start when it already rose past Z_CLOSE on one of its signals, the same way:
+an anomaly that begins mid-pass makes that pass only partly abnormal, and waiting for two whole
+abnormal passes would open it up to three intervals after it began) and closes after
 CLOSE_AFTER consecutive passes with every signal back under Z_CLOSE. Passes inside an incident
 never join the history, so a long incident does not become the target's normal.
 
@@ -177,6 +180,7 @@ class Detector:
         default=None, repr=False
     )  # the target's earlier days (None: the recent history alone)
     same_hour: SameHour | None = field(default=None, repr=False)
+    onset: Pending | None = None  # the last pass, when it rose past Z_CLOSE without reaching Z_OPEN
 
     def scores(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, float]:
         """Each signal's score: its robust z against the recent history, kept only where the same hour agrees (at `at`)."""
@@ -220,13 +224,26 @@ class Detector:
         started_at = ended_at - timedelta(seconds=seconds)
         if self.incident is not None:
             return self._during(ended_at, rates, abnormal)
+        held, self.onset = self.onset, None
         if not abnormal:
             self.history.extend(
                 p.rates for p in self.pending
             )  # a lone abnormal pass was noise: it is normal after all
             self.pending.clear()
-            self.history.append(rates)
+            if held is not None:
+                self.history.append(held.rates)
+            rising = {name: value for name, value in z.items() if abs(value) >= Z_CLOSE}
+            if rising:  # perhaps the partial first pass of an anomaly: the next pass tells
+                self.onset = Pending(
+                    started_at=started_at, ended_at=ended_at, rates=rates, z=rising
+                )
+            else:
+                self.history.append(rates)
             return None
+        if held is not None and not self.pending and _same_way(held.z, abnormal):
+            self.pending.append(held)
+        elif held is not None:
+            self.history.append(held.rates)
         self.pending.append(
             Pending(started_at=started_at, ended_at=ended_at, rates=rates, z=abnormal)
         )
@@ -272,3 +289,8 @@ class Detector:
                     name=name, baseline_median=centre, peak=rates.get(name, 0.0), z=round(score, 1)
                 )
         self.incident.signals = sorted(known.values(), key=lambda s: -abs(s.z))
+
+
+def _same_way(onset: dict[str, float], abnormal: dict[str, float]) -> bool:
+    """Whether a rising pass announced this abnormal one: a signal of both, moved the same way."""
+    return any(name in onset and onset[name] * value > 0 for name, value in abnormal.items())

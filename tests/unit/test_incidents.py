@@ -57,6 +57,33 @@ def test_two_abnormal_passes_open_an_incident_and_three_calm_ones_close_it() -> 
     )
 
 
+def test_a_rising_pass_before_an_abnormal_one_is_the_incidents_first() -> None:
+    """An anomaly that starts mid-pass makes that pass only partly abnormal: it opens the incident with the next
+    pass (within two intervals of the start), as long as it rose the same way; alone it is noise, and normal."""
+    quiet = normal(20)
+    rising = Detector("t")
+    assert feed(rising, [*quiet, 1200.0, 5000.0, 5200.0, *normal(CLOSE_AFTER)]) == [
+        (21, False),
+        (22, False),
+        (25, True),
+    ]
+    assert rising.incident is None
+    starts = Detector("t")
+    feed(starts, [*quiet, 1200.0, 5000.0])
+    assert starts.incident is not None
+    assert starts.incident.started_at == T0 + timedelta(seconds=EVERY * 20), "from the rising pass"
+
+    other_way = Detector("t")
+    assert feed(other_way, [*quiet, 800.0, 5000.0, 5200.0])[0] == (22, False), (
+        "a pass that fell does not announce a rise"
+    )
+    lone = Detector("t")
+    assert feed(lone, [*quiet, 1200.0, *normal(5)]) == []
+    assert 1200.0 in [h["db.xact_commit"] for h in lone.history], (
+        "a lone rising pass is normal after all"
+    )
+
+
 def test_the_incident_names_its_signals_with_the_usual_level_and_the_peak() -> None:
     detector = Detector("t")
     feed(detector, [*normal(20), 5000.0, 5200.0])
