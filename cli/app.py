@@ -338,7 +338,8 @@ def inventory_check(
             line(
                 (entry.name, "bold"),
                 f"  {entry.url}  password: {entry.password_label}  {entry.scenario}"
-                f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}",
+                f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"
+                + (f"  watch: every {entry.watch.every:g}s" if entry.watch else ""),
             )
         )
 

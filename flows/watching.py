@@ -23,10 +23,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
+import httpx
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
+from prefect.exceptions import PrefectException
 from pydantic import Field
 
 from dbcrew import stopping
@@ -125,7 +128,31 @@ class Keeper:
     def _diagnose(self, entry: TargetEntry, incident: Incident, now: datetime) -> None:
         """Start the diagnosis of the incident's interval as a review_target run of the pool (it alerts itself)."""
         interval = PastInterval(start=incident.started_at, end=min(incident.ended_at, now))
-        run = ran_sync(
+        try:
+            run = self._start_diagnosis(entry, incident, interval)
+        except (httpx.HTTPError, PrefectException) as exc:
+            self.log.error("incident on %s: its diagnosis could not start: %s", entry.name, exc)
+            self._tell(
+                entry,
+                ChannelAlert(
+                    title=f"dbcrew: incident on {entry.name} at {interval.start:%Y-%m-%d %H:%M} UTC, not diagnosed",
+                    body=f"{incident_alert_text(incident)}\nThe diagnosis run could not start: {exc}",
+                    failed=True,
+                    findings=[],
+                ),
+            )
+            return
+        self.log.warning(
+            "incident on %s (%s): diagnosis run %s started",
+            entry.name,
+            interval.describe(),
+            run.name,
+        )
+
+    def _start_diagnosis(
+        self, entry: TargetEntry, incident: Incident, interval: PastInterval
+    ) -> FlowRun:
+        return ran_sync(
             run_deployment(
                 DIAGNOSIS_DEPLOYMENT,
                 parameters={
@@ -137,12 +164,6 @@ class Keeper:
                 as_subflow=False,
                 tags=["dbcrew", "incident"],
             )
-        )
-        self.log.warning(
-            "incident on %s (%s): diagnosis run %s started",
-            entry.name,
-            interval.describe(),
-            run.name,
         )
 
     def _tell(self, entry: TargetEntry, alert: ChannelAlert) -> None:
