@@ -39,6 +39,7 @@ from dbcrew.settings import Settings, debugging
 from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
+from dbcrew.text.untrusted import visible
 from dbcrew.vocabulary import Scenario
 from operators import Operator, OperatorContext, OperatorMisfit
 from operators.registry import Surface, exposed
@@ -134,7 +135,7 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
     """`dbcrew ask`'s path: routed, answered from the manual, by read-only look-ups, or refused."""
     from flows.ask import answer_question
 
-    if not question.strip():
+    if not visible(question):  # zero-width and bidi characters alone are no question either
         raise UsageError("the question is empty")
     if url is not None:
         tool_target(url)
