@@ -394,15 +394,29 @@ def mcp(
             help="ask: folder of the PostgreSQL manual's HTML (default: Debian's postgresql-doc-15)"
         ),
     ] = None,
+    inventory: Annotated[
+        Path | None,
+        typer.Option(
+            help="targets.yaml: a tool call may name only its targets (any other URL is refused)"
+        ),
+    ] = None,
 ) -> None:
-    """Serve the crew over MCP: ask, review, diagnose, latest_review and the read-only operators as tools."""
-    from cli.mcp_server import Limits, serve
+    """Serve the crew over MCP: ask, review, diagnose, latest_review and the read-only operators as tools.
+    Over HTTP every request needs the bearer token printed at start (or DBCREW_MCP_TOKEN)."""
+    from cli.mcp_server import Limits, inventory_targets, serve
 
     serve(
         transport.value,
         host,
         port,
-        Limits(max_window=max_window, row_limit=row_limit, brain=brain, docs=docs),
+        Limits(
+            max_window=max_window,
+            row_limit=row_limit,
+            brain=brain,
+            docs=docs,
+            targets=inventory_targets(inventory) if inventory is not None else None,
+            inventory=inventory,
+        ),
     )
 
 

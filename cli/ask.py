@@ -10,6 +10,7 @@ import typer
 from cli.console import line, out, show
 from dbcrew.errors import UsageError
 from dbcrew.models.answer import Answer
+from dbcrew.text.untrusted import visible
 
 
 def ask(
@@ -33,7 +34,7 @@ def ask(
     from cli.reviewing import prefect_env
     from flows.ask import answer_question
 
-    if not question.strip():
+    if not visible(question):  # zero-width and bidi characters alone are no question either
         raise UsageError("the question is empty")
     prefect_env()  # an analysis question runs a review: through a running server when there is one
     try:

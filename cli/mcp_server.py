@@ -5,6 +5,13 @@ Tools: `ask` (roles.ask.answer, as `dbcrew ask`), `review` and `diagnose` (the s
 registry's MCP surface (roles.ask.lookup: the standalone collectors and ask's look-ups), its typed
 parameters model as the tool's input schema.
 
+Over HTTP every request carries `Authorization: Bearer <token>` (DBCREW_MCP_TOKEN, or one made at
+start and printed once), else 401: without it any local user would call every tool with the
+server's own PGPASSWORD or ~/.pgpass. The mcp SDK (2.3) ties a token verifier to OAuth
+resource-server settings (an issuer URL, discovery metadata that sends clients into an OAuth flow),
+so the check is a small ASGI gate in front of the SDK's streamable HTTP app instead. With
+`--inventory`, a tool call may name only the inventory's targets.
+
 A tool call is input from a model, so it is checked like a command line and more: a target URL
 that carries a password is refused (the call sits in the model's context and the client's logs;
 the server takes passwords from its own PGPASSWORD or ~/.pgpass), windows are capped by
@@ -16,29 +23,36 @@ message carries a secret.
 from __future__ import annotations
 
 import functools
+import hmac
 import inspect
 import logging
 import math
+import secrets
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cli.history import find_target
 from cli.reviewing import prefect_env, prepare_review, start_review
 from dbcrew.errors import UsageError
+from dbcrew.inventory import load_inventory
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer
 from dbcrew.redact import redact
-from dbcrew.settings import Settings, debugging
+from dbcrew.settings import Settings, debugging, environment
 from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
+from dbcrew.text.untrusted import visible
 from dbcrew.vocabulary import Scenario
 from operators import Operator, OperatorContext, OperatorMisfit
 from operators.registry import Surface, exposed
@@ -66,6 +80,15 @@ class Limits:
     row_limit: int = 100
     brain: str | None = None
     docs: Path | None = None
+    targets: frozenset[str] | None = (
+        None  # displays of the only targets a call may name (--inventory)
+    )
+    inventory: Path | None = None  # where `targets` came from, for the refusal's line
+
+
+def inventory_targets(path: Path) -> frozenset[str]:
+    """The displays (user@host:port/dbname, no password) of the inventory's targets; its problems are one line."""
+    return frozenset(parse_target(entry.url).display for entry in load_inventory(path).targets)
 
 
 def tool_errors(fn: F) -> F:
@@ -87,14 +110,21 @@ def tool_errors(fn: F) -> F:
     return call  # type: ignore[return-value]
 
 
-def tool_target(url: str) -> PostgresTarget:
-    """The parsed target of a tool call; a password in the URL is refused, never echoed."""
+def tool_target(url: str, limits: Limits) -> PostgresTarget:
+    """The parsed target of a tool call; a password in the URL is refused, never echoed, and so is a
+    target outside the server's inventory (before any connection: nothing to learn of other ports)."""
     if redact(url) != url:
         raise UsageError(
             "the target URL carries a password: a tool call is kept in the model's context and the client's"
             " logs; give the password to the server instead (PGPASSWORD or ~/.pgpass of `dbcrew mcp`)"
         )
-    return parse_target(url)
+    target = parse_target(url)
+    if limits.targets is not None and target.display not in limits.targets:
+        raise UsageError(
+            f"target {target.display} is not in this server's inventory ({limits.inventory});"
+            " this server serves only the inventory's targets"
+        )
+    return target
 
 
 def check_window(window: float, limits: Limits) -> float:
@@ -116,7 +146,7 @@ def run_review(
     thresholds: dict[str, float] | None = None,
 ) -> Report:
     """The CLI's review path: the same checks, the same flow; the report as report.json has it."""
-    tool_target(url)
+    tool_target(url, limits)
     check_window(window, limits)
     request = prepare_review(
         url,
@@ -134,10 +164,10 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
     """`dbcrew ask`'s path: routed, answered from the manual, by read-only look-ups, or refused."""
     from flows.ask import answer_question
 
-    if not question.strip():
+    if not visible(question):  # zero-width and bidi characters alone are no question either
         raise UsageError("the question is empty")
     if url is not None:
-        tool_target(url)
+        tool_target(url, limits)
     prefect_env()  # an analysis question runs a review flow
     try:
         # An analysis request runs a review: its window stays within --max-window like a review tool call's.
@@ -149,9 +179,9 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
         raise UsageError(first_line(exc)) from None
 
 
-def latest_report(url: str, scenario: Scenario) -> Report:
+def latest_report(url: str, scenario: Scenario, limits: Limits) -> Report:
     """The report of the target's latest review of `scenario` in the shared store (read on this machine)."""
-    display = tool_target(url).display
+    display = tool_target(url, limits).display
     store = open_store()
     found = find_target(store, display)
     runs = [r for r in store.runs(found.target) if r.scenario == scenario.value]
@@ -188,7 +218,7 @@ def operator_tool(operator: Operator, limits: Limits) -> Callable[..., Reading]:
             if sampled
             else 0.0
         )
-        return look_up(tool_target(target), operator, chosen, window, limits.row_limit)
+        return look_up(tool_target(target, limits), operator, chosen, window, limits.row_limit)
 
     parameters = [inspect.Parameter("target", inspect.Parameter.KEYWORD_ONLY, annotation=TargetUrl)]
     if any(field.is_required() for field in model.model_fields.values()):
@@ -251,7 +281,7 @@ def build_server(limits: Limits) -> MCPServer:
     )
     @tool_errors
     def latest_review(target: TargetUrl, scenario: Scenario = Scenario.HEALTH) -> Report:
-        return latest_report(target, scenario)
+        return latest_report(target, scenario, limits)
 
     @server.tool(
         description="Ask the crew a question about PostgreSQL, databases, or the target's own state (read-only):"
@@ -282,6 +312,46 @@ def build_server(limits: Limits) -> MCPServer:
     return server
 
 
+class BearerGate:
+    """ASGI middleware in front of the MCP app: an HTTP request without `Authorization: Bearer
+    <token>` (compared in constant time) is answered 401 and never reaches a tool."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    def allows(self, scope: Scope) -> bool:
+        given = dict(scope.get("headers", [])).get(b"authorization", b"")
+        return hmac.compare_digest(given, self.expected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.allows(scope):  # lifespan events pass through
+            await self.app(scope, receive, send)
+            return
+        body = b'{"error": "unauthorized: send Authorization: Bearer <token> (printed by dbcrew mcp at start, or DBCREW_MCP_TOKEN)"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="dbcrew"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def http_token() -> tuple[str, bool]:
+    """The bearer token HTTP clients must send, and whether it was made here (then it is printed
+    once, at start, and nowhere else); DBCREW_MCP_TOKEN's when set."""
+    given = environment().mcp_token
+    if given is not None and given.get_secret_value():
+        return given.get_secret_value(), False
+    return secrets.token_urlsafe(32), True
+
+
 def serve(transport: str, host: str, port: int, limits: Limits) -> None:
     """Run the server until the client leaves (stdio) or the process is stopped (HTTP)."""
     from roles.brains import BRAINS
@@ -293,5 +363,21 @@ def serve(transport: str, host: str, port: int, limits: Limits) -> None:
     server = build_server(limits)
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+
+    from cli.console import line, show
+
+    token, made = http_token()
+    app = BearerGate(server.streamable_http_app(host=host), token)
+    show(line(f"MCP endpoint: http://{host}:{port}/mcp"))
+    show(
+        line(f"bearer token: {token}")
+        if made
+        else line("bearer token: the one in DBCREW_MCP_TOKEN")
+    )
+    if limits.targets is not None:
+        show(line(f"targets: only those of {limits.inventory} ({len(limits.targets)})"))
+    sys.stdout.flush()
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)

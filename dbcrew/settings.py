@@ -112,6 +112,12 @@ class Environment(Debugging):
         " <token>` with this token (Alertmanager's http_config.authorization); unset: no token,"
         " and the receiver listens on 127.0.0.1 only either way",
     )
+    mcp_token: SecretStr | None = Field(
+        None,
+        description="`dbcrew mcp --transport http` requires `Authorization: Bearer <token>` with"
+        " this token; unset: the server makes a random one at start and prints it once (stdio"
+        " needs none: the client starts the server itself)",
+    )
     memory_path: str | None = Field(
         None,
         description="the older name of a DuckDB store file, read when DBCREW_STORE_URL is unset",

@@ -65,3 +65,13 @@ class Brain(ABC):
     def summarize(
         self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
     ) -> str: ...
+
+    def summaries(
+        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+    ) -> tuple[str, str]:
+        """The report's summary and a model's own summary beside it ("" from a brain without a model).
+
+        The first is always the rules' summary, computed from the findings and the coverage: a
+        model's text is data that may be added to it, marked as the model's, never put in its place.
+        """
+        return self.summarize(scenario, findings, coverage), ""

@@ -304,7 +304,14 @@ class Report(BaseModel):
     root_causes: list[RootCause] = Field(default_factory=list)
     phases: Phases = Field(default_factory=Phases)
     llm: LlmUsage = Field(default_factory=LlmUsage)
-    summary: str = ""
+    summary: str = Field(
+        "", description="the rules' summary, from the findings and the coverage, whatever the brain"
+    )
+    model_summary: str = Field(
+        "",
+        description="the LLM brain's own summary, as data: control, bidi and zero-width characters"
+        " removed, bounded, shown quoted beside the summary and never in its place",
+    )
     decisions: list[Decision] = Field(default_factory=list)
     edits: list[PlanEdit] = Field(
         default_factory=list, description="every plan edit: memory, monitor, re-plans"

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import pydantic
+from psycopg.rows import tuple_row
 
 from dbcrew.errors import TargetError
 from dbcrew.llm.base import Brain, BrainError, EndpointDown
@@ -33,6 +34,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
+from dbcrew.text.untrusted import visible
 from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
@@ -72,11 +74,52 @@ def ask(
     settings: Settings | None = None,
 ) -> Answer:
     """Route `question` and answer it. Raises TargetError when the target cannot be reached and
-    FileNotFoundError when a knowledge question finds no manual (both one-line messages)."""
-    if target is None or write_request(question) is not None:
+    FileNotFoundError when a knowledge question finds no manual (both one-line messages).
+
+    The question is made plain first (NFKC; bidi, zero-width and control characters removed), so
+    what is routed is what a reader sees: "d<U+200B>rop table" is the plain request. A request the
+    router refuses is refused before any session is opened: the target is never touched for it.
+    """
+    question = visible(question)
+    if target is None or router().route(question) is Route.UNSAFE:
         return _answer(question, None, docs, brain, workspace, None, settings)
     with target.session() as conn:  # one session for the catalogue's names and the look-up
-        return _answer(question, conn, docs, brain, workspace, target, settings)
+        answer = _answer(question, conn, docs, brain, workspace, target, settings)
+        other = other_database(question, target.dbname, conn)
+    if other is None or answer.refused:
+        return answer
+    note = (
+        f"The question names database {other!r}, but this answer is about the target's database"
+        f" {target.dbname!r}; ask with --target naming {other} for that one."
+    )
+    return answer.model_copy(update={"answer": f"{note}\n{answer.answer}", "reason": note})
+
+
+# "database shop2", "db shop2", "the database named shop2"; "the shop2 database" (quoted or not). Two
+# patterns, each scanned on its own: one match must not swallow the other's name ("in database shop2").
+_NAMED_DATABASE = (
+    re.compile(
+        r"\b(?:database|db)\s+(?:(?:named|called)\s+)?([\"'`]?)([A-Za-z_][\w$]*)\1", re.IGNORECASE
+    ),
+    re.compile(r"([\"'`]?)\b([A-Za-z_][\w$]*)\1\s+(?:database|db)\b", re.IGNORECASE),
+)
+
+
+def other_database(question: str, dbname: str, conn: psycopg.Connection[Any]) -> str | None:
+    """The database the question names when it is not the target's, or None.
+
+    A word next to "database" counts as a name when the server has a database of that name, or
+    when it looks like one rather than an English word (quoted, or with a digit or an underscore):
+    "the database size" names none, "database shop2" names shop2 whether or not it exists here.
+    """
+    with conn.cursor(row_factory=tuple_row) as cur:
+        known = {str(r[0]) for r in cur.execute("SELECT datname FROM pg_database").fetchall()}
+    for found in (m for pattern in _NAMED_DATABASE for m in pattern.finditer(question)):
+        quoted, name = found.group(1, 2)
+        looks_named = bool(quoted) or any(ch.isdigit() or ch == "_" for ch in name)
+        if name != dbname and (name in known or looks_named):
+            return name
+    return None
 
 
 def _answer(

@@ -136,6 +136,13 @@ _ASKS_ABOUT = re.compile(
     re.IGNORECASE,
 )
 _COMPARES = re.compile(r"\b(?:vs\.?|versus|difference|compared?)\b", re.IGNORECASE)
+# What may follow a command's name when a comparison lists it ("between VACUUM FULL and CLUSTER"):
+# its modifiers, nothing that names an object to act on.
+_BARE_COMMAND = re.compile(
+    r"(?:(?:full|freeze|verbose|analy[sz]e|concurrently|only|cascade|restrict|table|index)\b\s*)*"
+    r"[\W_]*",
+    re.IGNORECASE,
+)
 _CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
 
 
@@ -152,6 +159,7 @@ _COMPOUND_HEADS = re.compile(
 def write_request(question: str) -> str | None:
     """The words that make `question` a request to change the database (None when it asks for none)."""
     text = " ".join(question.split())
+    compares = bool(_COMPARES.search(text))
     for position, clause in enumerate(_CLAUSE.split(text)):
         if _COMPARES.search(clause):
             continue  # "VACUUM FULL vs VACUUM": the verb names a command being compared, not one asked for
@@ -161,6 +169,8 @@ def write_request(question: str) -> str | None:
         verb, rest = found.group(1).lower(), found.group(2).lower()
         if position > 0 and found.start(1) == 0 and _COMPOUND_HEADS.match(rest):
             continue  # a list item with nothing asking for it: a noun, not a command
+        if compares and position > 0 and found.start(1) == 0 and _BARE_COMMAND.fullmatch(rest):
+            continue  # "... between VACUUM FULL and CLUSTER?": the second command compared, on no object
         if verb in _ALWAYS and (verb not in _NEEDS_OBJECT or re.match(_NEEDS_OBJECT[verb], rest)):
             return clause.strip()
     rid = re.search(r"\b(?:get rid of|do away with|clear out|empty out)\b", text, re.IGNORECASE)

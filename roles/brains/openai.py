@@ -24,6 +24,7 @@ from dbcrew.llm.client import LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, GlobalStateRecord
+from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Action, Scenario
 from roles.brains.rules import RulesBrain
 
@@ -187,7 +188,23 @@ class OpenAIBrain(Brain):
             lambda: self.ask("summarize.j2", context, Summary),
             lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)),
         )
-        return answer.text
+        return model_text(answer.text)
+
+    def summaries(
+        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+    ) -> tuple[str, str]:
+        """The rules' summary, and the model's beside it as sanitized data ("" when it gave none)."""
+        context = {
+            "scenario": scenario,
+            "findings": [f.model_dump(mode="json") for f in findings],
+            "coverage": [c.model_dump(mode="json") for c in coverage],
+        }
+        said = self._or_fallback(
+            "summarize",
+            lambda: self.ask("summarize.j2", context, Summary),
+            lambda: Summary(text=""),
+        )
+        return self._fallback.summarize(scenario, findings, coverage), model_text(said.text)
 
 
 def _catalogue(request: PlanRequest) -> list[dict[str, Any]]:

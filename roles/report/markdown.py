@@ -3,14 +3,15 @@
 Object names, statement texts, error messages and the model's summary all reach the Markdown
 report. Unescaped, a pipe or a newline breaks a table row, a backtick closes a code span, `<`
 opens raw HTML (live script in a renderer that passes HTML through) and `[...]` opens a link.
-CommonMark lets a backslash escape any ASCII punctuation, which is what these filters use.
+CommonMark lets a backslash escape any ASCII punctuation, which is what these filters use; `<` is
+written as the entity `&lt;` instead, so no tag is in the file for a tool that reads it raw.
 """
 
 from __future__ import annotations
 
 import re
 
-_SPECIAL = re.compile(r"([\\`*|<\[\]&])")
+_SPECIAL = re.compile(r"([\\`*|\[\]&])")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _TICKS = re.compile(r"`+")
 NEWLINE_MARK = (
@@ -19,8 +20,9 @@ NEWLINE_MARK = (
 
 
 def md_text(value: object) -> str:
-    """Paragraph text: Markdown punctuation escaped; line breaks kept (they cannot open raw HTML)."""
-    return _SPECIAL.sub(r"\\\1", str(value))
+    """Paragraph text: Markdown punctuation escaped, `<` as the entity `&lt;` (so the file itself holds
+    no tag a tool reading it raw could take for markup); line breaks kept (they cannot open raw HTML)."""
+    return _SPECIAL.sub(r"\\\1", str(value)).replace("<", "&lt;")
 
 
 def md_cell(value: object) -> str:

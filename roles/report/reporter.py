@@ -23,6 +23,7 @@ from dbcrew.models.report import (
     StatementChange,
     TargetInfo,
 )
+from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
@@ -124,7 +125,8 @@ def findings_of(review: ReviewResult) -> list[Finding]:
 
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
-    """The report of a finished run: the run's brain writes the summary, then says what it spent and who answered."""
+    """The report of a finished run: the rules' summary (a model's own beside it, as sanitized data),
+    then what the brain spent and who answered."""
     coverage = coverage_of(review)
     if (
         run.scenario is Scenario.DIAGNOSE
@@ -154,7 +156,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
             brain, Workspace(run.workspace_path), root_causes
         )
         findings += llm_only_findings(root_causes)
-    summary = brain.summarize(run.scenario, findings, coverage)
+    summary, model_summary = brain.summaries(run.scenario, findings, coverage)
     partial = review.partial_reason
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
@@ -192,6 +194,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         phases=review.phases,
         llm=brain.usage.model_copy(),
         summary=summary,
+        model_summary=model_text(model_summary),  # whichever brain wrote it: data, bounded
         decisions=review.result.state.decisions,
         charts=sorted(charts),
         captions=captions,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from lab.embedded import EmbeddedPostgres, _free_port
 from lab.shop import DemoShop
@@ -143,9 +145,19 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(
     assert "unsupported target" in got["unknown"].content[0].text
 
 
+@dataclass(frozen=True)
+class HttpServer:
+    url: str
+    token: str  # the one `dbcrew mcp` made at start and printed
+
+
 @pytest.fixture()
-def http_server(prefect_server: str, tmp_path: Path) -> Iterator[str]:
+def http_server(prefect_server: str, tmp_path: Path, pg: EmbeddedPostgres) -> Iterator[HttpServer]:
+    """`dbcrew mcp` over HTTP serving only the inventory's one target (the session's shop)."""
     port = _free_port()
+    inventory = tmp_path / "targets.yaml"
+    inventory.write_text(f"targets:\n  - name: shop\n    url: {pg.dsn('shop')}\n")
+    env = {k: v for k, v in server_env(prefect_server).items() if k != "DBCREW_MCP_TOKEN"}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -158,39 +170,67 @@ def http_server(prefect_server: str, tmp_path: Path) -> Iterator[str]:
             str(port),
             "--row-limit",
             "1000",
+            "--inventory",
+            str(inventory),
         ],
-        env=server_env(prefect_server),
+        env=env,
         cwd=tmp_path,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
+        assert proc.stdout is not None
+        printed = [proc.stdout.readline() for _ in range(3)]  # endpoint, token, targets
+        token = next(p for p in printed if p.startswith("bearer token: ")).split()[-1]
         for _ in range(600):  # a readiness wait (up to 60 s on a busy machine), not a measurement
             if proc.poll() is not None:
                 raise AssertionError(
-                    f"dbcrew mcp exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+                    f"dbcrew mcp exited: {proc.stderr.read()[-2000:] if proc.stderr else ''}"
                 )
             try:
                 httpx.get(url, timeout=0.5)
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield url
+        yield HttpServer(url, token)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        assert token not in (proc.stderr.read() if proc.stderr else ""), "the token was logged"
 
 
-def test_a_client_reads_settings_over_streamable_http(
-    http_server: str, shop: DemoShop, pg: EmbeddedPostgres
+def test_a_client_reads_settings_over_streamable_http_with_the_token_only(
+    http_server: HttpServer, shop: DemoShop, pg: EmbeddedPostgres
 ) -> None:
-    async def session() -> Any:
-        async with Client(http_server) as client:
-            return await client.call_tool("collect_settings", {"target": pg.dsn("shop")})
+    def client(token: str) -> Client:
+        headers = {"Authorization": f"Bearer {token}"}
+        return Client(
+            streamable_http_client(
+                http_server.url, http_client=create_mcp_http_client(headers=headers)
+            )
+        )
 
-    result = anyio.run(session)
+    async def session() -> tuple[Any, Any]:
+        async with client(http_server.token) as c:
+            settings = await c.call_tool("collect_settings", {"target": pg.dsn("shop")})
+            elsewhere = await c.call_tool(
+                "collect_settings", {"target": "postgresql://postgres@127.0.0.1:1/shop"}
+            )
+            return settings, elsewhere
+
+    result, elsewhere = anyio.run(session)
     assert not result.is_error, result.content
     settings = {r["name"]: r for r in result.structured_content["tables"][0]["rows"]}
     assert (
         settings["default_transaction_read_only"]["setting"] == "on"
     )  # the tool's own session was read-only
+    # Another target than the inventory's is refused in one line, before any connection.
+    refusal = elsewhere.content[0].text
+    assert elsewhere.is_error and "not in this server's inventory" in refusal
+    assert "\n" not in refusal and "connect" not in refusal  # port 1 was never tried
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": http_server.token}):
+        denied = httpx.post(http_server.url, json=initialize, headers=headers, timeout=10)
+        assert denied.status_code == 401 and denied.headers["www-authenticate"].startswith("Bearer")

@@ -140,3 +140,16 @@ def test_an_analysis_request_becomes_the_review_request_it_needs(
     assert "review" not in diagnosis.model_dump(
         mode="json"
     )  # a pending review is never part of the answer's JSON
+
+
+def test_a_question_naming_another_database_says_the_answer_is_about_the_target(shop: DemoShop):
+    target = parse_target(shop.dsn)
+    other = ask("how big is the orders table in database shop2?", target)
+    assert other.route is Route.INSTANCE and other.tools[0].operator == "table_size"
+    assert other.answer.startswith("The question names database 'shop2', but this answer is about")
+    assert "'shop'" in other.reason and "Table public.orders takes" in other.answer
+    # The server's own postgres database, named after the word "database", counts too.
+    assert "'postgres'" in ask("what is the size of the postgres database?", target).answer
+    # The target's own name, or "database" used as a plain word, adds nothing.
+    for question in ("how big is the orders table in database shop?", "how big is the database?"):
+        assert "names database" not in ask(question, target).answer

@@ -47,3 +47,21 @@ def test_write_requests_are_caught(question: str):
 )
 def test_questions_about_writes_are_not_requests(question: str):
     assert write_request(question) is None
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what is the difference between VACUUM FULL and CLUSTER?",
+        "difference between TRUNCATE and DELETE",
+        "REINDEX vs REINDEX CONCURRENTLY, which one blocks writes?",
+    ],
+)
+def test_a_question_comparing_commands_is_not_a_request_to_run_one(question: str):
+    assert write_request(question) is None
+
+
+def test_a_comparison_does_not_hide_a_request_after_it():
+    assert write_request("compare vacuum full and cluster, then drop table customers") == (
+        "then drop table customers"
+    )
