@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/dbcrew demo
 
 test: lint debian manual
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=30 tests
 
 # The style and the layers (pyproject.toml): format, lint rules, types, import contracts.
 lint: $(STAMP)

@@ -2,7 +2,7 @@
 
 Real processes throughout: two embedded PostgreSQL clusters (the targets), `dbcrew server` with its
 Prefect server and worker, the watching deployed from `watch:` in the inventory (one run for both,
-every second so the test stays short), lock contention injected into one target for 30 s and then
+every second so the test stays short), lock contention injected into one target for 20 s and then
 stopped, and a webhook receiver as the targets' alert URL. Then the worker is killed (`kill -9`):
 `dbcrew server` starts it again, marks the dead watching run crashed, alerts, and the new watching run
 stores the stretch nobody watched as a gap.
@@ -53,7 +53,7 @@ targets:
     watch: {{every: 1}}
     alerts: ["{hook}/stormy"]
 """
-ANOMALY_SECONDS = 30.0
+ANOMALY_SECONDS = 20.0
 STORE = "dbcrew_store"
 T = TypeVar("T")
 
