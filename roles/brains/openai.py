@@ -178,33 +178,37 @@ class OpenAIBrain(Brain):
     def summarize(
         self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
     ) -> str:
+        return self._asked_summary(
+            scenario,
+            findings,
+            coverage,
+            lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)),
+        )
+
+    def summaries(
+        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+    ) -> tuple[str, str]:
+        """The rules' summary, and the model's beside it as sanitized data ("" when it gave none)."""
+        said = self._asked_summary(scenario, findings, coverage, lambda: Summary(text=""))
+        return self._fallback.summarize(scenario, findings, coverage), said
+
+    def _asked_summary(
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        fallback: Callable[[], Summary],
+    ) -> str:
+        """The model's summary of the findings, sanitized as data; `fallback`'s when the model fails."""
         context = {
             "scenario": scenario,
             "findings": [f.model_dump(mode="json") for f in findings],
             "coverage": [c.model_dump(mode="json") for c in coverage],
         }
         answer = self._or_fallback(
-            "summarize",
-            lambda: self.ask("summarize.j2", context, Summary),
-            lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)),
+            "summarize", lambda: self.ask("summarize.j2", context, Summary), fallback
         )
         return model_text(answer.text)
-
-    def summaries(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
-    ) -> tuple[str, str]:
-        """The rules' summary, and the model's beside it as sanitized data ("" when it gave none)."""
-        context = {
-            "scenario": scenario,
-            "findings": [f.model_dump(mode="json") for f in findings],
-            "coverage": [c.model_dump(mode="json") for c in coverage],
-        }
-        said = self._or_fallback(
-            "summarize",
-            lambda: self.ask("summarize.j2", context, Summary),
-            lambda: Summary(text=""),
-        )
-        return self._fallback.summarize(scenario, findings, coverage), model_text(said.text)
 
 
 def _catalogue(request: PlanRequest) -> list[dict[str, Any]]:
