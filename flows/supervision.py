@@ -117,6 +117,14 @@ def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
             log.error("alert not delivered: %s", exc)
 
 
+def watch_deployment(client: SyncPrefectClient, group: str) -> UUID | None:
+    """The id of the group's watching deployment; None when it is not deployed (any more)."""
+    try:
+        return client.read_deployment_by_name(f"{WATCH_FLOW}/{group}").id
+    except ObjectNotFound:
+        return None
+
+
 def recent_runs(client: SyncPrefectClient, deployment: UUID) -> list[FlowRun]:
     """The deployment's newest runs, newest first."""
     return client.read_flow_runs(
@@ -146,11 +154,10 @@ class WatchSupervisor:
         return done
 
     def _keep(self, client: SyncPrefectClient, group: str, entries: list[TargetEntry]) -> list[str]:
-        try:
-            deployment = client.read_deployment_by_name(f"{WATCH_FLOW}/{group}")
-        except ObjectNotFound:
+        deployment = watch_deployment(client, group)
+        if deployment is None:
             return []
-        runs = recent_runs(client, deployment.id)
+        runs = recent_runs(client, deployment)
         done = []
         for run in runs:
             if orphaned(run):
@@ -183,7 +190,7 @@ class WatchSupervisor:
                     return done
             else:
                 self.failing.pop(group, None)
-        started = client.create_flow_run_from_deployment(deployment.id, tags=["dbcrew", "watch"])
+        started = client.create_flow_run_from_deployment(deployment, tags=["dbcrew", "watch"])
         done.append(
             f"watching {group}: run {started.name} started"
             + (f" (after {ended.name} ended {ended.state_name})" if ended is not None else "")
@@ -206,11 +213,10 @@ class WatchSupervisor:
         cancelled = 0
         with get_client(sync_client=True) as client:
             for group in self.groups:
-                try:
-                    deployment = client.read_deployment_by_name(f"{WATCH_FLOW}/{group}")
-                except ObjectNotFound:
+                deployment = watch_deployment(client, group)
+                if deployment is None:
                     continue
-                for run in recent_runs(client, deployment.id):
+                for run in recent_runs(client, deployment):
                     if run.state is not None and not run.state.is_final():
                         client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
                         cancelled += 1

@@ -71,6 +71,15 @@ class PlanEdit(BaseModel):
     source: EditSource = EditSource.REPLAN
     reason: str = ""
 
+    @classmethod
+    def of_task(
+        cls, kind: EditKind, before: TaskSpec, after: TaskSpec, source: EditSource, reason: str
+    ) -> PlanEdit:
+        """A change of one task, named by its id before the change."""
+        return cls(
+            kind=kind, task_id=before.id, before=before, after=after, source=source, reason=reason
+        )
+
     def describe(self) -> str:
         """One line for reports and artifacts."""
         if self.kind is EditKind.ADD_AGENT and self.agent is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -177,9 +178,16 @@ class SampleStore:
 
     def latest(self, target: str, resolution: int) -> datetime | None:
         """When the target's latest pass at `resolution` ended, or None."""
+        return self._bound("max", target, resolution)
+
+    def earliest(self, target: str, resolution: int) -> datetime | None:
+        """When the target's earliest pass at `resolution` ended, or None."""
+        return self._bound("min", target, resolution)
+
+    def _bound(self, which: Literal["min", "max"], target: str, resolution: int) -> datetime | None:
         with self.backend.session() as session:
             rows = session.run(
-                "SELECT max(ended_at) FROM watch_passes WHERE target = ? AND resolution = ?",
+                f"SELECT {which}(ended_at) FROM watch_passes WHERE target = ? AND resolution = ?",
                 [target, resolution],
             )
         return utc(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -192,14 +200,6 @@ class SampleStore:
                 [target],
             )
         return [int(r[0]) for r in rows]
-
-    def earliest(self, target: str, resolution: int) -> datetime | None:
-        with self.backend.session() as session:
-            rows = session.run(
-                "SELECT min(ended_at) FROM watch_passes WHERE target = ? AND resolution = ?",
-                [target, resolution],
-            )
-        return utc(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def gaps(self, target: str, after: datetime, until: datetime) -> list[Gap]:
         """The target's gaps that overlap (after, until], oldest first."""

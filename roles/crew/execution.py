@@ -305,8 +305,16 @@ def _fail_downstream(strategy: Strategy, state: ExecutionState, task_id: str) ->
             _fail_downstream(strategy, state, other.id)
 
 
-def _edit(state: ExecutionState, strategy: Strategy, edit: PlanEdit) -> Strategy:
+def _edit(
+    state: ExecutionState,
+    strategy: Strategy,
+    kind: EditKind,
+    spec: TaskSpec,
+    new: TaskSpec,
+    reason: str,
+) -> Strategy:
     """Apply a monitor instruction as a recorded plan edit; the edited task runs again."""
+    edit = PlanEdit.of_task(kind, spec, new, EditSource.MONITOR, reason)
     state.edits.append(edit)
     state.outcomes.pop(edit.task_id, None)
     return strategy.apply(edit)
@@ -327,51 +335,18 @@ def _apply_instruction(
         if alternative is not None:
             new = spec.model_copy(update={"id": alternative.name, "operator": alternative.name})
             state.instructed[new.id] = state.instructed[spec.id]
-            return _edit(
-                state,
-                strategy,
-                PlanEdit(
-                    kind=EditKind.REPLACE,
-                    task_id=spec.id,
-                    before=spec,
-                    after=new,
-                    source=EditSource.MONITOR,
-                    reason=reason,
-                ),
-            )
+            return _edit(state, strategy, EditKind.REPLACE, spec, new, reason)
     if action is Action.CHANGE_PARAMS:
         if decision.params != spec.params:
             new = spec.model_copy(update={"params": decision.params})
-            return _edit(
-                state,
-                strategy,
-                PlanEdit(
-                    kind=EditKind.CHANGE_PARAMS,
-                    task_id=spec.id,
-                    before=spec,
-                    after=new,
-                    source=EditSource.MONITOR,
-                    reason=reason,
-                ),
-            )
+            return _edit(state, strategy, EditKind.CHANGE_PARAMS, spec, new, reason)
         del state.outcomes[spec.id]  # nothing to change: the same call once more
         return strategy
     if action is Action.REORDER:
         needs = _producers_of_inputs(strategy, spec)
         if needs != spec.needs:
             new = spec.model_copy(update={"needs": needs})
-            return _edit(
-                state,
-                strategy,
-                PlanEdit(
-                    kind=EditKind.REORDER,
-                    task_id=spec.id,
-                    before=spec,
-                    after=new,
-                    source=EditSource.MONITOR,
-                    reason=reason,
-                ),
-            )
+            return _edit(state, strategy, EditKind.REORDER, spec, new, reason)
     # SKIP (or nothing to change): the task stays failed, with the reason, and its dependents skip.
     failed = state.outcomes[spec.id]
     state.outcomes[spec.id] = failed.model_copy(

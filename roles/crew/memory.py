@@ -244,16 +244,7 @@ def apply_lessons(
                     reason=reason,
                 )
             )
-        candidate_edits.append(
-            PlanEdit(
-                kind=lesson.kind,
-                task_id=task.id,
-                before=task,
-                after=new,
-                source=EditSource.MEMORY,
-                reason=reason,
-            )
-        )
+        candidate_edits.append(PlanEdit.of_task(lesson.kind, task, new, EditSource.MEMORY, reason))
         candidate = strategy.apply_all(candidate_edits)
         if len(validate(candidate, catalogue)) > len(validate(strategy, catalogue)):
             continue

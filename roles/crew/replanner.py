@@ -122,11 +122,7 @@ def diff(
             kind = EditKind.REORDER
         else:
             continue
-        edits.append(
-            PlanEdit(
-                kind=kind, task_id=task_id, before=before, after=after, source=source, reason=reason
-            )
-        )
+        edits.append(PlanEdit.of_task(kind, before, after, source, reason))
     return sorted(edits, key=lambda e: APPLY_ORDER.index(e.kind))
 
 
