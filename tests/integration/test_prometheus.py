@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review
+from lab.embedded import _free_port
 from roles.crew.run import RunContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,12 +48,6 @@ pytestmark = pytest.mark.skipif(
     any(shutil.which(b) is None for b in BINARIES),
     reason="Debian's prometheus, prometheus-postgres-exporter and prometheus-node-exporter (make debian)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -93,7 +87,7 @@ def _scraping(url: str, jobs: int, deadline: float) -> None:
 def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     work = tmp_path_factory.mktemp("prometheus")
     server = DiagnosisServer.start(work / "pg", baseline_seconds=1.0)
-    ports = {name: free_port() for name in ("postgres", "postgres_waits", "node", "prometheus")}
+    ports = {name: _free_port() for name in ("postgres", "postgres_waits", "node", "prometheus")}
     processes = [
         _exporter(server.dsn, ports["postgres"], work / "postgres.log"),
         _exporter(
@@ -217,7 +211,7 @@ def test_bad_prometheus_input_is_one_line_and_exit_2(observed: Observed, tmp_pat
     )
     out = ("--out", str(tmp_path / "never"))
     cases = {
-        "does not answer": (*interval, "--prometheus", f"http://127.0.0.1:{free_port()}"),
+        "does not answer": (*interval, "--prometheus", f"http://127.0.0.1:{_free_port()}"),
         "no postgres_exporter series": (
             *interval,
             "--prometheus",
