@@ -519,6 +519,15 @@ class Thresholds(_Bounds):
     # slow_query, checkpoints_too_frequent, temp_files_spill
     slow_query_mean_ms: float = 500.0
     slow_query_min_calls: int = 10
+    slow_query_min_share: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="share of the workload's statement time a statement must take to be reported",
+    )
+    slow_query_min_total_ms: float = Field(
+        1_000.0, ge=0, description="and this much time in all (an idle database's shares are large)"
+    )
     checkpoints_min_total: int = 10
     checkpoints_requested_ratio: float = 0.5
     temp_spill_warning_bytes: int = Field(

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from dbcrew.targets import OWN_STATEMENT_MARKER
+
 
 def counted_since(before: Sequence[float], after: Sequence[float]) -> tuple[list[float], bool]:
     """One row's counters over an interval, and whether they were reset in it.
@@ -325,10 +327,13 @@ class IndexStatsRow:
     backs_constraint: bool
 
 
+# `own`: a statement a review session sent (dbcrew.targets.OWN_STATEMENT_MARKER ends its text),
+# judged on the whole text before it is cut.
 STATEMENTS = CounterView(
     table="statements",
-    sql="""
-SELECT s.queryid, s.userid, s.toplevel, left(s.query, 2000) AS query, s.calls,
+    sql=f"""
+SELECT s.queryid, s.userid, s.toplevel, left(s.query, 2000) AS query,
+       right(s.query, {len(OWN_STATEMENT_MARKER)}) = '{OWN_STATEMENT_MARKER}' AS own, s.calls,
        s.total_exec_time::float8 AS total_exec_time, s.rows,
        s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
 FROM pg_stat_statements s
@@ -357,6 +362,7 @@ class StatementRow:
     userid: int
     toplevel: bool
     query: str
+    own: bool
     calls: int
     total_exec_time: float
     rows: int

@@ -13,10 +13,12 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 import psycopg
+from psycopg import sql
+from psycopg.abc import Params, Query, QueryNoTemplate
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from pydantic import BaseModel, PrivateAttr
@@ -30,6 +32,40 @@ URL_PARTS = frozenset(
     {"user", "host", "port", "dbname"}
 )  # what display_of writes into a URL's authority and path
 PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
+
+
+# The comment that ends every statement a review session sends. pg_stat_statements keeps no
+# application_name or PID, only the text: normalisation replaces constants but keeps comments, and
+# PostgreSQL 18 drops a leading one from the stored text while keeping a trailing one. So the marker
+# goes last, on a line of its own (a trailing `--` comment of the statement cannot swallow it), and
+# the statement checks know the review's own statements by it (operators/stat_views.py).
+OWN_STATEMENT_MARKER = "/* dbcrew */"
+
+
+def marked(query: QueryNoTemplate) -> QueryNoTemplate:
+    """`query` with OWN_STATEMENT_MARKER after its last statement (a final `;` would put it outside)."""
+    if isinstance(query, str):
+        return query.rstrip().removesuffix(";") + "\n" + OWN_STATEMENT_MARKER
+    if isinstance(query, bytes):
+        return query.rstrip().removesuffix(b";") + b"\n" + OWN_STATEMENT_MARKER.encode()
+    return sql.Composed([query, sql.SQL("\n" + OWN_STATEMENT_MARKER)])
+
+
+class MarkedCursor(psycopg.Cursor[Any]):
+    """The cursor of a review session: every statement it sends carries OWN_STATEMENT_MARKER."""
+
+    def execute(
+        self,
+        query: Query,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Self:
+        if isinstance(query, (str, bytes, sql.SQL, sql.Composed)):
+            return super().execute(marked(query), params, prepare=prepare, binary=binary)
+        # A template string (Python 3.14) is composed by psycopg from its own parts: nothing to append to.
+        return super().execute(query, prepare=prepare, binary=binary)
 
 
 # Open review sessions, held weakly: a session that is closed or garbage-collected drops out by
@@ -140,6 +176,7 @@ class PostgresTarget(BaseModel):
             "application_name": "dbcrew",
             "options": options,
             "connect_timeout": self.connect_timeout_s,
+            "cursor_factory": MarkedCursor,
         }
         password = self._password if self._password is not None else secret("PGPASSWORD")
         if password is not None:

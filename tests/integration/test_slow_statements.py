@@ -1,0 +1,105 @@
+"""slow_query names the target's workload: never the review's own statements, utility commands or
+statements too cheap to matter, on a real pg_stat_statements read by the real collector."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import operators  # noqa: F401  (registers the operators)
+from dbcrew.settings import Settings, Thresholds
+from dbcrew.targets import parse_target
+from dbcrew.workspace import Workspace
+from lab.embedded import EmbeddedPostgres
+from operators.checks.statements import TOTALS_SQL, StatementTotals, check_slow_queries, workload_of
+from operators.collect.window import WindowParams, collect_statements
+from operators.registry import OperatorContext
+
+APP_SLEEP = "SELECT pg_sleep(0.01), $1::int AS app"  # the workload's one statement that takes time
+OWN_SLEEP = "SELECT pg_sleep(0.01), 'review' AS own"  # as heavy, sent by a review session
+NO_FLOORS = Thresholds(slow_query_min_share=0, slow_query_min_total_ms=0)
+
+
+def statement_texts(dsn: str, pattern: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT query FROM pg_stat_statements WHERE query LIKE %s"
+            " AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [pattern],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def noisy(pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> OperatorContext:
+    """A database whose statements are the workload, DDL and maintenance, foreign-key look-ups, and the
+    review's own reads (also a foreign session calling itself dbcrew, whose statements are the workload's)."""
+    pg.psql("CREATE DATABASE noisy;")
+    dsn = pg.dsn("noisy")
+    with psycopg.connect(dsn, autocommit=True, application_name="dbcrew") as app:
+        app.execute("CREATE EXTENSION pg_stat_statements")
+        app.execute(
+            "SET pg_stat_statements.track = 'all'"
+        )  # foreign-key look-ups are nested statements
+        app.execute("CREATE TABLE parent (id int PRIMARY KEY)")
+        app.execute("CREATE TABLE child (id int PRIMARY KEY, parent_id int REFERENCES parent)")
+        app.execute("INSERT INTO parent SELECT generate_series(1, 200)")
+        for i in range(1, 201):
+            app.execute("INSERT INTO child VALUES (%s, %s)", [i, i])
+        app.execute("CREATE INDEX ON child (parent_id)")
+        app.execute("VACUUM ANALYZE child")
+        for i in range(12):
+            app.execute(APP_SLEEP.replace("$1", "%s"), [i])
+    target = parse_target(dsn)
+    with target.session() as review:
+        for _ in range(12):
+            review.execute(OWN_SLEEP)
+    ctx = OperatorContext(
+        target=target,
+        workspace=Workspace(tmp_path_factory.mktemp("noisy") / "w.duckdb"),
+        settings=Settings(window_seconds=0),
+        brief=None,
+        run_dir=tmp_path_factory.mktemp("noisy-run"),
+    )
+    collect_statements(ctx, WindowParams(window_seconds=0))
+    return ctx
+
+
+def reported(ctx: OperatorContext, thresholds: Thresholds) -> dict[str, str]:
+    """query text -> severity of each slow_query finding under `thresholds`."""
+    run = OperatorContext(
+        target=ctx.target,
+        workspace=ctx.workspace,
+        settings=Settings(thresholds=thresholds),
+        brief=None,
+        run_dir=ctx.run_dir,
+    )
+    return {f.evidence["query"]: f.severity.value for f in check_slow_queries(run).findings}
+
+
+def test_the_review_marks_its_statements_and_pg_stat_statements_keeps_the_mark(
+    noisy: OperatorContext,
+):
+    (own,) = statement_texts(noisy.target.dsn, "SELECT pg_sleep($_), $_ AS own%")
+    assert own.rstrip().endswith("/* dbcrew */"), own
+
+
+def test_own_statements_and_utility_commands_are_never_slow(noisy: OperatorContext):
+    found = reported(noisy, NO_FLOORS)
+    assert any(q.endswith("AS app") for q in found), found
+    assert not [q for q in found if "AS own" in q], "the review's own statement was reported"
+    utility = [q for q in found if q.split(None, 1)[0].upper() in ("CREATE", "VACUUM", "SET")]
+    assert utility == [], utility
+
+
+def test_cheap_statements_fall_below_the_floors_of_time(noisy: OperatorContext):
+    found = reported(noisy, Thresholds(slow_query_min_total_ms=50, slow_query_mean_ms=5))
+    assert [q for q in found if "FOR KEY SHARE" in q] == []
+    assert [q for q in found if q.startswith("INSERT")] == []
+    assert [(q.endswith("AS app"), severity) for q, severity in found.items()] == [
+        (True, "warning")
+    ]
+    rows = noisy.workspace.rows(StatementTotals, TOTALS_SQL)
+    assert any("FOR KEY SHARE" in r.query for r in rows), "the look-ups were tracked"
+    load = workload_of(rows, Thresholds(slow_query_min_total_ms=50))
+    assert load.own >= 1 and load.utility >= 4
