@@ -270,11 +270,13 @@ class HistoryItem(BaseModel):
 
 
 class History(BaseModel):
-    """What changed since the target's previous run that saw the database (none: the first run).
+    """What changed since the target's previous runs that saw the database (none: the first run).
 
-    new: never seen before; persisting: in the previous run too, not worse; resolved: in the
-    previous run, gone now (only when the check that finds it ran); regressed: in the previous
-    run with a milder severity, or back after it had been resolved.
+    new: never seen before; persisting: in a recent run too (never absent from enough runs in a
+    row to be resolved), not worse than its worst there; absent: in a recent run, not in this one,
+    not yet resolved; resolved: absent from a few runs in a row now (roles.report.history's
+    RESOLVED_AFTER_ABSENT_RUNS; only when the check that finds it ran); regressed: worse than in
+    the recent runs, or back after it had been resolved.
     """
 
     previous_run_id: str | None = None
@@ -283,6 +285,10 @@ class History(BaseModel):
     persisting: list[HistoryItem] = Field(default_factory=list)
     resolved: list[HistoryItem] = Field(default_factory=list)
     regressed: list[HistoryItem] = Field(default_factory=list)
+    absent: list[HistoryItem] = Field(
+        default_factory=list,
+        description="seen in a recent run, not in this one, not yet absent long enough to be resolved",
+    )
 
 
 class Report(BaseModel):

@@ -158,15 +158,18 @@ class Store:
             )
         return [_run(r) for r in reversed(rows)]
 
-    def previous_run(self, target: str, scenario: str, before: datetime) -> RunRecord | None:
-        """The latest run of `target` in `scenario` that started before `before` and saw the database (not failed)."""
+    def previous_runs(
+        self, target: str, scenario: str, before: datetime, limit: int
+    ) -> list[RunRecord]:
+        """The latest `limit` runs of `target` in `scenario` that started before `before` and saw the database
+        (not failed), the latest first."""
         with self._session() as session:
             rows = session.run(
                 f"SELECT {RUN_COLUMNS} FROM runs WHERE target = ? AND scenario = ? AND started_at < ?"
-                f" AND {SEEN} ORDER BY started_at DESC LIMIT 1",
+                f" AND {SEEN} ORDER BY started_at DESC LIMIT {int(limit)}",
                 [target, scenario, before],
             )
-        return _run(rows[0]) if rows else None
+        return [_run(r) for r in rows]
 
     def findings(self, run_id: str) -> list[StoredFinding]:
         with self._session() as session:

@@ -2,7 +2,8 @@
 
 `reviewed(run, review)` is the one hook of the review path: it runs the review, stores the run
 (findings with fingerprints, vital signs), compares it with the target's previous run of the same
-scenario (new, persisting, resolved, regressed, each with its first-seen date), draws the trends
+scenario and the runs before it (new, persisting, absent, resolved, regressed, each with its
+first-seen date; resolved only after RESOLVED_AFTER_ABSENT_RUNS runs without it), draws the trends
 chart, and keeps a health review's sampled window as the target's baseline when it was quiet. A
 review that raises is stored as a failed run, and the error goes on. Before a diagnosis,
 `stage_baseline` hands the target's latest quiet window to the sampler unless a --baseline file
@@ -144,15 +145,46 @@ def unverified_codes(report: Report) -> set[str]:
 
 
 # -- what changed ------------------------------------------------------------------------------
+# A finding is called resolved only once it has been absent from this many runs in a row. A
+# condition that hovers at its threshold (a ratio near its limit, a statement near the top five)
+# is absent from some runs by chance: with one absence enough, a finding absent from a run with
+# probability p flips between resolved and back with probability p every run; three in a row cut
+# that to p**3 (1 in 8 runs for p = 1/2, 1 in 125 for p = 1/5), at the cost of calling a real fix
+# resolved two runs later. Until then it is "absent": said as such, never as persisting.
+RESOLVED_AFTER_ABSENT_RUNS = 3
+
+
+def runs_since_seen(fp: str, recent: list[list[StoredFinding]]) -> int | None:
+    """How many of the recent runs (the previous one first) came after the last one that saw `fp`, plus one;
+    None when none of them saw it."""
+    for age, findings in enumerate(recent, start=1):
+        if any(f.fingerprint == fp for f in findings):
+            return age
+    return None
+
+
+def worst_recent(fp: str, recent: list[list[StoredFinding]]) -> StoredFinding | None:
+    """`fp` at its worst severity over the recent runs: a severity hovering at a threshold is no regression."""
+    seen = [f for findings in recent for f in findings if f.fingerprint == fp]
+    return min(seen, key=lambda f: f.severity.rank) if seen else None
+
+
 def compare(
     current: list[StoredFinding],
-    previous: list[StoredFinding],
+    recent: list[list[StoredFinding]],
     sightings: dict[str, Sighting],
     now: datetime,
     unverified: set[str],
 ) -> tuple[list[HistoryItem], ...]:
-    """(new, persisting, resolved, regressed) of `current` against the previous run and all earlier sightings."""
-    before = {f.fingerprint: f for f in previous}
+    """(new, persisting, resolved, regressed, absent) of `current` against the recent runs' findings
+    (`recent`: the last RESOLVED_AFTER_ABSENT_RUNS runs, the previous one first) and all earlier sightings.
+
+    new: never seen before. persisting: seen within the recent runs (absent from fewer than
+    RESOLVED_AFTER_ABSENT_RUNS in a row, so never called resolved), not worse than at its worst
+    there. regressed: worse than that, or back after it had been called resolved. absent: seen in
+    a recent run, not in this one, not yet absent long enough to be resolved. resolved: absent from
+    exactly RESOLVED_AFTER_ABSENT_RUNS runs in a row now (only when the check that finds it ran).
+    """
 
     def item(f: StoredFinding) -> HistoryItem:
         seen = sightings.get(f.fingerprint)
@@ -167,27 +199,38 @@ def compare(
     persisting: list[HistoryItem] = []
     regressed: list[HistoryItem] = []
     for finding in current:
-        old = before.get(finding.fingerprint)
-        if old is None:
+        worst = worst_recent(finding.fingerprint, recent)
+        if worst is None:
             (regressed if finding.fingerprint in sightings else new).append(
                 item(finding)
             )  # back after being resolved
-        elif finding.severity.rank < old.severity.rank:
+        elif finding.severity.rank < worst.severity.rank:
             regressed.append(item(finding))
         else:
             persisting.append(item(finding))
     seen_now = {f.fingerprint for f in current}
-    resolved = [
-        item(f) for f in previous if f.fingerprint not in seen_now and f.code not in unverified
-    ]
-    return new, persisting, resolved, regressed
+    resolved: list[HistoryItem] = []
+    absent: list[HistoryItem] = []
+    gone = {
+        f.fingerprint: f for findings in reversed(recent) for f in findings
+    }  # latest sighting wins
+    for fp, f in gone.items():
+        if fp in seen_now:
+            continue
+        if runs_since_seen(fp, recent) == RESOLVED_AFTER_ABSENT_RUNS and f.code not in unverified:
+            resolved.append(item(f))
+        else:
+            absent.append(item(f))
+    return new, persisting, resolved, regressed, absent
 
 
 def history_of(
     store: Store, identity: str, report: Report, current: list[StoredFinding]
 ) -> History:
-    previous = store.previous_run(identity, report.scenario, report.started_at)
-    if previous is None:
+    runs = store.previous_runs(
+        identity, report.scenario, report.started_at, RESOLVED_AFTER_ABSENT_RUNS
+    )
+    if not runs:
         return History(
             new=[
                 HistoryItem(
@@ -196,20 +239,21 @@ def history_of(
                 for f in current
             ]
         )
-    new, persisting, resolved, regressed = compare(
+    new, persisting, resolved, regressed, absent = compare(
         current,
-        store.findings(previous.run_id),
+        [store.findings(run.run_id) for run in runs],
         store.sightings(identity, report.scenario, report.started_at),
         report.started_at,
         unverified_codes(report),
     )
     return History(
-        previous_run_id=previous.run_id,
-        previous_started_at=previous.started_at,
+        previous_run_id=runs[0].run_id,
+        previous_started_at=runs[0].started_at,
         new=new,
         persisting=persisting,
         resolved=resolved,
         regressed=regressed,
+        absent=absent,
     )
 
 
@@ -364,14 +408,14 @@ def timeline(store: Store, identity: str, scenario: str, limit: int) -> list[Run
     """The target's last `limit` runs of `scenario`, oldest first, each compared with the run before it."""
     vitals = {r.run_id: v for r, v in store.trends(identity, scenario)}
     sightings: dict[str, Sighting] = {}
-    previous: list[StoredFinding] = []
+    recent: list[list[StoredFinding]] = []  # the findings of the last runs, the latest first
     rows = []
     for run in (r for r in store.runs(identity) if r.scenario == scenario):
         if run.status is RunStatus.FAILED:
             rows.append(RunChanges(run=run, vitals=None))
             continue
         current = store.findings(run.run_id)
-        new, _, resolved, regressed = compare(current, previous, sightings, run.started_at, set())
+        new, _, resolved, regressed, _ = compare(current, recent, sightings, run.started_at, set())
         rows.append(
             RunChanges(
                 run=run,
@@ -386,5 +430,5 @@ def timeline(store: Store, identity: str, scenario: str, limit: int) -> list[Run
             sightings[finding.fingerprint] = Sighting(
                 first_seen=seen.first_seen if seen else run.started_at, last_seen=run.started_at
             )
-        previous = current
+        recent = [current, *recent][:RESOLVED_AFTER_ABSENT_RUNS]
     return rows[-limit:]

@@ -135,7 +135,7 @@ def duplicate_on(report: Report, table: str) -> tuple[str, str]:
     return found
 
 
-def test_second_run_reports_new_resolved_and_persisting_then_a_regression(
+def test_second_run_reports_new_absent_and_persisting_and_a_quick_return_persists(
     planted: str, store_url: str, tmp_path: Path
 ):
     first = review(planted, tmp_path / "first")
@@ -151,7 +151,7 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(
     assert second.history is not None and second.history.previous_run_id == first.run_id
     tags_duplicate = duplicate_on(second, "tags")
     assert tags_duplicate in items(second, "new")
-    assert no_primary_key in items(second, "resolved")
+    assert no_primary_key in items(second, "absent") and items(second, "resolved") == set()
     assert items_duplicate in items(second, "persisting") and items_duplicate not in items(
         second, "new"
     )
@@ -160,7 +160,7 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(
     # The report says it, in JSON, Markdown and HTML, with the trends chart and its caption.
     saved = json.loads((tmp_path / "second" / "report.json").read_text())
     assert saved["schema_version"] == 1 and saved["history"]["previous_run_id"] == first.run_id
-    assert any((r["code"], r["object"]) == no_primary_key for r in saved["history"]["resolved"])
+    assert any((r["code"], r["object"]) == no_primary_key for r in saved["history"]["absent"])
     markdown = (tmp_path / "second" / "report.md").read_text()
     assert "## What changed" in markdown and f"Since run {first.run_id}" in markdown
     assert (
@@ -175,9 +175,11 @@ def test_second_run_reports_new_resolved_and_persisting_then_a_regression(
     with psycopg.connect(planted, autocommit=True) as conn:
         conn.execute(BREAK_AGAIN)
     third = review(planted, tmp_path / "third")
-    assert no_primary_key in items(third, "regressed")  # back after being resolved
-    back = next(i for i in third.history.regressed if (i.code, i.object) == no_primary_key)
-    assert back.first_seen == first.started_at and no_primary_key not in items(third, "new")
+    # Absent from one run only, never resolved: back, it persists (no flip, no alert).
+    assert no_primary_key in items(third, "persisting")
+    back = next(i for i in third.history.persisting if (i.code, i.object) == no_primary_key)
+    assert back.first_seen == first.started_at
+    assert no_primary_key not in items(third, "new") | items(third, "regressed")
     assert {tags_duplicate, items_duplicate} <= items(third, "persisting")
 
     store = open_store(store_url)
@@ -332,9 +334,12 @@ def test_store_keeps_runs_sightings_trends_and_lessons_on_either_backend(store_u
             Vitals(cache_hit_ratio=0.9 + day / 100, database_bytes=2**20 * (day + 1), warning=1),
         )
     assert [r.run_id for r in store.runs(target)] == ["r0", "r1", "r2"]
-    assert (
-        store.previous_run(target, "health", start + timedelta(days=5)).run_id == "r1"
-    )  # not the failed one
+    assert [
+        r.run_id for r in store.previous_runs(target, "health", start + timedelta(days=5), 3)
+    ] == [
+        "r1",
+        "r0",
+    ]  # not the failed one, the latest first
     assert [f.severity for f in store.findings("r1")] == [Severity.WARNING]
     sighting = store.sightings(target, "health", start + timedelta(days=5))[
         fingerprint(target, "index_unused", "public.a_idx")
@@ -345,7 +350,7 @@ def test_store_keeps_runs_sightings_trends_and_lessons_on_either_backend(store_u
         0.91,
         0.92,
     ]
-    assert store.previous_run(target, "diagnose", start + timedelta(days=5)) is None
+    assert store.previous_runs(target, "diagnose", start + timedelta(days=5), 3) == []
     store.put_lesson(target, "collect_table_stats", "replace", '{"x": 1}', 2)
     assert open_store(store_url).lesson(target, "collect_table_stats") == (
         '{"x": 1}',
@@ -374,7 +379,7 @@ def test_a_transaction_is_one_session_that_commits_or_rolls_back_as_a_whole(
         )
 
     with store.transaction():
-        assert store.previous_run(target, "health", start + timedelta(days=1)) is None
+        assert store.previous_runs(target, "health", start + timedelta(days=1), 1) == []
         store.record_run(run("kept"), [], Vitals(warning=1))
         with store.transaction():  # a nested block joins the outer one
             assert [r.run_id for r, _ in store.trends(target, "health")] == ["kept"]

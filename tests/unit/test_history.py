@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import History, HistoryItem, TargetInfo
-from dbcrew.store import Sighting, StoredFinding, fingerprint
+from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerprint, open_store
 from operators.diagnose.evidence import BlockedSession, WindowEvidence
 from roles.report.alerts import alert_for, scrub
-from roles.report.history import compare, judge_quiet
+from roles.report.history import (
+    RESOLVED_AFTER_ABSENT_RUNS,
+    compare,
+    history_of,
+    judge_quiet,
+    timeline,
+)
 
 TARGET = "7311234567890123456/shop"
 DAY = datetime(2026, 3, 1, tzinfo=UTC)
@@ -62,9 +69,10 @@ def test_compare_sorts_every_finding_into_new_persisting_resolved_regressed_with
         for f in [*previous, back]
     }  # `back` was seen on day one, resolved on day two
     now = DAY + timedelta(days=2)
-    new, persisting, resolved, regressed = compare(
+    still_there = [f for f in previous if f not in (gone, unverified)]
+    new, persisting, resolved, regressed, absent = compare(
         [kept, better, worse, back, fresh],
-        previous,
+        [still_there, still_there, previous],  # gone and unverified: last seen three runs ago
         sightings,
         now,
         unverified={"idle_in_transaction"},
@@ -78,9 +86,94 @@ def test_compare_sorts_every_finding_into_new_persisting_resolved_regressed_with
         ("table_bloat", DAY),
         ("table_without_primary_key", DAY),
     ]
-    assert [i.code for i in resolved] == [
-        "index_duplicate"
+    assert [i.code for i in resolved] == ["index_duplicate"]
+    assert [i.code for i in absent] == [
+        "idle_in_transaction"
     ]  # the session check did not run: not claimed resolved
+
+
+def runs_of(presence: str, severities: str = "") -> list[list[StoredFinding]]:
+    """One finding's runs: `x` where it was found, `.` where not; its severity per run from `severities`
+    (w: warning, i: info; warning throughout without)."""
+    levels = {"w": Severity.WARNING, "i": Severity.INFO}
+    return [
+        [stored("dead_tuples_high", "public.t", levels[(severities or "w" * len(presence))[n]])]
+        if mark == "x"
+        else []
+        for n, mark in enumerate(presence)
+    ]
+
+
+def changes(runs: list[list[StoredFinding]]) -> list[str]:
+    """The finding's change in each run after the first, run by run as the review compares them."""
+    said = []
+    sightings: dict[str, Sighting] = {}
+    for n, current in enumerate(runs):
+        recent = runs[max(0, n - RESOLVED_AFTER_ABSENT_RUNS) : n][::-1]
+        at = DAY + timedelta(minutes=n)
+        if n:
+            lists = compare(current, recent, sightings, at, set())
+            named = ["new", "persisting", "resolved", "regressed", "absent"]
+            said.append(next((name for name, items in zip(named, lists) if items), "-"))
+        for f in current:
+            first = sightings[f.fingerprint].first_seen if f.fingerprint in sightings else at
+            sightings[f.fingerprint] = Sighting(first_seen=first, last_seen=at)
+    return said
+
+
+def test_a_finding_that_flickers_persists_and_is_never_resolved_or_new_again():
+    said = changes(runs_of("xx.x.xx..x.x"))
+    assert "resolved" not in said and "new" not in said and "regressed" not in said, said
+    assert said == [
+        "persisting", "absent", "persisting", "absent", "persisting", "persisting",
+        "absent", "absent", "persisting", "absent", "persisting",
+    ]  # fmt: skip
+
+
+def test_a_finding_absent_from_three_runs_in_a_row_is_resolved_once_and_regresses_when_back():
+    assert RESOLVED_AFTER_ABSENT_RUNS == 3
+    assert changes(runs_of("xx....x")) == [
+        "persisting", "absent", "absent", "resolved", "-", "regressed",
+    ]  # fmt: skip
+
+
+def test_a_severity_hovering_at_its_threshold_is_no_regression_but_a_new_height_is():
+    assert changes(runs_of("xxxxx", "wiwiw")) == ["persisting"] * 4
+    assert changes(runs_of("xxxx", "iiiw")) == ["persisting", "persisting", "regressed"]
+
+
+def test_the_history_command_counts_changes_as_the_report_does(tmp_path: Path):
+    """`dbcrew history` (timeline) and the report (history_of) read the same runs alike."""
+    store = open_store(str(tmp_path / "store.duckdb"))
+    said_by_reports = []
+    for n, current in enumerate(runs_of("xx.x...xx")):
+        started = DAY + timedelta(minutes=n)
+        run = RunRecord(
+            run_id=f"r{n}",
+            target=TARGET,
+            display="postgresql://u@h/shop",
+            scenario="health",
+            started_at=started,
+            status=RunStatus.COMPLETED,
+        )
+        empty = Report(
+            run_id=run.run_id,
+            target=TargetInfo(kind="postgresql", display=run.display),
+            scenario="health",
+            started_at=started,
+            finished_at=started,
+            brain="rules",
+        )
+        history = history_of(store, TARGET, empty, current)
+        said_by_reports.append((len(history.new), len(history.regressed), len(history.resolved)))
+        store.record_run(run, current)
+    said_by_timeline = [
+        (r.new, r.regressed, r.resolved) for r in timeline(store, TARGET, "health", 20)
+    ]
+    assert said_by_timeline == said_by_reports
+    assert said_by_reports == [
+        (1, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 0, 0),
+    ]  # fmt: skip
 
 
 def window(blocked: int = 0, rate: float = 10.0) -> WindowEvidence:
