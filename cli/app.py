@@ -8,7 +8,7 @@ import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
 import setproctitle
 import typer
@@ -44,6 +44,9 @@ from dbcrew.settings import Ablations, debugging
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from roles.report.reporter import report_path
+
+if TYPE_CHECKING:  # the inventory module is loaded by the commands that read one
+    from dbcrew.inventory import TargetEntry
 
 app = typer.Typer(
     add_completion=False,
@@ -329,11 +332,23 @@ app.add_typer(inventory_app, name="inventory")
 @inventory_app.command("check")
 def inventory_check(
     path: Annotated[Path, typer.Argument(help="targets.yaml")] = Path("targets.yaml"),
+    connect: Annotated[
+        bool,
+        typer.Option(
+            "--connect",
+            help="also connect to each target with its password (read-only, 5 s connect timeout):"
+            " one line per target, exit 2 if any fails",
+        ),
+    ] = False,
 ) -> None:
-    """Check an inventory and list its targets (no password is read)."""
+    """Check an inventory and list its targets (no password is read without --connect)."""
     from dbcrew.inventory import load_inventory
 
-    for entry in load_inventory(path).targets:
+    inventory = load_inventory(path)
+    if connect:
+        check_inventory_connections(inventory.targets)
+        return
+    for entry in inventory.targets:
         show(
             line(
                 (entry.name, "bold"),
@@ -341,6 +356,28 @@ def inventory_check(
                 f"  window {entry.window:g}s  schedule: {entry.schedule or '-'}  tags: {', '.join(entry.tags) or '-'}"
                 + (f"  watch: every {entry.watch.every:g}s" if entry.watch else ""),
             )
+        )
+
+
+def check_inventory_connections(entries: list[TargetEntry]) -> None:
+    """One line per target, reached or not and why; UsageError (exit 2) naming those that failed."""
+    from cli.connection_check import check_connections
+
+    prefect_env()  # a password in a Secret block is read from the running server
+    outcomes = check_connections(entries)
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        show(
+            line(
+                (entry.name, "bold"),
+                f"  {entry.url}  ",
+                ("ok", "green") if outcome.ok else ("failed", "bold red"),
+                f"  {outcome.detail}",
+            )
+        )
+    failed = [o.name for o in outcomes if not o.ok]
+    if failed:
+        raise UsageError(
+            f"{len(failed)} of {len(outcomes)} targets failed the connection check: {', '.join(failed)}"
         )
 
 

@@ -8,7 +8,6 @@ from the source the entry names and never becomes a parameter.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from dbcrew.inventory import (
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.secrets import secret
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
@@ -85,11 +85,12 @@ def resolve_password(entry: TargetEntry) -> str | None:
     """The entry's password from its source, on this machine; None leaves it to libpq (~/.pgpass)."""
     source = entry.password
     if isinstance(source, PasswordFromEnv):
-        if source.env not in os.environ:
+        password = secret(source.env)  # PGPASSWORD is held out of the environment by the CLI
+        if password is None:
             raise TargetError(
                 f"target {entry.name}: environment variable {source.env} (its password) is not set on this worker"
             )
-        return os.environ[source.env]
+        return password
     if isinstance(source, PasswordFromSecret):
         try:
             return str(ran_sync(Secret.load(source.secret)).get())
