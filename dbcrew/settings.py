@@ -94,6 +94,12 @@ class Environment(Debugging):
         description="days a report stays under the reports directory of a"
         " worker's disk; the Prefect artifacts and the history store are the record",
     )
+    reports_max_mb: float = Field(
+        1024.0,
+        ge=0,
+        description="MiB the reports directory of a worker's disk may hold: past it the oldest"
+        " run directories go first (the newest always stays)",
+    )
     cache_dir: Path | None = Field(
         None,
         description="where built indexes live between runs (the manual's search index,"
@@ -303,6 +309,11 @@ def cache_root() -> Path:
     if explicit:
         return explicit.expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "dbcrew"
+
+
+def reports_max_bytes() -> int:
+    """How much the run directories under reports_root() may hold together ($DBCREW_REPORTS_MAX_MB, 1024 MiB)."""
+    return int(environment().reports_max_mb * 2**20)
 
 
 def reports_retention_days() -> float:

@@ -76,6 +76,14 @@ def release(path: Path) -> None:
         conn.close()
 
 
+def discard(path: Path) -> None:
+    """Close and delete the workspace at `path` with its write-ahead log: a run whose report is written
+    and posted needs it no more where the report is not the record (a worker's reports folder)."""
+    release(path)
+    for file in (path, path.with_name(path.name + ".wal")):
+        file.unlink(missing_ok=True)
+
+
 def _column(values: list[Any], duckdb_type: str) -> list[Any]:
     """One column's values as a DuckDB list parameter: texts redacted; a text column gets text (a list binds
     one Python type, and some, such as an inet address, not at all); a float NaN is NULL (no measurement)."""

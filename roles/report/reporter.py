@@ -302,19 +302,36 @@ def inline_charts(report: Report, run_dir: Path) -> dict[str, str]:
     }
 
 
-def prune_reports(root: Path, keep_days: float, now: float | None = None) -> list[Path]:
-    """Remove the run directories under `root` whose report is older than `keep_days`; returns them.
+def prune_reports(
+    root: Path, keep_days: float, max_bytes: int, now: float | None = None
+) -> list[Path]:
+    """Remove the run directories under `root` (at any depth) whose report is older than `keep_days`, then
+    the oldest ones while they hold more than `max_bytes` together; returns them, oldest first.
 
-    Only directories holding a report.json are touched, so a reports folder shared with other
-    files loses nothing else.
+    Only directories holding a report.json are touched, so a reports folder shared with other files
+    loses nothing else; the newest run always stays, even alone past `max_bytes`.
     """
     cutoff = (now if now is not None else time.time()) - keep_days * 86_400
-    removed = []
-    for report in sorted(root.glob("*/report.json")) if root.is_dir() else []:
-        if report.stat().st_mtime < cutoff:
-            shutil.rmtree(report.parent)
-            removed.append(report.parent)
+    runs = sorted(
+        (report.stat().st_mtime, report.parent)
+        for report in (root.rglob("report.json") if root.is_dir() else [])
+        if report.parent != root  # a report written into the root itself is no run directory of it
+    )
+    removed = [folder for mtime, folder in runs if mtime < cutoff]
+    kept = [(folder, _bytes_under(folder)) for mtime, folder in runs if mtime >= cutoff]
+    held = sum(size for _, size in kept)
+    for folder, size in kept[:-1]:
+        if held <= max_bytes:
+            break
+        removed.append(folder)
+        held -= size
+    for folder in removed:
+        shutil.rmtree(folder)
     return removed
+
+
+def _bytes_under(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 def report_path(run_dir: Path) -> Path:

@@ -86,6 +86,7 @@ def test_the_readme_steps_deploy_and_run_a_review(fleet_pg: EmbeddedPostgres, tm
                 )
         assert "finished successfully in 'Completed'" in result.stdout, result.stdout[-2000:]
         assert list((tmp_path / "reports").glob("*/report.json")), "the worker wrote no report"
+        assert not list((tmp_path / "reports").glob("*/workspace.duckdb*")), "a workspace stayed"
     finally:
         for process in reversed(background):
             stop_tree(process)
