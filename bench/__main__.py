@@ -43,6 +43,7 @@ SECTIONS = (
     "ask",
     "llm",
     "watch",
+    "noise",
 )
 
 
