@@ -18,6 +18,7 @@ import psycopg
 from dbcrew.errors import TargetError
 from dbcrew.inventory import PasswordFromSecret, TargetEntry
 from dbcrew.redact import redact
+from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import first_line
 
 MAX_AT_ONCE = 8  # targets connected to at once: an unreachable one waits out its connect timeout
@@ -38,8 +39,6 @@ class ConnectionCheck:
 
 def check_connection(entry: TargetEntry, password: str | None) -> ConnectionCheck:
     """Open one read-only review session to `entry` and read who it is connected as."""
-    from dbcrew.targets import parse_target
-
     try:
         with parse_target(entry.url, password=password).session() as conn:
             row = conn.execute(WHO_SQL).fetchone()

@@ -64,7 +64,7 @@ def workload_of(rows: list[StatementTotals], t: Thresholds) -> Workload:
     total = sum(r.total_exec_time for r in workload)
     floor = max(t.slow_query_min_total_ms, t.slow_query_min_share * total)
     heavy = sorted(
-        (r for r in workload if r.total_exec_time >= floor),
+        (r for r in workload if r.total_exec_time >= floor and r.total_exec_time > 0),
         key=lambda r: r.total_exec_time,
         reverse=True,
     )
