@@ -21,11 +21,12 @@ from operators.statement_kinds import StatementKind, kind_of
 
 TOP = 5
 MAX_REPORTED = 25
-# One row per statement: pg_stat_statements keeps an entry per role (and per nesting level).
+# One row per statement: pg_stat_statements keeps an entry per role (and per nesting level), each
+# with its own text; the review's entries stay apart from another role's running the same statement.
 TOTALS_SQL = (
-    "SELECT queryid, any_value(query) AS query, bool_or(own) AS own, sum(calls)::BIGINT AS calls,"
+    "SELECT queryid, any_value(query) AS query, own, sum(calls)::BIGINT AS calls,"
     " sum(total_exec_time) AS total_exec_time, sum(calls_delta) AS calls_delta"
-    " FROM statements WHERE calls > 0 GROUP BY queryid"
+    " FROM statements WHERE calls > 0 GROUP BY queryid, own"
 )
 
 
