@@ -34,7 +34,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from dbcrew.text.untrusted import visible
+from dbcrew.text.untrusted import model_text, visible
 from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
@@ -52,6 +52,7 @@ ANALYSES = {
     " runs every health check and draws the activity charts",
 }
 CITED_PASSAGES = 3
+LEAD_PROSE = 80  # characters of quotable prose a cited passage needs to lead the answer
 MAX_LISTED_FINDINGS = 5
 READ_ONLY = (
     "dbcrew is read-only: it never writes to a database (its sessions run with "
@@ -197,10 +198,13 @@ def _knowledge(
         text, brain_name = _by_llm(
             "cited answer", llm, lambda client: written(question, [h.passage for h in hits], client)
         )
-        if text is not None:
-            return Answer(route=route, answer=text, citations=citations, brain=brain_name)
-    lead = citations[0]
-    others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations[1:])
+        if text is not None:  # a model's text is data: shown as a reader sees it, bounded
+            return Answer(
+                route=route, answer=model_text(text), citations=citations, brain=brain_name
+            )
+    # The lead is the best hit that has prose to quote: a synopsis or a sample output answers nothing.
+    lead = next((c for c in citations if len(c.excerpt) >= LEAD_PROSE), citations[0])
+    others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations if c is not lead)
     text = f"From {lead.title or lead.section} ({lead.section}): {lead.excerpt}"
     if others:
         text += f"\nSee also: {others}."
@@ -213,7 +217,7 @@ def _citation(hit: Hit, question: str) -> Citation:
         source=passage.source,
         section=passage.section,
         title=passage.title,
-        excerpt=best_sentences(passage.text, question),
+        excerpt=best_sentences(passage.text, question, title=passage.title),
     )
 
 
@@ -257,7 +261,8 @@ def _instance(
     )
     if added is None:
         return rules.model_copy(update={"brain": brain_name})
-    answer = f"{text}\n{added.answer}" if ran is not None else added.answer
+    said = model_text(added.answer)  # a model's text is data: shown as a reader sees it, bounded
+    answer = f"{text}\n{said}" if ran is not None else said
     return Answer(
         route=Route.INSTANCE, answer=answer, tools=[*rules.tools, *added.tools], brain=brain_name
     )
