@@ -135,6 +135,12 @@ class Environment(Debugging):
         " a dead or slow endpoint adds to a review: timeout x (1 + retries)",
     )
     llm_max_retries: int = Field(2, ge=0, le=10, description="retries of a failed request")
+    llm_budget: float = Field(
+        60.0,
+        gt=0,
+        description="seconds all of one run's LLM requests may take together (retries and"
+        " repairs included); once spent, the rules answer the rest of the run and the report says so",
+    )
     llm_capability: Capability = Field(
         Capability.TOOLS,
         description="how the endpoint answers in structure:"

@@ -26,7 +26,7 @@ import pydantic
 from psycopg.rows import tuple_row
 
 from dbcrew.errors import TargetError
-from dbcrew.llm.base import Brain, BrainError, EndpointDown
+from dbcrew.llm.base import Brain, BrainError, BudgetSpent, EndpointDown
 from dbcrew.llm.client import LlmClient
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer, Citation, ToolCall
@@ -173,12 +173,13 @@ def _by_llm(
     earlier in the run is not asked."""
     if brain.down:
         brain.count_question(fell_back=True)
-        return None, f"rules (openai is down: {brain.down})"
+        return None, f"rules (openai not asked again: {brain.down})"
     try:
         result = attempt(brain.client)
     except BrainError as exc:
         brain.count_question(
-            fell_back=True, down=first_line(exc) if isinstance(exc, EndpointDown) else ""
+            fell_back=True,
+            down=first_line(exc) if isinstance(exc, EndpointDown | BudgetSpent) else "",
         )
         return None, f"rules (openai failed to {what}: {first_line(exc)})"
     brain.count_question(fell_back=result is None)
