@@ -124,11 +124,18 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     ]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
-    foreign = sum(1 for _query, why in advice.skipped if why.startswith(FOREIGN_CODE))
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
         artifacts=["index_advice", "index_hide_effects"],
-        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog"
-        if foreign
-        else "",
+        partial=not_explained(advice.skipped),
     )
+
+
+def not_explained(skipped: list[tuple[str, str]]) -> str:
+    """The statements the guard refused, counted, with what each refused name is and where it is
+    defined (`function public.evil`): the reader sees what the advice could not look into and why."""
+    refused = [why for _query, why in skipped if why.startswith(FOREIGN_CODE)]
+    if not refused:
+        return ""
+    what = sorted({why.removeprefix(FOREIGN_CODE).lstrip(": ") for why in refused})
+    return f"{len(refused)} statement(s) not explained: they call code outside pg_catalog ({'; '.join(what)})"
