@@ -17,14 +17,17 @@ from typing import Any
 from dbcrew.models import Finding, Role, Severity
 from dbcrew.vocabulary import Category, FindingCode
 from operators.registry import Observation, OperatorContext, operator
+from operators.statistics_age import young_counters
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """What a check judged (for its summary) and what it could not see (coverage says 'ran, partial')."""
+    """What a check judged (for its summary), what it could not see (coverage says 'ran, partial'),
+    and the codes it could not judge at all this time (history keeps their earlier findings)."""
 
     looked_at: str
     partial: str = ""
+    unjudged: tuple[FindingCode, ...] = ()
 
 
 Judgement = Generator[Finding, None, Coverage | None]
@@ -38,12 +41,15 @@ def check(
     codes: tuple[FindingCode, ...],
     uses: tuple[str, ...] = (),
     looked_at: str = "",
+    counted: tuple[FindingCode, ...] = (),
 ) -> Callable[[CheckBody], Check]:
     """Register `body` as the check operator of its name; its docstring is what the planner reads.
 
     `needs` are the workspace tables it cannot run without, `uses` those it reads when the plan
     has them, `codes` the finding codes it can emit, `looked_at` its coverage when the body
-    returns none.
+    returns none, `counted` the codes it judges by cumulative counters: while the target's
+    counters are younger than `counters_min_age_seconds` (operators/statistics_age.py) the check
+    is partial, with the reason, and those codes are unjudged.
     """
 
     def register(body: CheckBody) -> Check:
@@ -55,6 +61,13 @@ def check(
                         f"check {body.__name__} returned no coverage and declares no looked_at"
                     )
                 coverage = Coverage(looked_at)
+            young = young_counters(ctx.brief, ctx.settings.thresholds.counters_min_age_seconds)
+            if counted and young:
+                coverage = Coverage(
+                    coverage.looked_at,
+                    "; ".join(p for p in (young, coverage.partial) if p),
+                    tuple(dict.fromkeys((*counted, *coverage.unjudged))),
+                )
             return _observe(body.__name__, findings, coverage)
 
         run.__name__, run.__qualname__, run.__doc__, run.__module__ = (
@@ -85,6 +98,7 @@ def _observe(source: str, findings: list[Finding], coverage: Coverage) -> Observ
         summary=f"{source}: {len(findings)} findings ({problems} problems) over {coverage.looked_at}",
         findings=[f.model_copy(update={"source": source}) for f in findings],
         partial=coverage.partial,
+        unjudged=list(coverage.unjudged),
     )
 
 

@@ -82,7 +82,11 @@ def _stats_age_seconds(ctx: OperatorContext) -> float:
     return rows[0].stats_age_seconds if rows else 0.0
 
 
-@check(needs=("index_stats", "database_stats"), codes=(FindingCode.INDEX_UNUSED,))
+@check(
+    needs=("index_stats", "database_stats"),
+    codes=(FindingCode.INDEX_UNUSED,),
+    counted=(FindingCode.INDEX_UNUSED,),
+)
 def check_unused_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes never scanned since the statistics began, excluding those backing constraints.
 
@@ -285,6 +289,7 @@ def _proven(ctx: OperatorContext) -> Judgement:
     needs=("table_stats", "index_stats"),
     uses=("statements", "index_advice"),
     codes=(FindingCode.INDEX_MISSING,),
+    counted=(FindingCode.INDEX_MISSING,),
 )
 def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
@@ -372,7 +377,11 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     )
 
 
-@check(needs=("table_stats", "index_stats"), codes=(FindingCode.INDEXES_TOO_MANY,))
+@check(
+    needs=("table_stats", "index_stats"),
+    codes=(FindingCode.INDEXES_TOO_MANY,),
+    counted=(FindingCode.INDEXES_TOO_MANY,),
+)
 def check_index_count(ctx: OperatorContext) -> Judgement:
     """Write-heavy tables carrying many indexes: every insert and non-HOT update writes each of them."""
     t = ctx.settings.thresholds

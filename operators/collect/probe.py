@@ -36,7 +36,11 @@ SELECT current_setting('server_version') AS server_version,
        current_setting('max_connections')::int AS max_connections,
        current_setting('track_io_timing') = 'on' AS track_io_timing,
        CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
-            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier
+            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier,
+       now() AS probed_at,
+       pg_postmaster_start_time() AS server_started_at,
+       (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database()) AS stats_reset_at,
+       (SELECT stats_reset FROM pg_stat_archiver) AS shared_stats_reset_at
 """
 
 

@@ -86,7 +86,14 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             reason = "; ".join(
                 r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r
             )
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
+            entries.append(
+                CoverageEntry(
+                    check=op.name,
+                    status=CoverageStatus.RAN,
+                    reason=reason,
+                    unjudged=outcome.observation.unjudged if outcome.observation else [],
+                )
+            )
         else:
             status = (
                 CoverageStatus.FAILED
