@@ -173,6 +173,31 @@ def unplannable(conn: psycopg.Connection[Any], query: str, kinds: tuple[type, ..
     return f"{FOREIGN_CODE}: {found}" if found else None
 
 
+# The tables (schema, name) the review's role may not SELECT.
+_UNREADABLE_SQL = """
+SELECT DISTINCT n.nspname::text, c.relname::text
+  FROM unnest(%(relations)s::text[]) AS r(name) JOIN pg_class c ON c.oid = to_regclass(r.name)
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE NOT has_table_privilege(c.oid, 'SELECT')
+ ORDER BY 1, 2
+"""
+
+
+def unreadable_relations(
+    conn: psycopg.Connection[Any], query: str, kinds: tuple[type, ...]
+) -> list[tuple[str, str]]:
+    """The relations `query` reads that the review's role may not SELECT: EXPLAIN needs that
+    privilege (`permission denied for table`), and `GRANT SELECT ON` each (or pg_read_all_data)
+    gives it."""
+    names, _why = _parsed(query, kinds)
+    if names is None:
+        return []
+    relations = sorted(
+        ".".join(quote_ident(p) for p in n) for n in names.relations if n[-1] not in names.ctes
+    )
+    return [(row[0], row[1]) for row in fetch(conn, _UNREADABLE_SQL, {"relations": relations})[1]]
+
+
 def generic_plan(
     conn: psycopg.Connection[Any], query: str, server_version_num: int, kinds: tuple[type, ...]
 ) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,7 +255,7 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     return Coverage(f"{len(fks)} foreign keys")
 
 
-def _proven(ctx: OperatorContext) -> Judgement:
+def _proven(ctx: OperatorContext) -> Generator[Finding, None, int]:
     """Findings from the hypothetical-index advice: only indexes the planner showed it would use."""
     rows = ctx.workspace.rows(IndexAdviceRow, "SELECT * FROM index_advice ORDER BY total_ms DESC")
     for row in rows:
@@ -282,12 +283,12 @@ def _proven(ctx: OperatorContext) -> Judgement:
             fix_sql=row.ddl,
             confidence=0.9,
         )
-    return Coverage(f"{len(rows)} hypopg-proven suggestions")
+    return len(rows)
 
 
 @check(
     needs=("table_stats", "index_stats"),
-    uses=("statements", "index_advice"),
+    uses=("statements", "index_advice", "index_advice_unreadable"),
     codes=(FindingCode.INDEX_MISSING,),
     counted=(FindingCode.INDEX_MISSING,),
 )
@@ -295,11 +296,43 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
 
     The heuristic: large tables read mostly by sequential scans, the column from the filters of
-    their statements (lower confidence); without pg_stat_statements it names only the table.
+    their statements (lower confidence); without pg_stat_statements it names only the table. When
+    hypopg ran but the role could not plan the statements of some tables (EXPLAIN needs SELECT on
+    them), the heuristic judges those tables, and the check is partial: the proof is missing there.
     """
+    if not ctx.workspace.has("index_advice"):
+        scanned = yield from _heuristic(ctx, None)
+        return Coverage(
+            f"{scanned} sequentially scanned large tables",
+            "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes",
+        )
+    proven = yield from _proven(ctx)
+    unreadable = (
+        {
+            (r["schemaname"], r["relname"])
+            for r in ctx.workspace.query("SELECT schemaname, relname FROM index_advice_unreadable")
+        }
+        if ctx.workspace.has("index_advice_unreadable")
+        else set()
+    )
+    if not unreadable:
+        return Coverage(f"{proven} hypopg-proven suggestions")
+    scanned = yield from _heuristic(ctx, unreadable)
+    return Coverage(
+        f"{proven} hypopg-proven suggestions, and {scanned} sequentially scanned large tables"
+        f" among the {len(unreadable)} the role could not plan statements on",
+        f"the sequential-scan heuristic judged {len(unreadable)} table(s) whose statements could"
+        " not be explained (no proof by hypothetical index there)",
+        (FindingCode.INDEX_MISSING,),
+    )
+
+
+def _heuristic(
+    ctx: OperatorContext, only: set[tuple[str, str]] | None
+) -> Generator[Finding, None, int]:
+    """Large tables read mostly by sequential scans (all, or `only` these (schema, table)), with
+    the filter column their statements use most; how many such tables there were."""
     t = ctx.settings.thresholds
-    if ctx.workspace.has("index_advice"):
-        return (yield from _proven(ctx))
     tables = ctx.workspace.rows(
         TableStatsRow,
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
@@ -310,6 +343,8 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
             t.missing_index_min_rows_per_scan,
         ],
     )
+    if only is not None:
+        tables = [row for row in tables if (row.schemaname, row.relname) in only]
     indexed: dict[int, list[list[str]]] = defaultdict(list)
     for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid"):
         indexed[row.relid].append(_key_columns(row))
@@ -371,10 +406,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
                 confidence=0.4,
             )
-    return Coverage(
-        f"{len(tables)} sequentially scanned large tables",
-        "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes",
-    )
+    return len(tables)
 
 
 @check(
