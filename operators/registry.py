@@ -68,6 +68,11 @@ class Observation(BaseModel):
     partial: str = Field(
         "", description="what this call could not see (coverage says 'ran, partial')"
     )
+    refused_connections: int = Field(
+        0,
+        description="connection attempts the target refused while this call waited to resume its"
+        " session (a restart, an outage): what it read spans the outage",
+    )
     unjudged: list[FindingCode] = Field(
         default_factory=list,
         description="codes this call could not judge (too young counters, an outage, a privilege): an"

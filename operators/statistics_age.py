@@ -27,11 +27,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dbcrew.models import Brief
+from operators.registry import OperatorContext
+from operators.stat_views import DatabaseStatsRow
 
 # The server-wide reset a start without statistics sets is stamped within moments of the start.
 DISCARD_SLACK_SECONDS = 60.0
 # initdb to the first start: a packaged set-up (a container's entrypoint) runs its init scripts first.
 FIRST_START_SECONDS = 600.0
+# pg_postmaster_start_time() is one value per server start (to the microsecond): read twice, it differs
+# only after a restart, which takes well under a second. The window lands it as epoch seconds (float8).
+RESTART_SLACK_SECONDS = 0.001
+WINDOW_START_SQL = "SELECT * FROM database_stats"
 
 
 @dataclass(frozen=True)
@@ -87,4 +93,29 @@ def young_counters(brief: Brief | None, min_age_seconds: float) -> str | None:
     return (
         f"{began.describe()}: counters younger than {min_age_seconds:.0f} s cannot show what is"
         " there, and a finding missing now is not resolved"
+    )
+
+
+def restart_before_window(ctx: OperatorContext) -> str | None:
+    """Why the window's counters and cache follow a restart of the server during this run, or None.
+
+    The probe read the server's start at the beginning of the run; the window's readings
+    (`database_stats.server_started`) read it again. A later start means the server restarted in
+    between: the shared buffers began empty (a cold cache is no verdict on their size), and after a
+    crash the counters began again from zero.
+    """
+    brief = ctx.brief
+    if brief is None or brief.server_started_at is None or not ctx.workspace.has("database_stats"):
+        return None
+    probed = brief.server_started_at.timestamp()
+    started = max(
+        (row.server_started for row in ctx.workspace.rows(DatabaseStatsRow, WINDOW_START_SQL)),
+        default=probed,
+    )
+    if started <= probed + RESTART_SLACK_SECONDS:
+        return None
+    return (
+        f"the server restarted at {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M:%S} UTC, after"
+        " the review's probe: its window followed the restart (a cold cache, counters a crash may"
+        " have emptied) and is not judged"
     )
