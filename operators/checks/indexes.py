@@ -20,7 +20,7 @@ from operators.stat_views import DatabaseStatsRow, IndexStatsRow, StatementRow, 
 DAY = 86_400.0
 
 
-# The tables operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS): their models live here, beside
+# The tables operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS, UNREADABLE_COLUMNS): their models live here, beside
 # their only reader, because advise imports this module (find_duplicates).
 @dataclass(frozen=True, slots=True)
 class IndexAdviceRow:
@@ -38,6 +38,17 @@ class IndexAdviceRow:
     saving: float
     statements: int
     estimated_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableTableRow:
+    """A row of `index_advice_unreadable`: a table whose statements the role could not plan (EXPLAIN
+    needs SELECT on it), how many, and the GRANT that lets it."""
+
+    schemaname: str
+    relname: str
+    statements: int
+    grant_sql: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,8 +320,8 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     proven = yield from _proven(ctx)
     unreadable = (
         {
-            (r["schemaname"], r["relname"])
-            for r in ctx.workspace.query("SELECT schemaname, relname FROM index_advice_unreadable")
+            (r.schemaname, r.relname)
+            for r in ctx.workspace.rows(UnreadableTableRow, "SELECT * FROM index_advice_unreadable")
         }
         if ctx.workspace.has("index_advice_unreadable")
         else set()
