@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
-from operators.explain import FOREIGN_CODE
+from operators.explain import not_explained
 from operators.hypothetical_indexes import HideEffect, advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
@@ -142,12 +142,18 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
         artifacts=["index_advice", "index_hide_effects", "index_advice_unreadable"],
         partial="; ".join(
-            p for p in (not_explained(advice.skipped), not_readable(advice.unreadable, grants)) if p
+            p
+            for p in (
+                not_explained(why for _query, why in advice.skipped),
+                not_readable(advice.unreadable, grants),
+            )
+            if p
         ),
     )
 
 
 def grant_select(table: tuple[str, str], role: str) -> str:
+    """The GRANT that lets `role` plan statements on `table` (EXPLAIN checks SELECT on it)."""
     return f"GRANT SELECT ON {qualified(*table)} TO {quote_ident(role)};"
 
 
@@ -161,13 +167,3 @@ def not_readable(unreadable: dict[tuple[str, str], int], grants: dict[tuple[str,
         f"statements not explained: the role may not read {tables}"
         f" ({' '.join(grants[t] for t in sorted(unreadable))} or GRANT pg_read_all_data to it)"
     )
-
-
-def not_explained(skipped: list[tuple[str, str]]) -> str:
-    """The statements the guard refused, counted, with what each refused name is and where it is
-    defined (`function public.evil`): the reader sees what the advice could not look into and why."""
-    refused = [why for _query, why in skipped if why.startswith(FOREIGN_CODE)]
-    if not refused:
-        return ""
-    what = sorted({why.removeprefix(FOREIGN_CODE).lstrip(": ") for why in refused})
-    return f"{len(refused)} statement(s) not explained: they call code outside pg_catalog ({'; '.join(what)})"

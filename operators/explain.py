@@ -11,7 +11,7 @@ indexes) and the diagnosis's statement analysis both plan through `generic_plan`
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +128,17 @@ def _parsed(query: str, kinds: tuple[type, ...]) -> tuple[_Names | None, str | N
         if outside:
             return None, f"{FOREIGN_CODE}: {kind} {outside[0]}"
     return names, None
+
+
+def not_explained(reasons: Iterable[str], kind: str = "statement(s)") -> str:
+    """The guard's refusals among `reasons`, counted, with each refused name and the schema that
+    defines it (`function public.evil`): what the reader needs to see why a heavy statement went
+    unexplained. Empty when none was refused."""
+    refused = [why for why in reasons if why.startswith(FOREIGN_CODE)]
+    if not refused:
+        return ""
+    what = sorted({why.removeprefix(FOREIGN_CODE).lstrip(": ") for why in refused})
+    return f"{len(refused)} {kind} not explained: they call code outside pg_catalog ({'; '.join(what)})"
 
 
 def refused_text(query: str, kinds: tuple[type, ...]) -> str | None:

@@ -158,7 +158,8 @@ def test_a_diagnosis_and_a_review_never_run_the_targets_functions(
     diagnosis = reports["diagnose"].diagnosis
     assert diagnosis is not None
     assert any(
-        "not explained: they call code outside pg_catalog" in step for step in diagnosis.process
+        "not explained: they call code outside pg_catalog (function public.evil)" in step
+        for step in diagnosis.process
     ), diagnosis.process
 
 
