@@ -252,5 +252,9 @@ def check_sequences(ctx: OperatorContext) -> Judgement:
             f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};"
             for s in schemas
         )
-        return Coverage(looked_at, f"{len(hidden)} sequences unreadable by this role ({grants})")
+        return Coverage(
+            looked_at,
+            f"{len(hidden)} sequences unreadable by this role ({grants})",
+            (FindingCode.SEQUENCE_EXHAUSTION,),  # an unreadable sequence's finding is not resolved
+        )
     return Coverage(looked_at)
