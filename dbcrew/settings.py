@@ -480,6 +480,13 @@ class Thresholds(_Bounds):
     cache_min_block_accesses: int = Field(
         10_000, description="fewer accesses in the window: no verdict"
     )
+    # every check that judges by cumulative counters (operators/statistics_age.py)
+    counters_min_age_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="counters younger than this (reset, discarded, restarted during the run):"
+        " the checks judging by them are partial and their earlier findings are not resolved",
+    )
     # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from dbcrew.models.finding import Finding, Severity
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.plan import PlanEdit
-from dbcrew.vocabulary import Cause, Scenario
+from dbcrew.vocabulary import Cause, FindingCode, Scenario
 
 SCHEMA_VERSION = 1
 
@@ -81,6 +81,11 @@ class CoverageEntry(BaseModel):
     )
     cause: SkipCause | None = Field(
         None, description="why it did not run (or failed), structured; None when it ran"
+    )
+    unjudged: list[FindingCode] = Field(
+        default_factory=list,
+        description="codes the check ran for but could not judge (counters too young, an outage, a"
+        " privilege; the reason says which): history keeps their earlier findings unresolved",
     )
 
     @classmethod
@@ -273,8 +278,10 @@ class History(BaseModel):
     """What changed since the target's previous run that saw the database (none: the first run).
 
     new: never seen before; persisting: in the previous run too, not worse; resolved: in the
-    previous run, gone now (only when the check that finds it ran); regressed: in the previous
-    run with a milder severity, or back after it had been resolved.
+    previous run, gone now (only when the check that finds it ran and could judge its code);
+    regressed: in the previous run with a milder severity, or back after it had been resolved;
+    not_judged: in the previous run, missing now from a check that could not judge its code (it
+    did not run, or its counters were too young, the target restarted, a privilege was missing).
     """
 
     previous_run_id: str | None = None
@@ -283,6 +290,7 @@ class History(BaseModel):
     persisting: list[HistoryItem] = Field(default_factory=list)
     resolved: list[HistoryItem] = Field(default_factory=list)
     regressed: list[HistoryItem] = Field(default_factory=list)
+    not_judged: list[HistoryItem] = Field(default_factory=list)
 
 
 class Report(BaseModel):
