@@ -20,6 +20,7 @@ from dbcrew.errors import UsageError
 from dbcrew.llm.client import endpoint_limits
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
 from flows.phases import PlainPhases
 from flows.review import review
@@ -30,7 +31,7 @@ from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
 from roles.crew.planner import make_plan
-from roles.crew.run import RunContext
+from roles.crew.run import RunContext, initialize
 from roles.crew.validators import validate
 from tests.llm.test_openai_brain import good_plan_json, request
 
@@ -197,3 +198,22 @@ def test_the_runs_llm_time_budget_ends_the_models_questions_and_the_report_says_
     b.critique(request(), plan)
     assert len(server.requests) == 2 and b.usage.fallbacks == b.usage.questions == 2
     assert "LLM time budget of 1 s is spent" in b.answered_by()
+
+
+def test_a_live_diagnosis_is_planned_by_the_rules_so_no_model_delays_its_window(
+    pg: EmbeddedPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ScriptedServer
+):
+    """The anomaly a diagnosis is asked about may end while a model plans: its window is sampled
+    first, and the model (here one that would answer anything) is asked nothing before it."""
+    monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
+    monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
+    server.otherwise = Reply(content=good_plan_json())
+    common = {
+        "target": parse_target(pg.dsn("postgres")),
+        "brain": "openai",
+        "settings": Settings(window_seconds=1),
+    }
+    diagnosis = initialize(RunContext(scenario=Scenario.DIAGNOSE, out_dir=tmp_path / "d", **common))
+    assert not server.requests and diagnosis.strategy.tasks  # the rules' playbook, at once
+    initialize(RunContext(scenario=Scenario.HEALTH, out_dir=tmp_path / "h", **common))
+    assert server.requests  # a health review's plan is still the model's to make
