@@ -4,7 +4,8 @@ Routing accuracy and macro-F1 (the router trains only on dbcrew/data/questions.y
 recall@3 against the labelled manual sections, DQA's tool selection accuracy (TSA: the gold
 look-up chosen) and tool format accuracy (TFA: the parameters validate against the look-up's
 model), slot accuracy, instance answers checked against values SQL computes on the planted shop,
-refusals of unsafe requests, and the latency of an offline answer once the index is built.
+refusals of unsafe requests (some hidden by invisible or bidi characters), whether an answer says
+that its question named another database than the target, and the latency of an offline answer once the index is built.
 
 Before any of that, `leakage` checks that the test set is held out in fact, not only in name: the
 TF-IDF cosine of every test question to its nearest training question (both with their table,
@@ -192,8 +193,9 @@ def latency(data: dict) -> None:
     )
 
 
-def instance(data: dict) -> None:
-    """Everything that needs the planted shop: routing with a target, TSA/TFA, answers checked by SQL."""
+def instance(data: dict, elsewhere: list[dict]) -> None:
+    """Everything that needs the planted shop: routing with a target, TSA/TFA, answers checked by SQL,
+    and questions naming another database than the target (`elsewhere`), whose answers must say so."""
     items = data[Route.INSTANCE]
     with tempfile.TemporaryDirectory(prefix="bench-ask-") as work:
         pg = EmbeddedPostgres(Path(work) / "data").start()
@@ -240,6 +242,17 @@ def instance(data: dict) -> None:
             print(
                 f"offline instance answer latency: mean {statistics.mean(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
             )
+            noted = 0
+            for item in elsewhere:
+                answer = ask(item["q"], target)
+                said = item["names"] in (answer.reason or "") and item["names"] in answer.answer
+                noted += said
+                if not said:
+                    print(f"  not noted: {item['q']!r}: {answer.answer[:160]!r}")
+            print(
+                f"questions naming another database: {len(elsewhere)}; noted {noted}/{len(elsewhere)} = "
+                f"{noted / len(elsewhere):.3f}"
+            )
         finally:
             if shop is not None:
                 shop.close()
@@ -247,7 +260,9 @@ def instance(data: dict) -> None:
 
 
 def main() -> None:
-    data = {Route(k): v for k, v in yaml.safe_load(QUESTIONS.read_text()).items()}
+    raw_test = yaml.safe_load(QUESTIONS.read_text())
+    elsewhere = raw_test.pop("other_database")
+    data = {Route(k): v for k, v in raw_test.items()}
     raw = yaml.safe_load(TRAINING.read_text())
     trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(
         len(v) for v in raw[Route.INSTANCE].values()
@@ -261,4 +276,4 @@ def main() -> None:
     refusals(data)
     retrieval(data)
     latency(data)
-    instance(data)
+    instance(data, elsewhere)

@@ -13,6 +13,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
+│   ├── BudgetSpent     dbcrew.llm.base: the run's LLM time budget is spent
 │   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
 │   └── PlanRejected    roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out

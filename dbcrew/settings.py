@@ -141,6 +141,12 @@ class Environment(Debugging):
         " a dead or slow endpoint adds to a review: timeout x (1 + retries)",
     )
     llm_max_retries: int = Field(2, ge=0, le=10, description="retries of a failed request")
+    llm_budget: float = Field(
+        60.0,
+        gt=0,
+        description="seconds all of one run's LLM requests may take together (retries and"
+        " repairs included); once spent, the rules answer the rest of the run and the report says so",
+    )
     llm_capability: Capability = Field(
         Capability.TOOLS,
         description="how the endpoint answers in structure:"
@@ -484,6 +490,13 @@ class Thresholds(_Bounds):
     cache_hit_ratio_critical: float = 0.90
     cache_min_block_accesses: int = Field(
         10_000, description="fewer accesses in the window: no verdict"
+    )
+    # every check that judges by cumulative counters (operators/statistics_age.py)
+    counters_min_age_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="counters younger than this (reset, discarded, restarted during the run):"
+        " the checks judging by them are partial and their earlier findings are not resolved",
     )
     # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")

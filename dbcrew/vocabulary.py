@@ -106,12 +106,14 @@ class Route(StrEnum):
 
 
 class Lookup(StrEnum):
-    """The read-only look-ups an instance question becomes (operators/lookups.py), one per kind of answer."""
+    """The read-only look-ups an instance question becomes (operators/lookups.py, operators/table_lookups.py), one per kind of answer."""
 
     TABLE_SIZE = "table_size"
     TABLE_COLUMNS = "table_columns"
     TABLE_INDEXES = "table_indexes"
     TABLE_STATS = "table_stats"
+    TABLE_KEYS = "table_keys"
+    TABLE_AUTOVACUUM = "table_autovacuum"
     INDEX_INFO = "index_info"
     SETTING = "setting"
     ACTIVITY = "activity"

@@ -6,12 +6,19 @@ client's timeout. Usage is 100 prompt and 20 completion tokens a call, or, with 
 the request's and the reply's size in tokens (about four characters each: the messages, and the tool
 specs and response format an endpoint bills with them), so a bench can see what a prompt costs.
 With `respond`, a function of the request chooses each reply instead (a scripted model that reads
-what it was shown, e.g. to cite values a tool observed). Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
+what it was shown, e.g. to cite values a tool observed).
+
+It is as strict as the real servers the brain meets: a request without `max_tokens` is refused
+(HTTP 400: llama.cpp and Ollama would let a model talk until the time-out), a reply longer than
+`max_tokens` (at four characters a token) is cut there with finish_reason "length", and so are
+messages a strict chat template rejects (Gemma's): two user messages in a row, or a `tool` message
+in a request without tools. Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
 garbage, for an endpoint that answers garbage through a whole review.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -29,6 +36,18 @@ class Reply:
     tool_calls: list[tuple[str, dict[str, Any]]] = field(
         default_factory=list
     )  # (function name, arguments)
+
+
+def template_error(body: dict[str, Any]) -> str:
+    """Why a strict server refuses the request ('' when it does not)."""
+    if not isinstance(body.get("max_tokens"), int):
+        return "max_tokens is required: an unbounded answer runs until the time-out"
+    roles = [m.get("role") for m in body.get("messages", [])]
+    if any(a == b == "user" for a, b in itertools.pairwise(roles)):
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    if "tool" in roles and not body.get("tools"):
+        return "a tool message without tools: this template has no tool role"
+    return ""
 
 
 def approx_tokens(text: str) -> int:
@@ -54,13 +73,21 @@ class ScriptedServer:
             def do_POST(self) -> None:  # http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
+                refused = template_error(body)
                 reply = (
-                    script.respond(body)
+                    Reply(status=400, content=refused)
+                    if refused
+                    else script.respond(body)
                     if script.respond
                     else script.replies.pop(0)
                     if script.replies
                     else script.otherwise
                 )
+                cut = reply.status == 200 and len(reply.content) > 4 * body["max_tokens"]
+                if cut:
+                    reply = Reply(
+                        reply.content[: 4 * body["max_tokens"]], tool_calls=reply.tool_calls
+                    )
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
@@ -94,7 +121,11 @@ class ScriptedServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                                "finish_reason": "length"
+                                if cut
+                                else "tool_calls"
+                                if reply.tool_calls
+                                else "stop",
                                 "message": message,
                             }
                         ],

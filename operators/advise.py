@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
 from operators.checks.indexes import find_duplicates
-from operators.explain import FOREIGN_CODE
+from operators.explain import not_explained
 from operators.hypothetical_indexes import HideEffect, advise, hide_index_effect
 from operators.predicates import filter_columns
 from operators.registry import Observation, OperatorContext, operator
-from operators.sql import land, name_list, name_list_text
+from operators.sql import land, name_list, name_list_text, qualified, quote_ident, scalar
 from operators.stat_views import IndexStatsRow
 
 ADVICE_COLUMNS = [
@@ -34,6 +34,12 @@ ADVICE_COLUMNS = [
     ("estimated_bytes", "BIGINT"),
 ]
 HIDE_COLUMNS = [("indexrelid", "BIGINT"), ("available", "BOOLEAN"), ("summary", "VARCHAR")]
+UNREADABLE_COLUMNS = [
+    ("schemaname", "VARCHAR"),
+    ("relname", "VARCHAR"),
+    ("statements", "INTEGER"),
+    ("grant_sql", "VARCHAR"),
+]
 
 
 class AdviseParams(BaseModel):
@@ -76,7 +82,7 @@ def _hide_summary(effect: HideEffect) -> str:
     role=Role.TASKER,
     category=Category.ADVISE,
     needs=("statements", "index_stats"),
-    produces=("index_advice", "index_hide_effects"),
+    produces=("index_advice", "index_hide_effects", "index_advice_unreadable"),
     requires=("hypopg",),
 )
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
@@ -89,6 +95,7 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     )
     index_rows = ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats")
     with ctx.target.session() as conn:
+        role = str(scalar(conn, "SELECT current_user"))
         advice = advise(
             conn,
             [(s["query"], s["calls"], s["total_exec_time"]) for s in statements],
@@ -124,11 +131,39 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
     ]
     land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
     land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
-    foreign = sum(1 for _query, why in advice.skipped if why.startswith(FOREIGN_CODE))
+    grants = {table: grant_select(table, role) for table in advice.unreadable}
+    land(
+        ctx.workspace,
+        "index_advice_unreadable",
+        UNREADABLE_COLUMNS,
+        [(*table, count, grants[table]) for table, count in sorted(advice.unreadable.items())],
+    )
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
-        artifacts=["index_advice", "index_hide_effects"],
-        partial=f"{foreign} statement(s) not explained: they call code outside pg_catalog"
-        if foreign
-        else "",
+        artifacts=["index_advice", "index_hide_effects", "index_advice_unreadable"],
+        partial="; ".join(
+            p
+            for p in (
+                not_explained(why for _query, why in advice.skipped),
+                not_readable(advice.unreadable, grants),
+            )
+            if p
+        ),
+    )
+
+
+def grant_select(table: tuple[str, str], role: str) -> str:
+    """The GRANT that lets `role` plan statements on `table` (EXPLAIN checks SELECT on it)."""
+    return f"GRANT SELECT ON {qualified(*table)} TO {quote_ident(role)};"
+
+
+def not_readable(unreadable: dict[tuple[str, str], int], grants: dict[tuple[str, str], str]) -> str:
+    """The statements not planned because the role may not read their tables, with the GRANTs that
+    fix it: EXPLAIN needs SELECT on every table a statement reads, more than pg_monitor gives."""
+    if not unreadable:
+        return ""
+    tables = ", ".join(f"{qualified(*t)} ({n} statement(s))" for t, n in sorted(unreadable.items()))
+    return (
+        f"statements not explained: the role may not read {tables}"
+        f" ({' '.join(grants[t] for t in sorted(unreadable))} or GRANT pg_read_all_data to it)"
     )

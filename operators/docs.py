@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from dbcrew.build_cache import cached_build
+from operators.docs_vocabulary import expanded
 from operators.knowledge import load_chunks
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -31,7 +32,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 DEBIAN_MANUAL = Path("/usr/share/doc/postgresql-doc-15/html")
 MANUAL = "postgresql-manual"
 KNOWLEDGE = "knowledge"
-INDEX_VERSION = 4  # bump when chunking, tokens or the index layout change
+INDEX_VERSION = 7  # bump when chunking, tokens or the index layout change
 SEMANTIC_WEIGHT = 0.35
 NAMED_BOOST = 0.6  # a question that names a setting or an SQL command wants that entry first
 SVD_DIMENSIONS = 192
@@ -57,6 +58,9 @@ SKIPPED_CLASSES = {
     "list-of-examples",
 }
 HEADINGS = {"h1", "h2", "h3", "h4", "h5"}
+# Not prose: a command's synopsis and every preformatted block. Searched, never quoted as an answer.
+CODE_CLASSES = {"refsynopsisdiv"}
+CODE_TAGS = {"pre"}
 STOPWORDS = frozenset(
     """a an the of to for in on is are was be been by or and not no it its this that with as at from
 which what when where who how why does do did can could should would will may might i me my you your we our they their
@@ -66,12 +70,14 @@ using postgres postgresql""".split()
 
 
 class Passage(BaseModel):
-    """A searchable piece: a manual section or a knowledge chunk."""
+    """A searchable piece: a manual section or a knowledge chunk. `text` is its prose (what an answer
+    quotes); `code` its synopses, examples and sub-headings (searched, never quoted)."""
 
     source: str
     section: str
     title: str
     text: str
+    code: str = ""
 
 
 class Hit(BaseModel):
@@ -101,16 +107,17 @@ class _Sections(HTMLParser):
     def __init__(self, page: str):
         super().__init__(convert_charrefs=True)
         self.page = page
-        self.pieces: list[dict[str, Any]] = [{"anchor": "", "title": [], "text": []}]
+        self.pieces: list[dict[str, Any]] = [{"anchor": "", "title": [], "text": [], "code": []}]
         self.current = 0
-        self.divs: list[
-            tuple[bool, int | None]
-        ] = []  # per open div: skipped?, section it restores when it closes
+        # per open div: skipped?, code?, the section it restores when it closes
+        self.divs: list[tuple[bool, bool, int | None]] = []
         self.skipping = 0
+        self.coding = 0
         self.in_title = False
+        self.in_heading = False
 
     def _start_piece(self, anchor: str) -> None:
-        self.pieces.append({"anchor": anchor, "title": [], "text": []})
+        self.pieces.append({"anchor": anchor, "title": [], "text": [], "code": []})
         self.current = len(self.pieces) - 1
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -119,42 +126,61 @@ class _Sections(HTMLParser):
         anchor = attributes.get("id") or ""
         if tag == "div":
             skip = bool(classes & SKIPPED_CLASSES)
+            code = bool(classes & CODE_CLASSES)
             restore = None
             if anchor and classes & SECTION_CLASSES and not self.skipping:
                 restore = self.current
                 self._start_piece(anchor)
-            self.divs.append((skip, restore))
+            self.divs.append((skip, code, restore))
             self.skipping += skip
+            self.coding += code
+        elif tag in CODE_TAGS:
+            self.coding += 1
         elif tag == "dt" and anchor.startswith("GUC-") and not self.skipping:
             self._start_piece(anchor)
             self.in_title = True
-        elif tag in HEADINGS and not self.pieces[self.current]["title"]:
-            self.in_title = True
+        elif tag in HEADINGS:
+            self.in_title = not self.pieces[self.current]["title"]
+            self.in_heading = not self.in_title
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "div" and self.divs:
-            skip, restore = self.divs.pop()
+            skip, code, restore = self.divs.pop()
             self.skipping -= skip
+            self.coding -= code
             if restore is not None:
                 self.current = restore
+        elif tag in CODE_TAGS:
+            self.coding = max(0, self.coding - 1)
         elif tag in HEADINGS or tag == "dt":
-            self.in_title = False
+            self.in_title = self.in_heading = False
 
     def handle_data(self, data: str) -> None:
         if self.skipping:
             return
         piece = self.pieces[self.current]
-        (piece["title"] if self.in_title else piece["text"]).append(data)
+        if self.in_title:
+            piece["title"].append(data)
+        elif self.coding or self.in_heading:
+            piece["code"].append(data)  # a sub-heading would glue to the next sentence
+        else:
+            piece["text"].append(data)
 
     def passages(self) -> list[Passage]:
+        """The page's sections; each sub-section also searched by its page's title ("CREATE TABLE"
+        for its "Storage Parameters"), which its own title leaves out."""
+        titles = [" ".join("".join(p["title"]).split()) for p in self.pieces]
+        page_title = next((t for t in titles if t), "")
         out = []
-        for piece in self.pieces:
-            title = " ".join("".join(piece["title"]).split())
+        for piece, title in zip(self.pieces, titles):
             text = " ".join("".join(piece["text"]).split())
-            if len(text) < 40:
+            code = " ".join("".join(piece["code"]).split())
+            if title != page_title:
+                code = f"{page_title} {code}"
+            if len(text) + len(code) < 40:
                 continue
             section = f"{self.page}#{piece['anchor']}" if piece["anchor"] else self.page
-            out.append(Passage(source=MANUAL, section=section, title=title, text=text))
+            out.append(Passage(source=MANUAL, section=section, title=title, text=text, code=code))
         return out
 
 
@@ -194,11 +220,16 @@ class DocsIndex:
         if not passages:
             raise ValueError("no passage to index: the manual folder holds no HTML section")
         self.passages = passages
-        docs = [words(f"{p.title} {p.title} {p.title} {p.text}") or ["empty"] for p in passages]
+        docs = [
+            words(f"{p.title} {p.title} {p.title} {_label(p)} {p.text} {p.code}") or ["empty"]
+            for p in passages
+        ]
         self.bm25 = bm25s.BM25()
         self.bm25.index(docs, show_progress=False)
         self.tfidf = TfidfVectorizer(analyzer=words, sublinear_tf=True, min_df=2)
-        matrix = self.tfidf.fit_transform([f"{p.title} {p.title} {p.text}" for p in passages])
+        matrix = self.tfidf.fit_transform(
+            [f"{p.title} {p.title} {_label(p)} {p.text} {p.code}" for p in passages]
+        )
         self.svd = TruncatedSVD(
             n_components=min(SVD_DIMENSIONS, matrix.shape[1] - 1, len(passages) - 1), random_state=0
         )
@@ -227,9 +258,10 @@ class DocsIndex:
 
     def search(self, query: str, k: int = 3, source: str | None = None) -> list[Hit]:
         """The k best passages for `query` (optionally of one source), best first."""
-        tokens = words(query)
-        if not tokens:
+        if not words(query):
             return []
+        query = expanded(query)
+        tokens = words(query)
         lexical = np.asarray(self.bm25.get_scores(tokens), dtype=np.float32)
         top = float(lexical.max()) or 1.0
         scores = lexical / top + SEMANTIC_WEIGHT * self._semantic(query)
@@ -245,6 +277,19 @@ class DocsIndex:
             for i in order
             if scores[i] > 0
         ]
+
+
+def _label(passage: Passage) -> str:
+    """The words of a manual section's page name and anchor ("brin-intro.html", "VACUUM-FOR-WRAPAROUND"):
+    the manual's authors name pages and sections by their subject, which a sub-section's own title
+    ("Introduction") often leaves out. Generated anchors (id-1.9.3...) say nothing and are skipped."""
+    if passage.source != MANUAL:
+        return ""
+    page, _, anchor = passage.section.partition("#")
+    label = page.removesuffix(".html").replace("-", " ")
+    if anchor and not anchor.startswith("id-"):
+        label += " " + anchor.replace("-", " ").lower()
+    return label
 
 
 def _named_entry(passage: Passage) -> str:
@@ -291,19 +336,46 @@ def docs_index(folder: Path) -> DocsIndex:
     )
 
 
-def best_sentences(text: str, query: str, limit: int = 420) -> str:
-    """The passage's sentences that share the most words with the query, in their order, within `limit` characters."""
-    sentences = re.split(r"(?<=[.!?])\s+", html.unescape(text))
-    wanted = set(words(query))
-    ranked = sorted(
-        range(len(sentences)), key=lambda i: (-len(wanted & set(words(sentences[i]))), i)
+# A sentence that leans on the one before it: quoted alone, it would start mid-thought.
+_LEANS_BACK = re.compile(
+    r"^(?:this|these|that|those|it|its|they|their|such|however|therefore|thus|hence|also|but|so|"
+    r"otherwise|instead|likewise|similarly|in (?:this|that|addition|particular)|for (?:this|that) reason)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
+
+
+def best_sentences(text: str, query: str, limit: int = 420, title: str = "") -> str:
+    """Whole sentences of the passage around the one that shares the most words with the query, in
+    their order, within `limit` characters: from the sentence it leans on ("This ...", "However ...")
+    onwards, so an answer never starts mid-thought. The title's words do not count (the whole passage
+    is about them: "what does work_mem do" wants work_mem's first sentence, not the one repeating its
+    name). A single sentence longer than `limit` is cut at a word."""
+    sentences = [s for s in _SENTENCE_END.split(html.unescape(text)) if s.strip()]
+    if not sentences:
+        return ""
+    wanted = set(words(query)) - set(words(title))
+    # A section's first sentence usually says what it is about: it wins a tie and a one-word deficit.
+    best = max(
+        range(len(sentences)),
+        key=lambda i: (len(wanted & set(words(sentences[i]))) + (i == 0), -i),
     )
-    chosen: list[int] = []
+    start = best
+    while (
+        start > 0
+        and _LEANS_BACK.match(sentences[start])
+        and best - start < 2
+        and sum(len(x) + 1 for x in sentences[start - 1 : best + 1]) <= limit
+    ):
+        start -= 1
+    chosen: list[str] = []
     length = 0
-    for i in ranked:
-        if length + len(sentences[i]) > limit and chosen:
+    for sentence in sentences[start:]:
+        if chosen and length + len(sentence) + 1 > limit:
             break
-        chosen.append(i)
-        length += len(sentences[i]) + 1
-    excerpt = " ".join(sentences[i] for i in sorted(chosen))
-    return excerpt if len(excerpt) <= limit else excerpt[: limit - 1].rstrip() + "…"
+        chosen.append(sentence)
+        length += len(sentence) + 1
+    excerpt = " ".join(chosen)
+    if len(excerpt) <= limit:
+        return excerpt
+    return excerpt[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"

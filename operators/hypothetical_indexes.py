@@ -23,7 +23,7 @@ from psycopg.rows import tuple_row
 
 from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line
-from operators.explain import Unplannable, generic_plan, unplannable
+from operators.explain import Unplannable, generic_plan, unplannable, unreadable_relations
 from operators.predicates import filter_columns
 from operators.sql import execute, qualified, quote_ident, scalar
 
@@ -57,10 +57,12 @@ class Statement(NamedTuple):
 
 @dataclass(frozen=True)
 class PlanCost:
-    """The generic plan's total cost, or why there is none (the caller reports the reason)."""
+    """The generic plan's total cost, or why there is none (the caller reports the reason); when the
+    role was refused, `unreadable` names the tables (schema, name) it may not SELECT."""
 
     total: float | None
     reason: str | None = None
+    unreadable: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class IndexAdvice:
         default_factory=list
     )  # (query, why no index was suggested)
     plans: int = 0  # plans asked of the server, hypothetical or not: what the advice cost
+    # Tables (schema, name) the role may not SELECT -> statements not planned for it.
+    unreadable: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,12 @@ def generic_plan_cost(
         plan = generic_plan(conn, query, server_version_num, PLANNABLE)
     except Unplannable as exc:
         return PlanCost(None, str(exc))
+    except errors.InsufficientPrivilege as exc:
+        return PlanCost(
+            None,
+            f"cannot be planned: {type(exc).__name__}: {first_line(exc)}",
+            tuple(unreadable_relations(conn, query, PLANNABLE)),
+        )
     except UNPLANNABLE as exc:
         return PlanCost(None, f"cannot be planned: {type(exc).__name__}: {first_line(exc)}")
     return PlanCost(float(plan["Total Cost"]))
@@ -248,6 +258,7 @@ class _Advisor:
     refused: dict[Index, str] = field(
         default_factory=dict
     )  # hypothetical indexes hypopg would not create, and why
+    unreadable: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def reset(self) -> None:
         execute(self.conn, f"SELECT {self.hypo.fn('hypopg_reset')}()")
@@ -266,6 +277,8 @@ class _Advisor:
         if not singles:
             return self._skip(stmt, "every filter column already leads a btree index")
         before = self._plan(stmt.query)
+        for table in before.unreadable:
+            self.unreadable[table] = self.unreadable.get(table, 0) + 1
         if before.total is None:
             return self._skip(stmt, before.reason or "no plan")
         if before.total < MIN_COST:
@@ -337,7 +350,7 @@ class _Advisor:
                 )
             )
         suggestions.sort(key=lambda s: sum(p.total_ms for p in s.proofs), reverse=True)
-        return IndexAdvice(suggestions, list(self.skipped), self.plans)
+        return IndexAdvice(suggestions, list(self.skipped), self.plans, dict(self.unreadable))
 
     def _plan(self, query: str) -> PlanCost:
         self.plans += 1

@@ -44,12 +44,13 @@ Rows = list[dict[str, Any]]
 LOOKUP = frozenset({Surface.ASK, Surface.MCP})
 
 
-def _look_up(
+def look_up(
     conn: psycopg.Connection[Any],
     sql: str,
     slots: BaseModel,
     render: Callable[[BaseModel, Rows], str],
 ) -> Observation:
+    """Run a look-up's fixed SQL with its slots bound and write its one-paragraph summary from the rows."""
     rows = _rows(conn, sql, slots.model_dump())
     return Observation(summary=render(slots, rows), rows=rows)
 
@@ -60,27 +61,31 @@ def _rows(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> Ro
     return [dict(zip(names, row)) for row in rows]
 
 
-def _qualified(slots: BaseModel) -> str:
+def qualified(slots: BaseModel) -> str:
+    """schema.name of the table or index a look-up's slots name, as its answer spells it."""
     data = slots.model_dump()
     return f"{data['schema_name']}.{data.get('table') or data.get('index')}"
 
 
-def _absent(what: str, slots: BaseModel) -> str:
-    return f"{what} {_qualified(slots)} does not exist on this database."
+def absent(what: str, slots: BaseModel) -> str:
+    """The answer when the named object is not in the catalogue (the slot filler only offers names it
+    holds, but a model's call may name any)."""
+    return f"{what} {qualified(slots)} does not exist on this database."
 
 
-_REL = "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema_name)s AND c.relname = %(table)s"
+# The one table a TableSlot names, as `pg_class c`: appended after a look-up's joins.
+TABLE_WHERE = "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(schema_name)s AND c.relname = %(table)s"
 
 TABLE_SIZE_SQL = f"""
 SELECT pg_size_pretty(pg_total_relation_size(c.oid)) AS total, pg_size_pretty(pg_relation_size(c.oid)) AS heap,
        pg_size_pretty(pg_indexes_size(c.oid)) AS indexes, c.reltuples::bigint AS estimated_rows
-FROM pg_class c {_REL}
+FROM pg_class c {TABLE_WHERE}
 """
 
 
 def _table_size(slots: BaseModel, rows: Rows) -> str:
     if not rows:
-        return _absent("Table", slots)
+        return absent("Table", slots)
     r = rows[0]
     count = (
         f"about {r['estimated_rows']:,} rows (planner estimate)"
@@ -88,59 +93,60 @@ def _table_size(slots: BaseModel, rows: Rows) -> str:
         else "never analyzed (no row estimate)"
     )
     return (
-        f"Table {_qualified(slots)} takes {r['total']} in total: {r['heap']} of table data and {r['indexes']} of "
+        f"Table {qualified(slots)} takes {r['total']} in total: {r['heap']} of table data and {r['indexes']} of "
         f"indexes; {count}."
     )
 
 
 TABLE_COLUMNS_SQL = f"""
 SELECT a.attname::text AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid {_REL} AND a.attnum > 0 AND NOT a.attisdropped
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid {TABLE_WHERE} AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
 
 
 def _table_columns(slots: BaseModel, rows: Rows) -> str:
     if not rows:
-        return _absent("Table", slots)
+        return absent("Table", slots)
     cols = ", ".join(f"{r['name']} {r['type']}{' not null' if r['not_null'] else ''}" for r in rows)
-    return f"Table {_qualified(slots)} has {len(rows)} columns: {cols}."
+    return f"Table {qualified(slots)} has {len(rows)} columns: {cols}."
 
 
 TABLE_INDEXES_SQL = f"""
 SELECT i.relname::text AS name, pg_get_indexdef(i.oid) AS definition, pg_size_pretty(pg_relation_size(i.oid)) AS size,
        x.indisvalid AS valid, coalesce(s.idx_scan, 0) AS scans
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = i.oid
-JOIN pg_class c ON c.oid = x.indrelid {_REL}
+JOIN pg_class c ON c.oid = x.indrelid {TABLE_WHERE}
 ORDER BY i.relname
 """
 
 
 def _table_indexes(slots: BaseModel, rows: Rows) -> str:
     if not rows:
-        return f"Table {_qualified(slots)} has no index (or does not exist)."
+        return f"Table {qualified(slots)} has no index (or does not exist)."
     parts = "; ".join(
         f"{r['name']} ({r['size']}, {r['scans']} scans{'' if r['valid'] else ', INVALID'}): {r['definition']}"
         for r in rows
     )
-    return f"Table {_qualified(slots)} has {len(rows)} indexes: {parts}."
+    return f"Table {qualified(slots)} has {len(rows)} indexes: {parts}."
 
 
 TABLE_STATS_SQL = f"""
 SELECT s.n_live_tup AS live, s.n_dead_tup AS dead, s.last_vacuum, s.last_autovacuum, s.last_analyze,
        s.last_autoanalyze, s.vacuum_count + s.autovacuum_count AS vacuums,
        coalesce(array_to_string(c.reloptions, ', '), '') AS options
-FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid {_REL}
+FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid {TABLE_WHERE}
 """
 
 
-def _when(value: Any) -> str:
+def when(value: Any) -> str:
+    """A timestamp as an answer shows it (to the second), or never."""
     return "never" if value is None else str(value)[:19]
 
 
 def _table_stats(slots: BaseModel, rows: Rows) -> str:
     if not rows:
-        return _absent("Table", slots)
+        return absent("Table", slots)
     r = rows[0]
     options = f" Storage options: {r['options']}." if r["options"] else ""
     autovacuum = (
@@ -149,9 +155,9 @@ def _table_stats(slots: BaseModel, rows: Rows) -> str:
         else ""
     )
     return (
-        f"Table {_qualified(slots)}: {r['live']} live and {r['dead']} dead rows; last vacuum {_when(r['last_vacuum'])}, "
-        f"last autovacuum {_when(r['last_autovacuum'])}, last analyze {_when(r['last_analyze'])}, "
-        f"last autoanalyze {_when(r['last_autoanalyze'])}.{autovacuum}{options}"
+        f"Table {qualified(slots)}: {r['live']} live and {r['dead']} dead rows; last vacuum {when(r['last_vacuum'])}, "
+        f"last autovacuum {when(r['last_autovacuum'])}, last analyze {when(r['last_analyze'])}, "
+        f"last autoanalyze {when(r['last_autoanalyze'])}.{autovacuum}{options}"
     )
 
 
@@ -166,7 +172,7 @@ WHERE n.nspname = %(schema_name)s AND i.relname = %(index)s
 
 def _index_info(slots: BaseModel, rows: Rows) -> str:
     if not rows:
-        return _absent("Index", slots)
+        return absent("Index", slots)
     r = rows[0]
     state = (
         "valid"
@@ -174,7 +180,7 @@ def _index_info(slots: BaseModel, rows: Rows) -> str:
         else "INVALID (a failed CREATE INDEX CONCURRENTLY leaves one behind; it is maintained but never used)"
     )
     return (
-        f"Index {_qualified(slots)} on table {r['table_name']} takes {r['size']}, has been scanned {r['scans']} times "
+        f"Index {qualified(slots)} on table {r['table_name']} takes {r['size']}, has been scanned {r['scans']} times "
         f"and is {state}: {r['definition']}."
     )
 
@@ -312,85 +318,85 @@ def _wraparound(_slots: BaseModel, rows: Rows) -> str:
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def table_size(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
     """Size of a table, its indexes and its estimated row count."""
-    return _look_up(conn, TABLE_SIZE_SQL, params, _table_size)
+    return look_up(conn, TABLE_SIZE_SQL, params, _table_size)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def table_columns(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
     """Columns of a table with their types."""
-    return _look_up(conn, TABLE_COLUMNS_SQL, params, _table_columns)
+    return look_up(conn, TABLE_COLUMNS_SQL, params, _table_columns)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def table_indexes(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
     """Indexes of a table: definition, size, scans, validity."""
-    return _look_up(conn, TABLE_INDEXES_SQL, params, _table_indexes)
+    return look_up(conn, TABLE_INDEXES_SQL, params, _table_indexes)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def table_stats(conn: psycopg.Connection[Any], params: TableSlot) -> Observation:
     """Live and dead rows of a table, its last (auto)vacuum and analyze."""
-    return _look_up(conn, TABLE_STATS_SQL, params, _table_stats)
+    return look_up(conn, TABLE_STATS_SQL, params, _table_stats)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def index_info(conn: psycopg.Connection[Any], params: IndexSlot) -> Observation:
     """One index: its table, definition, size, scans, validity."""
-    return _look_up(conn, INDEX_INFO_SQL, params, _index_info)
+    return look_up(conn, INDEX_INFO_SQL, params, _index_info)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def setting(conn: psycopg.Connection[Any], params: SettingSlot) -> Observation:
     """A setting's current value, unit and source."""
-    return _look_up(conn, SETTING_SQL, params, _setting)
+    return look_up(conn, SETTING_SQL, params, _setting)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def activity(conn: psycopg.Connection[Any]) -> Observation:
     """Current client sessions by state."""
-    return _look_up(conn, ACTIVITY_SQL, NoParams(), _activity)
+    return look_up(conn, ACTIVITY_SQL, NoParams(), _activity)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def locks(conn: psycopg.Connection[Any]) -> Observation:
     """Sessions waiting on locks and who blocks them."""
-    return _look_up(conn, LOCKS_SQL, NoParams(), _locks)
+    return look_up(conn, LOCKS_SQL, NoParams(), _locks)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def database_size(conn: psycopg.Connection[Any]) -> Observation:
     """Size of the current database."""
-    return _look_up(conn, DATABASE_SIZE_SQL, NoParams(), _database_size)
+    return look_up(conn, DATABASE_SIZE_SQL, NoParams(), _database_size)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def largest_tables(conn: psycopg.Connection[Any], params: LimitSlot) -> Observation:
     """The largest tables."""
-    return _look_up(conn, LARGEST_TABLES_SQL, params, _largest_tables)
+    return look_up(conn, LARGEST_TABLES_SQL, params, _largest_tables)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def list_tables(conn: psycopg.Connection[Any]) -> Observation:
     """Every table of the database."""
-    return _look_up(conn, LIST_TABLES_SQL, NoParams(), _list_tables)
+    return look_up(conn, LIST_TABLES_SQL, NoParams(), _list_tables)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def server_version(conn: psycopg.Connection[Any]) -> Observation:
     """The server's PostgreSQL version."""
-    return _look_up(conn, SERVER_VERSION_SQL, NoParams(), _server_version)
+    return look_up(conn, SERVER_VERSION_SQL, NoParams(), _server_version)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def extensions(conn: psycopg.Connection[Any]) -> Observation:
     """Installed extensions and their versions."""
-    return _look_up(conn, EXTENSIONS_SQL, NoParams(), _extensions)
+    return look_up(conn, EXTENSIONS_SQL, NoParams(), _extensions)
 
 
 @operator(role=Role.EXTRACTOR, category=Category.COLLECT, surfaces=LOOKUP)
 def wraparound(conn: psycopg.Connection[Any]) -> Observation:
     """Transaction-ID age of the database and its oldest tables."""
-    return _look_up(conn, WRAPAROUND_SQL, NoParams(), _wraparound)
+    return look_up(conn, WRAPAROUND_SQL, NoParams(), _wraparound)
 
 
 class CatalogueNames(BaseModel):

@@ -67,8 +67,14 @@ def _relation_and_where(stmt: ast.Node | None) -> tuple[ast.RangeVar | None, ast
 
 
 def _is_value(node: object) -> bool:
+    """Whether `node` is one value for the whole scan: a constant, a parameter, or a cast or plain
+    function call of values (`md5($1)`, `lower($1)`), which an index on the column serves as well;
+    never a column, a subquery, an aggregate or a window function."""
     if isinstance(node, ast.TypeCast):
         return _is_value(node.arg)
+    if isinstance(node, ast.FuncCall):
+        plain = not (node.agg_star or node.agg_distinct or node.over or node.agg_filter)
+        return plain and all(_is_value(arg) for arg in node.args or ())
     return isinstance(node, (ast.ParamRef, ast.A_Const))
 
 

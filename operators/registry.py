@@ -68,6 +68,16 @@ class Observation(BaseModel):
     partial: str = Field(
         "", description="what this call could not see (coverage says 'ran, partial')"
     )
+    refused_connections: int = Field(
+        0,
+        description="connection attempts the target refused while this call waited to resume its"
+        " session (a restart, an outage): what it read spans the outage",
+    )
+    unjudged: list[FindingCode] = Field(
+        default_factory=list,
+        description="codes this call could not judge (too young counters, an outage, a privilege): an"
+        " earlier finding of one that is missing now is not resolved",
+    )
     root_causes: list[RootCause] = Field(
         default_factory=list, description="diagnosis only: the cross review's causes"
     )

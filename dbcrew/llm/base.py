@@ -23,6 +23,10 @@ class EndpointDown(BrainError):
     """The endpoint did not answer at all (timeout or connection error, after the client's retries)."""
 
 
+class BudgetSpent(BrainError):
+    """The run's LLM time budget is spent: the rules answer every later question of the run."""
+
+
 class Brain(ABC):
     name: str
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +23,28 @@ import json_repair
 import openai
 from pydantic import BaseModel, ValidationError
 
-from dbcrew.llm.base import BrainError, EndpointDown
+from dbcrew.llm.base import BrainError, BudgetSpent, EndpointDown
+from dbcrew.llm.messages import template_safe
 from dbcrew.models.report import LlmUsage
 from dbcrew.secrets import secret
 from dbcrew.settings import Capability, environment
 
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]
+ECHOED_CUT = 200  # characters of a cut-off answer repeated to the model when asking again
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 def endpoint_capability() -> Capability:
     """DBCREW_LLM_CAPABILITY (tools by default); UsageError in one line for anything else."""
     return environment().llm_capability
+
+
+def run_budget() -> float:
+    """DBCREW_LLM_BUDGET: the seconds one run's requests may take in all, after which the rules
+    answer the rest of the run. Retries, repairs and a slow endpoint that answers just inside the
+    timeout all draw on it, so no kind of endpoint can stretch a run by more."""
+    return environment().llm_budget
 
 
 def endpoint_limits() -> tuple[float, int]:
@@ -81,6 +91,9 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+    truncated: bool = (
+        False  # the endpoint stopped at max_tokens: a repairable answer, not a time-out
+    )
 
 
 def llm_cache_dir() -> Path | None:
@@ -153,9 +166,12 @@ class LlmClient:
         timeout: float | None = None,
         max_retries: int | None = None,
         max_repairs: int = 2,
+        budget_seconds: float | None = None,
     ):
         self._render = render
         env = environment()
+        self.budget_seconds = budget_seconds if budget_seconds is not None else run_budget()
+        self.spent_seconds = 0.0  # wall time of this client's requests, retries included
         self.model = model or env.llm_model
         default_timeout, default_retries = endpoint_limits()
         self._client = openai.OpenAI(
@@ -168,9 +184,13 @@ class LlmClient:
         self.timeout = timeout if timeout is not None else default_timeout
         self.usage = LlmUsage()
 
-    def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
-        """One answer as a validated `model`, regenerated with the validation error when it is not;
-        EndpointDown when the endpoint does not answer, BrainError when it fails otherwise or no repair validates."""
+    def ask(
+        self, template: str, context: dict[str, Any], model: type[Model], max_tokens: int
+    ) -> Model:
+        """One answer as a validated `model` of at most `max_tokens`, regenerated with the validation
+        error when it is not (an answer cut at `max_tokens` is asked for again, shorter); EndpointDown
+        when the endpoint does not answer, BudgetSpent when the run's time is, BrainError when it fails
+        otherwise or no repair validates."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": self._render("system.j2", {})},
             {
@@ -180,15 +200,24 @@ class LlmClient:
         ]
         error = ""
         for _ in range(self._max_repairs + 1):
-            text = self.complete(messages).text
+            completion = self.complete(messages, max_tokens=max_tokens)
+            text = completion.text
             try:
+                if completion.truncated:  # json-repair would close it into a valid, shorter answer
+                    raise ValueError(
+                        f"the answer was cut off at {max_tokens} tokens before it was complete: "
+                        "give the whole JSON object again, shorter"
+                    )
                 return model.model_validate_json(extract_json(text))
-            except ValidationError as exc:
+            except ValueError as exc:  # pydantic's ValidationError included
                 error = (
                     str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
+                    if isinstance(exc, ValidationError)
+                    else str(exc)
                 )
+                shown = text if not completion.truncated else text[:ECHOED_CUT] + " [cut off]"
                 messages += [
-                    {"role": "assistant", "content": text},
+                    {"role": "assistant", "content": shown},
                     {"role": "user", "content": self._render("repair.j2", {"error": error})},
                 ]
         raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
@@ -197,6 +226,7 @@ class LlmClient:
         self,
         messages: list[dict[str, Any]],
         *,
+        max_tokens: int,
         tools: list[dict[str, Any]] | None = None,
         response_format: dict[str, Any] | None = None,
         stop: list[str] | None = None,
@@ -206,14 +236,18 @@ class LlmClient:
         sample: int = 0,
     ) -> Completion:
         """One chat completion (the `openai` client retries 429, 5xx and time-outs with backoff first).
-        EndpointDown when the endpoint does not answer, BrainError for any other refusal. With a
-        `cache`, a request asked before is answered from it and costs nothing. `timeout` can only
-        shorten the client's own (a budget's remaining seconds); `stop` ends the answer where a
-        prompted format hands over to the caller (ReAct's "Observation:")."""
+        EndpointDown when the endpoint does not answer, BudgetSpent when the run's LLM time is spent,
+        BrainError for any other refusal. With a `cache`, a request asked before is answered from it
+        and costs nothing. `timeout` can only shorten the client's own (a budget's remaining
+        seconds), and so does what is left of the run's budget; `stop` ends the answer where a
+        prompted format hands over to the caller (ReAct's "Observation:"). Every request is bounded
+        by `max_tokens` (llama.cpp and Ollama otherwise let a model talk until the time-out), and
+        its messages are shaped for strict chat templates (dbcrew/llm/messages.py)."""
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            "messages": template_safe(messages, tools_mode=bool(tools)),
             "temperature": temperature,
+            "max_tokens": max_tokens,
         }
         if tools:
             request["tools"] = tools
@@ -224,14 +258,29 @@ class LlmClient:
         key = ResponseCache.key({**request, "sample": sample}) if cache is not None else ""
         if cache is not None and (hit := cache.get(key)) is not None:
             return Completion(hit.text, hit.tool_calls, cached=True)
+        left = self.budget_seconds - self.spent_seconds
+        if left <= 0:
+            raise BudgetSpent(f"the run's LLM time budget of {self.budget_seconds:g} s is spent")
+        # What is left of the budget bounds this request, retries included: a cut request is not retried.
+        cut_by_budget = left < min(timeout or self.timeout, self.timeout)
+        client = self._client.with_options(max_retries=0) if cut_by_budget else self._client
+        started = time.monotonic()
         try:
-            response = self._client.chat.completions.create(
-                **request, timeout=min(timeout or self.timeout, self.timeout)
+            response = client.chat.completions.create(
+                **request, timeout=min(timeout or self.timeout, self.timeout, left)
             )
-        except openai.APIConnectionError as exc:  # a timeout included
+        except openai.APITimeoutError as exc:
+            if cut_by_budget:
+                raise BudgetSpent(
+                    f"the run's LLM time budget of {self.budget_seconds:g} s is spent"
+                ) from exc
+            raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
+        except openai.APIConnectionError as exc:
             raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
         except openai.APIError as exc:
             raise BrainError(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self.spent_seconds += time.monotonic() - started
         self.usage.calls += 1
         prompt, completion = (
             (response.usage.prompt_tokens, response.usage.completion_tokens)
@@ -250,7 +299,14 @@ class LlmClient:
             if message
             else ()
         )
-        answer = Completion((message.content or "") if message else "", calls, prompt, completion)
+        truncated = bool(response.choices) and response.choices[0].finish_reason == "length"
+        answer = Completion(
+            (message.content or "") if message else "",
+            calls,
+            prompt,
+            completion,
+            truncated=truncated,
+        )
         if cache is not None:
             cache.put(key, answer)
         return answer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 
 
@@ -28,6 +30,18 @@ class Brief(BaseModel):
     system_identifier: str | None = Field(
         None,
         description="the cluster's identity (pg_control_system); None when the role may not read it",
+    )
+    probed_at: datetime | None = Field(None, description="the server's clock when it was probed")
+    server_started_at: datetime | None = Field(None, description="pg_postmaster_start_time()")
+    stats_reset_at: datetime | None = Field(
+        None,
+        description="when this database's cumulative statistics were last reset (pg_stat_database.stats_reset);"
+        " None when never",
+    )
+    shared_stats_reset_at: datetime | None = Field(
+        None,
+        description="when the server-wide statistics were last reset (pg_stat_archiver.stats_reset): the"
+        " server sets it when it starts without its statistics (a first start, a crash, an immediate shutdown)",
     )
 
     def identity(self, address: str) -> str:

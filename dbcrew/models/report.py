@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from dbcrew.models.finding import Finding, Severity
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.plan import PlanEdit
-from dbcrew.vocabulary import Cause, Scenario
+from dbcrew.vocabulary import Cause, FindingCode, Scenario
 
 SCHEMA_VERSION = 1
 
@@ -81,6 +81,11 @@ class CoverageEntry(BaseModel):
     )
     cause: SkipCause | None = Field(
         None, description="why it did not run (or failed), structured; None when it ran"
+    )
+    unjudged: list[FindingCode] = Field(
+        default_factory=list,
+        description="codes the check ran for but could not judge (counters too young, an outage, a"
+        " privilege; the reason says which): history keeps their earlier findings unresolved",
     )
 
     @classmethod
@@ -275,8 +280,10 @@ class History(BaseModel):
     new: never seen before; persisting: in a recent run too (never absent from enough runs in a
     row to be resolved), not worse than its worst there; absent: in a recent run, not in this one,
     not yet resolved; resolved: absent from a few runs in a row now (roles.report.history's
-    RESOLVED_AFTER_ABSENT_RUNS; only when the check that finds it ran); regressed: worse than in
-    the recent runs, or back after it had been resolved.
+    RESOLVED_AFTER_ABSENT_RUNS), only when the check that finds it ran and could judge its code;
+    regressed: worse than in the recent runs, or back after it had been resolved; not_judged: in
+    the previous run, missing now from a check that could not judge its code (it did not run, or
+    its counters were too young, the target restarted, a privilege was missing).
     """
 
     previous_run_id: str | None = None
@@ -289,6 +296,7 @@ class History(BaseModel):
         default_factory=list,
         description="seen in a recent run, not in this one, not yet absent long enough to be resolved",
     )
+    not_judged: list[HistoryItem] = Field(default_factory=list)
 
 
 class Report(BaseModel):

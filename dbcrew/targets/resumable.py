@@ -36,7 +36,9 @@ MAX_PAUSE = 1.0  # a restart takes about a second: a longer pause only adds to t
 
 
 class Resumable:
-    """One logical session over as many server sessions as it takes; `reconnects` says how many."""
+    """One logical session over as many server sessions as it takes; `reconnects` says how many, and
+    `refused` how many connection attempts the server refused meanwhile (it was down: an outage, not
+    only an ended session)."""
 
     def __init__(
         self, target: PostgresTarget, *, wait: float = 0.0, resume: bool = True, **connect: Any
@@ -48,6 +50,7 @@ class Resumable:
         self._conn: psycopg.Connection[Any] | None = None
         self._reads_on_conn = 0
         self.reconnects = 0
+        self.refused = 0  # connection attempts refused while waiting for the server: an outage
 
     def run(self, read: Callable[[psycopg.Connection[Any]], T]) -> T:
         """`read(conn)` on the live session; once more on a new one when the server ended it during the read."""
@@ -80,6 +83,7 @@ class Resumable:
             try:
                 return self._target.connect(**self._connect)
             except TargetError:
+                self.refused += 1
                 left = self._wait - (time.monotonic() - started)
                 if left <= 0 or stopping.pause(min(pause, left)):
                     raise

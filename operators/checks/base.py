@@ -17,14 +17,17 @@ from typing import Any
 from dbcrew.models import Finding, Role, Severity
 from dbcrew.vocabulary import Category, FindingCode
 from operators.registry import Observation, OperatorContext, operator
+from operators.statistics_age import restart_before_window, young_counters
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """What a check judged (for its summary) and what it could not see (coverage says 'ran, partial')."""
+    """What a check judged (for its summary), what it could not see (coverage says 'ran, partial'),
+    and the codes it could not judge at all this time (history keeps their earlier findings)."""
 
     looked_at: str
     partial: str = ""
+    unjudged: tuple[FindingCode, ...] = ()
 
 
 Judgement = Generator[Finding, None, Coverage | None]
@@ -38,12 +41,18 @@ def check(
     codes: tuple[FindingCode, ...],
     uses: tuple[str, ...] = (),
     looked_at: str = "",
+    counted: tuple[FindingCode, ...] = (),
+    since_start: tuple[FindingCode, ...] = (),
 ) -> Callable[[CheckBody], Check]:
     """Register `body` as the check operator of its name; its docstring is what the planner reads.
 
     `needs` are the workspace tables it cannot run without, `uses` those it reads when the plan
     has them, `codes` the finding codes it can emit, `looked_at` its coverage when the body
-    returns none.
+    returns none, `counted` the codes it judges by cumulative counters: while the target's
+    counters are younger than `counters_min_age_seconds` (operators/statistics_age.py) the check
+    is partial, with the reason, and those codes are unjudged; `since_start` the codes judged on
+    what a server restart empties (the cache): when the window followed a restart during the run,
+    those and the counted ones are unjudged.
     """
 
     def register(body: CheckBody) -> Check:
@@ -55,7 +64,7 @@ def check(
                         f"check {body.__name__} returned no coverage and declares no looked_at"
                     )
                 coverage = Coverage(looked_at)
-            return _observe(body.__name__, findings, coverage)
+            return _observe(body.__name__, findings, _aged(ctx, coverage, counted, since_start))
 
         run.__name__, run.__qualname__, run.__doc__, run.__module__ = (
             body.__name__,
@@ -68,6 +77,30 @@ def check(
         )(run)
 
     return register
+
+
+def _aged(
+    ctx: OperatorContext,
+    coverage: Coverage,
+    counted: tuple[FindingCode, ...],
+    since_start: tuple[FindingCode, ...],
+) -> Coverage:
+    """The coverage, partial and with codes unjudged when the counters are too young or the window
+    followed a restart during the run (operators/statistics_age.py)."""
+    young = (
+        young_counters(ctx.brief, ctx.settings.thresholds.counters_min_age_seconds)
+        if counted
+        else None
+    )
+    restart = restart_before_window(ctx) if counted or since_start else None
+    if not young and not restart:
+        return coverage
+    unjudged = (*coverage.unjudged, *counted, *(since_start if restart else ()))
+    return Coverage(
+        coverage.looked_at,
+        "; ".join(p for p in (restart, young, coverage.partial) if p),
+        tuple(dict.fromkeys(unjudged)),
+    )
 
 
 def _gather(judgement: Judgement) -> tuple[list[Finding], Coverage | None]:
@@ -85,6 +118,7 @@ def _observe(source: str, findings: list[Finding], coverage: Coverage) -> Observ
         summary=f"{source}: {len(findings)} findings ({problems} problems) over {coverage.looked_at}",
         findings=[f.model_copy(update={"source": source}) for f in findings],
         partial=coverage.partial,
+        unjudged=list(coverage.unjudged),
     )
 
 

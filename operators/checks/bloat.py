@@ -143,5 +143,7 @@ def check_bloat(ctx: OperatorContext) -> Judgement:
             looked_at,
             f"{partial} relations not estimated (never analyzed, or columns hidden from"
             f" pg_stats: GRANT SELECT on them, or pg_read_all_data, lets the role see their statistics)",
+            # a relation not estimated this time: its earlier finding is not resolved
+            (FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT),
         )
     return Coverage(looked_at)

@@ -14,6 +14,7 @@ from operators.collect.catalog import SequenceRow, WraparoundRow
 from operators.registry import OperatorContext
 from operators.sql import qualified, quote_ident
 from operators.stat_views import CheckpointerRow
+from operators.statistics_age import restart_before_window
 
 XID_LIMIT = 2**31
 
@@ -78,10 +79,14 @@ def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
     needs=("database_stats",),
     codes=(FindingCode.CACHE_HIT_RATIO_LOW,),
     looked_at="pg_stat_database deltas",
+    since_start=(FindingCode.CACHE_HIT_RATIO_LOW,),
 )
 def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
-    """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals)."""
+    """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals); never
+    judged on a window that followed a restart (during it, or since the run's probe)."""
     t = ctx.settings.thresholds
+    if restart_before_window(ctx):
+        return None  # @check says why, and leaves the code unjudged
     restarted = False
     for row in ctx.workspace.rows(CacheWindow, CACHE_SQL):
         restarted = restarted or row.restarted
@@ -247,5 +252,9 @@ def check_sequences(ctx: OperatorContext) -> Judgement:
             f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};"
             for s in schemas
         )
-        return Coverage(looked_at, f"{len(hidden)} sequences unreadable by this role ({grants})")
+        return Coverage(
+            looked_at,
+            f"{len(hidden)} sequences unreadable by this role ({grants})",
+            (FindingCode.SEQUENCE_EXHAUSTION,),  # an unreadable sequence's finding is not resolved
+        )
     return Coverage(looked_at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from operators.stat_views import DatabaseStatsRow, IndexStatsRow, StatementRow, 
 DAY = 86_400.0
 
 
-# The tables operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS): their models live here, beside
+# The tables operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS, UNREADABLE_COLUMNS): their models live here, beside
 # their only reader, because advise imports this module (find_duplicates).
 @dataclass(frozen=True, slots=True)
 class IndexAdviceRow:
@@ -37,6 +38,17 @@ class IndexAdviceRow:
     saving: float
     statements: int
     estimated_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableTableRow:
+    """A row of `index_advice_unreadable`: a table whose statements the role could not plan (EXPLAIN
+    needs SELECT on it), how many, and the GRANT that lets it."""
+
+    schemaname: str
+    relname: str
+    statements: int
+    grant_sql: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +94,11 @@ def _stats_age_seconds(ctx: OperatorContext) -> float:
     return rows[0].stats_age_seconds if rows else 0.0
 
 
-@check(needs=("index_stats", "database_stats"), codes=(FindingCode.INDEX_UNUSED,))
+@check(
+    needs=("index_stats", "database_stats"),
+    codes=(FindingCode.INDEX_UNUSED,),
+    counted=(FindingCode.INDEX_UNUSED,),
+)
 def check_unused_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes never scanned since the statistics began, excluding those backing constraints.
 
@@ -250,7 +266,7 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     return Coverage(f"{len(fks)} foreign keys")
 
 
-def _proven(ctx: OperatorContext) -> Judgement:
+def _proven(ctx: OperatorContext) -> Generator[Finding, None, int]:
     """Findings from the hypothetical-index advice: only indexes the planner showed it would use."""
     rows = ctx.workspace.rows(IndexAdviceRow, "SELECT * FROM index_advice ORDER BY total_ms DESC")
     for row in rows:
@@ -278,23 +294,56 @@ def _proven(ctx: OperatorContext) -> Judgement:
             fix_sql=row.ddl,
             confidence=0.9,
         )
-    return Coverage(f"{len(rows)} hypopg-proven suggestions")
+    return len(rows)
 
 
 @check(
     needs=("table_stats", "index_stats"),
-    uses=("statements", "index_advice"),
+    uses=("statements", "index_advice", "index_advice_unreadable"),
     codes=(FindingCode.INDEX_MISSING,),
+    counted=(FindingCode.INDEX_MISSING,),
 )
 def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes the top statements need: proven with hypothetical indexes when hypopg ran, else a heuristic.
 
     The heuristic: large tables read mostly by sequential scans, the column from the filters of
-    their statements (lower confidence); without pg_stat_statements it names only the table.
+    their statements (lower confidence); without pg_stat_statements it names only the table. When
+    hypopg ran but the role could not plan the statements of some tables (EXPLAIN needs SELECT on
+    them), the heuristic judges those tables, and the check is partial: the proof is missing there.
     """
+    if not ctx.workspace.has("index_advice"):
+        scanned = yield from _heuristic(ctx, None)
+        return Coverage(
+            f"{scanned} sequentially scanned large tables",
+            "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes",
+        )
+    proven = yield from _proven(ctx)
+    unreadable = (
+        {
+            (r.schemaname, r.relname)
+            for r in ctx.workspace.rows(UnreadableTableRow, "SELECT * FROM index_advice_unreadable")
+        }
+        if ctx.workspace.has("index_advice_unreadable")
+        else set()
+    )
+    if not unreadable:
+        return Coverage(f"{proven} hypopg-proven suggestions")
+    scanned = yield from _heuristic(ctx, unreadable)
+    return Coverage(
+        f"{proven} hypopg-proven suggestions, and {scanned} sequentially scanned large tables"
+        f" among the {len(unreadable)} the role could not plan statements on",
+        f"the sequential-scan heuristic judged {len(unreadable)} table(s) whose statements could"
+        " not be explained (no proof by hypothetical index there)",
+        (FindingCode.INDEX_MISSING,),
+    )
+
+
+def _heuristic(
+    ctx: OperatorContext, only: set[tuple[str, str]] | None
+) -> Generator[Finding, None, int]:
+    """Large tables read mostly by sequential scans (all, or `only` these (schema, table)), with
+    the filter column their statements use most; how many such tables there were."""
     t = ctx.settings.thresholds
-    if ctx.workspace.has("index_advice"):
-        return (yield from _proven(ctx))
     tables = ctx.workspace.rows(
         TableStatsRow,
         "SELECT * FROM table_stats WHERE n_live_tup >= ? AND seq_scan >= ? AND seq_tup_read / greatest(seq_scan, 1) >= ?"
@@ -305,6 +354,8 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
             t.missing_index_min_rows_per_scan,
         ],
     )
+    if only is not None:
+        tables = [row for row in tables if (row.schemaname, row.relname) in only]
     indexed: dict[int, list[list[str]]] = defaultdict(list)
     for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid"):
         indexed[row.relid].append(_key_columns(row))
@@ -366,13 +417,14 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
                 recommendation="Find the statements filtering this table (pg_stat_statements) and index their filter columns.",
                 confidence=0.4,
             )
-    return Coverage(
-        f"{len(tables)} sequentially scanned large tables",
-        "heuristic suggestions: CREATE EXTENSION hypopg lets the review prove them with hypothetical indexes",
-    )
+    return len(tables)
 
 
-@check(needs=("table_stats", "index_stats"), codes=(FindingCode.INDEXES_TOO_MANY,))
+@check(
+    needs=("table_stats", "index_stats"),
+    codes=(FindingCode.INDEXES_TOO_MANY,),
+    counted=(FindingCode.INDEXES_TOO_MANY,),
+)
 def check_index_count(ctx: OperatorContext) -> Judgement:
     """Write-heavy tables carrying many indexes: every insert and non-HOT update writes each of them."""
     t = ctx.settings.thresholds

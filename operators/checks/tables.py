@@ -86,6 +86,7 @@ def _autovacuum_off(reloptions: str | None) -> bool:
         FindingCode.AUTOVACUUM_DISABLED,
         FindingCode.STATISTICS_STALE,
     ),
+    counted=(FindingCode.DEAD_TUPLES_HIGH, FindingCode.STATISTICS_STALE),
 )
 def check_vacuum_health(ctx: OperatorContext) -> Judgement:
     """Autovacuum switched off (globally or per table), dead tuples piling up, statistics gone stale (`staleness`)."""

@@ -6,13 +6,17 @@ there), so the probe runs before anything else and lands the brief in the worksp
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import kwargs_row
 
+from dbcrew.errors import TargetError
 from dbcrew.models import Brief
+from dbcrew.targets.postgres import PostgresTarget
 from operators.registry import OperatorContext
+from operators.sql import scalar
 
 PROBE_SQL = """
 SELECT current_setting('server_version') AS server_version,
@@ -36,7 +40,11 @@ SELECT current_setting('server_version') AS server_version,
        current_setting('max_connections')::int AS max_connections,
        current_setting('track_io_timing') = 'on' AS track_io_timing,
        CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
-            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier
+            THEN (SELECT system_identifier::text FROM pg_control_system()) END AS system_identifier,
+       now() AS probed_at,
+       pg_postmaster_start_time() AS server_started_at,
+       (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database()) AS stats_reset_at,
+       (SELECT stats_reset FROM pg_stat_archiver) AS shared_stats_reset_at
 """
 
 
@@ -57,6 +65,18 @@ def read_brief(conn: psycopg.Connection[Any]) -> Brief:
     if brief.is_superuser:
         brief = brief.model_copy(update={"can_read_all_stats": True, "can_read_all_settings": True})
     return brief
+
+
+def server_started_at(target: PostgresTarget) -> datetime | None:
+    """When the target's server started, asked now; None when it does not answer (TargetError):
+    read again at the end of a run, it tells whether the server restarted since the probe. A
+    session lost while asking (the server going down that moment) is no answer either."""
+    try:
+        with target.session() as conn:
+            started: datetime = scalar(conn, "SELECT pg_postmaster_start_time()")
+    except (TargetError, psycopg.OperationalError):
+        return None
+    return started
 
 
 def probe(ctx: OperatorContext) -> Brief:

@@ -84,7 +84,11 @@ def _sample_window(
     if lost:
         partial.append(lost)
     return landed[0][0].model_copy(
-        update={"artifacts": [view.table for view in views], "partial": "; ".join(partial)}
+        update={
+            "artifacts": [view.table for view in views],
+            "partial": "; ".join(partial),
+            "refused_connections": session.refused,
+        }
     )
 
 
@@ -292,4 +296,5 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
         summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
         artifacts=["activity", "connections"],
         partial=lost,
+        refused_connections=session.refused,
     )

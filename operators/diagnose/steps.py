@@ -25,6 +25,7 @@ from operators.diagnose.plan_issues import NOT_EXPLAINED
 from operators.diagnose.prometheus import prometheus_facts
 from operators.diagnose.recorded import recorded_facts
 from operators.diagnose.sampler import sample_window
+from operators.explain import not_explained
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 
@@ -91,11 +92,9 @@ def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> 
         )
     ctx.workspace.put_observation(FACTS_KEY, record.model_dump_json())
     names = ", ".join(m.name for m in record.abnormal[:6]) or "none"
-    refused = [p for p in record.plans if p.error.startswith(NOT_EXPLAINED)]
-    partial = (
-        f"{len(refused)} heavy statement(s) not explained: they call code outside pg_catalog"
-        if refused
-        else ""
+    partial = not_explained(
+        (p.error.removeprefix(f"{NOT_EXPLAINED}: ") for p in record.plans),
+        "heavy statement(s)",
     )
     return Observation(
         summary=f"{len(record.window.series)} metrics over {record.window.seconds:.1f}s; abnormal: {names}"

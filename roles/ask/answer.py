@@ -26,7 +26,7 @@ import pydantic
 from psycopg.rows import tuple_row
 
 from dbcrew.errors import TargetError
-from dbcrew.llm.base import Brain, BrainError, EndpointDown
+from dbcrew.llm.base import Brain, BrainError, BudgetSpent, EndpointDown
 from dbcrew.llm.client import LlmClient
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer, Citation, ToolCall
@@ -34,7 +34,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings, reports_root
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from dbcrew.text.untrusted import visible
+from dbcrew.text.untrusted import model_text, visible
 from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
@@ -52,6 +52,7 @@ ANALYSES = {
     " runs every health check and draws the activity charts",
 }
 CITED_PASSAGES = 3
+LEAD_PROSE = 80  # characters of quotable prose a cited passage needs to lead the answer
 MAX_LISTED_FINDINGS = 5
 READ_ONLY = (
     "dbcrew is read-only: it never writes to a database (its sessions run with "
@@ -172,12 +173,13 @@ def _by_llm(
     earlier in the run is not asked."""
     if brain.down:
         brain.count_question(fell_back=True)
-        return None, f"rules (openai is down: {brain.down})"
+        return None, f"rules (openai not asked again: {brain.down})"
     try:
         result = attempt(brain.client)
     except BrainError as exc:
         brain.count_question(
-            fell_back=True, down=first_line(exc) if isinstance(exc, EndpointDown) else ""
+            fell_back=True,
+            down=first_line(exc) if isinstance(exc, EndpointDown | BudgetSpent) else "",
         )
         return None, f"rules (openai failed to {what}: {first_line(exc)})"
     brain.count_question(fell_back=result is None)
@@ -197,10 +199,13 @@ def _knowledge(
         text, brain_name = _by_llm(
             "cited answer", llm, lambda client: written(question, [h.passage for h in hits], client)
         )
-        if text is not None:
-            return Answer(route=route, answer=text, citations=citations, brain=brain_name)
-    lead = citations[0]
-    others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations[1:])
+        if text is not None:  # a model's text is data: shown as a reader sees it, bounded
+            return Answer(
+                route=route, answer=model_text(text), citations=citations, brain=brain_name
+            )
+    # The lead is the best hit that has prose to quote: a synopsis or a sample output answers nothing.
+    lead = next((c for c in citations if len(c.excerpt) >= LEAD_PROSE), citations[0])
+    others = "; ".join(f"{c.title or c.section} ({c.section})" for c in citations if c is not lead)
     text = f"From {lead.title or lead.section} ({lead.section}): {lead.excerpt}"
     if others:
         text += f"\nSee also: {others}."
@@ -213,7 +218,7 @@ def _citation(hit: Hit, question: str) -> Citation:
         source=passage.source,
         section=passage.section,
         title=passage.title,
-        excerpt=best_sentences(passage.text, question),
+        excerpt=best_sentences(passage.text, question, title=passage.title),
     )
 
 
@@ -257,7 +262,8 @@ def _instance(
     )
     if added is None:
         return rules.model_copy(update={"brain": brain_name})
-    answer = f"{text}\n{added.answer}" if ran is not None else added.answer
+    said = model_text(added.answer)  # a model's text is data: shown as a reader sees it, bounded
+    answer = f"{text}\n{said}" if ran is not None else said
     return Answer(
         route=Route.INSTANCE, answer=answer, tools=[*rules.tools, *added.tools], brain=brain_name
     )

@@ -41,6 +41,7 @@ from roles.diagnosis.snapshots import Snapshots
 
 MAX_STEPS = 5
 REGENERATIONS = 1
+WRITTEN_TOKENS = 500  # a cited answer: a paragraph
 SUPPORTED = 0.6
 FINAL, EXPAND = "final_answer", "expand"
 OBSERVATION = "Observation:"
@@ -265,7 +266,7 @@ def written(question: str, passages: list[Passage], client: LlmClient) -> str | 
         {"role": "user", "content": "Answer."},
     ]
     for _ in range(REGENERATIONS + 1):
-        text = client.complete(messages).text.strip()
+        text = client.complete(messages, max_tokens=WRITTEN_TOKENS).text.strip()
         unsupported = unsupported_sentences(text, [p.text for p in passages])
         if text and not unsupported:
             return text

@@ -6,7 +6,9 @@ of a small thesaurus of database vocabulary whose words or word stems occur in t
 route classifier learns from `__db__` / `__nodb__` that a question without a word of database
 vocabulary is rarely about databases, from `__pg__` that it names something of PostgreSQL's own,
 from `__here__` that it points at one particular server; the look-up classifier learns from
-`__size__`, `__locks__`, `__rank__` and the rest what a question asks of the catalogue. The
+`__size__`, `__locks__`, `__rank__`, `__keys__` and the rest what a question asks of the catalogue,
+and from `__howto__` that it asks for a method ("how do I find slow queries") rather than for the
+crew to act ("find the slow queries"). The
 thesaurus was written from the domain (the manual's and the look-ups' vocabulary), not from the
 benchmark's test questions.
 """
@@ -47,6 +49,8 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
         "acid",
         "isolation",
         "replica",
+        "standby",
+        "failover",
         "shard",
         "partition",
         "vacuum",
@@ -257,6 +261,44 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
         "switched",
         "turned on",
         "enabled",
+    ),
+    "keys": (
+        "primary key",
+        "foreign key",
+        "unique constraint",
+        "constraint",
+        "referenc",
+        "keys",
+        "key of",
+    ),
+    "trigger": (
+        "threshold",
+        "kick in",
+        "kicks in",
+        "trigger",
+        "after how many",
+        "at what point",
+        "when will",
+        "override",
+        "per-table",
+        "per table",
+        "parameters",
+        "configuration",
+    ),
+    "howto": (
+        "how do i",
+        "how can i",
+        "how should i",
+        "how would i",
+        "how do we",
+        "how can we",
+        "how do you",
+        "how to ",
+        "best way",
+        "steps to",
+        "should i",
+        "what tool",
+        "which view",
     ),
     "review": (
         "review",

@@ -24,11 +24,11 @@ import yaml
 
 from dbcrew.build_cache import cached_build
 from dbcrew.vocabulary import Lookup, Route
-from roles.ask.question_features import annotate_all
+from roles.ask.question_features import annotate, annotate_all
 
 # The kernel's package data (pyproject.toml: dbcrew = ["data/*.yaml"]), wherever dbcrew is installed.
 QUESTIONS = Path(str(files("dbcrew").joinpath("data", "questions.yaml")))
-MODEL_VERSION = 3
+MODEL_VERSION = 4
 # Names that fill the training templates: made up, so no name of a real database is learnt.
 TRAIN_TABLES = (
     "invoices",
@@ -57,6 +57,12 @@ TRAIN_SETTINGS = (
     "checkpoint_timeout",
 )
 UNSAFE_CONFIDENCE = 0.6
+CLOSE_CALL = 0.2  # probability margin under which the instance route needs a cue of its own
+# Without a target's catalogue, a snake_case name that is not PostgreSQL's own (pg_*) or a name next
+# to "table"/"index" is the best sign that a question names one of the database's objects.
+_OBJECT_NAME = re.compile(
+    r"\b(?!pg_)[a-z][a-z0-9]*_[a-z0-9_]+\b|\b[a-z]\w*\s+(?:table|index)\b", re.IGNORECASE
+)
 SLOT_WORDS = {"table": "tablename", "index": "indexname", "setting": "settingname"}
 
 # -- the deterministic unsafe check -----------------------------------------------------------------
@@ -143,7 +149,19 @@ _BARE_COMMAND = re.compile(
     r"[\W_]*",
     re.IGNORECASE,
 )
-_CLAUSE = re.compile(r"[.;!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
+# A question asking for a method: its answer is the manual's even when it names one of the tables.
+_HOW_TO = re.compile(
+    r"^\s*(?:how (?:do|can|should|would|could) (?:i|we|you)|how to|what(?:'s| is) the (?:best|right|safest) way)\b",
+    re.IGNORECASE,
+)
+_CLAUSE = re.compile(r"[.;:!?\n]+|,\s*|\s+(?:and then|and|then|but)\s+", re.IGNORECASE)
+# A question that asks to choose ("which is better?", "should I ... or ...?") compares what it lists.
+_CHOOSES = re.compile(
+    r"\b(?:which|better|best|worse|faster|slower|safer|cheaper|prefer\w*|rather than|instead of|pros and cons|trade-?offs?|"
+    r"when (?:to|should i)|should i)\b",
+    re.IGNORECASE,
+)
+_ALTERNATIVE = re.compile(r"\s*(?:or|vs\.?|versus)\s+(\w+)\b\s*(.*)", re.IGNORECASE)
 
 
 # Words that make a write verb the first half of a noun ("vacuum health", "update frequency"): in a
@@ -156,12 +174,33 @@ _COMPOUND_HEADS = re.compile(
 )
 
 
+def _commands_offered(verb: str, rest: str) -> bool:
+    """Whether `verb rest` lists commands to choose between on no object ("vacuum full or cluster"):
+    each alternative a command word with only its modifiers after it."""
+    alternatives = 0
+    while not _BARE_COMMAND.fullmatch(rest):
+        head = _BARE_COMMAND.match(rest)
+        offered = _ALTERNATIVE.fullmatch(rest[head.end() if head else 0 :])
+        if offered is None or offered.group(1).lower() not in _ALWAYS:
+            return False
+        alternatives += 1
+        rest = offered.group(2)
+    return alternatives > 0
+
+
 def write_request(question: str) -> str | None:
-    """The words that make `question` a request to change the database (None when it asks for none)."""
+    """The words that make `question` a request to change the database (None when it asks for none).
+
+    A question about commands is not a request to run one: a clause that compares ("VACUUM FULL vs
+    CLUSTER") or, in a question asking to choose, offers commands on no object ("vacuum full or
+    cluster, which is better?") names them; "vacuum orders or cluster it" still asks for a write."""
     text = " ".join(question.split())
     compares = bool(_COMPARES.search(text))
+    chooses = bool(_CHOOSES.search(text))
+    named: list[str] = []  # clauses that name commands rather than ask for them
     for position, clause in enumerate(_CLAUSE.split(text)):
         if _COMPARES.search(clause):
+            named.append(clause)
             continue  # "VACUUM FULL vs VACUUM": the verb names a command being compared, not one asked for
         found = re.match(_POLITE + r"(\w+)\b\s*(.*)", clause.strip(), re.IGNORECASE)
         if not found:
@@ -171,13 +210,16 @@ def write_request(question: str) -> str | None:
             continue  # a list item with nothing asking for it: a noun, not a command
         if compares and position > 0 and found.start(1) == 0 and _BARE_COMMAND.fullmatch(rest):
             continue  # "... between VACUUM FULL and CLUSTER?": the second command compared, on no object
+        if chooses and _commands_offered(verb, rest):
+            named.append(clause)
+            continue  # "vacuum full or cluster, which is better?": commands offered for a choice
         if verb in _ALWAYS and (verb not in _NEEDS_OBJECT or re.match(_NEEDS_OBJECT[verb], rest)):
             return clause.strip()
     rid = re.search(r"\b(?:get rid of|do away with|clear out|empty out)\b", text, re.IGNORECASE)
     if rid:
         return rid.group(0)
     sql = _SQL_WRITE.search(text)
-    if sql and not _ASKS_ABOUT.match(text):
+    if sql and not _ASKS_ABOUT.match(text) and not any(sql.group(0) in c for c in named):
         return sql.group(0)
     return None
 
@@ -272,13 +314,36 @@ class Router:
         # "why isn't autovacuum cleaning X" must not refuse a question about the database.
         # A question ("why isn't autovacuum cleaning X?") asks about a change, it requests none.
         if ranked[0][1] == Route.UNSAFE and (
-            ranked[0][0] < UNSAFE_CONFIDENCE or _ASKS_ABOUT.match(question)
+            ranked[0][0] < UNSAFE_CONFIDENCE
+            or _ASKS_ABOUT.match(question)
+            or _COMPARES.search(question)  # "CLUSTER versus VACUUM FULL - which one ...?"
         ):
             ranked = ranked[1:]
-        route = Route(ranked[0][1])
         names_object = masked_question is not None and any(
             w in masked_question for w in (SLOT_WORDS["table"], SLOT_WORDS["index"])
         )
+        # A close call between this database and the manual, on a question that names nothing of the
+        # target and points at no server ("the purpose of the pg_stat_statements extension"), is
+        # knowledge: a look-up would answer another question than the one asked.
+        if (
+            ranked[0][1] == Route.INSTANCE
+            and ranked[1][1] in (Route.PRODUCT, Route.GENERAL)
+            and ranked[0][0] - ranked[1][0] < CLOSE_CALL
+            and not (names_object or (masked_question is None and _OBJECT_NAME.search(question)))
+            and "__here__" not in annotate(question)
+        ):
+            ranked = ranked[1:]
+        route = Route(ranked[0][1])
+        if _HOW_TO.match(question) and (
+            route is Route.ANALYSIS or (route is Route.INSTANCE and not names_object)
+        ):
+            # "how can I find the slowest queries?", "what's the safest way to add an index to a
+            # large table?": a method, not a run or a look-up (unless it names one of the tables)
+            return Route.PRODUCT
+        if names_object and route in (Route.GENERAL, Route.PRODUCT) and _HOW_TO.match(question):
+            return (
+                route  # "how do I index orders without blocking writes?": a method, from the manual
+            )
         if names_object and route in (Route.GENERAL, Route.PRODUCT, Route.OFF_TOPIC):
             return Route.INSTANCE
         return route

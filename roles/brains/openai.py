@@ -2,7 +2,8 @@
 
 When the endpoint stays unusable for a question (timeouts, 429 after the client's own retries,
 garbage after the repairs), the rules brain answers that question instead. An endpoint that did
-not answer at all (timeout, connection error) is not asked again in the run: every later question
+not answer at all (timeout, connection error), or a run whose LLM time budget is spent
+(DBCREW_LLM_BUDGET), is not asked again in the run: every later question
 goes straight to the rules, so a dead or slow endpoint costs a review one request's time, not one
 per question. A plan the model cannot make valid (an operator outside the allowlist, an empty plan,
 a critique that never agrees) is replaced by the rules plan (`with_fallback`). Questions and
@@ -17,9 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from dbcrew.llm.base import Brain, BrainError, EndpointDown
+from dbcrew.llm.base import Brain, BrainError, BudgetSpent, EndpointDown
 from dbcrew.llm.client import LlmClient, Render
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
@@ -31,10 +32,25 @@ from roles.brains.rules import RulesBrain
 log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
+# Tokens an answer to each question may take: room for the largest valid answer, not for a model
+# that never stops (llama.cpp and Ollama default to unbounded output). The rules' full plan (32
+# tasks) is 6.5 KB of JSON, about 2,200 tokens at JSON's three characters a token.
+ANSWER_TOKENS = {
+    "plan.j2": 4096,
+    "reflect.j2": 4096,
+    "replan.j2": 4096,
+    "critique.j2": 800,
+    "recommend.j2": 800,
+    "summarize.j2": 400,
+}
+DEFAULT_ANSWER_TOKENS = 800
 
 
 class Problems(BaseModel):
-    problems: list[Problem] = Field(default_factory=list)
+    """A critique: the list is required, so an empty object or a cut-off echo of the schema is no
+    critique at all (asked again, then the rules'), never "no problems"."""
+
+    problems: list[Problem]
 
 
 class Recommendations(BaseModel):
@@ -56,7 +72,10 @@ class OpenAIBrain(Brain):
         self._down = ""  # why the endpoint stopped answering, once it did
 
     def ask(self, template: str, context: dict[str, Any], model: type[Model]) -> Model:
-        return self.client.ask(template, context, model)
+        """One validated answer to `template`, bounded by its ANSWER_TOKENS."""
+        return self.client.ask(
+            template, context, model, ANSWER_TOKENS.get(template, DEFAULT_ANSWER_TOKENS)
+        )
 
     @property
     def down(self) -> str:
@@ -70,12 +89,15 @@ class OpenAIBrain(Brain):
         self._down = self._down or down
 
     def answered_by(self) -> str:
+        """Which brain answered the run's questions, and why the rules answered any of them when
+        the endpoint was not asked again (down, or the run's LLM time budget spent)."""
         asked, fell = self.usage.questions, self.usage.fallbacks
+        why = f" ({self._down})" if self._down else ""
         if fell == 0:
             return self.name
         if fell == asked:
-            return f"rules ({self.name} gave no usable answer to any of {asked} questions)"
-        return f"{self.name}, {fell} of {asked} questions fell back to rules"
+            return f"rules ({self.name} gave no usable answer to any of {asked} questions){why}"
+        return f"{self.name}, {fell} of {asked} questions fell back to rules{why}"
 
     def _or_fallback(
         self, what: str, call: Callable[[], Model], fallback: Callable[[], Model]
@@ -88,7 +110,7 @@ class OpenAIBrain(Brain):
             return call()
         except BrainError as exc:
             self.usage.fallbacks += 1
-            if isinstance(exc, EndpointDown):
+            if isinstance(exc, EndpointDown | BudgetSpent):
                 self._down = str(exc)
                 log.warning(
                     "LLM endpoint did not answer (%s): the rules brain answers the rest of the run",
@@ -145,7 +167,9 @@ class OpenAIBrain(Brain):
             "strategy": strategy.model_dump(),
         }
         answer = self._or_fallback(
-            "critique", lambda: self.ask("critique.j2", context, Problems), lambda: Problems()
+            "critique",
+            lambda: self.ask("critique.j2", context, Problems),
+            lambda: Problems(problems=[]),
         )
         return answer.problems
 

@@ -22,12 +22,13 @@ from dbcrew.models.report import CoverageEntry, Phases, SkipKind
 from dbcrew.models.request import ReviewRequest, TargetURL
 from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
-from dbcrew.vocabulary import TaskStatus
+from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from operators.collect import probe
 from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
+from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import prune
 from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.crew.faults import FaultInjector, damage_plan
@@ -140,16 +141,25 @@ def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
     )
 
 
+def planning_brain(run: RunContext) -> Brain:
+    """Who plans the run: the run's brain, except for a live diagnosis, whose evidence is the window
+    it samples now. The anomaly it is asked about may be over by the time a model has planned and
+    critiqued (7.5 minutes with a small local model on 2 cores), so its plan is the rules' playbook
+    and sampling starts at once; the model's part in a diagnosis, its experts, comes after."""
+    if run.scenario is Scenario.DIAGNOSE and run.interval is None:
+        return RulesBrain()
+    return run.shared_brain
+
+
 def initialize(run: RunContext) -> Initialized:
     """Probe the target into a brief, prune the catalogue by it, plan, reflect, then apply known lessons."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     brief = probe(operator_context(run, None))
     stage_baseline(run, brief)
     caps = prune(brief, catalogue())
-    brain = run.shared_brain
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
     planned = make_plan(
-        brain,
+        planning_brain(run),
         request,
         run.settings.max_reflection_rounds,
         reflection=run.settings.ablations.reflection,

@@ -97,6 +97,12 @@ class TaskOutcome(BaseModel):
         0.0, description="failed because the target did not answer for this long"
     )
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether the target went down under this task and came back: its session waited through
+        refused connections (an ended session resumed at once is not an outage)."""
+        return bool(self.observation and self.observation.refused_connections)
+
 
 def signature(spec: TaskSpec) -> str:
     """What makes a completed result reusable after a re-plan: same operator and parameters."""

@@ -49,6 +49,7 @@ from roles.diagnosis.tools import PROPOSE, REFLECT
 from roles.diagnosis.tree import Node, Search
 
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
+STEP_TOKENS = 600  # one turn: a thought and one action with its arguments, or the causes proposed
 
 
 class ExpertAction(BaseModel):
@@ -218,8 +219,9 @@ class Controller:
             self.budget.check()
             completion = self.client.complete(
                 node.messages + pending,
+                max_tokens=STEP_TOKENS,
                 tools=specs if native else None,
-                response_format=_step_format()
+                response_format=_step_format(self.tools.names())
                 if self.capability is Capability.JSON_SCHEMA
                 else None,
                 stop=list(self.agenda.stop) if prompted and self.agenda.stop else None,
@@ -393,10 +395,24 @@ def _assistant(completion: Completion, text: str, call_ids: list[str]) -> dict[s
     }
 
 
-def _step_format() -> dict[str, Any]:
+def _step_format(names: list[str]) -> dict[str, Any]:
+    """The strict schema of one turn: the action one of the tools' names (a constrained decoder
+    cannot invent an "explore"), every field required, nothing else allowed."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": "action", "schema": ExpertAction.model_json_schema()},
+        "json_schema": {
+            "name": "action",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "thought": {"type": "string"},
+                    "action": {"type": "string", "enum": names},
+                    "args": {"type": "object"},
+                },
+                "required": ["thought", "action", "args"],
+                "additionalProperties": False,
+            },
+        },
     }
 
 

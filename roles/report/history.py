@@ -139,9 +139,14 @@ def stored_findings(identity: str, findings: list[Finding]) -> list[StoredFindin
 
 
 def unverified_codes(report: Report) -> set[str]:
-    """Codes of the checks that did not run this time: their earlier findings cannot be called resolved."""
+    """Codes this run could not judge: those of the checks that did not run, and those a check that
+    ran could not judge (counters too young, a restart, a privilege): their earlier findings cannot
+    be called resolved."""
     not_ran = {c.check for c in report.coverage if c.status is not CoverageStatus.RAN}
-    return {code for entry in catalogue() if entry.name in not_ran for code in entry.checks}
+    unjudged = {code for c in report.coverage for code in c.unjudged}
+    return unjudged | {
+        code for entry in catalogue() if entry.name in not_ran for code in entry.checks
+    }
 
 
 # -- what changed ------------------------------------------------------------------------------
@@ -224,9 +229,20 @@ def compare(
     return new, persisting, resolved, regressed, absent
 
 
+def carried(
+    current: list[StoredFinding], earlier: list[StoredFinding], unverified: set[str]
+) -> list[StoredFinding]:
+    """The previous run's findings this run could not judge (their code is unverified) and did not
+    see: their last known state stands, so they are stored with this run, and neither this run nor
+    the next calls them resolved, or regressed when they are seen again."""
+    seen_now = {f.fingerprint for f in current}
+    return [f for f in earlier if f.fingerprint not in seen_now and f.code in unverified]
+
+
 def history_of(
     store: Store, identity: str, report: Report, current: list[StoredFinding]
-) -> History:
+) -> tuple[History, list[StoredFinding]]:
+    """What changed since the previous runs, and the earlier findings this run carries (`carried`)."""
     runs = store.previous_runs(
         identity, report.scenario, report.started_at, RESOLVED_AFTER_ABSENT_RUNS
     )
@@ -238,23 +254,37 @@ def history_of(
                 )
                 for f in current
             ]
-        )
+        ), []
+    recent = [store.findings(run.run_id) for run in runs]
+    sightings = store.sightings(identity, report.scenario, report.started_at)
+    unverified = unverified_codes(report)
+    kept = carried(current, recent[0], unverified)
     new, persisting, resolved, regressed, absent = compare(
-        current,
-        [store.findings(run.run_id) for run in runs],
-        store.sightings(identity, report.scenario, report.started_at),
-        report.started_at,
-        unverified_codes(report),
+        current, recent, sightings, report.started_at, unverified
     )
-    return History(
+    carried_now = {f.fingerprint for f in kept}
+    not_judged = [
+        HistoryItem(
+            code=f.code,
+            object=f.object,
+            severity=f.severity,
+            first_seen=seen.first_seen
+            if (seen := sightings.get(f.fingerprint))
+            else runs[0].started_at,
+        )
+        for f in kept
+    ]
+    history = History(
         previous_run_id=runs[0].run_id,
         previous_started_at=runs[0].started_at,
         new=new,
         persisting=persisting,
         resolved=resolved,
         regressed=regressed,
-        absent=absent,
+        absent=[i for i in absent if fingerprint(identity, i.code, i.object) not in carried_now],
+        not_judged=not_judged,
     )
+    return history, kept
 
 
 # -- baselines ---------------------------------------------------------------------------------
@@ -364,8 +394,8 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
             store.record_run(record, [])
             return report
         current = stored_findings(identity, report.findings)
-        history = history_of(store, identity, report, current)
-        store.record_run(record, current, vitals_of(run, report))
+        history, kept = history_of(store, identity, report, current)
+        store.record_run(record, current + kept, vitals_of(run, report))
         if report.scenario != Scenario.HEALTH:
             return report.model_copy(
                 update={"history": history}

@@ -31,6 +31,7 @@ from roles.crew.capabilities import failure_cause, privilege_notes, visibility_n
 from roles.crew.run import ReviewResult, RunContext
 from roles.crew.worker import TaskOutcome
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
+from roles.report.outage import outage_of, producers_of, touched
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
@@ -86,7 +87,14 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
             reason = "; ".join(
                 r for r in (notes.get(op.name, ""), f"partial: {seen}" if seen else "") if r
             )
-            entries.append(CoverageEntry(check=op.name, status=CoverageStatus.RAN, reason=reason))
+            entries.append(
+                CoverageEntry(
+                    check=op.name,
+                    status=CoverageStatus.RAN,
+                    reason=reason,
+                    unjudged=outcome.observation.unjudged if outcome.observation else [],
+                )
+            )
         else:
             status = (
                 CoverageStatus.FAILED
@@ -107,11 +115,9 @@ def inherited_partials(
     check: CatalogueEntry, ops: list[CatalogueEntry], outcomes: dict[str, TaskOutcome]
 ) -> list[str]:
     """What the producers of a check's inputs could not see: the check saw no more than they did."""
-    inputs = set(check.needs) | set(check.uses)
-    producers = [op.name for op in ops if op.name != check.name and inputs & set(op.produces)]
     return [
         o.observation.partial
-        for name in producers
+        for name in producers_of(check, ops)
         if (o := outcomes.get(name)) and o.observation and o.observation.partial
     ]
 
@@ -161,6 +167,13 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
     )
+    outage = outage_of(run, review, gone=unreachable > 0) if run.interval is None else None
+    if outage is not None:
+        # A review that waited out an outage and went on did not see what a full one sees.
+        interrupted = f"incomplete: {outage.note}"
+        summary = f"{interrupted}. {summary}"
+        partial = "; ".join(p for p in (interrupted, partial) if p)
+        coverage = touched(coverage, outage, catalogue())
     if unreachable:
         # Checks that never ran find nothing: "0 problems" alone would read as a clean bill of health.
         gone = f"incomplete: target unreachable for {unreachable:.0f} s"

@@ -26,6 +26,21 @@ before writing to temporary disk files.</p></dd>
 </dl></div></div></body></html>"""
 
 
+CREATE_INDEX_PAGE = """<html><body><div class="refentry" id="SQL-CREATEINDEX">
+<div class="refnamediv"><h2>CREATE INDEX</h2><p>CREATE INDEX — define a new index</p></div>
+<div class="refsynopsisdiv"><h2>Synopsis</h2><pre class="synopsis">CREATE [ UNIQUE ] INDEX [ CONCURRENTLY ] name ON table</pre></div>
+<div class="refsect1" id="id-1.9.3.69.6"><h2>Description</h2><p>CREATE INDEX constructs an index on the specified
+column(s) of the specified relation, which can be a table or a materialized view.</p></div>
+<div class="refsect2" id="SQL-CREATEINDEX-CONCURRENTLY"><h3>Building Indexes Concurrently</h3>
+<p>Creating an index can interfere with regular operation of a database. Normally PostgreSQL locks the table
+to be indexed against writes and performs the entire index build with a single scan of the table. Other
+transactions can still read the table, but if they try to insert, update, or delete rows in the table they
+will block until the index build is finished. PostgreSQL supports building indexes without locking out writes.
+This method is invoked by specifying the CONCURRENTLY option of CREATE INDEX.</p>
+<pre class="programlisting">CREATE INDEX CONCURRENTLY sales_quantity_index ON sales_table (quantity);</pre></div>
+</div></body></html>"""
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DBCREW_CACHE_DIR", str(tmp_path / "cache"))
@@ -51,6 +66,52 @@ def test_instance_questions_are_answered_from_the_database(shop: DemoShop):
     )
     stats = ask("why is autovacuum not running on cart_items?", target)
     assert stats.tools[0].operator == "table_stats" and "autovacuum_enabled=false" in stats.answer
+
+
+def test_keys_and_autovacuum_settings_of_a_table_have_their_own_look_ups(shop: DemoShop):
+    target = parse_target(shop.dsn)
+    keys = ask(
+        "which columns make up the primary key of order_items, and what references it?", target
+    )
+    assert keys.tools[0].operator == "table_keys"
+    assert (
+        "PRIMARY KEY (id)" in keys.answer
+        and "FOREIGN KEY (order_id) REFERENCES orders(id)" in keys.answer
+    )
+    referenced = ask("which foreign keys point at customers?", target)
+    assert referenced.tools[0].operator == "table_keys"
+    assert (
+        "Referenced by:" in referenced.answer and "cart_items_customer_id_fkey" in referenced.answer
+    )
+    overrides = ask("does cart_items override the server's autovacuum parameters?", target)
+    assert overrides.tools[0].operator == "table_autovacuum"
+    assert (
+        "autovacuum_enabled=false" in overrides.answer
+        and "off for public.cart_items" in overrides.answer
+    )
+    with psycopg.connect(shop.dsn) as conn:
+        rows = conn.execute(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'orders'::regclass"
+        ).fetchone()[0]
+        threshold, scale = conn.execute(
+            "SELECT current_setting('autovacuum_vacuum_threshold')::numeric, current_setting('autovacuum_vacuum_scale_factor')::numeric"
+        ).fetchone()
+    trigger = ask("what autovacuum thresholds apply to orders?", target)
+    assert trigger.tools[0].operator == "table_autovacuum"
+    assert f"after {round(threshold + scale * rows):,} dead rows" in trigger.answer
+
+
+def test_a_how_to_question_naming_a_table_is_answered_from_the_manual(
+    shop: DemoShop, tmp_path: Path
+):
+    docs = tmp_path / "manual"
+    docs.mkdir()
+    (docs / "sql-createindex.html").write_text(CREATE_INDEX_PAGE)
+    answer = ask(
+        "how do I build an index on orders without blocking writes?", parse_target(shop.dsn), docs
+    )
+    assert answer.route is Route.PRODUCT and not answer.tools
+    assert answer.citations[0].section == "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY"
 
 
 def test_a_write_request_is_refused_and_nothing_is_written(pg: EmbeddedPostgres, shop: DemoShop):
@@ -153,3 +214,16 @@ def test_a_question_naming_another_database_says_the_answer_is_about_the_target(
     # The target's own name, or "database" used as a plain word, adds nothing.
     for question in ("how big is the orders table in database shop?", "how big is the database?"):
         assert "names database" not in ask(question, target).answer
+
+
+def test_a_manual_answer_quotes_whole_sentences_of_prose_never_a_synopsis(tmp_path: Path):
+    docs = tmp_path / "manual"
+    docs.mkdir()
+    (docs / "sql-createindex.html").write_text(CREATE_INDEX_PAGE)
+    answer = ask("how can an index be built without locking out writes?", None, docs)
+    excerpt = answer.citations[0].excerpt
+    assert answer.citations[0].section == "sql-createindex.html#SQL-CREATEINDEX-CONCURRENTLY"
+    assert "[ UNIQUE ]" not in answer.answer and "sales_quantity_index" not in answer.answer
+    # the sentence that answers ("This method is invoked ... CONCURRENTLY") leans on the one before it
+    assert excerpt.startswith("PostgreSQL supports building indexes without locking out writes.")
+    assert excerpt.endswith("CONCURRENTLY option of CREATE INDEX.")

@@ -168,6 +168,7 @@ def test_sessions_resumed_through_a_server_restart_keep_what_they_read(tmp_path:
                     ]
                 )
         assert after > before and session.reconnects == 1
+        assert session.refused >= 1  # it waited through the outage: the report can say so
         # The diagnosis's sampler across a restart: it waits for the server, and no rate spans the restart.
         with later(1.2, pg.restart):
             window = sample_window(target, 3.0, wait=30.0)

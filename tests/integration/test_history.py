@@ -22,7 +22,7 @@ import pytest
 from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 
 from dbcrew.models import Report, Severity
-from dbcrew.settings import Settings
+from dbcrew.settings import Settings, Thresholds
 from dbcrew.store import (
     STORE_ENV,
     RunRecord,
@@ -449,3 +449,51 @@ def test_identity_is_the_memory_identity(planted: str, store_url: str, tmp_path:
     assert open_store(store_url).identity_of(run.target.display) == target_identity(
         run.target, init.brief
     )
+
+
+CHURNED = """
+CREATE TABLE churn (id int PRIMARY KEY, v int) WITH (autovacuum_enabled = off);
+INSERT INTO churn SELECT g, 0 FROM generate_series(1, 80000) g;
+DELETE FROM churn WHERE id <= 60000;
+"""
+
+
+def test_a_statistics_reset_is_never_a_fix(planted: str, tmp_path: Path):
+    """pg_stat_reset() zeroes the counters, not the dead tuples: the check says its counters are
+    seconds old, and the history keeps the finding (not judged) instead of calling it resolved."""
+    dead = ("dead_tuples_high", "public.churn")
+    with psycopg.connect(planted, autocommit=True) as conn:
+        conn.execute(CHURNED)
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    first = review(planted, tmp_path / "first")
+    assert dead in {(f.code, f.object) for f in first.findings}
+    # A fresh cluster's counters are complete: judged.
+    assert not next(c for c in first.coverage if c.check == "check_vacuum_health").unjudged
+
+    with psycopg.connect(planted, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_reset()")
+    second = review(planted, tmp_path / "second")
+    assert dead not in {(f.code, f.object) for f in second.findings}  # the counters read 0 now
+    assert dead not in items(second, "resolved")
+    vacuum = next(c for c in second.coverage if c.check == "check_vacuum_health")
+    assert vacuum.status.value == "ran" and "dead_tuples_high" in vacuum.unjudged
+    assert "partial: statistics reset " in vacuum.reason and " s ago at " in vacuum.reason
+    assert dead in items(second, "not_judged")
+    markdown = (tmp_path / "second" / "report.md").read_text()
+    assert "not judged this time" in markdown
+
+    # Its last known state stands: once the counters are judged again, it is persisting, not back.
+    judged_again = RunContext(
+        target=parse_target(planted),
+        out_dir=tmp_path / "third",
+        settings=Settings(
+            window_seconds=1.0,
+            activity_samples=2,
+            thresholds=Thresholds(counters_min_age_seconds=0),
+        ),
+    )
+    with psycopg.connect(planted, autocommit=True) as conn:
+        conn.execute("ANALYZE churn")  # the dead tuples counted again
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    third = review_run(judged_again, PlainPhases)
+    assert dead in items(third, "persisting"), third.history

@@ -355,3 +355,41 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
         duplicate.evidence["if_dropped"] == "unavailable: hypopg 1.3.1 < 1.4 (no hypopg_hide_index)"
     )
     assert not any(f.code == "extension_missing" and f.object == "hypopg" for f in report.findings)
+
+
+def test_a_pg_monitor_review_falls_back_to_the_heuristic_and_names_the_grant(
+    pg15: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """The README's role (pg_monitor) with hypopg installed: EXPLAIN needs SELECT on the table, so the
+    advice cannot prove the index. The table's sequential scans still show it, the check is partial,
+    and the coverage carries the GRANT that lets the review prove it next time."""
+    from dbcrew.settings import Settings
+    from flows.phases import PlainPhases
+    from flows.review import review
+    from roles.crew.run import RunContext
+
+    pg15.psql("CREATE DATABASE parcels;")
+    pg15.psql(
+        "CREATE EXTENSION pg_stat_statements; CREATE EXTENSION hypopg;"
+        " CREATE TABLE shipments (id int PRIMARY KEY, tracking text NOT NULL, weight int NOT NULL);"
+        " INSERT INTO shipments SELECT g, md5(g::text), g % 50 FROM generate_series(1, 30000) g;"
+        " VACUUM ANALYZE shipments; SELECT pg_stat_statements_reset();"
+        + "".join(f" SELECT * FROM shipments WHERE tracking = md5('{n}');" for n in range(25)),
+        dbname="parcels",
+    )
+    run = RunContext(
+        target=parse_target(pg15.dsn("parcels", user="monitor")),
+        settings=Settings(window_seconds=1.0, activity_samples=2),
+        out_dir=tmp_path,
+    )
+    report = review(run, PlainPhases)
+    missing = [f for f in report.findings if f.code == "index_missing"]
+    assert [f.object for f in missing] == ["public.shipments(tracking)"], [
+        (c.check, c.status.value, c.reason) for c in report.coverage if "index" in c.check
+    ]
+    assert "md5($1)" in missing[0].evidence["query"]
+    coverage = next(c for c in report.coverage if c.check == "check_missing_indexes")
+    assert coverage.status.value == "ran" and coverage.unjudged == ["index_missing"]
+    assert "partial" in coverage.reason and "sequential-scan heuristic" in coverage.reason
+    assert "GRANT SELECT ON public.shipments TO monitor;" in coverage.reason
+    assert "pg_read_all_data" in coverage.reason

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dbcrew.settings import Settings
+from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review
@@ -54,3 +54,48 @@ def test_a_target_that_goes_away_makes_an_incomplete_review_that_says_so(tmp_pat
         f"the retries' waits for a gone target stay within outage_wait_seconds: {waits}"
     )
     assert f"target unreachable for {WAIT:.0f} s" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_restart_during_the_review_is_reported_and_its_cold_cache_not_judged(
+    tmp_path: Path,
+) -> None:
+    """The server restarts between the probe and the window: the review goes on (it waits for the
+    server), but the report says it restarted, the run is partial, and the window after the restart
+    (a cold cache) is not judged, even where a warm one would have been."""
+    server = EmbeddedPostgres(tmp_path / "data").start()
+
+    class ServerRestartsAfterPlanning(PlainPhases):
+        @staticmethod
+        def initialize(run: RunContext) -> Initialized:
+            planned = initialize(run)
+            server.restart()
+            return planned
+
+    try:
+        run = RunContext(
+            target=parse_target(server.dsn()),
+            out_dir=tmp_path / "report",
+            settings=Settings(
+                window_seconds=1,
+                activity_samples=2,
+                target_wait_seconds=30,
+                # Judge the ratio on any traffic: the review's own reads of a cold cache are some.
+                thresholds=Thresholds(cache_min_block_accesses=1),
+            ),
+        )
+        report = review(run, ServerRestartsAfterPlanning)
+    finally:
+        server.stop()
+    assert not [f for f in report.findings if f.code == "cache_hit_ratio_low"], report.findings
+    assert report.summary.startswith("incomplete: the target restarted during the review"), (
+        report.summary
+    )
+    assert "the target restarted during the review" in report.partial
+    cache = next(c for c in report.coverage if c.check == "check_cache_hit_ratio")
+    assert cache.status.value == "ran" and cache.unjudged == ["cache_hit_ratio_low"]
+    assert "the server restarted at" in cache.reason and "not judged" in cache.reason
+    vacuum = next(c for c in report.coverage if c.check == "check_vacuum_health")
+    assert "dead_tuples_high" in vacuum.unjudged
+    assert (
+        "the target restarted during the review" in (tmp_path / "report" / "report.md").read_text()
+    )

@@ -265,12 +265,13 @@ def test_an_answer_its_citations_do_not_support_is_regenerated_then_the_extracti
 def test_a_supported_answer_is_kept_with_its_citations(server: ScriptedServer, tmp_path: Path):
     server.replies = [
         Reply(
-            "work_mem sets the maximum memory a query operation such as a sort uses before it writes "
-            "temporary disk files [1]."
+            "work_mem sets\u202e the maximum memory a query operation such as a sort uses before it writes\n\n"
+            "temporary disk files [1].\u200b"
         )
     ]
     answer = ask("What does work_mem limit?", None, manual(tmp_path), brain=brain(server))
-    assert answer.brain == "openai" and answer.answer.endswith("temporary disk files [1].")
+    assert answer.brain == "openai" and answer.answer.endswith("writes temporary disk files [1].")
+    assert "\u202e" not in answer.answer and "\n" not in answer.answer  # shown as a reader sees it
     assert answer.citations[0].section == "runtime-config-resource.html#GUC-WORK-MEM"
 
 

@@ -20,6 +20,7 @@ from dbcrew.errors import UsageError
 from dbcrew.llm.client import endpoint_limits
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
 from flows.phases import PlainPhases
 from flows.review import review
@@ -30,7 +31,7 @@ from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
 from roles.crew.planner import make_plan
-from roles.crew.run import RunContext
+from roles.crew.run import RunContext, initialize
 from roles.crew.validators import validate
 from tests.llm.test_openai_brain import good_plan_json, request
 
@@ -146,11 +147,73 @@ def test_oversized_window_is_capped_and_a_slow_endpoint_is_asked_once(
         "after the first request that timed out, no question reached the endpoint"
     )
     assert report.llm.fallbacks == report.llm.questions - 1 >= 2
-    assert (
-        report.brain
-        == f"openai, {report.llm.fallbacks} of {report.llm.questions} questions fell back to rules"
-    )
+    assert report.brain == (
+        f"openai, {report.llm.fallbacks} of {report.llm.questions} questions fell back to rules"
+        " (APITimeoutError: Request timed out.)"
+    )  # the report says why the endpoint was not asked again
     windows = Workspace(run.workspace_path).query(
         "SELECT max(window_seconds) AS longest FROM database_stats"
     )
     assert windows[0]["longest"] < 5, "the plan's 90 s window outgrew --window 1"
+
+
+def test_an_answer_cut_at_max_tokens_is_asked_again_shorter_never_taken_as_it_is(
+    server: ScriptedServer,
+):
+    """A verbose model's critique is cut by the server at the critique's max_tokens; json-repair
+    would close the cut text into a valid critique with fewer problems, so it is asked again."""
+    problem = {"task_id": None, "kind": "empty_plan", "message": "the plan collects nothing"}
+    padding = [{**problem, "message": "x" * 400}] * 20  # far past the critique's 800 tokens
+    server.replies = [
+        Reply(content=json.dumps({"problems": [problem, *padding]})),
+        Reply(content=json.dumps({"problems": [problem]})),
+    ]
+    b = OpenAIBrain(render, base_url=server.url, api_key="k", model="scripted", timeout=5.0)
+    problems = b.critique(request(), RulesBrain().plan(request()))
+    assert [p.message for p in problems] == ["the plan collects nothing"]
+    assert (b.usage.calls, b.usage.fallbacks) == (2, 0)  # repaired, not a fall-back or a time-out
+    first, second = server.requests
+    assert first["max_tokens"] == second["max_tokens"] == 800
+    assert "cut off at 800 tokens" in second["messages"][-1]["content"]
+    assert len(second["messages"][-2]["content"]) < 300  # the cut text is not sent back whole
+
+
+def test_the_runs_llm_time_budget_ends_the_models_questions_and_the_report_says_so(
+    server: ScriptedServer,
+):
+    """Each answer takes 0.6 s, inside the 5 s timeout: a slow endpoint that answers. Once the
+    run's 1 s budget is spent, no question reaches it and the rules answer the rest."""
+    server.replies = [Reply(content="{not json", delay=0.6)] * 10
+    b = OpenAIBrain(
+        render,
+        base_url=server.url,
+        api_key="k",
+        model="scripted",
+        timeout=5.0,
+        max_repairs=5,
+        budget_seconds=1.0,
+    )
+    plan = b.plan(request())
+    assert plan.tasks and len(server.requests) == 2  # the second request spent the budget
+    b.critique(request(), plan)
+    assert len(server.requests) == 2 and b.usage.fallbacks == b.usage.questions == 2
+    assert "LLM time budget of 1 s is spent" in b.answered_by()
+
+
+def test_a_live_diagnosis_is_planned_by_the_rules_so_no_model_delays_its_window(
+    pg: EmbeddedPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ScriptedServer
+):
+    """The anomaly a diagnosis is asked about may end while a model plans: its window is sampled
+    first, and the model (here one that would answer anything) is asked nothing before it."""
+    monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
+    monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
+    server.otherwise = Reply(content=good_plan_json())
+    common = {
+        "target": parse_target(pg.dsn("postgres")),
+        "brain": "openai",
+        "settings": Settings(window_seconds=1),
+    }
+    diagnosis = initialize(RunContext(scenario=Scenario.DIAGNOSE, out_dir=tmp_path / "d", **common))
+    assert not server.requests and diagnosis.strategy.tasks  # the rules' playbook, at once
+    initialize(RunContext(scenario=Scenario.HEALTH, out_dir=tmp_path / "h", **common))
+    assert server.requests  # a health review's plan is still the model's to make

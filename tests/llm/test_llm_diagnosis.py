@@ -320,15 +320,15 @@ def test_tree_search_backtracks_from_a_low_branch_and_keeps_the_better_branchs_c
     ]  # the lock branch's valid cause was not kept
     assert [c.code for c in causes] == ["workload_many_inserts"]
     resumed = server.requests[2]["messages"]
-    assert (
-        len(resumed) == 3 and "Backtracked" in resumed[-1]["content"]
-    )  # from the root: system, task, the lesson
+    assert [m["role"] for m in resumed] == ["system", "user"] and (
+        "Backtracked" in resumed[-1]["content"]
+    )  # from the root: system, then the task and the lesson as one user message (strict templates)
     assert "lock_contention scored 0.2 after observing waits: Lock:tuple" in resumed[-1]["content"]
     assert not any(
         "Observation of waits" in (m.get("content") or "") for m in resumed
     )  # the abandoned branch is not sent
     assert (
-        "Backtracked" in server.requests[3]["messages"][2]["content"]
+        "Backtracked" in server.requests[3]["messages"][1]["content"]
     )  # the lesson stays on the new branch
 
 

@@ -20,12 +20,16 @@ from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review
 from lab.embedded import EmbeddedPostgres
-from operators.explain import FOREIGN_CODE
-from operators.hypothetical_indexes import generic_plan_cost
+from operators.explain import FOREIGN_CODE, unplannable
+from operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
 from roles.crew.run import RunContext
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+CREATE EXTENSION IF NOT EXISTS citext;
+CREATE SCHEMA shipping;
+CREATE TABLE shipping.parcels (id int, tracking text, sent timestamptz, email citext);
+CREATE VIEW shipping.recent_parcels AS SELECT * FROM shipping.parcels;
 CREATE TABLE items (id int, note text);
 INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, 50000) g;
 ANALYZE items;
@@ -99,6 +103,38 @@ def test_the_advisors_generic_plan_refuses_a_statement_calling_foreign_code(
     assert not [line for line in evil_runs(pg) if " dbcrew " in line]
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM shipping.parcels WHERE tracking = md5($1)",
+        "SELECT * FROM shipping.parcels WHERE lower(tracking) = lower($1) AND email = $2",
+        "SELECT date_trunc($1, sent), coalesce(tracking, $2), count(*) FROM shipping.parcels"
+        " WHERE sent BETWEEN $3 AND now() GROUP BY 1, 2",
+        "WITH recent AS (SELECT * FROM parcels WHERE sent > now() - $1::interval)"
+        " SELECT upper(tracking) FROM recent",
+    ],
+)
+def test_pg_catalogs_code_is_explained_whatever_overloads_an_extension_adds(
+    hostile: str, query: str
+) -> None:
+    """citext defines `=`, `<`, ... in public: pg_catalog's own functions and operators still plan."""
+    with parse_target(hostile).session() as conn:
+        conn.execute("SET search_path = shipping, public")
+        cost = generic_plan_cost(conn, query, 180000)
+        assert cost.total is not None, cost
+
+
+def test_a_refusal_names_the_code_and_the_schema_that_defines_it(hostile: str) -> None:
+    with parse_target(hostile).session() as conn:
+        assert (
+            generic_plan_cost(conn, HOT, 180000).reason == f"{FOREIGN_CODE}: function public.evil"
+        )
+        conn.execute("SET search_path = shipping, public")
+        assert unplannable(conn, "SELECT * FROM recent_parcels WHERE id = evil()", PLANNABLE) == (
+            f"{FOREIGN_CODE}: function public.evil, view shipping.recent_parcels"
+        )
+
+
 def test_a_diagnosis_and_a_review_never_run_the_targets_functions(
     pg: EmbeddedPostgres, hostile: str, workload: None, tmp_path: Path
 ) -> None:
@@ -122,7 +158,8 @@ def test_a_diagnosis_and_a_review_never_run_the_targets_functions(
     diagnosis = reports["diagnose"].diagnosis
     assert diagnosis is not None
     assert any(
-        "not explained: they call code outside pg_catalog" in step for step in diagnosis.process
+        "not explained: they call code outside pg_catalog (function public.evil)" in step
+        for step in diagnosis.process
     ), diagnosis.process
 
 

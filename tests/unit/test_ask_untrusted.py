@@ -44,3 +44,25 @@ def test_a_question_about_commands_is_routed_to_knowledge_not_refused() -> None:
         Route.GENERAL,
         Route.PRODUCT,
     )
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "vacuum full or cluster, which is better?",
+        "REINDEX or VACUUM FULL: which one should I run on a bloated index?",
+    ],
+)
+def test_a_choice_between_commands_is_a_knowledge_question(question: str) -> None:
+    assert router().route(question) in (Route.GENERAL, Route.PRODUCT)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "how can I find the slowest queries?",
+        "what's the best way to add an index to a big table without blocking writes?",
+    ],
+)
+def test_a_how_to_question_asks_for_a_method_not_a_run_or_a_look_up(question: str) -> None:
+    assert router().route(question) is Route.PRODUCT

@@ -164,7 +164,7 @@ def test_the_history_command_counts_changes_as_the_report_does(tmp_path: Path):
             finished_at=started,
             brain="rules",
         )
-        history = history_of(store, TARGET, empty, current)
+        history, _ = history_of(store, TARGET, empty, current)
         said_by_reports.append((len(history.new), len(history.regressed), len(history.resolved)))
         store.record_run(run, current)
     said_by_timeline = [

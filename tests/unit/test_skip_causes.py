@@ -116,6 +116,7 @@ def test_plan_level_causes_render_as_before_and_old_reports_still_load():
             "root": None,
             "grant": None,
         },
+        "unjudged": [],
     }
     old = CoverageEntry.model_validate(
         {"check": "check_bloat", "status": "skipped", "reason": "not planned"}

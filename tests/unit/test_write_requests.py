@@ -55,10 +55,25 @@ def test_questions_about_writes_are_not_requests(question: str):
         "what is the difference between VACUUM FULL and CLUSTER?",
         "difference between TRUNCATE and DELETE",
         "REINDEX vs REINDEX CONCURRENTLY, which one blocks writes?",
+        "vacuum full or cluster, which is better?",
+        "VACUUM FULL or CLUSTER: which should I use on a bloated table?",
+        "truncate or delete, which is faster?",
     ],
 )
 def test_a_question_comparing_commands_is_not_a_request_to_run_one(question: str):
     assert write_request(question) is None
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "vacuum orders or cluster it, which is better?",
+        "drop table orders or customers, which is better?",
+        "reindex or drop the index, whichever is best",
+    ],
+)
+def test_a_choice_that_names_an_object_is_still_a_request(question: str):
+    assert write_request(question) is not None
 
 
 def test_a_comparison_does_not_hide_a_request_after_it():
