@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dbcrew.models import Finding, Report, Severity
-from dbcrew.models.report import History, HistoryItem, TargetInfo
+from dbcrew.models.report import CoverageEntry, CoverageStatus, History, HistoryItem, TargetInfo
 from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerprint, open_store
+from dbcrew.vocabulary import FindingCode
 from operators.diagnose.evidence import BlockedSession, WindowEvidence
 from roles.report.alerts import alert_for, scrub
 from roles.report.history import (
@@ -142,11 +143,12 @@ def test_a_severity_hovering_at_its_threshold_is_no_regression_but_a_new_height_
     assert changes(runs_of("xxxx", "iiiw")) == ["persisting", "persisting", "regressed"]
 
 
-def test_the_history_command_counts_changes_as_the_report_does(tmp_path: Path):
-    """`dbcrew history` (timeline) and the report (history_of) read the same runs alike."""
+def recorded(tmp_path: Path, marks: str) -> list[History]:
+    """The history each run's report gets, runs stored as a review stores them: `x` the finding seen,
+    `.` not seen, `?` not seen by a check that could not judge its code (counters too young)."""
     store = open_store(str(tmp_path / "store.duckdb"))
-    said_by_reports = []
-    for n, current in enumerate(runs_of("xx.x...xx")):
+    histories = []
+    for n, mark in enumerate(marks):
         started = DAY + timedelta(minutes=n)
         run = RunRecord(
             run_id=f"r{n}",
@@ -156,23 +158,48 @@ def test_the_history_command_counts_changes_as_the_report_does(tmp_path: Path):
             started_at=started,
             status=RunStatus.COMPLETED,
         )
-        empty = Report(
+        unjudged = [FindingCode.DEAD_TUPLES_HIGH] if mark == "?" else []
+        report = Report(
             run_id=run.run_id,
             target=TargetInfo(kind="postgresql", display=run.display),
             scenario="health",
             started_at=started,
             finished_at=started,
             brain="rules",
+            coverage=[
+                CoverageEntry(
+                    check="check_vacuum_health", status=CoverageStatus.RAN, unjudged=unjudged
+                )
+            ],
         )
-        history, _ = history_of(store, TARGET, empty, current)
-        said_by_reports.append((len(history.new), len(history.regressed), len(history.resolved)))
-        store.record_run(run, current)
-    said_by_timeline = [
+        current = runs_of(mark.replace("?", "."))[0]
+        history, kept = history_of(store, TARGET, report, current)
+        histories.append(history)
+        store.record_run(run, current + kept)
+    timeline_said = [
         (r.new, r.regressed, r.resolved) for r in timeline(store, TARGET, "health", 20)
     ]
-    assert said_by_timeline == said_by_reports
-    assert said_by_reports == [
-        (1, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 0, 0),
+    assert timeline_said == [(len(h.new), len(h.regressed), len(h.resolved)) for h in histories], (
+        "`dbcrew history` (timeline) reads the runs as the reports did"
+    )
+    return histories
+
+
+def said(history: History) -> str:
+    named = ("new", "persisting", "resolved", "regressed", "absent", "not_judged")
+    return next((name for name in named if getattr(history, name)), "-")
+
+
+def test_the_history_command_counts_changes_as_the_report_does(tmp_path: Path):
+    assert [said(h) for h in recorded(tmp_path, "xx.x...xx")] == [
+        "new", "persisting", "absent", "persisting", "absent", "absent", "resolved", "regressed",
+        "persisting",
+    ]  # fmt: skip
+
+
+def test_a_run_that_could_not_judge_counts_as_no_absence(tmp_path: Path):
+    assert [said(h) for h in recorded(tmp_path, "x?...")] == [
+        "new", "not_judged", "absent", "absent", "resolved",
     ]  # fmt: skip
 
 

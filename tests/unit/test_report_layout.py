@@ -71,4 +71,7 @@ def test_problems_lead_and_info_follows_grouped_by_code(tmp_path: Path):
         [" `setting_suboptimal` ", " 7 "],
     ]
     assert "and 2 more" in rows[1] and "setting_6" not in markdown  # five objects shown per code
-    assert "Info findings: 8 new, 0 regressed, 0 resolved, 0 persisting, 0 absent, 0 not judged." in markdown
+    assert (
+        "Info findings: 8 new, 0 regressed, 0 resolved, 0 persisting, 0 absent, 0 not judged."
+        in markdown
+    )
