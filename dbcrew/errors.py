@@ -10,13 +10,14 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
 │   ├── PrometheusError dbcrew.prometheus: Prometheus does not answer, refuses the query, is not Prometheus
+│   ├── ReportNotWritten    roles.report.reporter: the disk refused the report (full, folder gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
 │   └── PlanRejected    roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out
-├── StoreUnavailable    dbcrew.store, a RuntimeError: the store cannot be opened
+├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database

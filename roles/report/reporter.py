@@ -8,8 +8,10 @@ import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dbcrew import templating
+from dbcrew.errors import UsageError
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
@@ -28,9 +30,13 @@ from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
-from roles.crew.run import ReviewResult, RunContext
 from roles.crew.worker import TaskOutcome
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
+
+if (
+    TYPE_CHECKING
+):  # the crew writes reports through roles/report/history.py: no import cycle at run time
+    from roles.crew.run import ReviewResult, RunContext
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
@@ -321,12 +327,38 @@ def report_path(run_dir: Path) -> Path:
     return run_dir / "report.json"
 
 
+class ReportNotWritten(UsageError):
+    """The report could not be written into its folder (a full disk, a folder gone or made read-only): the
+    review ran, but nobody can read what it found, so the run is not a completed one."""
+
+    def __init__(self, path: Path, error: OSError):
+        super().__init__(
+            f"{path}: cannot write the report: {error.strerror or type(error).__name__}"
+        )
+        self.path = path
+
+
+REPORT_FILES = ("report.json", "report.md", "report.html")
+
+
 def write_report(report: Report, run_dir: Path) -> None:
-    """Write report.json, report.md (charts by path) and report.html (charts inline)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    report_path(run_dir).write_text(report.model_dump_json(indent=2))
-    (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
-    html = templating.render(
-        "report/report.html.j2", {"report": report, "chart_src": inline_charts(report, run_dir)}
-    )
-    (run_dir / "report.html").write_text(html)
+    """Write report.json, report.md (charts by path) and report.html (charts inline); ReportNotWritten when the
+    disk refuses one, with none of the three left behind: a truncated report.json would pass for a report."""
+    texts = {
+        "report.json": lambda: report.model_dump_json(indent=2),
+        "report.md": lambda: render_markdown(report, {c: c for c in report.charts}),
+        "report.html": lambda: templating.render(
+            "report/report.html.j2",
+            {"report": report, "chart_src": inline_charts(report, run_dir)},
+        ),
+    }
+    path = run_dir
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in REPORT_FILES:
+            path = run_dir / name
+            path.write_text(texts[name]())
+    except OSError as exc:
+        for name in REPORT_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+        raise ReportNotWritten(path, exc) from exc

@@ -1,0 +1,110 @@
+"""Faults outside the target cost only what they touch: a damaged store costs the history, a full disk the report.
+
+Real parts: the session's PostgreSQL, a real DuckDB store file truncated on disk, a real tmpfs filled up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dbcrew.models import Report
+from dbcrew.models.report import TargetInfo
+from dbcrew.settings import Settings
+from dbcrew.store import RunStatus, open_store
+from dbcrew.targets import parse_target
+from dbcrew.workspace import Workspace, release
+from lab.embedded import EmbeddedPostgres
+from roles.crew.run import RunContext
+from roles.report.history import reviewed
+from roles.report.reporter import REPORT_FILES, ReportNotWritten
+
+
+@pytest.mark.prefect
+def test_a_truncated_store_costs_the_review_its_history_only(
+    pg: EmbeddedPostgres, prefect_server: str, private_store: Path, tmp_path: Path
+) -> None:
+    open_store(
+        str(private_store)
+    )  # a real store file, then cut short as a full disk or a crash leaves it
+    os.truncate(private_store, private_store.stat().st_size // 2)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "review", pg.dsn(), "--window", "0", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PREFECT_API_URL": prefect_server},
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    said = f"history unavailable: the store {private_store} cannot be used: IO Error: "
+    (shown,) = [line for line in result.stdout.splitlines() if line.startswith(said)]
+    report = json.loads((out / "report.json").read_text())
+    assert report["history"] is None and report["coverage"], report
+    assert report["history_unavailable"]["store"] == str(private_store)
+    assert shown == f"{said}{report['history_unavailable']['reason'].removeprefix('IO Error: ')}"
+    assert said in (out / "report.md").read_text()
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KB tmpfs (mounting one needs root: CI runs as root), unmounted after the test."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Write zeros until the disk refuses one more block."""
+    with (
+        (disk / "filler").open("wb", buffering=0) as filler,
+        pytest.raises(OSError, match="No space"),
+    ):
+        while True:
+            filler.write(b"\0" * 4096)
+
+
+def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
+    pg: EmbeddedPostgres, small_disk: Path, private_store: Path
+) -> None:
+    full_disk = small_disk / "out"
+    run = RunContext(target=parse_target(pg.dsn()), out_dir=full_disk, settings=Settings())
+    Workspace(run.workspace_path).close()  # the run's workspace is there when the report is written
+    fill(small_disk)
+    now = datetime.now(UTC)
+    report = Report(
+        run_id=run.run_id,
+        target=TargetInfo(kind=run.target.kind, display=run.target.display),
+        scenario=run.scenario,
+        started_at=run.started_at,
+        finished_at=now,
+        brain="rules",
+        summary="0 problems",
+    )
+    try:
+        with pytest.raises(ReportNotWritten) as refused:
+            reviewed(run, lambda: report)
+    finally:
+        release(run.workspace_path)  # as the flow does: the disk can be unmounted then
+    assert str(refused.value) == (
+        f"{full_disk / 'report.json'}: cannot write the report: No space left on device"
+    )
+    assert not any((full_disk / name).exists() for name in REPORT_FILES)  # no truncated report left
+    store = open_store(str(private_store))
+    (stored,) = store.runs(store.identity_of(run.target.display) or "")
+    assert stored.run_id == run.run_id and stored.status is RunStatus.FAILED, stored
+    assert stored.report == "" and "No space left on device" in stored.error, stored
