@@ -82,6 +82,9 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
         )
     prefect_env()
     run_errors_said_once()
+    from cli.temporary_server import start_temporary_server
+
+    start_temporary_server()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 

@@ -14,6 +14,7 @@ import atexit
 import dataclasses
 import json
 import math
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,29 @@ def release(path: Path) -> None:
         conn = _OPEN.pop(Path(path).resolve(), None)
     if conn is not None:
         conn.close()
+
+
+def holder(path: Path) -> str | None:
+    """Who holds the workspace file at `path`: None when no process does (its review ended, however it ended),
+    else who does: "PID n" (DuckDB's word for the other process) or "this process".
+
+    DuckDB's file lock is the workspace's ownership: a review takes it with its first write and keeps it
+    until `release`, and the kernel drops it with the process, kill -9 included. A lock conflicts only
+    between processes, so this process's own open workspaces are looked up, not probed."""
+    path = Path(path).resolve()
+    with _OPEN_LOCK:
+        if path in _OPEN:
+            return "this process"
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error as exc:
+        if "Could not set lock" not in str(exc):
+            return (
+                None  # DuckDB reads a file only once it holds its lock: a damaged one is nobody's
+            )
+        pid = re.search(r"\(PID (\d+)\)", str(exc))
+        return f"PID {pid[1]}" if pid else "another process"
+    return None
 
 
 def _column(values: list[Any], duckdb_type: str) -> list[Any]:
