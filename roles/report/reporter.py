@@ -353,12 +353,15 @@ def write_report(report: Report, run_dir: Path) -> None:
         ),
     }
     path = run_dir
+    begun: list[Path] = []  # a write that fails may leave its file cut short
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         for name in REPORT_FILES:
             path = run_dir / name
+            begun.append(path)
             path.write_text(texts[name]())
     except OSError as exc:
-        for name in REPORT_FILES:
-            (run_dir / name).unlink(missing_ok=True)
+        for written in begun:
+            if written.is_file():
+                written.unlink()
         raise ReportNotWritten(path, exc) from exc
