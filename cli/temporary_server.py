@@ -23,7 +23,7 @@ from typing import Any
 
 import prefect
 from prefect.server.api.server import SubprocessASGIServer
-from prefect.settings import get_current_settings
+from prefect.settings import PREFECT_API_URL, get_current_settings
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -76,8 +76,8 @@ class ServerDyingWithCli(SubprocessASGIServer):
 
 def start_temporary_server() -> None:
     """Start the temporary server this CLI run will use, from the main thread, unless a server is named
-    (PREFECT_API_URL) or the platform has no parent-death signal."""
-    if "PREFECT_API_URL" in os.environ or not sys.platform.startswith("linux"):
+    (PREFECT_API_URL, from the environment or a Prefect profile) or the platform has no parent-death signal."""
+    if PREFECT_API_URL.value() or not sys.platform.startswith("linux"):
         return
     # SubprocessASGIServer.__new__ files the instance under its port (None: "the temporary server"), in the
     # registry the subclass shares: Prefect's own `SubprocessASGIServer()` calls get this one from now on.
