@@ -10,7 +10,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
 │   ├── PrometheusError dbcrew.prometheus: Prometheus does not answer, refuses the query, is not Prometheus
-│   ├── ReportNotWritten    roles.report.reporter: the disk refused the report (full, folder gone, read-only)
+│   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
@@ -27,6 +27,10 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 └── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+
 
 class DbcrewError(Exception):
     """An error dbcrew raises on purpose: its message tells the user what failed (no traceback)."""
@@ -38,3 +42,12 @@ class UsageError(DbcrewError):
 
 class TargetError(UsageError):
     """The target cannot be used: unreachable, authentication failed, not a supported kind."""
+
+
+class OutNotWritable(UsageError):
+    """The run's folder (--out, or the reports folder) refused a write: a full disk, a folder gone or made
+    read-only. The folder the user gave cannot take the run; the review itself is not at fault."""
+
+    def __init__(self, path: Path, what: str, reason: str):
+        super().__init__(f"{path}: cannot write the {what}: {reason}")
+        self.path = path

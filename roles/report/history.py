@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Brief, Finding, Report
 from dbcrew.models.report import (
     CoverageStatus,
@@ -49,7 +50,7 @@ from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
 from roles.crew.memory import target_identity
-from roles.report.reporter import ReportNotWritten, write_report
+from roles.report.reporter import write_report
 
 if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
     from roles.crew.run import RunContext
@@ -360,7 +361,7 @@ def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None 
 
     Each fault costs only what it touches. A review that raises is recorded as failed. A store that
     cannot be used costs the history: the report is written, saying why it has none. A report that
-    cannot be written (ReportNotWritten) leaves the run recorded as failed, not as completed with a
+    cannot be written (OutNotWritable) leaves the run recorded as failed, not as completed with a
     report that does not exist."""
     try:
         report = review()
@@ -378,7 +379,7 @@ def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None 
         )
     try:
         write_report(report, run.out_dir)
-    except ReportNotWritten as exc:
+    except OutNotWritable as exc:
         if report.history_unavailable is None:
             record_failure(run, exc, store)
         raise

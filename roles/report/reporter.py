@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbcrew import templating
-from dbcrew.errors import UsageError
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
@@ -327,22 +327,11 @@ def report_path(run_dir: Path) -> Path:
     return run_dir / "report.json"
 
 
-class ReportNotWritten(UsageError):
-    """The report could not be written into its folder (a full disk, a folder gone or made read-only): the
-    review ran, but nobody can read what it found, so the run is not a completed one."""
-
-    def __init__(self, path: Path, error: OSError):
-        super().__init__(
-            f"{path}: cannot write the report: {error.strerror or type(error).__name__}"
-        )
-        self.path = path
-
-
 REPORT_FILES = ("report.json", "report.md", "report.html")
 
 
 def write_report(report: Report, run_dir: Path) -> None:
-    """Write report.json, report.md (charts by path) and report.html (charts inline); ReportNotWritten when the
+    """Write report.json, report.md (charts by path) and report.html (charts inline); OutNotWritable when the
     disk refuses one, with none of the three left behind: a truncated report.json would pass for a report."""
     texts = {
         "report.json": lambda: report.model_dump_json(indent=2),
@@ -364,4 +353,4 @@ def write_report(report: Report, run_dir: Path) -> None:
         for written in begun:
             if written.is_file():
                 written.unlink()
-        raise ReportNotWritten(path, exc) from exc
+        raise OutNotWritable(path, "report", exc.strerror or type(exc).__name__) from exc

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Report
 from dbcrew.models.report import TargetInfo
 from dbcrew.settings import Settings
@@ -24,7 +25,7 @@ from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
 from roles.report.history import reviewed
-from roles.report.reporter import REPORT_FILES, ReportNotWritten
+from roles.report.reporter import REPORT_FILES
 
 
 @pytest.mark.prefect
@@ -96,7 +97,7 @@ def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
         summary="0 problems",
     )
     try:
-        with pytest.raises(ReportNotWritten) as refused:
+        with pytest.raises(OutNotWritable) as refused:
             reviewed(run, lambda: report)
     finally:
         release(run.workspace_path)  # as the flow does: the disk can be unmounted then
@@ -108,3 +109,16 @@ def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
     (stored,) = store.runs(store.identity_of(run.target.display) or "")
     assert stored.run_id == run.run_id and stored.status is RunStatus.FAILED, stored
     assert stored.report == "" and "No space left on device" in stored.error, stored
+
+
+def test_a_workspace_write_the_disk_refuses_is_the_folders_fault(small_disk: Path) -> None:
+    """A full disk under --out stops a review at its workspace first, mostly: exit 2 in one line, as for the report."""
+    path = small_disk / "out" / "workspace.duckdb"
+    workspace = Workspace(path)
+    fill(small_disk)
+    try:
+        with pytest.raises(OutNotWritable) as refused:
+            workspace.put_observation("brief", "x" * 10_000)
+    finally:
+        release(path)
+    assert str(refused.value) == f"{path}: cannot write the workspace: No space left on device"
