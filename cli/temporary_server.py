@@ -68,9 +68,8 @@ class ServerDyingWithCli(SubprocessASGIServer):
                 "PREFECT__SERVER_FINAL": "1",
                 **get_current_settings().to_environment_variables(exclude_unset=True),
             },
-            preexec_fn=lambda: _die_with(
-                parent
-            ),  # started before the run's threads (the main thread's job)
+            # Run in the child between fork and exec; the server starts before the run's threads do.
+            preexec_fn=lambda: _die_with(parent),
         )
 
 

@@ -96,9 +96,8 @@ def holder(path: Path) -> str | None:
         duckdb.connect(str(path), read_only=True).close()
     except duckdb.Error as exc:
         if "Could not set lock" not in str(exc):
-            return (
-                None  # DuckDB reads a file only once it holds its lock: a damaged one is nobody's
-            )
+            # DuckDB reads a file only once it holds its lock: a file it cannot read is nobody's.
+            return None
         pid = re.search(r"\(PID (\d+)\)", str(exc))
         return f"PID {pid[1]}" if pid else "another process"
     return None

@@ -347,7 +347,11 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
         points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
     update: dict[str, object] = {"history": history}
     if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
-        paint_trends(points, run.out_dir / TRENDS_CHART)
+        chart = run.out_dir / TRENDS_CHART
+        try:
+            paint_trends(points, chart)
+        except OSError as exc:  # the run's folder refused it, as it may the report
+            raise OutNotWritable(chart, "trends chart", exc.strerror or type(exc).__name__) from exc
         update["charts"] = [*report.charts, TRENDS_CHART]
         update["captions"] = {
             **report.captions,
@@ -369,15 +373,17 @@ def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None 
         record_failure(run, exc, store)
         raise
     try:
-        report = record_history(run, report, store)
-    except StoreUnavailable as exc:
-        log.warning("%s", exc)
-        report = report.model_copy(
-            update={
-                "history_unavailable": HistoryUnavailable(store=exc.location, reason=exc.reason)
-            }
-        )
-    try:
+        try:
+            report = record_history(
+                run, report, store
+            )  # its trends chart goes into the run's folder
+        except StoreUnavailable as exc:
+            log.warning("%s", exc)
+            report = report.model_copy(
+                update={
+                    "history_unavailable": HistoryUnavailable(store=exc.location, reason=exc.reason)
+                }
+            )
         write_report(report, run.out_dir)
     except OutNotWritable as exc:
         if report.history_unavailable is None:

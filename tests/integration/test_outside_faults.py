@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from dbcrew.errors import OutNotWritable
 from dbcrew.models import Report
 from dbcrew.models.report import TargetInfo
 from dbcrew.settings import Settings
-from dbcrew.store import RunStatus, open_store
+from dbcrew.store import RunRecord, RunStatus, Vitals, open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
@@ -79,12 +79,32 @@ def fill(disk: Path) -> None:
             filler.write(b"\0" * 4096)
 
 
+@pytest.mark.parametrize(
+    ("earlier_runs", "refused_file"), [(0, "report.json"), (1, "charts/trends.png")]
+)
 def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
-    pg: EmbeddedPostgres, small_disk: Path, private_store: Path
+    pg: EmbeddedPostgres,
+    small_disk: Path,
+    private_store: Path,
+    earlier_runs: int,
+    refused_file: str,
 ) -> None:
+    """The report's files, its trends chart first when the target has history to draw."""
     full_disk = small_disk / "out"
     run = RunContext(target=parse_target(pg.dsn()), out_dir=full_disk, settings=Settings())
     Workspace(run.workspace_path).close()  # the run's workspace is there when the report is written
+    store = open_store(str(private_store))
+    display = run.target.display  # the identity of a run whose workspace holds no brief
+    for n in range(earlier_runs):
+        earlier = RunRecord(
+            run_id=f"earlier{n}",
+            target=display,
+            display=display,
+            scenario=run.scenario,
+            started_at=run.started_at - timedelta(days=n + 1),
+            status=RunStatus.COMPLETED,
+        )
+        store.record_run(earlier, [], Vitals())
     fill(small_disk)
     now = datetime.now(UTC)
     report = Report(
@@ -101,12 +121,10 @@ def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
             reviewed(run, lambda: report)
     finally:
         release(run.workspace_path)  # as the flow does: the disk can be unmounted then
-    assert str(refused.value) == (
-        f"{full_disk / 'report.json'}: cannot write the report: No space left on device"
-    )
+    assert str(refused.value).startswith(f"{full_disk / refused_file}: cannot write the ")
+    assert str(refused.value).endswith(": No space left on device")
     assert not any((full_disk / name).exists() for name in REPORT_FILES)  # no truncated report left
-    store = open_store(str(private_store))
-    (stored,) = store.runs(store.identity_of(run.target.display) or "")
+    *_, stored = store.runs(display)
     assert stored.run_id == run.run_id and stored.status is RunStatus.FAILED, stored
     assert stored.report == "" and "No space left on device" in stored.error, stored
 
