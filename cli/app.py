@@ -43,6 +43,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import Ablations, debugging
+from dbcrew.store import StoreUnavailable
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from roles.report.reporter import report_path
@@ -503,7 +504,10 @@ def main() -> None:
             interrupts.stop(interrupts.received()[0])
         if isinstance(code, int) and code:
             sys.exit(code)
-    except UsageError as exc:
+    except (
+        UsageError,
+        StoreUnavailable,
+    ) as exc:  # a store DBCREW_STORE_URL names that cannot be used
         fail(f"dbcrew: error: {exc}")
         sys.exit(2)
     except typer.Exit as exc:

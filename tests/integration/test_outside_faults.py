@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from dbcrew.errors import OutNotWritable
@@ -140,3 +141,28 @@ def test_a_workspace_write_the_disk_refuses_is_the_folders_fault(small_disk: Pat
     finally:
         release(path)
     assert str(refused.value) == f"{path}: cannot write the workspace: No space left on device"
+
+
+# DuckDB's file: three 4 KiB headers, then 256 KiB blocks; the second block holds part of the runs' rows.
+SECOND_BLOCK = 3 * 4096 + 256 * 1024
+
+
+def test_a_store_that_fails_only_when_read_is_one_line_for_history(private_store: Path) -> None:
+    """What users met: a damaged store that opens, then fails on a page it reads (IOException at query time)."""
+    open_store(str(private_store))
+    with duckdb.connect(str(private_store)) as conn:
+        conn.execute(
+            "INSERT INTO runs SELECT 'r' || i, 't', 'd', 'health', now(), NULL, 'completed',"
+            " repeat('x', 200), '', '' FROM range(20000) t(i)"
+        )
+        conn.execute("CHECKPOINT")
+    with private_store.open("r+b") as store_file:
+        store_file.seek(SECOND_BLOCK + 8)
+        store_file.write(b"\xff" * 1000)
+    open_store(str(private_store))  # it opens: the damage shows on the first read of that block
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "history", "d"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    (said,) = result.stderr.strip().splitlines()
+    assert said.startswith(f"dbcrew: error: the store {private_store} cannot be used: "), said
