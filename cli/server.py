@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
@@ -242,6 +243,7 @@ def serve(
     from dbcrew.inventory import PasswordFromEnv, load_inventory
     from dbcrew.settings import environment
 
+    started = datetime.now(UTC)  # a scheduled review due before this was missed: nothing ran it
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
     password_variables = {
         e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)
@@ -251,9 +253,11 @@ def serve(
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
-        from flows.supervision import LateReviews, WatchSupervisor
+        from flows.supervision import LateReviews, WatchSupervisor, settle_missed
 
         names = deploy_inventory(inventory, pool, max_reviews)
+        for said in settle_missed(inventory, started):  # before the worker would take them all
+            show(line(said))
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
             worker_args(pool, f"dbcrew-{os.getpid()}"),

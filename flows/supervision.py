@@ -17,6 +17,13 @@ cancelled (in the UI) while this supervisor ran stays cancelled: that is a decis
 A target's scheduled review that no worker started (Prefect's server marks it Late once its time
 passed unstarted: no worker is polling the pool, or every slot is taken) is told once to the
 target's alert URLs (LateReviews), so a schedule that silently stopped running is not silence.
+
+Slots missed while `dbcrew server` was down are settled once at its start, before its worker polls
+(`settle_missed`): Prefect's scheduler makes runs ahead of time and never removes the ones whose
+time passed (a redeploy deletes only future ones), so a worker would take them all at once and run
+them late, back to back. Each target's `missed:` keeps the newest (collapse) or none (skip); the
+others end Cancelled with the reason. Late runs met while the server runs are waiting for a slot,
+not missed: they are told (LateReviews), never cancelled.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from prefect.client.schemas.filters import (
     FlowFilter,
     FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterExpectedStartTime,
     FlowRunFilterState,
     FlowRunFilterStateName,
 )
@@ -42,7 +50,7 @@ from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled, Crashed
 
-from dbcrew.inventory import Inventory, TargetEntry
+from dbcrew.inventory import Inventory, MissedSlots, TargetEntry
 from flows.worker import worker_of
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 
@@ -105,6 +113,44 @@ class LateReviews:
             said.append(f"{alert.title} (run {run.name})")
             tell(alert, [entry])
         return said
+
+
+def settle_missed(inventory: Inventory, due_before: datetime) -> list[str]:
+    """Cancel the scheduled reviews due before `due_before` that nothing started, but for each target's newest
+    when its `missed:` is collapse; one line per target that had any. Only the names Scheduled and Late: an
+    AwaitingRetry or AwaitingConcurrencySlot run is a started review's own business."""
+    said = []
+    with get_client(sync_client=True) as client:
+        for entry in inventory.targets:
+            try:
+                deployment = client.read_deployment_by_name(f"{REVIEW_FLOW}/{entry.name}")
+            except ObjectNotFound:
+                continue
+            overdue = client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(
+                        name=FlowRunFilterStateName(any_=["Scheduled", "Late"])
+                    ),
+                    expected_start_time=FlowRunFilterExpectedStartTime(before_=due_before),
+                ),
+                sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+                limit=LATE_LOOKED_AT,
+            )
+            kept = overdue[:1] if entry.missed is MissedSlots.COLLAPSE else []
+            why = (
+                f"missed while dbcrew server was down; collapsed into run {kept[0].name}"
+                if kept
+                else "missed while dbcrew server was down; skipped (missed: skip)"
+            )
+            for run in overdue[len(kept) :]:
+                client.set_flow_run_state(run.id, Cancelled(message=why), force=True)
+            if overdue:
+                said.append(
+                    f"{entry.name}: {len(overdue)} missed scheduled reviews, "
+                    + (f"the latest runs now ({kept[0].name})" if kept else "skipped")
+                )
+    return said
 
 
 def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
