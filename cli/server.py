@@ -2,7 +2,7 @@
 
 The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
 worker, the flow runs it started and (when this command started it) the server, so nothing is
-left behind. A server already answering at the address is reused and left running. The server
+left behind. The runs in flight end Cancelled (a planned stop alerts nobody), never Failed. A server already answering at the address is reused and left running. The server
 gets no secret (no API key, no database password); the worker, whose flow runs review the
 targets, gets the ones the CLI holds.
 """
@@ -214,6 +214,15 @@ def supervise(worker: Revived, watching: WatchSupervisor, late: LateReviews) -> 
     return said
 
 
+def stop_reviews(worker: Revived) -> None:
+    """A planned stop: the reviews the worker is running are cancelled (no failure alert), said in one line."""
+    from flows.supervision import stop_reviews as cancel
+
+    cancelled = cancel(worker.process.pid)
+    if cancelled:
+        show(line(f"reviews cancelled: {', '.join(cancelled)}"))
+
+
 def stop_watching(watching: WatchSupervisor) -> None:
     """A planned stop: the watching runs are cancelled (no failure alert), said in one line."""
     cancelled = watching.stop()
@@ -268,6 +277,7 @@ def serve(
         watching = WatchSupervisor(inventory)
         late = LateReviews(inventory)
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
+        stack.callback(stop_reviews, worker)
         token = environment().receiver_token
         if receiver_port:
             listening = stack.enter_context(

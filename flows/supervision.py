@@ -11,7 +11,9 @@ process that owns the pool's lifetime (`dbcrew server`) calls `check` every few 
 - a run still marked Running whose worker was on this host and is gone (a killed worker) is set
   CRASHED first: nothing else would end it (Prefect marks such runs only through an automation on
   missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
-`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert. A run a user
+`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert; the reviews
+its worker is running are cancelled the same way (`stop_reviews`), and the worker lets them wind
+down rather than fail (flows/worker.py). A run a user
 cancelled (in the UI) while this supervisor ran stays cancelled: that is a decision, not a death.
 
 A target's scheduled review that no worker started (Prefect's server marks it Late once its time
@@ -44,6 +46,9 @@ from prefect.client.schemas.filters import (
     FlowRunFilterExpectedStartTime,
     FlowRunFilterState,
     FlowRunFilterStateName,
+    FlowRunFilterStateType,
+    WorkQueueFilter,
+    WorkQueueFilterName,
 )
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort
@@ -51,7 +56,8 @@ from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled, Crashed
 
 from dbcrew.inventory import Inventory, MissedSlots, TargetEntry
-from flows.worker import worker_of
+from flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
+from flows.worker import WORKER_STOPPED, worker_of
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 
 log = logging.getLogger(__name__)
@@ -153,6 +159,30 @@ def settle_missed(inventory: Inventory, due_before: datetime) -> list[str]:
     return said
 
 
+def stop_reviews(worker_pid: int) -> list[str]:
+    """A planned stop of the worker `worker_pid` of this host: the reviews and fleet runs it is running end
+    Cancelled now, whatever the worker manages before it exits (it winds them down; one killed after its
+    grace period would leave them Running for ever); the names of those cancelled."""
+    with get_client(sync_client=True) as client:
+        running = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
+            ),
+            work_queue_filter=WorkQueueFilter(
+                name=WorkQueueFilterName(any_=[REVIEW_QUEUE, FLEET_QUEUE])
+            ),
+            limit=LATE_LOOKED_AT,
+        )
+        mine = [
+            r
+            for r in running
+            if worker_of(r.infrastructure_pid) == (socket.gethostname(), worker_pid)
+        ]
+        for run in mine:
+            client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
+    return [run.name for run in mine]
+
+
 def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
     """Deliver to each distinct set of the entries' alert URLs; a failed delivery is logged (it is not the news)."""
     log.warning("%s", alert.title)
@@ -220,7 +250,8 @@ class WatchSupervisor:
         ended = next((r for r in runs if r.state is not None), None)
         if ended is not None and ended.state is not None:
             state = ended.state
-            if state.is_cancelled() and state.message != STOPPED and state.timestamp >= self.since:
+            planned = state.message in (STOPPED, WORKER_STOPPED)
+            if state.is_cancelled() and not planned and state.timestamp >= self.since:
                 if ended.id not in self.told:
                     self.told.add(ended.id)
                     done.append(f"watching {group}: run {ended.name} was cancelled; not restarted")
