@@ -265,8 +265,9 @@ def serve(
         from flows.supervision import LateReviews, WatchSupervisor, settle_missed
 
         names = deploy_inventory(inventory, pool, max_reviews)
-        for said in settle_missed(inventory, started):  # before the worker would take them all
-            show(line(said))
+        missed = settle_missed(inventory, started)  # before the worker would take them all
+        for settled in missed:
+            show(line(settled.describe()))
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
             worker_args(pool, f"dbcrew-{os.getpid()}"),
@@ -275,7 +276,7 @@ def serve(
         )
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
-        late = LateReviews(inventory)
+        late = LateReviews(inventory, known=[m.kept.id for m in missed if m.kept])
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stack.callback(stop_reviews, worker)
         token = environment().receiver_token

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -85,9 +87,10 @@ def orphaned(run: FlowRun) -> bool:
 class LateReviews:
     """The inventory's reviews marked Late, each told once to its target's alert URLs."""
 
-    def __init__(self, inventory: Inventory):
+    def __init__(self, inventory: Inventory, known: Iterable[UUID] = ()):
+        """`known`: late runs already accounted for (the one a collapse of missed slots keeps runs now)."""
         self.inventory = inventory
-        self.told: set[UUID] = set()
+        self.told: set[UUID] = set(known)
 
     def check(self) -> list[str]:
         with get_client(sync_client=True) as client:
@@ -121,11 +124,24 @@ class LateReviews:
         return said
 
 
-def settle_missed(inventory: Inventory, due_before: datetime) -> list[str]:
+@dataclass(frozen=True)
+class MissedReviews:
+    """One target's scheduled reviews that were due while nothing ran them, as settled."""
+
+    target: str
+    count: int
+    kept: FlowRun | None  # the one that runs now (collapse); None when all were skipped
+
+    def describe(self) -> str:
+        done = f"the latest runs now ({self.kept.name})" if self.kept else "skipped"
+        return f"{self.target}: {self.count} missed scheduled reviews, {done}"
+
+
+def settle_missed(inventory: Inventory, due_before: datetime) -> list[MissedReviews]:
     """Cancel the scheduled reviews due before `due_before` that nothing started, but for each target's newest
-    when its `missed:` is collapse; one line per target that had any. Only the names Scheduled and Late: an
-    AwaitingRetry or AwaitingConcurrencySlot run is a started review's own business."""
-    said = []
+    when its `missed:` is collapse; what was settled, for each target that had any. Only the names Scheduled
+    and Late: an AwaitingRetry or AwaitingConcurrencySlot run is a started review's own business."""
+    settled = []
     with get_client(sync_client=True) as client:
         for entry in inventory.targets:
             try:
@@ -152,11 +168,8 @@ def settle_missed(inventory: Inventory, due_before: datetime) -> list[str]:
             for run in overdue[len(kept) :]:
                 client.set_flow_run_state(run.id, Cancelled(message=why), force=True)
             if overdue:
-                said.append(
-                    f"{entry.name}: {len(overdue)} missed scheduled reviews, "
-                    + (f"the latest runs now ({kept[0].name})" if kept else "skipped")
-                )
-    return said
+                settled.append(MissedReviews(entry.name, len(overdue), kept[0] if kept else None))
+    return settled
 
 
 def stop_reviews(worker_pid: int) -> list[str]:

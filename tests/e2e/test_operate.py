@@ -450,7 +450,7 @@ def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_ski
                 deployment, state=Scheduled(scheduled_time=started + timedelta(hours=1))
             ).id
 
-    said = settle_missed(inventory, started)
+    settled = settle_missed(inventory, started)
 
     def types(runs: list[UUID]) -> list[str]:
         with get_client(sync_client=True) as client:
@@ -459,5 +459,9 @@ def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_ski
     assert types(past["missed-collapse"]) == ["CANCELLED", "CANCELLED", "SCHEDULED"]
     assert types(past["missed-skip"]) == ["CANCELLED", "CANCELLED", "CANCELLED"]
     assert types(list(ahead.values())) == ["SCHEDULED", "SCHEDULED"]
-    assert said[0].startswith("missed-collapse: 3 missed scheduled reviews, the latest runs now")
-    assert said[1] == "missed-skip: 3 missed scheduled reviews, skipped"
+    kept = settled[0].kept
+    assert kept is not None and kept.id == past["missed-collapse"][-1]
+    assert settled[0].describe() == (
+        f"missed-collapse: 3 missed scheduled reviews, the latest runs now ({kept.name})"
+    )
+    assert settled[1].describe() == "missed-skip: 3 missed scheduled reviews, skipped"
