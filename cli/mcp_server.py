@@ -88,9 +88,8 @@ class Limits:
 
     max_window: float = 60.0
     row_limit: int = 100
-    max_reviews: int = (
-        2  # calls that may run a review at once (--max-reviews); more are told the server is busy
-    )
+    # Calls that may run a review at once (--max-reviews); more are told the server is busy.
+    max_reviews: int = 2
     brain: str | None = None
     docs: Path | None = None
     targets: frozenset[str] | None = (

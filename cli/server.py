@@ -2,9 +2,10 @@
 
 The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
 worker, the flow runs it started and (when this command started it) the server, so nothing is
-left behind. The runs in flight end Cancelled (a planned stop alerts nobody), never Failed. A server already answering at the address is reused and left running. The server
-gets no secret (no API key, no database password); the worker, whose flow runs review the
-targets, gets the ones the CLI holds.
+left behind; the runs in flight end Cancelled (a planned stop alerts nobody), never Failed. A
+server already answering at the address is reused and left running. The server gets no secret
+(no API key, no database password); the worker, whose flow runs review the targets, gets the
+ones the CLI holds. Scheduled reviews missed while it was down are settled at its start.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ process that owns the pool's lifetime (`dbcrew server`) calls `check` every few 
   missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
 `stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert; the reviews
 its worker is running are cancelled the same way (`stop_reviews`), and the worker lets them wind
-down rather than fail (flows/worker.py). A run a user
-cancelled (in the UI) while this supervisor ran stays cancelled: that is a decision, not a death.
+down rather than fail (flows/worker.py). A run a user cancelled (in the UI) while this supervisor
+ran stays cancelled: that is a decision, not a death.
 
 A target's scheduled review that no worker started (Prefect's server marks it Late once its time
 passed unstarted: no worker is polling the pool, or every slot is taken) is told once to the
