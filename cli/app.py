@@ -431,6 +431,14 @@ def mcp(
     row_limit: Annotated[
         int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")
     ] = 100,
+    max_reviews: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="calls that may run a review at once (review, diagnose, ask with a target);"
+            " a call beyond them is answered that the server is busy",
+        ),
+    ] = 2,
     brain: Annotated[
         str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")
     ] = None,
@@ -458,6 +466,7 @@ def mcp(
         Limits(
             max_window=max_window,
             row_limit=row_limit,
+            max_reviews=max_reviews,
             brain=brain,
             docs=docs,
             targets=inventory_targets(inventory) if inventory is not None else None,
