@@ -1,7 +1,9 @@
-"""The `dbcrew` command line. Exit codes: 0 review completed, 2 unusable input, 1 internal error."""
+"""The `dbcrew` command line. Exit codes: 0 review completed, 3 review completed without its history (the
+store could not be used), 2 unusable input, 1 internal error (docs/exit-codes.md)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -41,6 +43,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.redact import redact
 from dbcrew.secrets import hold_environment_secrets
 from dbcrew.settings import Ablations, debugging
+from dbcrew.store import StoreUnavailable
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from roles.report.reporter import report_path
@@ -56,6 +59,24 @@ app = typer.Typer(
 )
 
 
+def run_errors_said_once() -> None:
+    """Keep failed flow and task runs off Prefect's console handler: the CLI says a run's error itself, in one
+    line (`main`), where Prefect would print it again as each failed run's traceback (a subflow's and its
+    flow's: two). The server still gets these logs for its UI; DBCREW_DEBUG=1 shows the traceback."""
+    from prefect.logging.configuration import ensure_logging_setup
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    ensure_logging_setup()  # Prefect's handlers, as a flow call would set them up
+
+    def not_a_run_error(record: logging.LogRecord) -> bool:
+        run_log = record.name.startswith(("prefect.flow_runs", "prefect.task_runs"))
+        return not (run_log and record.levelno >= logging.ERROR)
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler):
+            handler.addFilter(not_a_run_error)
+
+
 def run_cli_review(request: ReviewRequest, url: str) -> Report:
     """Run the review flows of a prepared request with a progress bar; `url` is what the user typed."""
     if redact(url) != url:
@@ -64,6 +85,10 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
             " use PGPASSWORD, ~/.pgpass or a Prefect Secret block instead"
         )
     prefect_env()
+    run_errors_said_once()
+    from cli.temporary_server import start_temporary_server
+
+    start_temporary_server()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 
@@ -152,7 +177,9 @@ def review(
         ablations=ablations,
         thresholds=threshold,
     )
-    print_summary(run_cli_review(request, target), request)
+    report = run_cli_review(request, target)
+    print_summary(report, request)
+    exit_partial(report)
 
 
 @app.command()
@@ -207,7 +234,9 @@ def diagnose(
         interval=interval,
         prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
     )
-    print_diagnosis(run_cli_review(request, target), request)
+    report = run_cli_review(request, target)
+    print_diagnosis(report, request)
+    exit_partial(report)
 
 
 @app.command()
@@ -267,6 +296,23 @@ def report_file(request: ReviewRequest) -> Path:
     return report_path(request.out)
 
 
+# A review whose report is written but whose history is not: neither a clean 0 nor an internal error.
+EXIT_PARTIAL = 3
+
+
+def exit_partial(report: Report) -> None:
+    """Exit 3 when the report has no history because the store could not be used (the report says why)."""
+    if report.history_unavailable is not None:
+        raise typer.Exit(code=EXIT_PARTIAL)
+
+
+def show_report_file(report: Report, request: ReviewRequest) -> None:
+    """Where the report is, and, when the store could not be used, that it has no history and why."""
+    if report.history_unavailable is not None:
+        show(line((report.history_unavailable.describe(), "yellow")))
+    show(line(f"report: {report_file(request)}"))
+
+
 def print_diagnosis(report: Report, request: ReviewRequest) -> None:
     show(
         line(
@@ -276,7 +322,7 @@ def print_diagnosis(report: Report, request: ReviewRequest) -> None:
     )
     for cause in report.root_causes:
         show(line(f"  {cause.confidence:.2f} {cause.code:28} {cause.solution[:90]}"))
-    show(line(f"report: {report_file(request)}"))
+    show_report_file(report, request)
 
 
 def print_summary(report: Report, request: ReviewRequest) -> None:
@@ -293,7 +339,7 @@ def print_summary(report: Report, request: ReviewRequest) -> None:
         )
     if len(problems) > 10:
         show(line(f"  ... and {len(problems) - 10} more"))
-    show(line(f"report: {report_file(request)}"))
+    show_report_file(report, request)
 
 
 @app.command()
@@ -422,6 +468,14 @@ def mcp(
     row_limit: Annotated[
         int, typer.Option(min=1, max=10_000, help="rows per table an operator tool returns")
     ] = 100,
+    max_reviews: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="calls that may run a review at once (review, diagnose, ask with a target);"
+            " a call beyond them is answered that the server is busy",
+        ),
+    ] = 2,
     brain: Annotated[
         str | None, typer.Option(help="the brain of reviews and answers: rules (offline) or openai")
     ] = None,
@@ -449,6 +503,7 @@ def mcp(
         Limits(
             max_window=max_window,
             row_limit=row_limit,
+            max_reviews=max_reviews,
             brain=brain,
             docs=docs,
             targets=inventory_targets(inventory) if inventory is not None else None,
@@ -495,7 +550,10 @@ def main() -> None:
             interrupts.stop(interrupts.received()[0])
         if isinstance(code, int) and code:
             sys.exit(code)
-    except UsageError as exc:
+    except (
+        UsageError,
+        StoreUnavailable,
+    ) as exc:  # a store DBCREW_STORE_URL names that cannot be used
         fail(f"dbcrew: error: {exc}")
         sys.exit(2)
     except typer.Exit as exc:

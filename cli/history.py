@@ -8,7 +8,7 @@ import typer
 
 from cli.console import SEVERITY_STYLES, line, show
 from dbcrew.errors import UsageError
-from dbcrew.store import Store, StoreUnavailable, TargetSummary, open_store
+from dbcrew.store import Store, TargetSummary, open_store
 from dbcrew.vocabulary import Scenario
 
 
@@ -52,10 +52,7 @@ def history(
     """Print a target's runs and trends from the shared store: findings, changes and vital signs per run."""
     from roles.report.history import timeline
 
-    try:
-        store = open_store()
-    except StoreUnavailable as exc:
-        raise UsageError(str(exc)) from None
+    store = open_store()
     found = find_target(store, target)
     rows = timeline(store, found.target, scenario.value, limit)
     show(

@@ -18,6 +18,14 @@ the server takes passwords from its own PGPASSWORD or ~/.pgpass), windows are ca
 `--max-window`, lookups return at most `--row-limit` rows per table. Bad input is a tool error of
 one line; an internal error is one line too (the traceback only with DBCREW_DEBUG=1), and no
 message carries a secret.
+
+A call that can run a review (`review`, `diagnose`, `ask` with a target) takes one of
+`--max-reviews` slots; with none free it is answered at once that the server is busy, rather than
+queued: a review holds CPU and target sessions for its window, a queued call would hold its
+client's request past the client's own timeout with no progress to show, and a model can act on a
+clear "busy, call again" where a silent wait only looks hung. All calls share one Prefect API: the
+one PREFECT_API_URL names, `dbcrew server`'s at 127.0.0.1:4200 when it answered at start, or
+Prefect's temporary server, started once by the first call that needs it (flows/api.py).
 """
 
 from __future__ import annotations
@@ -29,7 +37,9 @@ import logging
 import math
 import secrets
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -78,6 +88,8 @@ class Limits:
 
     max_window: float = 60.0
     row_limit: int = 100
+    # Calls that may run a review at once (--max-reviews); more are told the server is busy.
+    max_reviews: int = 2
     brain: str | None = None
     docs: Path | None = None
     targets: frozenset[str] | None = (
@@ -98,6 +110,8 @@ def tool_errors(fn: F) -> F:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except ToolError:
+            raise  # already one line for the model (a busy server)
         except (UsageError, OperatorMisfit, StoreUnavailable) as exc:
             raise ToolError(redact(first_line(exc))) from None
         except Exception as exc:
@@ -125,6 +139,26 @@ def tool_target(url: str, limits: Limits) -> PostgresTarget:
             " this server serves only the inventory's targets"
         )
     return target
+
+
+class ReviewSlots:
+    """The `--max-reviews` calls that may run a review at once; a call finding none free is told so at once."""
+
+    def __init__(self, limits: Limits):
+        self.limit = limits.max_reviews
+        self._free = threading.BoundedSemaphore(limits.max_reviews)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        if not self._free.acquire(blocking=False):
+            raise ToolError(
+                f"busy: {self.limit} reviews are running, as many as this server runs at once"
+                " (dbcrew mcp --max-reviews); call again when one has finished"
+            )
+        try:
+            yield
+        finally:
+            self._free.release()
 
 
 def check_window(window: float, limits: Limits) -> float:
@@ -157,6 +191,9 @@ def run_review(
         alert=alert,
         thresholds=[f"{name}={value}" for name, value in (thresholds or {}).items()],
     )
+    from flows.api import shared_api
+
+    shared_api()  # concurrent first calls start one Prefect server, not one each
     return start_review(request)
 
 
@@ -168,7 +205,6 @@ def answer(question: str, url: str | None, limits: Limits) -> Answer:
         raise UsageError("the question is empty")
     if url is not None:
         tool_target(url, limits)
-    prefect_env()  # an analysis question runs a review flow
     try:
         # An analysis request runs a review: its window stays within --max-window like a review tool call's.
         window = min(Settings().window_seconds, limits.max_window)
@@ -237,6 +273,7 @@ def operator_tool(operator: Operator, limits: Limits) -> Callable[..., Reading]:
 
 
 def build_server(limits: Limits) -> MCPServer:
+    slots = ReviewSlots(limits)
     server = MCPServer(
         "dbcrew",
         log_level="WARNING",
@@ -260,7 +297,8 @@ def build_server(limits: Limits) -> MCPServer:
             ),
         ] = None,
     ) -> Report:
-        return run_review(target, window, limits, Scenario.HEALTH, thresholds=thresholds)
+        with slots.held():
+            return run_review(target, window, limits, Scenario.HEALTH, thresholds=thresholds)
 
     @server.tool(
         description="Diagnose the root causes of a performance anomaly happening now (read-only); the report."
@@ -273,7 +311,8 @@ def build_server(limits: Limits) -> MCPServer:
             str, Field(description="the alert text, e.g. 'queries 3x slower since 14:00'")
         ] = "",
     ) -> Report:
-        return run_review(target, window, limits, Scenario.DIAGNOSE, alert=alert)
+        with slots.held():
+            return run_review(target, window, limits, Scenario.DIAGNOSE, alert=alert)
 
     @server.tool(
         description="The report of a target's latest review, from the shared history store.",
@@ -300,7 +339,10 @@ def build_server(limits: Limits) -> MCPServer:
             ),
         ] = None,
     ) -> Answer:
-        return answer(question, target, limits)
+        if target is None:  # no target, no review: the manual or a refusal
+            return answer(question, target, limits)
+        with slots.held():
+            return answer(question, target, limits)
 
     for operator in exposed(Surface.MCP):
         server.add_tool(
@@ -360,6 +402,7 @@ def serve(transport: str, host: str, port: int, limits: Limits) -> None:
         raise UsageError("--max-window must be a finite number of seconds")
     if limits.brain is not None and limits.brain not in BRAINS:
         raise UsageError(f"unknown brain {limits.brain!r}: choose one of {', '.join(BRAINS)}")
+    prefect_env()  # before any call imports Prefect: which API the calls share is decided once, here
     server = build_server(limits)
     if transport == "stdio":
         server.run("stdio")

@@ -10,24 +10,35 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from cli.console import fail
 from dbcrew.errors import UsageError
+from dbcrew.workspace import holder
 
 # What a run leaves in its folder: the only names a re-run may remove.
 RUN_FILES = ("report.json", "report.md", "report.html", "workspace.duckdb", "workspace.duckdb.wal")
 RUN_FOLDERS = ("charts",)
+WORKSPACE = "workspace.duckdb"
 
 
 def prepare_out(folder: Path) -> Path:
     """Make `folder` ready for a new run or raise UsageError (one line) saying why it cannot be.
 
-    A folder holding a previous report starts clean (only the files a run writes are removed); a
-    folder holding anything else is refused rather than mixed with or deleted.
+    A folder holding a previous report starts clean (only the files a run writes are removed), and
+    so does one a review left without its report (killed: its workspace, which no process holds any
+    more), with a note; a folder a running review writes into, or holding anything else, is refused
+    rather than mixed with or deleted.
     """
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--out {folder}: exists and is not a folder")
     if folder.is_dir():
         entries = {p.name for p in folder.iterdir()}
-        if entries and "report.json" not in entries:
+        if WORKSPACE in entries:
+            running = holder(folder / WORKSPACE)
+            if running is not None:
+                raise UsageError(
+                    f"--out {folder}: a review ({running}) is writing there; give another folder"
+                )
+        if entries and "report.json" not in entries and WORKSPACE not in entries:
             raise UsageError(
                 f"--out {folder}: not empty and holds no earlier report; give a new or empty folder"
             )
@@ -35,6 +46,11 @@ def prepare_out(folder: Path) -> Path:
         if foreign:
             raise UsageError(
                 f"--out {folder}: holds {sorted(foreign)[0]!r} besides an earlier report; give a new or empty folder"
+            )
+        if "report.json" not in entries and WORKSPACE in entries:
+            fail(
+                f"dbcrew: note: --out {folder}: taking over the workspace of a review that ended without"
+                " its report (no process holds it)"
             )
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -50,9 +50,25 @@ def prefect_env() -> None:
 
 
 def default_out(dbname: str) -> Path:
-    """reports/<db>-<time>; the name is the database's, made safe as one path component."""
+    """reports/<db>-<time>, created here and empty: the name is the database's, made safe as one path component.
+
+    Claimed by an exclusive mkdir, with -2, -3, ... after a name another run took: reviews of one
+    database started in the same second (the MCP server's concurrent calls) would otherwise share a
+    folder and a workspace, and one would fail or clear the other's report.
+    """
     database = re.sub(r"[^\w.-]+", "-", dbname).strip(".-") or "db"
-    return Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
+    stem = Path("reports") / f"{database}-{datetime.now():%Y%m%d-%H%M%S}"
+    folder, attempt = stem, 1
+    while True:
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            attempt += 1
+            folder = stem.with_name(f"{stem.name}-{attempt}")
+            continue
+        except OSError:
+            return folder  # unwritable: prepare_out meets the same error and says it in one line
+        return folder
 
 
 def prepare_review(

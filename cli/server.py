@@ -2,9 +2,10 @@
 
 The server and the worker are child processes of this command; Ctrl-C or SIGTERM stops the
 worker, the flow runs it started and (when this command started it) the server, so nothing is
-left behind. A server already answering at the address is reused and left running. The server
-gets no secret (no API key, no database password); the worker, whose flow runs review the
-targets, gets the ones the CLI holds.
+left behind; the runs in flight end Cancelled (a planned stop alerts nobody), never Failed. A
+server already answering at the address is reused and left running. The server gets no secret
+(no API key, no database password); the worker, whose flow runs review the targets, gets the
+ones the CLI holds. Scheduled reviews missed while it was down are settled at its start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
@@ -213,6 +215,15 @@ def supervise(worker: Revived, watching: WatchSupervisor, late: LateReviews) -> 
     return said
 
 
+def stop_reviews(worker: Revived) -> None:
+    """A planned stop: the reviews the worker is running are cancelled (no failure alert), said in one line."""
+    from flows.supervision import stop_reviews as cancel
+
+    cancelled = cancel(worker.process.pid)
+    if cancelled:
+        show(line(f"reviews cancelled: {', '.join(cancelled)}"))
+
+
 def stop_watching(watching: WatchSupervisor) -> None:
     """A planned stop: the watching runs are cancelled (no failure alert), said in one line."""
     cancelled = watching.stop()
@@ -242,6 +253,7 @@ def serve(
     from dbcrew.inventory import PasswordFromEnv, load_inventory
     from dbcrew.settings import environment
 
+    started = datetime.now(UTC)  # a scheduled review due before this was missed: nothing ran it
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts
     password_variables = {
         e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)
@@ -251,9 +263,12 @@ def serve(
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
-        from flows.supervision import LateReviews, WatchSupervisor
+        from flows.supervision import LateReviews, WatchSupervisor, settle_missed
 
         names = deploy_inventory(inventory, pool, max_reviews)
+        missed = settle_missed(inventory, started)  # before the worker would take them all
+        for settled in missed:
+            show(line(settled.describe()))
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
             worker_args(pool, f"dbcrew-{os.getpid()}"),
@@ -262,8 +277,9 @@ def serve(
         )
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
-        late = LateReviews(inventory)
+        late = LateReviews(inventory, known=[m.kept.id for m in missed if m.kept])
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
+        stack.callback(stop_reviews, worker)
         token = environment().receiver_token
         if receiver_port:
             listening = stack.enter_context(

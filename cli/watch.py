@@ -18,7 +18,6 @@ from cli import interrupts
 from cli.console import line, show
 from dbcrew.errors import UsageError
 from dbcrew.models.interval import parse_moment
-from dbcrew.store import StoreUnavailable
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import first_line
@@ -82,8 +81,6 @@ def incidents(
         store = open_samples()
     except ValueError as exc:
         raise UsageError(f"--since: {first_line(exc)}") from None
-    except StoreUnavailable as exc:
-        raise UsageError(str(exc)) from None
     identity = store.identity_of(parse_target(target).display) if "://" in target else target
     if identity is None or store.watched(identity) is None:
         raise UsageError(
@@ -125,10 +122,7 @@ def watch(
             "--every must be a finite number of seconds, at least 1 (statistics are reported once a second)"
         )
     parsed = [parse_target(t) for t in targets]
-    try:
-        store = open_samples()
-    except StoreUnavailable as exc:
-        raise UsageError(str(exc)) from None
+    store = open_samples()
     show(
         line(
             f"watching {len(parsed)} target(s) every {every:g} s into {store.location}; Ctrl-C stops"

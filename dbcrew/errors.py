@@ -10,6 +10,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
 │   ├── PrometheusError dbcrew.prometheus: Prometheus does not answer, refuses the query, is not Prometheus
+│   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
@@ -17,7 +18,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
 │   └── PlanRejected    roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out
-├── StoreUnavailable    dbcrew.store, a RuntimeError: the store cannot be opened
+├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
@@ -26,6 +27,10 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
 └── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 """
+
+from __future__ import annotations
+
+from pathlib import Path
 
 
 class DbcrewError(Exception):
@@ -38,3 +43,12 @@ class UsageError(DbcrewError):
 
 class TargetError(UsageError):
     """The target cannot be used: unreachable, authentication failed, not a supported kind."""
+
+
+class OutNotWritable(UsageError):
+    """The run's folder (--out, or the reports folder) refused a write: a full disk, a folder gone or made
+    read-only. The folder the user gave cannot take the run; the review itself is not at fault."""
+
+    def __init__(self, path: Path, what: str, reason: str):
+        super().__init__(f"{path}: cannot write the {what}: {reason}")
+        self.path = path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -71,6 +72,15 @@ class WatchSettings(_Strict):
         return f"every-{self.every:g}s".replace(".", "-")
 
 
+class MissedSlots(StrEnum):
+    """What becomes of a target's scheduled reviews whose time passed while nothing ran them (`dbcrew server`
+    was down): Prefect keeps them Scheduled, and a worker would run them all, late and back to back,
+    each reviewing the same database as it is now."""
+
+    COLLAPSE = "collapse"  # the newest of them runs, once; the older ones are cancelled
+    SKIP = "skip"  # all are cancelled; the next slot is the next review
+
+
 class TargetEntry(_Strict):
     """One database of the fleet."""
 
@@ -86,6 +96,10 @@ class TargetEntry(_Strict):
     tags: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
     schedule: str | None = Field(
         None, description="cron expression (UTC) for this target's own scheduled review"
+    )
+    missed: MissedSlots = Field(
+        MissedSlots.COLLAPSE,
+        description="scheduled reviews missed while `dbcrew server` was down: collapse (run the latest once) or skip",
     )
     scenario: Scenario = Scenario.HEALTH
     window: float = Field(

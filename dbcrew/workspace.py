@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import errno
 import json
 import math
+import os
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from dbcrew.errors import OutNotWritable
 from dbcrew.redact import redact, redact_value
 
 if TYPE_CHECKING:
@@ -84,6 +89,40 @@ def discard(path: Path) -> None:
         file.unlink(missing_ok=True)
 
 
+def holder(path: Path) -> str | None:
+    """Who holds the workspace file at `path`: None when no process does (its review ended, however it ended),
+    else who does: "PID n" (DuckDB's word for the other process) or "this process".
+
+    DuckDB's file lock is the workspace's ownership: a review takes it with its first write and keeps it
+    until `release`, and the kernel drops it with the process, kill -9 included. A lock conflicts only
+    between processes, so this process's own open workspaces are looked up, not probed."""
+    path = Path(path).resolve()
+    with _OPEN_LOCK:
+        if path in _OPEN:
+            return "this process"
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error as exc:
+        if "Could not set lock" not in str(exc):
+            # DuckDB reads a file only once it holds its lock: a file it cannot read is nobody's.
+            return None
+        pid = re.search(r"\(PID (\d+)\)", str(exc))
+        return f"PID {pid[1]}" if pid else "another process"
+    return None
+
+
+def disk_refusal(folder: Path) -> str | None:
+    """Why the disk under `folder` refuses writes (read-only, or full to the last block), None when it does not.
+
+    DuckDB's errors carry no errno: a write it could not make is told from its own errors by the disk."""
+    disk = os.statvfs(folder)
+    if disk.f_flag & os.ST_RDONLY:
+        return os.strerror(errno.EROFS)
+    if disk.f_bavail == 0:
+        return os.strerror(errno.ENOSPC)
+    return None
+
+
 def _column(values: list[Any], duckdb_type: str) -> list[Any]:
     """One column's values as a DuckDB list parameter: texts redacted; a text column gets text (a list binds
     one Python type, and some, such as an inet address, not at all); a float NaN is NULL (no measurement)."""
@@ -99,13 +138,25 @@ class Workspace:
         self.path = Path(path).resolve()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write_lock = threading.Lock()
-        with self._cursor() as cur:
+        with self._writing(), self._cursor() as cur:
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS observations (key VARCHAR PRIMARY KEY, body VARCHAR)"
             )
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         return _connection(self.path).cursor()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write the disk refused (full, read-only) is the run folder's fault: OutNotWritable (exit 2), not an
+        internal error."""
+        try:
+            yield
+        except duckdb.Error as exc:
+            refused = disk_refusal(self.path.parent)
+            if refused is None:
+                raise
+            raise OutNotWritable(self.path, "workspace", refused) from exc
 
     def close(self) -> None:
         release(self.path)
@@ -121,7 +172,7 @@ class Workspace:
         # (a DataFrame cost ~0.25 CPU-s to import in every review process, and more per write).
         select = ", ".join(f'CAST(unnest(?) AS {typ}) AS "{col}"' for col, typ in columns)
         values = [_column([row[i] for row in rows], typ) for i, (_, typ) in enumerate(columns)]
-        with self._write_lock, self._cursor() as cur:
+        with self._write_lock, self._writing(), self._cursor() as cur:
             cur.execute(f'CREATE OR REPLACE TABLE "{name}" ({ddl})')
             if rows:
                 cur.execute(f'INSERT INTO "{name}" SELECT {select}', values)
@@ -156,6 +207,6 @@ class Workspace:
     # -- snapshot keys ------------------------------------------------------------------------
     def put_observation(self, key: str, body: Any) -> str:
         text = redact(body if isinstance(body, str) else json.dumps(body, default=str))
-        with self._write_lock, self._cursor() as cur:
+        with self._write_lock, self._writing(), self._cursor() as cur:
             cur.execute("INSERT OR REPLACE INTO observations VALUES (?, ?)", [key, text])
         return key

@@ -16,6 +16,7 @@ from prefect import flow
 from dbcrew.models.answer import Answer
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
+from flows.api import shared_api
 from flows.heartbeats import without_heartbeats
 from flows.review import health_review
 from roles.ask.answer import answered_by_review, ask
@@ -34,6 +35,7 @@ def answer_question(
     answer = ask(question, parsed, docs, make_brain(brain or default_brain()), settings=settings)
     if answer.review is None:
         return answer
+    shared_api()  # several questions at once (the MCP server) start one Prefect server, not one each
     with (
         without_heartbeats()
     ):  # the review's run lives in this process: the CLI's, MCP's or ask's flow run

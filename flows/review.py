@@ -23,7 +23,7 @@ from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases, ReviewPhases
 from roles.crew.run import PhaseLog, ReviewResult, RunContext, remember
 from roles.report.history import reviewed
-from roles.report.reporter import build_report, prune_reports, write_report
+from roles.report.reporter import build_report, prune_reports
 
 
 def run_link() -> str:
@@ -71,11 +71,11 @@ def conduct(run: RunContext) -> Report:
 
 def review(run: RunContext, phases: ReviewPhases) -> Report:
     """Run the phases, build the report with the run's brain, record it in the target's history (the shared
-    store: a review that raises is recorded as failed), write report.json/md/html into `run.out_dir`.
+    store: a review that raises is recorded as failed) and write report.json/md/html into `run.out_dir`
+    (roles/report/history.py's `reviewed`).
     The run's workspace connection closes then: the report and the workspace file are what remains."""
     try:
         report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))
-        write_report(report, run.out_dir)
     finally:
         release(run.workspace_path)
     return report

@@ -11,18 +11,29 @@ process that owns the pool's lifetime (`dbcrew server`) calls `check` every few 
 - a run still marked Running whose worker was on this host and is gone (a killed worker) is set
   CRASHED first: nothing else would end it (Prefect marks such runs only through an automation on
   missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
-`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert. A run a user
-cancelled (in the UI) while this supervisor ran stays cancelled: that is a decision, not a death.
+`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert; the reviews
+its worker is running are cancelled the same way (`stop_reviews`), and the worker lets them wind
+down rather than fail (flows/worker.py). A run a user cancelled (in the UI) while this supervisor
+ran stays cancelled: that is a decision, not a death.
 
 A target's scheduled review that no worker started (Prefect's server marks it Late once its time
 passed unstarted: no worker is polling the pool, or every slot is taken) is told once to the
 target's alert URLs (LateReviews), so a schedule that silently stopped running is not silence.
+
+Slots missed while `dbcrew server` was down are settled once at its start, before its worker polls
+(`settle_missed`): Prefect's scheduler makes runs ahead of time and never removes the ones whose
+time passed (a redeploy deletes only future ones), so a worker would take them all at once and run
+them late, back to back. Each target's `missed:` keeps the newest (collapse) or none (skip); the
+others end Cancelled with the reason. Late runs met while the server runs are waiting for a slot,
+not missed: they are told (LateReviews), never cancelled.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -34,16 +45,21 @@ from prefect.client.schemas.filters import (
     FlowFilter,
     FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterExpectedStartTime,
     FlowRunFilterState,
     FlowRunFilterStateName,
+    FlowRunFilterStateType,
+    WorkQueueFilter,
+    WorkQueueFilterName,
 )
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled, Crashed
 
-from dbcrew.inventory import Inventory, TargetEntry
-from flows.worker import worker_of
+from dbcrew.inventory import Inventory, MissedSlots, TargetEntry
+from flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
+from flows.worker import WORKER_STOPPED, worker_of
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 
 log = logging.getLogger(__name__)
@@ -71,9 +87,10 @@ def orphaned(run: FlowRun) -> bool:
 class LateReviews:
     """The inventory's reviews marked Late, each told once to its target's alert URLs."""
 
-    def __init__(self, inventory: Inventory):
+    def __init__(self, inventory: Inventory, known: Iterable[UUID] = ()):
+        """`known`: late runs already accounted for (the one a collapse of missed slots keeps runs now)."""
         self.inventory = inventory
-        self.told: set[UUID] = set()
+        self.told: set[UUID] = set(known)
 
     def check(self) -> list[str]:
         with get_client(sync_client=True) as client:
@@ -105,6 +122,78 @@ class LateReviews:
             said.append(f"{alert.title} (run {run.name})")
             tell(alert, [entry])
         return said
+
+
+@dataclass(frozen=True)
+class MissedReviews:
+    """One target's scheduled reviews that were due while nothing ran them, as settled."""
+
+    target: str
+    count: int
+    kept: FlowRun | None  # the one that runs now (collapse); None when all were skipped
+
+    def describe(self) -> str:
+        done = f"the latest runs now ({self.kept.name})" if self.kept else "skipped"
+        return f"{self.target}: {self.count} missed scheduled reviews, {done}"
+
+
+def settle_missed(inventory: Inventory, due_before: datetime) -> list[MissedReviews]:
+    """Cancel the scheduled reviews due before `due_before` that nothing started, but for each target's newest
+    when its `missed:` is collapse; what was settled, for each target that had any. Only the names Scheduled
+    and Late: an AwaitingRetry or AwaitingConcurrencySlot run is a started review's own business."""
+    settled = []
+    with get_client(sync_client=True) as client:
+        for entry in inventory.targets:
+            try:
+                deployment = client.read_deployment_by_name(f"{REVIEW_FLOW}/{entry.name}")
+            except ObjectNotFound:
+                continue
+            overdue = client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(
+                        name=FlowRunFilterStateName(any_=["Scheduled", "Late"])
+                    ),
+                    expected_start_time=FlowRunFilterExpectedStartTime(before_=due_before),
+                ),
+                sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+                limit=LATE_LOOKED_AT,
+            )
+            kept = overdue[:1] if entry.missed is MissedSlots.COLLAPSE else []
+            why = (
+                f"missed while dbcrew server was down; collapsed into run {kept[0].name}"
+                if kept
+                else "missed while dbcrew server was down; skipped (missed: skip)"
+            )
+            for run in overdue[len(kept) :]:
+                client.set_flow_run_state(run.id, Cancelled(message=why), force=True)
+            if overdue:
+                settled.append(MissedReviews(entry.name, len(overdue), kept[0] if kept else None))
+    return settled
+
+
+def stop_reviews(worker_pid: int) -> list[str]:
+    """A planned stop of the worker `worker_pid` of this host: the reviews and fleet runs it is running end
+    Cancelled now, whatever the worker manages before it exits (it winds them down; one killed after its
+    grace period would leave them Running for ever); the names of those cancelled."""
+    with get_client(sync_client=True) as client:
+        running = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
+            ),
+            work_queue_filter=WorkQueueFilter(
+                name=WorkQueueFilterName(any_=[REVIEW_QUEUE, FLEET_QUEUE])
+            ),
+            limit=LATE_LOOKED_AT,
+        )
+        mine = [
+            r
+            for r in running
+            if worker_of(r.infrastructure_pid) == (socket.gethostname(), worker_pid)
+        ]
+        for run in mine:
+            client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
+    return [run.name for run in mine]
 
 
 def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
@@ -174,7 +263,8 @@ class WatchSupervisor:
         ended = next((r for r in runs if r.state is not None), None)
         if ended is not None and ended.state is not None:
             state = ended.state
-            if state.is_cancelled() and state.message != STOPPED and state.timestamp >= self.since:
+            planned = state.message in (STOPPED, WORKER_STOPPED)
+            if state.is_cancelled() and not planned and state.timestamp >= self.since:
                 if ended.id not in self.told:
                     self.told.add(ended.id)
                     done.append(f"watching {group}: run {ended.name} was cancelled; not restarted")

@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from prefect.blocks.core import Block
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
 from prefect.concurrency.sync import concurrency
 from pydantic import Field
 
@@ -35,6 +36,7 @@ from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
 from flows.dispatch import ran_sync
 from flows.review import conduct, run_link
+from flows.worker import planned_stop
 from roles.crew.run import RunContext
 from roles.report.alerts import AlertNotDelivered, notify
 from roles.report.history import failed_report
@@ -131,7 +133,7 @@ def review_target(
         None,
         description="with interval: read the interval from this Prometheus instead of the watcher's store",
     ),
-) -> Report:
+) -> Report | State[Any]:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
     Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
@@ -147,8 +149,12 @@ def review_target(
         with concurrency(target_limit(entry.name), occupy=1):
             report = conduct(run)
     except Exception as exc:
+        if stopped := planned_stop():  # the stop's doing, not the target's: tell nobody
+            return stopped
         tell(run, entry, failed_report(run, exc))
         raise
+    if stopped := planned_stop():  # a report cut short by the stop is no news either
+        return stopped
     tell(run, entry, report)
     return report
 

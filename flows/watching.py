@@ -21,13 +21,14 @@ supervisor's job (flows/supervision.py).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import httpx
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.deployments import run_deployment
 from prefect.exceptions import PrefectException
 from pydantic import Field
@@ -39,6 +40,7 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.store.samples import Incident, open_samples
 from flows.dispatch import ran_sync
 from flows.targets import ON_DEMAND, connect_entry, published_inventory
+from flows.worker import planned_stop
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 from roles.watching import RoundReport, TargetOutcome, Watcher
 
@@ -233,8 +235,9 @@ def watch_targets(
     group: str = Field(
         description="the inventory's targets watched at one interval, e.g. every-15s"
     ),
-) -> None:
-    """Watch the group's targets until the run is cancelled: samples into the store, incidents diagnosed."""
+) -> State[Any] | None:
+    """Watch the group's targets until the run is cancelled: samples into the store, incidents diagnosed.
+    Ended by its worker's stop, the run ends Cancelled (planned_stop), as `dbcrew server` set it."""
     from prefect.runtime import flow_run
 
     entries = published_inventory().watch_groups().get(group)
@@ -257,3 +260,4 @@ def watch_targets(
     )
     Watcher(targets, store, every=entries[0].watch.every).run(keeper.on_round, pause=keeper.pause)
     get_run_logger().info("watching stopped: %s", stopping.requested() or "the run was cancelled")
+    return planned_stop()

@@ -9,24 +9,44 @@ queues and limits apply, the UI shows it, and workers on several machines share 
 `prefect.collections` entry point of the dbcrew package). It runs only deployments whose flow is installed
 (module-path entrypoints without pull steps, which is what `dbcrew server` deploys): pulling code
 into a long-lived shared process would change its working directory and imports under other runs.
+
+A worker that is stopped (SIGTERM or Ctrl-C: `dbcrew server` stopping, a service manager) used to
+abandon its run threads and exit under them: a review then failed on "cannot schedule new futures
+after shutdown" and alerted its target's URLs of a failure nobody had. Now the stop asks the runs
+to wind down (dbcrew.stopping, as a CLI review's Ctrl-C does) and waits for them, up to
+WIND_DOWN_SECONDS; a flow that ends because of it returns `planned_stop()`: Cancelled, no alert.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from functools import partial
+import threading
 from typing import Any
 
 import anyio
 import anyio.abc
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.flow_engine import run_flow
 from prefect.flows import Flow
+from prefect.states import Cancelled
 from prefect.utilities.importtools import import_object
 from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker, BaseWorkerResult
 
+from dbcrew import stopping
+
 WORKER_TYPE = "dbcrew-in-process"
+WORKER_STOPPED = "its worker stopped (a planned stop)"
+# How long a stopping worker waits for its runs to wind down: below `dbcrew server`'s 15 s before SIGKILL.
+WIND_DOWN_SECONDS = 10.0
+
+
+def planned_stop() -> State[Any] | None:
+    """The state a flow run ends in when its process was asked to stop (its worker is stopping): Cancelled,
+    which no one is alerted of; None when nothing asked. A flow returns it instead of its result or its error:
+    what a stop cut short is neither a failure nor news."""
+    why = stopping.requested()
+    return Cancelled(message=why) if why else None
 
 
 def run_identifier(run_id: object) -> str:
@@ -66,13 +86,30 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         identifier = run_identifier(flow_run.id)
         if task_status is not None:
             task_status.started(identifier)
-        state = await anyio.to_thread.run_sync(
-            partial(run_flow, flow, flow_run=flow_run, return_type="state"), abandon_on_cancel=True
-        )
+        ended = threading.Event()
+
+        def execute() -> Any:
+            try:
+                return run_flow(flow, flow_run=flow_run, return_type="state")
+            finally:
+                ended.set()
+
+        try:
+            state = await anyio.to_thread.run_sync(execute, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            await self._wind_down(ended)
+            raise
         self._logger.debug("flow run %s ended %s", flow_run.id, getattr(state, "type", state))
         if self._runs_task_group is not None:
             self._runs_task_group.start_soon(self._take_next_runs)
         return InProcessResult(identifier=identifier, status_code=0)
+
+    async def _wind_down(self, ended: threading.Event) -> None:
+        """The worker is stopping: ask this process's runs to wind down and wait (shielded from the stop's own
+        cancellation) until this one has ended, or WIND_DOWN_SECONDS have passed."""
+        stopping.request(WORKER_STOPPED)
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(ended.wait, WIND_DOWN_SECONDS)
 
     async def _take_next_runs(self) -> None:
         """Ask for scheduled runs as soon as one ends, instead of at the next poll.

@@ -1,7 +1,8 @@
 """`dbcrew server` run as a user runs it, for the e2e tests and the benchmarks: a free port, its own Prefect home.
 
 Started as a child process, ready once it prints its "press Ctrl-C" line, stopped with SIGTERM
-(what Ctrl-C would do); `stop()` returns what it printed after being told to stop.
+(what Ctrl-C would do) or the signal given; `stop()` returns what it printed after being told to
+stop, the same on every call (a test may stop it before its fixture does).
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ class CrewServer:
     logs: Path
     banner: str
     receiver: str  # the Alertmanager receiver's URL
+    said: str | None = None  # what it printed once told to stop
 
     @property
     def ui(self) -> str:
         return self.api.removesuffix("/api")
 
-    def stop(self) -> str:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.communicate(timeout=120)[0]
+    def stop(self, signum: signal.Signals = signal.SIGTERM) -> str:
+        if self.said is None:
+            self.process.send_signal(signum)
+            self.said = self.process.communicate(timeout=120)[0]
+        return self.said
 
 
 def prefect_database(pg: EmbeddedPostgres, name: str = "prefect") -> dict[str, str]:

@@ -191,6 +191,16 @@ class LlmClient:
         error when it is not (an answer cut at `max_tokens` is asked for again, shorter); EndpointDown
         when the endpoint does not answer, BudgetSpent when the run's time is, BrainError when it fails
         otherwise or no repair validates."""
+        # An endpoint set to answer by JSON schema (llama.cpp's grammar, vLLM's guided decoding)
+        # gets the answer's schema as response_format: a small model cannot leave it.
+        structured = (
+            {
+                "type": "json_schema",
+                "json_schema": {"name": model.__name__, "schema": model.model_json_schema()},
+            }
+            if endpoint_capability() is Capability.JSON_SCHEMA
+            else None
+        )
         messages: list[dict[str, str]] = [
             {"role": "system", "content": self._render("system.j2", {})},
             {
@@ -200,7 +210,7 @@ class LlmClient:
         ]
         error = ""
         for _ in range(self._max_repairs + 1):
-            completion = self.complete(messages, max_tokens=max_tokens)
+            completion = self.complete(messages, max_tokens=max_tokens, response_format=structured)
             text = completion.text
             try:
                 if completion.truncated:  # json-repair would close it into a valid, shorter answer

@@ -299,6 +299,17 @@ class History(BaseModel):
     not_judged: list[HistoryItem] = Field(default_factory=list)
 
 
+class HistoryUnavailable(BaseModel):
+    """Why a run has no history: the shared store could not be used. The review's findings stand; nothing was
+    compared with earlier runs, and the run is not kept for later ones."""
+
+    store: str = Field(description="where the store is: a file path or a password-free URL")
+    reason: str = Field(description="the store's error, in one line")
+
+    def describe(self) -> str:
+        return f"history unavailable: the store {self.store} cannot be used: {self.reason}"
+
+
 class Report(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -355,6 +366,11 @@ class Report(BaseModel):
     )
     history: History | None = Field(
         None, description="what changed since the target's previous run (the shared store)"
+    )
+    history_unavailable: HistoryUnavailable | None = Field(
+        None,
+        description="why `history` is missing although the review completed (the store could not be used);"
+        " None when the store answered",
     )
     link: str = Field(
         "", description="where to see this run: the Prefect UI's flow-run page when known"

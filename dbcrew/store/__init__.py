@@ -13,12 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import duckdb
-import psycopg
-
-from dbcrew.errors import DbcrewError
 from dbcrew.settings import environment, variable
-from dbcrew.store.backends import DuckDBBackend, PostgresBackend
+from dbcrew.store.backends import DuckDBBackend, PostgresBackend, StoreUnavailable
 from dbcrew.store.records import (
     Baseline,
     RunRecord,
@@ -30,7 +26,7 @@ from dbcrew.store.records import (
     fingerprint,
 )
 from dbcrew.store.store import Store
-from dbcrew.targets.postgres import first_line, redact_url
+from dbcrew.targets.postgres import redact_url
 
 STORE_ENV = variable("store_url")
 
@@ -46,12 +42,9 @@ def store_url() -> str:
     return env.store_url or env.memory_path or str(default_store_path())
 
 
-class StoreUnavailable(DbcrewError, RuntimeError):
-    """The store cannot be opened (unreachable, refused, locked, not writable); the message holds no password."""
-
-
 def open_store(url: str | None = None) -> Store:
-    """The store at `url` (default: `store_url()`), its schema created if missing."""
+    """The store at `url` (default: `store_url()`), its schema created if missing; StoreUnavailable when it
+    cannot be opened (and, from any of its methods, when it cannot be used)."""
     url = url or store_url()
     postgres = url.startswith(("postgresql://", "postgres://"))
     backend = (
@@ -59,12 +52,7 @@ def open_store(url: str | None = None) -> Store:
         if postgres
         else DuckDBBackend(Path(url.removeprefix("duckdb://")))
     )
-    try:
-        return Store(backend)
-    except (psycopg.OperationalError, duckdb.IOException) as exc:
-        raise StoreUnavailable(
-            f"the store {backend.location} cannot be opened: {redact_url(first_line(exc))}"
-        ) from None
+    return Store(backend)
 
 
 __all__ = [

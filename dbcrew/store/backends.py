@@ -5,6 +5,11 @@ BOOLEAN, TIMESTAMPTZ, `CREATE ... IF NOT EXISTS`, `INSERT ... ON CONFLICT`), wit
 the PostgreSQL backend turns them into psycopg's `%s`. Each session is one transaction on its own
 connection, so no process holds the DuckDB file between calls and several workers share a
 PostgreSQL store.
+
+Whatever goes wrong in the store itself (a file DuckDB cannot read, truncated or not DuckDB's; a
+database that refuses or drops the connection) is one `StoreUnavailable`, raised by the backend
+where it happens: a caller tells the store's fault from its own (a workspace's, a target's) by
+its type, and a review lets the store cost only its history (roles/report/history.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from typing import Any, Protocol
 import duckdb
 import psycopg
 
+from dbcrew.errors import DbcrewError
+from dbcrew.targets.postgres import first_line, redact_url
+
 # DuckDB admits one writing process per file; another process's review may hold it for a moment.
 DUCKDB_LOCK_RETRIES = 50
 DUCKDB_LOCK_PAUSE = 0.2
@@ -29,6 +37,25 @@ APPLICATION_NAME = "dbcrew-store"
 # conflicts ("Catalog write-write conflict"): reviews running in threads of one worker take turns.
 _DUCKDB_FILE_LOCKS: dict[Path, threading.RLock] = {}
 _DUCKDB_FILE_LOCKS_GUARD = threading.Lock()
+
+
+class StoreUnavailable(DbcrewError, RuntimeError):
+    """The store cannot be opened or used (unreachable, refused, locked, damaged, not writable); the message
+    holds no password."""
+
+    def __init__(self, location: str, reason: str):
+        super().__init__(f"the store {location} cannot be used: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+@contextmanager
+def _store_failures(location: str, errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """Inside the block, a backend's own error is the store's: StoreUnavailable, its first line, password-free."""
+    try:
+        yield
+    except errors as exc:
+        raise StoreUnavailable(location, redact_url(first_line(exc))) from exc
 
 
 def _duckdb_file_lock(path: Path) -> threading.RLock:
@@ -55,12 +82,14 @@ def utc(value: datetime) -> datetime:
 
 
 class _DuckSession:
-    def __init__(self, conn: duckdb.DuckDBPyConnection):
+    def __init__(self, conn: duckdb.DuckDBPyConnection, location: str):
         self._conn = conn
+        self._location = location
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self._conn.execute(sql, list(params))
-        return cursor.fetchall() if cursor.description else []
+        with _store_failures(self._location, (duckdb.Error,)):
+            cursor = self._conn.execute(sql, list(params))
+            return cursor.fetchall() if cursor.description else []
 
 
 class DuckDBBackend:
@@ -69,7 +98,10 @@ class DuckDBBackend:
     def __init__(self, path: Path):
         self.path = Path(path).expanduser()
         self.location = str(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(self.location, exc.strerror or type(exc).__name__) from exc
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         for attempt in range(DUCKDB_LOCK_RETRIES):
@@ -83,14 +115,19 @@ class DuckDBBackend:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
+        failures = (duckdb.Error,)
         with _duckdb_file_lock(self.path):
-            conn = self._connect()
+            with _store_failures(self.location, failures):
+                conn = self._connect()
             try:
-                conn.begin()
-                yield _DuckSession(conn)
-                conn.commit()
+                with _store_failures(self.location, failures):
+                    conn.begin()
+                yield _DuckSession(conn, self.location)
+                with _store_failures(self.location, failures):
+                    conn.commit()
             except BaseException:
-                conn.rollback()
+                with _store_failures(self.location, failures):
+                    conn.rollback()
                 raise
             finally:
                 conn.close()
@@ -100,12 +137,14 @@ class DuckDBBackend:
 
 
 class _PgSession:
-    def __init__(self, conn: psycopg.Connection[tuple[Any, ...]]):
+    def __init__(self, conn: psycopg.Connection[tuple[Any, ...]], location: str):
         self._conn = conn
+        self._location = location
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cursor = self._conn.execute(sql.replace("?", "%s"), list(params))
-        return cursor.fetchall() if cursor.description else []
+        with _store_failures(self._location, (psycopg.Error,)):
+            cursor = self._conn.execute(sql.replace("?", "%s"), list(params))
+            return cursor.fetchall() if cursor.description else []
 
 
 class PostgresBackend:
@@ -121,10 +160,20 @@ class PostgresBackend:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with psycopg.connect(
-            self._url, application_name=APPLICATION_NAME, connect_timeout=10
-        ) as conn:
-            yield _PgSession(conn)
+        failures = (psycopg.Error,)
+        with _store_failures(self.location, failures):
+            conn = psycopg.connect(self._url, application_name=APPLICATION_NAME, connect_timeout=10)
+        try:
+            yield _PgSession(conn, self.location)
+            with _store_failures(self.location, failures):
+                conn.commit()
+        except BaseException:
+            if not conn.closed:  # a dropped connection has nothing to roll back
+                with _store_failures(self.location, failures):
+                    conn.rollback()
+            raise
+        finally:
+            conn.close()
 
     def lock_schema(self, session: Session) -> None:
         session.run("SELECT pg_advisory_xact_lock(?)", [self.SCHEMA_LOCK])

@@ -9,11 +9,18 @@
 - Hybrid recall: the lessons for this target whose operator the new plan uses, ranked by how
   often they worked and, when an error is known, by how close their error is to it; the planner
   applies them as plan edits before the first task runs, so a known failure is avoided from the start.
+
+Lessons are a help, never a condition: a store that cannot be used (`StoreUnavailable`: damaged,
+unreachable) recalls none and keeps none (`from_memory`), and the review goes on; its report says
+the store's fault where the history should be (roles/report/history.py).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -21,7 +28,7 @@ from pydantic import BaseModel
 from dbcrew.models import AgentSpec, Brief, CatalogueEntry, Strategy, TaskSpec
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision
-from dbcrew.store import Store
+from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget
 from dbcrew.text import embed
 from dbcrew.vocabulary import EditSource, TaskStatus
@@ -30,6 +37,8 @@ from roles.crew.validators import validate
 from roles.crew.worker import TaskOutcome
 
 LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def target_identity(target: PostgresTarget, brief: Brief) -> str:
@@ -176,6 +185,15 @@ class LongTermMemory:
 
     def lessons(self, target: str) -> list[Lesson]:
         return [Lesson.model_validate_json(body) for body in self.store.lessons(target)]
+
+
+def from_memory(store_url: str | None, use: Callable[[LongTermMemory], T], without: T) -> T:
+    """`use` the long-term memory in the store at `store_url`; `without` (and a warning) when the store cannot be used."""
+    try:
+        return use(LongTermMemory(open_store(store_url)))
+    except StoreUnavailable as exc:
+        log.warning("long-term memory not used: %s", exc)
+        return without
 
 
 def recall(

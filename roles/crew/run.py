@@ -20,7 +20,6 @@ from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, Phases, SkipKind
 from dbcrew.models.request import ReviewRequest, TargetURL
-from dbcrew.store import open_store
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
@@ -33,8 +32,9 @@ from roles.crew.capabilities import prune
 from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.crew.faults import FaultInjector, damage_plan
 from roles.crew.memory import (
-    LongTermMemory,
+    Lesson,
     apply_lessons,
+    from_memory,
     lessons_from,
     recall,
     remember_run,
@@ -170,7 +170,9 @@ def initialize(run: RunContext) -> Initialized:
     edits: list[PlanEdit] = []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
-        lessons = recall(LongTermMemory(open_store(run.settings.store_url)), identity, strategy)
+        lessons: list[Lesson] = from_memory(
+            run.settings.store_url, lambda memory: recall(memory, identity, strategy), []
+        )
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(
         brief=brief,
@@ -230,11 +232,12 @@ def with_remembered_fixes(
     alert = result.replan_for
     assert alert is not None
     identity = target_identity(run.target, brief)
-    lessons = recall(
-        LongTermMemory(open_store(run.settings.store_url)),
-        identity,
-        result.strategy,
-        error=f"{alert.error_type}: {alert.message}",
+    lessons: list[Lesson] = from_memory(
+        run.settings.store_url,
+        lambda memory: recall(
+            memory, identity, result.strategy, error=f"{alert.error_type}: {alert.message}"
+        ),
+        [],
     )
     known = next((lesson for lesson in lessons if lesson.operator == alert.operator), None)
     if known is None:
@@ -391,4 +394,4 @@ def remember(run: RunContext, review: ReviewResult) -> None:
             review.edits,
         )
         if lessons:  # most runs learn nothing: no store connection for them
-            LongTermMemory(open_store(run.settings.store_url)).learn(lessons)
+            from_memory(run.settings.store_url, lambda memory: memory.learn(lessons), None)

@@ -4,22 +4,32 @@
 (findings with fingerprints, vital signs), compares it with the target's previous run of the same
 scenario and the runs before it (new, persisting, absent, resolved, regressed, each with its
 first-seen date; resolved only after RESOLVED_AFTER_ABSENT_RUNS runs without it), draws the trends
-chart, and keeps a health review's sampled window as the target's baseline when it was quiet. A
-review that raises is stored as a failed run, and the error goes on. Before a diagnosis,
+chart, keeps a health review's sampled window as the target's baseline when it was quiet, and
+writes the report. A review that raises is stored as a failed run, and the error goes on; a store
+that cannot be used costs the report its history, not the report; a report that cannot be written
+is stored as a failed run. Before a diagnosis,
 `stage_baseline` hands the target's latest quiet window to the sampler unless a --baseline file
 was given.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Brief, Finding, Report
-from dbcrew.models.report import CoverageStatus, History, HistoryItem, TargetInfo
+from dbcrew.models.report import (
+    CoverageStatus,
+    History,
+    HistoryItem,
+    HistoryUnavailable,
+    TargetInfo,
+)
 from dbcrew.store import (
     Baseline,
     RunRecord,
@@ -27,6 +37,7 @@ from dbcrew.store import (
     Sighting,
     Store,
     StoredFinding,
+    StoreUnavailable,
     Vitals,
     fingerprint,
     open_store,
@@ -40,10 +51,12 @@ from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
 from roles.crew.memory import target_identity
+from roles.report.reporter import write_report
 
 if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
     from roles.crew.run import RunContext
 
+log = logging.getLogger(__name__)
 TREND_RUNS = 30
 TRENDS_CHART = "charts/trends.png"
 TRENDS_CAPTION = (
@@ -339,8 +352,12 @@ def stage_baseline(run: RunContext, brief: Brief, store: Store | None = None) ->
     """Before a diagnosis without --baseline: put the target's latest quiet window where the sampler looks."""
     if run.scenario != Scenario.DIAGNOSE or run.settings.baseline_path:
         return
-    store = store or open_store(run.settings.store_url)
-    latest = store.latest_baseline(target_identity(run.target, brief))
+    try:
+        store = store or open_store(run.settings.store_url)
+        latest = store.latest_baseline(target_identity(run.target, brief))
+    except StoreUnavailable as exc:  # the diagnosis goes on without a baseline; its report says so
+        log.warning("no stored baseline: %s", exc)
+        return
     if latest is None:
         return
     staged = WindowBaseline(
@@ -404,7 +421,11 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
         points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
     update: dict[str, object] = {"history": history}
     if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
-        paint_trends(points, run.out_dir / TRENDS_CHART)
+        chart = run.out_dir / TRENDS_CHART
+        try:
+            paint_trends(points, chart)
+        except OSError as exc:  # the run's folder refused it, as it may the report
+            raise OutNotWritable(chart, "trends chart", exc.strerror or type(exc).__name__) from exc
         update["charts"] = [*report.charts, TRENDS_CHART]
         update["captions"] = {
             **report.captions,
@@ -414,13 +435,44 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
 
 
 def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None = None) -> Report:
-    """Run the review and record it in the target's history; a review that raises is recorded as failed."""
+    """Run the review, record it in the target's history, write the report into the run's folder.
+
+    Each fault costs only what it touches. A review that raises is recorded as failed. A store that
+    cannot be used costs the history: the report is written, saying why it has none. A report that
+    cannot be written (OutNotWritable) leaves the run recorded as failed, not as completed with a
+    report that does not exist."""
     try:
         report = review()
     except Exception as exc:
-        record_history(run, failed_report(run, exc), store)
+        record_failure(run, exc, store)
         raise
-    return record_history(run, report, store)
+    try:
+        try:
+            report = record_history(
+                run, report, store
+            )  # its trends chart goes into the run's folder
+        except StoreUnavailable as exc:
+            log.warning("%s", exc)
+            report = report.model_copy(
+                update={
+                    "history_unavailable": HistoryUnavailable(store=exc.location, reason=exc.reason)
+                }
+            )
+        write_report(report, run.out_dir)
+    except OutNotWritable as exc:
+        if report.history_unavailable is None:
+            record_failure(run, exc, store)
+        raise
+    return report
+
+
+def record_failure(run: RunContext, error: Exception, store: Store | None = None) -> None:
+    """Record the run as failed with `error`; a store that cannot be used says so on the error, which goes on."""
+    try:
+        record_history(run, failed_report(run, error), store)
+    except StoreUnavailable as exc:
+        error.add_note(f"not recorded in the history: {exc}")
+        log.warning("run %s not recorded in the history: %s", run.run_id, exc)
 
 
 # -- the timeline `dbcrew history` prints --------------------------------------------------------

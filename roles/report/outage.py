@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, timedelta
+from typing import TYPE_CHECKING
 
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.vocabulary import TaskStatus
 from operators.collect.probe import server_started_at
-from roles.crew.run import ReviewResult, RunContext
+
+if TYPE_CHECKING:  # the run imports the reporter's history, which imports the reporter
+    from roles.crew.run import ReviewResult, RunContext
 
 # pg_postmaster_start_time() is one value per server start (to the microsecond): read twice, it differs
 # only after a restart, which takes well under a second.

@@ -8,8 +8,10 @@ import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dbcrew import templating
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
 from dbcrew.models.plan import EditKind
@@ -28,10 +30,14 @@ from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.registry import catalogue
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
-from roles.crew.run import ReviewResult, RunContext
 from roles.crew.worker import TaskOutcome
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
 from roles.report.outage import outage_of, producers_of, touched
+
+if (
+    TYPE_CHECKING
+):  # the crew writes reports through roles/report/history.py: no import cycle at run time
+    from roles.crew.run import ReviewResult, RunContext
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
@@ -351,12 +357,30 @@ def report_path(run_dir: Path) -> Path:
     return run_dir / "report.json"
 
 
+REPORT_FILES = ("report.json", "report.md", "report.html")
+
+
 def write_report(report: Report, run_dir: Path) -> None:
-    """Write report.json, report.md (charts by path) and report.html (charts inline)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    report_path(run_dir).write_text(report.model_dump_json(indent=2))
-    (run_dir / "report.md").write_text(render_markdown(report, {c: c for c in report.charts}))
-    html = templating.render(
-        "report/report.html.j2", {"report": report, "chart_src": inline_charts(report, run_dir)}
-    )
-    (run_dir / "report.html").write_text(html)
+    """Write report.json, report.md (charts by path) and report.html (charts inline); OutNotWritable when the
+    disk refuses one, with none of the three left behind: a truncated report.json would pass for a report."""
+    texts = {
+        "report.json": lambda: report.model_dump_json(indent=2),
+        "report.md": lambda: render_markdown(report, {c: c for c in report.charts}),
+        "report.html": lambda: templating.render(
+            "report/report.html.j2",
+            {"report": report, "chart_src": inline_charts(report, run_dir)},
+        ),
+    }
+    path = run_dir
+    begun: list[Path] = []  # a write that fails may leave its file cut short
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in REPORT_FILES:
+            path = run_dir / name
+            begun.append(path)
+            path.write_text(texts[name]())
+    except OSError as exc:
+        for written in begun:
+            if written.is_file():
+                written.unlink()
+        raise OutNotWritable(path, "report", exc.strerror or type(exc).__name__) from exc

@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM stop a running review, its Prefect server included: exit 130 / 143, nothing left,
-and the report of what ran so far is written, saying it was stopped."""
+and the report of what ran so far is written, saying it was stopped. SIGKILL leaves nothing running
+either, and the folder it left is taken over by the next run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from cli.outdir import prepare_out
+from cli.reviewing import prepare_review
+from dbcrew.errors import UsageError
+from dbcrew.targets import parse_target
+from flows.phases import PlainPhases
+from flows.review import review
 from lab.embedded import EmbeddedPostgres
+from roles.crew.run import RunContext
 
 # Checks that judge what happened during the review's window (deltas of its collectors).
 WINDOW_CHECKS = {"check_cache_hit_ratio", "check_temp_files", "check_unused_indexes"}
@@ -85,3 +93,53 @@ def test_a_signal_stops_the_run_and_everything_it_started(
         if c["status"] == "skipped" and c["reason"] == f"stopped by {name}"
     }
     assert WINDOW_CHECKS <= stopped, report["coverage"]
+
+
+def test_kill_9_leaves_no_server_and_the_next_run_takes_over_its_folder(
+    pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """SIGKILL runs no code of the CLI's: the kernel ends its temporary Prefect server (the parent-death
+    signal), the kernel drops its workspace's lock, and the next run in the folder takes it over."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # its own temporary server, started by the CLI
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "review",
+        pg.dsn(),
+        "--window",
+        "600",
+        "--out",
+        str(out),
+    ]
+    log = (
+        tmp_path / "cli.err"
+    )  # a file, as a terminal: a pipe closed after the kill would end the server too
+    with log.open("w") as stderr, subprocess.Popen(command, env=env, stderr=stderr) as cli_proc:
+        cli = psutil.Process(cli_proc.pid)
+        deadline = time.monotonic() + 300
+        while (
+            cli_proc.poll() is None
+            and time.monotonic() < deadline
+            and not (out / "workspace.duckdb").exists()
+        ):
+            time.sleep(
+                0.5
+            )  # the review is under way once its workspace exists, its server long before
+        assert cli_proc.poll() is None, log.read_text()
+        started = cli.children(recursive=True)
+        assert started, "the CLI started no server"
+        with pytest.raises(UsageError, match=rf"a review \(PID {cli_proc.pid}\) is writing there"):
+            prepare_out(out)  # a live review's folder is refused
+        cli_proc.kill()
+        cli_proc.wait(timeout=60)
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert alive == [], f"processes the killed CLI started outlived it: {alive}"
+
+    request = prepare_review(pg.dsn(), window=0, out_dir=out, brain="rules")
+    report = review(RunContext.of(request, parse_target(pg.dsn()), out), PlainPhases)
+    assert report.coverage and json.loads((out / "report.json").read_text())["run_id"] == (
+        report.run_id
+    )

@@ -145,6 +145,48 @@ def test_a_client_lists_the_tools_and_reviews_over_stdio(
     assert "unsupported target" in got["unknown"].content[0].text
 
 
+def test_concurrent_reviews_on_a_cold_server_share_one_prefect_and_beyond_the_bound_are_told_busy(
+    shop: DemoShop, pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """20 review calls at once on a server that has started no Prefect yet (no PREFECT_API_URL): each used to
+    race to start Prefect's temporary server and 17 failed. Now two (--max-reviews) run on one server started
+    once, each into its own report folder, and the other 18 are told at once, in one line, that it is busy."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # cold: nothing of the session's Prefect
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cli", "mcp", "--max-window", "5", "--max-reviews", "2"],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> list[Any]:
+        results: list[Any] = [None] * 20
+        async with Client(params) as client:
+
+            async def review(i: int) -> None:
+                results[i] = await client.call_tool(
+                    "review", {"target": pg.dsn("shop"), "window": 0}
+                )
+
+            async with anyio.create_task_group() as calls:
+                for i in range(len(results)):
+                    calls.start_soon(review, i)
+        return results
+
+    results = anyio.run(session)
+    done = [r.structured_content for r in results if not r.is_error]
+    refused = [r.content[0].text for r in results if r.is_error]
+    assert 1 <= len(done) <= 2, refused
+    assert all("busy: 2 reviews are running" in text for text in refused), refused
+    assert all("\n" not in text for text in refused)
+    assert len({report["run_id"] for report in done}) == len(done)
+    written = sorted((tmp_path / "reports").glob("shop-*/report.json"))
+    assert len(written) == len(done), (
+        written
+    )  # one folder each, even when started in the same second
+
+
 @dataclass(frozen=True)
 class HttpServer:
     url: str

@@ -412,3 +412,57 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
             "COMPLETED",
             "SCHEDULED",
         ]
+
+
+def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_skipped(api: str):
+    """Prefect keeps the runs of slots whose time passed while nothing ran them, and a worker would run them all,
+    late and back to back. At start (before its worker polls) `dbcrew server` settles them as each target's
+    `missed:` says: the newest runs once (collapse, the default) or none does (skip). Runs still ahead stay."""
+    from datetime import UTC, datetime, timedelta
+
+    from prefect.client.orchestration import get_client
+    from prefect.states import Scheduled
+
+    from dbcrew.inventory import Inventory
+    from flows.deploy import ensure_pool, target_deployment
+    from flows.supervision import settle_missed
+
+    pool = "missed-slots"  # no worker polls it: the slots stay missed until settled
+    ensure_pool(pool, max_reviews=1)
+    entries = [
+        {"name": name, "url": "postgresql://nobody@127.0.0.1:1/x", "schedule": "0 3 * * *"}
+        for name in ("missed-collapse", "missed-skip")
+    ]
+    entries[1]["missed"] = "skip"
+    inventory = Inventory.model_validate({"targets": entries})
+    started = datetime.now(UTC)
+    past: dict[str, list[UUID]] = {}
+    ahead: dict[str, UUID] = {}
+    with get_client(sync_client=True) as client:
+        for entry in inventory.targets:
+            deployment = target_deployment(entry).apply(work_pool_name=pool)
+            past[entry.name] = [
+                client.create_flow_run_from_deployment(
+                    deployment, state=Scheduled(scheduled_time=started - timedelta(hours=hours))
+                ).id
+                for hours in (3, 2, 1)
+            ]
+            ahead[entry.name] = client.create_flow_run_from_deployment(
+                deployment, state=Scheduled(scheduled_time=started + timedelta(hours=1))
+            ).id
+
+    settled = settle_missed(inventory, started)
+
+    def types(runs: list[UUID]) -> list[str]:
+        with get_client(sync_client=True) as client:
+            return [client.read_flow_run(run).state_type.value for run in runs]
+
+    assert types(past["missed-collapse"]) == ["CANCELLED", "CANCELLED", "SCHEDULED"]
+    assert types(past["missed-skip"]) == ["CANCELLED", "CANCELLED", "CANCELLED"]
+    assert types(list(ahead.values())) == ["SCHEDULED", "SCHEDULED"]
+    kept = settled[0].kept
+    assert kept is not None and kept.id == past["missed-collapse"][-1]
+    assert settled[0].describe() == (
+        f"missed-collapse: 3 missed scheduled reviews, the latest runs now ({kept.name})"
+    )
+    assert settled[1].describe() == "missed-skip: 3 missed scheduled reviews, skipped"

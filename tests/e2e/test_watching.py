@@ -14,12 +14,13 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -275,3 +276,37 @@ def test_an_alertmanager_alert_starts_a_diagnosis_of_the_watched_incident(
     assert (
         httpx.post(server.receiver.replace("/alertmanager", "/x"), json=payload).status_code == 404
     )
+
+
+def test_stopping_the_server_cancels_the_review_in_flight_without_a_failure_alert(
+    clusters: dict[str, EmbeddedPostgres],
+    watching: tuple[CrewServer, list[dict[str, object]], str],
+) -> None:
+    """Ctrl-C of `dbcrew server` with a review running on its worker: the review used to end FAILED ("cannot
+    schedule new futures after shutdown") and alert its target of a failure nobody had. A planned stop now
+    cancels it: CANCELLED, and its target's URL hears nothing. (Last in the module: it stops the server.)"""
+    server, received, _ = watching
+    with client_of(server) as client:
+        on_demand = client.read_deployment_by_name("review_target/on-demand")
+        run = client.create_flow_run_from_deployment(
+            on_demand.id, parameters={"target": "calm", "window": 120}
+        )
+        wait_for(
+            lambda: client.read_flow_run(run.id).state_type is StateType.RUNNING,
+            "the review to start sampling its window",
+        )
+    before = len(received)
+    said = server.stop(signal.SIGINT)
+    # Its Prefect server stopped with it: the run's last state is read from that server's own database.
+    with closing(sqlite3.connect(server.logs.parent / "prefect-home" / "prefect.db")) as db:
+        state, message = db.execute(
+            "SELECT state_type, state_name || ': ' || coalesce(flow_run_state.message, '')"
+            " FROM flow_run JOIN flow_run_state ON flow_run_state.id = flow_run.state_id"
+            " WHERE flow_run.id = ?",
+            (str(run.id),),
+        ).fetchone()
+    assert state == "CANCELLED", message
+    assert [a for a in received[before:] if a["path"] == "/calm"] == [], (
+        "a planned stop alerts nobody"
+    )
+    assert server.process.returncode == 0 and "reviews cancelled: calm" in said, said

@@ -428,7 +428,7 @@ def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(
     )
     assert (
         down.returncode == 2
-        and "the store postgresql://keeper@127.0.0.1:1/nowhere cannot be opened" in down.stderr
+        and "the store postgresql://keeper@127.0.0.1:1/nowhere cannot be used" in down.stderr
     )
     assert "hunter2" not in down.stderr and len(down.stderr.strip().splitlines()) == 1
 

@@ -217,3 +217,17 @@ def test_a_live_diagnosis_is_planned_by_the_rules_so_no_model_delays_its_window(
     assert not server.requests and diagnosis.strategy.tasks  # the rules' playbook, at once
     initialize(RunContext(scenario=Scenario.HEALTH, out_dir=tmp_path / "h", **common))
     assert server.requests  # a health review's plan is still the model's to make
+
+
+def test_a_json_schema_endpoint_gets_each_answers_schema_as_response_format(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+):
+    """Set to json_schema (llama.cpp, vLLM), the plan and its critique are constrained by their
+    schemas, not only asked for in the prompt."""
+    monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "json_schema")
+    server.replies = [Reply(content=good_plan_json()), Reply(content='{"problems": []}')]
+    b = brain(server)
+    b.critique(request(), b.plan(request()))
+    formats = [r["response_format"]["json_schema"] for r in server.requests]
+    assert [f["name"] for f in formats] == ["Strategy", "Problems"]
+    assert formats[1]["schema"]["required"] == ["problems"]
