@@ -59,13 +59,15 @@ def conduct(run: RunContext) -> Report:
     in_reports = run.out is None
     if in_reports:
         run.out_dir = reports_root() / run.run_id
-    report = review(run, PrefectPhases)
-    post_report(run, report)
-    if in_reports:
-        # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the report,
-        # its charts and the posted artifacts are what stays of a run.
-        discard(run.workspace_path)
-        prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
+    try:
+        report = review(run, PrefectPhases)
+        post_report(run, report)
+    finally:
+        if in_reports:
+            # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the
+            # report, its charts and the posted artifacts are what stays of a run, a failed one's too.
+            discard(run.workspace_path)
+            prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
     return report
 
 

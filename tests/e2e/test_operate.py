@@ -204,6 +204,15 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(
     ) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
 
 
+def test_the_workers_runs_leave_their_reports_not_their_workspaces(
+    crew_server: CrewServer, first_fleet: tuple[FleetRun, int]
+):
+    """The reports folder keeps what is read (report, charts); a run's workspace, completed or failed, goes."""
+    reports = crew_server.logs.parent / "reports"
+    assert len(list(reports.glob("*/report.json"))) >= 2
+    assert list(reports.rglob("workspace.duckdb*")) == []
+
+
 def alert_artifact(review: FlowRun) -> str:
     """What the review's alert artifact says became of its alert."""
     from prefect.client.orchestration import get_client
