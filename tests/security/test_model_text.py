@@ -17,7 +17,6 @@ from markdown_it import MarkdownIt
 
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import TargetInfo
-from dbcrew.text.untrusted import MODEL_TEXT_LIMIT
 from lab.scripted_llm import Reply, ScriptedServer
 from prompts import render
 from roles.brains.openai import OpenAIBrain
@@ -84,10 +83,19 @@ def test_a_hostile_model_summary_is_quoted_data_beside_the_rules_summary(
 
 
 def test_a_model_summary_is_bounded_and_a_failed_one_adds_nothing(server: ScriptedServer) -> None:
-    server.replies.append(Reply(content=json.dumps({"text": "x" * 50_000})))
-    b = brain(server)
+    """A summary is asked for with max_tokens (400): one the endpoint cuts there is asked for
+    again, never shown cut (nor repaired shorter)."""
+    server.replies += [
+        Reply(content=json.dumps({"text": "x" * 50_000})),
+        Reply(content=json.dumps({"text": "one invalid index, public.orders_idx"})),
+    ]
+    b = OpenAIBrain(
+        render, base_url=server.url, api_key="test-key", model="scripted", max_repairs=1
+    )
     _, said = b.summaries("health", [FINDING], [])
-    assert len(said) == MODEL_TEXT_LIMIT and said.endswith("[cut]")
+    assert said == "one invalid index, public.orders_idx"
+    assert server.requests[0]["max_tokens"] == 400
+    assert "cut off at 400 tokens" in server.requests[1]["messages"][-1]["content"]
     # The script is spent: HTTP 500. No model text; the rules' summary alone, counted as a fall-back.
     rules, said = b.summaries("health", [FINDING], [])
     assert said == "" and "index_invalid on public.orders_idx" in rules

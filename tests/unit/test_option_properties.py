@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import annotated_types
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -41,8 +42,17 @@ def test_a_whole_threshold_round_trips_exactly(name: str, value: int):
     assert value_of(Thresholds(**parse_overrides([f" {name} = {value} "])), name) == value
 
 
-@given(st.sampled_from(FRACTIONAL), st.floats(min_value=0, allow_nan=False, allow_infinity=False))
-def test_a_fractional_threshold_round_trips_exactly(name: str, value: float):
+def upper_bound(name: str) -> float | None:
+    """The field's own `le` (a share is at most 1), None when unbounded above."""
+    return next((m.le for m in FIELDS[name].metadata if isinstance(m, annotated_types.Le)), None)
+
+
+@given(st.data())
+def test_a_fractional_threshold_round_trips_exactly(data: st.DataObject):
+    name = data.draw(st.sampled_from(FRACTIONAL))
+    value = data.draw(
+        st.floats(min_value=0, max_value=upper_bound(name), allow_nan=False, allow_infinity=False)
+    )
     assert parse_overrides([f"{name}={value!r}"]) == {name: value}
 
 
