@@ -40,8 +40,8 @@ from roles.crew.run import RunContext
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "deployments" / "postgres_exporter" / "dbcrew-queries.yaml"
 BINARIES = ("prometheus", "prometheus-postgres-exporter", "prometheus-node-exporter")
-QUIET_SECONDS = 30.0  # the baseline: 15 steps of 2 s before the anomaly
-ANOMALY_SECONDS = 20.0
+QUIET_SECONDS = 24.0  # the baseline: 12 steps of 2 s before the anomaly
+ANOMALY_SECONDS = 16.0
 CAUSES = ["lock_contention", "workload_many_inserts"]
 
 pytestmark = pytest.mark.skipif(
