@@ -20,12 +20,16 @@ EXPANSIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             "pg_stat_statements total_exec_time mean_exec_time calls statement statistics",
         ),
         (
-            r"\b(?:quer|statement)\w*\b.*\b(?:most time|longest|time overall|total time|the most)\b",
+            r"\b(?:quer|statement)\w*\b.*\b(?:slow|slowest|expensive|most time|longest|time overall|total time|the most)\b",
             "pg_stat_statements total_exec_time mean_exec_time calls statement statistics",
         ),
         (
             r"\b(?:without|no|not)\s+(?:\w+\s+)?(?:block|lock|downtime|outage)|\bonline\b|non-?blocking",
             "concurrently lock",
+        ),
+        (
+            r"\b(?:add|build|make)\w*\s+(?:\w+\s+)?index|\bindex\w*\s+(?:\w+\s+){0,2}(?:added|built|made)\b",
+            "create index",
         ),
         (r"\bbloat", "dead tuples reclaim space vacuum full"),
         (
