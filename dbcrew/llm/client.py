@@ -212,24 +212,25 @@ class LlmClient:
         for _ in range(self._max_repairs + 1):
             completion = self.complete(messages, max_tokens=max_tokens, response_format=structured)
             text = completion.text
-            try:
-                if completion.truncated:  # json-repair would close it into a valid, shorter answer
-                    raise ValueError(
-                        f"the answer was cut off at {max_tokens} tokens before it was complete: "
-                        "give the whole JSON object again, shorter"
-                    )
-                return model.model_validate_json(extract_json(text))
-            except ValueError as exc:  # pydantic's ValidationError included
+            if completion.truncated:  # json-repair would close it into a valid, shorter answer
                 error = (
-                    str(exc).splitlines()[0] + ": " + "; ".join(e["msg"] for e in exc.errors()[:3])
-                    if isinstance(exc, ValidationError)
-                    else str(exc)
+                    f"the answer was cut off at {max_tokens} tokens before it was complete: "
+                    "give the whole JSON object again, shorter"
                 )
-                shown = text if not completion.truncated else text[:ECHOED_CUT] + " [cut off]"
-                messages += [
-                    {"role": "assistant", "content": shown},
-                    {"role": "user", "content": self._render("repair.j2", {"error": error})},
-                ]
+                text = text[:ECHOED_CUT] + " [cut off]"
+            else:
+                try:
+                    return model.model_validate_json(extract_json(text))
+                except ValidationError as exc:
+                    error = (
+                        str(exc).splitlines()[0]
+                        + ": "
+                        + "; ".join(e["msg"] for e in exc.errors()[:3])
+                    )
+            messages += [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": self._render("repair.j2", {"error": error})},
+            ]
         raise BrainError(f"no valid answer after {self._max_repairs} repairs: {error}")
 
     def complete(

@@ -28,13 +28,16 @@ from roles.crew.run import RunContext
 WINDOW_CHECKS = {"check_cache_hit_ratio", "check_temp_files", "check_unused_indexes"}
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_stops_the_run_and_everything_it_started(
-    pg: EmbeddedPostgres, tmp_path: Path, signum: int, code: int
-) -> None:
+def own_prefect(tmp_path: Path) -> dict[str, str]:
+    """The environment of a CLI review that starts its own temporary Prefect server."""
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # its own ephemeral server, started by the CLI
-    command = [
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    return env
+
+
+def long_review(pg: EmbeddedPostgres, out: Path) -> list[str]:
+    """A CLI review whose 600 s window is still running when the test stops it."""
+    return [
         sys.executable,
         "-m",
         "cli",
@@ -45,8 +48,16 @@ def test_a_signal_stops_the_run_and_everything_it_started(
         "--window",
         "600",
         "--out",
-        str(tmp_path / "out"),
+        str(out),
     ]
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_run_and_everything_it_started(
+    pg: EmbeddedPostgres, tmp_path: Path, signum: int, code: int
+) -> None:
+    env = own_prefect(tmp_path)
+    command = long_review(pg, tmp_path / "out")
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as cli_proc:
@@ -100,20 +111,9 @@ def test_kill_9_leaves_no_server_and_the_next_run_takes_over_its_folder(
 ) -> None:
     """SIGKILL runs no code of the CLI's: the kernel ends its temporary Prefect server (the parent-death
     signal), the kernel drops its workspace's lock, and the next run in the folder takes it over."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # its own temporary server, started by the CLI
+    env = own_prefect(tmp_path)
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "cli",
-        "review",
-        pg.dsn(),
-        "--window",
-        "600",
-        "--out",
-        str(out),
-    ]
+    command = long_review(pg, out)
     log = (
         tmp_path / "cli.err"
     )  # a file, as a terminal: a pipe closed after the kill would end the server too

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dbcrew.models import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
@@ -16,30 +17,33 @@ from roles.crew.run import Initialized, RunContext, initialize
 WAIT = 2.0
 
 
-def test_a_target_that_goes_away_makes_an_incomplete_review_that_says_so(tmp_path: Path) -> None:
+def review_while(action: str, tmp_path: Path, settings: Settings) -> Report:
+    """A review of a server of its own (1 s window) that `action`s ("stop", "restart") between the
+    plan and the window."""
     server = EmbeddedPostgres(tmp_path / "data").start()
 
-    class ServerStopsAfterPlanning(PlainPhases):
+    class ServerActsAfterPlanning(PlainPhases):
         @staticmethod
         def initialize(run: RunContext) -> Initialized:
             planned = initialize(run)
-            server.stop()
+            getattr(server, action)()
             return planned
 
     try:
         run = RunContext(
             target=parse_target(server.dsn()),
             out_dir=tmp_path / "report",
-            settings=Settings(
-                window_seconds=1,
-                activity_samples=2,
-                target_wait_seconds=WAIT,
-                outage_wait_seconds=WAIT,
-            ),
+            settings=settings.model_copy(update={"window_seconds": 1, "activity_samples": 2}),
         )
-        report = review(run, ServerStopsAfterPlanning)
+        return review(run, ServerActsAfterPlanning)
     finally:
         server.stop()
+
+
+def test_a_target_that_goes_away_makes_an_incomplete_review_that_says_so(tmp_path: Path) -> None:
+    report = review_while(
+        "stop", tmp_path, Settings(target_wait_seconds=WAIT, outage_wait_seconds=WAIT)
+    )
     assert report.summary.startswith(f"incomplete: target unreachable for {WAIT:.0f} s. "), (
         report.summary
     )
@@ -62,30 +66,12 @@ def test_a_restart_during_the_review_is_reported_and_its_cold_cache_not_judged(
     """The server restarts between the probe and the window: the review goes on (it waits for the
     server), but the report says it restarted, the run is partial, and the window after the restart
     (a cold cache) is not judged, even where a warm one would have been."""
-    server = EmbeddedPostgres(tmp_path / "data").start()
-
-    class ServerRestartsAfterPlanning(PlainPhases):
-        @staticmethod
-        def initialize(run: RunContext) -> Initialized:
-            planned = initialize(run)
-            server.restart()
-            return planned
-
-    try:
-        run = RunContext(
-            target=parse_target(server.dsn()),
-            out_dir=tmp_path / "report",
-            settings=Settings(
-                window_seconds=1,
-                activity_samples=2,
-                target_wait_seconds=30,
-                # Judge the ratio on any traffic: the review's own reads of a cold cache are some.
-                thresholds=Thresholds(cache_min_block_accesses=1),
-            ),
-        )
-        report = review(run, ServerRestartsAfterPlanning)
-    finally:
-        server.stop()
+    report = review_while(
+        "restart",
+        tmp_path,
+        # Judge the ratio on any traffic: the review's own reads of a cold cache are some.
+        Settings(target_wait_seconds=30, thresholds=Thresholds(cache_min_block_accesses=1)),
+    )
     assert not [f for f in report.findings if f.code == "cache_hit_ratio_low"], report.findings
     assert report.summary.startswith("incomplete: the target restarted during the review"), (
         report.summary
