@@ -462,6 +462,19 @@ class DiagnosisThresholds(_Bounds):
         description="share of the flushing sessions' waits on a flush rather than idle"
         " between transactions: the flush holds the clients back (sync_commit_pressure)",
     )
+    # The cross review ranks the causes by the share of the window's active session time each explains
+    # (operators/diagnose/attribution.py) and drops a cause that explains little of it beside one that
+    # explains most: a rate over its threshold is no cause when the sessions spent their time elsewhere.
+    major_time_share: float = Field(
+        0.5,
+        description="share of the active session time a cause explaining most of it explains:"
+        " beside it, causes under minor_time_share are dropped",
+    )
+    minor_time_share: float = Field(
+        0.15,
+        description="share of the active session time under which a cause is dropped beside one"
+        " explaining major_time_share",
+    )
     vacuum_presence: float = Field(
         0.5, description="share of samples with a vacuum running (vacuum_interference)"
     )

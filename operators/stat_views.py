@@ -7,7 +7,10 @@ per-second rates. A `CounterView` names a view's identity columns (`keys`, to pa
 two readings) and its cumulative `counters` (what a delta or a rate is taken of).
 
 Sessions (pg_stat_activity): both sample `SESSIONS_SQL` several times across the window, the
-health review for how long sessions stay in a state, the diagnosis for what active ones wait on.
+health review for how long sessions stay in a state, the diagnosis for what active ones wait on and
+where their time goes. One read of pg_locks per sample (not one per waiting session) names the
+relation of the lock each waiting session waits for (a row lock's waiter waits on the holder's
+transaction id, which names none: the diagnosis then takes the statement's table).
 
 Each view's SQL has its row model beside it (`<View>Row`): the columns the SQL returns, as the
 health workspace lands them; the window adds a `<counter>_delta` per changed column and
@@ -383,8 +386,15 @@ SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        extract(epoch FROM clock_timestamp() - a.state_change)::float8 AS state_seconds,
        left(a.query, %(query_chars)s::int) AS query,
        CASE WHEN a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot'
-            THEN array_to_string(pg_blocking_pids(a.pid), ',') ELSE '' END AS blocked_by
+            THEN array_to_string(pg_blocking_pids(a.pid), ',') ELSE '' END AS blocked_by,
+       w.relation AS lock_relation
 FROM pg_stat_activity a
+LEFT JOIN (
+    SELECT DISTINCT ON (l.pid) l.pid, n.nspname || '.' || c.relname AS relation
+    FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE NOT l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    ORDER BY l.pid
+) w ON w.pid = a.pid
 WHERE a.pid <> ALL(%(own)s::int[])
   AND (a.datname = current_database() OR a.datname IS NULL)
 """
@@ -409,3 +419,6 @@ class SessionRow:
     state_seconds: float | None
     query: str | None
     blocked_by: str
+    lock_relation: (
+        str | None
+    )  # the relation of the lock the session waits for, when that lock names one

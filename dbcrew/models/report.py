@@ -99,6 +99,11 @@ class RootCause(BaseModel):
     confidence: float
     evidence: dict[str, Any] = Field(default_factory=dict)
     solution: str = ""
+    time_share: float | None = Field(
+        None,
+        description="share of the window's active session time the cause explains"
+        " (operators/diagnose/attribution.py); None where it cannot be measured that way",
+    )
 
 
 class Phases(BaseModel):
@@ -244,6 +249,25 @@ class StatementChange(BaseModel):
     mean_ms_during: float | None = None
 
 
+class TimeShare(BaseModel):
+    """One line of a time attribution: what the time went to, its active-session samples and their share."""
+
+    label: str
+    samples: int
+    share: float
+
+
+class TimeAttribution(BaseModel):
+    """Where a window's database time went (ASH-style): its active-session samples by wait class, wait
+    event, statement and relation, each list heaviest first (the lightest left out)."""
+
+    samples: int = Field(description="active-session samples over the window (all of the time)")
+    by_wait_class: list[TimeShare] = Field(default_factory=list)
+    by_wait_event: list[TimeShare] = Field(default_factory=list)
+    by_statement: list[TimeShare] = Field(default_factory=list)
+    by_relation: list[TimeShare] = Field(default_factory=list)
+
+
 class DiagnosisSection(BaseModel):
     """D-Bot's report sections beyond the root causes: title, anomaly description, diagnosis process."""
 
@@ -257,6 +281,10 @@ class DiagnosisSection(BaseModel):
     experts: list[str] = Field(default_factory=list, description="experts the anomaly called in")
     process: list[str] = Field(
         default_factory=list, description="what each expert and the cross review concluded"
+    )
+    time_attribution: TimeAttribution | None = Field(
+        None,
+        description="where the window's active time went; None where sessions were not sampled",
     )
 
 

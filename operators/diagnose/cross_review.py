@@ -1,20 +1,27 @@
-"""Cross review: every expert's candidates checked against the baseline and the others' evidence.
+"""Cross review: every expert's candidates checked against the baseline, the others' evidence and the time.
 
-Three passes, each recorded as a note for the report's diagnosis process:
+Four passes, each recorded as a note for the report's diagnosis process:
 1. corroboration: a candidate whose indicator metrics left the baseline gains confidence; one
    whose indicators all stayed inside it loses some (only when a baseline exists);
-2. conflicts: pairs of causes that claim the same symptom are resolved by evidence strength
-   (e.g. inserts that only wait on WAL flushes are the commit pressure, not a workload cause);
-3. the top causes (at most four, D-Bot's limit) above the reporting confidence are kept.
+2. time: each candidate's share of the window's active session time (operators/diagnose/attribution.py);
+3. conflicts: pairs of causes that claim the same symptom; where the time attribution measured both,
+   the time decides (pass 4) and the pair's rule stands down; the rules that remain encode a boundary
+   the time cannot draw (two causes explaining the same statements: a large insert or many small ones);
+4. ranking by time: a cause explaining under minor_time_share of the time beside one explaining
+   major_time_share is dropped; the causes are ordered by the time they explain (those the time cannot
+   measure after, by confidence), and the top ones (at most four, D-Bot's limit) above the reporting
+   confidence are kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
+from operators.diagnose.attribution import cause_shares
 from operators.diagnose.experts import Candidate, Facts
 
 MAX_CAUSES = 4
@@ -30,6 +37,7 @@ class ReviewedCause(BaseModel):
     evidence: dict[str, object]
     objects: list[str] = []
     supported_by: list[str] = []
+    time_share: float | None = None
 
 
 class ReviewNote(BaseModel):
@@ -38,10 +46,20 @@ class ReviewNote(BaseModel):
     verdict: str
 
 
-# (kept, challenged, when the challenge holds): the challenged cause is the same symptom seen
-# from another angle, so it is dropped when the kept cause's evidence is the stronger.
 Holds = Callable[[Candidate, Candidate, Facts], bool]
-Conflict = tuple[Cause, Cause, Holds]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The challenged cause is the same symptom as the kept one seen from another angle: dropped when `holds`.
+
+    `by_time`: the time attribution tells the two apart (each explains its own samples), so the rule
+    only stands in for it where the time was not measured (a past interval's counters)."""
+
+    kept: Cause
+    challenged: Cause
+    holds: Holds
+    by_time: bool = False
 
 
 def commit_bound(rows: str) -> Holds:
@@ -54,39 +72,52 @@ def commit_bound(rows: str) -> Holds:
 
 
 CONFLICTS: list[Conflict] = [
-    (
+    # Measured by time: the flush waits are the commit pressure's, the writes' own work the workload's,
+    # the lock waits the contention's; each pair is named in order of the time it explains.
+    Conflict(
         RootCauseCode.SYNC_COMMIT_PRESSURE,
         RootCauseCode.WORKLOAD_MANY_INSERTS,
         commit_bound("db.tup_inserted"),
+        by_time=True,
     ),
-    (
+    Conflict(
         RootCauseCode.SYNC_COMMIT_PRESSURE,
         RootCauseCode.WORKLOAD_HIGH_UPDATES,
         commit_bound("db.tup_updated"),
+        by_time=True,
     ),
-    (
+    Conflict(
         RootCauseCode.LOCK_CONTENTION,
         RootCauseCode.WORKLOAD_HIGH_UPDATES,
         lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength,
+        by_time=True,
     ),
-    (
+    # Boundaries the time cannot draw: both causes explain the same statements' time.
+    # A correlated subquery that scans a table per outer row: the index is the subquery's fix, not a cause.
+    Conflict(
         RootCauseCode.QUERY_CORRELATED_SUBQUERY,
         FindingCode.INDEX_MISSING,
         lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set(),
     ),
-    (
+    # Updates of a table carrying too many indexes: the index maintenance is what makes them heavy.
+    Conflict(
         FindingCode.INDEXES_TOO_MANY,
         RootCauseCode.WORKLOAD_HIGH_UPDATES,
         lambda kept, challenged, _f: (
             bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)
         ),
     ),
-    (
+    # The same inserted rows: thousands of rows per commit are a large insert, not many small ones.
+    Conflict(
         RootCauseCode.WORKLOAD_LARGE_INSERT,
         RootCauseCode.WORKLOAD_MANY_INSERTS,
         lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000,
     ),
 ]
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f}%"
 
 
 def cross_review(
@@ -128,20 +159,40 @@ def cross_review(
         ]
         confidence[code] = min(value, 0.99)
         support[code] = hits + [f"{e} expert (same objects)" for e in others]
-    for kept, challenged, holds in CONFLICTS:
-        if (
-            kept in by_code
-            and challenged in by_code
-            and holds(by_code[kept], by_code[challenged], facts)
-        ):
+    shares = cause_shares(list(by_code.values()), facts.window)
+    for code, share in shares.items():
+        if share is not None:
+            notes.append(
+                ReviewNote(
+                    code=code,
+                    reviewer="time",
+                    verdict=f"explains {_percent(share)} of the active session time",
+                )
+            )
+    for conflict in CONFLICTS:
+        kept, challenged = conflict.kept, conflict.challenged
+        if kept not in confidence or challenged not in confidence:
+            continue
+        if conflict.by_time and shares[kept] is not None and shares[challenged] is not None:
+            notes.append(
+                ReviewNote(
+                    code=challenged,
+                    reviewer="time",
+                    verdict=f"left to the time beside {kept}, which tells them apart"
+                    f" ({_percent(shares[challenged] or 0.0)} against {_percent(shares[kept] or 0.0)})",
+                )
+            )
+        elif conflict.holds(by_code[kept], by_code[challenged], facts):
             notes.append(
                 ReviewNote(
                     code=challenged,
                     reviewer=by_code[kept].expert,
-                    verdict=f"dropped: explained by {kept} (stronger evidence)",
+                    verdict=f"dropped: explained by {kept} (stronger evidence"
+                    + (", the time not measured)" if conflict.by_time else ")"),
                 )
             )
             confidence.pop(challenged, None)
+    _drop_minor(confidence, shares, facts, notes)
     causes = [
         ReviewedCause(
             code=code,
@@ -150,6 +201,7 @@ def cross_review(
             evidence=by_code[code].evidence,
             objects=by_code[code].objects,
             supported_by=support[code],
+            time_share=shares[code],
         )
         for code, value in confidence.items()
         if value >= MIN_CONFIDENCE
@@ -163,7 +215,8 @@ def cross_review(
                     verdict=f"below the reporting confidence ({value:.2f})",
                 )
             )
-    causes.sort(key=lambda c: -c.confidence)
+    # By the time explained; causes the time cannot measure after them, by confidence.
+    causes.sort(key=lambda c: (c.time_share is None, -(c.time_share or 0.0), -c.confidence))
     for dropped in causes[MAX_CAUSES:]:
         notes.append(
             ReviewNote(
@@ -173,3 +226,32 @@ def cross_review(
             )
         )
     return causes[:MAX_CAUSES], notes
+
+
+def _drop_minor(
+    confidence: dict[Cause, float],
+    shares: dict[Cause, float | None],
+    facts: Facts,
+    notes: list[ReviewNote],
+) -> None:
+    """Drop the causes explaining under minor_time_share of the time beside one explaining major_time_share:
+    their rate crossed a threshold, but the sessions spent their time on the leading cause."""
+    levels = facts.thresholds.diagnosis
+    measured = {code: shares[code] for code in confidence if shares[code] is not None}
+    if not measured:
+        return
+    lead = max(measured, key=lambda code: measured[code] or 0.0)
+    top = measured[lead] or 0.0
+    if top < levels.major_time_share:
+        return
+    for code, share in measured.items():
+        if (share or 0.0) < levels.minor_time_share:
+            notes.append(
+                ReviewNote(
+                    code=code,
+                    reviewer="time",
+                    verdict=f"dropped: explains {_percent(share or 0.0)} of the active session time,"
+                    f" {lead} explains {_percent(top)}",
+                )
+            )
+            confidence.pop(code)

@@ -10,6 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import pglast
+from pglast import ast
+from pglast.parser import fingerprint
 from pydantic import BaseModel, Field
 
 
@@ -51,6 +53,74 @@ def statement_kind(query: str) -> str:
     if len(statements) != 1:
         return "multiple"
     return type(statements[0].stmt).__name__.removesuffix("Stmt").lower()
+
+
+class StatementIdentity(BaseModel):
+    """What a statement's text says about it, whatever its literals: the same statement run with other
+    values (a sampled session's text) or with $n parameters (pg_stat_statements' text) has one `key`."""
+
+    key: str = Field(description="pglast's fingerprint of the parse tree (constants left out)")
+    kind: str = Field(description="see `statement_kind`")
+    relation: str = Field(
+        "",
+        description="the table it writes (INSERT, UPDATE, DELETE, MERGE, COPY) or first reads (a"
+        " SELECT's first FROM item), as written in the text: 'schema.table' or 'table'; '' for none",
+    )
+
+
+def _first_range_var(node: object) -> ast.RangeVar | None:
+    """The first table a FROM item names, through joins (left first) and subqueries."""
+    if isinstance(node, ast.RangeVar):
+        return node
+    if isinstance(node, ast.JoinExpr):
+        return _first_range_var(node.larg) or _first_range_var(node.rarg)
+    if isinstance(node, ast.RangeSubselect):
+        return _first_range_var(node.subquery)
+    if isinstance(node, ast.SelectStmt):
+        if node.larg is not None:  # UNION / INTERSECT / EXCEPT
+            return _first_range_var(node.larg)
+        for item in node.fromClause or ():
+            found = _first_range_var(item)
+            if found is not None:
+                return found
+    return None
+
+
+@lru_cache(maxsize=4096)
+def statement_identity(query: str) -> StatementIdentity:
+    """The statement `query` is, cached by text (a window sees the same texts again and again).
+
+    Text pglast cannot parse (cut at EXPLAINED_QUERY_CHARS, or not SQL) is its own key: its first
+    200 characters."""
+    try:
+        statements = pglast.parse_sql(query)
+        key = fingerprint(query)
+    except pglast.parser.ParseError:
+        return StatementIdentity(key=query[:200], kind=statement_kind(query))
+    target: ast.RangeVar | None = None
+    if len(statements) == 1:
+        stmt = statements[0].stmt
+        relation = getattr(stmt, "relation", None)
+        target = relation if isinstance(relation, ast.RangeVar) else _first_range_var(stmt)
+    name = (
+        ".".join(p for p in (target.schemaname, target.relname) if p) if target is not None else ""
+    )
+    return StatementIdentity(key=key, kind=statement_kind(query), relation=name)
+
+
+class TimeSlice(BaseModel):
+    """Active-session samples that share a wait, a statement and a relation: ASH's unit, summed over the
+    window (one sample of one active session is one sampling step of database time)."""
+
+    wait: str = Field(description="'Type:Event' as pg_stat_activity shows it, or 'CPU' for none")
+    statement: str = Field("", description="the statement's `StatementIdentity.key`; '' unknown")
+    kind: str = Field("", description="the statement's kind (insert, update, select, ...)")
+    relation: str = Field(
+        "",
+        description="what the time went to: for a lock wait the relation of the lock waited for"
+        " (pg_locks) when it names one, else the table of the statement (`StatementIdentity`)",
+    )
+    samples: int
 
 
 class TableDelta(BaseModel):
@@ -97,6 +167,19 @@ class WindowEvidence(BaseModel):
         " was idle between two transactions (for under IDLE_BETWEEN_SECONDS)",
     )
     blocked: list[BlockedSession] = Field(default_factory=list)
+    time_slices: list[TimeSlice] = Field(
+        default_factory=list,
+        description="the active-session samples by wait, statement and relation (the time attribution's input);"
+        " empty where sessions were not sampled one by one (a past interval)",
+    )
+    statement_texts: dict[str, str] = Field(
+        default_factory=dict, description="statement key -> a text of it as first sampled"
+    )
+    planned_samples: int = Field(
+        0,
+        description="session samples the window's length called for; more than `session_samples`:"
+        " the sampler fell behind (an overloaded server answered slowly)",
+    )
     statements: list[StatementDelta] = Field(default_factory=list)
     running: dict[str, int] = Field(
         default_factory=dict, description="query text of active sessions -> samples seen"

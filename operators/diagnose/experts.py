@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.anomaly import AbnormalMetric
+from operators.diagnose.attribution import lock_relations
 from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
@@ -346,6 +347,9 @@ def locks_expert(facts: Facts) -> list[Candidate]:
         blockers = sorted(
             {(b.blocker_pid, b.blocker_state, round(b.blocker_xact_seconds, 1)) for b in w.blocked}
         )[:5]
+        # The relations most of the lock waits were on (a quarter of them at least): the contention's objects.
+        on = lock_relations(w)
+        waited = sum(n for _, n in on)
         return [
             Candidate(
                 code=RootCauseCode.LOCK_CONTENTION,
@@ -356,8 +360,10 @@ def locks_expert(facts: Facts) -> list[Candidate]:
                     "sessions_waiting_on_locks": round(waiting, 2),
                     "lock_waits": {k: n for k, n in w.waits.items() if k.startswith("Lock:")},
                     "blockers": [{"pid": p, "state": s, "xact_seconds": x} for p, s, x in blockers],
+                    "lock_wait_samples_by_relation": {r: n for r, n in on[:5] if r},
                 },
                 indicators=["act.wait_lock", "db.deadlocks", "act.idle_in_xact"],
+                objects=[r for r, n in on if r and n >= 0.25 * waited][:3],
             )
         ]
     return []

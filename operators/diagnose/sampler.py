@@ -26,7 +26,14 @@ import psycopg
 from dbcrew import stopping
 from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
-from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+from operators.diagnose.evidence import (
+    BlockedSession,
+    StatementDelta,
+    TableDelta,
+    TimeSlice,
+    WindowEvidence,
+    statement_identity,
+)
 from operators.held import Held, guarded, held_relations
 from operators.stat_views import (
     DATABASE_STATS,
@@ -53,6 +60,7 @@ FROM pg_stat_io GROUP BY object
 # The sessions the tally counts, and how much of a running statement's text is kept to EXPLAIN it.
 TALLIED = ("client backend", "parallel worker", "autovacuum worker")
 EXPLAINED_QUERY_CHARS = 2000
+SHOWN_QUERY_CHARS = 300  # of a sampled statement's text, kept to name it in the time attribution
 
 VACUUM_PROGRESS_SQL = (
     "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
@@ -240,6 +248,10 @@ class ActivityTally:
     idle_between: Counter[int] = field(
         default_factory=Counter
     )  # per session: samples idle between two transactions
+    slices: Counter[tuple[str, str, str, str]] = field(
+        default_factory=Counter
+    )  # (wait, statement key, kind, relation) -> active samples: the time attribution's input
+    texts: dict[str, str] = field(default_factory=dict)  # statement key -> its first sampled text
 
     def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Tally one sample; returns the gauges of this tick."""
@@ -273,6 +285,7 @@ class ActivityTally:
                 self.flush_waits[row["pid"]] += 1
             if row["backend_type"] == "client backend":
                 self.running[row["query"]] += 1
+            self._attribute(row, key)
             for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):
                 holder = by_pid.get(blocker)
                 if holder is not None:
@@ -296,6 +309,26 @@ class ActivityTally:
                 "act.idle_between",
             )
         }
+
+    def _attribute(self, row: dict[str, Any], wait: str) -> None:
+        """Count one active sample where its time went: the wait, the statement, the relation (the
+        relation of the lock it waits for when pg_locks names one, else the statement's table)."""
+        text = row["query"] or ""
+        if not text.strip():
+            self.slices[(wait, "", "", row.get("lock_relation") or "")] += 1
+            return
+        identity = statement_identity(text)
+        self.texts.setdefault(identity.key, text[:SHOWN_QUERY_CHARS])
+        relation = (row.get("lock_relation") if wait.startswith("Lock:") else None) or (
+            identity.relation
+        )
+        self.slices[(wait, identity.key, identity.kind, relation)] += 1
+
+    def time_slices(self) -> list[TimeSlice]:
+        return [
+            TimeSlice(wait=w, statement=k, kind=kind, relation=r, samples=n)
+            for (w, k, kind, r), n in self.slices.most_common()
+        ]
 
     def flusher_idle_between(self) -> int:
         """Samples in which a session that waited on a WAL flush in this window was idle between two
@@ -497,6 +530,9 @@ def sample_window(
         session_samples=tally.samples,
         flusher_idle_between=tally.flusher_idle_between(),
         blocked=list(tally.blocked.values()),
+        time_slices=tally.time_slices(),
+        statement_texts=tally.texts,
+        planned_samples=round(seconds / step),
         statements=statements,
         tables=tables,
         settings=settings,

@@ -220,12 +220,17 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
             **cause.evidence,
             "expert": cause.expert,
             "supported_by": cause.supported_by,
+            **({"share_of_active_time": cause.time_share} if cause.time_share is not None else {}),
             "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else []),
         }
         solution = chunk.solution if chunk else ""
         root_causes.append(
             RootCause(
-                code=cause.code, confidence=cause.confidence, evidence=evidence, solution=solution
+                code=cause.code,
+                confidence=cause.confidence,
+                evidence=evidence,
+                solution=solution,
+                time_share=cause.time_share,
             )
         )
         findings.append(

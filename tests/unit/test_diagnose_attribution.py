@@ -1,0 +1,162 @@
+"""Time attribution: sampled sessions by wait, statement and relation, and the causes ranked by the time they explain.
+
+The windows are built from pg_stat_activity rows as the sampler reads them (ActivityTally), by hand."""
+
+from __future__ import annotations
+
+from dbcrew.vocabulary import RootCauseCode
+from operators.diagnose.attribution import attribute, cause_shares
+from operators.diagnose.cross_review import cross_review
+from operators.diagnose.evidence import TableDelta, WindowEvidence
+from operators.diagnose.experts import EXPERTS, Candidate, Facts
+from operators.diagnose.sampler import ActivityTally
+
+SAMPLES = 20
+
+
+def session(
+    pid: int, query: str, wait: str = "", lock_relation: str | None = None
+) -> dict[str, object]:
+    """One active client backend in one sample, as SESSIONS_SQL returns it."""
+    kind, _, event = wait.partition(":")
+    return {
+        "pid": pid,
+        "backend_type": "client backend",
+        "state": "active",
+        "state_seconds": 0.01,
+        "wait_event_type": kind or None,
+        "wait_event": event or None,
+        "query": query,
+        "blocked_by": "",
+        "xact_seconds": 0.01,
+        "lock_relation": lock_relation,
+    }
+
+
+def sampled(sessions: list[dict[str, object]], **fields: object) -> WindowEvidence:
+    """A 5 s window whose every sample saw `sessions`; the gauges are the samples' means."""
+    tally = ActivityTally()
+    gauges = [tally.add(sessions) for _ in range(SAMPLES)]
+    series = {k: [g[k] for g in gauges] for k in gauges[0]}
+    extra = fields.pop("series", {})
+    assert isinstance(extra, dict)
+    return WindowEvidence(
+        started_at=0.0,
+        seconds=5.0,
+        interval=0.5,
+        series={**series, **extra},
+        waits=dict(tally.waits),
+        session_samples=tally.samples,
+        time_slices=tally.time_slices(),
+        statement_texts=tally.texts,
+        running=dict(tally.running),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def diagnosed(window: WindowEvidence) -> list[tuple[str, float | None]]:
+    facts = Facts(window, None, [])
+    candidates = [c for expert in EXPERTS.values() for c in expert(facts)]
+    causes, notes = cross_review(candidates, facts)
+    assert all(n.verdict for n in notes)
+    return [(c.code, c.time_share) for c in causes]
+
+
+HOT = "UPDATE hot SET hits = hits + 1 WHERE id = 1"
+
+
+def test_lock_waits_on_one_relation_name_lock_contention_on_it_first() -> None:
+    # Eight updaters of one hot row: five wait on the holder's transaction (pg_locks names no relation:
+    # the statement's table counts), two on the row's tuple lock (pg_locks names it), one runs;
+    # two readers of another table run beside them. The update rate is over the host's capacity.
+    sessions = [session(pid, HOT, "Lock:transactionid") for pid in range(1, 6)]
+    sessions += [session(pid, HOT, "Lock:tuple", "public.hot") for pid in (6, 7)]
+    sessions += [session(8, HOT), session(9, "SELECT * FROM other WHERE id = 3")]
+    sessions += [session(10, "SELECT * FROM other WHERE id = 4", "IO:DataFileRead")]
+    window = sampled(
+        sessions,
+        series={"db.tup_updated": [20_000.0] * SAMPLES, "db.xact_commit": [20_000.0] * SAMPLES},
+        cpu_count=2,
+        tables=[TableDelta(name="public.hot", n_tup_upd=100_000), TableDelta(name="public.other")],
+    )
+    attribution = attribute(window)
+    assert attribution is not None and attribution.samples == 10 * SAMPLES
+    assert (attribution.by_relation[0].label, attribution.by_relation[0].share) == (
+        "public.hot",
+        0.8,
+    )
+    assert attribution.by_wait_class[0].label == "Lock"
+    found = diagnosed(window)
+    assert found[0] == ("lock_contention", 0.7), found
+    lock = next(
+        c
+        for c in EXPERTS["locks"](Facts(window, None, []))
+        if c.code == RootCauseCode.LOCK_CONTENTION
+    )
+    assert lock.objects == ["public.hot"]
+    # The updates' own work (one runner of eight) explains a tenth: dropped beside 70 % of lock waits.
+    assert "workload_high_updates" not in dict(found)
+
+
+INSERT = "INSERT INTO events (kind, at) VALUES ('click', now()), ('view', now()), ('buy', now())"
+FLUSHED = {
+    "series": {"db.tup_inserted": [24_000.0] * SAMPLES, "db.xact_commit": [8_000.0] * SAMPLES},
+    "settings": {"synchronous_commit": "on"},
+    "tables": [TableDelta(name="public.events", n_tup_ins=120_000)],
+}
+
+
+def test_many_small_inserts_waiting_on_flushes_a_minority_of_their_time_are_the_inserts_first() -> (
+    None
+):
+    # Twelve clients commit three-row inserts: seven run, five wait for their commit's WAL flush.
+    sessions = [session(pid, INSERT) for pid in range(1, 8)]
+    sessions += [session(pid, INSERT, "IO:WalSync") for pid in range(8, 12)]
+    sessions += [session(12, INSERT, "LWLock:WALWrite")]
+    found = diagnosed(sampled(sessions, **FLUSHED))
+    assert found == [("workload_many_inserts", 0.583), ("sync_commit_pressure", 0.417)]
+
+
+def test_flushes_dominating_the_inserts_time_are_commit_pressure_first() -> None:
+    sessions = [session(pid, INSERT, "IO:WalSync") for pid in range(1, 10)]
+    sessions += [session(pid, INSERT) for pid in range(10, 13)]
+    found = diagnosed(sampled(sessions, **FLUSHED))
+    assert found[0] == ("sync_commit_pressure", 0.75)
+    assert [code for code, _ in found] in (
+        ["sync_commit_pressure"],
+        ["sync_commit_pressure", "workload_many_inserts"],
+    )
+
+
+def test_a_small_share_never_outranks_most_of_the_time_whatever_the_strengths() -> None:
+    sessions = [session(pid, INSERT, "IO:WalSync") for pid in range(1, 12)] + [session(12, INSERT)]
+    window = sampled(sessions, **FLUSHED)
+    facts = Facts(window, None, [])
+    strong = Candidate(code="workload_many_inserts", expert="workload", strength=50.0)
+    weak = Candidate(code="sync_commit_pressure", expert="configuration", strength=1.0)
+    causes, notes = cross_review([strong, weak], facts)
+    assert [c.code for c in causes] == ["sync_commit_pressure"]
+    assert any(
+        n.code == "workload_many_inserts" and n.verdict.startswith("dropped: explains 8%")
+        for n in notes
+    )
+
+
+def test_cpu_spent_by_a_statement_another_cause_names_is_its_symptom() -> None:
+    scan = "SELECT * FROM big WHERE k = 7"
+    sessions = [session(pid, scan) for pid in range(1, 10)] + [session(10, "SELECT 1")]
+    window = sampled(sessions)
+    missing = Candidate(
+        code="index_missing", expert="index", strength=3.0, evidence={"query": scan}
+    )
+    cpu = Candidate(code="cpu_contention", expert="cpu", strength=3.0)
+    shares = cause_shares([missing, cpu], window)
+    assert shares == {"index_missing": 0.9, "cpu_contention": 0.1}
+    assert cause_shares([cpu], window) == {"cpu_contention": 1.0}
+
+
+def test_a_window_without_session_samples_measures_no_share() -> None:
+    window = WindowEvidence(started_at=0.0, seconds=5.0, interval=0.5)
+    lock = Candidate(code="lock_contention", expert="locks", strength=2.0)
+    assert attribute(window) is None
+    assert cause_shares([lock], window) == {"lock_contention": None}
