@@ -1,11 +1,14 @@
-"""Painter: the abnormal metrics, window against baseline, as the report's charts (D-Bot's topMetrics)."""
+"""Painter: the abnormal metrics, window against baseline (D-Bot's topMetrics), and the time attribution, as the report's charts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
+from operators.diagnose.attribution import attribute
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import Margins, chart_observation, figure, warm_up
+from operators.figures import Margins, chart_observation, figure, text_width, warm_up
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
@@ -59,3 +62,67 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     return chart_observation(
         ctx, path, "chart_abnormal_metrics", f"chart of {len(shown)} abnormal metrics", caption
     )
+
+
+SHOWN_LABEL_CHARS = 48  # of a statement's text beside its bar
+ATTRIBUTION_ROWS = 4  # bars' room in a panel at least (one bar is as thin as one of four)
+ATTRIBUTION_MARGINS = Margins(left=0.3, bottom=0.5, top=0.35, right=0.3, between_rows=0.75)
+
+
+@operator(
+    role=Role.PAINTER,
+    category=Category.DIAGNOSE,
+    needs=(FACTS_KEY,),
+    produces=("chart_time_attribution",),
+    prepare=warm_up,
+)
+def paint_time_attribution(ctx: OperatorContext) -> Observation:
+    """Bar charts of where the window's active session time went: by wait event, by statement, by relation."""
+    attribution = attribute(load_facts(ctx).window)
+    if attribution is None:
+        return Observation(
+            summary="no sampled session time to draw", artifacts=["chart_time_attribution"]
+        )
+    panels = [
+        ("by wait event (CPU: no wait)", attribution.by_wait_event),
+        ("by statement", attribution.by_statement),
+        ("by relation", attribution.by_relation),
+    ]
+    labels = [[_label(line.label) for line in lines] for _, lines in panels]
+    margins = replace(
+        ATTRIBUTION_MARGINS, left=text_width([t for ls in labels for t in ls], 8) + 0.6
+    )
+    heights = [0.6 + 0.22 * max(len(lines), ATTRIBUTION_ROWS) for _, lines in panels]
+    path = ctx.run_dir / "charts" / "time_attribution.png"
+    with figure(
+        path,
+        len(panels),
+        1,
+        margins,
+        figsize=(margins.left + 5.0, sum(heights) + 2.2),
+        squeeze=False,
+    ) as (_, axes):
+        for ax, (title, lines), names in zip(axes.flat, panels, labels, strict=True):
+            positions = list(range(len(lines)))
+            ax.barh(positions, [100 * line.share for line in lines], color="tab:purple")
+            # Labels are data from the database: never parsed as mathtext ($1 is a parameter, not math).
+            ax.set_yticks(positions, names, fontsize=8, parse_math=False)
+            ax.set_ylim(
+                max(len(lines), ATTRIBUTION_ROWS) - 0.5, -0.5
+            )  # heaviest on top, bars as thin
+            ax.set_xlim(0, 100)
+            ax.set_title(title, fontsize="small")
+            ax.set_xlabel("% of the active session time", fontsize="x-small")
+            ax.tick_params(axis="x", labelsize="x-small")
+    caption = (
+        f"Where the window's active session time went, from {attribution.samples} samples of active"
+        " sessions (the review's own left out): the heaviest wait events, statements and relations."
+    )
+    return chart_observation(
+        ctx, path, "chart_time_attribution", "chart of the time attribution", caption
+    )
+
+
+def _label(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SHOWN_LABEL_CHARS else flat[: SHOWN_LABEL_CHARS - 1] + "…"

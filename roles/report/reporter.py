@@ -28,6 +28,8 @@ from dbcrew.models.report import (
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
+from operators.diagnose.attribution import attribute
+from operators.diagnose.evidence import WindowEvidence
 from operators.registry import catalogue
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
@@ -296,6 +298,7 @@ def diagnosis_section(
         changed_statements=[StatementChange.model_validate(c) for c in facts.get("changed", [])],
         experts=experts,
         process=process,
+        time_attribution=attribute(WindowEvidence.model_validate(window)) if window else None,
     )
 
 

@@ -75,6 +75,12 @@ def test_report_has_dbot_sections(server: DiagnosisServer, tmp_path: Path) -> No
         (tmp_path / "report" / "report.json").read_text()
     ).root_causes[0]
     assert lock.code == "lock_contention" and lock.evidence["blockers"], "the blocker is named"
+    # The time attribution: the waiters' time went to the hot row's table, and the cause says how much of it.
+    attribution = report.diagnosis.time_attribution
+    assert attribution is not None and "Time attribution" in markdown
+    assert attribution.by_relation[0].label == "public.inj_acct", attribution.by_relation
+    assert lock.time_share is not None and lock.time_share >= 0.5, lock.time_share
+    assert "charts/time_attribution.png" in report.charts
 
 
 def _pgbench(*args: str) -> list[str]:

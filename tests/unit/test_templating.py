@@ -21,6 +21,8 @@ from dbcrew.models.report import (
     LlmDiagnosis,
     RootCause,
     TargetInfo,
+    TimeAttribution,
+    TimeShare,
 )
 from dbcrew.templating import autoescaped
 from prompts import render
@@ -88,6 +90,7 @@ def full_report() -> Report:
         RootCause(
             code="lock_contention",
             confidence=0.8,
+            time_share=0.62,
             solution="shorter transactions",
             evidence={"waits": 3, "knowledge": ["doc"]},
         ),
@@ -132,6 +135,11 @@ def full_report() -> Report:
             abnormal_metrics=["m"],
             experts=["cpu"],
             process=["cpu: busy"],
+            time_attribution=TimeAttribution(
+                samples=100,
+                by_wait_class=[TimeShare(label="Lock", samples=62, share=0.62)],
+                by_statement=[TimeShare(label="UPDATE t SET a = $1 | b", samples=70, share=0.7)],
+            ),
         ),
         llm_diagnosis=LlmDiagnosis(
             experts=["cpu"],
@@ -177,4 +185,9 @@ def test_every_report_section_renders_with_undefined_names_as_errors(tmp_path: P
             (tmp_path / str(n) / chart).write_bytes(b"png")
         write_report(report, tmp_path / str(n))  # StrictUndefined: a name the templates miss raises
     assert "select 1" in (tmp_path / "0" / "report.md").read_text()
+    assert "lock_contention` (0.80, 62% of the time)" in (tmp_path / "0" / "report.md").read_text()
+    assert (
+        "| statement | `UPDATE t SET a = $1 \\| b` | 70% | 70 |"
+        in (tmp_path / "0" / "report.md").read_text()
+    )
     assert "the grant is missing" in (tmp_path / "0" / "report.html").read_text()
