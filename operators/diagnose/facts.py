@@ -14,7 +14,7 @@ from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
 from operators.diagnose.evidence import StatementDelta, WindowBaseline, WindowEvidence
 from operators.diagnose.experts import Facts
 from operators.diagnose.plan_issues import StatementPlan, analyse_statements
-from operators.diagnose.sampler import sample_window
+from operators.diagnose.sampler import sample_window, sampling_coverage
 
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05
@@ -145,6 +145,6 @@ def facts_of(
         abnormal=abnormal_metrics(window, baseline),
         plans=plans,
         alert=alert,
-        coverage=list(coverage),
+        coverage=[*coverage, *sampling_coverage(window)],
         changed=changed_statements(window, baseline),
     )

@@ -24,6 +24,7 @@ import psutil
 import psycopg
 
 from dbcrew import stopping
+from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
 from operators.diagnose.evidence import (
@@ -93,6 +94,9 @@ IDLE_BETWEEN_SECONDS = 1.0
 SESSION_SAMPLES_PER_TICK = (
     5  # pg_stat_activity reads per counter tick: the wait shares' sample size
 )
+
+# A window whose session samples fell this far short of its schedule says so in the coverage.
+BEHIND_SHARE = 0.8
 
 STARTED = "db.server_started"  # the server's start time, read with the database counters
 RATE_SPAN = 1.0  # seconds: the cumulative statistics' reporting interval (PGSTAT_MIN_INTERVAL)
@@ -429,13 +433,21 @@ def _sample_sessions(
     session: Resumable, tally: ActivityTally, step: float, until: float
 ) -> dict[str, float] | None:
     """Sample the sessions every `step` seconds until `until`; the gauges' means over those samples,
-    or None when the review was asked to stop."""
+    or None when the review was asked to stop.
+
+    The samples keep to their schedule (the time a sample took counts in its step); a sample that came
+    back late is followed at once by the next, never by a burst catching up the missed ones, and the
+    window ends at `until` whatever was missed: an overloaded server answering slowly leaves fewer
+    samples (the window's `planned_samples` says how many were due), not a longer run."""
     ticks: list[dict[str, float]] = []
+    due = time.monotonic() + step
     while True:
-        if stopping.pause(max(min(step, until - time.monotonic()), 0.0)):
+        if stopping.pause(max(min(due, until) - time.monotonic(), 0.0)):
             return None
         ticks.append(tally.add(session.run(lambda conn: sessions(conn, tally.samples))))
-        if time.monotonic() >= until - 1e-3:
+        now = time.monotonic()
+        due = max(due + step, now)
+        if now >= until - 1e-3:
             return {k: sum(t[k] for t in ticks) / len(ticks) for k in ticks[0]}
 
 
@@ -554,3 +566,23 @@ def read_tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[d
         held | held_relations(conn),
         lambda args: conn.execute(TABLE_STATS.sql, args).fetchall(),
     )
+
+
+def sampling_coverage(window: WindowEvidence) -> list[CoverageEntry]:
+    """What a sampler that fell behind its schedule could not see: a server too busy to answer the
+    samples in time leaves fewer of them, and the wait shares and the time attribution are estimates
+    from those (the run kept to its window rather than stretch it)."""
+    if (
+        not window.planned_samples
+        or window.session_samples >= BEHIND_SHARE * window.planned_samples
+    ):
+        return []
+    return [
+        CoverageEntry(
+            check="session_samples",
+            status=CoverageStatus.RAN,
+            reason=f"partial: the sampler fell behind, {window.session_samples} of {window.planned_samples}"
+            f" session samples in {window.seconds:.0f} s (the server answered slowly); the wait shares and the"
+            " time attribution rest on those",
+        )
+    ]

@@ -31,6 +31,7 @@ from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
 from operators.diagnose.evidence import WindowEvidence
 from operators.registry import catalogue
+from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
@@ -160,9 +161,10 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         key=lambda rc: -rc.confidence,
     )
     llm_diagnosis = None
-    if run.scenario is Scenario.DIAGNOSE:
-        # Here, not at import: the LLM experts pull in the openai client and the knowledge base, which a
-        # health review (every fleet run) never uses.
+    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
+        # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai
+        # client (3 s of imports on 2 cores), which a health review (every fleet run) and the rules' diagnosis
+        # never use; on a host 30 clients a core keep busy those imports alone took over a minute.
         from roles.diagnosis.chief import llm_only_findings
         from roles.diagnosis.review import with_llm_experts
 

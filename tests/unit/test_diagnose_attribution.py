@@ -9,7 +9,7 @@ from operators.diagnose.attribution import attribute, cause_shares
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts
-from operators.diagnose.sampler import ActivityTally
+from operators.diagnose.sampler import ActivityTally, sampling_coverage
 
 SAMPLES = 20
 
@@ -160,3 +160,17 @@ def test_a_window_without_session_samples_measures_no_share() -> None:
     lock = Candidate(code="lock_contention", expert="locks", strength=2.0)
     assert attribute(window) is None
     assert cause_shares([lock], window) == {"lock_contention": None}
+
+
+def test_a_sampler_that_fell_behind_says_so_in_the_coverage() -> None:
+    on_time = WindowEvidence(
+        started_at=0.0, seconds=5.0, interval=0.5, session_samples=48, planned_samples=50
+    )
+    assert sampling_coverage(on_time) == []
+    behind = on_time.model_copy(update={"session_samples": 21})
+    (entry,) = sampling_coverage(behind)
+    assert entry.check == "session_samples" and "21 of 50" in entry.reason
+    past = on_time.model_copy(update={"planned_samples": 0, "session_samples": 2})
+    assert sampling_coverage(past) == [], (
+        "a past interval's samples were not scheduled by a sampler"
+    )
