@@ -20,7 +20,8 @@ the one place that says which samples each cause explains.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from dbcrew.models.report import TimeAttribution, TimeShare
@@ -234,11 +235,20 @@ def _claim(candidate: Claimant, window: WindowEvidence) -> Claim | None:
     return (lambda s: _own_work(s) and s.statement in keys) if keys else None
 
 
-def cause_shares(
+@dataclass(frozen=True)
+class Explained:
+    """The time one cause explains: its share of the window's active samples, and the statements of those
+    samples (two causes explaining time of the same statements are one workload seen from two sides)."""
+
+    share: float
+    statements: frozenset[str] = frozenset()
+
+
+def cause_time(
     candidates: Sequence[Claimant], window: WindowEvidence
-) -> dict[Cause, float | None]:
-    """Each candidate cause's share of the window's active time (see `CAUSE_TIME`); None where the window
-    was not sampled one by one, or the cause's time cannot be seen in the sessions' samples.
+) -> dict[Cause, Explained | None]:
+    """What each candidate cause explains of the window's active time (see `CAUSE_TIME`); None where the
+    window was not sampled one by one, or the cause's time cannot be seen in the sessions' samples.
 
     Shares overlap where two causes explain the same samples (many inserts and a large insert: the rows
     per commit tell those apart), so they need not add up to one."""
@@ -247,16 +257,32 @@ def cause_shares(
     parts = slices(window)
     total = sum(s.samples for s in parts)
     claims = {c.code: _claim(c, window) for c in candidates}
-    out: dict[Cause, float | None] = {}
+    out: dict[Cause, Explained | None] = {}
     for candidate in candidates:
         code, claim = candidate.code, claims[candidate.code]
         if code == RootCauseCode.CPU_CONTENTION:
-            out[code] = _share(parts, total, _unclaimed_cpu([c for c in claims.values() if c]))
-        elif claim is None:
+            claim = _unclaimed_cpu([c for c in claims.values() if c])
+        if claim is None:
             out[code] = None
+            continue
+        seen = [s for s in parts if claim(s)]
+        share = round(sum(s.samples for s in seen) / total, 3)
+        if share:
+            out[code] = Explained(share, frozenset(s.statement for s in seen if s.statement))
         else:
-            out[code] = _share(parts, total, claim) or _unseen(candidate)
+            unseen = _unseen(candidate)
+            out[code] = None if unseen is None else Explained(unseen)
     return out
+
+
+def cause_shares(
+    candidates: Sequence[Claimant], window: WindowEvidence
+) -> dict[Cause, float | None]:
+    """Each candidate cause's share of the window's active time (`cause_time`)."""
+    return {
+        code: None if explained is None else explained.share
+        for code, explained in cause_time(candidates, window).items()
+    }
 
 
 def _unclaimed_cpu(others: list[Claim]) -> Claim:
@@ -271,7 +297,3 @@ def _unseen(candidate: Claimant) -> float | None:
     if isinstance(fallback, int | float):
         return float(fallback)
     return None if candidate.code == RootCauseCode.VACUUM_INTERFERENCE else 0.0
-
-
-def _share(parts: Iterable[TimeSlice], total: int, claim: Claim) -> float:
-    return round(sum(s.samples for s in parts if claim(s)) / total, 3) if total else 0.0

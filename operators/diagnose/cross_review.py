@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.attribution import cause_shares
+from operators.diagnose.attribution import Explained, cause_time
 from operators.diagnose.experts import Candidate, Facts
 
 MAX_CAUSES = 4
@@ -159,7 +159,8 @@ def cross_review(
         ]
         confidence[code] = min(value, 0.99)
         support[code] = hits + [f"{e} expert (same objects)" for e in others]
-    shares = cause_shares(list(by_code.values()), facts.window)
+    explained = cause_time(list(by_code.values()), facts.window)
+    shares = {code: None if e is None else e.share for code, e in explained.items()}
     for code, share in shares.items():
         if share is not None:
             notes.append(
@@ -192,7 +193,7 @@ def cross_review(
                 )
             )
             confidence.pop(challenged, None)
-    _drop_minor(confidence, shares, facts, notes)
+    _drop_minor(confidence, explained, facts, notes)
     causes = [
         ReviewedCause(
             code=code,
@@ -230,28 +231,43 @@ def cross_review(
 
 def _drop_minor(
     confidence: dict[Cause, float],
-    shares: dict[Cause, float | None],
+    explained: dict[Cause, Explained | None],
     facts: Facts,
     notes: list[ReviewNote],
 ) -> None:
-    """Drop the causes explaining under minor_time_share of the time beside one explaining major_time_share:
-    their rate crossed a threshold, but the sessions spent their time on the leading cause."""
+    """Drop a cause explaining under minor_time_share of the time beside one explaining major_time_share,
+    when it is the same work seen from another side: it explains time of the leading cause's statements
+    (updaters' own work beside their lock waits, inserts' own work beside their commits' flushes), or
+    none of the time, or it is the CPU no other cause explains (a small remainder: the CPU is the other
+    causes' symptom). A small cause of its own statements (one poor join beside six CPU-bound clients)
+    stays, ranked after."""
     levels = facts.thresholds.diagnosis
-    measured = {code: shares[code] for code in confidence if shares[code] is not None}
+    measured = {code: e for code in confidence if (e := explained.get(code)) is not None}
     if not measured:
         return
-    lead = max(measured, key=lambda code: measured[code] or 0.0)
-    top = measured[lead] or 0.0
-    if top < levels.major_time_share:
+    lead = max(measured, key=lambda code: measured[code].share)
+    top = measured[lead]
+    if top.share < levels.major_time_share:
         return
-    for code, share in measured.items():
-        if (share or 0.0) < levels.minor_time_share:
+    for code, e in measured.items():
+        if e.share >= levels.minor_time_share or code == lead:
+            continue
+        if code == RootCauseCode.CPU_CONTENTION or not e.share or e.statements & top.statements:
             notes.append(
                 ReviewNote(
                     code=code,
                     reviewer="time",
-                    verdict=f"dropped: explains {_percent(share or 0.0)} of the active session time,"
-                    f" {lead} explains {_percent(top)}",
+                    verdict=f"dropped: explains {_percent(e.share)} of the active session time,"
+                    f" {lead} explains {_percent(top.share)}",
                 )
             )
             confidence.pop(code)
+        else:
+            notes.append(
+                ReviewNote(
+                    code=code,
+                    reviewer="time",
+                    verdict=f"kept after {lead}: {_percent(e.share)} of the time, spent by statements"
+                    " of its own",
+                )
+            )

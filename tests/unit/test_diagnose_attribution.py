@@ -174,3 +174,18 @@ def test_a_sampler_that_fell_behind_says_so_in_the_coverage() -> None:
     assert sampling_coverage(past) == [], (
         "a past interval's samples were not scheduled by a sampler"
     )
+
+
+def test_a_small_cause_of_its_own_statements_stays_after_the_leading_one() -> None:
+    # Six clients hash on the CPU, one runs a poor join: the join is a seventh of the time, but its own.
+    hashing = "SELECT count(*) FROM t WHERE md5(a) < md5(b)"
+    join = "SELECT count(*) FROM o JOIN i ON i.order_id BETWEEN o.id AND o.id + 0"
+    window = sampled([session(pid, hashing) for pid in range(1, 7)] + [session(7, join)])
+    cpu = Candidate(code="cpu_contention", expert="cpu", strength=2.0)
+    poor = Candidate(code="query_poor_join", expert="query", strength=2.0, evidence={"query": join})
+    causes, notes = cross_review([poor, cpu], Facts(window, None, []))
+    assert [(c.code, c.time_share) for c in causes] == [
+        ("cpu_contention", 0.857),
+        ("query_poor_join", 0.143),
+    ]
+    assert any(n.code == "query_poor_join" and n.verdict.startswith("kept after") for n in notes)
