@@ -350,6 +350,11 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     parser.add_argument("--runs", type=int, default=RUNS, help="how many times each case runs")
     parser.add_argument("--only", default="", help="comma-separated causes, 'multi' or 'healthy'")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the abnormal metrics and process of every miss",
+    )
     args = parser.parse_args(list(argv))
     try:
         levels = [int(x) for x in args.levels.split(",")]
@@ -390,6 +395,10 @@ def main(argv: Sequence[str] = ()) -> None:
                     f"  run {run} {case.name:58} {mark}  {seconds:5.1f}s  found: {', '.join(found) or '-'}",
                     flush=True,
                 )
+                if args.explain and score(case, found) < 1 and found_report.diagnosis:
+                    section = found_report.diagnosis
+                    for line in [*section.abnormal_metrics, *section.process]:
+                        print(f"      {line}", flush=True)
         finally:
             pg.stop()
     report(outcomes, args.runs)
