@@ -127,11 +127,12 @@ def time_cli_diagnosis(
     return seconds, result.returncode
 
 
-SUITES = ("injection", "generalization")
+SUITES = ("injection", "generalization", "outside")
 
 
 def main(argv: Sequence[str] = ()) -> None:
-    """The injection suite (default), or `--suite generalization [its options]` (bench.generalization)."""
+    """The injection suite (default), or `--suite generalization|outside [its options]` (bench.generalization,
+    bench.outside)."""
     parser = argparse.ArgumentParser(prog="python -m bench diagnose", add_help=False)
     parser.add_argument("--suite", choices=SUITES, default="injection")
     known, rest = parser.parse_known_args(list(argv))
@@ -139,6 +140,10 @@ def main(argv: Sequence[str] = ()) -> None:
         from bench import generalization
 
         generalization.main(rest)
+    elif known.suite == "outside":
+        from bench import outside
+
+        outside.main(rest)
     elif rest:
         parser.error(f"the injection suite takes no options ({' '.join(rest)})")
     else:

@@ -1,0 +1,3 @@
+-- Totals over every account: a table larger than shared_buffers read again and again.
+SET max_parallel_workers_per_gather = 0;
+SELECT bid, sum(abalance), count(*) FROM pgbench_accounts GROUP BY bid;
