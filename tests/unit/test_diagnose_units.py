@@ -28,8 +28,9 @@ from operators.diagnose.experts import (
     select_experts,
     workload_expert,
 )
-from operators.diagnose.facts import changed_statements, statement_candidates
+from operators.diagnose.facts import changed_statements
 from operators.diagnose.plan_issues import plan_issues
+from operators.diagnose.plans import statement_candidates
 from operators.diagnose.sampler import ActivityTally
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
