@@ -51,11 +51,11 @@ from operators.sql import fetch
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05
 PLAN_TIMEOUT_MS = 2_000  # one generic plan of one statement: planning, never running
-# Generous: measured 0.012-0.05 ms per unit of cost for scans, hash joins and nested loops on a
-# 2-core host at load 6 (cached data); ten times the slowest allows for disk reads and noise.
-MS_PER_COST_UNIT = 0.5
-# A statement that read this many times the buffers its plan expects, or took this many times its
-# time allowance, did not run that plan.
+# Measured 0.012-0.05 ms per unit of cost for scans, hash joins and nested loops on a 2-core host
+# at load 6 (cached data): the slowest. Time waiting (locks, I/O) is taken out before comparing.
+MS_PER_COST_UNIT = 0.05
+# A statement that read this many times the buffers its plan expects, or spent this many times its
+# time allowance on the CPU, did not run that plan.
 UNEXPLAINED_FACTOR = 10.0
 MIN_UNEXPLAINED_BLOCKS = 10_000  # fewer buffers per call: too little to judge a plan by
 MIN_UNEXPLAINED_MS = 200.0  # a shorter call: too little to judge a plan by
