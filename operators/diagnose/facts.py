@@ -109,11 +109,13 @@ def facts_of(
     stored: WindowBaseline | None,
     alert: str = "",
     coverage: Sequence[CoverageEntry] = (),
+    live: bool = True,
 ) -> FactsRecord:
-    """The facts of a window, sampled now or read from the store: compared with the baseline, its heaviest statements explained."""
+    """The facts of a window, sampled now (`live`) or read from the store: compared with the baseline, its heaviest
+    statements explained (a past window's calls still running now are not its calls)."""
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
-    plans = judge_statements(target, window, rows)
+    plans = judge_statements(target, window, rows, live=live)
     return FactsRecord(
         window=window,
         baseline=baseline,

@@ -45,6 +45,7 @@ from operators.diagnose.plan_issues import (
     conjuncts,
     plan_issues,
 )
+from operators.diagnose.sampler import EXPLAINED_QUERY_CHARS
 from operators.explain import FOREIGN_CODE, Unplannable, generic_plan
 from operators.sql import fetch
 
@@ -602,18 +603,24 @@ def judge_statements(
     target: PostgresTarget,
     window: WindowEvidence,
     table_rows: Mapping[str, float] | None = None,
-    query_chars: int = 2000,
+    query_chars: int = EXPLAINED_QUERY_CHARS,
+    *,
+    live: bool = True,
 ) -> list[StatementPlan]:
     """The heaviest statements of `window` (at most TOP_STATEMENTS by share of its time), each planned
-    under PLAN_TIMEOUT_MS and judged against what it did per call (see the module's docstring)."""
+    under PLAN_TIMEOUT_MS and judged against what it did per call (see the module's docstring). A
+    `live` window's running statements are timed now; a past window's are not (what runs now is not
+    what ran then)."""
     candidates = statement_candidates(window)
     if not candidates:
         return []
     results = []
     with target.session(statement_timeout_ms=PLAN_TIMEOUT_MS) as conn:
         visible = own_settings(conn)
-        running = running_seconds(
-            conn, [q for q, _ in candidates if q in window.running], query_chars
+        running = (
+            running_seconds(conn, [q for q, _ in candidates if q in window.running], query_chars)
+            if live
+            else {}
         )
         for query, share in candidates:
             seen = observed(window, query, running)
