@@ -153,7 +153,7 @@ def _missing_index(
         return None
     return PlanIssue(
         code=FindingCode.INDEX_MISSING,
-        relations=[f"{relation}({', '.join(columns)})"],
+        relations=[relation, f"{relation}({', '.join(columns)})"],  # the table, and the key
         node=f"{node['Node Type']} on {relation} (Filter: {node['Filter']})",
         numbers={"table_rows": rows, "rows_kept": kept},
         detail=f"sequential scan of {relation} ({rows:.0f} rows) keeps about {kept:.0f} through {node['Filter']};"

@@ -7,8 +7,9 @@ chose for an outer input it estimated small. What pg_stat_statements measured pe
 buffers, rows) is what the plan that ran did, so each heavy statement's generic plan is held against
 it:
 
-- the plan's expected buffers and a generous time per unit of its cost bound what it can have done;
-  a statement that did ten times more did not run that plan;
+- the plan's expected buffers, and its cost at the slowest time per unit of cost measured, bound
+  what it can have done; a statement that read ten times more, or spent ten times more on the CPU,
+  did not run that plan;
 - the planner's nested-loop plan (hash and merge joins disabled: what such a session gets) is then
   planned too; when it accounts for the measured cost, it is the plan judged (its nested loops, their
   join keys: unindexed, or of different types joined through a cast);
@@ -369,13 +370,14 @@ def _scan_rows(node: dict[str, Any]) -> float:
 
 
 class Judged(enum.Enum):
-    """Why a plan is the one judged, which decides which of its nested loops are poor joins."""
+    """Why a plan is the one judged, which decides which of its nested loops are poor joins:
+    AS_PLANNED, it accounts for the measured cost (only joins large by its own estimates); FORCED,
+    the nested-loop plan accounts for what the default plan cannot (large outer inputs);
+    MISESTIMATED, its own nested loops ran over far more rows than it estimates."""
 
-    AS_PLANNED = (
-        "as planned"  # it accounts for the measured cost: only joins large by its own estimates
-    )
-    FORCED = "forced"  # the nested-loop plan accounts for what the default plan cannot: large outer inputs
-    MISESTIMATED = "misestimated"  # its own nested loops ran over far more rows than it estimates
+    AS_PLANNED = "as planned"
+    FORCED = "forced"
+    MISESTIMATED = "misestimated"
 
 
 def nested_loop_issues(

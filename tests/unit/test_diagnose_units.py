@@ -496,6 +496,9 @@ def test_selective_sequential_scan_is_a_missing_index() -> None:
     assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[
         0
     ].detail
+    assert issues[0].relations == ["items", "items(k)"], (
+        "the table (as a subquery names it) and the key"
+    )
     assert plan_issues(lookup, {"items": 500}) == []  # a small table is fine scanned
     broad = {**lookup, "Filter": "(id <= 200000)", "Plan Rows": 200_000}
     assert (
