@@ -47,7 +47,7 @@ from operators.diagnose.plan_issues import (
     plan_issues,
 )
 from operators.diagnose.sampler import EXPLAINED_QUERY_CHARS
-from operators.explain import FOREIGN_CODE, Unplannable, generic_plan
+from operators.explain import FOREIGN_CODE, Unplannable, generic_plan, refused_text
 from operators.sql import fetch
 
 TOP_STATEMENTS = 5
@@ -547,6 +547,9 @@ def judge(
     visible: list[str],
 ) -> StatementPlan:
     """Plan one statement, find the plan that accounts for what it did, and judge that plan."""
+    refused = refused_text(query, SELECT)
+    if refused:  # an insert, an update: nothing to plan, nothing to ask the server
+        raise Unplannable(refused)
     version = window.server_version_num
     remarks = [f"planner settings visible here: {', '.join(visible)}"] if visible else []
     role = role_settings(conn, userid) if userid else {}
