@@ -1,6 +1,6 @@
 """The heaviest statements' plans judged against what they did per call, on a real PostgreSQL.
 
-Two tables of realistic size (100k customers, 200k orders, analysed), built once. A statement is run
+Two tables of realistic size (50k customers, 100k orders, analysed), built once. A statement is run
 for real in a session of its own (with the planner settings a client could have set), its
 pg_stat_statements deltas make the window, and the diagnosis plans and judges it from its own
 session, which sees none of the client's settings: the plan, not the run, is what is judged.
@@ -16,7 +16,7 @@ import pytest
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import Facts, index_expert, query_expert
 from operators.diagnose.plan_issues import filter_columns
 from operators.diagnose.plans import (
@@ -30,9 +30,9 @@ from operators.diagnose.sampler import read_statements, statement_deltas
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
 CREATE TABLE cust (id int PRIMARY KEY, region int NOT NULL, name text NOT NULL);
-INSERT INTO cust SELECT g, g % 50, md5(g::text) FROM generate_series(1, 100000) g;
+INSERT INTO cust SELECT g, g % 50, md5(g::text) FROM generate_series(1, 50000) g;
 CREATE TABLE ord (id int PRIMARY KEY, cust_id int NOT NULL, cust_ref text NOT NULL, amount int NOT NULL);
-INSERT INTO ord SELECT g, g % 100000 + 1, (g % 100000 + 1)::text, g % 1000 FROM generate_series(1, 200000) g;
+INSERT INTO ord SELECT g, g % 50000 + 1, (g % 50000 + 1)::text, g % 1000 FROM generate_series(1, 100000) g;
 ANALYZE cust, ord;
 """
 JOIN = (
@@ -40,7 +40,7 @@ JOIN = (
     " WHERE o.amount < %s GROUP BY c.region"
 )
 NESTED_LOOPS = ("SET enable_hashjoin = off", "SET enable_mergejoin = off")
-ROWS = {"cust": 100_000.0, "ord": 200_000.0}
+ROWS = {"cust": 50_000.0, "ord": 100_000.0}
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +142,26 @@ def test_a_plan_is_held_to_the_buffers_it_expects() -> None:
     )
     gathered = {"Node Type": "Gather", "Workers Planned": 2, "Plans": [loop]}
     assert expected_blocks(gathered, pages) == 1300 + 3000 * 4, "each process's outer rows"
+
+
+def test_a_nested_loop_reading_far_more_than_its_plan_expects_is_misestimated(
+    target: PostgresTarget,
+) -> None:
+    """The planner's own nested loop (one order's customer: one outer row), measured at 50k buffers
+    a call: its outer input was far larger than estimated (the measurement stands for the run)."""
+    query = (
+        "SELECT c.name FROM ord o JOIN cust c ON c.id = o.cust_id WHERE o.amount = $1 AND o.id < $2"
+    )
+    with target.session() as conn:
+        version = conn.info.server_version
+    delta = StatementDelta(
+        queryid=7, query=query, calls=2, total_exec_time_ms=80, rows=4000, shared_blks_hit=100_000
+    )
+    window = WindowEvidence(
+        started_at=0.0, seconds=5.0, interval=0.5, statements=[delta], server_version_num=version
+    )
+    (plan,) = judge_statements(target, window, ROWS)
+    assert [i.code for i in plan.issues] == ["query_poor_join"], plan
+    assert "far more rows than the plan estimates" in plan.issues[0].detail
+    assert plan.issues[0].numbers["buffers_per_call"] == 50_000
+    assert any("does not account for the statement: 50000 buffers" in r for r in plan.remarks)
