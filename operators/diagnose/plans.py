@@ -585,7 +585,10 @@ def judge(
     estimate = estimate_remark(plan, seen)
     if estimate:  # said, not judged: a generic plan's estimate for `x < $1` is a third of the table
         remarks.append(estimate)
-    issues = plan_issues(plan, dict(table_rows))
+    issues = [
+        issue.model_copy(update={"relations": [_qualified(r, relations) for r in issue.relations]})
+        for issue in plan_issues(plan, dict(table_rows))
+    ]
     joins = nested_loop_issues(plan, catalog, relations, judged, why)
     if joins:  # the same loops, told with their keys and what made them run
         issues = [i for i in issues if i.code != RootCauseCode.QUERY_POOR_JOIN] + joins
@@ -602,6 +605,12 @@ def judge(
         remarks=remarks,
         numbers=numbers,
     )
+
+
+def _qualified(name: str, relations: Mapping[str, tuple[str, float]]) -> str:
+    """`table` or `table(column, ...)` as the catalogue names it (`schema.table(column, ...)`)."""
+    table, bracket, rest = name.partition("(")
+    return relations[table][0] + bracket + rest if table in relations else name
 
 
 def judge_statements(

@@ -116,7 +116,7 @@ def test_a_subquery_run_per_outer_row_is_correlated(target: PostgresTarget) -> N
     facts = Facts(window=window, baseline=None, abnormal=[], plans=plans)
     found = query_expert(facts)
     assert [c.code for c in found] == ["query_correlated_subquery"]
-    assert found[0].evidence["query"] == query and "ord" in found[0].objects
+    assert found[0].evidence["query"] == query and "public.ord" in found[0].objects
 
 
 def test_join_keys_and_filter_columns_are_read_by_the_parser() -> None:
