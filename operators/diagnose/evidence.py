@@ -6,6 +6,7 @@ just a saved `WindowEvidence` (JSON) and the detector compares like with like.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,6 +14,11 @@ import pglast
 from pglast import ast
 from pglast.parser import fingerprint
 from pydantic import BaseModel, Field
+
+# Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
+MONITORING = re.compile(
+    r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE
+)
 
 
 class StatementDelta(BaseModel):
@@ -26,6 +32,7 @@ class StatementDelta(BaseModel):
     calls: float
     total_exec_time_ms: float
     rows: float
+    shared_blks_hit: float = 0.0
     shared_blks_read: float = 0.0
     temp_blks_written: float = 0.0
 

@@ -310,6 +310,9 @@ def workload_expert(facts: Facts) -> list[Candidate]:
 
 
 def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> list[Candidate]:
+    """One candidate per code from the heaviest statement's plan judgements (operators/diagnose/plans.py),
+    as strong as the statement's share of the window's statement time: the statement, its plan node,
+    the numbers (per call and the plan's), and what the judgement rests on."""
     levels = facts.thresholds.diagnosis
     out: dict[Cause, Candidate] = {}
     for plan in facts.plans:
@@ -323,9 +326,13 @@ def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> lis
                     expert=expert,
                     strength=plan.share / levels.query_share,
                     evidence={
+                        "queryid": plan.queryid,
                         "query": plan.query[:300],
                         "share_of_statement_time": round(plan.share, 2),
                         "plan": issue.detail,
+                        "plan_node": issue.node,
+                        "numbers": issue.numbers,
+                        "remarks": plan.remarks,
                     },
                     indicators=["act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"],
                     objects=issue.relations,

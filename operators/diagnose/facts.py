@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -11,20 +10,15 @@ from dbcrew.models.report import CoverageEntry, StatementChange
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
-from operators.diagnose.evidence import StatementDelta, WindowBaseline, WindowEvidence
+from operators.diagnose.evidence import MONITORING, StatementDelta, WindowBaseline, WindowEvidence
 from operators.diagnose.experts import Facts
-from operators.diagnose.plan_issues import StatementPlan, analyse_statements
+from operators.diagnose.plan_issues import StatementPlan
+from operators.diagnose.plans import judge_statements
 from operators.diagnose.sampler import sample_window, sampling_coverage
 
-TOP_STATEMENTS = 5
-MIN_SHARE = 0.05
 TOP_CHANGES = 5
 LEAST_CHANGE_MS = (
     1.0  # ms of statement time per second (a thousandth of a session): less is noise, not a change
-)
-# Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
-MONITORING = re.compile(
-    r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE
 )
 
 
@@ -54,22 +48,6 @@ class FactsRecord(BaseModel):
             plans=self.plans,
             thresholds=thresholds or Thresholds(),
         )
-
-
-def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
-    """The heaviest statements: finished ones by share of statement time, running ones by share of samples."""
-    finished = [s for s in window.statements if not MONITORING.search(s.query)]
-    total = sum(s.total_exec_time_ms for s in finished)
-    shares: dict[str, float] = {}
-    for s in finished:
-        if total > 0:
-            shares[s.query] = s.total_exec_time_ms / total
-    active = sum(n for q, n in window.running.items() if not MONITORING.search(q))
-    for query, seen in window.running.items():
-        if active and not MONITORING.search(query):
-            shares[query] = max(shares.get(query, 0.0), seen / active)
-    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
-    return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
 
 def changed_statements(
@@ -131,13 +109,13 @@ def facts_of(
     stored: WindowBaseline | None,
     alert: str = "",
     coverage: Sequence[CoverageEntry] = (),
+    live: bool = True,
 ) -> FactsRecord:
-    """The facts of a window, sampled now or read from the store: compared with the baseline, its heaviest statements explained."""
+    """The facts of a window, sampled now (`live`) or read from the store: compared with the baseline, its heaviest
+    statements explained (a past window's calls still running now are not its calls)."""
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
-    plans = analyse_statements(
-        target, statement_candidates(window), window.server_version_num, rows
-    )
+    plans = judge_statements(target, window, rows, live=live)
     return FactsRecord(
         window=window,
         baseline=baseline,

@@ -1,23 +1,20 @@
-"""Statement analysis: EXPLAIN the heavy statements of the window and name the plan's problem.
+"""What a plan shows on its own: correlated subqueries, nested loops over large inputs, selective
+sequential scans of large tables.
 
-Statements come from pg_stat_statements (normalised text with $n parameters) and from the
-session samples (statements still running, with their literal text); both are planned by
-`operators.explain.generic_plan`. Text from the database is data: only a single plain SELECT
-calling nothing but pg_catalog's code is explained, never executed.
+The plans come from `operators.diagnose.plans`, which picks the window's heaviest statements,
+plans them through `operators.explain.generic_plan` and judges them against what they cost per call.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import psycopg
+from pglast import ast, enums, parse_sql
 from pglast.ast import SelectStmt
-from pydantic import BaseModel
+from pglast.parser import ParseError
+from pydantic import BaseModel, Field
 
-from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.explain import FOREIGN_CODE, Unplannable, generic_plan
 
 SELECT = (SelectStmt,)
 # A nested loop whose outer x inner row estimate reaches this joins large inputs.
@@ -25,9 +22,8 @@ NESTED_LOOP_PAIRS = 1e7
 # A sequential scan returning at most this share of its table, through a plain column comparison.
 SELECTIVE_SHARE = 0.01
 MIN_SCANNED_ROWS = 10_000
-COLUMN_FILTER = re.compile(
-    r"^\(?\(?(\w+)\)?\s*(=|<|>|<=|>=)\s*(\$\d+|'[^']*'(::[\w ]+)?|-?[\d.]+)\)?$"
-)
+EQUALITY = ("=",)
+RANGE = ("<", ">", "<=", ">=")
 NOT_EXPLAINED = "not explained"
 # A correlated subplan re-run for at least this many outer rows, or fewer runs that each scan so
 # much that outer runs x rows scanned reaches NESTED_LOOP_PAIRS (measured: 50 devices each
@@ -36,15 +32,35 @@ SUBPLAN_MIN_OUTER_ROWS = 100
 
 
 class PlanIssue(BaseModel):
+    """One judgement of a plan: the cause it is evidence of, the plan node and its numbers."""
+
     code: Cause
     detail: str
-    relations: list[str] = []
+    relations: list[str] = Field(
+        default_factory=list, description="tables, and join keys as table(column)"
+    )
+    node: str = Field("", description="the plan node judged, with its condition")
+    numbers: dict[str, float] = Field(default_factory=dict)
 
 
 class StatementPlan(BaseModel):
+    """One heavy statement of the window: its plan's judgements, or why it was not planned."""
+
     query: str
-    share: float
-    issues: list[PlanIssue] = []
+    share: float = Field(description="share of the window's statement time (or of its samples)")
+    queryid: int | None = Field(
+        None, description="pg_stat_statements' id; None while still running"
+    )
+    issues: list[PlanIssue] = Field(default_factory=list)
+    remarks: list[str] = Field(
+        default_factory=list,
+        description="what the judgement rests on: visible settings, the plan that accounts for the"
+        " measured cost, estimates far from the rows per call",
+    )
+    numbers: dict[str, float] = Field(
+        default_factory=dict,
+        description="per call: time, rows, buffers; the plan's cost and buffers",
+    )
     error: str = ""
 
 
@@ -121,7 +137,7 @@ def _missing_index(
         return None  # inside a join or a subplan: the join/subquery pattern owns it
     relation = node.get("Relation Name", "")
     rows = table_rows.get(relation, 0.0)
-    match = COLUMN_FILTER.match(node["Filter"].strip())
+    columns = filter_columns(node["Filter"])
     workers = 1 + float(
         next(
             (
@@ -133,15 +149,67 @@ def _missing_index(
         )
     )
     kept = float(node.get("Plan Rows", 0)) * workers
-    if match is None or rows < MIN_SCANNED_ROWS or kept > SELECTIVE_SHARE * rows:
+    if not columns or rows < MIN_SCANNED_ROWS or kept > SELECTIVE_SHARE * rows:
         return None
-    column = match.group(1)
     return PlanIssue(
         code=FindingCode.INDEX_MISSING,
-        relations=[relation],
+        relations=[relation, f"{relation}({', '.join(columns)})"],  # the table, and the key
+        node=f"{node['Node Type']} on {relation} (Filter: {node['Filter']})",
+        numbers={"table_rows": rows, "rows_kept": kept},
         detail=f"sequential scan of {relation} ({rows:.0f} rows) keeps about {kept:.0f} through {node['Filter']};"
-        f" proposed index: CREATE INDEX ON {relation} ({column})",
+        f" proposed index: CREATE INDEX ON {relation} ({', '.join(columns)})",
     )
+
+
+def filter_columns(condition: str) -> list[str]:
+    """The columns an index could serve in a scan's filter, read by PostgreSQL's parser: those
+    compared with a constant or a parameter (`k = $1`, `(email)::text = 'x'::text` for a varchar,
+    `k = ANY ($1)`), equalities first and then one range; none when no conjunct compares a column
+    (`md5(a) < md5(b)`)."""
+    try:
+        parsed = parse_sql(f"SELECT 1 WHERE {condition}")
+    except ParseError:
+        return []
+    equal: list[str] = []
+    ranged: list[str] = []
+    for expr in conjuncts(getattr(parsed[0].stmt, "whereClause", None)):
+        if not isinstance(expr, ast.A_Expr):
+            continue
+        op = "".join(n.sval for n in expr.name or ())
+        column = _compared_column(expr.lexpr, expr.rexpr) or _compared_column(
+            expr.rexpr, expr.lexpr
+        )
+        if column is None:
+            continue
+        if op in EQUALITY and column not in equal:
+            equal.append(column)
+        elif op in RANGE and column not in ranged:
+            ranged.append(column)
+    return equal + ranged[:1]
+
+
+def conjuncts(expr: Any) -> list[Any]:
+    """The parts of an AND (the expression itself when it is none)."""
+    if isinstance(expr, ast.BoolExpr) and expr.boolop == enums.BoolExprType.AND_EXPR:
+        return [c for arg in expr.args or () for c in conjuncts(arg)]
+    return [expr]
+
+
+def _uncast(expr: Any) -> Any:
+    while isinstance(expr, ast.TypeCast):
+        expr = expr.arg
+    return expr
+
+
+def _compared_column(side: Any, other: Any) -> str | None:
+    """`side`'s column name when it is a column (through casts) and `other` a constant or parameter."""
+    column, value = _uncast(side), _uncast(other)
+    if not isinstance(column, ast.ColumnRef) or not isinstance(
+        value, ast.A_Const | ast.ParamRef | ast.A_ArrayExpr
+    ):
+        return None
+    name = getattr((column.fields or ())[-1], "sval", None)
+    return str(name) if name else None
 
 
 def _seq_scanned_rows(node: dict[str, Any], table_rows: dict[str, float]) -> float:
@@ -159,30 +227,3 @@ def _scan_rows(node: dict[str, Any]) -> float:
     if node.get("Node Type") == "Materialize" and node.get("Plans"):
         return _scan_rows(node["Plans"][0])
     return float(node.get("Plan Rows", 0))
-
-
-def analyse_statements(
-    target: PostgresTarget,
-    candidates: list[tuple[str, float]],
-    version: int,
-    table_rows: dict[str, float] | None = None,
-) -> list[StatementPlan]:
-    """EXPLAIN each (query, share of the window's statement time) and list its plan issues."""
-    results = []
-    with target.session() as conn:
-        for query, share in candidates:
-            try:
-                issues = plan_issues(generic_plan(conn, query, version, SELECT), table_rows)
-                results.append(StatementPlan(query=query, share=share, issues=issues))
-            except Unplannable as exc:
-                if str(exc).startswith(
-                    FOREIGN_CODE
-                ):  # worth saying: a heavy statement the diagnosis could not look into
-                    results.append(
-                        StatementPlan(query=query, share=share, error=f"{NOT_EXPLAINED}: {exc}")
-                    )
-            except psycopg.Error as exc:
-                results.append(
-                    StatementPlan(query=query, share=share, error=str(exc).splitlines()[0])
-                )
-    return results

@@ -133,7 +133,7 @@ def facts_of_recorded(
         baseline = WindowBaseline(
             window=recorded.baseline, source=f"{whose} of the {length} before the interval"
         )
-    return facts_of(target, recorded.window, baseline, alert, coverage=coverage)
+    return facts_of(target, recorded.window, baseline, alert, coverage=coverage, live=False)
 
 
 def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:

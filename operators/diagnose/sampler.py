@@ -377,11 +377,18 @@ def statement_deltas(
     before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]
 ) -> list[StatementDelta]:
     deltas = []
-    counters = ("calls", "total_exec_time", "rows", "shared_blks_read", "temp_blks_written")
+    counters = (
+        "calls",
+        "total_exec_time",
+        "rows",
+        "shared_blks_hit",
+        "shared_blks_read",
+        "temp_blks_written",
+    )
     for key, row in after.items():
         old = before.get(key, {})
         values, _ = counted_since([old.get(c, 0.0) for c in counters], [row[c] for c in counters])
-        calls, total_exec_time, rows, shared_blks_read, temp_blks_written = values
+        calls, total_exec_time, rows, shared_blks_hit, shared_blks_read, temp_blks_written = values
         if calls <= 0:
             continue
         deltas.append(
@@ -392,6 +399,7 @@ def statement_deltas(
                 calls=calls,
                 total_exec_time_ms=total_exec_time,
                 rows=rows,
+                shared_blks_hit=shared_blks_hit,
                 shared_blks_read=shared_blks_read,
                 temp_blks_written=temp_blks_written,
             )

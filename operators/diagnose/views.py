@@ -156,9 +156,12 @@ def plans(record: FactsRecord, _params: ViewParams) -> Observation:
     return _json(
         [
             {
+                "queryid": p.queryid,
                 "query": redact(p.query[:300]),
                 "share": round(p.share, 2),
+                "numbers": p.numbers,
                 "issues": [i.model_dump() for i in p.issues],
+                "remarks": p.remarks,
                 "error": p.error,
             }
             for p in record.plans

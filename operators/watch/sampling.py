@@ -26,8 +26,7 @@ import psycopg
 from dbcrew.models import Brief
 from dbcrew.targets import PostgresTarget, Resumable
 from operators.collect.probe import read_brief
-from operators.diagnose.evidence import TableDelta
-from operators.diagnose.facts import MONITORING
+from operators.diagnose.evidence import MONITORING, TableDelta
 from operators.diagnose.sampler import (
     SETTINGS,
     SETTINGS_SQL,

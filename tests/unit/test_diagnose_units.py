@@ -28,8 +28,9 @@ from operators.diagnose.experts import (
     select_experts,
     workload_expert,
 )
-from operators.diagnose.facts import changed_statements, statement_candidates
+from operators.diagnose.facts import changed_statements
 from operators.diagnose.plan_issues import plan_issues
+from operators.diagnose.plans import statement_candidates
 from operators.diagnose.sampler import ActivityTally
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
@@ -495,6 +496,9 @@ def test_selective_sequential_scan_is_a_missing_index() -> None:
     assert [i.code for i in issues] == ["index_missing"] and "CREATE INDEX ON items (k)" in issues[
         0
     ].detail
+    assert issues[0].relations == ["items", "items(k)"], (
+        "the table (as a subquery names it) and the key"
+    )
     assert plan_issues(lookup, {"items": 500}) == []  # a small table is fine scanned
     broad = {**lookup, "Filter": "(id <= 200000)", "Plan Rows": 200_000}
     assert (
