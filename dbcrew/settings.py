@@ -401,6 +401,11 @@ class DiagnosisThresholds(_Bounds):
     small_commit_rows: int = Field(
         1_000, description="rows per commit of a small transaction; more: a large insert"
     )
+    batch_commit_rows: int = Field(
+        20,
+        description="rows per commit from which a write workload's WAL flushes are its WAL volume,"
+        " not the price of committing often (sync_commit_pressure then not named beside it)",
+    )
     large_statement_rows: int = Field(
         10_000, description="rows per call of one bulk statement (a large insert or fetch)"
     )

@@ -171,6 +171,38 @@ def _of_kinds(*kinds: str) -> Claim:
     return lambda s: _own_work(s) and s.kind in kinds
 
 
+def _writes_of_kinds(*kinds: str) -> Claim:
+    """The writes' own work and the WAL flushes of their own commits: an autocommit write's commit is
+    sampled under the write's text, so its flush is that statement's time (ASH's time by statement). A
+    flush sampled under COMMIT (an explicit transaction's) is no single statement's: commit pressure's."""
+    return lambda s: s.kind in kinds and not _lock(s)
+
+
+def kinds_share(window: WindowEvidence, *kinds: str) -> float | None:
+    """The share of the window's active time spent by statements of `kinds` (their own work and their own
+    commits' flushes, not their lock waits); None where the window was not sampled one by one."""
+    if not measured(window):
+        return None
+    claim = _writes_of_kinds(*kinds)
+    parts = window.time_slices
+    return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
+
+
+def write_shares(window: WindowEvidence) -> list[tuple[str, float]]:
+    """Tables by the share of the window's active time their writes took (own work and own flushes), most
+    first; empty where the window was not sampled one by one."""
+    if not measured(window):
+        return []
+    parts = slices(window)
+    total = sum(s.samples for s in parts)
+    claim = _writes_of_kinds(*WRITES)
+    by_table = Counter[str]()
+    for s in parts:
+        if s.relation and claim(s):
+            by_table[s.relation] += s.samples
+    return [(table, n / total) for table, n in by_table.most_common()]
+
+
 def _statements_or(kinds: tuple[str, ...]) -> Callable[[Claimant, WindowEvidence], Claim]:
     """The own work of the statements the candidate blames; of every statement of `kinds` when it names none."""
 
@@ -190,7 +222,8 @@ def _locks_on_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
 
 def _writes_to_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
     objects = set(candidate.objects)
-    return lambda s: _own_work(s) and s.kind in WRITES and s.relation in objects
+    writes = _writes_of_kinds(*WRITES)
+    return lambda s: writes(s) and s.relation in objects
 
 
 CAUSE_TIME: dict[Cause, Callable[[Claimant, WindowEvidence], Claim]] = {
@@ -204,16 +237,18 @@ CAUSE_TIME: dict[Cause, Callable[[Claimant, WindowEvidence], Claim]] = {
     RootCauseCode.IO_CONTENTION: lambda _c, _w: (
         lambda s: s.wait.startswith("IO:") and not _flush(s)
     ),
-    # The own work of the writes of the workload's kind (on the CPU, their data I/O and buffer locks): the
-    # lock waits and flush waits the same statements meet are the neighbours' time, so a many-insert load
-    # waiting on flushes for most of its time is commit pressure first, and inserts first where the
-    # flushes are a minority.
-    RootCauseCode.WORKLOAD_MANY_INSERTS: lambda _c, _w: _of_kinds("insert"),
+    # The writes of the workload's kind: their own work (on the CPU, their data I/O and buffer locks) and
+    # the flushes of their own (autocommit) commits, sampled under their text; the lock waits they meet
+    # are the contention's. A flush is thus both the writes' time and commit pressure's: the two are
+    # named together, the writes first, where the commits are small (a commit per row or a few: the
+    # flush is the price of committing often); see the conflicts of cross_review.
+    RootCauseCode.WORKLOAD_MANY_INSERTS: lambda _c, _w: _writes_of_kinds("insert"),
     RootCauseCode.WORKLOAD_LARGE_INSERT: _statements_or(("insert", "copy")),
-    RootCauseCode.WORKLOAD_HIGH_UPDATES: lambda _c, _w: _of_kinds("update", "merge"),
-    RootCauseCode.WORKLOAD_MANY_DELETES: lambda _c, _w: _of_kinds("delete"),
+    RootCauseCode.WORKLOAD_HIGH_UPDATES: lambda _c, _w: _writes_of_kinds("update", "merge"),
+    RootCauseCode.WORKLOAD_MANY_DELETES: lambda _c, _w: _writes_of_kinds("delete"),
     RootCauseCode.WORKLOAD_LARGE_FETCH: _statements_or(("select",)),
-    # Writes to the table carrying too many indexes (their own work: index maintenance is on the CPU and I/O).
+    # Writes to the table carrying too many indexes (own work and own flushes: every index entry is WAL
+    # the commit flushes).
     FindingCode.INDEXES_TOO_MANY: _writes_to_objects,
     # VACUUM run by a client; autovacuum's time is not sampled as the workload's (None: not measured).
     RootCauseCode.VACUUM_INTERFERENCE: lambda _c, _w: lambda s: s.kind == "vacuum",

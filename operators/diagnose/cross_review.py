@@ -71,7 +71,32 @@ def commit_bound(rows: str) -> Holds:
     )
 
 
+def batched(rows: str) -> Holds:
+    """Rows written many per commit (batch_commit_rows): the WAL flushes the writes wait on carry their
+    WAL volume, not the cost of committing often, so commit pressure is the write workload seen from
+    the flush's side (an update flood of hundreds of rows a statement is not commit pressure)."""
+    return lambda _kept, _challenged, facts: (
+        facts.per_commit(rows) >= facts.thresholds.diagnosis.batch_commit_rows
+    )
+
+
+def same_tables(kept: Candidate, challenged: Candidate, _facts: Facts) -> bool:
+    """The challenged workload writes only tables the kept cause names."""
+    return bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)
+
+
 CONFLICTS: list[Conflict] = [
+    # The writes' own commits flushed in batches: the flushes are the workload's WAL, not commit pressure.
+    Conflict(
+        RootCauseCode.WORKLOAD_HIGH_UPDATES,
+        RootCauseCode.SYNC_COMMIT_PRESSURE,
+        batched("db.tup_updated"),
+    ),
+    Conflict(
+        RootCauseCode.WORKLOAD_MANY_INSERTS,
+        RootCauseCode.SYNC_COMMIT_PRESSURE,
+        batched("db.tup_inserted"),
+    ),
     # Measured by time: the flush waits are the commit pressure's, the writes' own work the workload's,
     # the lock waits the contention's; each pair is named in order of the time it explains.
     Conflict(
@@ -99,14 +124,9 @@ CONFLICTS: list[Conflict] = [
         FindingCode.INDEX_MISSING,
         lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set(),
     ),
-    # Updates of a table carrying too many indexes: the index maintenance is what makes them heavy.
-    Conflict(
-        FindingCode.INDEXES_TOO_MANY,
-        RootCauseCode.WORKLOAD_HIGH_UPDATES,
-        lambda kept, challenged, _f: (
-            bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)
-        ),
-    ),
+    # Writes to a table carrying too many indexes: the index maintenance is what makes them heavy.
+    Conflict(FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_HIGH_UPDATES, same_tables),
+    Conflict(FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_MANY_INSERTS, same_tables),
     # The same inserted rows: thousands of rows per commit are a large insert, not many small ones.
     Conflict(
         RootCauseCode.WORKLOAD_LARGE_INSERT,

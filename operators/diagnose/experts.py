@@ -4,7 +4,10 @@ An expert is a pure function of `Facts` (window, baseline, abnormal metrics, sta
 run's thresholds), so it is testable on its own and cheap to run. Its thresholds are absolute (what
 saturation looks like on any server: sessions per core, waits per active session, rows per second;
 `dbcrew.settings.DiagnosisThresholds`); the baseline then corroborates or weakens each candidate in
-the cross review.
+the cross review. Where the window's sessions were sampled one by one, a write workload is also a
+candidate when its statements take most of the active time and its row rate left the baseline: a
+rate threshold fits one machine and one shape (twenty clients committing a row each stay far below
+a rows-per-second line that forty-row batches cross), the time the statements took does not.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from pydantic import BaseModel, Field
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.anomaly import AbnormalMetric
-from operators.diagnose.attribution import lock_relations
-from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.attribution import kinds_share, lock_relations, write_shares
+from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
 
@@ -192,29 +195,61 @@ def _insert_statements(w: WindowEvidence) -> list[tuple[str, float]]:
     return [(s.query, s.rows_per_call) for s in w.statements if s.kind == "insert"]
 
 
+def rate_left_baseline(facts: Facts, metric: str) -> bool:
+    """Whether `metric` rose out of the baseline's range; with no baseline, whether the window kept at
+    least one session active (nothing to compare: the time share alone must carry the cause)."""
+    if facts.baseline is None:
+        return facts.window.mean("act.active") >= 1.0
+    return any(m.name == metric and m.direction == "up" for m in facts.abnormal)
+
+
+def time_led(facts: Facts, metric: str, *kinds: str) -> float | None:
+    """The share of the active time taken by statements of `kinds` when it is most of it
+    (major_time_share) and their row rate `metric` left the baseline; None otherwise or unmeasured."""
+    share = kinds_share(facts.window, *kinds)
+    if share is None or share < facts.thresholds.diagnosis.major_time_share:
+        return None
+    return share if rate_left_baseline(facts, metric) else None
+
+
+def _led_strength(share: float, levels: DiagnosisThresholds) -> float:
+    return share / levels.major_time_share
+
+
+def _written_tables(w: WindowEvidence, kind_rows: Callable[[TableDelta], float]) -> list[str]:
+    return [t.name for t in sorted(w.tables, key=lambda t: -kind_rows(t))[:1] if kind_rows(t)]
+
+
 def workload_expert(facts: Facts) -> list[Candidate]:
     w, levels = facts.window, facts.thresholds.diagnosis
     out = []
     inserted, commits = w.mean("db.tup_inserted"), w.mean("db.xact_commit")
     per_commit = facts.per_commit("db.tup_inserted")
     bulk = [(q, r) for q, r in _insert_statements(w) if r >= levels.large_statement_rows]
-    if (
-        inserted >= levels.insert_rows_per_s
-        and commits >= levels.many_commits_per_s
-        and per_commit <= levels.small_commit_rows
-    ):
+    by_rate = inserted >= levels.insert_rows_per_s and commits >= levels.many_commits_per_s
+    inserts_led = time_led(facts, "db.tup_inserted", "insert")
+    if (by_rate or (inserts_led and not bulk)) and per_commit <= levels.small_commit_rows:
+        rate_strength = min(
+            inserted / levels.insert_rows_per_s, commits / levels.many_commits_per_s
+        )
         out.append(
             Candidate(
                 code=RootCauseCode.WORKLOAD_MANY_INSERTS,
                 expert="workload",
-                strength=min(
-                    inserted / levels.insert_rows_per_s, commits / levels.many_commits_per_s
+                strength=max(
+                    rate_strength, _led_strength(inserts_led, levels) if inserts_led else 0.0
                 ),
                 evidence={
                     "rows_inserted_per_s": round(inserted),
                     "commits_per_s": round(commits),
                     "rows_per_commit": round(per_commit, 1),
+                    **(
+                        {"insert_time_share": round(inserts_led, 2)}
+                        if inserts_led is not None
+                        else {}
+                    ),
                 },
+                objects=_written_tables(w, lambda t: t.n_tup_ins),
                 indicators=[
                     "db.tup_inserted",
                     "db.xact_commit",
@@ -246,17 +281,26 @@ def workload_expert(facts: Facts) -> list[Candidate]:
             )
         )
     updated, capacity = w.mean("db.tup_updated"), update_capacity(w, levels)
-    if capacity and updated >= capacity:
+    updates_led = time_led(facts, "db.tup_updated", "update", "merge")
+    if (capacity and updated >= capacity) or updates_led:
         out.append(
             Candidate(
                 code=RootCauseCode.WORKLOAD_HIGH_UPDATES,
                 expert="workload",
-                strength=updated / capacity,
+                strength=max(
+                    updated / capacity if capacity else 0.0,
+                    _led_strength(updates_led, levels) if updates_led else 0.0,
+                ),
                 evidence={
                     "rows_updated_per_s": round(updated),
                     "commits_per_s": round(commits),
                     **_update_cost(w),
                     "lock_wait_share": round(w.wait_share("Lock:"), 2),
+                    **(
+                        {"update_time_share": round(updates_led, 2)}
+                        if updates_led is not None
+                        else {}
+                    ),
                 },
                 indicators=["db.tup_updated", "db.xact_commit", "wal.wal_bytes", "pg.cpu_cores"],
                 objects=[
@@ -457,17 +501,35 @@ def index_expert(facts: Facts) -> list[Candidate]:
         for t in w.tables
         if t.index_count >= many and t.writes / max(w.seconds, 1e-9) >= levels.indexed_writes_per_s
     ]
-    if not heavy:
+    # Writes to a table carrying many indexes that took most of the active time (each row's index
+    # entries are CPU, I/O and WAL its commit flushes): the index count is the cost, whatever the rate.
+    indexed = {t.name: t for t in w.tables if t.index_count >= many}
+    led = [
+        (indexed[name], share)
+        for name, share in write_shares(w)
+        if name in indexed and share >= levels.major_time_share
+    ]
+    if led and not any(rate_left_baseline(facts, m) for m in ("db.tup_inserted", "db.tup_updated")):
+        led = []
+    if not heavy and not led:
         return out
-    top = max(heavy, key=lambda t: t.writes)
+    top, share = led[0] if led else (max(heavy, key=lambda t: t.writes), None)
     rate = top.writes / max(w.seconds, 1e-9)
     return [
         *out,
         Candidate(
             code=FindingCode.INDEXES_TOO_MANY,
             expert="index",
-            strength=min(top.index_count / many, rate / levels.indexed_writes_per_s),
-            evidence={"table": top.name, "indexes": top.index_count, "writes_per_s": round(rate)},
+            strength=max(
+                min(top.index_count / many, rate / levels.indexed_writes_per_s),
+                _led_strength(share, levels) if share else 0.0,
+            ),
+            evidence={
+                "table": top.name,
+                "indexes": top.index_count,
+                "writes_per_s": round(rate),
+                **({"write_time_share": round(share, 2)} if share is not None else {}),
+            },
             indicators=["db.tup_updated", "db.tup_inserted", "wal.wal_bytes"],
             objects=[top.name],
         ),
