@@ -238,6 +238,7 @@ def cross_review(
             )
     # By the time explained; causes the time cannot measure after them, by confidence.
     causes.sort(key=lambda c: (c.time_share is None, -(c.time_share or 0.0), -c.confidence))
+    _work_before_its_resource(causes)
     for dropped in causes[MAX_CAUSES:]:
         notes.append(
             ReviewNote(
@@ -247,6 +248,35 @@ def cross_review(
             )
         )
     return causes[:MAX_CAUSES], notes
+
+
+# Causes that name a saturated resource or mechanism (the WAL flush, the CPU, the disks, memory) rather
+# than the work that saturates it.
+RESOURCES: frozenset[Cause] = frozenset(
+    {
+        RootCauseCode.SYNC_COMMIT_PRESSURE,
+        RootCauseCode.CPU_CONTENTION,
+        RootCauseCode.IO_CONTENTION,
+        RootCauseCode.MEMORY_PRESSURE,
+    }
+)
+TIE_SHARE = 0.05  # shares this close explain the same time: the samples cannot order them
+
+
+def _work_before_its_resource(causes: list[ReviewedCause]) -> None:
+    """Where a resource cause and a work cause explain the same time (single-row inserts whose every sample
+    is their commit's flush: 99 % each), the work comes first: it is what a DBA changes, the resource is
+    how it shows. Swaps adjacent pairs in place, the time order otherwise kept."""
+    for i in range(len(causes) - 1):
+        first, second = causes[i], causes[i + 1]
+        if (
+            first.code in RESOURCES
+            and second.code not in RESOURCES
+            and first.time_share is not None
+            and second.time_share is not None
+            and first.time_share - second.time_share <= TIE_SHARE
+        ):
+            causes[i], causes[i + 1] = second, first
 
 
 def _drop_minor(

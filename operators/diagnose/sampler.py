@@ -335,10 +335,15 @@ class ActivityTally:
         ]
 
     def flusher_idle_between(self) -> int:
-        """Samples in which a session that waited on a WAL flush in this window was idle between two
-        transactions: the other side of the flush waits of the same sessions (a concurrent load's idle
-        sessions, which never wait on a flush, stay out of it)."""
-        return sum(n for pid, n in self.idle_between.items() if self.flush_waits[pid])
+        """The idle-between-transactions samples set against the flush waits: the other side of the flush
+        waits of the same sessions. Each flushing session counts as much as it flushes: what the experts
+        read (flushes / (flushes + this)) is the flush-weighted mean of each session's own share of flush
+        waits against idle time. A concurrent load's sessions that flush now and then while idling most of
+        the time (a rate-limited application beside twenty committers) would otherwise outweigh the
+        committers; sessions that never wait on a flush stay out of it."""
+        flushes = sum(self.flush_waits.values())
+        held = sum(n * n / (n + self.idle_between[pid]) for pid, n in self.flush_waits.items() if n)
+        return round(flushes * (flushes / held - 1)) if held else 0
 
 
 @dataclass

@@ -239,3 +239,49 @@ def test_a_small_cause_of_its_own_statements_stays_after_the_leading_one() -> No
         ("query_poor_join", 0.143),
     ]
     assert any(n.code == "query_poor_join" and n.verdict.startswith("kept after") for n in notes)
+
+
+def idle(pid: int) -> dict[str, object]:
+    """A client between two transactions (idle a moment), as SESSIONS_SQL returns it."""
+    return {**session(pid, "SELECT 1"), "state": "idle", "state_seconds": 0.05}
+
+
+def test_committers_are_held_by_their_flushes_beside_a_paced_load_that_flushes_now_and_then() -> (
+    None
+):
+    # Twenty committers flush in 40 samples of 42; twenty paced clients flush once in 51 and idle the rest.
+    tally = ActivityTally()
+    for step in range(51):
+        rows = [
+            session(pid, "COMMIT", "IO:WalSync") if step < 40 else idle(pid) for pid in range(20)
+        ]
+        rows = rows[:] if step < 42 else rows[:0]
+        rows += [
+            session(pid, "COMMIT", "IO:WalSync") if step == 0 else idle(pid)
+            for pid in range(20, 40)
+        ]
+        tally.add(rows)
+    flushes = sum(tally.flush_waits.values())
+    held = flushes / (flushes + tally.flusher_idle_between())
+    assert held > 0.8, held
+    # A paced load alone: each client flushes in 5 samples of 50 and idles the rest: not held back.
+    paced = ActivityTally()
+    for step in range(50):
+        paced.add(
+            [session(pid, "COMMIT", "IO:WalSync") if step < 5 else idle(pid) for pid in range(10)]
+        )
+    flushes = sum(paced.flush_waits.values())
+    assert flushes / (flushes + paced.flusher_idle_between()) < 0.2
+
+
+def test_the_work_comes_before_its_resource_when_both_explain_the_same_time() -> None:
+    # Every sample of the single-row inserts is their commit's flush: 100 % each, the inserts first.
+    sessions = [session(pid, INSERT, "IO:WalSync") for pid in range(1, 13)]
+    window = sampled(sessions, **FLUSHED)
+    strong_sync = Candidate(code="sync_commit_pressure", expert="configuration", strength=8.0)
+    inserts = Candidate(code="workload_many_inserts", expert="workload", strength=1.0)
+    causes, _ = cross_review([strong_sync, inserts], Facts(window, None, []))
+    assert [(c.code, c.time_share) for c in causes] == [
+        ("workload_many_inserts", 1.0),
+        ("sync_commit_pressure", 1.0),
+    ]
