@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.shop import QUICK_IDLE_SECONDS, DemoShop
+from tests.cli_here import dbcrew_here
 
 
 def dbcrew(
@@ -45,14 +46,16 @@ def test_unusable_target_exits_2_with_one_line(target: str, message: str):
 
 
 def test_bad_option_value_exits_2(shop: DemoShop):
+    """The first as a user runs it (a process), the other kinds through the same entry point in this
+    process (tests/cli_here.py: no interpreter each)."""
     result = dbcrew("review", shop.dsn, "--window", "-1")
     assert (
         result.returncode == 2 and "--window" in result.stderr and "Traceback" not in result.stderr
     )
-    result = dbcrew("review", shop.dsn, "--inject-fault", "nonsense")
+    result = dbcrew_here("review", shop.dsn, "--inject-fault", "nonsense")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     for bad in ("no_such_threshold=1", "idle_in_transaction_seconds=soon", "dead_tuples_min=-5"):
-        result = dbcrew("review", shop.dsn, "--threshold", bad)
+        result = dbcrew_here("review", shop.dsn, "--threshold", bad)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and "--threshold" in lines[0], (
             result.stderr

@@ -12,12 +12,12 @@ The convention, for whoever writes a page (README.md, docs/*.md, deployments/REA
 - `$ make ...` is covered by make itself, not run here: `make demo` runs the demo (its output in
   the README is pasted from a real run), `make test` runs this suite, `make bench` the benchmarks.
 - `$ dbcrew ...` runs what `python -m cli ...` runs, the entry point `cli.app.main`, in this process
-  (`run_here`: its exit code, what it printed; a fresh interpreter per command cost 1-3 s of imports
-  each, the manual's and the router's libraries on every `ask`); a `^C` command runs as `python -m cli`
-  in a process of its own, to be signalled. The process itself (its exit status, one line on stderr,
-  signals, children) is tests/e2e/test_cli*.py's. `$ python ...` runs this interpreter; NAME=VALUE
-  before the program goes to its environment. NOT_RUN lists the few commands that only make sense
-  elsewhere.
+  (tests/cli_here.py: its exit code, what it printed; a fresh interpreter per command cost 1-3 s of
+  imports each, the manual's and the router's libraries on every `ask`); a `^C` command runs as
+  `python -m cli` in a process of its own, to be signalled. The process itself (its exit status, one
+  line on stderr, signals, children) is tests/e2e/test_cli*.py's. `$ python ...` runs this
+  interpreter; NAME=VALUE before the program goes to its environment. NOT_RUN lists the few commands
+  that only make sense elsewhere.
 - deployments/README.md's `prefect deploy` steps are a ```bash block, run line by line by
   tests/e2e/test_prefect_yaml.py.
 
@@ -38,7 +38,6 @@ replace. `dbcrew mcp --port 8765` gets a free port.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import shlex
@@ -49,7 +48,6 @@ import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -60,6 +58,7 @@ import pytest
 from lab.embedded import EmbeddedPostgres, _free_port
 from lab.shop import DemoShop
 from operators.docs import DEBIAN_MANUAL
+from tests.cli_here import dbcrew_here
 
 pytestmark = [pytest.mark.prefect, pytest.mark.timeout(600)]
 
@@ -236,36 +235,6 @@ def run_long(args: list[str], lab: Lab, env: dict[str, str]) -> tuple[int, str]:
     return process.returncode, "".join(printed) + rest
 
 
-def run_here(args: list[str], lab: Lab, env: dict[str, str]) -> tuple[int, str]:
-    """`dbcrew ARGS` through the CLI's entry point in this process: (exit code, stdout and stderr).
-
-    What `main` changes for its process is put back after: the environment (the command's own, and
-    the Prefect settings a run sets), the working directory, the signal handlers it installs."""
-    from cli.app import main
-
-    environment, cwd, command_line = dict(os.environ), Path.cwd(), sys.argv
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    printed = io.StringIO()
-    os.environ.update(env)
-    os.chdir(lab.cwd)
-    sys.argv = ["dbcrew", *args]
-    try:
-        with redirect_stdout(printed), redirect_stderr(printed):
-            try:
-                main()
-                code = 0
-            except SystemExit as ended:
-                code = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
-    finally:
-        sys.argv = command_line
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(environment)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    return code, printed.getvalue()
-
-
 def run(example: Example, lab: Lab) -> str | None:
     """None when it ended as documented, else what went wrong."""
     args, extra = argv(example.command.replace(EXAMPLE_HOST, lab.host))
@@ -273,7 +242,8 @@ def run(example: Example, lab: Lab) -> str | None:
     if example.interrupted:
         code, printed = run_long(args, lab, env)
     elif args[1:3] == ["-m", "cli"]:
-        code, printed = run_here(args[3:], lab, env)
+        ran = dbcrew_here(*args[3:], env=env, cwd=lab.cwd)
+        code, printed = ran.returncode, ran.stdout + ran.stderr
     else:
         result = subprocess.run(
             args, cwd=lab.cwd, env=env, capture_output=True, text=True, timeout=300
