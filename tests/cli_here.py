@@ -26,10 +26,13 @@ def dbcrew_here(
     """`dbcrew ARGS` in this process with `env` added to the environment and `cwd` as the working
     directory: its exit code, stdout and stderr, as subprocess.run would give them. What `main` changes
     for its process is put back after: the environment (the command's own, and the Prefect settings a
-    run sets), the working directory, argv, the SIGINT and SIGTERM handlers it installs."""
+    run sets), the secrets it moves out of it (dbcrew.secrets), the working directory, argv, the SIGINT
+    and SIGTERM handlers it installs."""
     from cli.app import main
+    from dbcrew import secrets
 
     environment, directory, command_line = dict(os.environ), Path.cwd(), sys.argv
+    held = secrets.held_secrets()
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     stdout, stderr = io.StringIO(), io.StringIO()
     os.environ.update(env or {})
@@ -48,6 +51,8 @@ def dbcrew_here(
         os.chdir(directory)
         os.environ.clear()
         os.environ.update(environment)
+        secrets._HELD.clear()
+        secrets._HELD.update(held)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     return subprocess.CompletedProcess(
