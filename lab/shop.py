@@ -67,9 +67,8 @@ PLANT_SQL = {
 }
 # Fails on duplicate statuses and leaves the index behind, invalid.
 INVALID_INDEX_SQL = "CREATE UNIQUE INDEX CONCURRENTLY orders_status_uniq ON orders (status)"
-IDLE_SECONDS = (
-    31.0  # past the idle_in_transaction check's default threshold (30 s): what the demo waits for
-)
+# Past the idle_in_transaction check's default threshold (30 s): what the demo waits for.
+IDLE_SECONDS = 31.0
 # The threshold a test gives the check instead (Thresholds.idle_in_transaction_seconds, or `--threshold`):
 # the planted session is this old once the shop is built and its first workload ran, so a test sees it
 # through the same check without waiting out the default.
