@@ -11,8 +11,13 @@ The convention, for whoever writes a page (README.md, docs/*.md, deployments/REA
   what the command printed; lines with digits and `...` are not compared.
 - `$ make ...` is covered by make itself, not run here: `make demo` runs the demo (its output in
   the README is pasted from a real run), `make test` runs this suite, `make bench` the benchmarks.
-- `$ dbcrew ...` runs `python -m cli ...`, `$ python ...` this interpreter; NAME=VALUE before the
-  program goes to its environment. NOT_RUN lists the few commands that only make sense elsewhere.
+- `$ dbcrew ...` runs what `python -m cli ...` runs, the entry point `cli.app.main`, in this process
+  (tests/cli_here.py: its exit code, what it printed; a fresh interpreter per command cost 1-3 s of
+  imports each, the manual's and the router's libraries on every `ask`); a `^C` command runs as
+  `python -m cli` in a process of its own, to be signalled. The process itself (its exit status, one
+  line on stderr, signals, children) is tests/e2e/test_cli*.py's. `$ python ...` runs this
+  interpreter; NAME=VALUE before the program goes to its environment. NOT_RUN lists the few commands
+  that only make sense elsewhere.
 - deployments/README.md's `prefect deploy` steps are a ```bash block, run line by line by
   tests/e2e/test_prefect_yaml.py.
 
@@ -53,6 +58,7 @@ import pytest
 from lab.embedded import EmbeddedPostgres, _free_port
 from lab.shop import DemoShop
 from operators.docs import DEBIAN_MANUAL
+from tests.cli_here import dbcrew_here
 
 pytestmark = [pytest.mark.prefect, pytest.mark.timeout(600)]
 
@@ -235,6 +241,9 @@ def run(example: Example, lab: Lab) -> str | None:
     env = {**lab.env, **extra}
     if example.interrupted:
         code, printed = run_long(args, lab, env)
+    elif args[1:3] == ["-m", "cli"]:
+        ran = dbcrew_here(*args[3:], env=env, cwd=lab.cwd)
+        code, printed = ran.returncode, ran.stdout + ran.stderr
     else:
         result = subprocess.run(
             args, cwd=lab.cwd, env=env, capture_output=True, text=True, timeout=300

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab.shop import DemoShop
+from tests.cli_here import dbcrew_here
 
 
 def dbcrew(
@@ -25,35 +26,46 @@ def dbcrew(
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
+BAD_INPUT = [
+    (
+        ("diagnose", "postgresql://nobody@127.0.0.1:1/x"),
+        "cannot connect to postgresql://nobody@127.0.0.1:1/x",
+    ),
+    (("diagnose", "postgresql://nobody@127.0.0.1:1/x", "--window", "0"), "--window"),
+    (
         (
-            ("diagnose", "postgresql://nobody@127.0.0.1:1/x"),
-            "cannot connect to postgresql://nobody@127.0.0.1:1/x",
-        ),
-        (("diagnose", "postgresql://nobody@127.0.0.1:1/x", "--window", "0"), "--window"),
-        (
-            (
-                "diagnose",
-                "postgresql://nobody@127.0.0.1:1/x",
-                "--baseline",
-                "/nonexistent/baseline.json",
-            ),
+            "diagnose",
+            "postgresql://nobody@127.0.0.1:1/x",
             "--baseline",
+            "/nonexistent/baseline.json",
         ),
-        (
-            ("baseline", "postgresql://nobody@127.0.0.1:1/x", "--out", "/tmp/never.json"),
-            "cannot connect",
-        ),
-        (("extract-knowledge", ".", "--out", "/tmp/never.yaml"), "needs the LLM brain"),
-    ],
-)
-def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) -> None:
-    result = dbcrew(*args, env={"OPENAI_API_KEY": "", "DBCREW_LLM_BASE_URL": ""})
+        "--baseline",
+    ),
+    (
+        ("baseline", "postgresql://nobody@127.0.0.1:1/x", "--out", "/tmp/never.json"),
+        "cannot connect",
+    ),
+    (("extract-knowledge", ".", "--out", "/tmp/never.yaml"), "needs the LLM brain"),
+]
+NO_MODEL = {"OPENAI_API_KEY": "", "DBCREW_LLM_BASE_URL": ""}
+
+
+def said_once_with_exit_2(result: subprocess.CompletedProcess[str], message: str) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr
+
+
+def test_bad_input_exits_2_with_one_line_from_a_process_of_its_own() -> None:
+    """As a user runs it: the process's status, and all its start writes to stderr is the one line."""
+    args, message = BAD_INPUT[0]
+    said_once_with_exit_2(dbcrew(*args, env=NO_MODEL), message)
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT)
+def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) -> None:
+    """Each kind through the same entry point in this process (tests/cli_here.py: no interpreter each)."""
+    said_once_with_exit_2(dbcrew_here(*args, env=NO_MODEL), message)
 
 
 @pytest.mark.prefect

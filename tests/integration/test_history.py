@@ -42,6 +42,7 @@ from roles.crew.memory import target_identity
 from roles.crew.run import RunContext
 from roles.report.alerts import notify
 from roles.report.history import TRENDS_CHART, failed_report, reviewed
+from tests.cli_here import dbcrew_here
 from tests.webhooks import receiving_webhooks
 
 PLANTED = """
@@ -395,30 +396,18 @@ def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(
 ):
     first = review(planted, tmp_path / "first")
     review(planted, tmp_path / "second")
-    env = {**os.environ, STORE_ENV: store_url}
-    shown = subprocess.run(
-        [sys.executable, "-m", "cli", "history", planted],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    # Two through the CLI's entry point in this process (tests/cli_here.py), the last as a user runs it.
+    shown = dbcrew_here("history", planted, env={STORE_ENV: store_url})
     assert shown.returncode == 0, shown.stderr
     assert parse_target(planted).display in shown.stdout
     assert (
         first.started_at.strftime("%Y-%m-%d %H:%M:%S") in shown.stdout
         and "completed" in shown.stdout
     )
-    unknown = subprocess.run(
-        [sys.executable, "-m", "cli", "history", "nowhere"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    unknown = dbcrew_here("history", "nowhere", env={STORE_ENV: store_url})
     assert unknown.returncode == 2 and "no target in the store matches 'nowhere'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
-    env[STORE_ENV] = "postgresql://keeper:hunter2@127.0.0.1:1/nowhere"
+    env = {**os.environ, STORE_ENV: "postgresql://keeper:hunter2@127.0.0.1:1/nowhere"}
     down = subprocess.run(
         [sys.executable, "-m", "cli", "history", "x"],
         capture_output=True,

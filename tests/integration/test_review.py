@@ -10,21 +10,31 @@ import pytest
 from markupsafe import escape
 
 from dbcrew.models.faults import FaultKind, FaultSpec
-from dbcrew.settings import Settings
+from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from flows.phases import PlainPhases
 from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
+from lab.shop import QUICK_IDLE_SECONDS, DemoShop
 from roles.crew.run import RunContext
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
+# The shop's idle session is planted QUICK_IDLE_SECONDS before the tests start, not 30 s (tests/conftest.py).
+SEES_THE_IDLE_SESSION = Thresholds(idle_in_transaction_seconds=QUICK_IDLE_SECONDS)
 
 
-def review(dsn: str, out: Path, faults: list[FaultSpec] | None = None, window: float = 1.5):
+def review(
+    dsn: str,
+    out: Path,
+    faults: list[FaultSpec] | None = None,
+    window: float = 1.5,
+    thresholds: Thresholds | None = None,
+):
     run = RunContext(
         target=parse_target(dsn),
-        settings=Settings(window_seconds=window, activity_samples=3),
+        settings=Settings(
+            window_seconds=window, activity_samples=3, thresholds=thresholds or Thresholds()
+        ),
         out_dir=out,
         faults=faults or [],
     )
@@ -32,7 +42,7 @@ def review(dsn: str, out: Path, faults: list[FaultSpec] | None = None, window: f
 
 
 def test_review_finds_every_planted_problem_and_nothing_else(shop: DemoShop, tmp_path: Path):
-    report = review(shop.dsn, tmp_path)
+    report = review(shop.dsn, tmp_path, thresholds=SEES_THE_IDLE_SESSION)
     found = {(f.code, f.object) for f in report.findings}
     assert shop.expected <= found, f"missed: {shop.expected - found}"
     unplanted = {(f.code, f.object) for f in report.findings if f.is_problem} - shop.expected
@@ -78,7 +88,7 @@ def test_role_without_read_all_stats_gets_an_honest_report(
     pg.psql(
         "DROP ROLE IF EXISTS auditor; CREATE ROLE auditor LOGIN; GRANT CONNECT ON DATABASE shop TO auditor;"
     )
-    report = review(pg.dsn("shop", user="auditor"), tmp_path)
+    report = review(pg.dsn("shop", user="auditor"), tmp_path, thresholds=SEES_THE_IDLE_SESSION)
     privilege = next(f for f in report.findings if f.code == "privilege_insufficient")
     assert privilege.evidence["grant"] == "GRANT pg_read_all_stats TO auditor;"
     sessions = next(c for c in report.coverage if c.check == "check_sessions")

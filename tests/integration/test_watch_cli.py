@@ -1,5 +1,6 @@
 """`dbcrew watch` and `dbcrew diagnose --from --to` as a user runs them: one line per pass into the store, Ctrl-C ends
-the watch with 130, the diagnosis reads the watched interval, bad input exits 2 with one line."""
+the watch with 130, the diagnosis reads the watched interval, bad input exits 2 with one line (one case in a
+process of its own, the kinds of bad input through the same entry point in this process: tests/cli_here.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.watching import Watcher
+from tests.cli_here import dbcrew_here
 
 
 def test_watch_prints_a_line_per_pass_and_ctrl_c_exits_130(
@@ -48,20 +50,33 @@ def test_watch_prints_a_line_per_pass_and_ctrl_c_exits_130(
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("watch", "postgresql://nobody@127.0.0.1:1/x", "--every", "0"), "--every"),
-        (("watch", "mysql://x"), "mysql"),
-    ],
-)
-def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120
-    )
+BAD_WATCH = [
+    (("watch", "postgresql://nobody@127.0.0.1:1/x", "--every", "0"), "--every"),
+    (("watch", "mysql://x"), "mysql"),
+]
+
+
+def said_once_with_exit_2(result: subprocess.CompletedProcess[str], message: str) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0]
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_bad_input_exits_2_with_one_line_from_a_process_of_its_own() -> None:
+    """As a user runs it: the process's status, and all its start writes to stderr is the one line."""
+    args, message = BAD_WATCH[0]
+    said_once_with_exit_2(
+        subprocess.run(
+            [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120
+        ),
+        message,
+    )
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_WATCH)
+def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) -> None:
+    """Each kind through the same entry point in this process (tests/cli_here.py: no interpreter each)."""
+    said_once_with_exit_2(dbcrew_here(*args), message)
 
 
 @pytest.mark.parametrize(
@@ -80,16 +95,7 @@ def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) ->
 def test_a_past_interval_that_is_not_one_or_was_not_watched_exits_2(
     pg: EmbeddedPostgres, args: tuple[str, ...], message: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "cli", "diagnose", pg.dsn("postgres"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], lines
+    said_once_with_exit_2(dbcrew_here("diagnose", pg.dsn("postgres"), *args), message)
 
 
 @pytest.mark.prefect

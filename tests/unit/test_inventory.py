@@ -10,6 +10,7 @@ import pytest
 
 from dbcrew.errors import UsageError
 from dbcrew.inventory import PasswordFromEnv, PasswordFromSecret, load_inventory
+from tests.cli_here import dbcrew_here
 
 GOOD = """
 targets:
@@ -114,19 +115,11 @@ def test_the_cli_checks_an_inventory_with_exit_2_and_no_traceback(tmp_path: Path
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "password" in lines[0], result.stderr
     assert "hunter2" not in result.stderr + result.stdout and "Traceback" not in result.stderr
-    result = subprocess.run(
-        [sys.executable, "-m", "cli", "inventory", "check", str(write(tmp_path, GOOD))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # The first as a user runs it (a process), the others through the same entry point in this process
+    # (tests/cli_here.py: no interpreter each).
+    result = dbcrew_here("inventory", "check", str(write(tmp_path, GOOD)))
     assert result.returncode == 0 and "password: env SHOP_PASSWORD" in result.stdout, result.stderr
-    missing = subprocess.run(
-        [sys.executable, "-m", "cli", "server", "--inventory", str(tmp_path / "none.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    missing = dbcrew_here("server", "--inventory", str(tmp_path / "none.yaml"))
     assert (
         missing.returncode == 2
         and "cannot read the inventory" in missing.stderr
