@@ -188,6 +188,22 @@ def kinds_share(window: WindowEvidence, *kinds: str) -> float | None:
     return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
 
 
+def work_share(window: WindowEvidence, query: str) -> float | None:
+    """The share of the window's own work (samples on the CPU or reading, not waiting for another
+    session's lock or for a commit's flush) spent by `query` (literals and $n alike); None unmeasured.
+
+    A heavy statement beside twenty sessions queued on a lock takes a small share of the statement
+    time (the queue's waits count there) but most of the work the server did."""
+    if not measured(window):
+        return None
+    work = [s for s in window.time_slices if _own_work(s)]
+    total = sum(s.samples for s in work)
+    if not total:
+        return None
+    key = statement_identity(query).key
+    return sum(s.samples for s in work if s.statement == key) / total
+
+
 def write_shares(window: WindowEvidence) -> list[tuple[str, float]]:
     """Tables by the share of the window's active time their writes took (own work and own flushes), most
     first; empty where the window was not sampled one by one."""

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.anomaly import AbnormalMetric
-from operators.diagnose.attribution import kinds_share, lock_relations, write_shares
+from operators.diagnose.attribution import kinds_share, lock_relations, work_share, write_shares
 from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
@@ -360,19 +360,24 @@ def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> lis
     levels = facts.thresholds.diagnosis
     out: dict[Cause, Candidate] = {}
     for plan in facts.plans:
-        if plan.share < levels.query_share:
+        # The larger of its share of the statement time and of the work done (sampled sessions on the
+        # CPU or reading): a queue of lock waiters inflates the first, not the second.
+        work = work_share(facts.window, plan.query)
+        share = max(plan.share, work or 0.0)
+        if share < levels.query_share:
             continue
         for issue in (i for i in plan.issues if i.code in codes):
             found = out.get(issue.code)
-            if found is None or found.strength < plan.share / levels.query_share:
+            if found is None or found.strength < share / levels.query_share:
                 out[issue.code] = Candidate(
                     code=issue.code,
                     expert=expert,
-                    strength=plan.share / levels.query_share,
+                    strength=share / levels.query_share,
                     evidence={
                         "queryid": plan.queryid,
                         "query": plan.query[:300],
                         "share_of_statement_time": round(plan.share, 2),
+                        **({"share_of_work": round(work, 2)} if work is not None else {}),
                         "plan": issue.detail,
                         "plan_node": issue.node,
                         "numbers": issue.numbers,

@@ -9,6 +9,7 @@ from operators.diagnose.attribution import attribute, cause_shares
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts
+from operators.diagnose.plan_issues import PlanIssue, StatementPlan
 from operators.diagnose.sampler import ActivityTally, sampling_coverage
 
 SAMPLES = 20
@@ -285,3 +286,22 @@ def test_the_work_comes_before_its_resource_when_both_explain_the_same_time() ->
         ("workload_many_inserts", 1.0),
         ("sync_commit_pressure", 1.0),
     ]
+
+
+def test_a_poor_join_beside_a_lock_queue_is_judged_by_the_work_it_does() -> None:
+    # Twenty clients queue on a hot row (their waits fill the statement time), one runs a nested loop:
+    # a twentieth of the statement time, all of the work but the lock holder's.
+    join = "SELECT count(*) FROM o JOIN i ON i.order_id = o.id WHERE o.region = 3"
+    sessions = [session(pid, HOT, "Lock:transactionid") for pid in range(1, 21)]
+    sessions += [session(21, HOT), session(22, join.replace("3", "7"))]
+    window = sampled(sessions, tables=[TableDelta(name="public.hot", n_tup_upd=1_000)])
+    judged = StatementPlan(
+        query=join.replace("3", "$1"),
+        share=0.04,
+        issues=[PlanIssue(code="query_poor_join", detail="nested loop over 170000 outer rows")],
+    )
+    found = EXPERTS["query"](Facts(window, None, [], plans=[judged]))
+    assert [(c.code, c.evidence["share_of_work"]) for c in found] == [("query_poor_join", 0.5)]
+    # Without the samples (a past interval), the statement time alone stands: too small a share.
+    unsampled = WindowEvidence(started_at=0.0, seconds=5.0, interval=0.5)
+    assert EXPERTS["query"](Facts(unsampled, None, [], plans=[judged])) == []
