@@ -123,6 +123,12 @@ def real_window(workdir: Path) -> FactsRecord:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The scripted team's costs; with --real, a real local model's (bench/llm_real.py)."""
+    if argv and "--real" in argv:
+        from bench import llm_real
+
+        llm_real.main(argv)
+        return
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-llm-") as tmp:
         record = real_window(Path(tmp))
     facts = record.facts()

@@ -147,11 +147,17 @@ class Environment(Debugging):
         description="seconds all of one run's LLM requests may take together (retries and"
         " repairs included); once spent, the rules answer the rest of the run and the report says so",
     )
-    llm_capability: Capability = Field(
-        Capability.TOOLS,
+    llm_context: int = Field(
+        4096,
+        ge=512,
+        description="tokens of the model's context window: prompts are cut to fit it (the answer"
+        " gets at most half), the cut said in the prompt (Ollama's default is 2,048-4,096)",
+    )
+    llm_capability: Capability | None = Field(
+        None,
         description="how the endpoint answers in structure:"
         " native tool calls, a JSON schema as response_format, or JSON asked for in"
-        " the prompt",
+        " the prompt; unset: probed once per endpoint and model (dbcrew/llm/capability.py)",
     )
     llm_cache_dir: Path | None = Field(
         None,
@@ -223,8 +229,8 @@ def _problem(error: Any) -> str:
 
 
 def _choices(field: FieldInfo) -> list[str]:
-    """The values of a field that is a choice; none for any other."""
-    kind = field.annotation
+    """The values of a field that is a choice (or unset: `Capability | None`); none for any other."""
+    kind = next((a for a in get_args(field.annotation) if a is not type(None)), field.annotation)
     return (
         [member.value for member in kind]
         if isinstance(kind, type) and issubclass(kind, StrEnum)

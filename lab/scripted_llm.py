@@ -12,7 +12,9 @@ It is as strict as the real servers the brain meets: a request without `max_toke
 (HTTP 400: llama.cpp and Ollama would let a model talk until the time-out), a reply longer than
 `max_tokens` (at four characters a token) is cut there with finish_reason "length", and so are
 messages a strict chat template rejects (Gemma's): two user messages in a row, or a `tool` message
-in a request without tools. Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
+in a request without tools. The capability probe's two requests (dbcrew/llm/capability.py) are
+answered as an endpoint of `capability` would (native tool calls by default), kept in `probes`, never
+in `requests`, and take no scripted reply. Once the script is spent, every request gets `otherwise`: HTTP 500 unless told otherwise, e.g.
 garbage, for an endpoint that answers garbage through a whole review.
 """
 
@@ -26,6 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from dbcrew.llm.capability import PROBE, PROBE_TOKEN
+from dbcrew.settings import Capability
 
 
 @dataclass
@@ -55,6 +60,25 @@ def approx_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+def probe_reply(body: dict[str, Any], capability: Capability) -> Reply | None:
+    """The answer to a capability probe as an endpoint of `capability` gives it; None for any other request."""
+    tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+    schema = (body.get("response_format") or {}).get("json_schema", {}).get("name")
+    if PROBE in tools:
+        return (
+            Reply(tool_calls=[(PROBE, {"value": 7})])
+            if capability is Capability.TOOLS
+            else Reply("The value is 7.")
+        )
+    if schema == PROBE:
+        return (
+            Reply(json.dumps({"probe": PROBE_TOKEN}))
+            if capability is not Capability.PROMPTED
+            else Reply('Here you are: {"answer": 7}')
+        )
+    return None
+
+
 @dataclass
 class ScriptedServer:
     replies: list[Reply] = field(default_factory=list)
@@ -62,6 +86,8 @@ class ScriptedServer:
     otherwise: Reply = field(default_factory=lambda: Reply(status=500, content="script exhausted"))
     measure_usage: bool = False
     respond: Callable[[dict[str, Any]], Reply] | None = None
+    capability: Capability = Capability.TOOLS
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         script = self
@@ -72,11 +98,14 @@ class ScriptedServer:
 
             def do_POST(self) -> None:  # http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                script.requests.append(body)
+                probed = probe_reply(body, script.capability)
+                (script.probes if probed else script.requests).append(body)
                 refused = template_error(body)
                 reply = (
                     Reply(status=400, content=refused)
                     if refused
+                    else probed
+                    if probed
                     else script.respond(body)
                     if script.respond
                     else script.replies.pop(0)

@@ -71,3 +71,11 @@ def private_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DBCREW_STORE_URL", str(path))
     monkeypatch.delenv("DBCREW_MEMORY_PATH", raising=False)
     return path
+
+
+@pytest.fixture(autouse=True)
+def large_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted endpoints stand for a hosted API's context (128k tokens): a prompt reaches them
+    whole, as the tests that read it expect. Cutting to a small context has its own tests
+    (tests/llm/test_context_fit.py), and the real model's tests declare its 4,096 tokens."""
+    monkeypatch.setenv("DBCREW_LLM_CONTEXT", "131072")

@@ -23,7 +23,9 @@ import json_repair
 import openai
 from pydantic import BaseModel, ValidationError
 
+from dbcrew.llm import capability as probing
 from dbcrew.llm.base import BrainError, BudgetSpent, EndpointDown
+from dbcrew.llm.fit import answer_room, approx_tokens, fit
 from dbcrew.llm.messages import template_safe
 from dbcrew.models.report import LlmUsage
 from dbcrew.secrets import secret
@@ -32,11 +34,12 @@ from dbcrew.settings import Capability, environment
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]
 ECHOED_CUT = 200  # characters of a cut-off answer repeated to the model when asking again
+REPAIR_ROOM = 200  # tokens a repair adds to the conversation: the cut answer echoed and the error
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
-def endpoint_capability() -> Capability:
-    """DBCREW_LLM_CAPABILITY (tools by default); UsageError in one line for anything else."""
+def endpoint_capability() -> Capability | None:
+    """DBCREW_LLM_CAPABILITY as declared (None: probe it); UsageError in one line for anything else."""
     return environment().llm_capability
 
 
@@ -167,11 +170,13 @@ class LlmClient:
         max_retries: int | None = None,
         max_repairs: int = 2,
         budget_seconds: float | None = None,
+        context_tokens: int | None = None,
     ):
         self._render = render
         env = environment()
         self.budget_seconds = budget_seconds if budget_seconds is not None else run_budget()
         self.spent_seconds = 0.0  # wall time of this client's requests, retries included
+        self.context_tokens = context_tokens or env.llm_context
         self.model = model or env.llm_model
         default_timeout, default_retries = endpoint_limits()
         self._client = openai.OpenAI(
@@ -183,6 +188,62 @@ class LlmClient:
         self._max_repairs = max_repairs
         self.timeout = timeout if timeout is not None else default_timeout
         self.usage = LlmUsage()
+
+    def prompt(
+        self,
+        template: str,
+        context: dict[str, Any],
+        model: type[BaseModel],
+        max_tokens: int,
+        system: str,
+    ) -> str:
+        """`template` rendered with `context` and the answer's schema, its data cut to fit the
+        declared context (DBCREW_LLM_CONTEXT) beside the system prompt and the answer's room; the cut
+        said at its end (dbcrew/llm/fit.py)."""
+        room = (
+            self.context_tokens
+            - answer_room(max_tokens, self.context_tokens)
+            - approx_tokens(system)
+            - REPAIR_ROOM
+        )
+        fitted = fit(
+            lambda data: self._render(template, {**data, "schema": model.model_json_schema()}),
+            context,
+            room,
+        )
+        if not fitted.cut:
+            return fitted.text
+        return self._render(
+            "cut.j2",
+            {"prompt": fitted.text, "cut": fitted.cut, "context_tokens": self.context_tokens},
+        )
+
+    def capability(self) -> Capability:
+        """How this endpoint and model answer in structure: DBCREW_LLM_CAPABILITY when set, else
+        probed once per process (dbcrew/llm/capability.py). The probe's time is paid from the run's
+        budget; a probe that gets no answer (or no budget left) decides nothing: `prompted`, the mode
+        every endpoint can follow, for this question, and the next question probes again."""
+        declared = endpoint_capability()
+        if declared is not None:
+            return declared
+        base_url = str(self._client.base_url)
+        if (found := probing.known(base_url, self.model)) is not None:
+            return found
+        left = self.budget_seconds - self.spent_seconds
+        if left <= 0:
+            return Capability.PROMPTED
+        started = time.monotonic()
+        try:
+            return probing.probe(
+                self._client.with_options(max_retries=0),
+                base_url,
+                self.model,
+                min(self.timeout, left),
+            )
+        except openai.APIError:
+            return Capability.PROMPTED
+        finally:
+            self.spent_seconds += time.monotonic() - started
 
     def ask(
         self, template: str, context: dict[str, Any], model: type[Model], max_tokens: int
@@ -198,16 +259,15 @@ class LlmClient:
                 "type": "json_schema",
                 "json_schema": {"name": model.__name__, "schema": model.model_json_schema()},
             }
-            if endpoint_capability() is Capability.JSON_SCHEMA
+            if self.capability() is Capability.JSON_SCHEMA
             else None
         )
+        system = self._render("system.j2", {})
         messages: list[dict[str, str]] = [
-            {"role": "system", "content": self._render("system.j2", {})},
-            {
-                "role": "user",
-                "content": self._render(template, {**context, "schema": model.model_json_schema()}),
-            },
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.prompt(template, context, model, max_tokens, system)},
         ]
+        max_tokens = answer_room(max_tokens, self.context_tokens)
         error = ""
         for _ in range(self._max_repairs + 1):
             completion = self.complete(messages, max_tokens=max_tokens, response_format=structured)
@@ -272,18 +332,21 @@ class LlmClient:
         left = self.budget_seconds - self.spent_seconds
         if left <= 0:
             raise BudgetSpent(f"the run's LLM time budget of {self.budget_seconds:g} s is spent")
-        # What is left of the budget bounds this request, retries included: a cut request is not retried.
-        cut_by_budget = left < min(timeout or self.timeout, self.timeout)
+        # What is left of a budget (the run's, or the caller's `timeout`: a diagnosis's own seconds)
+        # bounds this request, retries included: a request cut by a budget is not retried, and its
+        # time-out is that budget spent, not the endpoint down.
+        limit = min(timeout or self.timeout, self.timeout, left)
+        cut_by_budget = limit < self.timeout
         client = self._client.with_options(max_retries=0) if cut_by_budget else self._client
         started = time.monotonic()
         try:
-            response = client.chat.completions.create(
-                **request, timeout=min(timeout or self.timeout, self.timeout, left)
-            )
+            response = client.chat.completions.create(**request, timeout=limit)
         except openai.APITimeoutError as exc:
             if cut_by_budget:
                 raise BudgetSpent(
                     f"the run's LLM time budget of {self.budget_seconds:g} s is spent"
+                    if limit == left
+                    else f"the caller's time budget is spent ({limit:.3g} s were left to it)"
                 ) from exc
             raise EndpointDown(f"{type(exc).__name__}: {exc}") from exc
         except openai.APIConnectionError as exc:

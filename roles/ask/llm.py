@@ -27,7 +27,7 @@ import pydantic
 from pydantic import BaseModel, Field
 
 from dbcrew.llm.base import BrainError
-from dbcrew.llm.client import LlmClient, endpoint_capability
+from dbcrew.llm.client import LlmClient
 from dbcrew.models.answer import ToolCall
 from operators.docs import Passage
 from operators.lookups import CatalogueNames, IndexSlot, TableSlot
@@ -227,7 +227,7 @@ def react(
         else None,
     }
     controller = Controller(
-        client, render, tools, Budget(LIMITS), endpoint_capability(), Tally(), response_cache(), ASK
+        client, render, tools, Budget(LIMITS), client.capability(), Tally(), response_cache(), ASK
     )
     try:
         final = cast(

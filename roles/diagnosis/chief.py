@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dbcrew.llm.base import BrainError, EndpointDown
-from dbcrew.llm.client import LlmClient, Render, ResponseCache, endpoint_capability
+from dbcrew.llm.client import LlmClient, Render, ResponseCache
 from dbcrew.models import Finding, RootCause
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
 from dbcrew.models.report import LlmDiagnosis
@@ -53,7 +53,7 @@ class LlmDiagnoser:
     def from_env(
         cls, client: LlmClient, render: Render, cache: ResponseCache | None = None
     ) -> LlmDiagnoser:
-        return cls(client, render, AgentLimits.from_env(), endpoint_capability(), cache)
+        return cls(client, render, AgentLimits.from_env(), client.capability(), cache)
 
     def diagnose(
         self,
