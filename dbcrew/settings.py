@@ -407,6 +407,12 @@ class DiagnosisThresholds(_Bounds):
     small_commit_rows: int = Field(
         1_000, description="rows per commit of a small transaction; more: a large insert"
     )
+    workload_time_share: float = Field(
+        0.3,
+        description="share of the active session time a write workload's statements take to be a"
+        " cause when their row rate left the baseline, whatever the rate (workload_many_inserts,"
+        " workload_high_updates, workload_many_deletes, indexes_too_many)",
+    )
     batch_commit_rows: int = Field(
         20,
         description="rows per commit from which a write workload's WAL flushes are its WAL volume,"

@@ -204,16 +204,18 @@ def rate_left_baseline(facts: Facts, metric: str) -> bool:
 
 
 def time_led(facts: Facts, metric: str, *kinds: str) -> float | None:
-    """The share of the active time taken by statements of `kinds` when it is most of it
-    (major_time_share) and their row rate `metric` left the baseline; None otherwise or unmeasured."""
+    """The share of the active time taken by statements of `kinds` when it reaches workload_time_share
+    (a cause beside another may hold a third of the time, not most of it) and their row rate `metric`
+    left the baseline (a healthy load's writes hold as much time as they always did); None otherwise
+    or unmeasured."""
     share = kinds_share(facts.window, *kinds)
-    if share is None or share < facts.thresholds.diagnosis.major_time_share:
+    if share is None or share < facts.thresholds.diagnosis.workload_time_share:
         return None
     return share if rate_left_baseline(facts, metric) else None
 
 
 def _led_strength(share: float, levels: DiagnosisThresholds) -> float:
-    return share / levels.major_time_share
+    return share / levels.workload_time_share
 
 
 def _written_tables(w: WindowEvidence, kind_rows: Callable[[TableDelta], float]) -> list[str]:
@@ -309,16 +311,25 @@ def workload_expert(facts: Facts) -> list[Candidate]:
             )
         )
     deleted = w.mean("db.tup_deleted")
-    if deleted >= levels.delete_rows_per_s:
+    deletes_led = time_led(facts, "db.tup_deleted", "delete")
+    if deleted >= levels.delete_rows_per_s or deletes_led:
         tables = sorted(w.tables, key=lambda t: -t.n_tup_del)[:1]
         out.append(
             Candidate(
                 code=RootCauseCode.WORKLOAD_MANY_DELETES,
                 expert="workload",
-                strength=deleted / levels.delete_rows_per_s,
+                strength=max(
+                    deleted / levels.delete_rows_per_s,
+                    _led_strength(deletes_led, levels) if deletes_led else 0.0,
+                ),
                 evidence={
                     "rows_deleted_per_s": round(deleted),
                     "dead_tuples": {t.name: int(t.n_dead_tup) for t in tables},
+                    **(
+                        {"delete_time_share": round(deletes_led, 2)}
+                        if deletes_led is not None
+                        else {}
+                    ),
                 },
                 indicators=["db.tup_deleted", "wal.wal_bytes"],
                 objects=[t.name for t in tables],
@@ -512,7 +523,7 @@ def index_expert(facts: Facts) -> list[Candidate]:
     led = [
         (indexed[name], share)
         for name, share in write_shares(w)
-        if name in indexed and share >= levels.major_time_share
+        if name in indexed and share >= levels.workload_time_share
     ]
     if led and not any(rate_left_baseline(facts, m) for m in ("db.tup_inserted", "db.tup_updated")):
         led = []

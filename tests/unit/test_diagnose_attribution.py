@@ -305,3 +305,20 @@ def test_a_poor_join_beside_a_lock_queue_is_judged_by_the_work_it_does() -> None
     # Without the samples (a past interval), the statement time alone stands: too small a share.
     unsampled = WindowEvidence(started_at=0.0, seconds=5.0, interval=0.5)
     assert EXPERTS["query"](Facts(unsampled, None, [], plans=[judged])) == []
+
+
+def test_a_purge_holding_a_third_of_the_time_is_a_cause_when_its_rate_left_the_baseline() -> None:
+    purge = "DELETE FROM archive WHERE id IN (SELECT id FROM archive ORDER BY id LIMIT 3000)"
+    sessions = [session(pid, purge) for pid in range(1, 5)]
+    sessions += [session(pid, "SELECT * FROM orders WHERE id = 9") for pid in range(5, 11)]
+    window = sampled(
+        sessions,
+        series={"db.tup_deleted": [600.0] * SAMPLES},
+        tables=[TableDelta(name="public.archive", n_tup_del=3_000)],
+    )
+    found = EXPERTS["workload"](Facts(window, None, []))
+    assert [(c.code, c.evidence.get("delete_time_share")) for c in found] == [
+        ("workload_many_deletes", 0.4)
+    ]
+    # The same purge as the baseline ran it (its rate did not leave the baseline): no cause.
+    assert EXPERTS["workload"](Facts(window, window, [])) == []
