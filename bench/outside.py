@@ -191,7 +191,7 @@ SHAPES = (
         "workload_many_deletes",
         "purge.sql",
         scales=False,
-        reset="TRUNCATE ot_archive; INSERT INTO ot_archive SELECT g, md5(g::text) FROM generate_series(1, 600000) g",
+        reset="TRUNCATE ot_archive; INSERT INTO ot_archive SELECT g, md5(g::text) FROM generate_series(1, 1200000) g",
     ),
 )
 MIXES = (
