@@ -222,11 +222,9 @@ def injected(
 PGBENCH_SCRIPTS = Path(__file__).parent / "pgbench"
 
 
-def committers(script: str, clients: int) -> tuple[str, ...]:
-    """pgbench running `script` (from bench/pgbench/) back to back on `clients` connections, for a
-    Recipe's command. Commit pressure needs clients that commit again as soon as a commit returns:
-    Python threads sharing one interpreter on a CPU-starved host left their sessions idle between
-    commits most of the time (CI: 6 clients, 0.44 sessions waiting), a C client does not."""
+def pgbench_script(script: Path, clients: int, *options: str) -> tuple[str, ...]:
+    """A Recipe's command: pgbench running `script` on `clients` connections until stopped (`options`
+    before the script, e.g. a rate limit)."""
     return (
         "pgbench",
         "-n",
@@ -236,9 +234,18 @@ def committers(script: str, clients: int) -> tuple[str, ...]:
         str(min(clients, 2)),
         "-T",
         "3600",
+        *options,
         "-f",
-        str(PGBENCH_SCRIPTS / script),
+        str(script),
     )
+
+
+def committers(script: str, clients: int) -> tuple[str, ...]:
+    """pgbench running `script` (from bench/pgbench/) back to back on `clients` connections, for a
+    Recipe's command. Commit pressure needs clients that commit again as soon as a commit returns:
+    Python threads sharing one interpreter on a CPU-starved host left their sessions idle between
+    commits most of the time (CI: 6 clients, 0.44 sessions waiting), a C client does not."""
+    return pgbench_script(PGBENCH_SCRIPTS / script, clients)
 
 
 NO_SYNC = "SET synchronous_commit = off"

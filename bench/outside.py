@@ -38,7 +38,7 @@ from pathlib import Path
 
 from bench.diagnose import WINDOW_SECONDS, DiagnosisServer, accuracy
 from bench.generalization import host_load, spread
-from bench.injections import Recipe, connect, injected
+from bench.injections import Recipe, connect, injected, pgbench_script
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
 from operators.diagnose.sampler import sample_window
@@ -133,19 +133,7 @@ def prepare(dsn: str) -> None:
 
 def pgbench(script: str, clients: int, *options: str) -> tuple[str, ...]:
     """A Recipe command: pgbench running bench/outside/`script` on `clients` connections until stopped."""
-    return (
-        "pgbench",
-        "-n",
-        "-c",
-        str(clients),
-        "-j",
-        str(min(clients, 2)),
-        "-T",
-        "3600",
-        *options,
-        "-f",
-        str(SCRIPTS / script),
-    )
+    return pgbench_script(SCRIPTS / script, clients, *options)
 
 
 def background(level: int, rate_factor: int = 1) -> Recipe:
