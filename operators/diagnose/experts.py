@@ -219,6 +219,7 @@ def _led_strength(share: float, levels: DiagnosisThresholds) -> float:
 
 
 def _written_tables(w: WindowEvidence, kind_rows: Callable[[TableDelta], float]) -> list[str]:
+    """The table the window wrote most rows of one kind to (`kind_rows`), as a cause's object."""
     return [t.name for t in sorted(w.tables, key=lambda t: -kind_rows(t))[:1] if kind_rows(t)]
 
 
@@ -305,9 +306,7 @@ def workload_expert(facts: Facts) -> list[Candidate]:
                     ),
                 },
                 indicators=["db.tup_updated", "db.xact_commit", "wal.wal_bytes", "pg.cpu_cores"],
-                objects=[
-                    t.name for t in sorted(w.tables, key=lambda t: -t.n_tup_upd)[:1] if t.n_tup_upd
-                ],
+                objects=_written_tables(w, lambda t: t.n_tup_upd),
             )
         )
     deleted = w.mean("db.tup_deleted")
