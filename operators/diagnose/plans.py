@@ -7,9 +7,11 @@ chose for an outer input it estimated small. What pg_stat_statements measured pe
 buffers, rows) is what the plan that ran did, so each heavy statement's generic plan is held against
 it:
 
-- the plan's expected buffers, and its cost at the slowest time per unit of cost measured, bound
-  what it can have done; a statement that read ten times more, or spent ten times more on the CPU,
-  did not run that plan;
+- the plan's expected buffers, and its cost at the server's pace, bound what it can have done; a
+  statement that read ten times more, or spent several times more on the CPU, did not run that plan.
+  The pace is timed when the window is live (`measured_pace`: a fixed CPU-bound statement run on the
+  server, its queue for the CPU included); a past window's is the slowest pace measured on a 2-core
+  host, stretched by the window's CPU queue, and held to a wider factor;
 - the planner's nested-loop plan (hash and merge joins disabled: what such a session gets) is then
   planned too; when it accounts for the measured cost, it is the plan judged (its nested loops, their
   join keys: unindexed, or of different types joined through a cast);
@@ -17,7 +19,8 @@ it:
   database and its role's defaults, already in its plans) and the statement's role's defaults
   (pg_db_role_setting, planned with them); a session's own SET is not visible, and the evidence says so.
 
-At most `TOP_STATEMENTS` statements, at most three plans each, every plan under PLAN_TIMEOUT_MS,
+At most `TOP_STATEMENTS` statements, at most three plans each, every plan (and the pace's three
+runs of a fixed statement, a few milliseconds each) under PLAN_TIMEOUT_MS,
 through the guard of `operators.explain` (one plain SELECT calling only pg_catalog's code, planned,
 never executed).
 """
@@ -25,9 +28,10 @@ never executed).
 from __future__ import annotations
 
 import enum
+import statistics
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -36,7 +40,12 @@ from pglast.parser import ParseError
 
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.evidence import MONITORING, StatementDelta, WindowEvidence
+from operators.diagnose.evidence import (
+    MONITORING,
+    StatementDelta,
+    WindowEvidence,
+    statement_identity,
+)
 from operators.diagnose.plan_issues import (
     NESTED_LOOP_PAIRS,
     NOT_EXPLAINED,
@@ -48,7 +57,7 @@ from operators.diagnose.plan_issues import (
 )
 from operators.diagnose.sampler import EXPLAINED_QUERY_CHARS
 from operators.explain import FOREIGN_CODE, Unplannable, generic_plan, refused_text
-from operators.sql import fetch
+from operators.sql import fetch, scalar
 
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05
@@ -59,6 +68,17 @@ MS_PER_COST_UNIT = 0.05
 # A statement that read this many times the buffers its plan expects, or spent this many times its
 # time allowance on the CPU, did not run that plan.
 UNEXPLAINED_FACTOR = 10.0
+# The pace timed on the server: a count over generate_series, a cost the planner rates low for the
+# CPU it takes. Measured on a quiet 2-core host: 0.0096-0.010 ms a unit; cached plans ran faster a
+# unit (sequential and index scans, hash joins, aggregates, a correlated subquery: 0.0005-0.0043),
+# a nested loop rescanning a materialized input as fast (0.0103, 58 times its hash join's time). A
+# call over CALIBRATED_FACTOR times its plan's cost at that pace did not run that plan.
+_PACE_SQL = (
+    "EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON)"
+    " SELECT count(*) FROM generate_series(1, 100000)"
+)
+PACE_RUNS = 3  # the median: one run may lose the CPU for a scheduler's slice
+CALIBRATED_FACTOR = 4.0
 MIN_UNEXPLAINED_BLOCKS = 10_000  # fewer buffers per call: too little to judge a plan by
 MIN_UNEXPLAINED_MS = 200.0  # a shorter call: too little to judge a plan by
 LARGE_OUTER_ROWS = 10_000  # a nested loop running its inner side this often per call
@@ -128,17 +148,21 @@ SELECT left(query, %(chars)s::int) AS query,
 def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     """The heaviest statements: finished ones by share of statement time (a text's entries summed:
     one statement run with parameters of different types, or by different roles, has several),
-    running ones by share of samples."""
+    running ones by share of samples (a finished statement's own, when it is one)."""
     finished = [s for s in window.statements if not MONITORING.search(s.query)]
     total = sum(s.total_exec_time_ms for s in finished)
     shares: dict[str, float] = {}
     for s in finished:
         if total > 0:
             shares[s.query] = shares.get(s.query, 0.0) + s.total_exec_time_ms / total
+    # A sampled text with its literals is the finished statement of the same fingerprint: one
+    # candidate, planned once (the `$n` text), not one per literal seen.
+    finished_text = {statement_identity(q).key: q for q in shares}
     active = sum(n for q, n in window.running.items() if not MONITORING.search(q))
     for query, seen in window.running.items():
         if active and not MONITORING.search(query):
-            shares[query] = max(shares.get(query, 0.0), seen / active)
+            text = finished_text.get(statement_identity(query).key, query)
+            shares[text] = max(shares.get(text, 0.0), seen / active)
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 
@@ -202,12 +226,29 @@ def _processes(node: dict[str, Any]) -> float:
     return 1.0 + float(node.get("Workers Planned", 0))
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """The plans' tables by name, as the buffers a plan reads are counted: pages (pg_class) and live
+    rows (the window's table statistics; none where unknown)."""
+
+    pages: Mapping[str, float]
+    rows: Mapping[str, float] = field(default_factory=dict)
+
+    def distinct_bound(self, node: dict[str, Any]) -> float | None:
+        """At most how many different look-ups a Memoize's input can answer: the fewest rows of a
+        table under it (each cached key is one look-up; a key that finds nothing is no costlier)."""
+        known = [self.rows[r] for r in _relations_under(node) if self.rows.get(r)]
+        return min(known) if known else None
+
+
 def expected_blocks(
-    node: dict[str, Any], pages: Mapping[str, float], loops: float = 1.0, procs: float = 1.0
+    node: dict[str, Any], sizes: Sizes, loops: float = 1.0, procs: float = 1.0
 ) -> float:
     """Buffers one run of the plan touches, by the planner's own estimates: each sequential scan reads
     its table, each index scan descends its index and visits a heap page per row, every time its
-    loop runs (a nested loop's inner side once per outer row; a hash or a materialized input once)."""
+    loop runs (a nested loop's inner side once per outer row; a hash or a materialized input once; a
+    memoized input once per key it caches, at most once per row of its table)."""
+    pages = sizes.pages
     kind = node.get("Node Type", "")
     children = node.get("Plans", [])
     rows = float(node.get("Plan Rows", 0.0))
@@ -220,36 +261,72 @@ def expected_blocks(
         return (INDEX_PAGES_PER_LOOP + heap) * loops
     if kind == "Bitmap Heap Scan":
         own = min(pages.get(node.get("Relation Name", ""), 0.0), rows) * loops
-        return own + sum(expected_blocks(c, pages, loops, procs) for c in children)
+        return own + sum(expected_blocks(c, sizes, loops, procs) for c in children)
     if kind == "Nested Loop" and len(children) == 2:
         outer, inner = children
         outer_rows = float(outer.get("Plan Rows", 0.0)) * procs
-        return expected_blocks(outer, pages, loops, procs) + expected_blocks(
-            inner, pages, loops * max(outer_rows, 1.0), procs
+        return expected_blocks(outer, sizes, loops, procs) + expected_blocks(
+            inner, sizes, loops * max(outer_rows, 1.0), procs
         )
+    if kind == "Memoize" and children:
+        keys = sizes.distinct_bound(node)
+        return expected_blocks(children[0], sizes, min(loops, keys) if keys else loops, procs)
     total = 0.0
     for child in children:
         if child.get("Parent Relationship") == "SubPlan":
-            total += expected_blocks(child, pages, loops * max(rows * procs, 1.0), procs)
+            total += expected_blocks(child, sizes, loops * max(rows * procs, 1.0), procs)
         elif kind in ("Materialize", "Hash"):
-            total += expected_blocks(child, pages, 1.0, procs)
+            total += expected_blocks(child, sizes, 1.0, procs)
         else:
-            total += expected_blocks(child, pages, loops, procs)
+            total += expected_blocks(child, sizes, loops, procs)
     return total
 
 
-def time_allowance_ms(plan: dict[str, Any], window: WindowEvidence) -> float:
-    """The longest a call of `plan` takes on this server: its cost at MS_PER_COST_UNIT, stretched by
-    the sessions queueing for each core (a remote target's cores are unknown: one is assumed)."""
+@dataclass(frozen=True)
+class Pace:
+    """How long a unit of plan cost takes on the server, and how many times that a call must take to
+    show its plan is not the one that ran."""
+
+    ms_per_unit: float
+    factor: float
+    measured: bool  # timed on the server now (its CPU queue included), or assumed
+
+    def remark(self) -> str:
+        how = "timed on the server now" if self.measured else "assumed (the slowest measured)"
+        return f"plan cost paced at {self.ms_per_unit:.4f} ms a unit, {how}"
+
+
+def assumed_pace(window: WindowEvidence) -> Pace:
+    """A past window's pace: MS_PER_COST_UNIT stretched by the sessions queueing for each core (a
+    remote target's cores are unknown: one is assumed)."""
     queue = max(1.0, window.mean("act.on_cpu") / (window.cpu_count or 1))
-    return float(plan.get("Total Cost", 0.0)) * MS_PER_COST_UNIT * queue
+    return Pace(MS_PER_COST_UNIT * queue, UNEXPLAINED_FACTOR, measured=False)
+
+
+def measured_pace(conn: psycopg.Connection[Any], window: WindowEvidence) -> Pace:
+    """The server's pace now: the median of PACE_RUNS timed runs of a fixed statement that reads no
+    table (the sessions it queues behind for the CPU slow it as they slow the workload's calls). A
+    server too busy to finish them within PLAN_TIMEOUT_MS is paced as a past window is."""
+    paces = []
+    try:
+        for _ in range(PACE_RUNS):
+            top = scalar(conn, _PACE_SQL)[0]
+            paces.append(float(top["Execution Time"]) / max(float(top["Plan"]["Total Cost"]), 1.0))
+    except psycopg.errors.QueryCanceled:
+        return assumed_pace(window)
+    return Pace(statistics.median(paces), CALIBRATED_FACTOR, measured=True)
+
+
+def time_allowance_ms(plan: dict[str, Any], pace: Pace) -> float:
+    """How long a call of `plan` takes on this server: its cost at the pace."""
+    return float(plan.get("Total Cost", 0.0)) * pace.ms_per_unit
 
 
 def unexplained(
-    plan: dict[str, Any], seen: Observed, pages: Mapping[str, float], window: WindowEvidence
+    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pace: Pace
 ) -> str:
     """Why `plan` cannot be the plan that did what the statement did ('' when it can)."""
-    blocks = expected_blocks(plan, pages)
+    blocks = expected_blocks(plan, sizes)
     if (
         seen.blocks_per_call is not None
         and seen.blocks_per_call >= MIN_UNEXPLAINED_BLOCKS
@@ -258,11 +335,11 @@ def unexplained(
         return (
             f"{seen.blocks_per_call:.0f} buffers per call where the plan expects about {blocks:.0f}"
         )
-    allowance = time_allowance_ms(plan, window)
+    allowance = time_allowance_ms(plan, pace)
     # Only time on the CPU is bounded by the plan's cost: a window whose sessions wait on locks or
     # I/O takes that share out (the window's, not the statement's own: the samples do not say whose).
     working = seen.ms * (window.wait_share("CPU") if window.waits else 1.0)
-    if working >= MIN_UNEXPLAINED_MS and working >= UNEXPLAINED_FACTOR * allowance:
+    if working >= MIN_UNEXPLAINED_MS and working >= pace.factor * allowance:
         what = (
             f"running for {seen.running_seconds:.1f} s"
             if seen.ms > seen.ms_per_call
@@ -276,14 +353,24 @@ def unexplained(
 
 
 def accounts_for(
-    plan: dict[str, Any], seen: Observed, pages: Mapping[str, float], window: WindowEvidence
+    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pace: Pace
 ) -> bool:
-    """Whether `plan` can have done what the statement did: its buffers and time within reach."""
-    if unexplained(plan, seen, pages, window):
+    """Whether `plan` can have done what the statement did: its buffers and time within reach, neither
+    far above nor far below what a call measured."""
+    if unexplained(plan, seen, sizes, window, pace):
         return False
-    if seen.blocks_per_call is not None and seen.blocks_per_call >= MIN_UNEXPLAINED_BLOCKS:
-        return expected_blocks(plan, pages) <= UNEXPLAINED_FACTOR * seen.blocks_per_call
-    return True
+    read = seen.blocks_per_call
+    if (
+        read is not None
+        and read >= MIN_UNEXPLAINED_BLOCKS
+        and expected_blocks(plan, sizes) > UNEXPLAINED_FACTOR * read
+    ):
+        return False
+    # A timed pace also bounds from below: a plan that takes ten times longer than a call did is not
+    # the plan that ran (an assumed pace is the slowest, no bound from below).
+    return not pace.measured or time_allowance_ms(plan, pace) <= UNEXPLAINED_FACTOR * max(
+        seen.ms, MIN_UNEXPLAINED_MS
+    )
 
 
 def _shape(plan: dict[str, Any]) -> list[str]:
@@ -390,7 +477,8 @@ def nested_loop_issues(
     """The nested loops of `plan` that are poor joins, with their join keys: unindexed, or of
     different types (one side cast to meet the other). Outer rows are the estimate times the
     processes sharing them. As planned, a loop is poor when it scans (no index) outer x inner rows
-    reaching NESTED_LOOP_PAIRS; forced, also when its outer input reaches LARGE_OUTER_ROWS; misestimated,
+    reaching NESTED_LOOP_PAIRS; forced, also when its outer input, or the input it scans per outer row,
+    reaches LARGE_OUTER_ROWS; misestimated,
     every nested loop (its outer estimate is what the measured cost belies). `why`: the measurement
     that makes this plan the one judged."""
     issues = []
@@ -404,11 +492,12 @@ def nested_loop_issues(
         inner_rows = _scan_rows(inner)
         inner_indexed = any("Index" in n.get("Node Type", "") for n in _walk(inner))
         scanned = not inner_indexed and outer_rows * inner_rows >= NESTED_LOOP_PAIRS
-        if not (
-            scanned
-            or (judged is Judged.FORCED and outer_rows >= LARGE_OUTER_ROWS)
-            or judged is Judged.MISESTIMATED
-        ):
+        # Forced, a loop is large by either side: many outer rows, or a large input scanned per outer
+        # row (a generic plan's few outer rows are an estimate; the measured time is not).
+        large = outer_rows >= LARGE_OUTER_ROWS or (
+            not inner_indexed and inner_rows >= LARGE_OUTER_ROWS
+        )
+        if not (scanned or (judged is Judged.FORCED and large) or judged is Judged.MISESTIMATED):
             continue
         lookup = next((n for n in _walk(inner) if "Index Cond" in n), {})
         condition = node.get("Join Filter") or lookup.get("Index Cond", "")
@@ -545,6 +634,7 @@ def judge(
     window: WindowEvidence,
     table_rows: Mapping[str, float],
     visible: list[str],
+    pace: Pace,
 ) -> StatementPlan:
     """Plan one statement, find the plan that accounts for what it did, and judge that plan."""
     refused = refused_text(query, SELECT)
@@ -564,12 +654,12 @@ def judge(
         plan = generic_plan(conn, query, version, SELECT)
     catalog = Catalog(conn)
     relations = catalog.relations([plan])
-    pages = {name: p for name, (_q, p) in relations.items()}
-    judged, why = Judged.AS_PLANNED, unexplained(plan, seen, pages, window)
+    sizes = Sizes({name: p for name, (_q, p) in relations.items()}, table_rows)
+    judged, why = Judged.AS_PLANNED, unexplained(plan, seen, sizes, window, pace)
     if why:
-        remarks.append(f"{source} does not account for the statement: {why}")
+        remarks.append(f"{source} does not account for the statement: {why} ({pace.remark()})")
         loops = plan_under(conn, query, version, {**role, **NESTED_LOOPS_ONLY})
-        if _shape(loops) != _shape(plan) and accounts_for(loops, seen, pages, window):
+        if _shape(loops) != _shape(plan) and accounts_for(loops, seen, sizes, window, pace):
             plan, judged = loops, Judged.FORCED
             forced = (
                 "the nested-loop plan (hash and merge joins disabled) accounts for it, so a"
@@ -594,7 +684,7 @@ def judge(
         issues = [i for i in issues if i.code != RootCauseCode.QUERY_POOR_JOIN] + joins
     numbers = seen.numbers()
     numbers["plan_cost"] = round(float(plan.get("Total Cost", 0.0)))
-    numbers["expected_buffers"] = round(expected_blocks(plan, pages))
+    numbers["expected_buffers"] = round(expected_blocks(plan, sizes))
     for issue in issues:
         issue.numbers = {**numbers, **issue.numbers}
     return StatementPlan(
@@ -631,6 +721,7 @@ def judge_statements(
     results = []
     with target.session(statement_timeout_ms=PLAN_TIMEOUT_MS) as conn:
         visible = own_settings(conn)
+        pace = measured_pace(conn, window) if live else assumed_pace(window)
         running = (
             running_seconds(conn, [q for q, _ in candidates if q in window.running], query_chars)
             if live
@@ -641,7 +732,7 @@ def judge_statements(
             userid = next((s.userid for s in window.statements if s.query == query), None)
             try:
                 results.append(
-                    judge(conn, query, share, seen, userid, window, table_rows or {}, visible)
+                    judge(conn, query, share, seen, userid, window, table_rows or {}, visible, pace)
                 )
             except Unplannable as exc:
                 if str(exc).startswith(

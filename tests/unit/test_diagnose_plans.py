@@ -20,6 +20,7 @@ from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import Facts, index_expert, query_expert
 from operators.diagnose.plan_issues import filter_columns
 from operators.diagnose.plans import (
+    Sizes,
     expected_blocks,
     join_keys,
     judge_statements,
@@ -135,7 +136,7 @@ def test_a_plan_is_held_to_the_buffers_it_expects() -> None:
     scan = {"Node Type": "Seq Scan", "Relation Name": "ord", "Plan Rows": 1000}
     lookup = {"Node Type": "Index Scan", "Relation Name": "cust", "Plan Rows": 1}
     loop = {"Node Type": "Nested Loop", "Plan Rows": 1000, "Plans": [scan, lookup]}
-    pages = {"ord": 1300.0, "cust": 900.0}
+    pages = Sizes({"ord": 1300.0, "cust": 900.0})
     assert expected_blocks(scan, pages) == 1300
     assert expected_blocks(loop, pages) == 1300 + 1000 * 4, (
         "an index descent and a heap page per outer row"
