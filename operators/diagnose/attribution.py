@@ -34,6 +34,7 @@ from operators.diagnose.sampler import WAL_FLUSH_WAITS
 MIN_ACTIVE_SAMPLES = 20
 TOP_LINES = 8  # lines of each list of the report's attribution
 WRITES = ("insert", "update", "delete", "merge", "copy")
+TRANSACTION = "transaction"  # the kind of BEGIN, COMMIT, END, ROLLBACK (`statement_kind`)
 
 
 class Claimant(Protocol):
@@ -186,6 +187,17 @@ def kinds_share(window: WindowEvidence, *kinds: str) -> float | None:
     claim = _writes_of_kinds(*kinds)
     parts = window.time_slices
     return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
+
+
+def commit_flush_share(window: WindowEvidence) -> float | None:
+    """The share of the window's active time spent waiting on the WAL flushes of explicit transactions'
+    commits (sampled under COMMIT or END: no single statement's time, the committing's own); None where
+    the window was not sampled one by one."""
+    if not measured(window):
+        return None
+    parts = window.time_slices
+    flushed = sum(s.samples for s in parts if _flush(s) and s.kind == TRANSACTION)
+    return flushed / sum(s.samples for s in parts)
 
 
 def work_share(window: WindowEvidence, query: str) -> float | None:

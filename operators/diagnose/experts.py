@@ -21,7 +21,13 @@ from pydantic import BaseModel, Field
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.anomaly import AbnormalMetric
-from operators.diagnose.attribution import kinds_share, lock_relations, work_share, write_shares
+from operators.diagnose.attribution import (
+    commit_flush_share,
+    kinds_share,
+    lock_relations,
+    work_share,
+    write_shares,
+)
 from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.sampler import WAL_FLUSH_WAITS
@@ -442,11 +448,25 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
     sync = w.settings.get("synchronous_commit", "on")
     flushes = w.wait_samples(*WAL_FLUSH_WAITS)
     held = flushes / max(flushes + w.flusher_idle_between, 1)
+    # Or the commits of explicit transactions took a third of the active time with the commit rate out of
+    # the baseline: clients starved of the CPU (or slow to send the next statement) idle between
+    # transactions as long as committers that think, yet their database time is the flush.
+    committing = commit_flush_share(w)
+    led = (
+        committing is not None
+        and committing >= levels.workload_time_share
+        and rate_left_baseline(facts, "db.xact_commit")
+    )
+    # Measured against the baseline, a lighter load than flush_wait_sessions tells (half of it: two
+    # committers back to back waited 0.29 sessions on flushes, healthy loads at 40-1500 TPS 0.18 at most
+    # and not out of their baseline).
     if (
         sync != "off"
         and share >= levels.flush_wait_share
-        and waiting >= levels.flush_wait_sessions
-        and held >= levels.flush_commit_bound
+        and (
+            (held >= levels.flush_commit_bound and waiting >= levels.flush_wait_sessions)
+            or (led and waiting >= levels.flush_wait_sessions / 2)
+        )
     ):
         return [
             Candidate(
@@ -457,6 +477,11 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
                     "wal_flush_wait_share": round(share, 2),
                     "sessions_waiting_on_wal_flush": round(waiting, 2),
                     "flush_waiters_share_vs_idle_between": round(held, 2),
+                    **(
+                        {"commit_flush_share_of_active_time": round(committing, 2)}
+                        if committing is not None
+                        else {}
+                    ),
                     "commits_per_s": round(w.mean("db.xact_commit")),
                     "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
                     "synchronous_commit": sync,
