@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,9 @@ class Recipe:
     command: tuple[
         str, ...
     ] = ()  # a program of the server's bin folder run beside the clients (e.g. pgbench), the DSN appended
+    # A condition of the host the cause needs beyond its clients (bench/slow_disk.py's slow disk):
+    # entered in the injection child with the DSN before the clients start, left after they stop.
+    beside: Callable[[str], AbstractContextManager[object]] | None = None
 
 
 def _run(dsn: str, client: Client, stop: threading.Event, seed: int, errors: list[str]) -> None:
@@ -151,7 +154,8 @@ def _serve(
     dsn: str, catalogue: str, causes: list[str], stop: Any, ready: Any, failures: Any
 ) -> None:
     """Child process: run the clients of `causes` (keys of `catalogue`'s RECIPES: statements are
-    closures, so the child looks recipes up by name) until `stop` is set, then cancel and join them."""
+    closures, so the child looks recipes up by name) until `stop` is set, then cancel and join them;
+    the recipes' `beside` conditions hold from before the clients start until they are joined."""
     from lab.embedded import POSTGRES_BIN_PATH
 
     errors: list[str] = []
@@ -160,30 +164,34 @@ def _serve(
         for recipe in recipes:
             if recipe.reset:
                 conn.execute(recipe.reset)
-    programs = [
-        subprocess.Popen(
-            [str(POSTGRES_BIN_PATH / r.command[0]), *r.command[1:], dsn],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for r in recipes
-        if r.command
-    ]
-    halt = threading.Event()
-    threads = _clients(dsn, recipes, halt, errors)
-    ready.set()
-    stop.wait()
-    halt.set()
-    for program in programs:
-        program.terminate()
-        program.wait(timeout=30)
-    with connect(dsn) as conn:
-        conn.execute(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (APP,),
-        )
-    for thread in threads:
-        thread.join(timeout=30)
+    with ExitStack() as conditions:
+        for recipe in recipes:
+            if recipe.beside:
+                conditions.enter_context(recipe.beside(dsn))
+        programs = [
+            subprocess.Popen(
+                [str(POSTGRES_BIN_PATH / r.command[0]), *r.command[1:], dsn],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for r in recipes
+            if r.command
+        ]
+        halt = threading.Event()
+        threads = _clients(dsn, recipes, halt, errors)
+        ready.set()
+        stop.wait()
+        halt.set()
+        for program in programs:
+            program.terminate()
+            program.wait(timeout=30)
+        with connect(dsn) as conn:
+            conn.execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (APP,),
+            )
+        for thread in threads:
+            thread.join(timeout=30)
     if errors:
         failures.put(errors[0])
 
