@@ -355,22 +355,15 @@ def unexplained(
 def accounts_for(
     plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pace: Pace
 ) -> bool:
-    """Whether `plan` can have done what the statement did: its buffers and time within reach, neither
-    far above nor far below what a call measured."""
+    """Whether `plan` can have done what the statement did: its buffers and time within reach, its
+    buffers not far above what a call read."""
     if unexplained(plan, seen, sizes, window, pace):
         return False
-    read = seen.blocks_per_call
-    if (
-        read is not None
-        and read >= MIN_UNEXPLAINED_BLOCKS
-        and expected_blocks(plan, sizes) > UNEXPLAINED_FACTOR * read
-    ):
-        return False
-    # A timed pace also bounds from below: a plan that takes ten times longer than a call did is not
-    # the plan that ran (an assumed pace is the slowest, no bound from below).
-    return not pace.measured or time_allowance_ms(plan, pace) <= UNEXPLAINED_FACTOR * max(
-        seen.ms, MIN_UNEXPLAINED_MS
-    )
+    # No bound from below by time: a generic plan's estimate for a parameter is rough (`id <= $1` is
+    # a third of the table: a loop over 400 customers was planned over 16,667, minutes of cost).
+    if seen.blocks_per_call is not None and seen.blocks_per_call >= MIN_UNEXPLAINED_BLOCKS:
+        return expected_blocks(plan, sizes) <= UNEXPLAINED_FACTOR * seen.blocks_per_call
+    return True
 
 
 def _shape(plan: dict[str, Any]) -> list[str]:

@@ -322,3 +322,44 @@ def test_a_purge_holding_a_third_of_the_time_is_a_cause_when_its_rate_left_the_b
     ]
     # The same purge as the baseline ran it (its rate did not leave the baseline): no cause.
     assert EXPERTS["workload"](Facts(window, window, [])) == []
+
+
+def test_committers_idling_between_transactions_are_commit_pressure_when_their_commits_left_the_baseline() -> (
+    None
+):
+    # Ten clients starved of the CPU: each is seen waiting on its COMMIT's flush in 3 samples of 10 and
+    # idle between transactions in the other 7 (the flush holds them back less than they idle), so the
+    # flush-hold test alone does not name commit pressure; their database time is the flush.
+    tally = ActivityTally()
+    gauges = [
+        tally.add(
+            [
+                session(pid, "COMMIT", "IO:WalSync") if (step + pid) % 10 < 3 else idle(pid)
+                for pid in range(10)
+            ]
+        )
+        for step in range(SAMPLES)
+    ]
+    window = WindowEvidence(
+        started_at=0.0,
+        seconds=5.0,
+        interval=0.5,
+        series={
+            **{k: [g[k] for g in gauges] for k in gauges[0]},
+            "db.xact_commit": [6_000.0] * SAMPLES,
+        },
+        waits=dict(tally.waits),
+        session_samples=tally.samples,
+        time_slices=tally.time_slices(),
+        statement_texts=tally.texts,
+        flusher_idle_between=tally.flusher_idle_between(),
+        settings={"synchronous_commit": "on"},
+    )
+    flushes = sum(tally.flush_waits.values())
+    assert flushes / (flushes + window.flusher_idle_between) < 0.5
+    found = EXPERTS["configuration"](Facts(window, None, []))
+    assert [(c.code, c.evidence["commit_flush_share_of_active_time"]) for c in found] == [
+        ("sync_commit_pressure", 1.0)
+    ]
+    # The same commits as the baseline made them (the commit rate did not leave it): no cause.
+    assert EXPERTS["configuration"](Facts(window, window, [])) == []

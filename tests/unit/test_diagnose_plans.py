@@ -143,6 +143,31 @@ def test_a_plan_is_held_to_the_buffers_it_expects() -> None:
     )
     gathered = {"Node Type": "Gather", "Workers Planned": 2, "Plans": [loop]}
     assert expected_blocks(gathered, pages) == 1300 + 3000 * 4, "each process's outer rows"
+    memoized = {**loop, "Plans": [scan, {"Node Type": "Memoize", "Plans": [lookup]}]}
+    known = Sizes(pages.pages, rows={"cust": 200.0})
+    assert expected_blocks(memoized, known) == 1300 + 200 * 4, (
+        "a memoized look-up runs once per key, at most once per row of its table"
+    )
+    assert expected_blocks(memoized, pages) == expected_blocks(loop, pages), "rows unknown"
+
+
+def test_a_forced_loop_rescanning_a_large_input_for_few_outer_rows_is_a_poor_join(
+    target: PostgresTarget,
+) -> None:
+    """A join key computed (`c.id + 0`: no index serves it) and hash joins disabled: each of a few
+    hundred customers rescans every order. Its buffers are the hash join's; its time, set against the
+    hash join's cost at the pace timed on the server, is not."""
+    query = (
+        "SELECT c.region, sum(o.amount) FROM ord o JOIN cust c ON o.cust_id = c.id + 0"
+        " WHERE c.id <= %s GROUP BY c.region"
+    )
+    window = ran(target, query, (400,), NESTED_LOOPS)
+    (plan,) = judge_statements(target, window, ROWS)
+    assert [i.code for i in plan.issues] == ["query_poor_join"], plan
+    assert "hash and merge joins disabled" in plan.issues[0].detail
+    assert any("timed on the server now" in r for r in plan.remarks), plan.remarks
+    hashed = ran(target, query, (400,), ())
+    assert judge_statements(target, hashed, ROWS)[0].issues == []
 
 
 def test_a_nested_loop_reading_far_more_than_its_plan_expects_is_misestimated(
