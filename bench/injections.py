@@ -185,9 +185,12 @@ def _serve(
         for program in programs:
             program.terminate()
             program.wait(timeout=30)
+        # A terminated pgbench leaves its backends running their last statement until they next write
+        # to it (a correlated subquery's call ran on into the next case's window): cancelled with ours.
         with connect(dsn) as conn:
             conn.execute(
-                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name IN (%s, 'pgbench') AND pid <> pg_backend_pid()",
                 (APP,),
             )
         for thread in threads:

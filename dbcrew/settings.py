@@ -381,6 +381,18 @@ class DiagnosisThresholds(_Bounds):
     cpu_host_busy: float = Field(
         80.0, description="% of the host's CPU busy, with the sessions above (cpu_contention)"
     )
+    # Saturation without a queue: a session on every core and the host all but fully busy, the sessions
+    # on the CPU out of their baseline. Measured on 2 cores: two clients of a CPU-bound statement held
+    # 1.9 sessions on the CPU with the host 99% busy (the clients and the sampler took the rest); the
+    # healthy backgrounds of the outside suite, at any level, under 0.3 sessions.
+    cpu_saturated_sessions_per_core: float = Field(
+        0.9,
+        description="sessions on the CPU per host core that, with the host cpu_saturated_busy and the"
+        " sessions on the CPU out of the baseline, saturate it (cpu_contention)",
+    )
+    cpu_saturated_busy: float = Field(
+        95.0, description="% of the host's CPU busy for saturation without a queue (cpu_contention)"
+    )
     io_wait_share: float = Field(
         0.35, description="share of active-session samples waiting on data-file I/O (io_contention)"
     )
@@ -447,6 +459,18 @@ class DiagnosisThresholds(_Bounds):
     )
     lock_wait_share: float = Field(
         0.40, description="share of active-session samples waiting on locks (lock_contention)"
+    )
+    lock_wait_sessions: float = Field(
+        1.0,
+        description="sessions waiting on locks on average, whatever the baseline (lock_contention)",
+    )
+    # Two workers claiming the same few queue rows: one waited on the other's row lock 0.4 of the time
+    # (every active sample a lock wait, the holder idle in its transaction): contention a baseline
+    # without lock waits tells, under one session waiting.
+    lock_wait_sessions_beside_baseline: float = Field(
+        0.25,
+        description="sessions waiting on locks on average when the lock waits left the baseline"
+        " (lock_contention)",
     )
     flush_wait_share: float = Field(
         0.40,

@@ -74,12 +74,20 @@ def cpu_expert(facts: Facts) -> list[Candidate]:
     on_cpu = w.mean("act.on_cpu")
     busy = w.mean("host.cpu_busy")
     need = levels.cpu_sessions_per_core * w.cpu_count
-    if on_cpu >= need and busy >= levels.cpu_host_busy:
+    queued = on_cpu >= need and busy >= levels.cpu_host_busy
+    saturated = (
+        on_cpu >= levels.cpu_saturated_sessions_per_core * w.cpu_count
+        and busy >= levels.cpu_saturated_busy
+        and rate_left_baseline(facts, "act.on_cpu")
+    )
+    if queued or saturated:
         return [
             Candidate(
                 code=RootCauseCode.CPU_CONTENTION,
                 expert="cpu",
-                strength=on_cpu / need,
+                strength=on_cpu / need
+                if queued
+                else on_cpu / (levels.cpu_saturated_sessions_per_core * w.cpu_count),
                 evidence={
                     "runnable_sessions": round(on_cpu, 2),
                     "cpu_cores": w.cpu_count,
@@ -415,7 +423,13 @@ def locks_expert(facts: Facts) -> list[Candidate]:
     w, levels = facts.window, facts.thresholds.diagnosis
     share = w.wait_share("Lock:")
     waiting = w.mean("act.wait_lock")
-    if share >= levels.lock_wait_share and waiting >= 1.0:
+    if share >= levels.lock_wait_share and (
+        waiting >= levels.lock_wait_sessions
+        or (
+            waiting >= levels.lock_wait_sessions_beside_baseline
+            and rate_left_baseline(facts, "act.wait_lock")
+        )
+    ):
         blockers = sorted(
             {(b.blocker_pid, b.blocker_state, round(b.blocker_xact_seconds, 1)) for b in w.blocked}
         )[:5]

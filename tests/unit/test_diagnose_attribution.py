@@ -5,6 +5,7 @@ The windows are built from pg_stat_activity rows as the sampler reads them (Acti
 from __future__ import annotations
 
 from dbcrew.vocabulary import RootCauseCode
+from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.attribution import attribute, cause_shares
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.evidence import TableDelta, WindowEvidence
@@ -363,3 +364,43 @@ def test_committers_idling_between_transactions_are_commit_pressure_when_their_c
     ]
     # The same commits as the baseline made them (the commit rate did not leave it): no cause.
     assert EXPERTS["configuration"](Facts(window, window, [])) == []
+
+
+def rose(metric: str, before: float, during: float) -> AbnormalMetric:
+    """`metric` out of the baseline, upwards."""
+    return AbnormalMetric(
+        name=metric, baseline_median=before, window_median=during, z=9.0, ks_p=0.0
+    )
+
+
+def test_two_workers_claiming_one_row_are_lock_contention_when_their_lock_waits_left_the_baseline() -> (
+    None
+):
+    # One worker waits on the other's row lock four samples in ten; the holder idles in its transaction.
+    window = sampled(
+        [session(1, HOT, "Lock:transactionid")],
+        series={"act.wait_lock": [1.0, 0.0, 1.0, 0.0, 0.0] * (SAMPLES // 5)},
+    )
+    assert window.mean("act.wait_lock") == 0.4
+    quiet = sampled([session(2, "SELECT * FROM other WHERE id = 3")])
+    locks = EXPERTS["locks"]
+    found = locks(Facts(window, quiet, [rose("act.wait_lock", 0.0, 0.4)]))
+    assert [(c.code, c.objects) for c in found] == [("lock_contention", ["hot"])]
+    assert locks(Facts(window, window, [])) == [], "as many waits as the baseline had: no cause"
+
+
+def test_a_session_on_every_core_with_the_host_all_but_full_is_cpu_contention_out_of_the_baseline() -> (
+    None
+):
+    checksum = "SELECT sum(length(md5(note))) FROM ledger WHERE id BETWEEN 1 AND 4000"
+    window = sampled(
+        [session(1, checksum), session(2, checksum)],
+        series={"host.cpu_busy": [99.0] * SAMPLES},
+        cpu_count=2,
+    )
+    cpu = EXPERTS["cpu"]
+    found = cpu(Facts(window, window, [rose("act.on_cpu", 0.1, 2.0)]))
+    assert [c.code for c in found] == ["cpu_contention"]
+    assert cpu(Facts(window, window, [])) == [], (
+        "sessions on the CPU as in the baseline: no queue, no cause"
+    )
