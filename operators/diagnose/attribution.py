@@ -179,25 +179,25 @@ def _writes_of_kinds(*kinds: str) -> Claim:
     return lambda s: s.kind in kinds and not _lock(s)
 
 
+def _share_of(window: WindowEvidence, claim: Claim) -> float | None:
+    """The share of the window's active time in the slices `claim` takes; None unmeasured."""
+    if not measured(window):
+        return None
+    parts = window.time_slices
+    return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
+
+
 def kinds_share(window: WindowEvidence, *kinds: str) -> float | None:
     """The share of the window's active time spent by statements of `kinds` (their own work and their own
     commits' flushes, not their lock waits); None where the window was not sampled one by one."""
-    if not measured(window):
-        return None
-    claim = _writes_of_kinds(*kinds)
-    parts = window.time_slices
-    return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
+    return _share_of(window, _writes_of_kinds(*kinds))
 
 
 def commit_flush_share(window: WindowEvidence) -> float | None:
     """The share of the window's active time spent waiting on the WAL flushes of explicit transactions'
     commits (sampled under COMMIT or END: no single statement's time, the committing's own); None where
     the window was not sampled one by one."""
-    if not measured(window):
-        return None
-    parts = window.time_slices
-    flushed = sum(s.samples for s in parts if _flush(s) and s.kind == TRANSACTION)
-    return flushed / sum(s.samples for s in parts)
+    return _share_of(window, lambda s: _flush(s) and s.kind == TRANSACTION)
 
 
 def work_share(window: WindowEvidence, query: str) -> float | None:

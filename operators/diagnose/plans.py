@@ -19,8 +19,9 @@ it:
   database and its role's defaults, already in its plans) and the statement's role's defaults
   (pg_db_role_setting, planned with them); a session's own SET is not visible, and the evidence says so.
 
-At most `TOP_STATEMENTS` statements, at most three plans each, every plan (and the pace's three
-runs of a fixed statement, a few milliseconds each) under PLAN_TIMEOUT_MS,
+At most `TOP_STATEMENTS` statements, at most three plans each, every plan (and, once a call's time
+is in question, the pace's three runs of a fixed statement, a few milliseconds each) under
+PLAN_TIMEOUT_MS,
 through the guard of `operators.explain` (one plain SELECT calling only pg_catalog's code, planned,
 never executed).
 """
@@ -317,13 +318,32 @@ def measured_pace(conn: psycopg.Connection[Any], window: WindowEvidence) -> Pace
     return Pace(statistics.median(paces), CALIBRATED_FACTOR, measured=True)
 
 
+@dataclass
+class Pacer:
+    """The pace, got when a call's time is first in question and kept for the window's other
+    statements: a window whose calls are short, or whose buffers tell, asks the server nothing."""
+
+    conn: psycopg.Connection[Any] | None  # None: a past window's, assumed
+    window: WindowEvidence
+    _pace: Pace | None = None
+
+    def __call__(self) -> Pace:
+        if self._pace is None:
+            self._pace = (
+                measured_pace(self.conn, self.window)
+                if self.conn is not None
+                else assumed_pace(self.window)
+            )
+        return self._pace
+
+
 def time_allowance_ms(plan: dict[str, Any], pace: Pace) -> float:
     """How long a call of `plan` takes on this server: its cost at the pace."""
     return float(plan.get("Total Cost", 0.0)) * pace.ms_per_unit
 
 
 def unexplained(
-    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pace: Pace
+    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pacer: Pacer
 ) -> str:
     """Why `plan` cannot be the plan that did what the statement did ('' when it can)."""
     blocks = expected_blocks(plan, sizes)
@@ -335,11 +355,14 @@ def unexplained(
         return (
             f"{seen.blocks_per_call:.0f} buffers per call where the plan expects about {blocks:.0f}"
         )
-    allowance = time_allowance_ms(plan, pace)
     # Only time on the CPU is bounded by the plan's cost: a window whose sessions wait on locks or
     # I/O takes that share out (the window's, not the statement's own: the samples do not say whose).
     working = seen.ms * (window.wait_share("CPU") if window.waits else 1.0)
-    if working >= MIN_UNEXPLAINED_MS and working >= pace.factor * allowance:
+    if working < MIN_UNEXPLAINED_MS:
+        return ""
+    pace = pacer()
+    allowance = time_allowance_ms(plan, pace)
+    if working >= pace.factor * allowance:
         what = (
             f"running for {seen.running_seconds:.1f} s"
             if seen.ms > seen.ms_per_call
@@ -348,16 +371,17 @@ def unexplained(
         return (
             f"{what} ({working:.0f} ms of it on the CPU by the window's samples) where the plan"
             f" (cost {plan.get('Total Cost', 0):.0f}) allows about {allowance:.0f} ms"
+            f" ({pace.remark()})"
         )
     return ""
 
 
 def accounts_for(
-    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pace: Pace
+    plan: dict[str, Any], seen: Observed, sizes: Sizes, window: WindowEvidence, pacer: Pacer
 ) -> bool:
     """Whether `plan` can have done what the statement did: its buffers and time within reach, its
     buffers not far above what a call read."""
-    if unexplained(plan, seen, sizes, window, pace):
+    if unexplained(plan, seen, sizes, window, pacer):
         return False
     # No bound from below by time: a generic plan's estimate for a parameter is rough (`id <= $1` is
     # a third of the table: a loop over 400 customers was planned over 16,667, minutes of cost).
@@ -627,7 +651,7 @@ def judge(
     window: WindowEvidence,
     table_rows: Mapping[str, float],
     visible: list[str],
-    pace: Pace,
+    pacer: Pacer,
 ) -> StatementPlan:
     """Plan one statement, find the plan that accounts for what it did, and judge that plan."""
     refused = refused_text(query, SELECT)
@@ -648,11 +672,11 @@ def judge(
     catalog = Catalog(conn)
     relations = catalog.relations([plan])
     sizes = Sizes({name: p for name, (_q, p) in relations.items()}, table_rows)
-    judged, why = Judged.AS_PLANNED, unexplained(plan, seen, sizes, window, pace)
+    judged, why = Judged.AS_PLANNED, unexplained(plan, seen, sizes, window, pacer)
     if why:
-        remarks.append(f"{source} does not account for the statement: {why} ({pace.remark()})")
+        remarks.append(f"{source} does not account for the statement: {why}")
         loops = plan_under(conn, query, version, {**role, **NESTED_LOOPS_ONLY})
-        if _shape(loops) != _shape(plan) and accounts_for(loops, seen, sizes, window, pace):
+        if _shape(loops) != _shape(plan) and accounts_for(loops, seen, sizes, window, pacer):
             plan, judged = loops, Judged.FORCED
             forced = (
                 "the nested-loop plan (hash and merge joins disabled) accounts for it, so a"
@@ -714,7 +738,7 @@ def judge_statements(
     results = []
     with target.session(statement_timeout_ms=PLAN_TIMEOUT_MS) as conn:
         visible = own_settings(conn)
-        pace = measured_pace(conn, window) if live else assumed_pace(window)
+        pacer = Pacer(conn if live else None, window)
         running = (
             running_seconds(conn, [q for q, _ in candidates if q in window.running], query_chars)
             if live
@@ -725,7 +749,9 @@ def judge_statements(
             userid = next((s.userid for s in window.statements if s.query == query), None)
             try:
                 results.append(
-                    judge(conn, query, share, seen, userid, window, table_rows or {}, visible, pace)
+                    judge(
+                        conn, query, share, seen, userid, window, table_rows or {}, visible, pacer
+                    )
                 )
             except Unplannable as exc:
                 if str(exc).startswith(
