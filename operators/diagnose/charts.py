@@ -12,9 +12,15 @@ from operators.figures import Margins, chart_observation, figure, text_width, wa
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
+# Charts are drawn after the window, on the diagnosis's path, where an overloaded host gives this process
+# a few percent of a core: each CPU-millisecond counts. A title placed at a fixed height skips
+# matplotlib's measuring of every tick label to lift it (a quarter of a panel's drawing, profiled), and
+# four value ticks instead of up to nine draw half the tick objects (tick creation is a third).
+TITLE_AT = 1.0
+VALUE_TICKS = 4
 # Small (x-small) tick labels and axis labels: room for them beside and under each panel, a title above.
 CHART_MARGINS = Margins(
-    left=0.8, bottom=0.5, top=0.35, right=0.15, between_columns=0.85, between_rows=0.7
+    left=0.6, bottom=0.5, top=0.35, right=0.15, between_columns=0.65, between_rows=0.7
 )
 
 
@@ -48,9 +54,10 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
             ax.axhline(
                 metric.baseline_median, color="tab:blue", linestyle="--", label="baseline median"
             )
-            ax.set_title(f"{metric.name} (z {metric.z:+.1f})", fontsize="small")
+            # The title names the metric (no y label to repeat it), at a fixed height (TITLE_AT).
+            ax.set_title(f"{metric.name} (z {metric.z:+.1f})", fontsize="small", y=TITLE_AT)
             ax.set_xlabel("seconds into the window", fontsize="x-small")
-            ax.set_ylabel(metric.name, fontsize="x-small")
+            ax.locator_params(axis="y", nbins=VALUE_TICKS)
             ax.tick_params(labelsize="x-small")
         for ax in list(axes.flat)[len(shown) :]:
             ax.set_visible(False)
@@ -111,7 +118,7 @@ def paint_time_attribution(ctx: OperatorContext) -> Observation:
                 max(len(lines), ATTRIBUTION_ROWS) - 0.5, -0.5
             )  # heaviest on top, bars as thin
             ax.set_xlim(0, 100)
-            ax.set_title(title, fontsize="small")
+            ax.set_title(title, fontsize="small", y=TITLE_AT)
             ax.set_xlabel("% of the active session time", fontsize="x-small")
             ax.tick_params(axis="x", labelsize="x-small")
     caption = (
