@@ -282,14 +282,14 @@ CAUSE_TIME: dict[Cause, Callable[[Claimant, WindowEvidence], Claim]] = {
     RootCauseCode.VACUUM_INTERFERENCE: lambda _c, _w: lambda s: s.kind == "vacuum",
 }
 # Plan causes (query_poor_join, query_correlated_subquery, index_missing, ...) explain the own work
-# of the statement they quote. cpu_contention explains the CPU samples no other candidate explains: CPU
-# time spent by statements another cause claims is that cause's symptom, not a cause of its own.
-# memory_pressure is not seen in session time: not measured.
-NOT_MEASURED: frozenset[Cause] = frozenset({RootCauseCode.MEMORY_PRESSURE})
+# of the statement they quote; memory_pressure the own work of the statements whose sessions held the
+# memory (not measured where it quotes none). cpu_contention explains the CPU samples no other candidate
+# explains: CPU time spent by statements another cause claims is that cause's symptom (two sessions
+# sorting in gigabytes of memory fill two cores), not a cause of its own.
 
 
 def _claim(candidate: Claimant, window: WindowEvidence) -> Claim | None:
-    if candidate.code in NOT_MEASURED or candidate.code == RootCauseCode.CPU_CONTENTION:
+    if candidate.code == RootCauseCode.CPU_CONTENTION:
         return None
     rule = CAUSE_TIME.get(candidate.code)
     if rule is not None:

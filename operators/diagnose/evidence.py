@@ -197,6 +197,11 @@ class WindowEvidence(BaseModel):
         None, description="host CPUs when the target is local, else unknown"
     )
     memory_total_bytes: int | None = None
+    memory_by_statement: dict[str, float] = Field(
+        default_factory=dict,
+        description="statement key -> the peak private memory (GB) of the backends sampled running it, each"
+        " backend under the statement it was sampled in most; a local target's only",
+    )
     server_version_num: int = 0
     left_out: str = Field(
         "", description="tables not sampled because another session held them (operators/held.py)"

@@ -127,10 +127,27 @@ def memory_expert(facts: Facts) -> list[Candidate]:
                 "min_available_gb": round(available, 2),
                 "swap_mb_per_s": round(swap, 2),
                 "work_mem": w.settings.get("work_mem", ""),
+                **_memory_holders(w, private),
             },
             indicators=["pg.private_mem_gb", "host.mem_available_gb", "host.swap_io_mb"],
         )
     ]
+
+
+MEMORY_HOLDERS = 3  # statements quoted as holding the memory, at most
+
+
+def _memory_holders(w: WindowEvidence, private_gb: float) -> dict[str, object]:
+    """The statements whose sessions held at least half of the server's private memory (at most
+    MEMORY_HOLDERS of them), as {"statements": [...]}; nothing where no few statements hold it (hundreds of
+    sessions of as many statements, a remote target): the memory's time is then not seen in the sessions."""
+    held, quoted = 0.0, []
+    for key, gb in list(w.memory_by_statement.items())[:MEMORY_HOLDERS]:
+        held += gb
+        quoted.append({"query": w.statement_texts.get(key, key), "private_memory_gb": gb})
+        if private_gb and held >= private_gb / 2:
+            return {"statements": quoted}
+    return {}
 
 
 def _data_io_share(w: WindowEvidence) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,9 @@ class HostProbe:
     last_swap: tuple[int, int] | None = None
     me: psutil.Process = field(default_factory=psutil.Process)
     last_own_cpu: float | None = None
+    private_peak: dict[int, float] = field(
+        default_factory=dict
+    )  # pid -> the most private memory (bytes) it held at a tick
 
     @classmethod
     def find(cls, target: PostgresTarget, backend_pid: int) -> HostProbe | None:
@@ -169,7 +173,9 @@ class HostProbe:
             cpu_seconds += used - self.last_proc_cpu.get(
                 proc.pid, used if not self.last_proc_cpu else 0.0
             )
-            private += max(mem.rss - getattr(mem, "shared", 0), 0)
+            own = max(mem.rss - getattr(mem, "shared", 0), 0)
+            private += own
+            self.private_peak[proc.pid] = max(self.private_peak.get(proc.pid, 0), own)
         if self.last_proc_cpu and elapsed > 0:
             values["pg.cpu_cores"] = max(cpu_seconds, 0.0) / elapsed
         self.last_proc_cpu = seen
@@ -256,6 +262,9 @@ class ActivityTally:
         default_factory=Counter
     )  # (wait, statement key, kind, relation) -> active samples: the time attribution's input
     texts: dict[str, str] = field(default_factory=dict)  # statement key -> its first sampled text
+    by_pid: dict[int, Counter[str]] = field(
+        default_factory=dict
+    )  # session -> statement key -> its active samples
 
     def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Tally one sample; returns the gauges of this tick."""
@@ -323,6 +332,7 @@ class ActivityTally:
             return
         identity = statement_identity(text)
         self.texts.setdefault(identity.key, text[:SHOWN_QUERY_CHARS])
+        self.by_pid.setdefault(row["pid"], Counter())[identity.key] += 1
         relation = (row.get("lock_relation") if wait.startswith("Lock:") else None) or (
             identity.relation
         )
@@ -333,6 +343,17 @@ class ActivityTally:
             TimeSlice(wait=w, statement=k, kind=kind, relation=r, samples=n)
             for (w, k, kind, r), n in self.slices.most_common()
         ]
+
+    def memory_by_statement(self, private_peak: Mapping[int, float]) -> dict[str, float]:
+        """Statement key -> the peak private memory (GB) of the sessions that ran it (`private_peak`: bytes by
+        pid), each session under the statement it was sampled in most, most first: who holds the memory."""
+        held: dict[str, float] = {}
+        for pid, peak in private_peak.items():
+            ran = self.by_pid.get(pid)
+            if ran:
+                key = ran.most_common(1)[0][0]
+                held[key] = held.get(key, 0.0) + peak / 2**30
+        return {key: round(gb, 3) for key, gb in sorted(held.items(), key=lambda kv: -kv[1])}
 
     def flusher_idle_between(self) -> int:
         """The idle-between-transactions samples set against the flush waits: the other side of the flush
@@ -564,6 +585,7 @@ def sample_window(
         running=dict(tally.running.most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None,
+        memory_by_statement=tally.memory_by_statement(host.private_peak if host else {}),
         server_version_num=version,
         left_out=held.describe() if held else "",
         reconnects=session.reconnects,

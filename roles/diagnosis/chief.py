@@ -218,7 +218,8 @@ def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:
 
 
 def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> list[RootCause]:
-    """The rules' causes, corroborated where an expert agreed, plus new guarded causes while room is left."""
+    """The rules' causes in their order, corroborated where an expert agreed, then new guarded causes while
+    room is left (a model only adds: what it proposes never outranks what the rules measured)."""
     merged = {c.code: c.model_copy(deep=True) for c in rules}
     for expert, cause in accepted:
         note = {
@@ -239,4 +240,4 @@ def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> l
             evidence={"source": "llm", "llm": [note]},
             solution=chunk.solution if chunk else "",
         )
-    return sorted(merged.values(), key=lambda c: -c.confidence)
+    return list(merged.values())  # the rules' order (by the time each explains), the model's after

@@ -151,15 +151,14 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         ] + facts_coverage(run)
     findings = findings_of(review)
     brain = run.shared_brain
-    root_causes = sorted(
-        (
-            rc
-            for o in review.result.state.outcomes.values()
-            if o.observation
-            for rc in o.observation.root_causes
-        ),
-        key=lambda rc: -rc.confidence,
-    )
+    # In the cross review's order (by the time each explains, the work before its resource): a sort by
+    # confidence here put a cause explaining a third of the time before one explaining most of it.
+    root_causes = [
+        rc
+        for o in review.result.state.outcomes.values()
+        if o.observation
+        for rc in o.observation.root_causes
+    ]
     llm_diagnosis = None
     if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
         # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai

@@ -404,3 +404,37 @@ def test_a_session_on_every_core_with_the_host_all_but_full_is_cpu_contention_ou
     assert cpu(Facts(window, window, [])) == [], (
         "sessions on the CPU as in the baseline: no queue, no cause"
     )
+
+
+def test_sessions_sorting_in_gigabytes_of_memory_are_memory_pressure_and_the_cpu_they_fill_its_symptom() -> (
+    None
+):
+    # Two sessions sort in memory with a huge work_mem, each holding 3 GB of an 8 GB host, and keep both
+    # cores busy; a reader waits on its reads beside them. The memory is theirs, so is the CPU time.
+    sort = "SELECT count(*) FROM (SELECT g FROM generate_series(1, 25000000) g ORDER BY g DESC) s"
+    sessions = [session(1, sort), session(2, sort)]
+    sessions += [session(3, "SELECT * FROM other WHERE id = 3", "IO:DataFileRead")]
+    tally = ActivityTally()
+    tally.add(sessions)
+    held = tally.memory_by_statement({1: 3 * 2**30, 2: 3 * 2**30, 3: 2**24, 99: 2**30})
+    window = sampled(
+        sessions,
+        series={"host.cpu_busy": [99.0] * SAMPLES, "pg.private_mem_gb": [6.2] * SAMPLES},
+        cpu_count=2,
+        memory_total_bytes=8 * 2**30,
+        memory_by_statement=held,
+    )
+    assert list(held.values()) == [6.0, 0.016], (
+        "both sorters' memory is their statement's; a process never sampled running is no statement's"
+    )
+    saturated = Facts(window, None, [])
+    assert [c.code for c in EXPERTS["cpu"](saturated)] == ["cpu_contention"], (
+        "a session on the CPU a core, the host full: the CPU test alone holds"
+    )
+    found = diagnosed(window)
+    assert [code for code, _ in found] == ["memory_pressure"], found
+    assert (found[0][1] or 0.0) >= 0.6
+    # Held by no few statements (a remote target's backends are not seen): not measured, and the CPU the
+    # sessions fill stays a cause of its own beside it.
+    unseen = window.model_copy(update={"memory_by_statement": {}})
+    assert [code for code, _ in diagnosed(unseen)] == ["cpu_contention", "memory_pressure"]
