@@ -20,8 +20,8 @@ the one place that says which samples each cause explains.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dbcrew.models.report import TimeAttribution, TimeShare
@@ -300,11 +300,16 @@ def _claim(candidate: Claimant, window: WindowEvidence) -> Claim | None:
 
 @dataclass(frozen=True)
 class Explained:
-    """The time one cause explains: its share of the window's active samples, and the statements of those
-    samples (two causes explaining time of the same statements are one workload seen from two sides)."""
+    """The time one cause explains: its share of the window's active samples, and that share by the
+    statements of those samples (where most of one cause's time is spent by the statements of another,
+    the two are one workload seen from two sides)."""
 
     share: float
-    statements: frozenset[str] = frozenset()
+    statements: Mapping[str, float] = field(default_factory=dict)
+
+    def within(self, statements: Iterable[str]) -> float:
+        """The share of the window this cause explains in `statements`."""
+        return sum(self.statements.get(key, 0.0) for key in statements)
 
 
 def cause_time(
@@ -331,7 +336,11 @@ def cause_time(
         seen = [s for s in parts if claim(s)]
         share = round(sum(s.samples for s in seen) / total, 3)
         if share:
-            out[code] = Explained(share, frozenset(s.statement for s in seen if s.statement))
+            by_statement = Counter[str]()
+            for s in seen:
+                if s.statement:
+                    by_statement[s.statement] += s.samples
+            out[code] = Explained(share, {k: n / total for k, n in by_statement.items()})
         else:
             unseen = _unseen(candidate)
             out[code] = None if unseen is None else Explained(unseen)

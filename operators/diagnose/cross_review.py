@@ -279,6 +279,13 @@ def _work_before_its_resource(causes: list[ReviewedCause]) -> None:
             causes[i], causes[i + 1] = second, first
 
 
+def _same_work(minor: Explained, lead: Explained) -> bool:
+    """Whether the leading cause's time is mostly spent by the minor cause's statements: updaters' lock
+    waits beside their own work, inserts' commit flushes beside theirs. Scans waiting on the disk beside a
+    bulk insert that also waits on it are not: the insert's own work is a cause of its own."""
+    return lead.within(minor.statements) >= lead.share / 2
+
+
 def _drop_minor(
     confidence: dict[Cause, float],
     explained: dict[Cause, Explained | None],
@@ -286,8 +293,8 @@ def _drop_minor(
     notes: list[ReviewNote],
 ) -> None:
     """Drop a cause explaining under minor_time_share of the time beside one explaining major_time_share,
-    when it is the same work seen from another side: it explains time of the leading cause's statements
-    (updaters' own work beside their lock waits, inserts' own work beside their commits' flushes), or
+    when it is the same work seen from another side: its statements spend most of the leading cause's
+    time (updaters' own work beside their lock waits, inserts' own work beside their commits' flushes), or
     none of the time, or it is the CPU no other cause explains (a small remainder: the CPU is the other
     causes' symptom). A small cause of its own statements (one poor join beside six CPU-bound clients)
     stays, ranked after."""
@@ -302,7 +309,7 @@ def _drop_minor(
     for code, e in measured.items():
         if e.share >= levels.minor_time_share or code == lead:
             continue
-        if code == RootCauseCode.CPU_CONTENTION or not e.share or e.statements & top.statements:
+        if code == RootCauseCode.CPU_CONTENTION or not e.share or _same_work(e, top):
             notes.append(
                 ReviewNote(
                     code=code,

@@ -243,6 +243,43 @@ def test_a_small_cause_of_its_own_statements_stays_after_the_leading_one() -> No
     assert any(n.code == "query_poor_join" and n.verdict.startswith("kept after") for n in notes)
 
 
+def test_a_bulk_insert_waiting_on_the_disk_beside_scans_is_a_cause_of_its_own() -> None:
+    # Six scanners wait on their reads; a bulk insert waits on the disk in one sample of two and works in
+    # the other. Disk waits are the lead (the insert's among them), yet the scans spend most of them.
+    scan = "SELECT count(*) FROM big"
+    load = "INSERT INTO bulk SELECT g, md5(g::text) FROM generate_series(1, 150000) g"
+    tally = ActivityTally()
+    for step in range(SAMPLES):
+        rows = [session(pid, scan, "IO:DataFileRead") for pid in range(1, 7)]
+        tally.add([*rows, session(7, load, "IO:DataFileExtend" if step % 2 else "")])
+    window = WindowEvidence(
+        started_at=0.0,
+        seconds=5.0,
+        interval=0.5,
+        time_slices=tally.time_slices(),
+        statement_texts=tally.texts,
+    )
+    io = Candidate(code="io_contention", expert="io", strength=2.0)
+    bulk = Candidate(
+        code="workload_large_insert",
+        expert="workload",
+        strength=10.0,
+        evidence={"bulk_statements": [{"query": load}]},
+    )
+    causes, _ = cross_review([bulk, io], Facts(window, None, []))
+    assert [(c.code, c.time_share) for c in causes] == [
+        ("io_contention", 0.929),
+        ("workload_large_insert", 0.143),
+    ]
+    # Updaters of one row: their own work is the lock waits' statements seen from another side.
+    waiting = [session(pid, HOT, "Lock:transactionid") for pid in range(1, 8)]
+    queue = sampled([*waiting, session(8, HOT)])
+    locks = Candidate(code="lock_contention", expert="locks", strength=2.0)
+    updates = Candidate(code="workload_high_updates", expert="workload", strength=2.0)
+    causes, _ = cross_review([updates, locks], Facts(queue, None, []))
+    assert [c.code for c in causes] == ["lock_contention"]
+
+
 def idle(pid: int) -> dict[str, object]:
     """A client between two transactions (idle a moment), as SESSIONS_SQL returns it."""
     return {**session(pid, "SELECT 1"), "state": "idle", "state_seconds": 0.05}
