@@ -28,6 +28,8 @@ from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
 from cli.reviewing import (
+    DEADLINE_HELP,
+    DEFAULT_DEADLINE,
     past_interval,
     prefect_env,
     prepare_review,
@@ -160,6 +162,7 @@ def review(
             help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300"
         ),
     ] = [],  # noqa: B006
+    deadline: Annotated[float, typer.Option(help=DEADLINE_HELP)] = DEFAULT_DEADLINE,
 ) -> None:
     """Review a database's health and write a report."""
     ablations = Ablations(
@@ -176,6 +179,7 @@ def review(
         faults=inject_fault,
         ablations=ablations,
         thresholds=threshold,
+        deadline=deadline,
     )
     report = run_cli_review(request, target)
     print_summary(report, request)
@@ -220,6 +224,7 @@ def diagnose(
     ] = None,
     prometheus_selector: Annotated[str, typer.Option(help=SELECTOR_HELP)] = "",
     node_selector: Annotated[str, typer.Option(help=NODE_SELECTOR_HELP)] = "",
+    deadline: Annotated[float, typer.Option(help=DEADLINE_HELP)] = DEFAULT_DEADLINE,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
     interval = past_interval(since, until)
@@ -233,6 +238,7 @@ def diagnose(
         baseline=baseline,
         interval=interval,
         prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
+        deadline=deadline,
     )
     report = run_cli_review(request, target)
     print_diagnosis(report, request)

@@ -734,6 +734,18 @@ class Settings(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     window_seconds: float = Field(10.0, ge=0, description="seconds to sample activity and counters")
+    deadline_after_window_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="a run's deadline is its window plus this, from its start (dbcrew/deadline.py):"
+        " the work that can wait (charts, a model's experts) stands down before it",
+    )
+    deadline_reserve_seconds: float = Field(
+        15.0,
+        ge=0,
+        description="the time before the deadline kept for writing the causes found: work that can"
+        " wait does not start once less is left",
+    )
     activity_samples: int = 5
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000

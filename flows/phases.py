@@ -49,7 +49,7 @@ def execute_phase(
             pool=pool,
         )
         runner = PrefectRunner(bundle)
-        result = execute(strategy, state, runner, run.monitor())
+        result = execute(strategy, state, runner, run.monitor(), run.deadline)
         wait(
             runner.task_runs
         )  # every task run has its final state before the flow run gets its own

@@ -38,6 +38,9 @@ class SkipKind(StrEnum):
     REMOVED = "removed"  # a re-plan took it out of the plan
     NOT_PLANNED = "not_planned"
     STOPPED = "stopped"  # the run was stopped (Ctrl-C, SIGTERM) before it completed
+    DEADLINE = (
+        "deadline"  # work that can wait stood down before the run's deadline (dbcrew/deadline.py)
+    )
 
 
 class SkipCause(BaseModel):

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, PrivateAttr
 
 from dbcrew import stopping
+from dbcrew.deadline import CpuClock, Deadline
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
@@ -65,6 +66,7 @@ class RunContext(ReviewRequest):
     )
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     _brain: Brain | None = PrivateAttr(default=None)
+    _clock: CpuClock = PrivateAttr(default_factory=CpuClock.start)
 
     @classmethod
     def of(
@@ -84,6 +86,21 @@ class RunContext(ReviewRequest):
         if self._brain is None:
             self._brain = make_brain(self.brain)
         return self._brain
+
+    @property
+    def deadline(self) -> Deadline:
+        """When the run's answer is due: its window plus `deadline_after_window_seconds`, from its start."""
+        s = self.settings
+        return Deadline.after(
+            self.started_at,
+            s.window_seconds + s.deadline_after_window_seconds,
+            s.deadline_reserve_seconds,
+        )
+
+    @property
+    def clock(self) -> CpuClock:
+        """The CPU this process spent since the run started (in this process), for the coverage."""
+        return self._clock
 
     @property
     def workspace_path(self) -> Path:
@@ -271,7 +288,7 @@ def execute_plain(
     with ThreadPoolExecutor(
         max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task"
     ) as pool:
-        return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor())
+        return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor(), run.deadline)
 
 
 class ReviewResult(BaseModel):

@@ -16,6 +16,7 @@ from psycopg import errors as pgerrors
 from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew import stopping
+from dbcrew.deadline import Deadline
 from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
@@ -223,6 +224,20 @@ def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
         cause=cause,
         signature=signature(spec),
         log=[*(log or []), cause.render()],
+    )
+
+
+def stood_down(spec: TaskSpec, deadline: Deadline) -> TaskOutcome:
+    """The outcome of work that can wait, not started because the run's deadline is near."""
+    cause = SkipCause(kind=SkipKind.DEADLINE, detail=deadline.stand_down_reason())
+    return TaskOutcome(
+        task_id=spec.id,
+        operator=spec.operator,
+        status=TaskStatus.SKIPPED,
+        reason=cause.render(),
+        cause=cause,
+        signature=signature(spec),
+        log=[cause.render()],
     )
 
 

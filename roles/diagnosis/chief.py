@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient, Render, ResponseCache
@@ -51,9 +51,17 @@ class LlmDiagnoser:
 
     @classmethod
     def from_env(
-        cls, client: LlmClient, render: Render, cache: ResponseCache | None = None
+        cls,
+        client: LlmClient,
+        render: Render,
+        cache: ResponseCache | None = None,
+        seconds: float | None = None,
     ) -> LlmDiagnoser:
-        return cls(client, render, AgentLimits.from_env(), client.capability(), cache)
+        """The environment's limits; `seconds`, when given, caps their time budget (never below zero)."""
+        limits = AgentLimits.from_env()
+        if seconds is not None:
+            limits = replace(limits, seconds=max(0.0, min(limits.seconds, seconds)))
+        return cls(client, render, limits, client.capability(), cache)
 
     def diagnose(
         self,

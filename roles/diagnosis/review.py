@@ -34,10 +34,11 @@ def response_cache() -> ResponseCache:
 
 
 def with_llm_experts(
-    brain: Brain, workspace: Workspace, rules: list[RootCause]
+    brain: Brain, workspace: Workspace, rules: list[RootCause], seconds: float | None = None
 ) -> tuple[list[RootCause], LlmDiagnosis | None]:
     """The root causes once the LLM experts had their say, and what they did; the rules' causes
-    untouched and None when the brain is not an LLM or nothing was sampled."""
+    untouched and None when the brain is not an LLM or nothing was sampled. `seconds` caps the
+    experts' time budget (what is left before the run's deadline)."""
     rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
     if not isinstance(brain, OpenAIBrain) or not rows:
         return rules, None
@@ -48,9 +49,9 @@ def with_llm_experts(
             fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
         )
     record = FactsRecord.model_validate_json(rows[0]["body"])
-    causes, section = LlmDiagnoser.from_env(brain.client, render, response_cache()).diagnose(
-        record, rules, workspace.put_observation
-    )
+    causes, section = LlmDiagnoser.from_env(
+        brain.client, render, response_cache(), seconds=seconds
+    ).diagnose(record, rules, workspace.put_observation)
     down = (
         section.stopped.removeprefix("endpoint down: ")
         if section.stopped.startswith("endpoint down")

@@ -34,6 +34,7 @@ from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
+from roles.report.deadline import deadline_coverage
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
 from roles.report.outage import outage_of, producers_of, touched
 
@@ -160,7 +161,15 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         for rc in o.observation.root_causes
     ]
     llm_diagnosis = None
-    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
+    deadline = run.deadline
+    stood_down = [
+        task_id
+        for task_id, o in review.result.state.outcomes.items()
+        if o.cause is not None and o.cause.kind is SkipKind.DEADLINE
+    ]
+    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain) and deadline.near():
+        stood_down.append("the model's experts")
+    elif run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
         # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai
         # client (3 s of imports on 2 cores), which a health review (every fleet run) and the rules' diagnosis
         # never use; on a host 30 clients a core keep busy those imports alone took over a minute.
@@ -168,10 +177,16 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         from roles.diagnosis.review import with_llm_experts
 
         root_causes, llm_diagnosis = with_llm_experts(
-            brain, Workspace(run.workspace_path), root_causes
+            brain,
+            Workspace(run.workspace_path),
+            root_causes,
+            seconds=deadline.left() - deadline.reserve_seconds,
         )
         findings += llm_only_findings(root_causes)
+    coverage = [*coverage, deadline_coverage(run, stood_down)]
     summary, model_summary = brain.summaries(run.scenario, findings, coverage)
+    # Not the run's `partial`: what stood down (charts, a model's additions) judged nothing, and a partial
+    # run never resolves a finding in history; the coverage line says what stood down.
     partial = review.partial_reason
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0

@@ -487,3 +487,21 @@ def test_bad_settings_are_one_clear_usage_error(monkeypatch):
     monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "telepathy")
     with pytest.raises(UsageError, match="choose one of tools, json_schema, prompted"):
         endpoint_capability()
+
+
+def test_no_time_left_before_the_runs_deadline_asks_the_model_nothing_and_keeps_the_rules(
+    server, record, rules, tmp_path
+):
+    """The run's deadline caps the experts' time: none left, no call is made and the rules' answer stands."""
+    from dbcrew.workspace import Workspace
+    from operators.diagnose.steps import FACTS_KEY
+    from roles.brains.openai import OpenAIBrain
+    from roles.diagnosis.review import with_llm_experts
+
+    workspace = Workspace(tmp_path / "workspace.duckdb")
+    workspace.put_observation(FACTS_KEY, record.model_dump_json())
+    server.replies += [tool("propose_causes", causes=[LOCKS])]
+    brain = OpenAIBrain(render, base_url=server.url, api_key=API_KEY, model="scripted", timeout=5.0)
+    causes, report = with_llm_experts(brain, workspace, rules, seconds=-3.0)
+    assert causes == rules and report is not None
+    assert report.stopped.startswith("seconds") and server.requests == []
