@@ -72,9 +72,9 @@ def test_two_causes_at_once_are_both_found(server: DiagnosisServer, tmp_path: Pa
 def test_report_has_dbot_sections(diagnosed: Callable[[str], tuple[Report, Path]]) -> None:
     report, out = diagnosed("lock_contention")
     assert report.scenario == "diagnose" and report.diagnosis is not None
-    assert (
-        "lock_contention" in report.summary and report.coverage == []
-    )  # no health checks to account for
+    assert "lock_contention" in report.summary and [c.check for c in report.coverage] == [
+        "run_deadline"
+    ]  # no health checks to account for: only the run's deadline, and the CPU it got
     assert "locks" in report.diagnosis.experts
     assert report.diagnosis.abnormal_metrics, "the lock waits left the baseline"
     markdown = (out / "report.md").read_text()
