@@ -39,9 +39,8 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from flows.phases import PlainPhases
-    from flows.review import review
     from roles.crew.run import RunContext
+    from roles.crew.spine import PlainPhases, review
 
     started = time.perf_counter()
     run = RunContext(

@@ -34,6 +34,8 @@ from cli.reviewing import (
     prefect_env,
     prepare_review,
     prometheus_source,
+    review_in_process,
+    runs_in_process,
     start_review,
 )
 from cli.server import server
@@ -88,9 +90,11 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
         )
     prefect_env()
     run_errors_said_once()
-    from cli.temporary_server import start_temporary_server
+    in_process = runs_in_process(request)
+    if not in_process:
+        from cli.temporary_server import start_temporary_server
 
-    start_temporary_server()
+        start_temporary_server()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 
@@ -113,7 +117,8 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
 
         stop = progress.listen(on_event)
         try:
-            return interrupts.run_interruptible(lambda: start_review(request))
+            run = review_in_process if in_process else start_review
+            return interrupts.run_interruptible(lambda: run(request))
         finally:
             stop()
 

@@ -212,6 +212,29 @@ def check_prometheus(
         raise UsageError(str(exc)) from None
 
 
+def runs_in_process(request: ReviewRequest) -> bool:
+    """Whether a CLI run goes without Prefect: a diagnosis with no Prefect server named (after prefect_env).
+
+    A diagnosis is asked for while the host is on fire: there a temporary Prefect server took 100 s to
+    start (4 clients a core, 2 cores), past the answer's whole deadline, and its runs die with the CLI
+    anyway. So it runs in this process (roles/crew/spine.py), recorded in the store like any run; with
+    a server running (`dbcrew server`, PREFECT_API_URL or a profile's), it is a flow run there."""
+    if request.scenario is not Scenario.DIAGNOSE:
+        return False
+    from prefect.settings import PREFECT_API_URL
+
+    return not PREFECT_API_URL.value()
+
+
+def review_in_process(request: ReviewRequest) -> Report:
+    """The request's run as plain calls, into `request.out` (prepare_review made it)."""
+    from roles.crew.run import RunContext
+    from roles.crew.spine import PlainPhases, review
+
+    assert request.target is not None and request.out is not None  # prepare_review's
+    return review(RunContext.of(request, request.target, request.out), PlainPhases)
+
+
 def start_review(request: ReviewRequest) -> Report:
     """Run the health_review flow (through the Prefect server prefect_env finds, or an ephemeral one)."""
     prefect_env()

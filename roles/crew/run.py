@@ -1,6 +1,6 @@
 """The steps of one review's phases: initialize, execute, re-plan, remember, and the book kept of them.
 
-The loop that sequences them, initialize -> execute -> (re-plan -> execute)*, is flows/review.py's;
+The loop that sequences them, initialize -> execute -> (re-plan -> execute)*, is roles/crew/spine.py's;
 these steps call nothing above them, so the same steps run as Prefect flows or as plain calls.
 """
 
@@ -309,7 +309,7 @@ class ReviewResult(BaseModel):
 
 
 class PhaseLog:
-    """The book of one review's phases, kept as flows/review.py's loop runs them: the edits made and refused,
+    """The book of one review's phases, kept as roles/crew/spine.py's loop runs them: the edits made and refused,
     the re-plans and their budget, the tasks a re-plan kept. `concluded` turns it into the ReviewResult."""
 
     def __init__(self, run: RunContext, init: Initialized):

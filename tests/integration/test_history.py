@@ -35,11 +35,11 @@ from dbcrew.store import (
 )
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from roles.crew.memory import target_identity
 from roles.crew.run import RunContext
+from roles.crew.spine import PlainPhases
+from roles.crew.spine import review as review_run
 from roles.report.alerts import notify
 from roles.report.history import TRENDS_CHART, failed_report, reviewed
 from tests.cli_here import dbcrew_here

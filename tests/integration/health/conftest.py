@@ -16,10 +16,10 @@ import pytest
 from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
+from roles.crew.spine import PlainPhases
+from roles.crew.spine import review as review_run
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in

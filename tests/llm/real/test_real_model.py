@@ -28,8 +28,6 @@ from dbcrew.settings import Capability, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.llama_server import LlamaServer
 from lab.shop import DemoShop
 from operators.diagnose.facts import FactsRecord
@@ -37,6 +35,7 @@ from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
 from roles.crew.run import RunContext
+from roles.crew.spine import PlainPhases, review
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
 from tests.llm.test_llm_diagnosis import record, rules  # noqa: F401 - fixtures are found by name
