@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from bench import injections
@@ -123,6 +124,47 @@ def test_normal_pgbench_load_yields_no_root_cause(server: DiagnosisServer, tmp_p
     )
     assert report.root_causes == []
     assert [f for f in report.findings if f.is_problem] == []
+
+
+LOOKUP = "\\set id random(1, 300000)\nSELECT * FROM dom_events WHERE id = :id;\n"
+
+
+def test_a_dominant_scan_of_a_mostly_dead_table_names_its_index_and_its_dead_tuples(
+    server: DiagnosisServer, tmp_path: Path
+) -> None:
+    """One statement takes the window: a look-up by a column no index serves, on a table 80 % of whose
+    row versions are dead (autovacuum off for it). Its plan is judged before any resource is blamed:
+    the missing index and the dead tuples, and the CPU they burn is their symptom, never ahead of them."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE dom_events (id int, body text) WITH (autovacuum_enabled = off)")
+        conn.execute(
+            "INSERT INTO dom_events SELECT g, repeat('x', 60) FROM generate_series(1, 300000) g"
+        )
+        conn.execute("DELETE FROM dom_events WHERE id % 5 <> 0")
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    script = tmp_path / "lookup.sql"
+    script.write_text(LOOKUP)
+    load = subprocess.Popen(
+        _pgbench(
+            "-n", "-c", "4", "-j", "2", "-M", "prepared", "-T", "600", "-f", str(script), server.dsn
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        report = server.diagnose(tmp_path / "report", window=WINDOW, alert="lookups slow")
+    finally:
+        load.terminate()
+        load.wait(timeout=30)
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE dom_events")
+    codes = [rc.code for rc in report.root_causes]
+    assert {"index_missing", "dead_tuples_high"} <= set(codes), codes
+    plan_causes = max(codes.index("index_missing"), codes.index("dead_tuples_high"))
+    resources = [c for c in codes if c in ("cpu_contention", "io_contention", "memory_pressure")]
+    assert all(codes.index(c) > plan_causes for c in resources), codes
+    dead = next(rc for rc in report.root_causes if rc.code == "dead_tuples_high")
+    assert "dom_events" in json.dumps(dead.evidence) and dead.solution
 
 
 def _competent_expert(body: dict) -> Reply:
