@@ -26,7 +26,7 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.diagnose.sampler import sample_window
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 SIGMA = 0.1
 MAX_CAUSES = 4

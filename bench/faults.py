@@ -38,7 +38,7 @@ from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from operators.registry import REGISTRY, equivalents
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)

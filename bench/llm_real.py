@@ -36,7 +36,7 @@ from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 CAUSES = ("workload_many_inserts", "lock_contention")
 QUESTION = "how big is the inj_log table?"

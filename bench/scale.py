@@ -40,7 +40,7 @@ def child(dsn: str, out: str) -> None:
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
     from roles.crew.run import RunContext
-    from roles.crew.spine import PlainPhases, review
+    from roles.spine import PlainPhases, review
 
     started = time.perf_counter()
     run = RunContext(

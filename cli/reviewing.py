@@ -217,7 +217,7 @@ def runs_in_process(request: ReviewRequest) -> bool:
 
     A diagnosis is asked for while the host is on fire: there a temporary Prefect server took 100 s to
     start (4 clients a core, 2 cores), past the answer's whole deadline, and its runs die with the CLI
-    anyway. So it runs in this process (roles/crew/spine.py), recorded in the store like any run; with
+    anyway. So it runs in this process (roles/spine.py), recorded in the store like any run; with
     a server running (`dbcrew server`, PREFECT_API_URL or a profile's), it is a flow run there."""
     if request.scenario is not Scenario.DIAGNOSE:
         return False
@@ -229,7 +229,7 @@ def runs_in_process(request: ReviewRequest) -> bool:
 def review_in_process(request: ReviewRequest) -> Report:
     """The request's run as plain calls, into `request.out` (prepare_review made it)."""
     from roles.crew.run import RunContext
-    from roles.crew.spine import PlainPhases, review
+    from roles.spine import PlainPhases, review
 
     assert request.target is not None and request.out is not None  # prepare_review's
     return review(RunContext.of(request, request.target, request.out), PlainPhases)

@@ -1,6 +1,6 @@
 """The three phases, initialize, execute and replan, as Prefect flows (`PrefectPhases`, what a review run
 uses): each a subflow run of the review's flow run, with its artifacts. The same roles/ steps run as plain
-calls in roles/crew/spine.py (`PlainPhases`), whose loop takes either."""
+calls in roles/spine.py (`PlainPhases`), whose loop takes either."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
 from roles.crew.run import RunContext
-from roles.crew.spine import review
 from roles.report.reporter import prune_reports
+from roles.spine import review
 
 
 def run_link() -> str:

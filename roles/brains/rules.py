@@ -1,4 +1,4 @@
-"""The offline brain: scenario playbooks (roles/crew/playbooks.py) pruned by the brief, deterministic repairs and edits."""
+"""The offline brain: scenario playbooks (roles/brains/playbooks.py) pruned by the brief, deterministic repairs and edits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, Repl
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE
 from dbcrew.models.report import CoverageEntry, CoverageStatus, GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
-from roles.crew.playbooks import (
+from roles.brains.playbooks import (
     PLAYBOOKS,
     agent_for,
     diagnose_team,

@@ -21,7 +21,7 @@ from dbcrew.errors import UsageError
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 # Checks that judge what happened during the review's window (deltas of its collectors).
 WINDOW_CHECKS = {"check_cache_hit_ratio", "check_temp_files", "check_unused_indexes"}

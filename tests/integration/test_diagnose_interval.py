@@ -25,7 +25,7 @@ from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 from roles.watching import RoundReport, Watcher
 
 EVERY = 1.0

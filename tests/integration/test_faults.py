@@ -21,8 +21,8 @@ from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import TABLE_STATS
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 from tests.integration.test_recovery import review
 
 LOCKED = "orders"

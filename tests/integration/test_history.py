@@ -38,10 +38,10 @@ from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
 from roles.crew.memory import target_identity
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
 from roles.report.alerts import notify
 from roles.report.history import TRENDS_CHART, failed_report, reviewed
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 from tests.cli_here import dbcrew_here
 from tests.webhooks import receiving_webhooks
 

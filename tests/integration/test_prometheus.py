@@ -34,7 +34,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import _free_port
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 from tests.cli_here import dbcrew_here
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from lab.shop import DemoShop
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 WINDOW = 1.0
 

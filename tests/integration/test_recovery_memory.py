@@ -22,8 +22,8 @@ from roles.crew.execution import ExecutionResult, ExecutionState, execute
 from roles.crew.memory import Lesson, LongTermMemory, target_identity
 from roles.crew.monitor import Monitor
 from roles.crew.run import RunContext, ThreadRunner, with_remembered_fixes
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 WINDOW = 1.0
 

@@ -15,8 +15,8 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.shop import QUICK_IDLE_SECONDS, DemoShop
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 # The shop's idle session is planted QUICK_IDLE_SECONDS before the tests start, not 30 s (tests/conftest.py).

@@ -11,7 +11,7 @@ from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import Initialized, RunContext, initialize
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 WAIT = 2.0
 

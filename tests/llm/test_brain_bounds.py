@@ -30,8 +30,8 @@ from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
 from roles.crew.planner import make_plan
 from roles.crew.run import RunContext, initialize
-from roles.crew.spine import PlainPhases, review
 from roles.crew.validators import validate
+from roles.spine import PlainPhases, review
 from tests.llm.test_openai_brain import good_plan_json, request
 
 OBJECTION = json.dumps(

@@ -21,7 +21,7 @@ from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE, unplannable
 from operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

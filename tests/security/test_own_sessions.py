@@ -12,7 +12,7 @@ from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
+from roles.spine import PlainPhases, review
 
 
 def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(

@@ -18,8 +18,8 @@ from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases
-from roles.crew.spine import review as review_run
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in

@@ -35,9 +35,9 @@ from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
 from roles.crew.run import RunContext
-from roles.crew.spine import PlainPhases, review
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
+from roles.spine import PlainPhases, review
 from tests.llm.test_llm_diagnosis import record, rules  # noqa: F401 - fixtures are found by name
 
 BUDGET = 8.0  # seconds of LLM time a run may spend: a few calls of SmolLM2 on 2 cores
