@@ -552,6 +552,13 @@ class Thresholds(_Bounds):
         description="counters younger than this (reset, discarded, restarted during the run):"
         " the checks judging by them are partial and their earlier findings are not resolved",
     )
+    # cache_hit_ratio_low, and the cache as a symptom for setting_suboptimal (operators/statistics_age.py)
+    server_warm_up_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="a server started this recently before the review (or during it) has a cold"
+        " cache: the checks judged on what a start empties are partial, never a finding",
+    )
     # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024

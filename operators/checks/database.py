@@ -14,7 +14,7 @@ from operators.collect.catalog import SequenceRow, WraparoundRow
 from operators.registry import OperatorContext
 from operators.sql import qualified, quote_ident
 from operators.stat_views import CheckpointerRow
-from operators.statistics_age import restart_before_window
+from operators.statistics_age import cold_cache
 
 XID_LIMIT = 2**31
 
@@ -83,9 +83,10 @@ def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
 )
 def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     """Shared-buffer hit ratio over the window, from deltas (never from since-reset totals); never
-    judged on a window that followed a restart (during it, or since the run's probe)."""
+    judged on a cold cache: a server started less than server_warm_up_seconds before the review,
+    or restarted since the run's probe or during the window."""
     t = ctx.settings.thresholds
-    if restart_before_window(ctx):
+    if cold_cache(ctx):
         return None  # @check says why, and leaves the code unjudged
     restarted = False
     for row in ctx.workspace.rows(CacheWindow, CACHE_SQL):

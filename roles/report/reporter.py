@@ -31,6 +31,7 @@ from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
 from operators.diagnose.evidence import WindowEvidence
 from operators.registry import catalogue
+from operators.statistics_age import just_started
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
@@ -172,6 +173,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         )
         findings += llm_only_findings(root_causes)
     summary, model_summary = brain.summaries(run.scenario, findings, coverage)
+    summary = " ".join(s for s in (summary, started_note(run, review)) if s)
     partial = review.partial_reason
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
@@ -231,6 +233,19 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         else None,
         llm_diagnosis=llm_diagnosis,
         link=run.link,
+    )
+
+
+def started_note(run: RunContext, review: ReviewResult) -> str:
+    """What the reader must know of a server that had just started (a cold cache, its checks partial),
+    or "": a live run's only, a past interval's probe says nothing of the server then."""
+    warm_up = run.settings.thresholds.server_warm_up_seconds
+    up = None if run.interval is not None else just_started(review.init.brief, warm_up)
+    if up is None:
+        return ""
+    return (
+        f"The server started {up:.0f} s before the review: its cache was still filling, so the checks"
+        " judged on it are partial (see the coverage)."
     )
 
 

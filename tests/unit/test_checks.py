@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import astuple, fields, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
 import operators  # noqa: F401
-from dbcrew.models import Finding, Role, Severity
+from dbcrew.models import Brief, Finding, Role, Severity
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
@@ -20,10 +21,10 @@ from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
 from operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
 from operators.collect.replication import SlotRow
-from operators.registry import REGISTRY, OperatorContext
+from operators.registry import REGISTRY, Observation, OperatorContext
 from operators.sql import name_list_text
-from operators.stat_views import IndexStatsRow, TableStatsRow
-from tests.rows import land_rows
+from operators.stat_views import DatabaseStatsRow, IndexStatsRow, TableStatsRow
+from tests.rows import duckdb_type, land_rows
 
 # An index and a table as the collectors land them; each test sets what it is about.
 INDEX = IndexStatsRow(
@@ -474,3 +475,48 @@ def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
     )  # restarted 12.5 s later
     restarted = REGISTRY["check_cache_hit_ratio"].run(c, {})
     assert not restarted.findings and "restarted during the window" in restarted.partial
+
+
+def test_a_server_started_just_before_the_review_has_its_cache_unjudged_not_found_low(tmp_path):
+    """A cold cache right after a start misses whatever shared_buffers' size: no finding, the coverage
+    says why and leaves the code unjudged; the same window of a server up for longer is judged."""
+    probed = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
+
+    def judged(up_seconds: float) -> Observation:
+        started = probed - timedelta(seconds=up_seconds)
+        c = replace(
+            ctx(tmp_path),
+            brief=Brief(
+                server_version="18.0",
+                server_version_num=180000,
+                database="shop",
+                current_user="watcher",
+                probed_at=probed,
+                server_started_at=started,
+            ),
+        )
+        # The window's readings: 0.73 of the blocks hit, critical on a warm cache; no restart in it.
+        counters = DatabaseStatsRow(
+            *("shop", 1), *[0] * 13, 0.0, 0.0, None, 0.0, started.timestamp()
+        )
+        deltas = [("blks_hit_delta", 7_300.0), ("blks_read_delta", 2_700.0)] + [
+            (name, 0.0) for name in ("temp_bytes_delta", "server_started_delta")
+        ]
+        hints = get_type_hints(DatabaseStatsRow)
+        c.workspace.write_table(
+            "database_stats",
+            [(f.name, duckdb_type(hints[f.name])) for f in fields(DatabaseStatsRow)]
+            + [(name, "DOUBLE") for name, _ in deltas],
+            [(*astuple(counters), *(value for _, value in deltas))],
+        )
+        return REGISTRY["check_cache_hit_ratio"].run(c, {})
+
+    cold = judged(6)
+    assert cold.findings == [] and cold.unjudged == [FindingCode.CACHE_HIT_RATIO_LOW]
+    assert cold.partial.startswith("the server started 6 s before the review"), cold.partial
+    warm_up = Settings().thresholds.server_warm_up_seconds
+    warm = judged(warm_up + 1)
+    assert [(f.code, f.severity) for f in warm.findings] == [
+        (FindingCode.CACHE_HIT_RATIO_LOW, Severity.CRITICAL)
+    ]
+    assert warm.partial == "" and warm.unjudged == []
