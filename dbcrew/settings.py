@@ -583,9 +583,18 @@ class Thresholds(_Bounds):
     # sequence_exhaustion
     sequence_warning_ratio: float = 0.75
     sequence_critical_ratio: float = 0.90
-    # xid_wraparound_risk, and who holds the xmin horizon back
+    # xid_wraparound_risk, and who holds the xmin horizon back: a warning from xid_warning_age, or from
+    # this share of the freeze limit (autovacuum_freeze_max_age, its multixact twin for
+    # mxid_wraparound_risk) where autovacuum is off and only the server's forced vacuums will freeze
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
+    freeze_max_age_near_ratio: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="share of autovacuum_freeze_max_age (or its multixact twin) from which an age"
+        " with autovacuum off for it is xid_wraparound_risk (mxid_): a warning",
+    )
     horizon_holder_min_age: int = Field(
         1_000_000,
         description="an xmin this many transactions old is named as holding"

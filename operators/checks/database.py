@@ -163,6 +163,37 @@ def check_temp_files(ctx: OperatorContext) -> Judgement:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """One ID kind's age of a database or table against its limits: the thresholds' absolute ages
+    (toward the hard limit, 2^31), and the freeze limit past which the server forces its own
+    anti-wraparound vacuums (autovacuum_freeze_max_age or its multixact twin)."""
+
+    setting: str
+    age: int
+    freeze_max_age: int
+    warning: int
+    critical: int
+
+    def judged(self, autovacuum_off: bool, near: float) -> tuple[Severity, str] | None:
+        """The severity and why, or None. Near the hard limit is critical whatever vacuums; close to
+        the freeze limit is a warning only where autovacuum is off for it: then nothing freezes it
+        but the forced vacuums, which come on the server's schedule, not the DBA's. With autovacuum
+        on, reaching the freeze limit is its ordinary work (an anti-wraparound vacuum)."""
+        hard = f"{self.age / XID_LIMIT:.0%} of the limit"
+        if self.age >= self.critical:
+            return Severity.CRITICAL, hard
+        if self.age >= self.warning:
+            return Severity.WARNING, hard
+        if autovacuum_off and self.age >= near * self.freeze_max_age:
+            share = self.age / self.freeze_max_age
+            return (
+                Severity.WARNING,
+                f"{share:.0%} of {self.setting} ({self.freeze_max_age:,}) with autovacuum off",
+            )
+        return None
+
+
 @check(
     needs=("wraparound",),
     uses=("xmin_horizon",),
@@ -170,7 +201,8 @@ def check_temp_files(ctx: OperatorContext) -> Judgement:
     looked_at="datfrozenxid and relfrozenxid ages",
 )
 def check_wraparound(ctx: OperatorContext) -> Judgement:
-    """Transaction-ID and multixact-ID ages of every database and the oldest tables.
+    """Transaction-ID and multixact-ID ages of every database and the oldest tables, against the hard
+    limit and, where autovacuum is off for them, against the freeze limit (autovacuum_freeze_max_age).
 
     An XID age finding names who holds the xmin horizon: freezing cannot make a table younger
     than the oldest xmin still held (a database's catalogs also wait for logical slots).
@@ -183,20 +215,41 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
             holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
         )
         limits = (
-            (FindingCode.XID_WRAPAROUND_RISK, row.xid_age, t.xid_warning_age, t.xid_critical_age),
+            (
+                FindingCode.XID_WRAPAROUND_RISK,
+                row.xid_age,
+                ("autovacuum_freeze_max_age", row.freeze_max_age),
+                (t.xid_warning_age, t.xid_critical_age),
+            ),
             (
                 FindingCode.MXID_WRAPAROUND_RISK,
                 row.mxid_age,
-                t.mxid_warning_age,
-                t.mxid_critical_age,
+                ("autovacuum_multixact_freeze_max_age", row.mxid_freeze_max_age),
+                (t.mxid_warning_age, t.mxid_critical_age),
             ),
         )
-        for code, age, warning, critical in limits:
-            severity = severity_for(float(age or 0), warning, critical)
-            if not severity or age is None:
+        for code, age, (setting, freeze_max_age), (warning, critical) in limits:
+            if age is None:
                 continue
-            evidence: dict[str, Any] = {"scope": row.scope, "name": row.name, "age": age}
-            recommendation = "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale replication slots holding the horizon."
+            horizon = Horizon(setting, age, freeze_max_age, warning, critical)
+            judged = horizon.judged(row.autovacuum_off, t.freeze_max_age_near_ratio)
+            if judged is None:
+                continue
+            severity, against = judged
+            evidence: dict[str, Any] = {
+                "scope": row.scope,
+                "name": row.name,
+                "age": age,
+                setting: freeze_max_age,
+                "autovacuum_off": row.autovacuum_off,
+            }
+            recommendation = (
+                "Run VACUUM (FREEZE) on the oldest tables at a time you choose, and turn autovacuum back on"
+                f" for them: past {setting} the server forces anti-wraparound vacuums on its own schedule."
+                if row.autovacuum_off
+                else "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale"
+                " replication slots holding the horizon."
+            )
             if code == FindingCode.XID_WRAPAROUND_RISK and holding:
                 evidence = {**evidence, "horizon_held_by": held_by(holding)}
                 recommendation = (
@@ -207,7 +260,7 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
                 code=code,
                 severity=severity,
                 object=row.name if table else f"database {row.name}",
-                title=f"{code.split('_')[0]} age {age:,} of {row.scope} {row.name} ({age / XID_LIMIT:.0%} of the limit)",
+                title=f"{code.split('_')[0]} age {age:,} of {row.scope} {row.name} ({against})",
                 evidence=evidence,
                 recommendation=recommendation,
                 fix_sql=f"VACUUM (FREEZE, VERBOSE) {row.name};" if table else None,

@@ -350,9 +350,9 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
         "wraparound",
         WraparoundRow,
         [
-            WraparoundRow("database", "shop", 1_200_000_000, 0),
-            WraparoundRow("database", "other", 1_100_000_000, 0),
-            WraparoundRow("table", "public.carts", 1_100_000_000, 0),
+            WraparoundRow("database", "shop", 1_200_000_000, 0, *DEFAULT_FREEZE),
+            WraparoundRow("database", "other", 1_100_000_000, 0, *DEFAULT_FREEZE),
+            WraparoundRow("table", "public.carts", 1_100_000_000, 0, *DEFAULT_FREEZE),
         ],
     )
     by_object = {f.object: f for f in check_wraparound(c).findings}
@@ -367,6 +367,42 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
     assert by_object["public.carts"].recommendation.startswith(
         "End or drop what holds the xmin horizon, oldest first (prepared forgotten"
     )
+
+
+# autovacuum_freeze_max_age and its multixact twin at their defaults, autovacuum on
+DEFAULT_FREEZE = (200_000_000, 400_000_000, False)
+
+
+def test_an_age_close_to_the_freeze_limit_is_a_risk_only_where_autovacuum_is_off(tmp_path):
+    """Past 90 % of autovacuum_freeze_max_age only the server's forced vacuums freeze a database or
+    table autovacuum is off for: a warning; with autovacuum on that is its ordinary work, no finding.
+    Near the hard limit is critical either way."""
+    c = ctx(tmp_path)
+    land_rows(
+        c.workspace,
+        "wraparound",
+        WraparoundRow,
+        [
+            WraparoundRow("database", "off", 95_000, 3, 100_000, 400_000_000, True),
+            WraparoundRow("database", "on", 95_000, 3, 100_000, 400_000_000, False),
+            WraparoundRow("database", "young", 80_000, 3, 100_000, 400_000_000, True),
+            WraparoundRow("table", "public.near_hard", 1_600_000_000, 3, *DEFAULT_FREEZE),
+            WraparoundRow(
+                "table", "public.mxid_off", 10, 370_000_000, 200_000_000, 400_000_000, True
+            ),
+        ],
+    )
+    found = {(f.code, f.object): f for f in check_wraparound(c).findings}
+    assert {k: f.severity for k, f in found.items()} == {
+        (FindingCode.XID_WRAPAROUND_RISK, "database off"): Severity.WARNING,
+        (FindingCode.XID_WRAPAROUND_RISK, "public.near_hard"): Severity.CRITICAL,
+        (FindingCode.MXID_WRAPAROUND_RISK, "public.mxid_off"): Severity.WARNING,
+    }
+    off = found[(FindingCode.XID_WRAPAROUND_RISK, "database off")]
+    assert "95% of autovacuum_freeze_max_age (100,000) with autovacuum off" in off.title
+    assert off.evidence["autovacuum_freeze_max_age"] == 100_000 and off.evidence["autovacuum_off"]
+    assert "forces anti-wraparound vacuums" in off.recommendation
+    assert "75% of the limit" in found[(FindingCode.XID_WRAPAROUND_RISK, "public.near_hard")].title
 
 
 def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
