@@ -19,6 +19,8 @@ from dbcrew.models.report import (
     CoverageEntry,
     CoverageStatus,
     DiagnosisSection,
+    Hypothesis,
+    LlmDiagnosis,
     RootCause,
     SkipCause,
     SkipKind,
@@ -160,7 +162,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         if o.observation
         for rc in o.observation.root_causes
     ]
-    llm_diagnosis = None
+    llm_diagnosis: LlmDiagnosis | None = None
+    hypotheses: list[Hypothesis] = []
     if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
         # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai
         # client (3 s of imports on 2 cores), which a health review (every fleet run) and the rules' diagnosis
@@ -168,12 +171,19 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         from roles.diagnosis.chief import llm_only_findings
         from roles.diagnosis.review import with_llm_experts
 
-        root_causes, llm_diagnosis = with_llm_experts(
-            brain, Workspace(run.workspace_path), root_causes
+        root_causes, hypotheses, llm_diagnosis = with_llm_experts(
+            brain, Workspace(run.workspace_path), root_causes, run.settings.thresholds
         )
         findings += llm_only_findings(root_causes)
     summary, model_summary = brain.summaries(run.scenario, findings, coverage)
-    summary = " ".join(s for s in (summary, started_note(run, review)) if s)
+    unconfirmed = (
+        "The model's unconfirmed hypotheses, not root causes (the measurements do not support them): "
+        + ", ".join(h.code for h in hypotheses)
+        + "."
+        if hypotheses
+        else ""
+    )
+    summary = " ".join(s for s in (summary, unconfirmed, started_note(run, review)) if s)
     partial = review.partial_reason
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
@@ -227,6 +237,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         ablations=run.settings.ablations.off(),
         partial=partial,
         root_causes=root_causes,
+        hypotheses=hypotheses,
         notes=privilege_notes(review.init.brief),
         diagnosis=diagnosis_section(run, review, root_causes)
         if run.scenario is Scenario.DIAGNOSE
