@@ -17,8 +17,13 @@ import pytest
 from bench import injections
 from bench.diagnose import DiagnosisServer
 from dbcrew.models import Report
+from dbcrew.settings import Settings
+from dbcrew.targets import parse_target
+from flows.phases import PlainPhases
+from flows.review import review
 from lab.embedded import POSTGRES_BIN_PATH
 from lab.scripted_llm import Reply, ScriptedServer
+from roles.crew.run import RunContext
 
 WINDOW = 5.0
 
@@ -123,6 +128,35 @@ def test_normal_pgbench_load_yields_no_root_cause(server: DiagnosisServer, tmp_p
     )
     assert report.root_causes == []
     assert [f for f in report.findings if f.is_problem] == []
+    # The summary says what the window was held against: the baseline, and how far it left it.
+    left = len(report.diagnosis.abnormal_metrics)
+    assert (
+        report.summary.startswith(
+            "No root cause above the reporting confidence: the window was compared with the baseline ("
+        )
+        and f"which {left} metrics left." in report.summary
+    ), report.summary
+
+
+def test_a_diagnosis_without_a_baseline_says_it_compared_none(
+    server: DiagnosisServer, tmp_path: Path
+) -> None:
+    """No --baseline file and no quiet window kept (the test's store is new): the summary must not
+    speak of a baseline's workload, and the description has no baseline for a metric to leave."""
+    run = RunContext(
+        target=parse_target(server.dsn),
+        scenario="diagnose",
+        settings=Settings(window_seconds=2.0, alert="routine check"),
+        out_dir=tmp_path / "report",
+    )
+    report = review(run, PlainPhases)
+    assert report.root_causes == [], report.root_causes
+    assert report.summary.startswith(
+        "No root cause above the reporting confidence: the window was compared with no baseline"
+    ), report.summary
+    assert "baseline's workload" not in report.summary
+    assert report.diagnosis is not None
+    assert "metrics left the baseline" not in report.diagnosis.anomaly_description
 
 
 def _competent_expert(body: dict) -> Reply:
