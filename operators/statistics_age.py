@@ -90,6 +90,33 @@ def counters_began(brief: Brief) -> CountersBegan | None:
     return CountersBegan(at, cause, max((brief.probed_at - at).total_seconds(), 0.0))
 
 
+def young_shared_counters(
+    brief: Brief | None, view: str, reset_at: datetime | None, min_age_seconds: float
+) -> str | None:
+    """Why a server-wide view's counters (`view`, e.g. the checkpointer's) are too young to judge by,
+    or None. They begin at their own `stats_reset`. initdb stamps every server-wide view alike, and
+    so does a start without statistics: a stamp equal to the server-wide one
+    (`Brief.shared_stats_reset_at`) began with them, complete unless the server discarded them at its
+    start (`_discarded_at_start`, as for a database's counters). A stamp of its own is a reset of this
+    view alone (`pg_stat_reset_shared`)."""
+    if brief is None or brief.probed_at is None or reset_at is None:
+        return None
+    shared = brief.shared_stats_reset_at
+    together = (
+        shared is not None and abs((reset_at - shared).total_seconds()) < RESTART_SLACK_SECONDS
+    )
+    if together and not _discarded_at_start(brief):
+        return None
+    seconds = max((brief.probed_at - reset_at).total_seconds(), 0.0)
+    if seconds >= min_age_seconds:
+        return None
+    cause = f"{view} statistics " + ("discarded when the server started" if together else "reset")
+    return (
+        f"{CountersBegan(reset_at, cause, seconds).describe()}: counters younger than"
+        f" {min_age_seconds:.0f} s cannot show what is there, and a finding missing now is not resolved"
+    )
+
+
 def young_counters(brief: Brief | None, min_age_seconds: float) -> str | None:
     """Why this database's counters are too young to judge by, or None when they are not."""
     began = None if brief is None else counters_began(brief)

@@ -23,7 +23,7 @@ from operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
 from operators.collect.replication import SlotRow
 from operators.registry import REGISTRY, Observation, OperatorContext
 from operators.sql import name_list_text
-from operators.stat_views import DatabaseStatsRow, IndexStatsRow, TableStatsRow
+from operators.stat_views import CheckpointerRow, DatabaseStatsRow, IndexStatsRow, TableStatsRow
 from tests.rows import duckdb_type, land_rows
 
 # An index and a table as the collectors land them; each test sets what it is about.
@@ -556,3 +556,41 @@ def test_a_server_started_just_before_the_review_has_its_cache_unjudged_not_foun
         (FindingCode.CACHE_HIT_RATIO_LOW, Severity.CRITICAL)
     ]
     assert warm.partial == "" and warm.unjudged == []
+
+
+def test_checkpointer_counters_reset_moments_ago_leave_the_checkpoint_check_unjudged(tmp_path):
+    """pg_stat_reset_shared('checkpointer') twelve seconds before the review: a checkpoint or two an
+    hour, nothing to judge yet, and an earlier finding is not resolved. Counters stamped with the
+    server-wide statistics (initdb's stamp, kept across clean restarts) are judged."""
+    probed = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
+    initdb = probed - timedelta(days=30)
+
+    def judged(reset: datetime) -> Observation:
+        c = replace(
+            ctx(tmp_path),
+            brief=Brief(
+                server_version="18.0",
+                server_version_num=180000,
+                database="shop",
+                current_user="watcher",
+                system_identifier=str(int(initdb.timestamp()) << 32 | 7),
+                probed_at=probed,
+                server_started_at=probed - timedelta(seconds=30),
+                shared_stats_reset_at=initdb,
+            ),
+        )
+        land_rows(
+            c.workspace,
+            "checkpointer",
+            CheckpointerRow,
+            [CheckpointerRow("checkpointer", 1, 0, 0, 10, reset)],
+        )
+        return REGISTRY["check_checkpoints"].run(c, {})
+
+    reset = judged(probed - timedelta(seconds=12))
+    assert reset.findings == [] and reset.unjudged == [FindingCode.CHECKPOINTS_TOO_FREQUENT]
+    assert reset.partial.startswith(
+        "checkpointer statistics reset 12 s ago at 2026-11-26 00:59:48 UTC"
+    ), reset.partial
+    since_initdb = judged(initdb)
+    assert since_initdb.partial == "" and since_initdb.unjudged == []

@@ -83,3 +83,22 @@ def test_a_review_right_after_a_restart_has_no_cache_finding_and_says_why(
     )
     assert "cache_hit_ratio_low" in {f.code for f in warm.findings}, warm.findings
     assert "The server started" not in warm.summary
+
+
+def test_checkpointer_counters_reset_before_the_review_are_not_judged(
+    restarted: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """The restart kept the checkpoint counters (initdb's), judged; a reset of them (a DBA's
+    pg_stat_reset_shared) leaves nothing to judge yet, and the coverage says so."""
+    before = review(
+        restarted.dsn("warming"), tmp_path / "kept", thresholds=Thresholds(), window=0.5
+    )
+    kept = next(c for c in before.coverage if c.check == "check_checkpoints")
+    assert kept.unjudged == [] and "reset" not in kept.reason, kept.reason
+    restarted.psql("SELECT pg_stat_reset_shared('checkpointer');")
+    after = review(
+        restarted.dsn("warming"), tmp_path / "reset", thresholds=Thresholds(), window=0.5
+    )
+    reset = next(c for c in after.coverage if c.check == "check_checkpoints")
+    assert reset.status.value == "ran" and reset.unjudged == ["checkpoints_too_frequent"]
+    assert "checkpointer statistics reset" in reset.reason, reset.reason
