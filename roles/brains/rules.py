@@ -126,7 +126,11 @@ class RulesBrain(Brain):
         return strategy.model_copy(update={"round": request.strategy.round + 1})
 
     def summarize(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
     ) -> str:
         if scenario is Scenario.DIAGNOSE:
             causes = sorted(
@@ -134,7 +138,10 @@ class RulesBrain(Brain):
                 key=lambda f: -f.confidence,
             )
             if not causes:
-                return "No root cause above the reporting confidence: the window looks like the baseline's workload."
+                # What was compared, as the facts say: a window with no baseline was never held against one.
+                return "No root cause above the reporting confidence" + (
+                    f": {compared}." if compared else "."
+                )
             return (
                 f"{len(causes)} root causes: "
                 + "; ".join(

@@ -546,7 +546,26 @@ def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
         RulesBrain().summarize(Scenario.DIAGNOSE, [cause], [])
         == "1 root causes: lock_contention (confidence 0.90)."
     )
-    assert RulesBrain().summarize(Scenario.DIAGNOSE, [], []).startswith("No root cause")
+    assert (
+        RulesBrain().summarize(
+            Scenario.DIAGNOSE, [], [], "the window was compared with no baseline"
+        )
+        == "No root cause above the reporting confidence: the window was compared with no baseline."
+    )
+
+
+def test_what_a_diagnosis_compared_is_said_from_its_facts() -> None:
+    from roles.report.reporter import compared_with
+
+    assert compared_with({}) == ""  # nothing sampled: nothing compared, nothing said
+    assert compared_with({"baseline_source": "", "abnormal": []}).startswith(
+        "the window was compared with no baseline (no --baseline file"
+    )
+    kept = {"baseline_source": "a quiet window of 2026-11-27", "abnormal": []}
+    assert compared_with(kept) == (
+        "the window was compared with the baseline (a quiet window of 2026-11-27), and no metric left it"
+    )
+    assert compared_with({**kept, "abnormal": [{}, {}]}).endswith("which 2 metrics left")
 
 
 def test_the_statements_that_changed_most_are_ranked_by_time_per_second() -> None:

@@ -67,7 +67,7 @@ def test_a_diagnosis_keeps_the_rules_causes_and_counts_what_the_model_did(
 ):
     client = LlmClient(render, **client_options(llama))  # type: ignore[arg-type]
     limits = AgentLimits(experts=1, samples=1, seconds=BUDGET, steps=3)  # both budgets alike
-    causes, done = LlmDiagnoser(client, render, limits, capability).diagnose(record, rules)
+    causes, _, done = LlmDiagnoser(client, render, limits, capability).diagnose(record, rules)
     found = {c.code: c for c in causes}
     assert "workload_many_inserts" in found  # the flood the record holds, named by the rules
     for cause in rules:  # the rules' causes stand; a model's are extra
