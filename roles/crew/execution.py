@@ -25,7 +25,14 @@ from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.crew.monitor import Monitor, MonitorDecision, compact_state
 from roles.crew.preparing import start_preparing
-from roles.crew.worker import TaskOutcome, signature, stood_down, stopped, without_agent
+from roles.crew.worker import (
+    TaskOutcome,
+    signature,
+    skipped,
+    stood_down,
+    stopped,
+    without_agent,
+)
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -107,15 +114,7 @@ class ExecutionResult(BaseModel):
 
 def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) -> None:
     """Skip `spec` because its upstream task did not complete; the reason is the cause rendered."""
-    cause = SkipCause(kind=kind, upstream=upstream)
-    state.outcomes[spec.id] = TaskOutcome(
-        task_id=spec.id,
-        operator=spec.operator,
-        status=TaskStatus.SKIPPED,
-        reason=cause.render(),
-        cause=cause,
-        signature=signature(spec),
-    )
+    state.outcomes[spec.id] = skipped(spec, SkipCause(kind=kind, upstream=upstream))
 
 
 def can_wait(spec: TaskSpec) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -109,22 +110,27 @@ def _pgbench(*args: str) -> list[str]:
     return [str(POSTGRES_BIN_PATH / "pgbench"), *args]
 
 
+@contextmanager
+def _loaded(*pgbench_args: str) -> Iterator[None]:
+    """pgbench running with `pgbench_args` for the block, ended when it ends."""
+    load = subprocess.Popen(
+        _pgbench(*pgbench_args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        yield
+    finally:
+        load.terminate()
+        load.wait(timeout=30)
+
+
 def test_normal_pgbench_load_yields_no_root_cause(server: DiagnosisServer, tmp_path: Path) -> None:
     url = server.dsn
     subprocess.run(
         _pgbench("-i", "-s", "2", "-q", url), check=True, capture_output=True, timeout=120
     )
     # A steady, rate-limited TPC-B-like load: what a healthy OLTP database does all day.
-    load = subprocess.Popen(
-        _pgbench("-c", "4", "-j", "2", "-R", "40", "-T", str(int(WINDOW) + 20), url),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    with _loaded("-c", "4", "-j", "2", "-R", "40", "-T", str(int(WINDOW) + 20), url):
         report = server.diagnose(tmp_path / "report", window=WINDOW, alert="routine check")
-    finally:
-        load.terminate()
-        load.wait(timeout=30)
     assert report.diagnosis is not None and report.diagnosis.abnormal_metrics, (
         "the load itself is visible against the quiet baseline"
     )
@@ -179,18 +185,11 @@ def test_a_dominant_scan_of_a_mostly_dead_table_names_its_index_and_its_dead_tup
         conn.execute("SELECT pg_stat_force_next_flush()")
     script = tmp_path / "lookup.sql"
     script.write_text(LOOKUP)
-    load = subprocess.Popen(
-        _pgbench(
-            "-n", "-c", "4", "-j", "2", "-M", "prepared", "-T", "600", "-f", str(script), server.dsn
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    lookups = ("-n", "-c", "4", "-j", "2", "-M", "prepared", "-T", "600", "-f", str(script))
     try:
-        report = server.diagnose(tmp_path / "report", window=WINDOW, alert="lookups slow")
+        with _loaded(*lookups, server.dsn):
+            report = server.diagnose(tmp_path / "report", window=WINDOW, alert="lookups slow")
     finally:
-        load.terminate()
-        load.wait(timeout=30)
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             conn.execute("DROP TABLE dom_events")
     codes = [rc.code for rc in report.root_causes]
