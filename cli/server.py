@@ -32,7 +32,8 @@ from dbcrew.errors import UsageError
 from dbcrew.secrets import held_secrets
 
 if TYPE_CHECKING:
-    from flows.supervision import LateReviews, WatchSupervisor
+    from flows.schedule_health import LateSlots
+    from flows.supervision import WatchSupervisor
 
 DEFAULT_PORT = 4200
 STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
@@ -198,9 +199,9 @@ def worker_args(pool: str, name: str) -> list[str]:
     ]
 
 
-def supervise(worker: Revived, watching: WatchSupervisor, late: LateReviews) -> list[str]:
-    """One look after the pool: the worker started again if it exited, each watching run kept going, late
-    reviews told."""
+def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> list[str]:
+    """One look after the pool: the worker started again if it exited, each watching run kept going, schedule
+    slots no worker could start told."""
     said = []
     code = worker.revive()
     if code is not None:
@@ -263,7 +264,8 @@ def serve(
         api = stack.enter_context(running_server(port, logs, stack, password_variables))
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
-        from flows.supervision import LateReviews, WatchSupervisor, settle_missed
+        from flows.schedule_health import LateSlots, settle_missed
+        from flows.supervision import WatchSupervisor
 
         names = deploy_inventory(inventory, pool, max_reviews)
         missed = settle_missed(inventory, started)  # before the worker would take them all
@@ -277,7 +279,7 @@ def serve(
         )
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
-        late = LateReviews(inventory, known=[m.kept.id for m in missed if m.kept])
+        late = LateSlots(inventory, known=[m.kept.id for m in missed if m.kept])
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stack.callback(stop_reviews, worker)
         token = environment().receiver_token
@@ -291,7 +293,12 @@ def serve(
                 )
             )
         stop = stop_on_signal()
-        show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
+        schedules = len(inventory.schedule_groups())
+        show(
+            line(
+                f"{len(inventory.targets)} targets on {schedules} schedules, deployments: {', '.join(names)}"
+            )
+        )
         show(
             line(
                 f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"

@@ -26,7 +26,7 @@ targets:
   - name: beta
     url: {beta}
     password: {{env: BETA_PASSWORD}}
-    schedule: "30 4 * * 1"
+    schedule: "0 3 * * *"
     window: 1
     tags: [fleet-test]
     alerts: ["{hook}/beta", "json://127.0.0.1:{dead_port}/nobody-listens"]
