@@ -284,9 +284,8 @@ def serve(
             f"a Prefect server already answers on port {port}: its database is its own; stop it, or choose"
             " another --port, to start one on PostgreSQL"
         )
-    with (
-        ExitStack() as stack
-    ):  # closed in reverse: a local PostgreSQL stops after the server and the worker
+    # Closed in reverse order: a local PostgreSQL stops after the server and the worker.
+    with ExitStack() as stack:
         if local_postgres is not None:
             local = stack.enter_context(start_local_postgres(local_postgres))
             given = ServerDatabases(

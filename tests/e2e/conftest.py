@@ -65,8 +65,9 @@ def crew_server(
     webhook: tuple[str, list[dict[str, object]]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[CrewServer]:
-    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable), each alerting
-    the webhook receiver, and the history in a PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
+    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable; alpha and beta
+    on one cron schedule, so one deployment), each alerting the webhook receiver, and the history in a
+    PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
     pg = fleet_pg
     work = tmp_path_factory.mktemp("crew-server")
     pg.psql(f"CREATE DATABASE {STORE};")
