@@ -9,6 +9,7 @@ attribute that Prefect's parameter encoding leaves out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from prefect import flow
@@ -54,21 +55,31 @@ def health_review(request: ReviewRequest) -> Report:
 
 
 def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>,
-    without its workspace, then drop the reports past their retention (age, then size) on this disk."""
+    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>
+    (kept_in_reports)."""
+
+    def reviewed_and_posted() -> Report:
+        report = review(run, PrefectPhases)
+        post_report(run, report)
+        return report
+
+    return kept_in_reports(run, reviewed_and_posted)
+
+
+def kept_in_reports(run: RunContext, review_it: Callable[[], Report]) -> Report:
+    """`review_it()`; for a run without an `out`, into reports_root()/<run id>, without its workspace, then drop
+    the reports past their retention (age, then size) on this disk."""
     in_reports = run.out is None
     if in_reports:
         run.out_dir = reports_root() / run.run_id
     try:
-        report = review(run, PrefectPhases)
-        post_report(run, report)
+        return review_it()
     finally:
         if in_reports:
             # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the
             # report, its charts and the posted artifacts are what stays of a run, a failed one's too.
             discard(run.workspace_path)
             prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
-    return report
 
 
 def review(run: RunContext, phases: ReviewPhases) -> Report:

@@ -1,0 +1,140 @@
+"""An incident's diagnosis, run and kept with it: by the foreground watcher without Prefect, by a server's run.
+
+`dbcrew diagnose --from --to` runs the review flow's phases on the stored samples of an interval;
+`diagnose_incident` runs the same phases as plain calls (flows/phases.py's PlainPhases: no flow
+run, no Prefect server), so `dbcrew watch` in the foreground diagnoses its incidents as a server's
+pool would. `dbcrew server`'s watching starts a review_target run per incident instead; that run
+keeps what it found with the incident when it finishes (`keep_with_incident`), beside the alert it
+sends from the same report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dbcrew.models import Report
+from dbcrew.models.interval import PastInterval
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Settings
+from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef
+from dbcrew.store.samples import Incident, SampleStore, open_samples
+from dbcrew.targets import PostgresTarget
+from dbcrew.vocabulary import Scenario
+from flows.phases import PlainPhases
+from flows.review import kept_in_reports, review
+from roles.crew.run import RunContext
+from roles.incident_diagnosis import LONG_INCIDENT, incident_alert_text
+from roles.report.reporter import report_path
+
+
+def incident_interval(incident: Incident, now: datetime | None = None) -> PastInterval:
+    """What a diagnosis of the incident reads: from its start to its end (so far, while it is open)."""
+    return PastInterval(
+        start=incident.started_at, end=min(incident.ended_at, now or datetime.now(UTC))
+    )
+
+
+def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) -> IncidentDiagnosis:
+    """The incident's interval diagnosed by the crew from the stored samples, without Prefect; the report under
+    reports_root()/<run id>, kept and pruned there as a server's runs are."""
+    request = ReviewRequest(
+        target=target,
+        scenario=Scenario.DIAGNOSE,
+        brain=brain,
+        settings=Settings(alert=incident_alert_text(incident)),
+        interval=incident_interval(incident),
+    )
+    run = RunContext.of(request, target, Path())
+    report = kept_in_reports(run, lambda: review(run, PlainPhases))
+    return IncidentDiagnosis.of_report(
+        report, report_path(run.out_dir).resolve(), while_open=not incident.closed
+    )
+
+
+def keep_with_incident(incident: IncidentRef, report: Report, run_dir: Path) -> None:
+    """A server's diagnosis run kept with the incident it diagnosed: its causes, its report's path, its link
+    (StoreUnavailable when the store cannot be used)."""
+    diagnosis = IncidentDiagnosis.of_report(
+        report, report_path(run_dir).resolve(), while_open=incident.while_open
+    )
+    open_samples().record_diagnosis(incident, diagnosis)
+
+
+class DiagnosisBoard:
+    """The diagnosis of each target's last incident, as the watching run's health artifact shows it.
+
+    The diagnosis runs keep their findings in the store, not in the watching run: the board reads them
+    there while an incident's diagnosis is awaited (a closed one's, or a long one's as it stands; for
+    at most AWAITED after its end), at most every `every` seconds: the artifact shows the causes
+    soon after the run finishes, without a store query every round.
+    """
+
+    AWAITED = timedelta(minutes=30)
+
+    def __init__(self, diagnosing: Iterable[str], every: float):
+        self.diagnosing = set(diagnosing)  # entry names whose incidents are diagnosed
+        self.every = every
+        self._store: SampleStore | None = None
+        self._known: dict[str, Incident] = {}  # entry name -> its last incident, as stored
+        self._read_at = 0.0
+
+    def refresh(self, incidents: dict[str, Incident], now: datetime) -> bool:
+        """Read the awaited diagnoses when due; whether one arrived."""
+        awaited = {
+            name: incident
+            for name, incident in incidents.items()
+            if name in self.diagnosing
+            and (incident.closed or now - incident.started_at >= LONG_INCIDENT)
+            and now - incident.ended_at < self.AWAITED
+            and not self._settled(name, incident)
+        }
+        if not awaited or now.timestamp() - self._read_at < self.every:
+            return False
+        return self.read(awaited, now)
+
+    def read(self, incidents: dict[str, Incident], now: datetime) -> bool:
+        """The stored diagnoses of `incidents` (by entry name); whether any was new."""
+        self._read_at = now.timestamp()
+        if self._store is None:
+            self._store = open_samples()
+        changed = False
+        for name, incident in incidents.items():
+            stored = next(
+                (
+                    i
+                    for i in self._store.incidents(
+                        incident.target, incident.ended_at - timedelta(seconds=1)
+                    )
+                    if i.started_at == incident.started_at
+                ),
+                None,
+            )
+            if stored is not None and stored.diagnosis != self.diagnosis(name, incident):
+                self._known[name] = stored
+                changed = True
+        return changed
+
+    def _settled(self, name: str, incident: Incident) -> bool:
+        """The diagnosis its state calls for is known: one as it stood while open, the close's once closed."""
+        known = self.diagnosis(name, incident)
+        return known is not None and (not incident.closed or not known.while_open)
+
+    def diagnosis(self, name: str, incident: Incident) -> IncidentDiagnosis | None:
+        known = self._known.get(name)
+        return (
+            known.diagnosis
+            if known is not None and known.started_at == incident.started_at
+            else None
+        )
+
+    def columns(self, name: str, incident: Incident | None) -> dict[str, str]:
+        """The artifact's columns for an entry's last incident: its root causes and where its report is."""
+        if incident is None:
+            return {"root causes": "", "report": ""}
+        diagnosis = self.diagnosis(name, incident)
+        if diagnosis is None:
+            state = "diagnosing" if name in self.diagnosing and incident.closed else ""
+            return {"root causes": state, "report": ""}
+        return {"root causes": diagnosis.describe(), "report": diagnosis.where()}

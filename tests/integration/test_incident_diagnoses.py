@@ -1,0 +1,195 @@
+"""Incidents keep their diagnoses in a real store (a DuckDB file, and a PostgreSQL database), and the foreground
+watcher's background diagnoser stores them whole, one at a time per target, and stops within its bound.
+
+A store written before diagnoses existed gains their table when it is next opened, its incidents listed
+as not diagnosed; a long incident's diagnosis as it stood and its close's are both kept, the close's
+standing; the watcher rewriting an open incident's row every round leaves its diagnosis in place. The
+diagnoser's crew is a stand-in here (a function the test holds back): the real crew diagnosing a real
+incident is tests/integration/test_watch_diagnoses.py's.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dbcrew.store.backends import DuckDBBackend, PostgresBackend
+from dbcrew.store.incident_diagnoses import IncidentCause, IncidentDiagnosis
+from dbcrew.store.samples import SCHEMA, Incident, IncidentSignal, open_samples
+from dbcrew.targets import PostgresTarget, parse_target
+from lab.embedded import EmbeddedPostgres
+from roles.incident_diagnosis import LONG_INCIDENT, BackgroundDiagnoser, DiagnosisSchedule
+
+T0 = datetime(2026, 11, 25, 3, 12, tzinfo=UTC)
+TARGET = "7311111111111111111/shop"
+OLD_SCHEMA = SCHEMA[:-1]  # the sample tables as they were before incidents kept a diagnosis
+
+
+def incident(closed: bool, start: datetime = T0, minutes: float = 8.0) -> Incident:
+    return Incident(
+        target=TARGET,
+        started_at=start,
+        ended_at=start + timedelta(minutes=minutes),
+        closed=closed,
+        signals=[IncidentSignal(name="act.wait_lock", baseline_median=0.0, peak=3.5, z=40.0)],
+    )
+
+
+def diagnosis(of: Incident, code: str, at: datetime) -> IncidentDiagnosis:
+    return IncidentDiagnosis(
+        diagnosed_at=at,
+        while_open=not of.closed,
+        interval_end=of.ended_at,
+        causes=[IncidentCause(code=code, object="public.orders", confidence=0.85, share=0.62)],
+        run_id=uuid.uuid4().hex[:12],
+        report=f"/reports/{code}/report.json",
+    )
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def store_url(request: pytest.FixtureRequest, pg: EmbeddedPostgres, tmp_path: Path) -> str:
+    if request.param == "duckdb":
+        return str(tmp_path / "store.duckdb")
+    name = f"store_{uuid.uuid4().hex[:8]}"
+    pg.psql(f"CREATE DATABASE {name};")
+    return pg.dsn(name)
+
+
+def old_store_with_an_incident(url: str) -> None:
+    """A store as the watcher wrote it before diagnoses: the old tables, one closed incident."""
+    backend = (
+        PostgresBackend(url, url) if url.startswith("postgresql") else DuckDBBackend(Path(url))
+    )
+    with backend.session() as session:
+        for statement in OLD_SCHEMA:
+            session.run(statement)
+        session.run(
+            "INSERT INTO watch_incidents VALUES (?, ?, ?, ?, ?)",
+            [TARGET, T0, T0 + timedelta(minutes=8), True, "[]"],
+        )
+
+
+def test_a_store_from_before_diagnoses_gains_them_and_keeps_its_incidents(store_url: str) -> None:
+    old_store_with_an_incident(store_url)
+    store = open_samples(store_url)
+    (listed,) = store.incidents(TARGET, T0 - timedelta(days=1))
+    assert listed.closed and listed.diagnoses == [] and listed.diagnosis is None
+    found = diagnosis(listed, "lock_contention", T0 + timedelta(minutes=9))
+    store.record_diagnosis(listed.ref(), found)
+    (again,) = open_samples(store_url).incidents(TARGET, T0 - timedelta(days=1))
+    assert again.diagnosis == found and again.diagnosis.causes[0].object == "public.orders"
+
+
+def test_the_close_diagnosis_joins_the_one_made_while_open_and_stands(store_url: str) -> None:
+    store = open_samples(store_url)
+    open_one = incident(closed=False, minutes=11)
+    store.record([], incidents=[open_one])
+    as_it_stood = diagnosis(open_one, "workload_high_updates", T0 + timedelta(minutes=12))
+    store.record_diagnosis(open_one.ref(), as_it_stood)
+
+    grown = incident(
+        closed=False, minutes=14
+    )  # the watcher rewrites the open incident's row as it grows
+    store.record([], incidents=[grown])
+    (listed,) = store.incidents(TARGET, T0)
+    assert listed.diagnoses == [as_it_stood] and listed.diagnosis == as_it_stood
+
+    closed = incident(closed=True, minutes=20)
+    store.record([], incidents=[closed])
+    at_close = diagnosis(closed, "lock_contention", T0 + timedelta(minutes=21))
+    store.record_diagnosis(closed.ref(), at_close)
+    again = diagnosis(closed, "lock_contention", T0 + timedelta(minutes=22))
+    store.record_diagnosis(
+        closed.ref(), again
+    )  # a second diagnosis of the close replaces the first
+    (listed,) = store.incidents(TARGET, T0)
+    assert listed.diagnoses == [as_it_stood, again], "both kept, oldest first"
+    assert listed.diagnosis == again and not again.while_open
+    assert "as it stood" in as_it_stood.describe() and "as it stood" not in again.describe()
+
+
+def test_a_long_incident_is_due_once_while_open_and_again_at_its_close() -> None:
+    schedule = DiagnosisSchedule()
+    short = incident(closed=False, minutes=1)
+    assert not schedule.due(short, short.ended_at)
+    long_open = incident(closed=False, minutes=LONG_INCIDENT.total_seconds() / 60 + 1)
+    assert schedule.due(long_open, long_open.ended_at)
+    assert not schedule.due(long_open, long_open.ended_at + timedelta(minutes=5)), "once while open"
+    assert schedule.due(incident(closed=True, minutes=30), T0 + timedelta(minutes=30))
+
+
+class HeldCrew:
+    """Stands for the crew: each diagnosis waits until the test lets it finish, and says when it started."""
+
+    def __init__(self) -> None:
+        self.started: list[Incident] = []
+        self.running = 0
+        self.most_at_once = 0
+        self.release = threading.Event()
+        self.began = threading.Semaphore(0)
+        self._lock = threading.Lock()
+
+    def __call__(self, target: PostgresTarget, of: Incident) -> IncidentDiagnosis:
+        with self._lock:
+            self.started.append(of)
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        self.began.release()
+        self.release.wait(60)
+        with self._lock:
+            self.running -= 1
+        return diagnosis(of, "lock_contention", datetime.now(UTC))
+
+
+TARGET_URL = parse_target("postgresql://dbcrew@127.0.0.1:5432/shop")
+
+
+def test_the_diagnoser_takes_incidents_at_once_and_diagnoses_a_targets_in_order(
+    tmp_path: Path,
+) -> None:
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    first, second = incident(closed=True), incident(closed=True, start=T0 + timedelta(hours=1))
+    store.record([], incidents=[first, second])
+    crew = HeldCrew()
+    diagnoser = BackgroundDiagnoser(crew, store)
+    diagnoser.submit(TARGET_URL, first)
+    diagnoser.submit(TARGET_URL, second)
+    assert crew.began.acquire(timeout=60)
+    assert crew.started == [first], "submit returned while the first diagnosis still runs"
+    crew.release.set()
+    assert diagnoser.close(wait=60) == []
+    assert crew.started == [first, second] and crew.most_at_once == 1
+    stored = store.incidents(TARGET, T0)
+    assert [i.diagnosis.causes[0].code if i.diagnosis else None for i in stored] == [
+        "lock_contention",
+        "lock_contention",
+    ]
+
+
+def test_closing_waits_a_bounded_time_says_what_was_not_diagnosed_and_stores_nothing_after(
+    tmp_path: Path,
+) -> None:
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    first, second = incident(closed=True), incident(closed=True, start=T0 + timedelta(hours=1))
+    store.record([], incidents=[first, second])
+    crew = HeldCrew()
+    diagnoser = BackgroundDiagnoser(crew, store)
+    diagnoser.submit(TARGET_URL, first)
+    diagnoser.submit(TARGET_URL, second)
+    assert crew.began.acquire(timeout=60)
+    left = diagnoser.close(wait=0.1)  # the held diagnosis cannot finish within it
+    assert [(u.incident, u.why) for u in left] == [
+        (first, "still being diagnosed when the wait ended"),
+        (second, "queued"),
+    ]
+    diagnoser.submit(TARGET_URL, incident(closed=True, start=T0 + timedelta(hours=2)))
+    assert crew.started == [first], "nothing new starts once closed"
+    crew.release.set()  # the diagnosis in flight finishes after the watcher gave up on it
+    for lane in diagnoser._lanes.values():
+        assert lane.thread is not None
+        lane.thread.join(60)
+    assert all(i.diagnosis is None for i in store.incidents(TARGET, T0)), "nothing half-kept"
