@@ -107,8 +107,7 @@ class BackgroundDiagnoser:
         self._guard = threading.Lock()
         self._accepting = True
         self._writable = True
-        self.diagnosed: list[tuple[Incident, IncidentDiagnosis]] = []
-        self.undiagnosed: list[Undiagnosed] = []
+        self.undiagnosed: list[Undiagnosed] = []  # said when the watcher stops
 
     def submit(self, target: PostgresTarget, incident: Incident) -> None:
         """Queue the diagnosis of `target`'s incident on its lane; returns at once."""
@@ -158,7 +157,6 @@ class BackgroundDiagnoser:
             if not self._writable or (diagnosis.partial and stopping.requested()):
                 return "the stop cut its diagnosis short"  # nothing half-kept
             self._store.record_diagnosis(incident.ref(), diagnosis)
-            self.diagnosed.append((incident, diagnosis))
         log.warning(
             "watch: %s diagnosed: %s; report: %s", when, diagnosis.describe(), diagnosis.where()
         )
