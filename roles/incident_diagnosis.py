@@ -78,19 +78,23 @@ class _Lane:
         default_factory=queue.SimpleQueue
     )
     thread: threading.Thread | None = None
-    pending: list[Incident] = field(default_factory=list)  # queued or in flight, oldest first
+    pending: list[tuple[PostgresTarget, Incident]] = field(
+        default_factory=list
+    )  # queued or in flight, oldest first
+    running: Incident | None = None  # the one its crew is diagnosing now
 
 
 @dataclass(frozen=True)
 class Undiagnosed:
     """An incident the watcher leaves without its diagnosis, and why."""
 
+    target: PostgresTarget
     incident: Incident
     why: str
 
     def describe(self) -> str:
         i = self.incident
-        return f"{i.target} from {i.started_at:%Y-%m-%d %H:%M:%S} UTC{'' if i.closed else ' (open)'}: {self.why}"
+        return f"{self.target.display}: incident from {i.started_at:%Y-%m-%d %H:%M:%S} UTC{'' if i.closed else ' (open)'}: {self.why}"
 
 
 class BackgroundDiagnoser:
@@ -113,10 +117,10 @@ class BackgroundDiagnoser:
         """Queue the diagnosis of `target`'s incident on its lane; returns at once."""
         with self._guard:
             if not self._accepting:
-                self.undiagnosed.append(Undiagnosed(incident, "the watcher was stopping"))
+                self.undiagnosed.append(Undiagnosed(target, incident, "the watcher was stopping"))
                 return
             lane = self._lanes.setdefault(incident.target, _Lane())
-            lane.pending.append(incident)
+            lane.pending.append((target, incident))
             lane.incidents.put((target, incident))
             if lane.thread is None:
                 lane.thread = threading.Thread(
@@ -131,15 +135,17 @@ class BackgroundDiagnoser:
         while (queued := lane.incidents.get()) is not None:
             target, incident = queued
             with self._slots:
+                lane.running = incident
                 why = (
                     self._diagnose_one(target, incident)
                     if not stopping.requested()
                     else "the stop came first"
                 )
+                lane.running = None
             with self._guard:
-                lane.pending.remove(incident)
+                lane.pending.remove(queued)
                 if why:
-                    self.undiagnosed.append(Undiagnosed(incident, why))
+                    self.undiagnosed.append(Undiagnosed(target, incident, why))
 
     def _diagnose_one(self, target: PostgresTarget, incident: Incident) -> str:
         """Diagnose and keep; why it was not kept, empty when it was."""
@@ -177,8 +183,10 @@ class BackgroundDiagnoser:
         with self._guard:  # waits for a write in progress; none starts after this
             self._writable = False
             left = [
-                Undiagnosed(i, "still being diagnosed when the wait ended" if n == 0 else "queued")
+                Undiagnosed(
+                    t, i, "still being diagnosed when the wait ended" if n == 0 else "queued"
+                )
                 for lane in lanes
-                for n, i in enumerate(lane.pending)
+                for n, (t, i) in enumerate(lane.pending)
             ]
             return sorted([*self.undiagnosed, *left], key=lambda u: u.incident.started_at)
