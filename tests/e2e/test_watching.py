@@ -31,6 +31,7 @@ import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
+    ArtifactFilterFlowRunId,
     ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterTags,
@@ -194,6 +195,15 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
             if line.startswith("Run: ")
         )
         assert str(diagnosis.id) in diagnosis_link, "the alert's link is the diagnosis run's page"
+        (posted,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[diagnosis.id]),
+                key=ArtifactFilterKey(like_="dbcrew-report-%"),
+            )
+        )
+        assert "usual band" in str(posted.data) and "data:image/png;base64," in str(posted.data), (
+            "the run's report artifact pictures the incident against the usual band"
+        )
 
     listed = subprocess.run(
         [sys.executable, "-m", "cli", "incidents", stormy_dsn, "--json", "--since", "-30m"],

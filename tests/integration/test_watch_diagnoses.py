@@ -5,7 +5,8 @@ PostgreSQL every second while it is quiet, then while an injection (bench/inject
 quiet again; the incident closes and the watcher diagnoses it in the background (the crew on the
 stored samples, as `dbcrew diagnose --from --to` runs it) and keeps the diagnosis with the incident.
 Ctrl-C ends the watch with 130, and `dbcrew incidents --json` lists the incident with its root causes
-and its report, whose file is the diagnosis of the incident's interval.
+and its report, whose file is the diagnosis of the incident's interval with the incident's picture
+(its signals against the usual band: operators/diagnose/incident_chart.py).
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def test_the_foreground_watcher_diagnoses_its_incident_and_incidents_lists_the_c
     assert report.run_id == diagnosis["run_id"] and report.interval is not None
     assert report.interval.start == incident.started_at, "the report is of the incident's interval"
     assert [rc.code for rc in report.root_causes] == codes
+    assert "charts/incident.png" in report.charts, report.charts
+    assert Path(diagnosis["report"]).with_name("charts").joinpath("incident.png").is_file()
+    caption = report.captions["charts/incident.png"]
+    assert "usual band" in caption and "normal passes of the hour before it" in caption, caption
+    assert "charts/incident.png" in Path(diagnosis["report"]).with_name("report.md").read_text()
 
     text = dbcrew_here("incidents", server.dsn, "--since", "-30m")
     assert text.returncode == 0, text.stderr
