@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from dbcrew import stopping
+from dbcrew.store.backends import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis
 from dbcrew.store.samples import Incident, SampleStore
 from dbcrew.targets import PostgresTarget
@@ -162,7 +163,11 @@ class BackgroundDiagnoser:
         with self._guard:
             if not self._writable or (diagnosis.partial and stopping.requested()):
                 return "the stop cut its diagnosis short"  # nothing half-kept
-            self._store.record_diagnosis(incident.ref(), diagnosis)
+            try:
+                self._store.record_diagnosis(incident.ref(), diagnosis)
+            except StoreUnavailable as exc:
+                log.error("watch: %s: its diagnosis was not kept: %s", when, exc)
+                return f"its diagnosis was not kept: {exc}"
         log.warning(
             "watch: %s diagnosed: %s; report: %s", when, diagnosis.describe(), diagnosis.where()
         )
@@ -184,9 +189,11 @@ class BackgroundDiagnoser:
             self._writable = False
             left = [
                 Undiagnosed(
-                    t, i, "still being diagnosed when the wait ended" if n == 0 else "queued"
+                    t,
+                    i,
+                    "still being diagnosed when the wait ended" if i is lane.running else "queued",
                 )
                 for lane in lanes
-                for n, (t, i) in enumerate(lane.pending)
+                for t, i in lane.pending
             ]
             return sorted([*self.undiagnosed, *left], key=lambda u: u.incident.started_at)

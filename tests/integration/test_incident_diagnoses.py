@@ -146,6 +146,7 @@ class HeldCrew:
 
 
 TARGET_URL = parse_target("postgresql://dbcrew@127.0.0.1:5432/shop")
+OTHER_URL = parse_target("postgresql://dbcrew@127.0.0.2:5432/shop")
 
 
 def test_the_diagnoser_takes_incidents_at_once_and_diagnoses_a_targets_in_order(
@@ -176,15 +177,25 @@ def test_closing_waits_a_bounded_time_says_what_was_not_diagnosed_and_stores_not
     store = open_samples(str(tmp_path / "store.duckdb"))
     first, second = incident(closed=True), incident(closed=True, start=T0 + timedelta(hours=1))
     store.record([], incidents=[first, second])
+    elsewhere = incident(closed=True, start=T0 + timedelta(minutes=30)).model_copy(
+        update={"target": "7322222222222222222/shop"}
+    )
     crew = HeldCrew()
     diagnoser = BackgroundDiagnoser(crew, store)
     diagnoser.submit(TARGET_URL, first)
-    diagnoser.submit(TARGET_URL, second)
     assert crew.began.acquire(timeout=60)
+    diagnoser.submit(TARGET_URL, second)  # behind the first, on its target's lane
+    diagnoser.submit(OTHER_URL, elsewhere)  # its own lane, waiting for the one crew at a time
     left = diagnoser.close(wait=0.1)  # the held diagnosis cannot finish within it
     assert [(u.incident, u.why) for u in left] == [
         (first, "still being diagnosed when the wait ended"),
+        (elsewhere, "queued"),
         (second, "queued"),
+    ]
+    assert [u.describe().split(": incident")[0] for u in left] == [
+        TARGET_URL.display,
+        OTHER_URL.display,
+        TARGET_URL.display,
     ]
     diagnoser.submit(TARGET_URL, incident(closed=True, start=T0 + timedelta(hours=2)))
     assert crew.started == [first], "nothing new starts once closed"
