@@ -4,8 +4,8 @@
 `diagnose_incident` runs the same phases as plain calls (flows/phases.py's PlainPhases: no flow
 run, no Prefect server), so `dbcrew watch` in the foreground diagnoses its incidents as a server's
 pool would. `dbcrew server`'s watching starts a review_target run per incident instead; that run
-keeps what it found with the incident when it finishes (`keep_with_incident`), beside the alert it
-sends from the same report.
+keeps what it found with the incident when it finishes and posts the incident (its causes, its
+picture) as an artifact (`keep_with_incident`), beside the alert it sends from the same report.
 """
 
 from __future__ import annotations
@@ -14,19 +14,26 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from prefect import get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings
+from dbcrew.store import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Scenario
+from flows.artifacts import artifact_key
 from flows.phases import PlainPhases
 from flows.review import kept_in_reports, review
+from operators.diagnose.incident_chart import CHART as INCIDENT_CHART
 from roles.crew.run import RunContext
 from roles.incident_diagnosis import LONG_INCIDENT, incident_alert_text
-from roles.report.reporter import report_path
+from roles.report.markdown import md_cell, md_text
+from roles.report.reporter import inline_charts, report_path
 
 
 def incident_interval(incident: Incident, now: datetime | None = None) -> PastInterval:
@@ -53,13 +60,54 @@ def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) ->
     )
 
 
-def keep_with_incident(incident: IncidentRef, report: Report, run_dir: Path) -> None:
-    """A server's diagnosis run kept with the incident it diagnosed: its causes, its report's path, its link
-    (StoreUnavailable when the store cannot be used)."""
+def keep_with_incident(run: RunContext, report: Report, incident: IncidentRef) -> None:
+    """A server's diagnosis run, finished: its causes, its report's path and its link kept with the incident it
+    diagnosed, and the incident posted as an artifact of the run (when, its causes, its picture). A store that
+    cannot be used costs the incident its kept diagnosis, not the run: logged, the artifact and the alert stand."""
     diagnosis = IncidentDiagnosis.of_report(
-        report, report_path(run_dir).resolve(), while_open=incident.while_open
+        report, report_path(run.out_dir).resolve(), while_open=incident.while_open
     )
-    open_samples().record_diagnosis(incident, diagnosis)
+    try:
+        open_samples().record_diagnosis(incident, diagnosis)
+    except StoreUnavailable as exc:
+        get_run_logger().error("the diagnosis was not kept with its incident: %s", exc)
+    post_incident(run, report, incident, diagnosis)
+
+
+def post_incident(
+    run: RunContext, report: Report, incident: IncidentRef, diagnosis: IncidentDiagnosis
+) -> None:
+    """The incident as the UI shows it: its interval, its root causes (a table: objects are the database's
+    names, data), and its picture inline when the run drew one."""
+    lines = [
+        f"# Incident on {md_text(report.target.display)}",
+        "",
+        f"From {incident.started_at:%Y-%m-%d %H:%M:%S} to {diagnosis.interval_end:%H:%M:%S} UTC"
+        + (" (diagnosed as it stood: the incident was still open)" if incident.while_open else "")
+        + ".",
+        "",
+    ]
+    if diagnosis.causes:
+        lines += [
+            "| root cause | on | confidence | share of the active time |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {c.code} | {md_cell(c.object or 'database')} | {c.confidence:.2f} |"
+            f" {'' if c.share is None else f'{c.share:.0%}'} |"
+            for c in diagnosis.causes
+        ]
+    else:
+        lines.append("No root cause rose above the reporting confidence.")
+    if INCIDENT_CHART in report.charts:
+        caption = md_text(report.captions.get(INCIDENT_CHART, ""))
+        picture = inline_charts(report.model_copy(update={"charts": [INCIDENT_CHART]}), run.out_dir)
+        lines += ["", f"![the incident's signals]({picture[INCIDENT_CHART]})", "", f"*{caption}*"]
+    create_markdown_artifact(
+        "\n".join(lines),
+        key=artifact_key(run, "incident"),
+        description="the watcher's incident: its causes and its picture",
+    )
 
 
 class DiagnosisBoard:

@@ -31,7 +31,6 @@ from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.secrets import secret
-from dbcrew.store import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentRef
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
@@ -165,12 +164,7 @@ def review_target(
     if stopped := planned_stop():  # a report cut short by the stop is no news either
         return stopped
     if incident is not None:
-        try:
-            keep_with_incident(incident, report, run.out_dir)
-        except (
-            StoreUnavailable
-        ) as exc:  # the incident lacks its diagnosis; the run and its alert stand
-            get_run_logger().error("the diagnosis was not kept with its incident: %s", exc)
+        keep_with_incident(run, report, incident)
     tell(run, entry, report)
     return report
 

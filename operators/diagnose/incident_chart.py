@@ -24,6 +24,7 @@ from operators.watch.incidents import Z_CLOSE, Z_OPEN
 from operators.watch.picture import IncidentPicture, picture_of
 
 ARTIFACT = "chart_incident"
+CHART = "charts/incident.png"  # in the run's folder
 
 
 def incident_of(store: SampleStore, identity: str, interval: PastInterval) -> Incident | None:
@@ -59,7 +60,7 @@ def paint_incident(ctx: OperatorContext) -> Observation:
             artifacts=[ARTIFACT],
         )
     picture = picture_of(store, incident)
-    path = ctx.run_dir / "charts" / "incident.png"
+    path = ctx.run_dir / CHART
     draw(picture, path)
     banded = picture.normal_passes
     caption = (

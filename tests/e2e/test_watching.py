@@ -204,6 +204,16 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
         assert "usual band" in str(posted.data) and "data:image/png;base64," in str(posted.data), (
             "the run's report artifact pictures the incident against the usual band"
         )
+        (pictured,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[diagnosis.id]),
+                key=ArtifactFilterKey(like_="dbcrew-incident-%"),
+            )
+        )
+        incident_page = str(pictured.data)
+        assert "| lock_contention |" in incident_page and "base64," in incident_page, incident_page[
+            :500
+        ]
 
     listed = subprocess.run(
         [sys.executable, "-m", "cli", "incidents", stormy_dsn, "--json", "--since", "-30m"],
