@@ -10,6 +10,7 @@ incident is tests/integration/test_watch_diagnoses.py's.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -19,10 +20,11 @@ import pytest
 
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.incident_diagnoses import IncidentCause, IncidentDiagnosis
-from dbcrew.store.samples import SCHEMA, Incident, IncidentSignal, open_samples
+from dbcrew.store.samples import SCHEMA, Incident, IncidentSignal, WatchedTarget, open_samples
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.incident_diagnosis import LONG_INCIDENT, BackgroundDiagnoser, DiagnosisSchedule
+from tests.cli_here import dbcrew_here
 
 T0 = datetime(2026, 11, 25, 3, 12, tzinfo=UTC)
 TARGET = "7311111111111111111/shop"
@@ -204,3 +206,34 @@ def test_closing_waits_a_bounded_time_says_what_was_not_diagnosed_and_stores_not
         assert lane.thread is not None
         lane.thread.join(60)
     assert all(i.diagnosis is None for i in store.incidents(TARGET, T0)), "nothing half-kept"
+
+
+def test_incidents_prints_each_incidents_diagnosis_or_that_it_has_none(
+    private_store: Path,
+) -> None:
+    store = open_samples(str(private_store))
+    now = datetime.now(UTC).replace(microsecond=0)
+    long_one = incident(closed=False, start=now - timedelta(minutes=20), minutes=15)
+    undiagnosed = incident(closed=True, start=now - timedelta(minutes=40), minutes=2)
+    store.record(
+        [],
+        targets=[
+            WatchedTarget(
+                target=TARGET, display="postgresql://x@h/shop", facts="{}", updated_at=now
+            )
+        ],
+        incidents=[undiagnosed, long_one],
+    )
+    as_it_stood = diagnosis(long_one, "workload_high_updates", now)
+    store.record_diagnosis(long_one.ref(), as_it_stood)
+
+    text = dbcrew_here("incidents", TARGET, "--since", "-1h")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[1].strip() == "not diagnosed", lines
+    assert lines[3].strip() == (
+        "causes: workload_high_updates on public.orders (confidence 0.85, 62% of the active time)"
+        f" (as it stood at {long_one.ended_at:%H:%M:%S}); report: /reports/workload_high_updates/report.json"
+    ), lines
+    listed = json.loads(dbcrew_here("incidents", TARGET, "--json", "--since", "-1h").stdout)
+    assert [i["diagnosis"] for i in listed] == [None, as_it_stood.model_dump(mode="json")]
