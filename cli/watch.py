@@ -3,7 +3,7 @@
 
 What it stores is what `dbcrew diagnose --from --to` reads afterwards. Each incident is diagnosed
 when it closes (and a long one also as it stands), in the background, as `dbcrew diagnose --from
---to` would (roles/incident_diagnosis.py, flows/incident_diagnosis.py), and the diagnosis is kept
+--to` would without a server (roles/incident_diagnosis.py), and the diagnosis is kept
 with the incident. Ctrl-C (or SIGTERM) ends the loop at its next pause; the diagnosis in flight gets
 DIAGNOSIS_WAIT seconds to finish (less than the interrupt's grace period), the incidents left
 undiagnosed are said, one line each, and the command exits 130 (143) as the other commands do
@@ -164,10 +164,10 @@ def watch(
     if not diagnose:
         interrupts.run_interruptible(lambda: Watcher(parsed, store, every=every).run(print_round))
         return
-    from flows.incident_diagnosis import (
+    from roles.brains import default_brain
+    from roles.incident_diagnosis import (
         diagnose_incident,
     )  # the crew: loaded only when it diagnoses
-    from roles.brains import default_brain
 
     brain = default_brain()
     diagnoser = BackgroundDiagnoser(

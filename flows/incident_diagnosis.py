@@ -1,63 +1,30 @@
-"""An incident's diagnosis, run and kept with it: by the foreground watcher without Prefect, by a server's run.
+"""A server's incident diagnosis, kept with its incident and shown in the UI.
 
-`dbcrew diagnose --from --to` runs the review flow's phases on the stored samples of an interval;
-`diagnose_incident` runs the same phases as plain calls (flows/phases.py's PlainPhases: no flow
-run, no Prefect server), so `dbcrew watch` in the foreground diagnoses its incidents as a server's
-pool would. `dbcrew server`'s watching starts a review_target run per incident instead; that run
-keeps what it found with the incident when it finishes and posts the incident (its causes, its
-picture) as an artifact (`keep_with_incident`), beside the alert it sends from the same report.
+`dbcrew watch` in the foreground diagnoses its incidents itself (roles/incident_diagnosis.py);
+`dbcrew server`'s watching starts a review_target run per incident instead. That run keeps what it
+found with the incident when it finishes and posts the incident (its causes, its picture) as an
+artifact (`keep_with_incident`), beside the alert it sends from the same report; the watching run's
+health artifact reads the kept diagnoses back (`DiagnosisBoard`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from dbcrew.models import Report
-from dbcrew.models.interval import PastInterval
-from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Settings
 from dbcrew.store import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef
 from dbcrew.store.samples import Incident, SampleStore, open_samples
-from dbcrew.targets import PostgresTarget
-from dbcrew.vocabulary import Scenario
 from flows.artifacts import artifact_key
-from flows.phases import PlainPhases
-from flows.review import kept_in_reports, review
 from operators.diagnose.incident_chart import CHART as INCIDENT_CHART
 from roles.crew.run import RunContext
-from roles.incident_diagnosis import LONG_INCIDENT, incident_alert_text
+from roles.incident_diagnosis import LONG_INCIDENT
 from roles.report.markdown import md_cell, md_text
 from roles.report.reporter import inline_charts, report_path
-
-
-def incident_interval(incident: Incident, now: datetime | None = None) -> PastInterval:
-    """What a diagnosis of the incident reads: from its start to its end (so far, while it is open)."""
-    return PastInterval(
-        start=incident.started_at, end=min(incident.ended_at, now or datetime.now(UTC))
-    )
-
-
-def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) -> IncidentDiagnosis:
-    """The incident's interval diagnosed by the crew from the stored samples, without Prefect; the report under
-    reports_root()/<run id>, kept and pruned there as a server's runs are."""
-    request = ReviewRequest(
-        target=target,
-        scenario=Scenario.DIAGNOSE,
-        brain=brain,
-        settings=Settings(alert=incident_alert_text(incident)),
-        interval=incident_interval(incident),
-    )
-    run = RunContext.of(request, target, Path())
-    report = kept_in_reports(run, lambda: review(run, PlainPhases))
-    return IncidentDiagnosis.of_report(
-        report, report_path(run.out_dir).resolve(), while_open=not incident.closed
-    )
 
 
 def keep_with_incident(run: RunContext, report: Report, incident: IncidentRef) -> None:

@@ -9,22 +9,18 @@ attribute that Prefect's parameter encoding leaves out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from prefect import flow
 
 from dbcrew.models import Report
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.workspace import discard, release
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
-from flows.phases import PrefectPhases, ReviewPhases
-from roles.crew.run import PhaseLog, ReviewResult, RunContext, remember
-from roles.report.history import reviewed
-from roles.report.reporter import build_report, prune_reports
+from flows.phases import PrefectPhases
+from roles.crew.run import RunContext
+from roles.spine import kept_in_reports, review
 
 
 def run_link() -> str:
@@ -64,46 +60,3 @@ def conduct(run: RunContext) -> Report:
         return report
 
     return kept_in_reports(run, reviewed_and_posted)
-
-
-def kept_in_reports(run: RunContext, review_it: Callable[[], Report]) -> Report:
-    """`review_it()`; for a run without an `out`, into reports_root()/<run id>, without its workspace, then drop
-    the reports past their retention (age, then size) on this disk."""
-    in_reports = run.out is None
-    if in_reports:
-        run.out_dir = reports_root() / run.run_id
-    try:
-        return review_it()
-    finally:
-        if in_reports:
-            # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the
-            # report, its charts and the posted artifacts are what stays of a run, a failed one's too.
-            discard(run.workspace_path)
-            prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
-
-
-def review(run: RunContext, phases: ReviewPhases) -> Report:
-    """Run the phases, build the report with the run's brain, record it in the target's history (the shared
-    store: a review that raises is recorded as failed) and write report.json/md/html into `run.out_dir`
-    (roles/report/history.py's `reviewed`).
-    The run's workspace connection closes then: the report and the workspace file are what remains."""
-    try:
-        report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))
-    finally:
-        release(run.workspace_path)
-    return report
-
-
-def run_phases(run: RunContext, phases: ReviewPhases) -> ReviewResult:
-    """initialize -> execute -> (re-plan -> execute)*, at most `max_replans` re-plans; then remember."""
-    init = phases.initialize(run)
-    log = PhaseLog(run, init)
-    result = log.executed(phases.execute(run, init.brief, init.strategy, log.first_state()))
-    while log.replan_due(result):
-        outcome = phases.replan(run, init.brief, result)
-        result = log.executed(
-            phases.execute(run, init.brief, outcome.strategy, log.next_state(result, outcome))
-        )
-    concluded = log.concluded(result)
-    remember(run, concluded)
-    return concluded

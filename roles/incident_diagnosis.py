@@ -3,7 +3,9 @@
 An incident is diagnosed when it closes; one still open after LONG_INCIDENT is also diagnosed once
 as it stands (its close's diagnosis then joins that one in the store: dbcrew/store/incident_diagnoses.py).
 `dbcrew server`'s watching starts a review run of the pool for each (flows/watching.py);
-`dbcrew watch` in the foreground has no pool, so its diagnoses run here, beside the sampling loop:
+`dbcrew watch` in the foreground has no pool, so its diagnoses run here, beside the sampling loop,
+as `dbcrew diagnose --from --to` runs one without a server (`diagnose_incident`: the crew's plain
+phases on the stored samples, roles/spine.py):
 
 - **never delaying a pass**: the loop only queues the incident (`submit` returns at once); each
   target has its own queue and thread, so one target's incidents are diagnosed one at a time, in
@@ -24,14 +26,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dbcrew import stopping
+from dbcrew.models.interval import PastInterval
+from dbcrew.models.request import ReviewRequest
+from dbcrew.settings import Settings
 from dbcrew.store.backends import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis
 from dbcrew.store.samples import Incident, SampleStore
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import Scenario
+from roles.crew.run import RunContext
+from roles.report.reporter import report_path
+from roles.spine import PlainPhases, kept_in_reports, review
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +57,31 @@ def incident_alert_text(incident: Incident) -> str:
         for s in incident.signals[:SIGNALS_IN_ALERT]
     )
     return f"watcher incident from {incident.started_at:%H:%M:%S} to {incident.ended_at:%H:%M:%S} UTC: {signals}"
+
+
+def incident_interval(incident: Incident, now: datetime | None = None) -> PastInterval:
+    """What a diagnosis of the incident reads: from its start to its end (so far, while it is open)."""
+    return PastInterval(
+        start=incident.started_at, end=min(incident.ended_at, now or datetime.now(UTC))
+    )
+
+
+def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) -> IncidentDiagnosis:
+    """The incident's interval diagnosed by the crew from the stored samples as `dbcrew diagnose --from --to` runs
+    it without a Prefect server (roles/spine.py's plain phases); the report under reports_root()/<run id>, kept
+    and pruned there as a server's runs are."""
+    request = ReviewRequest(
+        target=target,
+        scenario=Scenario.DIAGNOSE,
+        brain=brain,
+        settings=Settings(alert=incident_alert_text(incident)),
+        interval=incident_interval(incident),
+    )
+    run = RunContext.of(request, target, Path())
+    report = kept_in_reports(run, lambda: review(run, PlainPhases))
+    return IncidentDiagnosis.of_report(
+        report, report_path(run.out_dir).resolve(), while_open=not incident.closed
+    )
 
 
 class DiagnosisSchedule:
