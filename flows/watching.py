@@ -11,7 +11,8 @@ seconds, and one run and artifact per incident).
 What the loop does with each round, by target (its inventory entry's alert URLs are told):
 - an incident that closed starts a diagnosis of its interval, a review_target flow run of the pool
   with the interval, whose alert says what happened, when, and the root causes, with the report's
-  link; an incident still open after LONG_INCIDENT is diagnosed once as it stands;
+  link, and which keeps its causes and link with the incident (the health artifact shows them); an
+  incident still open after LONG_INCIDENT is diagnosed once as it stands (roles/incident_diagnosis.py);
 - a target that stops answering is an alert once when its gap opens, and once when samples resume.
 Stopping: the run's cancellation (`dbcrew server` cancels it when it stops) or the process asked to
 stop (dbcrew.stopping) ends the loop at its next pause. Restarting a watching run that died is the
@@ -20,7 +21,7 @@ supervisor's job (flows/supervision.py).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -39,8 +40,10 @@ from dbcrew.inventory import TargetEntry
 from dbcrew.models.interval import PastInterval
 from dbcrew.store.samples import Incident, open_samples
 from flows.dispatch import ran_sync
+from flows.incident_diagnosis import DiagnosisBoard
 from flows.targets import ON_DEMAND, connect_entry, published_inventory
 from flows.worker import planned_stop
+from roles.incident_diagnosis import DiagnosisSchedule, incident_alert_text
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 from roles.watching import RoundReport, TargetOutcome, Watcher
 
@@ -48,16 +51,7 @@ CANCEL_POLL = (
     10.0  # seconds between two reads of the run's own state (a cancelled run stops within this)
 )
 HEALTH_EVERY = 300.0  # seconds between two health artifacts when nothing changed
-LONG_INCIDENT = timedelta(minutes=10)  # an incident open this long is diagnosed as it stands
 DIAGNOSIS_DEPLOYMENT = f"review_target/{ON_DEMAND}"
-
-
-def incident_alert_text(incident: Incident) -> str:
-    """The incident as the diagnosis's alert text: its abnormal signals, their usual level and their peak (data)."""
-    signals = "; ".join(
-        f"{s.name} {s.baseline_median:.4g} -> {s.peak:.4g}" for s in incident.signals[:4]
-    )
-    return f"watcher incident from {incident.started_at:%H:%M:%S} to {incident.ended_at:%H:%M:%S} UTC: {signals}"
 
 
 class Keeper:
@@ -69,9 +63,10 @@ class Keeper:
         self.run_id = run_id
         self.log = get_run_logger()
         self.gaps: dict[str, str] = {}  # entry name -> why it has no samples (alerted once)
-        self.diagnosed: set[tuple[str, datetime]] = (
-            set()
-        )  # (entry, incident start) diagnosed while open
+        self.schedule = DiagnosisSchedule()
+        self.board = DiagnosisBoard(
+            (e.name for e in entries if e.watch is not None and e.watch.diagnose), CANCEL_POLL
+        )
         self.latest: dict[str, TargetOutcome] = {}
         self.incidents: dict[str, Incident] = {}
         self._health_at = 0.0
@@ -87,13 +82,10 @@ class Keeper:
                 continue
             self.incidents[entry.name] = incident
             changed = True
-            key = (entry.name, incident.started_at)
-            if incident.closed or (
-                key not in self.diagnosed and report.at - incident.started_at >= LONG_INCIDENT
-            ):
-                self.diagnosed.add(key)
-                if entry.watch is not None and entry.watch.diagnose:
-                    self._diagnose(entry, incident, report.at)
+            due = self.schedule.due(incident, report.at)
+            if due and entry.watch is not None and entry.watch.diagnose:
+                self._diagnose(entry, incident, report.at)
+        changed |= self.board.refresh(self.incidents, report.at)
         now = report.at.timestamp()
         if changed or now - self._health_at >= HEALTH_EVERY:
             self._health_at = now
@@ -161,6 +153,7 @@ class Keeper:
                     "target": entry.name,
                     "interval": interval.model_dump(mode="json"),
                     "alert": incident_alert_text(incident),
+                    "incident": incident.ref().model_dump(mode="json"),
                 },
                 timeout=0,
                 as_subflow=False,
@@ -199,6 +192,7 @@ class Keeper:
                     "signals": ""
                     if incident is None
                     else ", ".join(s.name for s in incident.signals[:4]),
+                    **self.board.columns(entry.name, incident),
                 }
             )
         create_table_artifact(
