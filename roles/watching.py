@@ -24,7 +24,8 @@ Retention and downsampling, applied by the watcher once a minute, so a target's 
 whatever runs for how long:
 - raw passes (one per round) are kept for 2 days;
 - 1-minute buckets (the minute's passes merged: rates weighted by the seconds they span, session
-  tallies summed, the heaviest statements and busiest tables kept) for 14 days;
+  tallies and the session time's slices summed, the heaviest statements, slices and busiest tables
+  kept) for 14 days;
 - 1-hour buckets (merged from the minutes) for 90 days, and the gaps as long.
 A bucket is written once its period is over; a diagnosis reads the finest resolution that still
 covers the start of its interval.
@@ -53,6 +54,7 @@ from operators.watch.incidents import Detector, Minutes, Recall
 from operators.watch.passes import PassBody, as_stored, bodies, merge
 from operators.watch.picture import normal_passes
 from operators.watch.sampling import Connected, Sampled, TargetWatch
+from operators.watch.session_sampler import session_step
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class Watcher:
             identity = store.identity_of(t.display) or t.display
             self.watched.append(
                 Watched(
-                    watch=TargetWatch(t),
+                    watch=TargetWatch(t, session_step=session_step(every)),
                     identity=identity,
                     unwatched_since=store.latest(identity, 0),
                 )

@@ -177,7 +177,8 @@ class WindowEvidence(BaseModel):
     time_slices: list[TimeSlice] = Field(
         default_factory=list,
         description="the active-session samples by wait, statement and relation (the time attribution's input);"
-        " empty where sessions were not sampled one by one (a past interval)",
+        " a past interval's from the watcher's stored passes (operators/watch/session_time.py); empty where"
+        " sessions were not sampled one by one (Prometheus's history)",
     )
     statement_texts: dict[str, str] = Field(
         default_factory=dict, description="statement key -> a text of it as first sampled"

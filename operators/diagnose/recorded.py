@@ -11,7 +11,8 @@ review (or a --baseline file) is the baseline, as for a live diagnosis.
 After the fact, some things cannot be known, and the coverage says so: the heaviest statements'
 plans are EXPLAINed now, as they would run today (a statement whose tables changed since, or that
 no longer parses, cannot show its plan of then); sessions that ended are known only through the
-watcher's samples (one pg_stat_activity read per pass); stretches with no samples are named.
+watcher's samples (pg_stat_activity read about once a second between passes,
+operators/watch/session_sampler.py); stretches with no samples are named.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
 
 def _digests(stored: StoredPass) -> set[str]:
     body = PassBody.model_validate_json(stored.body)
-    return {s.digest for s in body.statements} | set(body.running)
+    sampled = set(body.session_time.texts.values()) if body.session_time else set()
+    return {s.digest for s in body.statements} | set(body.running) | sampled
 
 
 def recorded_facts(
@@ -138,7 +140,8 @@ def facts_of_recorded(
 
 def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:
     """What a diagnosis from stored samples cannot see, as coverage entries."""
-    every = recorded.window.interval
+    window = recorded.window
+    every = window.seconds / window.session_samples if window.session_samples else window.interval
     entries = [
         CoverageEntry(
             check="statement_plans",
@@ -150,7 +153,7 @@ def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:
             check="ended_sessions",
             status=CoverageStatus.RAN,
             reason=f"partial: sessions are known only through the watcher's samples (one pg_stat_activity read every"
-            f" {every:.0f} s): the waits, blockers and statements of sessions between two samples were not seen",
+            f" {every:.2g} s): the waits, blockers and statements of sessions between two samples were not seen",
         ),
     ]
     if recorded.resolution:

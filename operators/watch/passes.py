@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from dbcrew.store.samples import StoredPass
 from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+from operators.watch.session_time import SessionTime, merged
 
 TOP_STATEMENTS = 20  # statements kept per pass (by execution time in its span); the rest are noise for a diagnosis
 TOP_TABLES = 10  # tables kept per pass (by rows read and written)
@@ -83,6 +84,11 @@ class PassBody(BaseModel):
         description="times the server ended the watcher's session and the pass resumed on a new one",
     )
     passes: int = Field(1, description="raw passes merged into this one")
+    session_time: SessionTime | None = Field(
+        None,
+        description="the active session samples by wait, statement, kind and relation, bounded"
+        " (operators/watch/session_time.py); None where no active session was sampled",
+    )
 
 
 def as_stored(body: PassBody) -> str:
@@ -126,6 +132,7 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
             sizes[t.name] = t
     out.rates = {name: rounded(v / total) for name, v in rates.items() if v}
     out.waits, out.running = dict(waits), dict(running.most_common(TOP_RUNNING))
+    out.session_time = merged(body.session_time for _seconds, body in parts)
     out.blocked = list(blocked.values())[-MAX_BLOCKED:]
     out.statements = sorted(
         (
@@ -203,6 +210,8 @@ def window_of_parts(
         for t in whole.tables
     ]
     spans = sorted(s for s, _ in parts)
+    # Every slice of every pass: the window's attribution is as fine as the passes kept it.
+    sampled = merged((body.session_time for _seconds, body in parts), top=None)
     return WindowEvidence(
         started_at=started_at.timestamp(),
         seconds=seconds,
@@ -216,6 +225,10 @@ def window_of_parts(
         tables=tables,
         settings=facts.settings,
         running={texts[d]: n for d, n in whole.running.items() if d in texts},
+        time_slices=sampled.time_slices() if sampled else [],
+        statement_texts={k: texts[d] for k, d in sampled.texts.items() if d in texts}
+        if sampled
+        else {},
         cpu_count=facts.cpu_count,
         memory_total_bytes=facts.memory_total_bytes,
         server_version_num=facts.server_version_num,

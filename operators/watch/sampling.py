@@ -4,8 +4,9 @@ A `TargetWatch` keeps what a pass needs from the last one (the counters, stateme
 read then, the host probe, the vacuum progress) and one read-only session that outlives its
 backend (dbcrew.targets.Resumable: a session an administrator ends is resumed within the pass).
 Each pass is the reads of operators/diagnose/sampler.py, not a copy of them: the cumulative
-counters (`read_counters`), one pg_stat_activity sample tallied by state, wait event and blocker
-(`ActivityTally`), the statements by (queryid, userid) (`read_statements`, `statement_deltas`),
+counters (`read_counters`), the pg_stat_activity samples since the last pass (operators/watch/
+session_sampler.py: one a second between passes) and the pass's own, tallied by state, wait event,
+blocker and time slice (`ActivityTally`, kept as the pass's `SessionTime`), the statements by (queryid, userid) (`read_statements`, `statement_deltas`),
 the tables (`read_tables`, `table_deltas`), vacuum progress and, for a local server, the host.
 
 The first pass after a connection only takes the readings the next one subtracts: it stores
@@ -31,7 +32,6 @@ from operators.diagnose.sampler import (
     SETTINGS,
     SETTINGS_SQL,
     STARTED,
-    ActivityTally,
     HostProbe,
     VacuumProgress,
     read_counters,
@@ -54,6 +54,8 @@ from operators.watch.passes import (
     digest,
     rounded,
 )
+from operators.watch.session_sampler import SESSION_STEP, SessionSampler
+from operators.watch.session_time import session_time_of
 
 STATEMENT_TIME = "stmt.exec_time"  # milliseconds of statement execution finished per second, all statements together
 
@@ -76,6 +78,7 @@ class Connected:
     brief: Brief
     facts: TargetFacts
     host: HostProbe | None
+    sessions: SessionSampler
     vacuum: VacuumProgress = field(default_factory=VacuumProgress)
     held: Held = field(default_factory=Held)
 
@@ -98,6 +101,9 @@ class TargetWatch:
     connected: Connected | None = None
     last: Readings | None = None
     known_texts: set[str] = field(default_factory=set)
+    session_step: float = (
+        SESSION_STEP  # seconds between two session samples between passes (session_sampler.py)
+    )
 
     def connect(self) -> Connected:
         """Open the session and learn the target's brief and facts (TargetError when it does not answer)."""
@@ -119,7 +125,13 @@ class TargetWatch:
             memory_total_bytes=psutil.virtual_memory().total if host is not None else None,
         )
         self.connected, self.last = (
-            Connected(session=session, brief=brief, facts=facts, host=host),
+            Connected(
+                session=session,
+                brief=brief,
+                facts=facts,
+                host=host,
+                sessions=SessionSampler(session, self.session_step),
+            ),
             None,
         )
         return self.connected
@@ -127,17 +139,28 @@ class TargetWatch:
     def close(self) -> None:
         """Drop the session and the readings: the next pass connects again and starts from new readings."""
         if self.connected is not None:
+            self.connected.sessions.close()
             self.connected.session.close()
         self.connected = self.last = None
 
     def sample(self) -> Sampled:
         """One pass; psycopg.Error or TargetError when the target cannot be read (the caller records a gap and closes)."""
         c = self.connected or self.connect()
+        with c.sessions.lock:
+            sampled = self._sample(c)
+        c.sessions.start()  # the session samples until the next pass (again, if a failed sample ended them)
+        return sampled
+
+    def _sample(self, c: Connected) -> Sampled:
+        """The pass's reads, on the session the between-pass sampler also reads (the caller holds its lock)."""
         run: Callable[[Callable[[psycopg.Connection[Any]], Any]], Any] = c.session.run
         version = c.facts.server_version_num
         reconnects = c.session.reconnects
-        tally = ActivityTally()
-        gauges = tally.add(run(lambda conn: sessions(conn, 0)))
+        # The session samples since the last pass and this pass's own: the waits, the blockers, the running
+        # statements and the time attribution of the pass. The gauges are this read's (what the detector
+        # has always seen: one instant per pass).
+        tally = c.sessions.take()
+        gauges = tally.add(run(lambda conn: sessions(conn, tally.samples)))
         now = time.monotonic()
         counters = run(lambda conn: read_counters(conn, version))
         statements = run(read_statements)
@@ -201,6 +224,7 @@ class TargetWatch:
             ],
             tables=busiest(table_deltas(last.tables, tables), seconds),
             reconnects=c.session.reconnects - reconnects,
+            session_time=session_time_of(tally.slices, tally.texts, named),
         )
         return Sampled(body=body, seconds=seconds, texts=texts)
 
