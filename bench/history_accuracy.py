@@ -22,6 +22,7 @@ import psutil
 
 from bench import injections
 from bench.diagnose import WINDOW_SECONDS, DiagnosisServer, accuracy
+from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
@@ -53,7 +54,11 @@ def main(argv: Sequence[str] = ()) -> None:
         server = DiagnosisServer.start(workdir)
         try:
             for i, cause in enumerate(causes):
-                live, history, incident = case(server, cause, workdir / f"case{i}", args.every)
+                live_report, history_report, incident = case(
+                    server, cause, workdir / f"case{i}", args.every
+                )
+                live = [rc.code for rc in live_report.root_causes]
+                history = [rc.code for rc in history_report.root_causes]
                 rows.append((cause, accuracy([cause], live), accuracy([cause], history), incident))
                 print(
                     f"{cause:28} live {rows[-1][1]:.2f} ({', '.join(live) or '-'})  history {rows[-1][2]:.2f}"
@@ -74,7 +79,7 @@ def main(argv: Sequence[str] = ()) -> None:
 
 def case(
     server: DiagnosisServer, cause: str, out: Path, every: float
-) -> tuple[list[str], list[str], bool]:
+) -> tuple[Report, Report, bool]:
     """One injection, diagnosed live while it runs and from the stored samples once it ended; and whether it became an incident."""
     store = open_samples(str(out / "store.duckdb"))
     rounds: list[RoundReport] = []
@@ -119,4 +124,4 @@ def case(
         i.started_at <= end and i.ended_at >= start
         for i in store.incidents(identity, start - timedelta(hours=1))
     )
-    return [rc.code for rc in live.root_causes], [rc.code for rc in history.root_causes], incident
+    return live, history, incident

@@ -12,7 +12,9 @@ logged in as its own role so pg_stat_statements tells its statements apart. Prin
   core watches at a 15 s interval, extrapolated from it;
 - the store's bytes per raw pass and per one-minute bucket (the JSON bodies, before the backend's
   compression), and per target-day: what downsampling adds each day (1440 minute and 24 hour
-  buckets) and the steady footprint of the retention policy (2 days raw, 14 of minutes, 90 of hours).
+  buckets) and the steady footprint of the retention policy (2 days raw, 14 of minutes, 90 of hours);
+- of those, the session samples' time attribution's bytes, per target-day and per active backend
+  (pg_ash's measure; `--clients N --rate 0` keeps N sessions busy on each target).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import psycopg
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from operators.watch.passes import as_stored, bodies, merge
+from operators.watch.passes import PassBody, as_stored, bodies, merge
 from roles.watching import TIERS, RoundReport, Watcher
 
 ROLE = "dbcrew_watch"
@@ -64,6 +66,15 @@ def cost(argv: Sequence[str]) -> None:
     parser.add_argument("--targets", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--every", type=float, default=1.0)
+    parser.add_argument(
+        "--clients", type=int, default=1, help="pgbench clients per target (its active sessions)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=5.0,
+        help="pgbench transactions a second per target; 0: as fast as it can",
+    )
     args = parser.parse_args(list(argv))
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-watch-") as tmp:
         pg = EmbeddedPostgres(
@@ -90,9 +101,8 @@ def cost(argv: Sequence[str]) -> None:
                     [
                         str(POSTGRES_BIN_PATH / "pgbench"),
                         "-c",
-                        "1",
-                        "-R",
-                        "5",
+                        str(args.clients),
+                        *(["-R", f"{args.rate:g}"] if args.rate > 0 else []),
                         "-T",
                         str(duration),
                         pg.dsn(n),
@@ -103,6 +113,10 @@ def cost(argv: Sequence[str]) -> None:
                 for n in names
             ]
             report(pg, names, Path(tmp) / "store.duckdb", args.rounds, args.every)
+            print(
+                f"reproduce: python -m bench watch --targets {args.targets} --rounds {args.rounds} --every {args.every:g}"
+                f" --clients {args.clients} --rate {args.rate:g}"
+            )
         finally:
             for load in loads:
                 load.terminate()
@@ -173,8 +187,33 @@ def report(
         f" per target-day after downsampling {per_day / 2**20:.2f} MB (limit 5 MB);"
         f" steady footprint at 15 s {footprint / 2**20:.1f} MB per target; DuckDB file {store_path.stat().st_size / 2**20:.1f} MB"
     )
-    print(
-        f"reproduce: python -m bench watch --targets {len(targets)} --rounds {rounds} --every {every:g}"
+    print(session_time_line(stored))
+
+
+def session_time_line(stored: list[StoredPass]) -> str:
+    """The bytes the session samples' attribution adds (operators/watch/session_time.py), per target-day and per
+    active backend (pg_ash's measure: its bytes a day for so many active backends)."""
+    parts = bodies(stored)
+    raw = sum(len(_session_json(body)) for _seconds, body in parts) / max(len(parts), 1)
+    groups = [bodies(group) for group in _per_target(stored).values()]
+    bucket = sum(len(_session_json(merge(group))) for group in groups) / max(len(groups), 1)
+    active = sum(b.session_time.samples for _s, b in parts if b.session_time) / max(
+        sum(b.session_samples for _s, b in parts), 1
+    )
+    per_day = (1440 + 24) * bucket
+    raw_day = PASSES_PER_DAY_AT_15S * raw
+    per_backend = f"{per_day / active / 2**20:.3f}" if active else "-"
+    return (
+        f"session time attribution: {raw:.0f} B per raw pass, {bucket:.0f} B per bucket, {active:.2f} active backends"
+        f" sampled on average; per target-day after downsampling {per_day / 2**20:.2f} MB ({per_backend} MB per"
+        f" active backend), raw passes at 15 s {raw_day / 2**20:.2f} MB a day (kept {TIERS[0].keep.days} days)"
+    )
+
+
+def _session_json(body: PassBody) -> str:
+    """The stored JSON a body's session time takes (its field and its value)."""
+    return (
+        as_stored(PassBody(session_time=body.session_time, passes=1)) if body.session_time else ""
     )
 
 

@@ -81,7 +81,8 @@ class PassBody(BaseModel):
     tables: list[TableDelta] = Field(default_factory=list)
     reconnects: int = Field(
         0,
-        description="times the server ended the watcher's session and the pass resumed on a new one",
+        description="times the server ended the watcher's session and it resumed on a new one since the"
+        " last pass (in the pass's reads or its session samples between passes)",
     )
     passes: int = Field(1, description="raw passes merged into this one")
     session_time: SessionTime | None = Field(

@@ -81,6 +81,7 @@ class Connected:
     sessions: SessionSampler
     vacuum: VacuumProgress = field(default_factory=VacuumProgress)
     held: Held = field(default_factory=Held)
+    reconnects_told: int = 0  # the session's reconnects the stored passes have told of
 
 
 @dataclass
@@ -155,7 +156,6 @@ class TargetWatch:
         """The pass's reads, on the session the between-pass sampler also reads (the caller holds its lock)."""
         run: Callable[[Callable[[psycopg.Connection[Any]], Any]], Any] = c.session.run
         version = c.facts.server_version_num
-        reconnects = c.session.reconnects
         # The session samples since the last pass and this pass's own: the waits, the blockers, the running
         # statements and the time attribution of the pass. The gauges are this read's (what the detector
         # has always seen: one instant per pass).
@@ -200,6 +200,11 @@ class TargetWatch:
         ]
         rates[STATEMENT_TIME] = sum(d.total_exec_time_ms for d in workload) / seconds
         deltas = workload[:TOP_STATEMENTS]
+        # Resumed since the last stored pass: in this pass's reads or in the session samples between passes.
+        reconnects, c.reconnects_told = (
+            c.session.reconnects - c.reconnects_told,
+            c.session.reconnects,
+        )
         body = PassBody(
             rates={
                 k: rounded(v) for k, v in rates.items() if v
@@ -223,7 +228,7 @@ class TargetWatch:
                 for d in deltas
             ],
             tables=busiest(table_deltas(last.tables, tables), seconds),
-            reconnects=c.session.reconnects - reconnects,
+            reconnects=reconnects,
             session_time=session_time_of(tally.slices, tally.texts, named),
         )
         return Sampled(body=body, seconds=seconds, texts=texts)
