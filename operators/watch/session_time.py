@@ -31,35 +31,69 @@ OTHER = "(other)"  # the statement and relation of the remainder's slices
 SliceKey = tuple[str, str, str, str]  # wait, statement key, kind, relation
 
 
+Row = tuple[str, str, str, str, int]  # a slice: wait, statement key, kind, relation, samples
+
+
 class SessionTime(BaseModel):
     """A pass's (or a merge's) active session samples by slice, bounded, and the texts of their statements.
 
-    `slices` are [wait, statement key, kind, relation, samples] rows: a JSON array each, the store's
-    bytes go to the values, not to repeated field names."""
+    Stored compact: each statement once in `statements` ([key, kind, relation, text digest]: its
+    relation the one most of its samples went to), each slice as [wait, statement's index, relation
+    or null for the statement's own, samples]. Most slices are a statement's time on its own table,
+    so a slice is a few bytes, not its statement's key, kind and table again. `of` builds one from
+    rows, `rows` gives them back."""
 
-    slices: list[tuple[str, str, str, str, int]] = Field(default_factory=list)
-    texts: dict[str, str] = Field(
-        default_factory=dict,
-        description="statement key -> digest of its sampled text (passes.digest)",
-    )
+    statements: list[tuple[str, str, str, str]] = Field(default_factory=list)
+    slices: list[tuple[str, int, str | None, int]] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, rows: list[Row], texts: Mapping[str, str]) -> SessionTime:
+        """From slice rows and their statements' text digests (statement key -> digest; a key without one: '')."""
+        by_statement: dict[tuple[str, str], Counter[str]] = {}
+        for _wait, key, kind, relation, n in rows:
+            by_statement.setdefault((key, kind), Counter())[relation] += n
+        index = {statement: i for i, statement in enumerate(by_statement)}
+        own = {statement: c.most_common(1)[0][0] for statement, c in by_statement.items()}
+        return cls(
+            statements=[(key, kind, own[(key, kind)], texts.get(key, "")) for key, kind in index],
+            slices=[
+                (wait, index[(key, kind)], None if relation == own[(key, kind)] else relation, n)
+                for wait, key, kind, relation, n in rows
+            ],
+        )
+
+    def rows(self) -> list[Row]:
+        return [
+            (
+                wait,
+                self.statements[i][0],
+                self.statements[i][1],
+                self.statements[i][2] if r is None else r,
+                n,
+            )
+            for wait, i, r, n in self.slices
+        ]
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """Statement key -> the digest of its sampled text, for those the store has a text of."""
+        return {key: d for key, _kind, _relation, d in self.statements if d}
 
     @property
     def samples(self) -> int:
-        return sum(row[4] for row in self.slices)
+        return sum(row[3] for row in self.slices)
 
     def counts(self) -> Counter[SliceKey]:
-        return Counter({(w, s, k, r): n for w, s, k, r, n in self.slices})
+        return Counter({(w, s, k, r): n for w, s, k, r, n in self.rows()})
 
     def time_slices(self) -> list[TimeSlice]:
         return [
             TimeSlice(wait=w, statement=s, kind=k, relation=r, samples=n)
-            for w, s, k, r, n in self.slices
+            for w, s, k, r, n in self.rows()
         ]
 
 
-def bounded(
-    counts: Counter[SliceKey], top: int | None = TOP_SLICES
-) -> list[tuple[str, str, str, str, int]]:
+def bounded(counts: Counter[SliceKey], top: int | None = TOP_SLICES) -> list[Row]:
     """The `top` heaviest slices (all of them with None), the rest summed by wait under OTHER; heaviest first.
 
     Ties are broken by the key, so the same counts always keep the same slices."""
@@ -85,9 +119,7 @@ def session_time_of(
     if not rows:
         return None
     keys = {row[1] for row in rows}
-    return SessionTime(
-        slices=rows, texts={key: named(texts[key]) for key in sorted(keys) if key in texts}
-    )
+    return SessionTime.of(rows, {key: named(texts[key]) for key in sorted(keys) if key in texts})
 
 
 def merged(parts: Iterable[SessionTime | None], top: int | None = TOP_SLICES) -> SessionTime | None:
@@ -101,7 +133,4 @@ def merged(parts: Iterable[SessionTime | None], top: int | None = TOP_SLICES) ->
         counts.update(part.counts())
         texts.update(part.texts)
     rows = bounded(counts, top)
-    if not rows:
-        return None
-    keys = {row[1] for row in rows}
-    return SessionTime(slices=rows, texts={k: d for k, d in texts.items() if k in keys})
+    return SessionTime.of(rows, texts) if rows else None

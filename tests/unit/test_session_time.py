@@ -66,12 +66,24 @@ def test_a_tally_becomes_a_pass_body_with_its_texts_by_digest_and_none_without_s
     assert again.session_time == got, "stored and read back the same"
 
 
+def test_stored_compact_each_statement_once_and_its_own_relation_left_out() -> None:
+    lock = ("Lock:transactionid", "upd", "update", "public.other")
+    st = SessionTime.of(bounded(Counter({UPDATE: 5, UPDATE_CPU: 4, lock: 1})), {"upd": "dupd"})
+    assert st.statements == [("upd", "update", "public.accounts", "dupd")]
+    assert sorted(st.slices) == [
+        ("CPU", 0, None, 4),
+        ("IO:WalSync", 0, None, 5),
+        ("Lock:transactionid", 0, "public.other", 1),
+    ]
+    assert st.counts() == Counter({UPDATE: 5, UPDATE_CPU: 4, lock: 1}) and st.texts == {
+        "upd": "dupd"
+    }
+
+
 def pass_with(counts: Counter[SliceKey]) -> PassBody:
     rows = bounded(counts)
     return PassBody(
-        session_time=SessionTime(
-            slices=rows, texts={r[1]: f"d{r[1]}" for r in rows if r[1] != OTHER}
-        )
+        session_time=SessionTime.of(rows, {r[1]: f"d{r[1]}" for r in rows if r[1] != OTHER})
     )
 
 
@@ -94,7 +106,7 @@ def test_downsampling_a_long_tail_keeps_the_total_and_the_heavy_statement() -> N
     passes = [pass_with(Counter({UPDATE: 10}) + tail(TOP_SLICES + 5, f"W{p}")) for p in range(8)]
     minute = merge([(15.0, p) for p in passes])
     assert minute.session_time is not None
-    rows = minute.session_time.slices
+    rows = minute.session_time.rows()
     assert len(rows) <= TOP_SLICES + 8, "bounded again: the top slices and one remainder per wait"
     assert minute.session_time.samples == sum(
         p.session_time.samples for p in passes if p.session_time
