@@ -54,7 +54,7 @@ class Conflict:
     """The challenged cause is the same symptom as the kept one seen from another angle: dropped when `holds`.
 
     `by_time`: the time attribution tells the two apart (each explains its own samples), so the rule
-    only stands in for it where the time was not measured (a past interval's counters)."""
+    only stands in for it where the time was not measured (a past interval from Prometheus's counters)."""
 
     kept: Cause
     challenged: Cause

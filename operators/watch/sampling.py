@@ -4,10 +4,10 @@ A `TargetWatch` keeps what a pass needs from the last one (the counters, stateme
 read then, the host probe, the vacuum progress) and one read-only session that outlives its
 backend (dbcrew.targets.Resumable: a session an administrator ends is resumed within the pass).
 Each pass is the reads of operators/diagnose/sampler.py, not a copy of them: the cumulative
-counters (`read_counters`), the pg_stat_activity samples since the last pass (operators/watch/
-session_sampler.py: one a second between passes) and the pass's own, tallied by state, wait event,
-blocker and time slice (`ActivityTally`, kept as the pass's `SessionTime`), the statements by (queryid, userid) (`read_statements`, `statement_deltas`),
-the tables (`read_tables`, `table_deltas`), vacuum progress and, for a local server, the host.
+counters (`read_counters`), the pg_stat_activity samples since the last pass
+(operators/watch/session_sampler.py: one a second between passes) and the pass's own, tallied by
+state, wait event, blocker and time slice (`ActivityTally`, kept as the pass's `SessionTime`), the
+statements by (queryid, userid) (`read_statements`, `statement_deltas`), the tables (`read_tables`, `table_deltas`), vacuum progress and, for a local server, the host.
 
 The first pass after a connection only takes the readings the next one subtracts: it stores
 nothing. So does a pass that finds the server restarted since the last one (its counters started
@@ -102,9 +102,8 @@ class TargetWatch:
     connected: Connected | None = None
     last: Readings | None = None
     known_texts: set[str] = field(default_factory=set)
-    session_step: float = (
-        SESSION_STEP  # seconds between two session samples between passes (session_sampler.py)
-    )
+    # Seconds between two session samples between passes (session_sampler.py).
+    session_step: float = SESSION_STEP
 
     def connect(self) -> Connected:
         """Open the session and learn the target's brief and facts (TargetError when it does not answer)."""
