@@ -7,8 +7,8 @@ target's sessions every `step` seconds (1 s at the default interval, as pg_ash d
 MIN_PER_PASS per pass at a shorter one) into one `ActivityTally`, the live sampler's
 (operators/diagnose/sampler.py), and the next pass takes the tally and starts a new one.
 
-The thread reads on the pass's own session (no second connection per target), under a lock the
-pass holds for its reads. A sample that fails (the target went away: the pass then fails too and
+The thread (one per watched target, asleep between its samples) reads on the pass's own session
+(no second connection per target), under a lock the pass holds for its reads. A sample that fails (the target went away: the pass then fails too and
 records the gap) ends the thread; the next pass that reads the target starts it again. The tally
 says how many samples were taken, so a pass whose thread stopped early has fewer samples, not
 wrong shares.

@@ -46,6 +46,6 @@ def test_history_names_the_update_flood_live_names_with_the_same_time_attributio
     assert attribution.by_statement and any(
         "inj_" in s.label or "UPDATE" in s.label.upper() for s in attribution.by_statement
     ), f"the flood's statement is where the time went: {attribution.by_statement}"
-    assert (tmp_path / "history" / "charts" / "time_attribution.png").exists() or any(
-        p.name == "time_attribution.png" for p in (tmp_path / "history").rglob("*.png")
-    ), "and its chart, as a live report's"
+    assert any(p.name == "time_attribution.png" for p in (tmp_path / "history").rglob("*.png")), (
+        "and its chart, as a live report's"
+    )
