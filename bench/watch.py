@@ -14,7 +14,8 @@ logged in as its own role so pg_stat_statements tells its statements apart. Prin
   compression), and per target-day: what downsampling adds each day (1440 minute and 24 hour
   buckets) and the steady footprint of the retention policy (2 days raw, 14 of minutes, 90 of hours);
 - of those, the session samples' time attribution's bytes, per target-day and per active backend
-  (pg_ash's measure; `--clients N --rate 0` keeps N sessions busy on each target).
+  (pg_ash's measure; `--clients N --rate 0` keeps N sessions busy on each target), and the watcher's
+  CPU for one session sample between passes, measured alone.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ import psutil
 import psycopg
 
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
-from dbcrew.targets import parse_target
+from dbcrew.targets import PostgresTarget, Resumable, parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
+from operators.diagnose.sampler import ActivityTally, sessions
 from operators.watch.passes import PassBody, as_stored, bodies, merge
+from operators.watch.session_sampler import session_step
 from roles.watching import TIERS, RoundReport, Watcher
 
 ROLE = "dbcrew_watch"
@@ -188,6 +191,7 @@ def report(
         f" steady footprint at 15 s {footprint / 2**20:.1f} MB per target; DuckDB file {store_path.stat().st_size / 2**20:.1f} MB"
     )
     print(session_time_line(stored))
+    print(session_sample_cost(targets[0]))
 
 
 def session_time_line(stored: list[StoredPass]) -> str:
@@ -207,6 +211,26 @@ def session_time_line(stored: list[StoredPass]) -> str:
         f"session time attribution: {raw:.0f} B per raw pass, {bucket:.0f} B per bucket, {active:.2f} active backends"
         f" sampled on average; per target-day after downsampling {per_day / 2**20:.2f} MB ({per_backend} MB per"
         f" active backend), raw passes at 15 s {raw_day / 2**20:.2f} MB a day (kept {TIERS[0].keep.days} days)"
+    )
+
+
+def session_sample_cost(target: PostgresTarget, n: int = 200) -> str:
+    """The watcher's CPU for one session sample between passes (operators/watch/session_sampler.py), measured alone: `n`
+    reads of pg_stat_activity tallied as the sampler tallies them, while the load still runs."""
+    session = Resumable(target)
+    try:
+        tally = ActivityTally()
+        tally.add(session.run(lambda conn: sessions(conn, 0)))
+        cpu, wall = time.process_time(), time.monotonic()
+        for _ in range(n):
+            tally.add(session.run(lambda conn: sessions(conn, tally.samples)))
+        cpu, wall = (time.process_time() - cpu) / n, (time.monotonic() - wall) / n
+    finally:
+        session.close()
+    every = session_step(15.0)
+    return (
+        f"one session sample: {1000 * cpu:.2f} ms of the watcher's CPU ({1000 * wall:.2f} ms wall), one every"
+        f" {every:g} s between passes at 15 s: {1000 * cpu * 15 / every:.1f} ms a pass"
     )
 
 
