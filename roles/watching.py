@@ -79,6 +79,10 @@ class TargetOutcome(BaseModel):
 
     display: str
     identity: str
+    key: str = Field(
+        "",
+        description="the target's key in the watcher (its inventory name when shared; else its display)",
+    )
     stored: bool = Field(
         False,
         description="a pass was stored (False on the first readings after connecting, a restart or a gap)",
@@ -114,6 +118,11 @@ class Watched:
     unwatched_since: datetime | None = (
         None  # the last pass stored before this watcher started: a longer pause is a gap
     )
+    key: str = ""  # how the watcher's owner names it (an inventory name; by default its display)
+    unwatched_reason: str = "not watched: no watcher was running"
+    unwatched_after: timedelta | None = (
+        None  # a longer stretch before its first pass is a gap; None: two rounds
+    )
 
 
 class Watcher:
@@ -128,18 +137,45 @@ class Watcher:
     ):
         self.store = store
         self.every = every
-        self.concurrency = max(1, min(concurrency, len(targets)))
-        self.watched = []
+        self.concurrency = max(1, min(concurrency, len(targets) or concurrency))
+        self.watched: list[Watched] = []
         for t in targets:
-            identity = store.identity_of(t.display) or t.display
-            self.watched.append(
-                Watched(
-                    watch=TargetWatch(t),
-                    identity=identity,
-                    unwatched_since=store.latest(identity, 0),
-                )
-            )
+            self.adopt(t.display, t)
         self._maintained = 0.0
+
+    def adopt(
+        self,
+        key: str,
+        target: PostgresTarget,
+        unwatched_reason: str | None = None,
+        unwatched_after: timedelta | None = None,
+    ) -> None:
+        """Watch one more target under `key` (a key already watched is left as it is: one session per target).
+        At its first stored pass, the stretch since the last pass any watcher stored is a gap when longer than
+        `unwatched_after` (default two rounds), with `unwatched_reason`."""
+        if any(w.key == key for w in self.watched):
+            return
+        identity = self.store.identity_of(target.display) or target.display
+        self.watched.append(
+            Watched(
+                watch=TargetWatch(target),
+                identity=identity,
+                unwatched_since=self.store.latest(identity, 0),
+                key=key,
+                unwatched_reason=unwatched_reason or Watched.unwatched_reason,
+                unwatched_after=unwatched_after,
+            )
+        )
+
+    def drop(self, keys: set[str]) -> None:
+        """Stop watching the targets under `keys`: their sessions closed now."""
+        for w in [w for w in self.watched if w.key in keys]:
+            w.watch.close()
+            self.watched.remove(w)
+
+    def watching(self) -> list[str]:
+        """The keys of the targets watched, in order."""
+        return [w.key for w in self.watched]
 
     def run(
         self,
@@ -171,13 +207,26 @@ class Watcher:
                 for w in self.watched:
                     w.watch.close()
 
-    def sample_round(self, pool: ThreadPoolExecutor) -> RoundReport:
-        """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one transaction."""
+    def sample_round(
+        self, pool: ThreadPoolExecutor, may: Callable[[str], bool] | None = None
+    ) -> RoundReport:
+        """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one
+        transaction. With `may` (a target's key -> whether this watcher may sample it now: its lease), a target is
+        sampled only if `may` holds when its pass starts, and its pass stored only if it still holds once the round
+        is over; one that misses either is left out of the round (no pass, no gap: it is another watcher's now)."""
         began = time.monotonic()
-        results = list(pool.map(_sample, [w.watch for w in self.watched]))
+        allowed = may or (lambda _key: True)
+        results = list(
+            pool.map(lambda w: _sample(w.watch) if allowed(w.key) else None, self.watched)
+        )
         at = datetime.now(UTC)
+        kept = [
+            (w, r)
+            for w, r in zip(self.watched, results, strict=True)
+            if r is not None and allowed(w.key)
+        ]
         passes, gaps, texts, facts, outcomes, incidents = [], [], {}, [], [], []
-        for w, result in zip(self.watched, results, strict=True):
+        for w, result in kept:
             connected = w.watch.connected
             if (
                 isinstance(result, Sampled)
@@ -198,7 +247,7 @@ class Watcher:
                 )
                 if w.detector is None or w.detector.target != w.identity:
                     w.detector = self._detector(w.identity, at)
-            outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity)
+            outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity, key=w.key)
             gap = self._gap_after(w, result, at)
             if gap is not None:
                 gaps.append(gap)
@@ -234,7 +283,7 @@ class Watcher:
                 outcome = outcome.model_copy(update={"gap": result})
             outcomes.append(outcome)
         self.store.record(passes, gaps, texts, facts, incidents)
-        for w, result in zip(self.watched, results, strict=True):
+        for w, result in kept:
             if isinstance(result, Sampled):
                 w.watch.stored_texts(result.texts)
         return RoundReport(at=at, took_seconds=time.monotonic() - began, outcomes=outcomes)
@@ -277,9 +326,11 @@ class Watcher:
 
     def _unwatched(self, w: Watched, at: datetime) -> Gap | None:
         """At a target's first stored pass, the time since the last pass an earlier watcher stored, when longer than
-        two rounds: nobody watched then (a stopped watcher or worker), a gap in the series like any other."""
+        two rounds (or the target's own `unwatched_after`): nobody watched then (a stopped watcher or worker), a gap
+        in the series like any other."""
         since, w.unwatched_since = w.unwatched_since, None
-        if since is None or at - since <= timedelta(seconds=2 * self.every + 1):
+        after = w.unwatched_after or timedelta(seconds=2 * self.every + 1)
+        if since is None or at - since <= after:
             return None
         log.warning(
             "watch: %s: not watched from %s to %s",
@@ -291,7 +342,7 @@ class Watcher:
             target=w.identity,
             started_at=since,
             ended_at=at,
-            reason="not watched: no watcher was running",
+            reason=w.unwatched_reason,
         )
 
     def maintain(self, now: datetime) -> None:

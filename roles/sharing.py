@@ -1,0 +1,258 @@
+"""Watching shared over the pool: each watcher samples the share of the watched targets it holds leases on.
+
+Every worker of the `watch` queue runs one share loop per watching interval (flows/watching.py).
+The loop ticks twice a round. At each tick it heartbeats in the store, renews the leases it
+holds (dbcrew/store/leases.py), and plans its share (`plan_share`): at most ceil(targets / live
+holders) targets, and at most `cap` (each watched target holds one session of this watcher). It
+gives up what is above its share or left the inventory, and claims free targets (no lease, or an
+expired one) up to its share, preferring its own by rendezvous hashing so that watchers joining
+at once do not all reach for the same targets. At each round tick it samples the targets it holds
+(roles/watching.py Watcher), each only while its lease is surely still its own.
+
+So, with a round of `every` seconds, a lease of one round renewed every half round:
+- a watcher that joins is seen by the others at their next tick, which gives up the excess; it
+  claims the freed targets at its following tick: its share within two ticks (one round);
+- a watcher that dies stops renewing: its heartbeat and its leases expire a round after its last
+  tick, and the others claim them at their next tick, to sample them at their next round: within
+  two rounds of its last tick. The stretch from its last pass to the taker's first is stored as a
+  gap ("not watched: its watcher X stopped renewing its lease");
+- a watcher that stops as planned releases its leases and heartbeat at once (LeaseBook.leave).
+Targets added to or removed from the inventory are met at the next reading of it (`refresh`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from dbcrew import stopping
+from dbcrew.errors import TargetError
+from dbcrew.store.backends import StoreUnavailable
+from dbcrew.store.leases import LeaseBook
+from dbcrew.store.samples import SampleStore
+from dbcrew.targets import PostgresTarget
+from roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, Watcher
+
+log = logging.getLogger(__name__)
+
+TICKS_PER_ROUND = 2  # lease ticks per sampling round: renewals come twice per lease
+DEFAULT_CAP = 500  # targets (one session each) a watcher holds at most, unless told
+
+
+def fair_share(targets: int, live: int, cap: int) -> int:
+    """What one of `live` watchers takes of `targets`: ceil(targets / live), at most `cap`."""
+    return min(cap, math.ceil(targets / max(1, live)))
+
+
+def affinity(holder: str, target: str) -> int:
+    """The holder's preference for the target (rendezvous hashing): watchers rank the targets differently."""
+    return int.from_bytes(hashlib.sha256(f"{holder}\x1f{target}".encode()).digest()[:8], "big")
+
+
+@dataclass(frozen=True)
+class SharePlan:
+    """One tick's decision for one holder."""
+
+    keep: list[str]
+    release: list[str]  # above its share, or no longer watched
+    claim: int  # how many free targets to take
+    share: int  # its fair share now
+
+
+def plan_share(
+    watched: Sequence[str], held: Iterable[str], live: int, cap: int, holder: str
+) -> SharePlan:
+    """Keep what is still watched up to the fair share (those the holder prefers), release the rest, claim up to it."""
+    names = set(watched)
+    share = fair_share(len(names), live, cap)
+    mine = sorted((t for t in set(held) if t in names), key=lambda t: -affinity(holder, t))
+    gone = sorted(t for t in set(held) if t not in names)
+    keep, excess = mine[:share], mine[share:]
+    return SharePlan(
+        keep=sorted(keep), release=sorted([*excess, *gone]), claim=share - len(keep), share=share
+    )
+
+
+class ShareLoop:
+    """One watcher's share of one scope's targets, kept and sampled until asked to stop.
+
+    `inventory` names the scope's watched targets (read again every `refresh` seconds); `connect`
+    gives a target to sample by name (TargetError when this machine cannot: its password missing).
+    `on_round` sees each round's report (outcomes keyed by target name)."""
+
+    def __init__(
+        self,
+        book: LeaseBook,
+        store: SampleStore,
+        every: float,
+        inventory: Callable[[], Sequence[str]],
+        connect: Callable[[str], PostgresTarget],
+        cap: int = DEFAULT_CAP,
+        refresh: float = 30.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ):
+        self.book = book
+        self.every = every
+        self.inventory = inventory
+        self.connect = connect
+        self.cap = cap
+        self.refresh = refresh
+        self.watcher = Watcher([], store, every=every, concurrency=concurrency)
+        self.names: list[str] = []
+        self.unusable: dict[
+            str, str
+        ] = {}  # name -> why this watcher cannot sample it (left to others)
+        self._since: dict[
+            str, datetime
+        ] = {}  # name -> the start of this holder's stint of it (its tenure)
+        self._read_at = -math.inf
+        self._said_short = 0
+
+    def run(
+        self,
+        on_round: Callable[[RoundReport], None] = lambda _r: None,
+        pause: Callable[[float], bool] = stopping.pause,
+    ) -> None:
+        """Tick after tick (TICKS_PER_ROUND a round; a tick that overruns skips those it missed), a round at every
+        TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released."""
+        step = self.every / TICKS_PER_ROUND
+        maintained = time.monotonic()
+        with ThreadPoolExecutor(
+            max_workers=self.watcher.concurrency, thread_name_prefix="dbcrew-share"
+        ) as pool:
+            started = time.monotonic()
+            tick = 0
+            try:
+                while True:
+                    self.tick()
+                    if tick % TICKS_PER_ROUND == 0:
+                        on_round(self.sample(pool))
+                        if time.monotonic() - maintained >= MAINTENANCE_EVERY:
+                            self.watcher.maintain(datetime.now(UTC))
+                            maintained = time.monotonic()
+                    tick = int((time.monotonic() - started) / step) + 1
+                    if pause(started + tick * step - time.monotonic()):
+                        return
+            finally:
+                self.watcher.drop(set(self.watcher.watching()))
+                try:
+                    self.book.leave()
+                except (
+                    StoreUnavailable
+                ) as exc:  # its leases then expire on their own, a round later
+                    log.warning("watch share: could not release the leases: %s", exc)
+
+    def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
+        """One round over the targets held; the tenure of each stored pass recorded."""
+        began = datetime.now(UTC)
+        report = self.watcher.sample_round(pool, may=self.book.valid)
+        stored = {o.key: self._since.get(o.key, began) for o in report.outcomes if o.stored}
+        for key in stored:
+            self._since.setdefault(key, began)
+        try:
+            self.book.record_tenure(stored, report.at)
+        except StoreUnavailable as exc:
+            log.warning("watch share: tenure not recorded: %s", exc)
+        return report
+
+    def tick(self) -> None:
+        """Heartbeat, renew, plan, release and claim; then watch exactly what is held."""
+        try:
+            self._read_inventory()
+            live = self.book.heartbeat()
+            watching = self.watcher.watching()
+            held = self.book.renew(t for t in watching if t in self.names)
+            plan = plan_share(self.names, held, live, self.cap, self.book.holder)
+            gone = [
+                t for t in watching if t not in held
+            ]  # lost to another holder, or left the inventory
+            self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
+            takeovers = self._claim(plan.claim)
+        except StoreUnavailable as exc:
+            log.warning(
+                "watch share: the store cannot be used (leases lapse, samples stop): %s", exc
+            )
+            return
+        lost = set(gone) | set(plan.release)
+        if lost:
+            self.watcher.drop(lost)
+            for key in lost:
+                self._since.pop(key, None)
+        for name, taken_from in takeovers.items():
+            self._adopt(name, taken_from)
+        self._say_short(live)
+
+    def _read_inventory(self) -> None:
+        now = time.monotonic()
+        if now - self._read_at < self.refresh:
+            return
+        self._read_at = now
+        names = sorted(set(self.inventory()))
+        if names != self.names:
+            log.info("watch share: %d targets watched in the pool", len(names))
+        self.names = names
+        self.unusable = {}  # tried again at each reading: a password set since, a target that answers again
+
+    def _claim(self, wanted: int) -> dict[str, str | None]:
+        """Claim up to `wanted` free targets, most preferred first; each taken one with the holder it was taken from."""
+        if wanted <= 0:
+            return {}
+        held = set(self.watcher.watching())
+        candidates = [t for t in self.names if t not in held and t not in self.unusable]
+        free = sorted(self.book.free(candidates), key=lambda t: -affinity(self.book.holder, t))
+        taken: dict[str, str | None] = {}
+        for target in free:
+            if len(taken) >= wanted:
+                break
+            claim = self.book.claim(target)
+            if claim is not None:
+                taken[target] = claim.taken_from
+        return taken
+
+    def _adopt(self, name: str, taken_from: str | None) -> None:
+        try:
+            target = self.connect(name)
+        except TargetError as exc:
+            self.unusable[name] = str(exc)
+            log.warning(
+                "watch share: cannot watch %s here, left to the other watchers: %s", name, exc
+            )
+            self.book.release([name])
+            return
+        if taken_from:
+            log.warning("watch share: took %s over from %s (its lease expired)", name, taken_from)
+            self.watcher.adopt(
+                name,
+                target,
+                unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",
+                unwatched_after=timedelta(seconds=self.every * 1.5),
+            )
+        else:
+            self.watcher.adopt(name, target)
+
+    def _say_short(self, live: int) -> None:
+        """Never a silent all-clear: when every watcher is at its cap, the targets nobody can take are said."""
+        short = len(self.names) - live * self.cap
+        if short > 0 and short != self._said_short:
+            log.warning(
+                "watch share: %d of %d targets cannot be watched: %d watchers at their cap of %d sessions",
+                short,
+                len(self.names),
+                live,
+                self.cap,
+            )
+        self._said_short = max(0, short)
+
+
+def holder_name(worker: str, scope: str) -> str:
+    """A holder's name: the worker (host and process, or its Prefect name) and the scope it watches."""
+    return f"{worker}/{scope}"
+
+
+__all__ = ["ShareLoop", "SharePlan", "affinity", "fair_share", "holder_name", "plan_share"]
