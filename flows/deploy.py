@@ -3,8 +3,10 @@
 Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
 machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
 queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
-that wait for reviews must never take a review's slot) and `watch` (the long-lived watching runs,
-one per group of watched targets: flows/watching.py).
+that wait for reviews must never take a review's slot) and `watch`: a worker that serves it (every
+worker of the pool, unless `--work-queue` names others) runs its own share of the watching
+(flows/watching.py WatchShares), so the watching has no deployment; older versions' watching
+deployments are deleted at the next deploy.
 """
 
 from __future__ import annotations
@@ -22,13 +24,11 @@ from flows.dispatch import ran_sync
 from flows.fleet import fleet_review
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
-from flows.watching import watch_targets
-from flows.worker import WORKER_TYPE, InProcessWorker
+from flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
 
 POOL = "dbcrew"
 REVIEW_QUEUE = "reviews"
 FLEET_QUEUE = "fleet"
-WATCH_QUEUE = "watch"
 
 
 def ensure_pool(pool: str, max_reviews: int) -> None:
@@ -88,20 +88,6 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     return deployment
 
 
-def watch_deployment(group: str, entries: list[TargetEntry]) -> RunnerDeployment:
-    """The watching of one group of targets: no schedule, `dbcrew server` keeps one run of it going."""
-    return ran_sync(
-        watch_targets.to_deployment(
-            name=group,
-            parameters={"group": group},
-            description=f"Watch {', '.join(e.name for e in entries)} ({group}): samples, incidents, their diagnoses",
-            tags=["dbcrew", "watch"],
-            work_queue_name=WATCH_QUEUE,
-            entrypoint_type=EntrypointType.MODULE_PATH,
-        )
-    )
-
-
 def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
     made = [
         *(target_deployment(entry) for entry in inventory.targets),
@@ -121,8 +107,7 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
     ]
-    watching = [watch_deployment(g, entries) for g, entries in inventory.watch_groups().items()]
-    return [*(ran_sync(d) for d in made), *watching]
+    return [ran_sync(d) for d in made]
 
 
 def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
@@ -136,7 +121,10 @@ def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 
     for deployment in deployments:
         deployment.apply(work_pool_name=pool)
     keep = {(d.entrypoint, d.name) for d in deployments}
-    mine = {"flows.targets.review_target", "flows.watching.watch_targets"}
+    mine = {
+        "flows.targets.review_target",
+        "flows.watching.watch_targets",
+    }  # the latter: no longer deployed
     with get_client(sync_client=True) as client:
         for stale in client.read_deployments():
             if stale.entrypoint in mine and (stale.entrypoint, stale.name) not in keep:

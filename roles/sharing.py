@@ -33,7 +33,8 @@ from datetime import UTC, datetime, timedelta
 
 from dbcrew import stopping
 from dbcrew.errors import TargetError
-from dbcrew.store.backends import StoreUnavailable
+from dbcrew.settings import environment
+from dbcrew.store.backends import Session, StoreUnavailable
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import SampleStore
 from dbcrew.targets import PostgresTarget
@@ -42,7 +43,6 @@ from roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, 
 log = logging.getLogger(__name__)
 
 TICKS_PER_ROUND = 2  # lease ticks per sampling round: renewals come twice per lease
-DEFAULT_CAP = 500  # targets (one session each) a watcher holds at most, unless told
 
 
 def fair_share(targets: int, live: int, cap: int) -> int:
@@ -93,7 +93,7 @@ class ShareLoop:
         every: float,
         inventory: Callable[[], Sequence[str]],
         connect: Callable[[str], PostgresTarget],
-        cap: int = DEFAULT_CAP,
+        cap: int | None = None,
         refresh: float = 30.0,
         concurrency: int = DEFAULT_CONCURRENCY,
     ):
@@ -101,7 +101,7 @@ class ShareLoop:
         self.every = every
         self.inventory = inventory
         self.connect = connect
-        self.cap = cap
+        self.cap = cap or environment().watch_sessions  # DBCREW_WATCH_SESSIONS
         self.refresh = refresh
         self.watcher = Watcher([], store, every=every, concurrency=concurrency)
         self.names: list[str] = []
@@ -130,7 +130,7 @@ class ShareLoop:
             tick = 0
             try:
                 while True:
-                    self.tick()
+                    self.tick(pool)
                     if tick % TICKS_PER_ROUND == 0:
                         on_round(self.sample(pool))
                         if time.monotonic() - maintained >= MAINTENANCE_EVERY:
@@ -150,19 +150,18 @@ class ShareLoop:
 
     def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
         """One round over the targets held; the tenure of each stored pass recorded."""
-        began = datetime.now(UTC)
-        report = self.watcher.sample_round(pool, may=self.book.valid)
-        stored = {o.key: self._since.get(o.key, began) for o in report.outcomes if o.stored}
-        for key in stored:
-            self._since.setdefault(key, began)
-        try:
-            self.book.record_tenure(stored, report.at)
-        except StoreUnavailable as exc:
-            log.warning("watch share: tenure not recorded: %s", exc)
-        return report
+        return self.watcher.sample_round(pool, may=self.book.valid, stored=self._tenures)
 
-    def tick(self) -> None:
-        """Heartbeat, renew, plan, release and claim; then watch exactly what is held."""
+    def _tenures(self, session: Session, stored: dict[str, datetime], at: datetime) -> None:
+        """The round's passes are being stored: this holder's stint of each target now ends at `at`."""
+        for key, began in stored.items():
+            self._since.setdefault(key, began)
+        self.book.record_tenure(session, {k: self._since[k] for k in stored}, at)
+
+    def tick(self, pool: ThreadPoolExecutor | None = None) -> None:
+        """Heartbeat, renew, plan, release and claim; then watch exactly what is held. With `pool`, the targets just
+        claimed take their first readings at once (a pass needs two): their first pass is stored at the next round,
+        not the one after."""
         try:
             self._read_inventory()
             live = self.book.heartbeat()
@@ -186,6 +185,9 @@ class ShareLoop:
                 self._since.pop(key, None)
         for name, taken_from in takeovers.items():
             self._adopt(name, taken_from)
+        adopted = set(takeovers) & set(self.watcher.watching())
+        if pool is not None and adopted:
+            self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
         self._say_short(live)
 
     def _read_inventory(self) -> None:

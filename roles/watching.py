@@ -46,6 +46,7 @@ from pydantic import BaseModel, Field
 from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.redact import redact
+from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
@@ -208,21 +209,26 @@ class Watcher:
                     w.watch.close()
 
     def sample_round(
-        self, pool: ThreadPoolExecutor, may: Callable[[str], bool] | None = None
+        self,
+        pool: ThreadPoolExecutor,
+        may: Callable[[str], bool] | None = None,
+        stored: Callable[[Session, dict[str, datetime], datetime], None] | None = None,
+        only: set[str] | None = None,
     ) -> RoundReport:
         """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one
         transaction. With `may` (a target's key -> whether this watcher may sample it now: its lease), a target is
         sampled only if `may` holds when its pass starts, and its pass stored only if it still holds once the round
-        is over; one that misses either is left out of the round (no pass, no gap: it is another watcher's now)."""
-        began = time.monotonic()
+        is over; one that misses either is left out of the round (no pass, no gap: it is another watcher's now).
+        `stored` is told, in the round's own transaction, the keys of the passes stored (with the round's start) and
+        when. With `only`, the round covers the targets of those keys alone (a target just taken over, read at once)."""
+        began, started = time.monotonic(), datetime.now(UTC)
         allowed = may or (lambda _key: True)
-        results = list(
-            pool.map(lambda w: _sample(w.watch) if allowed(w.key) else None, self.watched)
-        )
+        watched = [w for w in self.watched if only is None or w.key in only]
+        results = list(pool.map(lambda w: _sample(w.watch) if allowed(w.key) else None, watched))
         at = datetime.now(UTC)
         kept = [
             (w, r)
-            for w, r in zip(self.watched, results, strict=True)
+            for w, r in zip(watched, results, strict=True)
             if r is not None and allowed(w.key)
         ]
         passes, gaps, texts, facts, outcomes, incidents = [], [], {}, [], [], []
@@ -282,7 +288,15 @@ class Watcher:
             elif not isinstance(result, Sampled):
                 outcome = outcome.model_copy(update={"gap": result})
             outcomes.append(outcome)
-        self.store.record(passes, gaps, texts, facts, incidents)
+        keys = {w.key: started for w, r in kept if isinstance(r, Sampled) and r.body is not None}
+        self.store.record(
+            passes,
+            gaps,
+            texts,
+            facts,
+            incidents,
+            also=None if stored is None else lambda session: stored(session, keys, at),
+        )
         for w, result in kept:
             if isinstance(result, Sampled):
                 w.watch.stored_texts(result.texts)

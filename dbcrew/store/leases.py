@@ -71,13 +71,9 @@ class LeaseBook:
         self.holder = holder
         self.scope = scope
         self.lease = lease
-        self._bounds: dict[
-            str, float
-        ] = {}  # target -> monotonic time this holder's lease surely ends
-        with backend.session() as session:
-            backend.lock_schema(session)
-            for statement in SCHEMA:
-                session.run(statement)
+        # target -> the monotonic time this holder's lease surely ends
+        self._bounds: dict[str, float] = {}
+        create_schema(backend)
 
     @property
     def seconds(self) -> float:
@@ -99,6 +95,9 @@ class LeaseBook:
                 f"INSERT INTO watch_holders VALUES (?, ?, {LATER}, now())"
                 f" ON CONFLICT (holder) DO UPDATE SET scope = excluded.scope, expires_at = excluded.expires_at",
                 [self.holder, self.scope, self.seconds],
+            )
+            session.run(  # holders gone for a day: their runs were judged long ago (flows/supervision.py)
+                "DELETE FROM watch_holders WHERE expires_at < now() - INTERVAL '1 day'"
             )
             rows = session.run(
                 "SELECT count(*) FROM watch_holders WHERE scope = ? AND expires_at > now()",
@@ -177,17 +176,23 @@ class LeaseBook:
                 _expire(session, self.holder, held)
             session.run("DELETE FROM watch_holders WHERE holder = ?", [self.holder])
 
-    def record_tenure(self, targets: dict[str, datetime], at: datetime) -> None:
-        """This holder stored passes of `targets` at `at`: each one's stint (started at its value) now ends at `at`."""
-        if not targets:
-            return
-        with self.backend.session() as session:
-            for target, started in sorted(targets.items()):
-                session.run(
-                    "INSERT INTO watch_tenures VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (target, holder, started_at) DO UPDATE SET ended_at = excluded.ended_at",
-                    [target, self.holder, started, at],
-                )
+    def record_tenure(self, session: Session, targets: dict[str, datetime], at: datetime) -> None:
+        """This holder stores passes of `targets` at `at`, in `session` (the passes' own transaction: a holder killed
+        at any moment leaves no pass outside a tenure): each one's stint (started at its value) now ends at `at`."""
+        for target, started in sorted(targets.items()):
+            session.run(
+                "INSERT INTO watch_tenures VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (target, holder, started_at) DO UPDATE SET ended_at = excluded.ended_at",
+                [target, self.holder, started, at],
+            )
+
+
+def create_schema(backend: Backend) -> None:
+    """The lease tables, created if missing (a reader may come before any watcher)."""
+    with backend.session() as session:
+        backend.lock_schema(session)
+        for statement in SCHEMA:
+            session.run(statement)
 
 
 def lease_holders(backend: Backend) -> dict[str, str]:
@@ -195,6 +200,17 @@ def lease_holders(backend: Backend) -> dict[str, str]:
     with backend.session() as session:
         rows = session.run("SELECT target, holder FROM watch_leases WHERE expires_at >= now()")
     return {str(t): str(h) for t, h in rows}
+
+
+def lapsed_holders(backend: Backend, grace: timedelta) -> set[str]:
+    """Holders whose heartbeat expired more than `grace` ago without a planned stop (which removes it): watchers
+    that died, or lost the store, on any machine."""
+    with backend.session() as session:
+        rows = session.run(
+            "SELECT holder FROM watch_holders WHERE expires_at < now() - ? * INTERVAL '1 second'",
+            [grace.total_seconds()],
+        )
+    return {str(r[0]) for r in rows}
 
 
 def tenures(backend: Backend, target: str | None = None) -> list[Tenure]:

@@ -13,14 +13,14 @@ once per target (a pass names them by digest): the texts are most of a pass's by
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from dbcrew.store import open_store
-from dbcrew.store.backends import Backend, utc
+from dbcrew.store.backends import Backend, Session, utc
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS watch_passes (
@@ -113,9 +113,13 @@ class SampleStore:
         texts: dict[tuple[str, str], str] | None = None,
         targets: Iterable[WatchedTarget] = (),
         incidents: Iterable[Incident] = (),
+        also: Callable[[Session], None] | None = None,
     ) -> None:
-        """Keep one sampling round: its passes, the gaps and incidents opened, extended or closed, new texts, changed target facts."""
+        """Keep one sampling round: its passes, the gaps and incidents opened, extended or closed, new texts, changed
+        target facts; and whatever `also` writes of the round (a shared watcher's tenures), in the same transaction."""
         with self.backend.session() as session:
+            if also is not None:
+                also(session)
             for p in passes:
                 session.run(
                     "DELETE FROM watch_passes WHERE target = ? AND resolution = ? AND ended_at = ?",
