@@ -105,12 +105,10 @@ class ShareLoop:
         self.refresh = refresh
         self.watcher = Watcher([], store, every=every, concurrency=concurrency)
         self.names: list[str] = []
-        self.unusable: dict[
-            str, str
-        ] = {}  # name -> why this watcher cannot sample it (left to others)
-        self._since: dict[
-            str, datetime
-        ] = {}  # name -> the start of this holder's stint of it (its tenure)
+        # name -> why this watcher cannot sample it (left to the others)
+        self.unusable: dict[str, str] = {}
+        # name -> the start of this holder's stint of it (its tenure)
+        self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
 
@@ -132,7 +130,14 @@ class ShareLoop:
                 while True:
                     self.tick(pool)
                     if tick % TICKS_PER_ROUND == 0:
-                        on_round(self.sample(pool))
+                        try:
+                            report = self.sample(pool)
+                        except (
+                            StoreUnavailable
+                        ) as exc:  # the leases lapse if it lasts: others take over
+                            log.warning("watch share: the round could not be stored: %s", exc)
+                        else:
+                            on_round(report)
                         if time.monotonic() - maintained >= MAINTENANCE_EVERY:
                             self.watcher.maintain(datetime.now(UTC))
                             maintained = time.monotonic()
@@ -145,7 +150,7 @@ class ShareLoop:
                     self.book.leave()
                 except (
                     StoreUnavailable
-                ) as exc:  # its leases then expire on their own, a round later
+                ) as exc:  # the leases then expire on their own, a round later
                     log.warning("watch share: could not release the leases: %s", exc)
 
     def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
@@ -168,9 +173,8 @@ class ShareLoop:
             watching = self.watcher.watching()
             held = self.book.renew(t for t in watching if t in self.names)
             plan = plan_share(self.names, held, live, self.cap, self.book.holder)
-            gone = [
-                t for t in watching if t not in held
-            ]  # lost to another holder, or left the inventory
+            # lost to another holder, or left the inventory
+            gone = [t for t in watching if t not in held]
             self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
             takeovers = self._claim(plan.claim)
         except StoreUnavailable as exc:

@@ -46,6 +46,13 @@ def fleet(pg: EmbeddedPostgres) -> dict[str, str]:
     return urls
 
 
+def publish(inventory: Path, targets: dict[str, str]) -> None:
+    """The inventory the watchers read, replaced whole (a reader never sees half of it)."""
+    draft = inventory.with_suffix(".draft")
+    draft.write_text(json.dumps(targets))
+    draft.replace(inventory)
+
+
 def _start(store: str, holder: str, inventory: Path, log: Path) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     env = {
@@ -117,7 +124,7 @@ def test_two_watcher_processes_share_the_targets_and_one_killed_is_taken_over(
 ) -> None:
     inventory = tmp_path / "inventory.json"
     watched = {name: fleet[name] for name in TARGETS}
-    inventory.write_text(json.dumps(watched))
+    publish(inventory, watched)
     store = open_samples(fleet["store"])
     backend = store.backend
     create_schema(backend)
@@ -182,9 +189,7 @@ def test_two_watcher_processes_share_the_targets_and_one_killed_is_taken_over(
                 f"{name}: not watched for {(gap.ended_at - gap.started_at).total_seconds():.1f} s ({EVERY:g} s rounds)"
             )
 
-        inventory.write_text(
-            json.dumps({**{n: watched[n] for n in TARGETS[1:]}, "w5": fleet["w5"]})
-        )
+        publish(inventory, {**{n: watched[n] for n in TARGETS[1:]}, "w5": fleet["w5"]})
 
         def republished() -> bool:
             ids = _identities(store, {"w5": fleet["w5"]})

@@ -18,7 +18,7 @@ import pytest
 
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend
-from dbcrew.store.leases import LeaseBook, lease_holders
+from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
 from dbcrew.store.samples import SampleStore
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
@@ -205,3 +205,26 @@ def test_the_cap_bounds_a_holders_sessions_and_the_shortfall_is_said(
         a.tick()
     assert len(_held(a)[0]) == 3
     assert "2 of 5 targets cannot be watched" in caplog.text
+
+
+def test_a_holder_gone_without_a_planned_stop_is_lapsed_one_that_left_is_not(
+    backend: Backend,
+) -> None:
+    a, b = book(backend, "a"), book(backend, "b")
+    a.heartbeat()
+    b.heartbeat()
+    b.leave()
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while not lapsed_holders(backend, timedelta(0)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lapsed_holders(backend, timedelta(0)) == {"a"}, "b left as planned: nothing to judge"
+    assert lapsed_holders(backend, timedelta(hours=1)) == set(), "within the grace, not yet"
+
+
+def test_a_watcher_holds_one_session_per_target(backend: Backend) -> None:
+    loop = _loop(backend, "a", ["t1"], every=60.0)
+    loop.tick()
+    loop.watcher.adopt("t1", parse_target("postgresql://watcher@127.0.0.1:1/t1"))
+    assert [w.key for w in loop.watcher.watched] == ["t1"], (
+        "adopting a held target again adds nothing"
+    )
