@@ -115,8 +115,8 @@ class Environment(Debugging):
     watch_sessions: int = Field(
         500,
         ge=1,
-        description="targets one worker watches at most in each watching interval (one session each):"
-        " its share of the pool's watched targets is ceil(targets / live watchers), within this cap;"
+        description="targets one worker watches at most, over all its watching intervals (one session"
+        " each): its share of an interval's targets is ceil(targets / live watchers), within this cap;"
         " targets beyond every watcher's cap are said in its log, never silently unwatched",
     )
     receiver_token: SecretStr | None = Field(

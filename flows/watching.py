@@ -52,6 +52,7 @@ from dbcrew import stopping
 from dbcrew.errors import TargetError, UsageError
 from dbcrew.inventory import TargetEntry
 from dbcrew.models.interval import PastInterval
+from dbcrew.settings import environment
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import PostgresTarget
@@ -59,7 +60,7 @@ from flows.dispatch import ran_sync
 from flows.targets import ON_DEMAND, connect_entry, published_inventory
 from flows.worker import WORKER_STOPPED, run_identifier
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
-from roles.sharing import ShareLoop, holder_name
+from roles.sharing import SessionBudget, ShareLoop, holder_name
 from roles.watching import RoundReport, TargetOutcome
 
 CANCEL_POLL = (
@@ -72,6 +73,9 @@ DIAGNOSIS_DEPLOYMENT = f"review_target/{ON_DEMAND}"
 log = logging.getLogger(__name__)
 # holder -> what stops its share (set by its worker's WatchShares): an event, not a flow parameter
 _HALTS: dict[str, threading.Event] = {}
+_BUDGETS: dict[
+    str, SessionBudget
+] = {}  # worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)
 
 
 def incident_alert_text(incident: Incident) -> str:
@@ -319,7 +323,15 @@ def watch_targets(
     keeper = Keeper(group, published, run_id, halt)
     store = open_samples()
     book = LeaseBook(store.backend, holder, group, timedelta(seconds=every))
-    share = ShareLoop(book, store, every, published.names, published.connect, refresh=0.0)
+    share = ShareLoop(
+        book,
+        store,
+        every,
+        published.names,
+        published.connect,
+        refresh=0.0,
+        budget=_BUDGETS.get(worker),
+    )
     get_run_logger().info(
         "watching a share of %d targets every %g s into %s, at most %d here",
         len(entries),
@@ -341,6 +353,7 @@ class WatchShares:
 
     def __init__(self, worker_name: str):
         self.worker = f"{worker_name}@{socket.gethostname()}:{os.getpid()}"
+        _BUDGETS[self.worker] = SessionBudget(environment().watch_sessions)
         self.threads: dict[str, threading.Thread] = {}
         self.declined: set[str] = set()  # groups whose run a user cancelled
         self._halt = threading.Event()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,30 @@ def plan_share(
     )
 
 
+class SessionBudget:
+    """The sessions one worker holds over all its share loops (one per watching interval), at most `cap`
+    (DBCREW_WATCH_SESSIONS): a loop reserves what it may hold before it claims, so two loops claiming at once never
+    hold more than the cap between them."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._held: dict[int, int] = {}  # loop -> the targets it holds or has reserved
+        self._lock = threading.Lock()
+
+    def grant(self, loop: int, wanted: int) -> int:
+        """Reserve up to `wanted` targets in all for `loop`, with the other loops' as they are; what it may hold."""
+        with self._lock:
+            others = sum(n for k, n in self._held.items() if k != loop)
+            granted = max(0, min(wanted, self.cap - others))
+            self._held[loop] = granted
+            return granted
+
+    def hold(self, loop: int, held: int) -> None:
+        """What `loop` holds now (at most what it was granted); 0 when it ended."""
+        with self._lock:
+            self._held[loop] = held
+
+
 class ShareLoop:
     """One watcher's share of one scope's targets, kept and sampled until asked to stop.
 
@@ -96,12 +121,16 @@ class ShareLoop:
         cap: int | None = None,
         refresh: float = 30.0,
         concurrency: int = DEFAULT_CONCURRENCY,
+        budget: SessionBudget | None = None,
     ):
         self.book = book
         self.every = every
         self.inventory = inventory
         self.connect = connect
         self.cap = cap or environment().watch_sessions  # DBCREW_WATCH_SESSIONS
+        self.budget = (
+            budget  # the worker's, shared with its other loops; None: this loop's cap alone
+        )
         self.refresh = refresh
         self.watcher = Watcher([], store, every=every, concurrency=concurrency)
         self.names: list[str] = []
@@ -146,6 +175,8 @@ class ShareLoop:
                         return
             finally:
                 self.watcher.drop(set(self.watcher.watching()))
+                if self.budget is not None:
+                    self.budget.hold(id(self), 0)
                 try:
                     self.book.leave()
                 except (
@@ -172,7 +203,10 @@ class ShareLoop:
             live = self.book.heartbeat()
             watching = self.watcher.watching()
             held = self.book.renew(t for t in watching if t in self.names)
-            plan = plan_share(self.names, held, live, self.cap, self.book.holder)
+            cap = self.cap
+            if self.budget is not None:
+                cap = self.budget.grant(id(self), fair_share(len(self.names), live, self.cap))
+            plan = plan_share(self.names, held, live, cap, self.book.holder)
             # lost to another holder, or left the inventory
             gone = [t for t in watching if t not in held]
             self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
@@ -189,6 +223,8 @@ class ShareLoop:
                 self._since.pop(key, None)
         for name, taken_from in takeovers.items():
             self._adopt(name, taken_from)
+        if self.budget is not None:
+            self.budget.hold(id(self), len(self.watcher.watching()))
         adopted = set(takeovers) & set(self.watcher.watching())
         if pool is not None and adopted:
             self.watcher.sample_round(pool, may=self.book.valid, only=adopted)

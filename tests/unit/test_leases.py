@@ -22,7 +22,7 @@ from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
 from dbcrew.store.samples import SampleStore
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.sharing import ShareLoop, fair_share, plan_share
+from roles.sharing import SessionBudget, ShareLoop, fair_share, plan_share
 
 LEASE = timedelta(seconds=1)
 EXPIRY_WAIT = (
@@ -228,3 +228,25 @@ def test_a_watcher_holds_one_session_per_target(backend: Backend) -> None:
     assert [w.key for w in loop.watcher.watched] == ["t1"], (
         "adopting a held target again adds nothing"
     )
+
+
+def test_a_workers_loops_share_one_cap_of_sessions(backend: Backend) -> None:
+    """Two watching intervals on one worker: their loops hold at most the worker's cap between them."""
+    budget = SessionBudget(4)
+    loops = [
+        ShareLoop(
+            LeaseBook(backend, f"w/{scope}", scope, timedelta(minutes=1)),
+            SampleStore(backend),
+            every=60.0,
+            inventory=lambda scope=scope: [f"{scope}-t{i}" for i in range(3)],
+            connect=lambda name: parse_target(f"postgresql://watcher@127.0.0.1:1/{name}"),
+            cap=100,
+            refresh=0.0,
+            budget=budget,
+        )
+        for scope in ("every-1s", "every-15s")
+    ]
+    for loop in loops:
+        loop.tick()
+    held = [len(loop.watcher.watching()) for loop in loops]
+    assert held == [3, 1], "the first took its three, the second what the cap left"
