@@ -73,9 +73,8 @@ DIAGNOSIS_DEPLOYMENT = f"review_target/{ON_DEMAND}"
 log = logging.getLogger(__name__)
 # holder -> what stops its share (set by its worker's WatchShares): an event, not a flow parameter
 _HALTS: dict[str, threading.Event] = {}
-_BUDGETS: dict[
-    str, SessionBudget
-] = {}  # worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)
+# worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)
+_BUDGETS: dict[str, SessionBudget] = {}
 
 
 def incident_alert_text(incident: Incident) -> str:

@@ -273,7 +273,7 @@ class ShareLoop:
                 name,
                 target,
                 unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",
-                unwatched_after=timedelta(seconds=self.every * 1.5),
+                unwatched_after=timedelta(seconds=self.every),  # any interval missed
             )
         else:
             self.watcher.adopt(name, target)
