@@ -121,9 +121,8 @@ class Watched:
     )
     key: str = ""  # how the watcher's owner names it (an inventory name; by default its display)
     unwatched_reason: str = "not watched: no watcher was running"
-    unwatched_after: timedelta | None = (
-        None  # a longer stretch before its first pass is a gap; None: two rounds
-    )
+    # a longer stretch before its first pass is a gap; None: two rounds
+    unwatched_after: timedelta | None = None
 
 
 class Watcher:
