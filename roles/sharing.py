@@ -221,8 +221,7 @@ class ShareLoop:
             self.watcher.drop(lost)
             for key in lost:
                 self._since.pop(key, None)
-        for name, taken_from in takeovers.items():
-            self._adopt(name, taken_from)
+        self._adopt(takeovers)
         if self.budget is not None:
             self.budget.hold(id(self), len(self.watcher.watching()))
         adopted = set(takeovers) & set(self.watcher.watching())
@@ -248,35 +247,35 @@ class ShareLoop:
         held = set(self.watcher.watching())
         candidates = [t for t in self.names if t not in held and t not in self.unusable]
         free = sorted(self.book.free(candidates), key=lambda t: -affinity(self.book.holder, t))
-        taken: dict[str, str | None] = {}
-        for target in free:
-            if len(taken) >= wanted:
-                break
-            claim = self.book.claim(target)
-            if claim is not None:
-                taken[target] = claim.taken_from
-        return taken
+        return {c.target: c.taken_from for c in self.book.claim_some(free, wanted)}
 
-    def _adopt(self, name: str, taken_from: str | None) -> None:
-        try:
-            target = self.connect(name)
-        except TargetError as exc:
-            self.unusable[name] = str(exc)
+    def _adopt(self, takeovers: dict[str, str | None]) -> None:
+        """Watch the targets just claimed: those taken from a watcher that died store the stretch since its last
+        pass as a gap once it exceeds a round; one this machine cannot connect is released for the others."""
+        by_source: dict[str | None, dict[str, PostgresTarget]] = {}
+        for name, taken_from in takeovers.items():
+            try:
+                by_source.setdefault(taken_from, {})[name] = self.connect(name)
+            except TargetError as exc:
+                self.unusable[name] = str(exc)
+                log.warning(
+                    "watch share: cannot watch %s here, left to the other watchers: %s", name, exc
+                )
+        self.book.release(self.unusable.keys() & takeovers.keys())
+        for taken_from, targets in by_source.items():
+            if taken_from is None:
+                self.watcher.adopt_all(targets)
+                continue
             log.warning(
-                "watch share: cannot watch %s here, left to the other watchers: %s", name, exc
+                "watch share: took %s over from %s (its lease expired)",
+                ", ".join(sorted(targets)),
+                taken_from,
             )
-            self.book.release([name])
-            return
-        if taken_from:
-            log.warning("watch share: took %s over from %s (its lease expired)", name, taken_from)
-            self.watcher.adopt(
-                name,
-                target,
+            self.watcher.adopt_all(
+                targets,
                 unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",
                 unwatched_after=timedelta(seconds=self.every),  # any interval missed
             )
-        else:
-            self.watcher.adopt(name, target)
 
     def _say_short(self, live: int) -> None:
         """Never a silent all-clear: when every watcher is at its cap, the targets nobody can take are said."""

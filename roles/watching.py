@@ -153,19 +153,29 @@ class Watcher:
         """Watch one more target under `key` (a key already watched is left as it is: one session per target).
         At its first stored pass, the stretch since the last pass any watcher stored is a gap when longer than
         `unwatched_after` (default two rounds), with `unwatched_reason`."""
-        if any(w.key == key for w in self.watched):
-            return
-        identity = self.store.identity_of(target.display) or target.display
-        self.watched.append(
-            Watched(
-                watch=TargetWatch(target),
-                identity=identity,
-                unwatched_since=self.store.latest(identity, 0),
-                key=key,
-                unwatched_reason=unwatched_reason or Watched.unwatched_reason,
-                unwatched_after=unwatched_after,
+        self.adopt_all({key: target}, unwatched_reason, unwatched_after)
+
+    def adopt_all(
+        self,
+        targets: dict[str, PostgresTarget],
+        unwatched_reason: str | None = None,
+        unwatched_after: timedelta | None = None,
+    ) -> None:
+        """`adopt` for many targets at once: what the store knows of them read in one transaction."""
+        new = {k: t for k, t in targets.items() if k not in set(self.watching())}
+        known = self.store.last_watched(t.display for t in new.values())
+        for key, target in new.items():
+            identity, since = known.get(target.display, (target.display, None))
+            self.watched.append(
+                Watched(
+                    watch=TargetWatch(target),
+                    identity=identity,
+                    unwatched_since=since,
+                    key=key,
+                    unwatched_reason=unwatched_reason or Watched.unwatched_reason,
+                    unwatched_after=unwatched_after,
+                )
             )
-        )
 
     def drop(self, keys: set[str]) -> None:
         """Stop watching the targets under `keys`: their sessions closed now."""

@@ -126,23 +126,38 @@ class LeaseBook:
 
     def claim(self, target: str) -> Claim | None:
         """Take the lease on `target` if nobody holds it (no lease, or an expired one); None when another holder has it."""
+        return next(iter(self.claim_some([target], 1)), None)
+
+    def claim_some(self, targets: Sequence[str], wanted: int) -> list[Claim]:
+        """Take up to `wanted` of `targets`, in their order, each only if nobody holds it; in one transaction (a
+        connection per claim made 500 claims take 7 s on a PostgreSQL store: longer than a 15 s lease allows for
+        a thousand). Every lease taken is counted from before the transaction began."""
+        claims: list[Claim] = []
+        if wanted <= 0 or not targets:
+            return claims
         sent = time.monotonic()
         with self.backend.session() as session:
-            session.run(
-                "INSERT INTO watch_leases VALUES (?, ?, '', now() - INTERVAL '1 second', now()) ON CONFLICT (target) DO NOTHING",
-                [target, self.scope],
-            )
-            before = session.run("SELECT holder FROM watch_leases WHERE target = ?", [target])
-            rows = session.run(
-                f"UPDATE watch_leases SET holder = ?, scope = ?, expires_at = {LATER}, taken_at = now()"
-                " WHERE target = ? AND (expires_at < now() OR holder = ?) RETURNING target",
-                [self.holder, self.scope, self.seconds, target, self.holder],
-            )
-        if not rows:
-            return None
-        self._bounds[target] = sent + self.seconds
-        previous = str(before[0][0]) if before else ""
-        return Claim(target, previous if previous not in ("", self.holder) else None)
+            for target in targets:
+                if len(claims) >= wanted:
+                    break
+                session.run(
+                    "INSERT INTO watch_leases VALUES (?, ?, '', now() - INTERVAL '1 second', now())"
+                    " ON CONFLICT (target) DO NOTHING",
+                    [target, self.scope],
+                )
+                before = session.run("SELECT holder FROM watch_leases WHERE target = ?", [target])
+                rows = session.run(
+                    f"UPDATE watch_leases SET holder = ?, scope = ?, expires_at = {LATER}, taken_at = now()"
+                    " WHERE target = ? AND (expires_at < now() OR holder = ?) RETURNING target",
+                    [self.holder, self.scope, self.seconds, target, self.holder],
+                )
+                if rows:
+                    previous = str(before[0][0]) if before else ""
+                    claims.append(
+                        Claim(target, previous if previous not in ("", self.holder) else None)
+                    )
+        self._bounds.update((c.target, sent + self.seconds) for c in claims)
+        return claims
 
     def free(self, targets: Sequence[str]) -> list[str]:
         """Of `targets`, those no live holder has a lease on (none, or expired), sorted."""

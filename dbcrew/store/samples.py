@@ -269,6 +269,32 @@ class SampleStore:
             )
         return rows[0][0] if rows else None
 
+    def last_watched(self, displays: Iterable[str]) -> dict[str, tuple[str, datetime | None]]:
+        """For each display the store knows: its identity (as `identity_of`) and when its latest raw pass ended (as
+        `latest`), in one transaction for them all (a watcher taking over hundreds of targets at once)."""
+        wanted = sorted(set(displays))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        with self.backend.session() as session:
+            known = session.run(
+                f"SELECT display, target FROM watch_targets WHERE display IN ({marks}) ORDER BY updated_at",
+                wanted,
+            )
+            identity = {str(d): str(t) for d, t in known}  # the latest row of each display wins
+            targets = sorted(set(identity.values()))
+            ends = (
+                session.run(
+                    "SELECT target, max(ended_at) FROM watch_passes WHERE resolution = 0 AND target IN"
+                    f" ({', '.join('?' for _ in targets)}) GROUP BY target",
+                    targets,
+                )
+                if targets
+                else []
+            )
+        latest = {str(t): utc(at) for t, at in ends if at is not None}
+        return {d: (t, latest.get(t)) for d, t in identity.items()}
+
     def replace(
         self,
         target: str,
