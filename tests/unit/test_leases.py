@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend
 from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
-from dbcrew.store.samples import SampleStore
+from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
 from roles.sharing import SessionBudget, ShareLoop, fair_share, plan_share
@@ -250,3 +250,14 @@ def test_a_workers_loops_share_one_cap_of_sessions(backend: Backend) -> None:
         loop.tick()
     held = [len(loop.watcher.watching()) for loop in loops]
     assert held == [3, 1], "the first took its three, the second what the cap left"
+
+
+def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Backend) -> None:
+    """The identity and latest pass of each target taken over (the gap starts there); none for one never watched."""
+    store = SampleStore(backend)
+    at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+    store.record(
+        [StoredPass(target="sys1/db", at=at, seconds=1.0, body="{}")],
+        targets=[WatchedTarget(target="sys1/db", display="pg://a/db", facts="{}", updated_at=at)],
+    )
+    assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
