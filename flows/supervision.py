@@ -8,6 +8,8 @@ the pool's lifetime (`dbcrew server`, calling `check` every few seconds) is the 
   of the group's targets ("the watching of ... stopped on WORKER"): a worker of this host whose
   process no longer exists, or a worker on any host whose heartbeat in the store lapsed (no
   automation on missing Prefect heartbeats for the user to create);
+- a share run that ended FAILED (its worker restarts it at its next look) is told once per streak
+  of failures of its group ("the watching of ... failed on WORKER");
 - a group that no worker watches is said once (no worker serves the `watch` queue).
 `stop` cancels the share runs of the worker it started, so a planned stop is CANCELLED, never a
 failure alert; the reviews its worker is running are cancelled the same way (`stop_reviews`), and
@@ -42,6 +44,7 @@ from prefect.client.schemas.filters import (
     FlowFilter,
     FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterEndTime,
     FlowRunFilterExpectedStartTime,
     FlowRunFilterState,
     FlowRunFilterStateName,
@@ -72,9 +75,10 @@ STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
 # a share that only missed a renewal (a slow store) is not a death.
 LAPSED_ROUNDS = 2
 LAPSED_MIN = timedelta(seconds=10)
-UNWATCHED_AFTER = timedelta(
-    minutes=1
-)  # a group no worker watches this long after the start is said
+# failed share runs that ended since then are looked at (each told once)
+FAILED_LOOKBACK = timedelta(minutes=10)
+# a group no worker watches this long after the start is said
+UNWATCHED_AFTER = timedelta(minutes=1)
 
 
 def orphaned(run: FlowRun) -> bool:
@@ -226,6 +230,8 @@ class WatchSupervisor:
         self.groups = inventory.watch_groups()
         self.told: set[UUID] = set()  # runs already marked crashed and alerted
         self.said_unwatched: set[str] = set()
+        # groups whose failure is told, until one of their runs runs again
+        self.failing: set[str] = set()
         self.since = datetime.now(UTC)
 
     def check(self) -> list[str]:
@@ -253,7 +259,28 @@ class WatchSupervisor:
                     f"watching {group}: run {run.name} crashed ({why}); the other watchers take its share"
                 )
                 self._tell(self.groups.get(group, []), group, worker, why)
+            failed = client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=[WATCH_FLOW])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.FAILED])),
+                    end_time=FlowRunFilterEndTime(
+                        after_=max(self.since, datetime.now(UTC) - FAILED_LOOKBACK)
+                    ),
+                ),
+                limit=LATE_LOOKED_AT,
+            )
         alive = {str(r.parameters.get("group")) for r in running if r.id not in self.told}
+        self._recovered(running, failed)
+        for run in failed:
+            group, worker = str(run.parameters.get("group")), str(run.parameters.get("worker"))
+            if run.id in self.told:
+                continue
+            self.told.add(run.id)
+            why = (run.state.message if run.state else "") or "failed"
+            done.append(f"watching {group}: run {run.name} failed on {worker}: {why}")
+            if group not in self.failing:  # one alert per streak of failures
+                self.failing.add(group)
+                self._tell(self.groups.get(group, []), group, worker, f"failed: {why}", "failed")
         if datetime.now(UTC) - self.since >= UNWATCHED_AFTER:
             for group in sorted(set(self.groups) - alive - self.said_unwatched):
                 self.said_unwatched.add(group)
@@ -262,6 +289,19 @@ class WatchSupervisor:
                 )
         self.said_unwatched &= set(self.groups) - alive  # said again if it happens again
         return done
+
+    def _recovered(self, running: list[FlowRun], failed: list[FlowRun]) -> None:
+        """A group's streak of failures ends when one of its runs started after its latest failure is running."""
+        last: dict[str, datetime] = {}
+        for run in failed:
+            group = str(run.parameters.get("group"))
+            if run.end_time is not None:
+                last[group] = max(last.get(group, run.end_time), run.end_time)
+        for run in running:
+            group = str(run.parameters.get("group"))
+            after = last.get(group)
+            if run.start_time is not None and (after is None or run.start_time > after):
+                self.failing.discard(group)
 
     def _lapsed(self) -> dict[str, set[str]]:
         """Per group, the holders whose heartbeat in the store lapsed (their workers died, on any host)."""
@@ -277,9 +317,11 @@ class WatchSupervisor:
             log.warning("the watchers' heartbeats could not be read: %s", exc)
             return {}
 
-    def _tell(self, entries: list[TargetEntry], group: str, worker: str, why: str) -> None:
+    def _tell(
+        self, entries: list[TargetEntry], group: str, worker: str, why: str, how: str = "stopped"
+    ) -> None:
         alert = ChannelAlert(
-            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} stopped on {worker}",
+            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} {how} on {worker}",
             body=f"Group: {group}\nWhy: {why}\nThe pool's other watchers take its share over once its leases"
             " expire; the time nobody watched is a gap in each target's series.",
             failed=True,
