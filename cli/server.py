@@ -5,7 +5,9 @@ worker, the flow runs it started and (when this command started it) the server, 
 left behind; the runs in flight end Cancelled (a planned stop alerts nobody), never Failed. A
 server already answering at the address is reused and left running. The server gets no secret
 (no API key, no database password); the worker, whose flow runs review the targets, gets the
-ones the CLI holds. Scheduled reviews missed while it was down are settled at its start.
+ones the CLI holds. Scheduled reviews missed while it was down are settled at its start. The Prefect
+server's database and the store are PostgreSQL URLs when given, or both on a local PostgreSQL this
+command manages (cli/server_databases.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from dbcrew.errors import UsageError
 from dbcrew.secrets import held_secrets
 
 if TYPE_CHECKING:
-    from flows.supervision import LateReviews, WatchSupervisor
+    from cli.server_databases import ServerDatabases
+    from flows.schedule_health import LateSlots
+    from flows.supervision import WatchSupervisor
 
 DEFAULT_PORT = 4200
 STARTUP_SECONDS = 180.0  # a cold server takes 17-21 s on 2 busy cores; leave room
@@ -138,9 +142,14 @@ def wait_healthy(api: str, process: subprocess.Popen[bytes], log_path: Path) -> 
 
 @contextmanager
 def running_server(
-    port: int, logs: Path, stack: ExitStack, withheld: Iterable[str] = ()
+    port: int,
+    logs: Path,
+    stack: ExitStack,
+    withheld: Iterable[str] = (),
+    database: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """The API address of a server at 127.0.0.1:port: the one already there, or one started now."""
+    """The API address of a server at 127.0.0.1:port: the one already there, or one started now (on `database`:
+    its PREFECT_API_DATABASE_CONNECTION_URL, none for Prefect's SQLite)."""
     api = api_url(port)
     if healthy(api):
         show(line(f"reusing the Prefect server at {api}"))
@@ -162,7 +171,7 @@ def running_server(
                 "--port",
                 str(port),
             ],
-            server_environment(api, withheld),
+            {**server_environment(api, withheld), **(database or {})},
             log,
         )
     )
@@ -170,11 +179,15 @@ def running_server(
     yield api
 
 
-def worker_environment(api: str, poll_seconds: float) -> dict[str, str]:
-    """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model."""
+def worker_environment(api: str, poll_seconds: float, store: str | None = None) -> dict[str, str]:
+    """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model,
+    and the store they share when one is named."""
+    from dbcrew.store import STORE_ENV
+
     return {
         **server_environment(api),
         **held_secrets(),
+        **({STORE_ENV: store} if store else {}),
         "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds),
     }
 
@@ -198,9 +211,9 @@ def worker_args(pool: str, name: str) -> list[str]:
     ]
 
 
-def supervise(worker: Revived, watching: WatchSupervisor, late: LateReviews) -> list[str]:
-    """One look after the pool: the worker started again if it exited, each watching run kept going, late
-    reviews told."""
+def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> list[str]:
+    """One look after the pool: the worker started again if it exited, each watching run kept going, schedule
+    slots no worker could start told."""
     said = []
     code = worker.revive()
     if code is not None:
@@ -248,8 +261,14 @@ def serve(
     poll_seconds: float,
     logs: Path,
     receiver_port: int,
+    databases: ServerDatabases | None = None,
+    local_postgres: Path | None = None,
 ) -> None:
+    """`databases`: the Prefect server's and the store's URLs given; `local_postgres`: a folder where this command
+    runs both on a PostgreSQL of its own (the URLs given still win)."""
     from cli.receiver import PATH, receiving_alerts
+    from cli.server_databases import ServerDatabases
+    from cli.server_databases import local_postgres as start_local_postgres
     from dbcrew.inventory import PasswordFromEnv, load_inventory
     from dbcrew.settings import environment
 
@@ -259,11 +278,26 @@ def serve(
         e.password.env for e in inventory.targets if isinstance(e.password, PasswordFromEnv)
     }
     logs.mkdir(parents=True, exist_ok=True)
+    given = databases or ServerDatabases()
+    if (local_postgres or given.prefect) and healthy(api_url(port)):
+        raise UsageError(
+            f"a Prefect server already answers on port {port}: its database is its own; stop it, or choose"
+            " another --port, to start one on PostgreSQL"
+        )
+    # Closed in reverse order: a local PostgreSQL stops after the server and the worker.
     with ExitStack() as stack:
-        api = stack.enter_context(running_server(port, logs, stack, password_variables))
+        if local_postgres is not None:
+            local = stack.enter_context(start_local_postgres(local_postgres))
+            given = ServerDatabases(
+                prefect=given.prefect or local.prefect, store=given.store or local.store
+            )
+        api = stack.enter_context(
+            running_server(port, logs, stack, password_variables, given.server_environment())
+        )
         os.environ["PREFECT_API_URL"] = api
         from flows.deploy import deploy_inventory
-        from flows.supervision import LateReviews, WatchSupervisor, settle_missed
+        from flows.schedule_health import LateSlots, settle_missed
+        from flows.supervision import WatchSupervisor
 
         names = deploy_inventory(inventory, pool, max_reviews)
         missed = settle_missed(inventory, started)  # before the worker would take them all
@@ -272,12 +306,12 @@ def serve(
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
             worker_args(pool, f"dbcrew-{os.getpid()}"),
-            worker_environment(api, poll_seconds),
+            worker_environment(api, poll_seconds, given.store),
             worker_log,
         )
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
-        late = LateReviews(inventory, known=[m.kept.id for m in missed if m.kept])
+        late = LateSlots(inventory, known=[m.kept.id for m in missed if m.kept])
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stack.callback(stop_reviews, worker)
         token = environment().receiver_token
@@ -291,13 +325,20 @@ def serve(
                 )
             )
         stop = stop_on_signal()
-        show(line(f"{len(inventory.targets)} targets, deployments: {', '.join(names)}"))
+        schedules = len(inventory.schedule_groups())
+        show(
+            line(
+                f"{len(inventory.targets)} targets on {schedules} schedules, deployments: {', '.join(names)}"
+            )
+        )
         show(
             line(
                 f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"
             )
         )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
+        for said in given.describe():
+            show(line(said))
         if receiver_port:
             show(
                 line(
@@ -347,7 +388,43 @@ def server(
             help="port on 127.0.0.1 of the Alertmanager webhook receiver (POST /alertmanager); 0: none",
         ),
     ] = DEFAULT_PORT + 1,
+    prefect_database: Annotated[
+        str | None,
+        typer.Option(
+            help="the Prefect server's own database, postgresql://USER@HOST:PORT/DB (default: Prefect's SQLite)",
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="the store the worker's runs share, postgresql://USER@HOST:PORT/DB (default: DBCREW_STORE_URL)",
+        ),
+    ] = None,
+    local_postgres: Annotated[
+        Path | None,
+        typer.Option(
+            help="a folder where this command runs a PostgreSQL of its own for both (started and stopped with it)",
+        ),
+    ] = None,
 ) -> None:
     """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews and
     watching; receive Alertmanager's alerts."""
-    serve(inventory, port, pool, max_reviews, poll_seconds, logs, receiver_port)
+    from cli.server_databases import ServerDatabases, postgres_url
+
+    databases = ServerDatabases(
+        prefect=postgres_url(prefect_database, "--prefect-database", ("postgresql+asyncpg://",))
+        if prefect_database
+        else None,
+        store=postgres_url(store, "--store") if store else None,
+    )
+    serve(
+        inventory,
+        port,
+        pool,
+        max_reviews,
+        poll_seconds,
+        logs,
+        receiver_port,
+        databases,
+        local_postgres,
+    )

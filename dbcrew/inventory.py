@@ -82,6 +82,31 @@ class MissedSlots(StrEnum):
     SKIP = "skip"  # all are cancelled; the next slot is the next review
 
 
+class ScheduleGroup(_Strict):
+    """The targets reviewed by one deployment and one cron schedule (flows/fleet.py `scheduled_reviews`).
+
+    Everything that shapes the scheduled run rather than each target's review must be equal in a group:
+    when it fires (the cron, its fields as written: UTC), what it runs (the scenario, named in the
+    deployment and its alerts) and what a slot missed while nothing ran it becomes (`missed`: one run
+    reviews every target of the group, so a group cannot collapse for one target and skip for another).
+    A target's own window, thresholds, password, alert URLs and tags are read by its review from its
+    entry, so they may differ within a group. The number of deployments and schedules is then the
+    number of distinct groups, however many targets share them.
+    """
+
+    cron: str
+    scenario: Scenario
+    missed: MissedSlots
+
+    @property
+    def name(self) -> str:
+        """The deployment's name, stable across publishes: `health-0-2-x-x-x` for "0 2 * * *"; `-skip` when
+        missed slots are skipped (collapse, the default, adds nothing)."""
+        fields = re.sub(r"[^a-z0-9]+", "-", self.cron.replace("*", "x").lower()).strip("-")
+        skip = "-skip" if self.missed is MissedSlots.SKIP else ""
+        return f"{self.scenario.value}-{fields}{skip}"
+
+
 class TargetEntry(_Strict):
     """One database of the fleet."""
 
@@ -185,6 +210,15 @@ class TargetEntry(_Strict):
         return overrides
 
     @property
+    def schedule_group(self) -> ScheduleGroup | None:
+        """The group whose deployment reviews this target on its schedule; None when it has no schedule."""
+        if self.schedule is None:
+            return None
+        return ScheduleGroup(
+            cron=" ".join(self.schedule.split()), scenario=self.scenario, missed=self.missed
+        )
+
+    @property
     def password_label(self) -> str:
         """Where the password comes from, for people (never the password itself)."""
         if isinstance(self.password, PasswordFromEnv):
@@ -204,6 +238,14 @@ class Inventory(_Strict):
             if entry.name in seen:
                 raise ValueError(f"two targets are named {entry.name!r}")
             seen.add(entry.name)
+        named: dict[str, ScheduleGroup] = {}
+        for group in self.schedule_groups():
+            other = named.setdefault(group.name, group)
+            if other != group:
+                raise ValueError(
+                    f"the schedules {other.cron!r} and {group.cron!r} would share the deployment name "
+                    f"{group.name!r}: write one of them another way"
+                )
         return self
 
     def names(self) -> list[str]:
@@ -220,6 +262,23 @@ class Inventory(_Strict):
     def select(self, tag: str | None) -> list[TargetEntry]:
         """Every target, or those carrying `tag`."""
         return [t for t in self.targets if tag is None or tag in t.tags]
+
+    def schedule_groups(self) -> dict[ScheduleGroup, list[TargetEntry]]:
+        """The scheduled targets by schedule group (one deployment, one cron schedule each), in the inventory's
+        order."""
+        groups: dict[ScheduleGroup, list[TargetEntry]] = {}
+        for entry in self.targets:
+            if (group := entry.schedule_group) is not None:
+                groups.setdefault(group, []).append(entry)
+        return groups
+
+    def on_schedule(self, name: str) -> tuple[ScheduleGroup, list[TargetEntry]]:
+        """The schedule group of that name and its targets; UsageError when no target is on it (any more)."""
+        for group, entries in self.schedule_groups().items():
+            if group.name == name:
+                return group, entries
+        known = ", ".join(g.name for g in self.schedule_groups()) or "none"
+        raise UsageError(f"no target of the inventory is on the schedule {name!r} (known: {known})")
 
     def watch_groups(self) -> dict[str, list[TargetEntry]]:
         """The watched targets by watching run (WatchSettings.group), in the inventory's order."""

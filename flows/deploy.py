@@ -1,5 +1,10 @@
 """Deploy the crew to a Prefect server: a work pool of in-process workers (flows/worker.py), the inventory, and its deployments.
 
+Scheduled reviews are one deployment and one cron schedule per schedule group (targets that share a
+cron, scenario and `missed:`; dbcrew.inventory.ScheduleGroup), not per target: each slot's run
+(flows/fleet.py `scheduled_reviews`) starts one review per target of the group on the pool, so
+what the Prefect scheduler keeps ahead grows with the distinct schedules, never with the fleet.
+
 Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
 machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
 queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
@@ -19,9 +24,9 @@ from prefect.schedules import Cron
 from prefect.types.entrypoint import EntrypointType
 
 from dbcrew.errors import UsageError
-from dbcrew.inventory import Inventory, TargetEntry
+from dbcrew.inventory import Inventory, ScheduleGroup, TargetEntry
 from flows.dispatch import ran_sync
-from flows.fleet import fleet_review
+from flows.fleet import fleet_review, scheduled_reviews
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
 from flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
@@ -58,19 +63,31 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
                 client.create_work_queue(queue, work_pool_name=pool, concurrency_limit=limit)
 
 
-def target_deployment(entry: TargetEntry) -> RunnerDeployment:
-    """The target's own deployment: its cron schedule, its name fixed as the one parameter."""
-    deployment = review_target.to_deployment(
-        name=entry.name,
-        parameters={"target": entry.name},
-        schedules=[Cron(entry.schedule, timezone="UTC")] if entry.schedule else None,
-        description=f"{entry.scenario} review of {entry.name}"
-        + (f" on `{entry.schedule}` (UTC)" if entry.schedule else ""),
-        tags=["dbcrew", *entry.tags],
-        work_queue_name=REVIEW_QUEUE,
-        entrypoint_type=EntrypointType.MODULE_PATH,
+SHOWN_TARGETS = 10  # targets named in a schedule's description or alert; the rest are counted
+
+
+def some_names(entries: list[TargetEntry]) -> str:
+    """The first SHOWN_TARGETS names and how many more: a schedule of a thousand targets is not listed whole."""
+    names = [e.name for e in entries]
+    more = len(names) - SHOWN_TARGETS
+    return ", ".join(names[:SHOWN_TARGETS]) + (f" and {more} more" if more > 0 else "")
+
+
+def schedule_deployment(group: ScheduleGroup, entries: list[TargetEntry]) -> RunnerDeployment:
+    """The schedule group's deployment: its cron schedule, its name the one parameter. Its runs wait for their
+    reviews on the fleet queue, never in a review's slot; the targets are read when a slot fires."""
+    return ran_sync(
+        scheduled_reviews.to_deployment(
+            name=group.name,
+            parameters={"schedule": group.name},
+            schedules=[Cron(group.cron, timezone="UTC")],
+            description=f"{group.scenario.value} review of each of {len(entries)} targets on "
+            f"`{group.cron}` (UTC), missed slots: {group.missed.value}: {some_names(entries)}",
+            tags=["dbcrew", "scheduled"],
+            work_queue_name=FLEET_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        )
     )
-    return ran_sync(deployment)
 
 
 def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
@@ -90,7 +107,7 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
 
 def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
     made = [
-        *(target_deployment(entry) for entry in inventory.targets),
+        *(schedule_deployment(g, entries) for g, entries in inventory.schedule_groups().items()),
         on_demand_deployment(inventory),
         health_review.to_deployment(
             name="lab",
@@ -111,7 +128,8 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
 
 
 def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
-    """Publish the inventory and (re)create every deployment; drops targets' deployments no longer listed.
+    """Publish the inventory and (re)create every deployment; drops the deployments of targets and schedules no
+    longer listed (and the per-target schedules of an older publish), with the runs they had scheduled.
 
     Returns the deployments' full names (flow/deployment).
     """
@@ -123,8 +141,9 @@ def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 
     keep = {(d.entrypoint, d.name) for d in deployments}
     mine = {
         "flows.targets.review_target",
-        "flows.watching.watch_targets",
-    }  # the latter: no longer deployed
+        "flows.fleet.scheduled_reviews",
+        "flows.watching.watch_targets",  # no longer deployed: the workers run their shares
+    }
     with get_client(sync_client=True) as client:
         for stale in client.read_deployments():
             if stale.entrypoint in mine and (stale.entrypoint, stale.name) not in keep:

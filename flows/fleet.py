@@ -1,9 +1,16 @@
-"""fleet_review: one review per target of the inventory, each a flow run on the work pool.
+"""fleet_review and scheduled_reviews: one review per target, each a flow run on the work pool.
 
 The reviews are runs of the on-demand deployment, so whichever worker of the pool is free takes
 each one, on any machine; the pool's review queue caps how many run at once and each target's
 global concurrency limit keeps one review per target. A target that fails (unreachable,
-authentication) fails its own run only; the fleet's summary artifact lists it with the reason.
+authentication) fails its own run only; the summary artifact lists it with the reason.
+
+`fleet_review` reviews the inventory (or a tag of it) when started; `scheduled_reviews` is what a
+schedule starts: the targets of one schedule group (dbcrew.inventory.ScheduleGroup), as the
+published inventory holds them when the slot fires. One deployment and one cron schedule per group,
+not per target: Prefect's scheduler keeps runs ahead for each schedule, and a scheduler with a
+thousand of them does nothing else. Each review is still its own flow run named by its target, with
+its target's tags, alert URLs and history.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from prefect.utilities.urls import url_for
 from pydantic import BaseModel, Field
 
 from dbcrew.errors import UsageError
+from dbcrew.inventory import TargetEntry
 from flows.artifacts import OUTCOME
 from flows.dispatch import ran_sync
 from flows.targets import ON_DEMAND, published_inventory
@@ -68,22 +76,58 @@ def fleet_review(
     entries = published_inventory().select(tag)
     if not entries:
         raise UsageError(f"no target of the inventory carries the tag {tag!r}")
-    extra = {"window": window} if window else {}
+    rows = review_each(entries, deployment, {"window": window} if window else {})
+    post_summary(
+        rows,
+        "# Fleet review" + (f" (tag {tag})" if tag else ""),
+        "dbcrew-fleet" + (f"-{tag}" if tag else ""),
+    )
+    return [r.model_dump() for r in rows]
+
+
+@flow(name="scheduled_reviews", flow_run_name="{schedule}")
+def scheduled_reviews(
+    schedule: str = Field(
+        description="the schedule group whose targets are reviewed (its deployment's name)"
+    ),
+) -> list[dict[str, object]]:
+    """One slot of a schedule: review each target of its group, as the published inventory holds them now (a
+    target added to the group and published is reviewed at the next slot, with no new deployment)."""
+    group, entries = published_inventory().on_schedule(schedule)
+    rows = review_each(entries, f"review_target/{ON_DEMAND}", {})
+    post_summary(
+        rows,
+        f"# Scheduled {group.scenario.value} reviews (`{group.cron}` UTC)",
+        f"dbcrew-schedule-{group.name}",
+    )
+    return [r.model_dump() for r in rows]
+
+
+def review_each(
+    entries: list[TargetEntry], deployment: str, extra: dict[str, object]
+) -> list[FleetRow]:
+    """Start one run of `deployment` per target (named by its target from the start, with its tags), wait for
+    every one, and return their summary rows; the failed ones are logged in one line."""
     started = {
         entry.name: ran_sync(
-            run_deployment(deployment, parameters={"target": entry.name, **extra}, timeout=0)
+            run_deployment(
+                deployment,
+                parameters={"target": entry.name, **extra},
+                flow_run_name=entry.name,  # named by its target while it waits, not only once it runs
+                tags=entry.tags,
+                timeout=0,
+            )
         ).id
         for entry in entries
     }
     finished = wait_all(list(started.values()))
     rows = [row_of(name, finished[run_id]) for name, run_id in started.items()]
-    post_summary(rows, tag)
     failed = [r.target for r in rows if r.state != "COMPLETED"]
     if failed:
         get_run_logger().warning(
             "%d of %d reviews failed: %s", len(failed), len(rows), ", ".join(failed)
         )
-    return [r.model_dump() for r in rows]
+    return rows
 
 
 def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
@@ -152,10 +196,9 @@ def _code(value: str) -> str:
     return f"`{_cell(value).replace('`', chr(39))}`" if value else ""
 
 
-def post_summary(rows: list[FleetRow], tag: str | None) -> None:
-    """The fleet's table, worst first: target, worst severity, new, resolved, and a link to each run."""
+def post_summary(rows: list[FleetRow], title: str, key: str) -> None:
+    """The reviews' table, worst first: target, worst severity, new, resolved, and a link to each run."""
     order = {"failed": 0, "critical": 1, "warning": 2, "info": 3, "none": 4}
-    title = f"# Fleet review (tag {tag})" if tag else "# Fleet review"
     lines = [
         title,
         "",
@@ -170,8 +213,4 @@ def post_summary(rows: list[FleetRow], tag: str | None) -> None:
             f"| {_cell(r.target)} | {_cell(r.worst)} | {_cell(r.problems)} | {_cell(r.new)} | "
             f"{_cell(r.resolved)} | {link} | {_code(r.detail)} |"
         )
-    create_markdown_artifact(
-        "\n".join(lines),
-        key="dbcrew-fleet" + (f"-{tag}" if tag else ""),
-        description="fleet summary",
-    )
+    create_markdown_artifact("\n".join(lines), key=key, description="reviews summary")

@@ -1,4 +1,4 @@
-"""What `dbcrew server` looks after on the pool: the watching shares' runs, and scheduled reviews nobody started.
+"""What `dbcrew server` looks after on the pool: the watching shares' runs (schedules: flows/schedule_health.py).
 
 The watching is shared over the pool by the workers themselves (flows/watching.py WatchShares: each
 worker of the `watch` queue runs its share, leased in the store), so a worker that dies on any
@@ -14,50 +14,31 @@ the pool's lifetime (`dbcrew server`, calling `check` every few seconds) is the 
 `stop` cancels the share runs of the worker it started, so a planned stop is CANCELLED, never a
 failure alert; the reviews its worker is running are cancelled the same way (`stop_reviews`), and
 the worker lets them wind down rather than fail (flows/worker.py).
-
-A target's scheduled review that no worker started (Prefect's server marks it Late once its time
-passed unstarted: no worker is polling the pool, or every slot is taken) is told once to the
-target's alert URLs (LateReviews), so a schedule that silently stopped running is not silence.
-
-Slots missed while `dbcrew server` was down are settled once at its start, before its worker polls
-(`settle_missed`): Prefect's scheduler makes runs ahead of time and never removes the ones whose
-time passed (a redeploy deletes only future ones), so a worker would take them all at once and run
-them late, back to back. Each target's `missed:` keeps the newest (collapse) or none (skip); the
-others end Cancelled with the reason. Late runs met while the server runs are waiting for a slot,
-not missed: they are told (LateReviews), never cancelled.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import psutil
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import (
-    DeploymentFilter,
-    DeploymentFilterId,
     FlowFilter,
     FlowFilterName,
     FlowRunFilter,
     FlowRunFilterEndTime,
-    FlowRunFilterExpectedStartTime,
     FlowRunFilterState,
-    FlowRunFilterStateName,
     FlowRunFilterStateType,
     WorkQueueFilter,
     WorkQueueFilterName,
 )
 from prefect.client.schemas.objects import FlowRun, StateType
-from prefect.client.schemas.sorting import FlowRunSort
-from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled, Crashed
 
-from dbcrew.inventory import Inventory, MissedSlots, TargetEntry
+from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.store import StoreUnavailable, open_store
 from dbcrew.store.leases import lapsed_holders
 from flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
@@ -68,8 +49,7 @@ from roles.sharing import holder_name
 log = logging.getLogger(__name__)
 
 WATCH_FLOW = "watch_targets"
-REVIEW_FLOW = "review_target"
-LATE_LOOKED_AT = 200  # late runs read per look: a pool without a worker piles them up
+RUNS_LOOKED_AT = 200  # runs read per look
 STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
 # A share's holder is judged dead once its heartbeat lapsed this many rounds ago (at least LAPSED_MIN):
 # a share that only missed a renewal (a slow store) is not a death.
@@ -90,94 +70,6 @@ def orphaned(run: FlowRun) -> bool:
     return host == socket.gethostname() and not psutil.pid_exists(pid)
 
 
-class LateReviews:
-    """The inventory's reviews marked Late, each told once to its target's alert URLs."""
-
-    def __init__(self, inventory: Inventory, known: Iterable[UUID] = ()):
-        """`known`: late runs already accounted for (the one a collapse of missed slots keeps runs now)."""
-        self.inventory = inventory
-        self.told: set[UUID] = set(known)
-
-    def check(self) -> list[str]:
-        with get_client(sync_client=True) as client:
-            late = client.read_flow_runs(
-                flow_filter=FlowFilter(name=FlowFilterName(any_=[REVIEW_FLOW])),
-                flow_run_filter=FlowRunFilter(
-                    state=FlowRunFilterState(name=FlowRunFilterStateName(any_=["Late"]))
-                ),
-                limit=LATE_LOOKED_AT,
-            )
-        said = []
-        for run in late:
-            if run.id in self.told:
-                continue
-            self.told.add(run.id)
-            name = str(run.parameters.get("target", ""))
-            entry = next((e for e in self.inventory.targets if e.name == name), None)
-            if entry is None:
-                continue
-            due = run.expected_start_time or run.next_scheduled_start_time
-            when = f", due {due:%Y-%m-%d %H:%M UTC}" if due else ""
-            alert = ChannelAlert(
-                title=f"dbcrew: the scheduled review of {entry.name} is late",
-                body=f"Run: {run.name}{when}\nNo worker of the pool started it:"
-                " is a worker running, or is every slot taken?",
-                failed=True,
-                findings=[],
-            )
-            said.append(f"{alert.title} (run {run.name})")
-            tell(alert, [entry])
-        return said
-
-
-@dataclass(frozen=True)
-class MissedReviews:
-    """One target's scheduled reviews that were due while nothing ran them, as settled."""
-
-    target: str
-    count: int
-    kept: FlowRun | None  # the one that runs now (collapse); None when all were skipped
-
-    def describe(self) -> str:
-        done = f"the latest runs now ({self.kept.name})" if self.kept else "skipped"
-        return f"{self.target}: {self.count} missed scheduled reviews, {done}"
-
-
-def settle_missed(inventory: Inventory, due_before: datetime) -> list[MissedReviews]:
-    """Cancel the scheduled reviews due before `due_before` that nothing started, but for each target's newest
-    when its `missed:` is collapse; what was settled, for each target that had any. Only the names Scheduled
-    and Late: an AwaitingRetry or AwaitingConcurrencySlot run is a started review's own business."""
-    settled = []
-    with get_client(sync_client=True) as client:
-        for entry in inventory.targets:
-            try:
-                deployment = client.read_deployment_by_name(f"{REVIEW_FLOW}/{entry.name}")
-            except ObjectNotFound:
-                continue
-            overdue = client.read_flow_runs(
-                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
-                flow_run_filter=FlowRunFilter(
-                    state=FlowRunFilterState(
-                        name=FlowRunFilterStateName(any_=["Scheduled", "Late"])
-                    ),
-                    expected_start_time=FlowRunFilterExpectedStartTime(before_=due_before),
-                ),
-                sort=FlowRunSort.EXPECTED_START_TIME_DESC,
-                limit=LATE_LOOKED_AT,
-            )
-            kept = overdue[:1] if entry.missed is MissedSlots.COLLAPSE else []
-            why = (
-                f"missed while dbcrew server was down; collapsed into run {kept[0].name}"
-                if kept
-                else "missed while dbcrew server was down; skipped (missed: skip)"
-            )
-            for run in overdue[len(kept) :]:
-                client.set_flow_run_state(run.id, Cancelled(message=why), force=True)
-            if overdue:
-                settled.append(MissedReviews(entry.name, len(overdue), kept[0] if kept else None))
-    return settled
-
-
 def stop_reviews(worker_pid: int) -> list[str]:
     """A planned stop of the worker `worker_pid` of this host: the reviews and fleet runs it is running end
     Cancelled now, whatever the worker manages before it exits (it winds them down; one killed after its
@@ -190,7 +82,7 @@ def stop_reviews(worker_pid: int) -> list[str]:
             work_queue_filter=WorkQueueFilter(
                 name=WorkQueueFilterName(any_=[REVIEW_QUEUE, FLEET_QUEUE])
             ),
-            limit=LATE_LOOKED_AT,
+            limit=RUNS_LOOKED_AT,
         )
         mine = [
             r
@@ -219,7 +111,7 @@ def running_shares(client: SyncPrefectClient) -> list[FlowRun]:
         flow_run_filter=FlowRunFilter(
             state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
         ),
-        limit=LATE_LOOKED_AT,
+        limit=RUNS_LOOKED_AT,
     )
 
 
@@ -267,7 +159,7 @@ class WatchSupervisor:
                         after_=max(self.since, datetime.now(UTC) - FAILED_LOOKBACK)
                     ),
                 ),
-                limit=LATE_LOOKED_AT,
+                limit=RUNS_LOOKED_AT,
             )
         alive = {str(r.parameters.get("group")) for r in running if r.id not in self.told}
         self._recovered(running, failed)

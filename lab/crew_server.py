@@ -57,8 +57,13 @@ def prefect_database(pg: EmbeddedPostgres, name: str = "prefect") -> dict[str, s
 
 @contextmanager
 def running_crew_server(
-    inventory: Path, work: Path, max_reviews: int = 2, env: dict[str, str] | None = None
+    inventory: Path,
+    work: Path,
+    max_reviews: int = 2,
+    env: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> Iterator[CrewServer]:
+    """`options`: more of `dbcrew server`'s options (`--local-postgres DIR`)."""
     port, receiver_port = _free_port(), _free_port()
     environment = {
         **os.environ,
@@ -86,6 +91,7 @@ def running_crew_server(
             str(work / "logs"),
             "--receiver-port",
             str(receiver_port),
+            *options,
         ],
         env=environment,
         stdout=subprocess.PIPE,

@@ -26,7 +26,7 @@ targets:
   - name: beta
     url: {beta}
     password: {{env: BETA_PASSWORD}}
-    schedule: "30 4 * * 1"
+    schedule: "0 3 * * *"
     window: 1
     tags: [fleet-test]
     alerts: ["{hook}/beta", "json://127.0.0.1:{dead_port}/nobody-listens"]
@@ -65,8 +65,9 @@ def crew_server(
     webhook: tuple[str, list[dict[str, object]]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[CrewServer]:
-    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable), each alerting
-    the webhook receiver, and the history in a PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
+    """`dbcrew server` as a user starts it, on a free port, with three targets (one unreachable; alpha and beta
+    on one cron schedule, so one deployment), each alerting the webhook receiver, and the history in a
+    PostgreSQL store (DBCREW_STORE_URL) the tests read too."""
     pg = fleet_pg
     work = tmp_path_factory.mktemp("crew-server")
     pg.psql(f"CREATE DATABASE {STORE};")

@@ -22,7 +22,7 @@ from tests.e2e.conftest import BETA_PASSWORD
 
 pytestmark = pytest.mark.timeout(900)
 
-SCHEDULED = ("alpha", "beta", "gone")
+SCHEDULES = {"health-0-3-x-x-x": "0 3 * * *", "health-0-5-1-x-x": "0 5 1 * *"}  # the inventory's
 
 
 @pytest.fixture()
@@ -55,6 +55,8 @@ def finished(client, run_id: UUID):
 
 
 def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
+    """One deployment and one cron schedule per schedule group (alpha and beta share theirs), none per target;
+    the server's scheduler keeps each one's runs ahead."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         DeploymentFilter,
@@ -65,24 +67,41 @@ def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
     )
     from prefect.client.schemas.objects import StateType
 
-    def scheduled() -> dict[str, int] | None:
+    with get_client(sync_client=True) as client:
+        deployments = {d.id: d for d in client.read_deployments()}
+    scheduled = {d.name: d for d in deployments.values() if d.schedules}
+    assert sorted(scheduled) == sorted(SCHEDULES)
+    assert "2 targets" in (scheduled["health-0-3-x-x-x"].description or "")
+    for name, deployment in scheduled.items():
+        assert deployment.entrypoint == "flows.fleet.scheduled_reviews"
+        assert deployment.parameters == {"schedule": name}
+        assert [s.schedule.cron for s in deployment.schedules] == [SCHEDULES[name]]
+        assert deployment.work_queue_name == "fleet"
+    assert {
+        d.name for d in deployments.values() if d.entrypoint == "flows.targets.review_target"
+    } == {"on-demand"}, "no deployment per target"
+
+    def runs_ahead() -> dict[str, int] | None:
         with get_client(sync_client=True) as client:
             runs = client.read_flow_runs(
-                deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(SCHEDULED))),
+                deployment_filter=DeploymentFilter(name=DeploymentFilterName(any_=list(SCHEDULES))),
                 flow_run_filter=FlowRunFilter(
                     state=FlowRunFilterState(
                         type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])
                     )
                 ),
             )
-            deployments = {d.id: d.name for d in client.read_deployments()}
         counts = {
-            name: sum(deployments.get(r.deployment_id) == name for r in runs) for name in SCHEDULED
+            name: sum(
+                deployments[r.deployment_id].name == name
+                for r in runs
+                if r.deployment_id in deployments
+            )
+            for name in SCHEDULES
         }
         return counts if all(counts.values()) else None
 
-    counts = poll(scheduled, "scheduled runs of every target's deployment")
-    assert set(counts) == set(SCHEDULED) and min(counts.values()) >= 1
+    poll(runs_ahead, "scheduled runs of every schedule's deployment")
 
 
 def test_the_deployments_offer_a_form_of_choices(api: str):
@@ -425,38 +444,39 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
 
 def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_skipped(api: str):
     """Prefect keeps the runs of slots whose time passed while nothing ran them, and a worker would run them all,
-    late and back to back. At start (before its worker polls) `dbcrew server` settles them as each target's
-    `missed:` says: the newest runs once (collapse, the default) or none does (skip). Runs still ahead stay."""
+    late and back to back. At start (before its worker polls) `dbcrew server` settles them as each schedule
+    group's `missed:` says (the same for each of its targets): the newest runs once (collapse, the default) or
+    none does (skip). Runs still ahead stay."""
     from datetime import UTC, datetime, timedelta
 
     from prefect.client.orchestration import get_client
     from prefect.states import Scheduled
 
     from dbcrew.inventory import Inventory
-    from flows.deploy import ensure_pool, target_deployment
-    from flows.supervision import settle_missed
+    from flows.deploy import ensure_pool, schedule_deployment
+    from flows.schedule_health import settle_missed
 
     pool = "missed-slots"  # no worker polls it: the slots stay missed until settled
     ensure_pool(pool, max_reviews=1)
     entries = [
-        {"name": name, "url": "postgresql://nobody@127.0.0.1:1/x", "schedule": "0 3 * * *"}
-        for name in ("missed-collapse", "missed-skip")
+        {"name": name, "url": "postgresql://nobody@127.0.0.1:1/x", "schedule": "15 3 * * *"}
+        for name in ("missed-collapse", "missed-collapse-too", "missed-skip")
     ]
-    entries[1]["missed"] = "skip"
+    entries[2]["missed"] = "skip"
     inventory = Inventory.model_validate({"targets": entries})
     started = datetime.now(UTC)
     past: dict[str, list[UUID]] = {}
     ahead: dict[str, UUID] = {}
     with get_client(sync_client=True) as client:
-        for entry in inventory.targets:
-            deployment = target_deployment(entry).apply(work_pool_name=pool)
-            past[entry.name] = [
+        for group, members in inventory.schedule_groups().items():
+            deployment = schedule_deployment(group, members).apply(work_pool_name=pool)
+            past[group.name] = [
                 client.create_flow_run_from_deployment(
                     deployment, state=Scheduled(scheduled_time=started - timedelta(hours=hours))
                 ).id
                 for hours in (3, 2, 1)
             ]
-            ahead[entry.name] = client.create_flow_run_from_deployment(
+            ahead[group.name] = client.create_flow_run_from_deployment(
                 deployment, state=Scheduled(scheduled_time=started + timedelta(hours=1))
             ).id
 
@@ -466,12 +486,13 @@ def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_ski
         with get_client(sync_client=True) as client:
             return [client.read_flow_run(run).state_type.value for run in runs]
 
-    assert types(past["missed-collapse"]) == ["CANCELLED", "CANCELLED", "SCHEDULED"]
-    assert types(past["missed-skip"]) == ["CANCELLED", "CANCELLED", "CANCELLED"]
+    assert sorted(past) == ["health-15-3-x-x-x", "health-15-3-x-x-x-skip"]
+    assert types(past["health-15-3-x-x-x"]) == ["CANCELLED", "CANCELLED", "SCHEDULED"]
+    assert types(past["health-15-3-x-x-x-skip"]) == ["CANCELLED", "CANCELLED", "CANCELLED"]
     assert types(list(ahead.values())) == ["SCHEDULED", "SCHEDULED"]
     kept = settled[0].kept
-    assert kept is not None and kept.id == past["missed-collapse"][-1]
+    assert kept is not None and kept.id == past["health-15-3-x-x-x"][-1]
     assert settled[0].describe() == (
-        f"missed-collapse: 3 missed scheduled reviews, the latest runs now ({kept.name})"
+        f"health-15-3-x-x-x (2 targets): 3 missed slots, the latest runs now ({kept.name})"
     )
-    assert settled[1].describe() == "missed-skip: 3 missed scheduled reviews, skipped"
+    assert settled[1].describe() == "health-15-3-x-x-x-skip (1 targets): 3 missed slots, skipped"
