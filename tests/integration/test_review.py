@@ -23,10 +23,10 @@ READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", 
 SEES_THE_IDLE_SESSION = Thresholds(idle_in_transaction_seconds=QUICK_IDLE_SECONDS)
 # And the planted slow statement: the shop's workload is its build's bulk loads (about 400,000 rows
 # written once) and lab.shop.WORKLOAD_ROUNDS email lookups, each a sequential scan of the 50,000
-# customers beside look-ups by an index. Rows written against rows scanned, both set by the shop, give
-# the lookups their share (16-17 % on a quiet 2-core host, eight times the 2 % floor) on a fast host as
-# on a slow one; their total in milliseconds is the host's speed, over the default 1 s floor on a slow
-# host and under it on a fast one. That absolute floor has its own test (test_slow_statements.py).
+# customers beside look-ups by an index. Rows written against rows scanned, both set by the shop,
+# give the lookups their share (16 % measured on a quiet 2-core host, eight times the 2 % floor) on
+# a fast host as on a slow one; their total in milliseconds is the host's speed, over the default 1 s
+# floor on a slow host and under it on a fast one. That floor has its own test (test_slow_statements).
 SEES_THE_PLANTED_PROBLEMS = Thresholds(
     idle_in_transaction_seconds=QUICK_IDLE_SECONDS, slow_query_min_total_ms=0
 )
