@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark section in turn, or those named (`python -m bench scale faults`).
+"""`make bench`: every benchmark section in turn, or those named (`python -m bench tables faults`).
 
 Each section is a module of this package with a `main()` that prints its own table; a section
 is listed in SECTIONS so the order of the printout is stable.
@@ -33,7 +33,7 @@ os.environ.setdefault(
 
 SECTIONS = (
     "orchestration",
-    "scale",
+    "tables",
     "hypo",
     "error_tree",
     "faults",

@@ -23,11 +23,10 @@ from bench import injections
 from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from operators.diagnose.sampler import sample_window
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 SIGMA = 0.1
 MAX_CAUSES = 4

@@ -29,12 +29,11 @@ import psycopg
 from dbcrew.models import Report
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, revoking, role_setting, terminating
 from lab.shop import DemoShop
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 WINDOW = 3.0
 LONG_WINDOW = 12.0  # sessions ended every 2 s and 5 s: several kills land inside the window

@@ -34,12 +34,11 @@ from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from operators.registry import REGISTRY, equivalents
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)

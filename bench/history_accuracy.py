@@ -26,9 +26,8 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 from roles.watching import RoundReport, Watcher
 
 QUIET_ROUNDS = 10

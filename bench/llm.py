@@ -102,7 +102,9 @@ def diagnose(
             timeout=30.0,
             max_retries=0,
         )
-        _, report = LlmDiagnoser(client, render, limits, Capability.TOOLS).diagnose(record, rules)
+        _, _, report = LlmDiagnoser(client, render, limits, Capability.TOOLS).diagnose(
+            record, rules
+        )
     finally:
         server.close()
     return report, client.latencies

@@ -31,13 +31,12 @@ from dbcrew.models import Report
 from dbcrew.settings import Capability, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.llama_server import LlamaServer, LocalModel
 from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 CAUSES = ("workload_many_inserts", "lock_contention")
 QUESTION = "how big is the inj_log table?"

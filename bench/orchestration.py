@@ -21,9 +21,9 @@ WINDOW = 10.0
 
 
 def main() -> None:
-    from flows.phases import PlainPhases
-    from flows.review import health_review, review
+    from flows.review import health_review
     from roles.crew.run import RunContext
+    from roles.spine import PlainPhases, review
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
     pg = EmbeddedPostgres(work / "pgdata").start()

@@ -312,8 +312,10 @@ def report(outcomes: list[Outcome], runs: int) -> None:
         mine = [o for o in singles if o.case.level == level]
         clean = [o for o in controls if o.case.level == level]
         named = Counter(c for o in clean for c in o.found)
+        worst = max(o.seconds - WINDOW_SECONDS for o in outcomes if o.case.level == level)
         print(
             f"  {level:>2}x ({level * CORES} clients): single-cause {spread(per_run(mine)) if mine else '-'}"
+            + f"; worst {worst:.1f} s beyond the window (bound 60)"
             + (
                 f"; healthy controls {sum(1 for o in clean if not o.found)}/{len(clean)} clean"
                 + (

@@ -28,10 +28,14 @@ from cli.ask import ask
 from cli.console import SEVERITY_STYLES, err, fail, line, show
 from cli.history import history
 from cli.reviewing import (
+    DEADLINE_HELP,
+    DEFAULT_DEADLINE,
     past_interval,
     prefect_env,
     prepare_review,
     prometheus_source,
+    review_in_process,
+    runs_in_process,
     start_review,
 )
 from cli.server import server
@@ -86,9 +90,11 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
         )
     prefect_env()
     run_errors_said_once()
-    from cli.temporary_server import start_temporary_server
+    in_process = runs_in_process(request)
+    if not in_process:
+        from cli.temporary_server import start_temporary_server
 
-    start_temporary_server()
+        start_temporary_server()
     from dbcrew import progress
     from dbcrew.progress import ProgressEvent
 
@@ -111,7 +117,8 @@ def run_cli_review(request: ReviewRequest, url: str) -> Report:
 
         stop = progress.listen(on_event)
         try:
-            return interrupts.run_interruptible(lambda: start_review(request))
+            run = review_in_process if in_process else start_review
+            return interrupts.run_interruptible(lambda: run(request))
         finally:
             stop()
 
@@ -160,6 +167,7 @@ def review(
             help="NAME=VALUE overriding a health-check threshold for this run, e.g. long_running_query_seconds=300"
         ),
     ] = [],  # noqa: B006
+    deadline: Annotated[float, typer.Option(help=DEADLINE_HELP)] = DEFAULT_DEADLINE,
 ) -> None:
     """Review a database's health and write a report."""
     ablations = Ablations(
@@ -176,6 +184,7 @@ def review(
         faults=inject_fault,
         ablations=ablations,
         thresholds=threshold,
+        deadline=deadline,
     )
     report = run_cli_review(request, target)
     print_summary(report, request)
@@ -220,6 +229,7 @@ def diagnose(
     ] = None,
     prometheus_selector: Annotated[str, typer.Option(help=SELECTOR_HELP)] = "",
     node_selector: Annotated[str, typer.Option(help=NODE_SELECTOR_HELP)] = "",
+    deadline: Annotated[float, typer.Option(help=DEADLINE_HELP)] = DEFAULT_DEADLINE,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
     interval = past_interval(since, until)
@@ -233,6 +243,7 @@ def diagnose(
         baseline=baseline,
         interval=interval,
         prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
+        deadline=deadline,
     )
     report = run_cli_review(request, target)
     print_diagnosis(report, request)

@@ -33,6 +33,12 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from operators.collect.probe import read_brief
 
+DEFAULT_DEADLINE = Settings.model_fields["deadline_after_window_seconds"].default
+DEADLINE_HELP = (
+    "seconds after the window by which the report is due: charts and a model's experts stand down"
+    " before it, and the causes found are written"
+)
+
 PREFECT_DEFAULTS = {
     # Measured on 2 cores: a cold ephemeral server needs 17-21 s against a 20 s default.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
@@ -85,10 +91,15 @@ def prepare_review(
     thresholds: Sequence[str] = (),
     interval: PastInterval | None = None,
     prometheus: PrometheusSource | None = None,
+    deadline: float = DEFAULT_DEADLINE,
 ) -> ReviewRequest:
     """The review request of what a user typed, once its input is valid and the target answers; UsageError otherwise."""
     if not math.isfinite(window) or window < 0:
         raise UsageError("--window must be a finite number of seconds, zero or more")
+    if not math.isfinite(deadline) or deadline < 0:
+        raise UsageError(
+            "--deadline must be a finite number of seconds after the window, zero or more"
+        )
     if scenario is Scenario.DIAGNOSE and window < 1:
         raise UsageError("--window must be at least 1 second for a diagnosis")
     if baseline is not None:
@@ -109,6 +120,7 @@ def prepare_review(
             check_recorded(target, read_brief(conn), interval)
     settings = Settings(
         window_seconds=window,
+        deadline_after_window_seconds=deadline,
         ablations=ablations or Ablations(),
         alert=alert,
         baseline_path=str(baseline.resolve()) if baseline else None,
@@ -198,6 +210,29 @@ def check_prometheus(
         select(Prometheus(source.address), source, target, interval)
     except (NoSamples, AmbiguousSeries) as exc:
         raise UsageError(str(exc)) from None
+
+
+def runs_in_process(request: ReviewRequest) -> bool:
+    """Whether a CLI run goes without Prefect: a diagnosis with no Prefect server named (after prefect_env).
+
+    A diagnosis is asked for while the host is on fire: there a temporary Prefect server took 100 s to
+    start (4 clients a core, 2 cores), past the answer's whole deadline, and its runs die with the CLI
+    anyway. So it runs in this process (roles/spine.py), recorded in the store like any run; with
+    a server running (`dbcrew server`, PREFECT_API_URL or a profile's), it is a flow run there."""
+    if request.scenario is not Scenario.DIAGNOSE:
+        return False
+    from prefect.settings import PREFECT_API_URL
+
+    return not PREFECT_API_URL.value()
+
+
+def review_in_process(request: ReviewRequest) -> Report:
+    """The request's run as plain calls, into `request.out` (prepare_review made it)."""
+    from roles.crew.run import RunContext
+    from roles.spine import PlainPhases, review
+
+    assert request.target is not None and request.out is not None  # prepare_review's
+    return review(RunContext.of(request, request.target, request.out), PlainPhases)
 
 
 def start_review(request: ReviewRequest) -> Report:

@@ -552,6 +552,13 @@ class Thresholds(_Bounds):
         description="counters younger than this (reset, discarded, restarted during the run):"
         " the checks judging by them are partial and their earlier findings are not resolved",
     )
+    # cache_hit_ratio_low, and the cache as a symptom for setting_suboptimal (operators/statistics_age.py)
+    server_warm_up_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="a server started this recently before the review (or during it) has a cold"
+        " cache: the checks judged on what a start empties are partial, never a finding",
+    )
     # index_unused
     unused_index_min_stats_age_days: float = Field(7.0, description="younger statistics: info only")
     unused_index_min_bytes: int = 1 * 1024 * 1024
@@ -576,9 +583,18 @@ class Thresholds(_Bounds):
     # sequence_exhaustion
     sequence_warning_ratio: float = 0.75
     sequence_critical_ratio: float = 0.90
-    # xid_wraparound_risk, and who holds the xmin horizon back
+    # xid_wraparound_risk, and who holds the xmin horizon back: a warning from xid_warning_age, or from
+    # this share of the freeze limit (autovacuum_freeze_max_age, its multixact twin for
+    # mxid_wraparound_risk) where autovacuum is off and only the server's forced vacuums will freeze
     xid_warning_age: int = 1_000_000_000
     xid_critical_age: int = 1_500_000_000
+    freeze_max_age_near_ratio: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="share of autovacuum_freeze_max_age (or its multixact twin) from which an age"
+        " with autovacuum off for it is xid_wraparound_risk (mxid_): a warning",
+    )
     horizon_holder_min_age: int = Field(
         1_000_000,
         description="an xmin this many transactions old is named as holding"
@@ -734,6 +750,18 @@ class Settings(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     window_seconds: float = Field(10.0, ge=0, description="seconds to sample activity and counters")
+    deadline_after_window_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="a run's deadline is its window plus this, from its start (dbcrew/deadline.py):"
+        " the work that can wait (charts, a model's experts) stands down before it",
+    )
+    deadline_reserve_seconds: float = Field(
+        15.0,
+        ge=0,
+        description="the time before the deadline kept for writing the causes found: work that can"
+        " wait does not start once less is left",
+    )
     activity_samples: int = 5
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000

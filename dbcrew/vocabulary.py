@@ -14,7 +14,7 @@ from typing import Literal
 
 
 class Scenario(StrEnum):
-    """What a run is for; each has a playbook in roles/crew/playbooks.py."""
+    """What a run is for; each has a playbook in roles/brains/playbooks.py."""
 
     HEALTH = "health"  # the periodic health review
     DIAGNOSE = "diagnose"  # root causes of a performance anomaly happening now

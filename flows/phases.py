@@ -1,12 +1,12 @@
-"""The three phases, initialize, execute and replan, two ways: as Prefect flows (`PrefectPhases`, what a
-review run uses) and as plain calls of the same roles/ steps (`PlainPhases`: tests and benchmarks that
-measure the crew without Prefect). flows/review.py's loop takes either."""
+"""The three phases, initialize, execute and replan, as Prefect flows (`PrefectPhases`, what a review run
+uses): each a subflow run of the review's flow run, with its artifacts. The same roles/ steps run as plain
+calls in roles/spine.py (`PlainPhases`), whose loop takes either."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from prefect import Flow, flow
 from prefect.futures import PrefectFuture, wait
@@ -19,7 +19,7 @@ from flows.runner import Bundle, PrefectRunner
 from roles.crew import run as steps  # the phases' steps (a flow parameter is named run)
 from roles.crew.execution import ExecutionResult, ExecutionState, execute
 from roles.crew.faults import FaultInjector
-from roles.crew.run import Initialized, ReplanOutcome, RunContext, execute_plain, replan_phase
+from roles.crew.run import Initialized, ReplanOutcome, RunContext
 
 
 @flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
@@ -49,7 +49,7 @@ def execute_phase(
             pool=pool,
         )
         runner = PrefectRunner(bundle)
-        result = execute(strategy, state, runner, run.monitor())
+        result = execute(strategy, state, runner, run.monitor(), run.deadline)
         wait(
             runner.task_runs
         )  # every task run has its final state before the flow run gets its own
@@ -62,26 +62,6 @@ def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutc
     outcome = steps.replan_phase(run, brief, result)
     post_edits(run, outcome.edits, outcome.rejected)
     return outcome
-
-
-class ReviewPhases(Protocol):
-    """A review's three phases, run one way or the other (the report's Phases counts their work)."""
-
-    def initialize(self, run: RunContext) -> Initialized: ...
-
-    def execute(
-        self, run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
-    ) -> ExecutionResult: ...
-
-    def replan(self, run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome: ...
-
-
-class PlainPhases:
-    """The phases as plain calls: no flow runs, no artifacts."""
-
-    initialize = staticmethod(steps.initialize)
-    execute = staticmethod(execute_plain)
-    replan = staticmethod(replan_phase)
 
 
 class PrefectPhases:

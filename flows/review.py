@@ -17,13 +17,13 @@ from dbcrew.models import Report
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.workspace import discard, release
+from dbcrew.workspace import discard
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
-from flows.phases import PrefectPhases, ReviewPhases
-from roles.crew.run import PhaseLog, ReviewResult, RunContext, remember
-from roles.report.history import reviewed
-from roles.report.reporter import build_report, prune_reports
+from flows.phases import PrefectPhases
+from roles.crew.run import RunContext
+from roles.report.reporter import prune_reports
+from roles.spine import review
 
 
 def run_link() -> str:
@@ -69,30 +69,3 @@ def conduct(run: RunContext) -> Report:
             discard(run.workspace_path)
             prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
     return report
-
-
-def review(run: RunContext, phases: ReviewPhases) -> Report:
-    """Run the phases, build the report with the run's brain, record it in the target's history (the shared
-    store: a review that raises is recorded as failed) and write report.json/md/html into `run.out_dir`
-    (roles/report/history.py's `reviewed`).
-    The run's workspace connection closes then: the report and the workspace file are what remains."""
-    try:
-        report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))
-    finally:
-        release(run.workspace_path)
-    return report
-
-
-def run_phases(run: RunContext, phases: ReviewPhases) -> ReviewResult:
-    """initialize -> execute -> (re-plan -> execute)*, at most `max_replans` re-plans; then remember."""
-    init = phases.initialize(run)
-    log = PhaseLog(run, init)
-    result = log.executed(phases.execute(run, init.brief, init.strategy, log.first_state()))
-    while log.replan_due(result):
-        outcome = phases.replan(run, init.brief, result)
-        result = log.executed(
-            phases.execute(run, init.brief, outcome.strategy, log.next_state(result, outcome))
-        )
-    concluded = log.concluded(result)
-    remember(run, concluded)
-    return concluded

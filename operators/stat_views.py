@@ -150,24 +150,26 @@ WAL_CHECKPOINTS_MAX = (
 )
 CHECKPOINTER_SQL_17 = (
     "SELECT 'checkpointer'::text AS source, num_timed::bigint AS timed, num_requested::bigint AS requested,"
-    f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_checkpointer"
+    f" buffers_written::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX}, stats_reset FROM pg_stat_checkpointer"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointerRow:
-    """A row of `checkpointer` (CHECKPOINTER_SQL_17 or _OLD); `wal_checkpoints_max` None when the WAL position is unknown."""
+    """A row of `checkpointer` (CHECKPOINTER_SQL_17 or _OLD); `wal_checkpoints_max` None when the WAL position is
+    unknown; `stats_reset` when its counters began (initdb, a crash's discard, `pg_stat_reset_shared`)."""
 
     source: str
     timed: int
     requested: int
     buffers_written: int
     wal_checkpoints_max: int | None
+    stats_reset: datetime | None = None
 
 
 CHECKPOINTER_SQL_OLD = (
     "SELECT 'bgwriter'::text AS source, checkpoints_timed::bigint AS timed, checkpoints_req::bigint AS requested,"
-    f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX} FROM pg_stat_bgwriter"
+    f" buffers_checkpoint::bigint AS buffers_written, {WAL_CHECKPOINTS_MAX}, stats_reset FROM pg_stat_bgwriter"
 )
 
 

@@ -19,6 +19,11 @@ When did the counters of this database begin?
   the start counts as a discard (only ever for `counters_min_age_seconds` after a start).
 - Else (never reset, never discarded) they have counted since the database began: complete,
   however fresh the database, and judged normally.
+
+A clean restart keeps the counters but not the cache: shared buffers (and the kernel's page cache
+after a host restart) start empty and fill as the workload reads. A server started less than
+`server_warm_up_seconds` before the review (or restarted during it) has a cold cache, so what is
+judged on what a start empties (the cache hit ratio) is not judged then (`cold_cache`).
 """
 
 from __future__ import annotations
@@ -85,6 +90,33 @@ def counters_began(brief: Brief) -> CountersBegan | None:
     return CountersBegan(at, cause, max((brief.probed_at - at).total_seconds(), 0.0))
 
 
+def young_shared_counters(
+    brief: Brief | None, view: str, reset_at: datetime | None, min_age_seconds: float
+) -> str | None:
+    """Why a server-wide view's counters (`view`, e.g. the checkpointer's) are too young to judge by,
+    or None. They begin at their own `stats_reset`. initdb stamps every server-wide view alike, and
+    so does a start without statistics: a stamp equal to the server-wide one
+    (`Brief.shared_stats_reset_at`) began with them, complete unless the server discarded them at its
+    start (`_discarded_at_start`, as for a database's counters). A stamp of its own is a reset of this
+    view alone (`pg_stat_reset_shared`)."""
+    if brief is None or brief.probed_at is None or reset_at is None:
+        return None
+    shared = brief.shared_stats_reset_at
+    together = (
+        shared is not None and abs((reset_at - shared).total_seconds()) < RESTART_SLACK_SECONDS
+    )
+    if together and not _discarded_at_start(brief):
+        return None
+    seconds = max((brief.probed_at - reset_at).total_seconds(), 0.0)
+    if seconds >= min_age_seconds:
+        return None
+    cause = f"{view} statistics " + ("discarded when the server started" if together else "reset")
+    return (
+        f"{CountersBegan(reset_at, cause, seconds).describe()}: counters younger than"
+        f" {min_age_seconds:.0f} s cannot show what is there, and a finding missing now is not resolved"
+    )
+
+
 def young_counters(brief: Brief | None, min_age_seconds: float) -> str | None:
     """Why this database's counters are too young to judge by, or None when they are not."""
     began = None if brief is None else counters_began(brief)
@@ -118,4 +150,33 @@ def restart_before_window(ctx: OperatorContext) -> str | None:
         f"the server restarted at {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M:%S} UTC, after"
         " the review's probe: its window followed the restart (a cold cache, counters a crash may"
         " have emptied) and is not judged"
+    )
+
+
+def started_seconds_before(brief: Brief | None) -> float | None:
+    """How long the server had been up when the probe read it, or None when the brief does not say."""
+    if brief is None or brief.probed_at is None or brief.server_started_at is None:
+        return None
+    return max((brief.probed_at - brief.server_started_at).total_seconds(), 0.0)
+
+
+def just_started(brief: Brief | None, warm_up_seconds: float) -> float | None:
+    """Seconds the server had been up at the probe when fewer than `warm_up_seconds`, else None."""
+    up = started_seconds_before(brief)
+    return up if up is not None and up < warm_up_seconds else None
+
+
+def cold_cache(ctx: OperatorContext) -> str | None:
+    """Why the window's cache is cold, or None: the server restarted during the run
+    (`restart_before_window`) or started less than `server_warm_up_seconds` before the review."""
+    restart = restart_before_window(ctx)
+    if restart:
+        return restart
+    warm_up = ctx.settings.thresholds.server_warm_up_seconds
+    up = just_started(ctx.brief, warm_up)
+    if up is None:
+        return None
+    return (
+        f"the server started {up:.0f} s before the review (under server_warm_up_seconds, {warm_up:.0f} s):"
+        " its cache is still filling, a cold cache is no verdict on its size, and what it empties is not judged"
     )

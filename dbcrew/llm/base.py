@@ -67,15 +67,25 @@ class Brain(ABC):
 
     @abstractmethod
     def summarize(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
-    ) -> str: ...
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
+    ) -> str:
+        """The summary of a run; `compared` says what a diagnosis compared its window with (a
+        baseline, or none) as a clause, "" where nothing was sampled or for a review."""
 
     def summaries(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
     ) -> tuple[str, str]:
         """The report's summary and a model's own summary beside it ("" from a brain without a model).
 
         The first is always the rules' summary, computed from the findings and the coverage: a
         model's text is data that may be added to it, marked as the model's, never put in its place.
         """
-        return self.summarize(scenario, findings, coverage), ""
+        return self.summarize(scenario, findings, coverage, compared), ""

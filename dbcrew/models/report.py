@@ -38,6 +38,9 @@ class SkipKind(StrEnum):
     REMOVED = "removed"  # a re-plan took it out of the plan
     NOT_PLANNED = "not_planned"
     STOPPED = "stopped"  # the run was stopped (Ctrl-C, SIGTERM) before it completed
+    DEADLINE = (
+        "deadline"  # work that can wait stood down before the run's deadline (dbcrew/deadline.py)
+    )
 
 
 class SkipCause(BaseModel):
@@ -103,6 +106,20 @@ class RootCause(BaseModel):
         None,
         description="share of the window's active session time the cause explains"
         " (operators/diagnose/attribution.py); None where it cannot be measured that way",
+    )
+
+
+class Hypothesis(BaseModel):
+    """A cause only a model proposed that the measured evidence did not confirm: shown apart from the
+    root causes, never counted as one (operators/diagnose/support.py)."""
+
+    code: Cause
+    confidence: float = Field(description="the model's own confidence, as it said it")
+    expert: str = Field(description="the LLM expert that proposed it")
+    explanation: str = Field("", description="the model's explanation, as data")
+    unconfirmed: str = Field(description="why the measurements do not support it")
+    time_share: float | None = Field(
+        None, description="share of the sampled active time it explains; None where not measured"
     )
 
 
@@ -355,6 +372,11 @@ class Report(BaseModel):
     coverage: list[CoverageEntry] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     root_causes: list[RootCause] = Field(default_factory=list)
+    hypotheses: list[Hypothesis] = Field(
+        default_factory=list,
+        description="causes only a model proposed that the measured evidence did not confirm:"
+        " the model's unconfirmed hypotheses, not root causes",
+    )
     phases: Phases = Field(default_factory=Phases)
     llm: LlmUsage = Field(default_factory=LlmUsage)
     summary: str = Field(

@@ -17,7 +17,7 @@ from typing import Any
 from dbcrew.models import Finding, Role, Severity
 from dbcrew.vocabulary import Category, FindingCode
 from operators.registry import Observation, OperatorContext, operator
-from operators.statistics_age import restart_before_window, young_counters
+from operators.statistics_age import cold_cache, restart_before_window, young_counters
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ def check(
     returns none, `counted` the codes it judges by cumulative counters: while the target's
     counters are younger than `counters_min_age_seconds` (operators/statistics_age.py) the check
     is partial, with the reason, and those codes are unjudged; `since_start` the codes judged on
-    what a server restart empties (the cache): when the window followed a restart during the run,
-    those and the counted ones are unjudged.
+    what a server start empties (the cache): when the server started less than
+    `server_warm_up_seconds` before the review, those are unjudged, and when the window followed a
+    restart during the run, those and the counted ones are.
     """
 
     def register(body: CheckBody) -> Check:
@@ -85,20 +86,26 @@ def _aged(
     counted: tuple[FindingCode, ...],
     since_start: tuple[FindingCode, ...],
 ) -> Coverage:
-    """The coverage, partial and with codes unjudged when the counters are too young or the window
-    followed a restart during the run (operators/statistics_age.py)."""
+    """The coverage, partial and with codes unjudged when the counters are too young, the server
+    just started or the window followed a restart during the run (operators/statistics_age.py)."""
     young = (
         young_counters(ctx.brief, ctx.settings.thresholds.counters_min_age_seconds)
         if counted
         else None
     )
     restart = restart_before_window(ctx) if counted or since_start else None
-    if not young and not restart:
+    # A clean restart before the probe keeps the counters (young_counters judges their age), not the cache.
+    cold = cold_cache(ctx) if since_start and not restart else None
+    if not young and not restart and not cold:
         return coverage
-    unjudged = (*coverage.unjudged, *counted, *(since_start if restart else ()))
+    unjudged = (
+        *coverage.unjudged,
+        *(counted if young or restart else ()),
+        *(since_start if restart or cold else ()),
+    )
     return Coverage(
         coverage.looked_at,
-        "; ".join(p for p in (restart, young, coverage.partial) if p),
+        "; ".join(p for p in (restart, cold, young, coverage.partial) if p),
         tuple(dict.fromkeys(unjudged)),
     )
 

@@ -27,6 +27,7 @@ from operators.collect.catalog import SettingRow
 from operators.collect.machine import MachineRow
 from operators.registry import OperatorContext
 from operators.stat_views import CheckpointerRow
+from operators.statistics_age import cold_cache
 
 KB = 1024
 MB = 1024 * KB
@@ -73,6 +74,7 @@ class Symptoms:
     cache: str = ""
     temp: str = ""
     checkpoints: str = ""
+    cold: str = ""  # why the cache could not be a symptom (operators/statistics_age.py cold_cache)
 
 
 def _human(n: float) -> str:
@@ -187,10 +189,11 @@ def _symptoms(ctx: OperatorContext) -> Symptoms:
     """Measured evidence that a sizing setting costs something in this review's window."""
     cache = temp = checkpoints = ""
     ws, t = ctx.workspace, ctx.settings.thresholds
+    cold = cold_cache(ctx) or ""  # a cache still filling after a start says nothing of its size
     if ws.has("database_stats"):
         for row in ws.rows(CacheWindow, CACHE_SQL):
             ratio = judged_hit_ratio(row, t)
-            if ratio is not None and ratio <= t.cache_hit_ratio_warning:
+            if not cold and ratio is not None and ratio <= t.cache_hit_ratio_warning:
                 cache = f"cache hit ratio {ratio:.1%} in the window"
             if row.temp >= t.temp_spill_warning_bytes:
                 temp = f"{_human(row.temp)} of temporary files in the window"
@@ -198,7 +201,7 @@ def _symptoms(ctx: OperatorContext) -> Symptoms:
         for checkpoint in ws.rows(CheckpointerRow, CHECKPOINT_SQL):
             if wal_checkpoint_share(checkpoint, t) is not None:
                 checkpoints = f"{checkpoint.requested} of {checkpoint.timed + checkpoint.requested} checkpoints requested"
-    return Symptoms(cache=cache, temp=temp, checkpoints=checkpoints)
+    return Symptoms(cache=cache, temp=temp, checkpoints=checkpoints, cold=cold)
 
 
 def _finding(advice: Advice, source: str) -> Finding:
@@ -246,9 +249,12 @@ def check_settings(ctx: OperatorContext) -> Judgement:
             seen.add(item.setting)
             yield _finding(item, machine.source)
     looked_at = f"{len(settings.by_name)} settings, machine {machine.source}"
-    if not memory:
-        return Coverage(
-            looked_at,
-            "machine size unknown: memory-sized advice not given (declare it in settings.machine)",
-        )
-    return Coverage(looked_at)
+    unseen = [
+        *(
+            ["machine size unknown: memory-sized advice not given (declare it in settings.machine)"]
+            if not memory
+            else []
+        ),
+        *([f"the cache hit ratio is no symptom: {symptoms.cold}"] if symptoms.cold else []),
+    ]
+    return Coverage(looked_at, "; ".join(unseen))

@@ -99,34 +99,58 @@ class SequenceRow:
     never_used: bool
 
 
+# Each row also says how far the server lets it age before it forces an anti-wraparound vacuum
+# (autovacuum_freeze_max_age and its multixact twin; a table's own reloption lowers them for it, never
+# raises them) and whether autovacuum is off for it (off for the server, without the counters it
+# needs, or a table's autovacuum_enabled = false): then only those forced vacuums ever freeze it.
 WRAPAROUND_SQL = """
+WITH server AS (
+  SELECT current_setting('autovacuum_freeze_max_age')::bigint AS freeze_max_age,
+         current_setting('autovacuum_multixact_freeze_max_age')::bigint AS mxid_freeze_max_age,
+         NOT (current_setting('autovacuum')::bool AND current_setting('track_counts')::bool) AS autovacuum_off)
 SELECT 'database'::text AS scope, datname::text AS name,
-       age(datfrozenxid)::bigint AS xid_age, mxid_age(datminmxid)::bigint AS mxid_age
-FROM pg_database WHERE datallowconn
+       age(datfrozenxid)::bigint AS xid_age, mxid_age(datminmxid)::bigint AS mxid_age,
+       s.freeze_max_age, s.mxid_freeze_max_age, s.autovacuum_off
+FROM pg_database, server s WHERE datallowconn
 UNION ALL
 SELECT * FROM (
   -- A table is as old as the older of itself and its TOAST table (PgHero); only rows past a
-  -- threshold, capped, so 10,000 young tables cost nothing.
+  -- threshold (or close to their freeze limit), capped, so 10,000 young tables cost nothing.
   SELECT 'table'::text, format('%%I.%%I', n.nspname, c.relname),
          greatest(age(c.relfrozenxid), age(t.relfrozenxid))::bigint AS xid_age,
-         greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age
+         greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))::bigint AS mxid_age,
+         least(s.freeze_max_age, o.freeze_max_age) AS freeze_max_age,
+         least(s.mxid_freeze_max_age, o.mxid_freeze_max_age) AS mxid_freeze_max_age,
+         s.autovacuum_off OR NOT coalesce(o.enabled, true) AS autovacuum_off
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+  CROSS JOIN server s
+  CROSS JOIN LATERAL (
+    SELECT max(option_value) FILTER (WHERE option_name = 'autovacuum_freeze_max_age')::bigint AS freeze_max_age,
+           max(option_value) FILTER (WHERE option_name = 'autovacuum_multixact_freeze_max_age')::bigint AS mxid_freeze_max_age,
+           max(option_value) FILTER (WHERE option_name = 'autovacuum_enabled')::bool AS enabled
+    FROM pg_options_to_table(c.reloptions)) o
   WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
-    AND (greatest(age(c.relfrozenxid), age(t.relfrozenxid)) >= %(xid_floor)s
-         OR greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid)) >= %(mxid_floor)s)
+    AND (greatest(age(c.relfrozenxid), age(t.relfrozenxid))
+           >= least(%(xid_floor)s, %(near)s * least(s.freeze_max_age, o.freeze_max_age))
+         OR greatest(mxid_age(c.relminmxid), mxid_age(t.relminmxid))
+           >= least(%(mxid_floor)s, %(near)s * least(s.mxid_freeze_max_age, o.mxid_freeze_max_age)))
   ORDER BY 3 DESC LIMIT 500) AS old_tables
 """
 
 
 @dataclass(frozen=True, slots=True)
 class WraparoundRow:
-    """A row of `wraparound` (WRAPAROUND_SQL): a database, or a table past the warning ages, as `%I.%I`."""
+    """A row of `wraparound` (WRAPAROUND_SQL): a database, or a table past the warning ages (or close
+    to its freeze limit), as `%I.%I`; its freeze limits and whether autovacuum is off for it."""
 
     scope: str
     name: str
     xid_age: int | None
     mxid_age: int | None
+    freeze_max_age: int
+    mxid_freeze_max_age: int
+    autovacuum_off: bool
 
 
 # Who holds the xmin horizon: vacuum removes no row version and freezes no XID newer than the
@@ -194,7 +218,11 @@ def collect_schema(ctx: OperatorContext) -> Observation:
     artifacts = ["foreign_keys", "sequences", "wraparound", "xmin_horizon"]
     with ctx.target.session() as conn:
         t = ctx.settings.thresholds
-        floors = {"xid_floor": t.xid_warning_age, "mxid_floor": t.mxid_warning_age}
+        floors = {
+            "xid_floor": t.xid_warning_age,
+            "mxid_floor": t.mxid_warning_age,
+            "near": t.freeze_max_age_near_ratio,
+        }
         for table, sql, args in (
             ("foreign_keys", FOREIGN_KEYS_SQL, None),
             ("sequences", SEQUENCES_SQL, None),

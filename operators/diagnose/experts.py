@@ -530,12 +530,16 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
 
 
 def vacuum_expert(facts: Facts) -> list[Candidate]:
+    """A client's VACUUM competing with the workload, or dead row versions a heavy statement's scans
+    read (its plan judged: operators/diagnose/plan_issues.py)."""
     w, levels = facts.window, facts.thresholds.diagnosis
+    dead = _plan_candidates(facts, "vacuum", (FindingCode.DEAD_TUPLES_HIGH,))
     values = w.series.get("act.vacuum") or []
     presence = sum(1 for v in values if v > 0) / len(values) if values else 0.0
     scanned = max(w.mean("vacuum.heap_blks_scanned"), w.mean("vacuum.buffers"))
     if presence >= levels.vacuum_presence and scanned >= levels.vacuum_blocks_per_s:
         return [
+            *dead,
             Candidate(
                 code=RootCauseCode.VACUUM_INTERFERENCE,
                 expert="vacuum",
@@ -556,9 +560,9 @@ def vacuum_expert(facts: Facts) -> list[Candidate]:
                     "db.blks_read",
                     "io.relation.reads",
                 ],
-            )
+            ),
         ]
-    return []
+    return dead
 
 
 def index_expert(facts: Facts) -> list[Candidate]:
@@ -669,7 +673,11 @@ EXPERT_SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("act.wait_wal_flush", "io.wal.", "checkpoint.", "db.temp_bytes"),
         ("config", "commit", "wal", "checkpoint", "setting"),
     ),
-    "vacuum": (("act.vacuum", "vacuum."), ("vacuum", "bloat", "dead")),
+    # A client's VACUUM, or a heavy statement's scans of dead row versions (seen as its reads).
+    "vacuum": (
+        ("act.vacuum", "vacuum.", "db.tup_returned", "db.blks_hit", "db.blks_read"),
+        ("vacuum", "bloat", "dead", "slow", "query"),
+    ),
 }
 
 

@@ -115,7 +115,8 @@ def facts_of(
     statements explained (a past window's calls still running now are not its calls)."""
     baseline = stored.window if stored else None
     rows = {t.name.split(".", 1)[-1]: t.n_live_tup for t in window.tables}
-    plans = judge_statements(target, window, rows, live=live)
+    dead = {t.name.split(".", 1)[-1]: t.n_dead_tup for t in window.tables}
+    plans = judge_statements(target, window, rows, live=live, dead_rows=dead)
     return FactsRecord(
         window=window,
         baseline=baseline,

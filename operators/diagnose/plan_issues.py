@@ -7,6 +7,7 @@ plans them through `operators.explain.generic_plan` and judges them against what
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pglast import ast, enums, parse_sql
@@ -78,15 +79,24 @@ def _relations(node: dict[str, Any]) -> list[str]:
 
 
 def plan_issues(
-    plan: dict[str, Any], table_rows: dict[str, float] | None = None
+    plan: dict[str, Any],
+    table_rows: dict[str, float] | None = None,
+    dead_rows: Mapping[str, float] | None = None,
 ) -> list[PlanIssue]:
     """Patterns: correlated subqueries (a SubPlan per outer row), nested loops over large inputs,
-    selective sequential scans a one-column index would serve (`table_rows`: live rows by table name)."""
+    selective sequential scans a one-column index would serve, sequential scans reading more dead
+    row versions than live ones (`table_rows`: live rows by table name; `dead_rows`: dead ones)."""
     issues = []
+    dead = dead_rows or {}
     for node, parents in _walk(plan):
-        missing = _missing_index(node, parents, table_rows or {})
+        missing = _missing_index(node, parents, table_rows or {}, dead)
         if missing is not None:
             issues.append(missing)
+        bloated = _dead_rows_scanned(node, table_rows or {}, dead)
+        if bloated is not None and all(
+            i.code != bloated.code or i.relations != bloated.relations for i in issues
+        ):
+            issues.append(bloated)
         if node.get("Parent Relationship") == "SubPlan" and not str(
             node.get("Subplan Name", "")
         ).startswith("hashed"):
@@ -124,10 +134,36 @@ def plan_issues(
     return issues
 
 
-def _missing_index(
-    node: dict[str, Any], parents: tuple[dict[str, Any], ...], table_rows: dict[str, float]
+def _dead_rows_scanned(
+    node: dict[str, Any], table_rows: dict[str, float], dead_rows: Mapping[str, float]
 ) -> PlanIssue | None:
-    """A top-level sequential scan keeping a small share of a large table through `column op value`."""
+    """A sequential scan of a table holding more dead row versions than live ones: every call reads
+    them all, so the table's dead tuples are the statement's cost whatever else its plan shows (an
+    index would skip them; VACUUM removes them for every statement)."""
+    if node.get("Node Type") not in ("Seq Scan", "Parallel Seq Scan"):
+        return None
+    relation = node.get("Relation Name", "")
+    live, dead = table_rows.get(relation, 0.0), dead_rows.get(relation, 0.0)
+    if dead < MIN_SCANNED_ROWS or dead <= live:
+        return None
+    return PlanIssue(
+        code=FindingCode.DEAD_TUPLES_HIGH,
+        relations=[relation],
+        node=f"{node['Node Type']} on {relation}",
+        numbers={"live_rows": live, "dead_rows": dead},
+        detail=f"each sequential scan of {relation} reads {dead:.0f} dead row versions beside"
+        f" {live:.0f} live ones: autovacuum has not kept up with it (VACUUM {relation})",
+    )
+
+
+def _missing_index(
+    node: dict[str, Any],
+    parents: tuple[dict[str, Any], ...],
+    table_rows: dict[str, float],
+    dead_rows: Mapping[str, float],
+) -> PlanIssue | None:
+    """A top-level sequential scan keeping a small share of a large table through `column op value`
+    (large by the row versions it reads: a table of few live rows and many dead ones is read whole)."""
     if node.get("Node Type") not in ("Seq Scan", "Parallel Seq Scan") or "Filter" not in node:
         return None
     if any(
@@ -136,7 +172,7 @@ def _missing_index(
     ):
         return None  # inside a join or a subplan: the join/subquery pattern owns it
     relation = node.get("Relation Name", "")
-    rows = table_rows.get(relation, 0.0)
+    rows = table_rows.get(relation, 0.0) + dead_rows.get(relation, 0.0)
     columns = filter_columns(node["Filter"])
     workers = 1 + float(
         next(

@@ -652,6 +652,7 @@ def judge(
     table_rows: Mapping[str, float],
     visible: list[str],
     pacer: Pacer,
+    dead_rows: Mapping[str, float] | None = None,
 ) -> StatementPlan:
     """Plan one statement, find the plan that accounts for what it did, and judge that plan."""
     refused = refused_text(query, SELECT)
@@ -694,7 +695,7 @@ def judge(
         remarks.append(estimate)
     issues = [
         issue.model_copy(update={"relations": [_qualified(r, relations) for r in issue.relations]})
-        for issue in plan_issues(plan, dict(table_rows))
+        for issue in plan_issues(plan, dict(table_rows), dead_rows)
     ]
     joins = nested_loop_issues(plan, catalog, relations, judged, why)
     if joins:  # the same loops, told with their keys and what made them run
@@ -727,6 +728,7 @@ def judge_statements(
     query_chars: int = EXPLAINED_QUERY_CHARS,
     *,
     live: bool = True,
+    dead_rows: Mapping[str, float] | None = None,
 ) -> list[StatementPlan]:
     """The heaviest statements of `window` (at most TOP_STATEMENTS by share of its time), each planned
     under PLAN_TIMEOUT_MS and judged against what it did per call (see the module's docstring). A
@@ -750,7 +752,16 @@ def judge_statements(
             try:
                 results.append(
                     judge(
-                        conn, query, share, seen, userid, window, table_rows or {}, visible, pacer
+                        conn,
+                        query,
+                        share,
+                        seen,
+                        userid,
+                        window,
+                        table_rows or {},
+                        visible,
+                        pacer,
+                        dead_rows,
                     )
                 )
             except Unplannable as exc:

@@ -183,7 +183,7 @@ for _name, _doc in {
     "locks": "Lock expert: lock waits and their blockers -> lock_contention.",
     "index": "Index expert: selective sequential scans of the heaviest statements, write-heavy tables carrying many indexes -> index_missing, indexes_too_many.",
     "configuration": "Configuration expert: WAL flush waits under synchronous_commit -> sync_commit_pressure.",
-    "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference.",
+    "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference; heavy statements scanning tables of more dead row versions than live ones -> dead_tuples_high.",
 }.items():
     _expert_operator(_name, _doc)
 

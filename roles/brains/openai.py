@@ -200,21 +200,29 @@ class OpenAIBrain(Brain):
         )
 
     def summarize(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
     ) -> str:
         return self._asked_summary(
             scenario,
             findings,
             coverage,
-            lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage)),
+            lambda: Summary(text=self._fallback.summarize(scenario, findings, coverage, compared)),
         )
 
     def summaries(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
     ) -> tuple[str, str]:
         """The rules' summary, and the model's beside it as sanitized data ("" when it gave none)."""
         said = self._asked_summary(scenario, findings, coverage, lambda: Summary(text=""))
-        return self._fallback.summarize(scenario, findings, coverage), said
+        return self._fallback.summarize(scenario, findings, coverage, compared), said
 
     def _asked_summary(
         self,

@@ -1,4 +1,4 @@
-"""The offline brain: scenario playbooks (roles/crew/playbooks.py) pruned by the brief, deterministic repairs and edits."""
+"""The offline brain: scenario playbooks (roles/brains/playbooks.py) pruned by the brief, deterministic repairs and edits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, Repl
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE
 from dbcrew.models.report import CoverageEntry, CoverageStatus, GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
-from roles.crew.playbooks import (
+from roles.brains.playbooks import (
     PLAYBOOKS,
     agent_for,
     diagnose_team,
@@ -126,7 +126,11 @@ class RulesBrain(Brain):
         return strategy.model_copy(update={"round": request.strategy.round + 1})
 
     def summarize(
-        self, scenario: Scenario, findings: list[Finding], coverage: list[CoverageEntry]
+        self,
+        scenario: Scenario,
+        findings: list[Finding],
+        coverage: list[CoverageEntry],
+        compared: str = "",
     ) -> str:
         if scenario is Scenario.DIAGNOSE:
             causes = sorted(
@@ -134,7 +138,10 @@ class RulesBrain(Brain):
                 key=lambda f: -f.confidence,
             )
             if not causes:
-                return "No root cause above the reporting confidence: the window looks like the baseline's workload."
+                # What was compared, as the facts say: a window with no baseline was never held against one.
+                return "No root cause above the reporting confidence" + (
+                    f": {compared}." if compared else "."
+                )
             return (
                 f"{len(causes)} root causes: "
                 + "; ".join(

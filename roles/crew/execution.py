@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from dbcrew import progress, stopping
-from dbcrew.models import Strategy, TaskSpec
+from dbcrew.deadline import Deadline
+from dbcrew.models import Role, Strategy, TaskSpec
 from dbcrew.models.crew import Alert, Recommendation, WorkerReport
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.models.report import Decision, GlobalStateRecord, SkipCause, SkipKind
@@ -24,7 +25,14 @@ from dbcrew.vocabulary import Action, EditSource, TaskStatus
 from operators.registry import equivalents, get
 from roles.crew.monitor import Monitor, MonitorDecision, compact_state
 from roles.crew.preparing import start_preparing
-from roles.crew.worker import TaskOutcome, signature, stopped, without_agent
+from roles.crew.worker import (
+    TaskOutcome,
+    signature,
+    skipped,
+    stood_down,
+    stopped,
+    without_agent,
+)
 
 MAX_INSTRUCTIONS_PER_TASK = 2
 
@@ -106,23 +114,26 @@ class ExecutionResult(BaseModel):
 
 def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) -> None:
     """Skip `spec` because its upstream task did not complete; the reason is the cause rendered."""
-    cause = SkipCause(kind=kind, upstream=upstream)
-    state.outcomes[spec.id] = TaskOutcome(
-        task_id=spec.id,
-        operator=spec.operator,
-        status=TaskStatus.SKIPPED,
-        reason=cause.render(),
-        cause=cause,
-        signature=signature(spec),
-    )
+    state.outcomes[spec.id] = skipped(spec, SkipCause(kind=kind, upstream=upstream))
+
+
+def can_wait(spec: TaskSpec) -> bool:
+    """Whether a task is work that can wait for the answer: a painter's chart adds to a report, and a
+    report without it still holds every cause found, so charts stand down before a run's deadline."""
+    return get(spec.operator).role is Role.PAINTER
 
 
 def execute(
-    strategy: Strategy, state: ExecutionState, runner: Runner, monitor: Monitor | None
+    strategy: Strategy,
+    state: ExecutionState,
+    runner: Runner,
+    monitor: Monitor | None,
+    deadline: Deadline | None = None,
 ) -> ExecutionResult:
     """Run every task of `strategy` not already completed with the same signature.
 
     `monitor=None` is the no-monitor ablation: a failed task stays failed and its dependents skip.
+    Near the run's `deadline`, work that can wait (`can_wait`) stands down instead of starting.
     """
     for spec in strategy.tasks:
         kept = state.outcomes.get(spec.id)
@@ -156,6 +167,9 @@ def execute(
         elif outcome is None:
             batch = []
             for spec in _ready(strategy, state, running):
+                if deadline is not None and can_wait(spec) and deadline.near():
+                    state.outcomes[spec.id] = stood_down(spec, deadline)
+                    continue
                 state.record_start(spec.id)
                 if strategy.agent(spec.agent) is None:
                     outcome = without_agent(spec)

@@ -34,11 +34,16 @@ def preparations(tasks: Iterable[TaskSpec]) -> list[Callable[[], None]]:
 
 
 def start_preparing(tasks: Iterable[TaskSpec]) -> threading.Thread | None:
-    """Run the tasks' preparations in one daemon thread (a review never waits for it); None when there are none."""
+    """Run the tasks' preparations in one thread (a review never waits for it); None when there are none.
+
+    Not a daemon thread: the process waits for it at exit. A daemon thread still inside a C++
+    extension when the interpreter finalizes is unwound through code that cannot be, and the
+    process aborts (matplotlib laying out a font: `terminate called without an active exception`,
+    exit -6, seen in 3 of 21 in-process diagnoses whose painters had nothing to draw)."""
     steps = preparations(tasks)
     if not steps:
         return None
-    thread = threading.Thread(target=_prepare, args=(steps,), name="dbcrew-prepare", daemon=True)
+    thread = threading.Thread(target=_prepare, args=(steps,), name="dbcrew-prepare", daemon=False)
     thread.start()
     return thread
 

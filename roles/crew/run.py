@@ -1,6 +1,6 @@
 """The steps of one review's phases: initialize, execute, re-plan, remember, and the book kept of them.
 
-The loop that sequences them, initialize -> execute -> (re-plan -> execute)*, is flows/review.py's;
+The loop that sequences them, initialize -> execute -> (re-plan -> execute)*, is roles/spine.py's;
 these steps call nothing above them, so the same steps run as Prefect flows or as plain calls.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, PrivateAttr
 
 from dbcrew import stopping
+from dbcrew.deadline import CpuClock, Deadline
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
@@ -25,6 +26,7 @@ from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from operators.collect import probe
+from operators.diagnose.baselines import stage_stored_baseline
 from operators.registry import OperatorContext, catalogue
 from roles.brains import make_brain
 from roles.brains.rules import RulesBrain
@@ -44,7 +46,6 @@ from roles.crew.monitor import Monitor
 from roles.crew.planner import make_plan
 from roles.crew.replanner import replan
 from roles.crew.worker import TaskOutcome, await_target, perform
-from roles.report.history import stage_baseline
 
 
 class RunContext(ReviewRequest):
@@ -65,6 +66,7 @@ class RunContext(ReviewRequest):
     )
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     _brain: Brain | None = PrivateAttr(default=None)
+    _clock: CpuClock = PrivateAttr(default_factory=CpuClock.start)
 
     @classmethod
     def of(
@@ -84,6 +86,21 @@ class RunContext(ReviewRequest):
         if self._brain is None:
             self._brain = make_brain(self.brain)
         return self._brain
+
+    @property
+    def deadline(self) -> Deadline:
+        """When the run's answer is due: its window plus `deadline_after_window_seconds`, from its start."""
+        s = self.settings
+        return Deadline.after(
+            self.started_at,
+            s.window_seconds + s.deadline_after_window_seconds,
+            s.deadline_reserve_seconds,
+        )
+
+    @property
+    def clock(self) -> CpuClock:
+        """The CPU this process spent since the run started (in this process), for the coverage."""
+        return self._clock
 
     @property
     def workspace_path(self) -> Path:
@@ -155,7 +172,12 @@ def initialize(run: RunContext) -> Initialized:
     """Probe the target into a brief, prune the catalogue by it, plan, reflect, then apply known lessons."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     brief = probe(operator_context(run, None))
-    stage_baseline(run, brief)
+    if run.scenario is Scenario.DIAGNOSE and not run.settings.baseline_path:
+        stage_stored_baseline(
+            Workspace(run.workspace_path),
+            target_identity(run.target, brief),
+            run.settings.store_url,
+        )
     caps = prune(brief, catalogue())
     request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
     planned = make_plan(
@@ -271,7 +293,7 @@ def execute_plain(
     with ThreadPoolExecutor(
         max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task"
     ) as pool:
-        return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor())
+        return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor(), run.deadline)
 
 
 class ReviewResult(BaseModel):
@@ -292,7 +314,7 @@ class ReviewResult(BaseModel):
 
 
 class PhaseLog:
-    """The book of one review's phases, kept as flows/review.py's loop runs them: the edits made and refused,
+    """The book of one review's phases, kept as roles/spine.py's loop runs them: the edits made and refused,
     the re-plans and their budget, the tasks a re-plan kept. `concluded` turns it into the ReviewResult."""
 
     def __init__(self, run: RunContext, init: Initialized):

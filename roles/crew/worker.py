@@ -16,6 +16,7 @@ from psycopg import errors as pgerrors
 from pydantic import BaseModel, Field, ValidationError
 
 from dbcrew import stopping
+from dbcrew.deadline import Deadline
 from dbcrew.errors import TargetError
 from dbcrew.models import TaskSpec
 from dbcrew.models.crew import Attempt
@@ -212,9 +213,8 @@ def perform(
     )
 
 
-def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
-    """The outcome of a task the run was stopped before it completed (Ctrl-C, SIGTERM)."""
-    cause = SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested())
+def skipped(spec: TaskSpec, cause: SkipCause, log: list[str] | None = None) -> TaskOutcome:
+    """The outcome of a task that did not run, and why (its reason is the cause rendered, once)."""
     return TaskOutcome(
         task_id=spec.id,
         operator=spec.operator,
@@ -224,6 +224,16 @@ def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
         signature=signature(spec),
         log=[*(log or []), cause.render()],
     )
+
+
+def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
+    """The outcome of a task the run was stopped before it completed (Ctrl-C, SIGTERM)."""
+    return skipped(spec, SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested()), log)
+
+
+def stood_down(spec: TaskSpec, deadline: Deadline) -> TaskOutcome:
+    """The outcome of work that can wait, not started because the run's deadline is near."""
+    return skipped(spec, SkipCause(kind=SkipKind.DEADLINE, detail=deadline.stand_down_reason()))
 
 
 def without_agent(spec: TaskSpec) -> TaskOutcome:

@@ -3,8 +3,10 @@ and votes on their proposals, and merges them with the rules' causes.
 
 Never worse than offline: the rules' causes (already cross-reviewed) are kept as they are; an LLM
 expert can corroborate one (its explanation joins the evidence) or add a cause the rules did not
-name, but only a code from the vocabulary whose cited values match the observations, at a capped
-confidence, within D-Bot's limit of four causes. Whatever stops the experts (the budget, a dead
+name, but only a code from the vocabulary whose cited values match the observations and which the
+measured evidence supports (operators/diagnose/support.py), at a capped confidence, within D-Bot's
+limit of four causes. A cause the evidence does not support is the model's unconfirmed hypothesis,
+reported apart from the root causes. Whatever stops the experts (the budget, a dead
 endpoint, an expert that never answers) leaves the rules' answer standing, and the report says so.
 """
 
@@ -12,19 +14,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient, Render, ResponseCache
 from dbcrew.models import Finding, RootCause
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
-from dbcrew.models.report import LlmDiagnosis
-from dbcrew.settings import Capability
+from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.settings import Capability, Thresholds
+from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Cause
 from operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
-from operators.diagnose.experts import EXPERT_SIGNALS, select_experts
+from operators.diagnose.experts import EXPERT_SIGNALS, Candidate, select_experts
 from operators.diagnose.experts_index import experts_by_code
 from operators.diagnose.facts import FactsRecord
+from operators.diagnose.support import Support, expert_candidates, support
 from operators.knowledge import knowledge_base
 from roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
 from roles.diagnosis.controller import Controller, Tally
@@ -51,17 +55,27 @@ class LlmDiagnoser:
 
     @classmethod
     def from_env(
-        cls, client: LlmClient, render: Render, cache: ResponseCache | None = None
+        cls,
+        client: LlmClient,
+        render: Render,
+        cache: ResponseCache | None = None,
+        seconds: float | None = None,
     ) -> LlmDiagnoser:
-        return cls(client, render, AgentLimits.from_env(), client.capability(), cache)
+        """The environment's limits; `seconds`, when given, caps their time budget (never below zero)."""
+        limits = AgentLimits.from_env()
+        if seconds is not None:
+            limits = replace(limits, seconds=max(0.0, min(limits.seconds, seconds)))
+        return cls(client, render, limits, client.capability(), cache)
 
     def diagnose(
         self,
         record: FactsRecord,
         rules: list[RootCause],
         store: Callable[[str, str], object] | None = None,
-    ) -> tuple[list[RootCause], LlmDiagnosis]:
-        """The merged root causes and what the experts did; `store` keeps long observations in the workspace."""
+        thresholds: Thresholds | None = None,
+    ) -> tuple[list[RootCause], list[Hypothesis], LlmDiagnosis]:
+        """The merged root causes, the model's unconfirmed hypotheses and what the experts did; `store`
+        keeps long observations in the workspace; `thresholds` are the run's (what the evidence must show)."""
         team = team_for(record, self.limits.experts)
         tally, budget = Tally(), Budget(self.limits)
         tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
@@ -118,7 +132,23 @@ class LlmDiagnoser:
         )
         out.reflections, out.backtracks = tally.reflections, tally.backtracks
         out.corrections = dict(tally.corrections)
-        return merge(rules, accepted), out
+        causes, hypotheses = merge(rules, accepted, evidence_for(record, thresholds))
+        return causes, hypotheses, out
+
+
+def evidence_for(record: FactsRecord, thresholds: Thresholds | None) -> Callable[[Cause], Support]:
+    """What the measurements say of a code (operators/diagnose/support.py); the experts run once, when
+    the first cause only a model names is judged."""
+    facts = record.facts(thresholds)
+    candidates: list[Candidate] | None = None
+
+    def judged(code: Cause) -> Support:
+        nonlocal candidates
+        if candidates is None:
+            candidates = expert_candidates(facts)
+        return support(code, facts, candidates)
+
+    return judged
 
 
 def team_for(record: FactsRecord, size: int) -> list[str]:
@@ -217,10 +247,17 @@ def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:
     return kept
 
 
-def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> list[RootCause]:
-    """The rules' causes in their order, corroborated where an expert agreed, then new guarded causes while
-    room is left (a model only adds: what it proposes never outranks what the rules measured)."""
+def merge(
+    rules: list[RootCause],
+    accepted: list[tuple[str, GuardedCause]],
+    evidence: Callable[[Cause], Support],
+) -> tuple[list[RootCause], list[Hypothesis]]:
+    """The rules' causes in their order, corroborated where an expert agreed, then the new guarded causes
+    the measured `evidence` supports while room is left (a model only adds: what it proposes never
+    outranks what the rules measured, and never stands against the measurements); the others are the
+    model's unconfirmed hypotheses."""
     merged = {c.code: c.model_copy(deep=True) for c in rules}
+    hypotheses: dict[Cause, Hypothesis] = {}
     for expert, cause in accepted:
         note = {
             "expert": expert,
@@ -230,6 +267,19 @@ def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> l
         if cause.code in merged:
             merged[cause.code].evidence.setdefault("llm", []).append(note)
             continue
+        if cause.code in hypotheses:
+            continue
+        verdict = evidence(cause.code)
+        if not verdict.confirmed:
+            hypotheses[cause.code] = Hypothesis(
+                code=cause.code,
+                confidence=cause.confidence,
+                expert=expert,
+                explanation=model_text(cause.explanation),
+                unconfirmed=verdict.why,
+                time_share=verdict.time_share,
+            )
+            continue
         confidence = min(cause.confidence, NEW_CAUSE_CONFIDENCE)
         if confidence < MIN_CONFIDENCE or len(merged) >= MAX_CAUSES:
             continue
@@ -237,7 +287,9 @@ def merge(rules: list[RootCause], accepted: list[tuple[str, GuardedCause]]) -> l
         merged[cause.code] = RootCause(
             code=cause.code,
             confidence=confidence,
-            evidence={"source": "llm", "llm": [note]},
+            evidence={"source": "llm", "llm": [note], "supported_by": verdict.why},
             solution=chunk.solution if chunk else "",
+            time_share=verdict.time_share,
         )
-    return list(merged.values())  # the rules' order (by the time each explains), the model's after
+    # the rules' order (by the time each explains), the model's after
+    return list(merged.values()), list(hypotheses.values())

@@ -13,7 +13,8 @@ from pathlib import Path
 from dbcrew.llm.base import Brain
 from dbcrew.llm.client import ResponseCache, llm_cache_dir
 from dbcrew.models import RootCause
-from dbcrew.models.report import LlmDiagnosis
+from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.settings import Thresholds
 from dbcrew.workspace import Workspace
 from operators.diagnose.facts import FactsRecord
 from operators.diagnose.steps import FACTS_KEY
@@ -34,27 +35,37 @@ def response_cache() -> ResponseCache:
 
 
 def with_llm_experts(
-    brain: Brain, workspace: Workspace, rules: list[RootCause]
-) -> tuple[list[RootCause], LlmDiagnosis | None]:
-    """The root causes once the LLM experts had their say, and what they did; the rules' causes
-    untouched and None when the brain is not an LLM or nothing was sampled."""
+    brain: Brain,
+    workspace: Workspace,
+    rules: list[RootCause],
+    thresholds: Thresholds | None = None,
+    seconds: float | None = None,
+) -> tuple[list[RootCause], list[Hypothesis], LlmDiagnosis | None]:
+    """The root causes once the LLM experts had their say, the model's unconfirmed hypotheses, and
+    what the experts did; the rules' causes untouched, no hypothesis and None when the brain is not
+    an LLM or nothing was sampled. `thresholds` are the run's (what the evidence must show);
+    `seconds` caps the experts' time budget (what is left before the run's deadline)."""
     rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
     if not isinstance(brain, OpenAIBrain) or not rows:
-        return rules, None
+        return rules, [], None
     if brain.down:
         brain.count_question(fell_back=True)
-        return rules, LlmDiagnosis(
-            stopped=f"endpoint down earlier in the run: {brain.down}",
-            fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
+        return (
+            rules,
+            [],
+            LlmDiagnosis(
+                stopped=f"endpoint down earlier in the run: {brain.down}",
+                fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
+            ),
         )
     record = FactsRecord.model_validate_json(rows[0]["body"])
-    causes, section = LlmDiagnoser.from_env(brain.client, render, response_cache()).diagnose(
-        record, rules, workspace.put_observation
-    )
+    causes, hypotheses, section = LlmDiagnoser.from_env(
+        brain.client, render, response_cache(), seconds=seconds
+    ).diagnose(record, rules, workspace.put_observation, thresholds)
     down = (
         section.stopped.removeprefix("endpoint down: ")
         if section.stopped.startswith("endpoint down")
         else ""
     )
     brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
-    return causes, section
+    return causes, hypotheses, section

@@ -7,9 +7,8 @@ first-seen date; resolved only after RESOLVED_AFTER_ABSENT_RUNS runs without it)
 chart, keeps a health review's sampled window as the target's baseline when it was quiet, and
 writes the report. A review that raises is stored as a failed run, and the error goes on; a store
 that cannot be used costs the report its history, not the report; a report that cannot be written
-is stored as a failed run. Before a diagnosis,
-`stage_baseline` hands the target's latest quiet window to the sampler unless a --baseline file
-was given.
+is stored as a failed run. (A diagnosis reads the latest baseline back through
+operators/diagnose/baselines.py.)
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import FindingCode, Scenario
 from dbcrew.workspace import Workspace
 from operators.diagnose.anomaly import abnormal_metrics
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
-from operators.diagnose.steps import HEALTH_WINDOW_KEY, STORED_BASELINE_KEY
+from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.steps import HEALTH_WINDOW_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
 from roles.crew.memory import target_identity
@@ -346,25 +345,6 @@ def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) 
     )
     store.save_baseline(baseline)
     return baseline
-
-
-def stage_baseline(run: RunContext, brief: Brief, store: Store | None = None) -> None:
-    """Before a diagnosis without --baseline: put the target's latest quiet window where the sampler looks."""
-    if run.scenario != Scenario.DIAGNOSE or run.settings.baseline_path:
-        return
-    try:
-        store = store or open_store(run.settings.store_url)
-        latest = store.latest_baseline(target_identity(run.target, brief))
-    except StoreUnavailable as exc:  # the diagnosis goes on without a baseline; its report says so
-        log.warning("no stored baseline: %s", exc)
-        return
-    if latest is None:
-        return
-    staged = WindowBaseline(
-        window=WindowEvidence.model_validate_json(latest.window_json),
-        source=f"the quiet window of health review {latest.run_id} ({latest.taken_at:%Y-%m-%d %H:%M} UTC)",
-    )
-    Workspace(run.workspace_path).put_observation(STORED_BASELINE_KEY, staged.model_dump_json())
 
 
 # -- the hook ------------------------------------------------------------------------------------

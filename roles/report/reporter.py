@@ -8,7 +8,7 @@ import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dbcrew import templating
 from dbcrew.errors import OutNotWritable
@@ -19,6 +19,8 @@ from dbcrew.models.report import (
     CoverageEntry,
     CoverageStatus,
     DiagnosisSection,
+    Hypothesis,
+    LlmDiagnosis,
     RootCause,
     SkipCause,
     SkipKind,
@@ -31,9 +33,11 @@ from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
 from operators.diagnose.evidence import WindowEvidence
 from operators.registry import catalogue
+from operators.statistics_age import just_started
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
+from roles.report.deadline import deadline_coverage
 from roles.report.markdown import md_cell, md_code, md_fence, md_text
 from roles.report.outage import outage_of, producers_of, touched
 
@@ -143,12 +147,13 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     """The report of a finished run: the rules' summary (a model's own beside it, as sanitized data),
     then what the brain spent and who answered."""
     coverage = coverage_of(review)
+    facts = anomaly_facts(run) if run.scenario is Scenario.DIAGNOSE else {}
     if (
         run.scenario is Scenario.DIAGNOSE
     ):  # a diagnosis plans no health checks; a past interval's says what it could not see
         coverage = [
             c for c in coverage if c.cause is None or c.cause.kind is not SkipKind.NOT_PLANNED
-        ] + facts_coverage(run)
+        ] + [CoverageEntry.model_validate(c) for c in facts.get("coverage", [])]
     findings = findings_of(review)
     brain = run.shared_brain
     # In the cross review's order (by the time each explains, the work before its resource): a sort by
@@ -159,19 +164,43 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         if o.observation
         for rc in o.observation.root_causes
     ]
-    llm_diagnosis = None
-    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
+    llm_diagnosis: LlmDiagnosis | None = None
+    hypotheses: list[Hypothesis] = []
+    deadline = run.deadline
+    stood_down = [
+        task_id
+        for task_id, o in review.result.state.outcomes.items()
+        if o.cause is not None and o.cause.kind is SkipKind.DEADLINE
+    ]
+    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain) and deadline.near():
+        stood_down.append("the model's experts")
+    elif run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
         # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai
         # client (3 s of imports on 2 cores), which a health review (every fleet run) and the rules' diagnosis
         # never use; on a host 30 clients a core keep busy those imports alone took over a minute.
         from roles.diagnosis.chief import llm_only_findings
         from roles.diagnosis.review import with_llm_experts
 
-        root_causes, llm_diagnosis = with_llm_experts(
-            brain, Workspace(run.workspace_path), root_causes
+        root_causes, hypotheses, llm_diagnosis = with_llm_experts(
+            brain,
+            Workspace(run.workspace_path),
+            root_causes,
+            run.settings.thresholds,
+            seconds=deadline.left() - deadline.reserve_seconds,
         )
         findings += llm_only_findings(root_causes)
-    summary, model_summary = brain.summaries(run.scenario, findings, coverage)
+    coverage = [*coverage, deadline_coverage(run, stood_down)]
+    summary, model_summary = brain.summaries(run.scenario, findings, coverage, compared_with(facts))
+    unconfirmed = (
+        "The model's unconfirmed hypotheses, not root causes (the measurements do not support them): "
+        + ", ".join(h.code for h in hypotheses)
+        + "."
+        if hypotheses
+        else ""
+    )
+    summary = " ".join(s for s in (summary, unconfirmed, started_note(run, review)) if s)
+    # Not the run's `partial`: what stood down (charts, a model's additions) judged nothing, and a partial
+    # run never resolves a finding in history; the coverage line says what stood down.
     partial = review.partial_reason
     unreachable = max(
         (o.unreachable_seconds for o in review.result.state.outcomes.values()), default=0.0
@@ -225,8 +254,9 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         ablations=run.settings.ablations.off(),
         partial=partial,
         root_causes=root_causes,
+        hypotheses=hypotheses,
         notes=privilege_notes(review.init.brief),
-        diagnosis=diagnosis_section(run, review, root_causes)
+        diagnosis=diagnosis_section(run, review, root_causes, facts)
         if run.scenario is Scenario.DIAGNOSE
         else None,
         llm_diagnosis=llm_diagnosis,
@@ -234,30 +264,53 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     )
 
 
-def facts_coverage(run: RunContext) -> list[CoverageEntry]:
-    """What the diagnosis's facts could not show (a past interval's: operators/diagnose/recorded.py)."""
+def started_note(run: RunContext, review: ReviewResult) -> str:
+    """What the reader must know of a server that had just started (a cold cache, its checks partial),
+    or "": a live run's only, a past interval's probe says nothing of the server then."""
+    warm_up = run.settings.thresholds.server_warm_up_seconds
+    up = None if run.interval is not None else just_started(review.init.brief, warm_up)
+    if up is None:
+        return ""
+    cold = f"The server started {up:.0f} s before the review: its cache was still filling"
+    if run.scenario is Scenario.DIAGNOSE:  # no health check ran; the reads may be the cache warming
+        return f"{cold}, and reads from disk may be its warming up rather than the workload's."
+    return f"{cold}, so the checks judged on it are partial (see the coverage)."
+
+
+def anomaly_facts(run: RunContext) -> dict[str, Any]:
+    """The diagnosis's facts as the sampler stored them ({} where nothing was sampled), read once: a
+    window's facts are large, and a diagnosis of a saturated host pays for every parse."""
     rows = Workspace(run.workspace_path).query(
         "SELECT body FROM observations WHERE key = 'anomaly_facts'"
     )
-    return (
-        [CoverageEntry.model_validate(c) for c in json.loads(rows[0]["body"]).get("coverage", [])]
-        if rows
-        else []
+    facts: dict[str, Any] = json.loads(rows[0]["body"]) if rows else {}
+    return facts
+
+
+def compared_with(facts: dict[str, Any]) -> str:
+    """What the diagnosis compared its window with, as a clause of the summary ("" where nothing was
+    sampled): the baseline and how many metrics left it, or no baseline at all."""
+    if not facts:
+        return ""
+    source = facts.get("baseline_source", "")
+    if not source:
+        return (
+            "the window was compared with no baseline (no --baseline file and no quiet window kept"
+            " from an earlier health review of this target), only with the experts' fixed thresholds"
+        )
+    left = len(facts.get("abnormal", []))
+    return f"the window was compared with the baseline ({source}), " + (
+        "and no metric left it" if not left else f"which {left} metrics left"
     )
 
 
 def diagnosis_section(
-    run: RunContext, review: ReviewResult, causes: list[RootCause]
+    run: RunContext, review: ReviewResult, causes: list[RootCause], facts: dict[str, Any]
 ) -> DiagnosisSection:
     """Title, anomaly description and diagnosis process, from the facts and the experts' outcomes."""
     workspace = Workspace(run.workspace_path)
-    rows = {
-        r["key"]: r["body"]
-        for r in workspace.query(
-            "SELECT key, body FROM observations WHERE key IN ('anomaly_facts', 'review_notes')"
-        )
-    }
-    facts = json.loads(rows.get("anomaly_facts", "{}"))
+    rows = workspace.query("SELECT body FROM observations WHERE key = 'review_notes'")
+    notes = rows[0]["body"] if rows else "[]"
     abnormal = [
         f"{m['name']} {m['baseline_median']:.4g} -> {m['window_median']:.4g}"
         for m in facts.get("abnormal", [])
@@ -275,10 +328,13 @@ def diagnosis_section(
         if run.interval
         else f"a {window.get('seconds', 0):.0f}s window"
     )
+    source = facts.get("baseline_source", "")
     description = (
         f"{alert}. Over {span}, {len(abnormal)} metrics left the baseline"
         + (f" (strongest: {abnormal[0]})" if abnormal else "")
-        + f". {baseline_note(facts.get('baseline_source', ''))}"
+        + f". {baseline_note(source)}"
+        if source
+        else f"{alert}. Over {span}: {baseline_note(source)}"  # no baseline for a metric to leave
     )
     outcomes = review.result.state.outcomes
     process, experts = [], []
@@ -289,8 +345,7 @@ def diagnosis_section(
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
     process += [
-        f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}"
-        for n in json.loads(rows.get("review_notes", "[]"))
+        f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(notes)
     ]
     return DiagnosisSection(
         title=title,

@@ -19,10 +19,9 @@ from cli.outdir import prepare_out
 from cli.reviewing import prepare_review
 from dbcrew.errors import UsageError
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 # Checks that judge what happened during the review's window (deltas of its collectors).
 WINDOW_CHECKS = {"check_cache_hit_ratio", "check_temp_files", "check_unused_indexes"}

@@ -92,3 +92,25 @@ def test_cli_diagnose_through_prefect(shop: DemoShop, prefect_server: str, tmp_p
     assert report["scenario"] == "diagnose" and report["diagnosis"]["title"]
     assert report["root_causes"] == []  # nothing injected: an idle shop has no anomaly
     assert "nightly check" in (out / "report.md").read_text()
+
+
+def test_cli_diagnose_with_no_prefect_server_runs_in_process(shop: DemoShop, tmp_path: Path):
+    """No server named: no temporary Prefect server is started (its database would appear under
+    PREFECT_HOME), the diagnosis runs in this process and its report is written as ever."""
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    out = tmp_path / "report"
+    result = dbcrew(
+        "diagnose",
+        shop.dsn,
+        "--window",
+        "2",
+        "--out",
+        str(out),
+        env={**NO_MODEL, "PREFECT_API_URL": "", "PREFECT_HOME": str(home)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["scenario"] == "diagnose" and report["diagnosis"]["title"]
+    assert report["link"] == ""  # no flow run to link to
+    assert not any(home.rglob("*.db")), sorted(p.name for p in home.rglob("*"))

@@ -24,10 +24,9 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from operators.watch.incidents import CLOSE_AFTER
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 from roles.watching import RoundReport, Watcher
 
 EVERY = 1.0

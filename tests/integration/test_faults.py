@@ -12,8 +12,6 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.resumable import resumable
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, once_sent, terminating
 from lab.scripted_llm import Reply, ScriptedServer
@@ -23,6 +21,8 @@ from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import SESSIONS_SQL, TABLE_STATS
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 from tests.integration.test_recovery import review
 
 SESSION_SAMPLE = "AS sample_no"  # in the statement of each pg_stat_activity sample (SESSIONS_SQL)

@@ -35,13 +35,13 @@ from dbcrew.store import (
 )
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from roles.crew.memory import target_identity
 from roles.crew.run import RunContext
 from roles.report.alerts import notify
 from roles.report.history import TRENDS_CHART, failed_report, reviewed
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 from tests.cli_here import dbcrew_here
 from tests.webhooks import receiving_webhooks
 

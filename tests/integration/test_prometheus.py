@@ -32,10 +32,9 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import _free_port
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 from tests.cli_here import dbcrew_here
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,10 @@ from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.shop import DemoShop
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 WINDOW = 1.0
 

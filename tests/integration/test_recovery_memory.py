@@ -16,14 +16,14 @@ from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.shop import DemoShop
 from roles.brains.rules import RulesBrain
 from roles.crew.execution import ExecutionResult, ExecutionState, execute
 from roles.crew.memory import Lesson, LongTermMemory, target_identity
 from roles.crew.monitor import Monitor
 from roles.crew.run import RunContext, ThreadRunner, with_remembered_fixes
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 WINDOW = 1.0
 

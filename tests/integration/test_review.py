@@ -12,11 +12,11 @@ from markupsafe import escape
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review as review_run
 from lab.embedded import EmbeddedPostgres
 from lab.shop import QUICK_IDLE_SECONDS, DemoShop
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases
+from roles.spine import review as review_run
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 # The shop's idle session is planted QUICK_IDLE_SECONDS before the tests start, not 30 s (tests/conftest.py).
@@ -73,6 +73,33 @@ def test_review_finds_every_planted_problem_and_nothing_else(shop: DemoShop, tmp
     missing = next(f for f in report.findings if f.code == "index_missing")
     assert missing.fix_sql == "CREATE INDEX CONCURRENTLY ON public.customers (email);"
     assert "email" in missing.evidence["query"]
+
+
+def test_charts_stand_down_before_the_runs_deadline_and_every_finding_is_still_written(
+    shop: DemoShop, tmp_path: Path
+):
+    """A deadline no later than the window's end, with every second of it kept for writing: the painters
+    stand down (by construction, on any host), the checks all run, and the coverage says what stood down."""
+    run = RunContext(
+        target=parse_target(shop.dsn),
+        settings=Settings(
+            window_seconds=1.0,
+            activity_samples=2,
+            thresholds=SEES_THE_IDLE_SESSION,
+            deadline_after_window_seconds=0,
+            deadline_reserve_seconds=3600,
+        ),
+        out_dir=tmp_path,
+    )
+    report = review_run(run, PlainPhases)
+    assert shop.expected <= {(f.code, f.object) for f in report.findings}
+    assert report.charts == [] and not (tmp_path / "charts" / "table_activity.png").exists()
+    assert not report.partial  # charts judge nothing: history may still resolve findings
+    entry = next(c for c in report.coverage if c.check == "run_deadline")
+    assert "stood down before the deadline: paint_" in entry.reason
+    assert "CPU-s in" in entry.reason
+    checks = [c for c in report.coverage if c.check != "run_deadline"]
+    assert checks and all(c.status.value == "ran" for c in checks)
 
 
 def test_review_writes_nothing_to_its_target(pg: EmbeddedPostgres, shop: DemoShop, tmp_path: Path):

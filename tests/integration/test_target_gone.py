@@ -9,10 +9,9 @@ from pathlib import Path
 from dbcrew.models import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import Initialized, RunContext, initialize
+from roles.spine import PlainPhases, review
 
 WAIT = 2.0
 

@@ -22,8 +22,6 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.registry import REGISTRY
@@ -33,6 +31,7 @@ from roles.brains.rules import RulesBrain
 from roles.crew.planner import make_plan
 from roles.crew.run import RunContext, initialize
 from roles.crew.validators import validate
+from roles.spine import PlainPhases, review
 from tests.llm.test_openai_brain import good_plan_json, request
 
 OBJECTION = json.dumps(

@@ -17,12 +17,11 @@ import pytest
 
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE, unplannable
 from operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

@@ -10,10 +10,9 @@ import psycopg
 
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
+from roles.spine import PlainPhases, review
 
 HELD_AND_WAITING = (
     "SELECT bool_and(CASE WHEN pid = %s THEN wait_event_type = 'Lock'"

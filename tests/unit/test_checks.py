@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import astuple, fields, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
 import operators  # noqa: F401
-from dbcrew.models import Finding, Role, Severity
+from dbcrew.models import Brief, Finding, Role, Severity
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
@@ -20,10 +21,10 @@ from operators.checks.indexes import check_duplicate_indexes
 from operators.checks.tables import check_vacuum_health
 from operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
 from operators.collect.replication import SlotRow
-from operators.registry import REGISTRY, OperatorContext
+from operators.registry import REGISTRY, Observation, OperatorContext
 from operators.sql import name_list_text
-from operators.stat_views import IndexStatsRow, TableStatsRow
-from tests.rows import land_rows
+from operators.stat_views import CheckpointerRow, DatabaseStatsRow, IndexStatsRow, TableStatsRow
+from tests.rows import duckdb_type, land_rows
 
 # An index and a table as the collectors land them; each test sets what it is about.
 INDEX = IndexStatsRow(
@@ -349,9 +350,9 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
         "wraparound",
         WraparoundRow,
         [
-            WraparoundRow("database", "shop", 1_200_000_000, 0),
-            WraparoundRow("database", "other", 1_100_000_000, 0),
-            WraparoundRow("table", "public.carts", 1_100_000_000, 0),
+            WraparoundRow("database", "shop", 1_200_000_000, 0, *DEFAULT_FREEZE),
+            WraparoundRow("database", "other", 1_100_000_000, 0, *DEFAULT_FREEZE),
+            WraparoundRow("table", "public.carts", 1_100_000_000, 0, *DEFAULT_FREEZE),
         ],
     )
     by_object = {f.object: f for f in check_wraparound(c).findings}
@@ -366,6 +367,42 @@ def test_vacuum_and_wraparound_findings_name_who_holds_the_xmin_horizon(tmp_path
     assert by_object["public.carts"].recommendation.startswith(
         "End or drop what holds the xmin horizon, oldest first (prepared forgotten"
     )
+
+
+# autovacuum_freeze_max_age and its multixact twin at their defaults, autovacuum on
+DEFAULT_FREEZE = (200_000_000, 400_000_000, False)
+
+
+def test_an_age_close_to_the_freeze_limit_is_a_risk_only_where_autovacuum_is_off(tmp_path):
+    """Past 90 % of autovacuum_freeze_max_age only the server's forced vacuums freeze a database or
+    table autovacuum is off for: a warning; with autovacuum on that is its ordinary work, no finding.
+    Near the hard limit is critical either way."""
+    c = ctx(tmp_path)
+    land_rows(
+        c.workspace,
+        "wraparound",
+        WraparoundRow,
+        [
+            WraparoundRow("database", "off", 95_000, 3, 100_000, 400_000_000, True),
+            WraparoundRow("database", "on", 95_000, 3, 100_000, 400_000_000, False),
+            WraparoundRow("database", "young", 80_000, 3, 100_000, 400_000_000, True),
+            WraparoundRow("table", "public.near_hard", 1_600_000_000, 3, *DEFAULT_FREEZE),
+            WraparoundRow(
+                "table", "public.mxid_off", 10, 370_000_000, 200_000_000, 400_000_000, True
+            ),
+        ],
+    )
+    found = {(f.code, f.object): f for f in check_wraparound(c).findings}
+    assert {k: f.severity for k, f in found.items()} == {
+        (FindingCode.XID_WRAPAROUND_RISK, "database off"): Severity.WARNING,
+        (FindingCode.XID_WRAPAROUND_RISK, "public.near_hard"): Severity.CRITICAL,
+        (FindingCode.MXID_WRAPAROUND_RISK, "public.mxid_off"): Severity.WARNING,
+    }
+    off = found[(FindingCode.XID_WRAPAROUND_RISK, "database off")]
+    assert "95% of autovacuum_freeze_max_age (100,000) with autovacuum off" in off.title
+    assert off.evidence["autovacuum_freeze_max_age"] == 100_000 and off.evidence["autovacuum_off"]
+    assert "forces anti-wraparound vacuums" in off.recommendation
+    assert "75% of the limit" in found[(FindingCode.XID_WRAPAROUND_RISK, "public.near_hard")].title
 
 
 def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
@@ -474,3 +511,86 @@ def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
     )  # restarted 12.5 s later
     restarted = REGISTRY["check_cache_hit_ratio"].run(c, {})
     assert not restarted.findings and "restarted during the window" in restarted.partial
+
+
+def test_a_server_started_just_before_the_review_has_its_cache_unjudged_not_found_low(tmp_path):
+    """A cold cache right after a start misses whatever shared_buffers' size: no finding, the coverage
+    says why and leaves the code unjudged; the same window of a server up for longer is judged."""
+    probed = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
+
+    def judged(up_seconds: float) -> Observation:
+        started = probed - timedelta(seconds=up_seconds)
+        c = replace(
+            ctx(tmp_path),
+            brief=Brief(
+                server_version="18.0",
+                server_version_num=180000,
+                database="shop",
+                current_user="watcher",
+                probed_at=probed,
+                server_started_at=started,
+            ),
+        )
+        # The window's readings: 0.73 of the blocks hit, critical on a warm cache; no restart in it.
+        counters = DatabaseStatsRow(
+            *("shop", 1), *[0] * 13, 0.0, 0.0, None, 0.0, started.timestamp()
+        )
+        deltas = [("blks_hit_delta", 7_300.0), ("blks_read_delta", 2_700.0)] + [
+            (name, 0.0) for name in ("temp_bytes_delta", "server_started_delta")
+        ]
+        hints = get_type_hints(DatabaseStatsRow)
+        c.workspace.write_table(
+            "database_stats",
+            [(f.name, duckdb_type(hints[f.name])) for f in fields(DatabaseStatsRow)]
+            + [(name, "DOUBLE") for name, _ in deltas],
+            [(*astuple(counters), *(value for _, value in deltas))],
+        )
+        return REGISTRY["check_cache_hit_ratio"].run(c, {})
+
+    cold = judged(6)
+    assert cold.findings == [] and cold.unjudged == [FindingCode.CACHE_HIT_RATIO_LOW]
+    assert cold.partial.startswith("the server started 6 s before the review"), cold.partial
+    warm_up = Settings().thresholds.server_warm_up_seconds
+    warm = judged(warm_up + 1)
+    assert [(f.code, f.severity) for f in warm.findings] == [
+        (FindingCode.CACHE_HIT_RATIO_LOW, Severity.CRITICAL)
+    ]
+    assert warm.partial == "" and warm.unjudged == []
+
+
+def test_checkpointer_counters_reset_moments_ago_leave_the_checkpoint_check_unjudged(tmp_path):
+    """pg_stat_reset_shared('checkpointer') twelve seconds before the review: a checkpoint or two an
+    hour, nothing to judge yet, and an earlier finding is not resolved. Counters stamped with the
+    server-wide statistics (initdb's stamp, kept across clean restarts) are judged."""
+    probed = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
+    initdb = probed - timedelta(days=30)
+
+    def judged(reset: datetime) -> Observation:
+        c = replace(
+            ctx(tmp_path),
+            brief=Brief(
+                server_version="18.0",
+                server_version_num=180000,
+                database="shop",
+                current_user="watcher",
+                system_identifier=str(int(initdb.timestamp()) << 32 | 7),
+                probed_at=probed,
+                server_started_at=probed - timedelta(seconds=30),
+                shared_stats_reset_at=initdb,
+            ),
+        )
+        land_rows(
+            c.workspace,
+            "checkpointer",
+            CheckpointerRow,
+            [CheckpointerRow("checkpointer", 1, 0, 0, 10, reset)],
+        )
+        return REGISTRY["check_checkpoints"].run(c, {})
+
+    reset = judged(probed - timedelta(seconds=12))
+    assert reset.findings == [] and reset.unjudged == [FindingCode.CHECKPOINTS_TOO_FREQUENT]
+    assert reset.partial.startswith(
+        "checkpointer statistics reset 12 s ago at 2026-11-26 00:59:48 UTC"
+    ), reset.partial
+    since_initdb = judged(initdb)
+    assert since_initdb.partial == "" and since_initdb.unjudged == []

@@ -505,6 +505,32 @@ def test_selective_sequential_scan_is_a_missing_index() -> None:
     assert plan_issues(expression, {"items": 300_000}) == []
 
 
+def test_a_scan_of_a_mostly_dead_table_is_its_dead_tuples_and_its_size_counts_them() -> None:
+    """A scan reads every row version: 240k dead beside 60k live rows are the statement's cost (named
+    once per table), and they make a table of few live rows large enough to want its index."""
+    lookup = {"Node Type": "Seq Scan", "Relation Name": "t", "Filter": "(id = $1)", "Plan Rows": 1}
+    issues = plan_issues(lookup, {"t": 60_000}, {"t": 240_000})
+    assert [i.code for i in issues] == ["index_missing", "dead_tuples_high"]
+    dead = issues[1]
+    assert dead.relations == ["t"] and dead.numbers == {"live_rows": 60_000, "dead_rows": 240_000}
+    assert "VACUUM t" in dead.detail
+    twice = {"Node Type": "Append", "Plans": [lookup, lookup]}
+    assert [i.code for i in plan_issues(twice, {"t": 60_000}, {"t": 240_000})].count(
+        "dead_tuples_high"
+    ) == 1
+    few_live = plan_issues(lookup, {"t": 5_000}, {"t": 200_000})
+    assert "index_missing" in [i.code for i in few_live]  # 205k row versions read per call
+    assert [i.code for i in plan_issues(lookup, {"t": 5_000})] == []  # 5k rows: fine scanned
+    # Fewer dead versions than live ones, or too few to matter: no finding of them.
+    assert "dead_tuples_high" not in [
+        i.code for i in plan_issues(lookup, {"t": 300_000}, {"t": 100_000})
+    ]
+    assert (
+        plan_issues({**lookup, "Filter": "(id <= $1)", "Plan Rows": 900}, {"t": 9}, {"t": 900})
+        == []
+    )
+
+
 def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
     from dbcrew.models import Finding, Severity
 
@@ -520,7 +546,26 @@ def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
         RulesBrain().summarize(Scenario.DIAGNOSE, [cause], [])
         == "1 root causes: lock_contention (confidence 0.90)."
     )
-    assert RulesBrain().summarize(Scenario.DIAGNOSE, [], []).startswith("No root cause")
+    assert (
+        RulesBrain().summarize(
+            Scenario.DIAGNOSE, [], [], "the window was compared with no baseline"
+        )
+        == "No root cause above the reporting confidence: the window was compared with no baseline."
+    )
+
+
+def test_what_a_diagnosis_compared_is_said_from_its_facts() -> None:
+    from roles.report.reporter import compared_with
+
+    assert compared_with({}) == ""  # nothing sampled: nothing compared, nothing said
+    assert compared_with({"baseline_source": "", "abnormal": []}).startswith(
+        "the window was compared with no baseline (no --baseline file"
+    )
+    kept = {"baseline_source": "a quiet window of 2026-11-27", "abnormal": []}
+    assert compared_with(kept) == (
+        "the window was compared with the baseline (a quiet window of 2026-11-27), and no metric left it"
+    )
+    assert compared_with({**kept, "abnormal": [{}, {}]}).endswith("which 2 metrics left")
 
 
 def test_the_statements_that_changed_most_are_ranked_by_time_per_second() -> None:

@@ -181,7 +181,7 @@ def test_gap_narrow_restores_tasks_outside_the_failed_subgraph():
 
 def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
     from dbcrew.vocabulary import Scenario
-    from roles.crew.playbooks import PLAYBOOKS
+    from roles.brains.playbooks import PLAYBOOKS
 
     assert set(PLAYBOOKS) == set(Scenario)
     categories = {entry.category for entry in catalogue()}

@@ -53,9 +53,45 @@ def test_each_preparation_runs_once_in_a_background_thread_and_a_failing_one_sto
     thread = start_preparing(
         [task("prep_a"), task("prep_b"), task("prep_a", 1), task("check_bloat")]
     )
-    assert thread is not None and thread.daemon
+    assert thread is not None
     thread.join(timeout=30)
     assert ran == [("failing", "dbcrew-prepare"), ("loading", "dbcrew-prepare")]
+
+
+EXITS_WHILE_PREPARING = """
+import sys, time
+from dataclasses import replace
+from pathlib import Path
+from dbcrew.models import TaskSpec
+from operators.registry import REGISTRY, get
+from roles.crew.preparing import start_preparing
+
+def slow() -> None:
+    time.sleep(0.5)
+    Path(sys.argv[1]).write_text("prepared")
+
+REGISTRY["prep_slow"] = replace(get("check_bloat"), name="prep_slow", prepare=slow)
+start_preparing([TaskSpec(id="prep_slow", agent="a", operator="prep_slow")])
+"""
+
+
+def test_a_process_ending_while_a_preparation_runs_waits_for_it_instead_of_cutting_it_off(
+    tmp_path: Path,
+):
+    """The run is over and the process exits at once: the preparation still completes. A thread cut
+    off at exit inside a C++ extension (matplotlib laying out a font) aborts the whole process."""
+    import subprocess
+    import sys
+
+    done = tmp_path / "done"
+    result = subprocess.run(
+        [sys.executable, "-c", EXITS_WHILE_PREPARING, str(done)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert done.read_text() == "prepared"
 
 
 WARMED = """

@@ -28,8 +28,6 @@ from dbcrew.settings import Capability, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
-from flows.phases import PlainPhases
-from flows.review import review
 from lab.llama_server import LlamaServer
 from lab.shop import DemoShop
 from operators.diagnose.facts import FactsRecord
@@ -39,6 +37,7 @@ from roles.brains.openai import OpenAIBrain
 from roles.crew.run import RunContext
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
+from roles.spine import PlainPhases, review
 from tests.llm.test_llm_diagnosis import record, rules  # noqa: F401 - fixtures are found by name
 
 BUDGET = 8.0  # seconds of LLM time a run may spend: a few calls of SmolLM2 on 2 cores
@@ -68,7 +67,7 @@ def test_a_diagnosis_keeps_the_rules_causes_and_counts_what_the_model_did(
 ):
     client = LlmClient(render, **client_options(llama))  # type: ignore[arg-type]
     limits = AgentLimits(experts=1, samples=1, seconds=BUDGET, steps=3)  # both budgets alike
-    causes, done = LlmDiagnoser(client, render, limits, capability).diagnose(record, rules)
+    causes, _, done = LlmDiagnoser(client, render, limits, capability).diagnose(record, rules)
     found = {c.code: c for c in causes}
     assert "workload_many_inserts" in found  # the flood the record holds, named by the rules
     for cause in rules:  # the rules' causes stand; a model's are extra

@@ -1,4 +1,4 @@
-"""Bench section `scale`: review time and peak memory for 100, 1,000 and 10,000 tables (3 indexes each).
+"""Bench section `tables`: review time and peak memory for 100, 1,000 and 10,000 tables (3 indexes each).
 
 Each database gets N tables with a primary key and two secondary indexes (10,000 tables = 30,000
 indexes), a row each, and statistics. Each review runs in its own process (plain phase runner,
@@ -39,9 +39,8 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from flows.phases import PlainPhases
-    from flows.review import review
     from roles.crew.run import RunContext
+    from roles.spine import PlainPhases, review
 
     started = time.perf_counter()
     run = RunContext(
@@ -81,7 +80,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "bench.scale",
+                    "bench.tables",
                     "--child",
                     pg.dsn(db),
                     str(work / f"report-{n}"),
