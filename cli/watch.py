@@ -1,8 +1,13 @@
 """`dbcrew watch TARGET... [--every 15]`: sample targets into the shared store in the foreground, one line per pass;
-`dbcrew incidents TARGET [--json] [--since -7d]`: the incidents the watcher detected.
+`dbcrew incidents TARGET [--json] [--since -7d]`: the incidents the watcher detected, each with its diagnosis.
 
-What it stores is what `dbcrew diagnose --from --to` reads afterwards. Ctrl-C (or SIGTERM) ends the
-loop at its next pause and the command exits 130 (143) as the other commands do (cli/interrupts.py).
+What it stores is what `dbcrew diagnose --from --to` reads afterwards. Each incident is diagnosed
+when it closes (and a long one also as it stands), in the background, as `dbcrew diagnose --from
+--to` would without a server (roles/incident_diagnosis.py), and the diagnosis is kept
+with the incident. Ctrl-C (or SIGTERM) ends the loop at its next pause; the diagnosis in flight gets
+DIAGNOSIS_WAIT seconds to finish (less than the interrupt's grace period), the incidents left
+undiagnosed are said, one line each, and the command exits 130 (143) as the other commands do
+(cli/interrupts.py).
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from typing import Annotated
 import typer
 
 from cli import interrupts
-from cli.console import line, show
+from cli.console import fail, line, show
 from dbcrew.errors import UsageError
 from dbcrew.models.interval import parse_moment
-from dbcrew.store.samples import open_samples
-from dbcrew.targets import parse_target
+from dbcrew.store.samples import Incident, open_samples
+from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line
+from roles.incident_diagnosis import BackgroundDiagnoser, DiagnosisSchedule
 from roles.watching import DEFAULT_EVERY, RoundReport, TargetOutcome, Watcher
+
+DIAGNOSIS_WAIT = 5.0  # seconds a stopping watcher waits for the diagnosis in flight (interrupts.GRACE_SECONDS: 10)
 
 SHOWN = (
     ("act.active", "active", ".1f"),
@@ -88,7 +96,7 @@ def incidents(
         )
     found = store.incidents(identity, moment)
     if as_json:
-        print(json.dumps([i.model_dump(mode="json") for i in found], indent=2))
+        print(json.dumps([as_json_object(i) for i in found], indent=2))
         return
     if not found:
         show(line(f"no incident on {identity} since {moment:%Y-%m-%d %H:%M} UTC"))
@@ -103,6 +111,25 @@ def incidents(
                 f"{incident.started_at:%Y-%m-%d %H:%M:%S} UTC  {seconds:5.0f} s  {'' if incident.closed else 'ongoing  '}{signals}"
             )
         )
+        show(line(f"  {diagnosis_line(incident)}"))
+
+
+def as_json_object(incident: Incident) -> dict[str, object]:
+    """The incident as `--json` prints it: its stored fields and `diagnosis`, the one that stands (null: none)."""
+    diagnosis = incident.diagnosis
+    return {
+        **incident.model_dump(mode="json"),
+        "diagnosis": None if diagnosis is None else diagnosis.model_dump(mode="json"),
+    }
+
+
+def diagnosis_line(incident: Incident) -> str:
+    """What the incident's diagnosis found and where its report is, or that it has none (yet)."""
+    diagnosis = incident.diagnosis
+    if diagnosis is None:
+        return "not diagnosed" + ("" if incident.closed else " yet")
+    where = diagnosis.where()
+    return f"causes: {diagnosis.describe()}" + (f"; report: {where}" if where else "")
 
 
 def watch(
@@ -115,6 +142,12 @@ def watch(
     every: Annotated[
         float, typer.Option(help="seconds between two samples of each target")
     ] = DEFAULT_EVERY,
+    diagnose: Annotated[
+        bool,
+        typer.Option(
+            help="diagnose each incident in the background when it closes, its diagnosis kept with it"
+        ),
+    ] = True,
 ) -> None:
     """Sample targets' counters every few seconds into the store (for diagnoses of past intervals), until Ctrl-C."""
     if not math.isfinite(every) or every < 1:
@@ -128,4 +161,39 @@ def watch(
             f"watching {len(parsed)} target(s) every {every:g} s into {store.location}; Ctrl-C stops"
         )
     )
-    interrupts.run_interruptible(lambda: Watcher(parsed, store, every=every).run(print_round))
+    if not diagnose:
+        interrupts.run_interruptible(lambda: Watcher(parsed, store, every=every).run(print_round))
+        return
+    from roles.brains import default_brain
+    from roles.incident_diagnosis import (
+        diagnose_incident,
+    )  # the crew: loaded only when it diagnoses
+
+    brain = default_brain()
+    diagnoser = BackgroundDiagnoser(
+        lambda target, incident: diagnose_incident(target, incident, brain), store
+    )
+    interrupts.run_interruptible(
+        lambda: watch_and_diagnose(Watcher(parsed, store, every=every), diagnoser)
+    )
+
+
+def watch_and_diagnose(watcher: Watcher, diagnoser: BackgroundDiagnoser) -> None:
+    """The watcher's loop, each incident due for a diagnosis handed to `diagnoser`; when the loop ends, a bounded
+    wait for the diagnosis in flight and one line per incident left undiagnosed."""
+    schedule = DiagnosisSchedule()
+    targets: dict[str, PostgresTarget] = {
+        w.watch.target.display: w.watch.target for w in watcher.watched
+    }
+
+    def on_round(report: RoundReport) -> None:
+        print_round(report)
+        for outcome in report.outcomes:
+            if outcome.incident is not None and schedule.due(outcome.incident, report.at):
+                diagnoser.submit(targets[outcome.display], outcome.incident)
+
+    try:
+        watcher.run(on_round)
+    finally:
+        for left in diagnoser.close(DIAGNOSIS_WAIT):
+            fail(f"dbcrew: not diagnosed: {left.describe()}")

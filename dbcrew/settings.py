@@ -597,7 +597,7 @@ class Thresholds(_Bounds):
     xid_critical_age: int = 1_500_000_000
     freeze_max_age_near_ratio: float = Field(
         0.9,
-        gt=0,
+        ge=0,
         le=1,
         description="share of autovacuum_freeze_max_age (or its multixact twin) from which an age"
         " with autovacuum off for it is xid_wraparound_risk (mxid_): a warning",

@@ -15,15 +15,12 @@ from prefect import flow
 
 from dbcrew.models import Report
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.workspace import discard
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
 from roles.crew.run import RunContext
-from roles.report.reporter import prune_reports
-from roles.spine import review
+from roles.spine import kept_in_reports, review
 
 
 def run_link() -> str:
@@ -54,18 +51,12 @@ def health_review(request: ReviewRequest) -> Report:
 
 
 def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>,
-    without its workspace, then drop the reports past their retention (age, then size) on this disk."""
-    in_reports = run.out is None
-    if in_reports:
-        run.out_dir = reports_root() / run.run_id
-    try:
+    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>
+    (kept_in_reports)."""
+
+    def reviewed_and_posted() -> Report:
         report = review(run, PrefectPhases)
         post_report(run, report)
-    finally:
-        if in_reports:
-            # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the
-            # report, its charts and the posted artifacts are what stays of a run, a failed one's too.
-            discard(run.workspace_path)
-            prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
-    return report
+        return report
+
+    return kept_in_reports(run, reviewed_and_posted)

@@ -31,10 +31,12 @@ from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.secrets import secret
+from dbcrew.store.incident_diagnoses import IncidentRef
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
 from flows.dispatch import ran_sync
+from flows.incident_diagnosis import keep_with_incident
 from flows.review import conduct, run_link
 from flows.worker import planned_stop
 from roles.crew.run import RunContext
@@ -133,12 +135,18 @@ def review_target(
         None,
         description="with interval: read the interval from this Prometheus instead of the watcher's store",
     ),
+    incident: IncidentRef | None = Field(
+        None,
+        description="with interval: the watcher's incident it diagnoses, which keeps the causes and this run's link",
+    ),
 ) -> Report | State[Any]:
     """Review one database of the inventory; one review per target at a time (its global concurrency limit).
 
     Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
     tokens) about new problems, or that the run failed.
     """
+    if incident is not None and interval is None:
+        raise UsageError("an incident's diagnosis needs its interval")
     entry = published_inventory().get(target)
     request = entry.request(scenario, brain, window, alert, interval, prometheus)
     run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
@@ -155,6 +163,8 @@ def review_target(
         raise
     if stopped := planned_stop():  # a report cut short by the stop is no news either
         return stopped
+    if incident is not None:
+        keep_with_incident(run, report, incident)
     tell(run, entry, report)
     return report
 

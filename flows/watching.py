@@ -18,7 +18,8 @@ when something changed or every HEALTH_EVERY seconds, and starts one run per inc
 What a run does with each round, by target (its inventory entry's alert URLs are told):
 - an incident that closed starts a diagnosis of its interval, a review_target flow run of the pool
   with the interval, whose alert says what happened, when, and the root causes, with the report's
-  link; an incident still open after LONG_INCIDENT is diagnosed once as it stands;
+  link, and which keeps its causes and link with the incident (the health artifact shows them); an
+  incident still open after LONG_INCIDENT is diagnosed once as it stands (roles/incident_diagnosis.py);
 - a target that stops answering is an alert once when its gap opens, and once when samples resume.
 Stopping: the worker stopping (its shares end Cancelled, planned_stop), the run cancelled (in the UI,
 or by `dbcrew server` when it stops: the worker then leaves the group unwatched until it restarts),
@@ -57,8 +58,10 @@ from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import PostgresTarget
 from flows.dispatch import ran_sync
+from flows.incident_diagnosis import DiagnosisBoard
 from flows.targets import ON_DEMAND, connect_entry, published_inventory
 from flows.worker import WORKER_STOPPED, run_identifier
+from roles.incident_diagnosis import DiagnosisSchedule, incident_alert_text
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 from roles.sharing import SessionBudget, ShareLoop, holder_name
 from roles.watching import RoundReport, TargetOutcome
@@ -68,21 +71,12 @@ CANCEL_POLL = (
 )
 LOOK_EVERY = 30.0  # seconds between two readings of the published inventory (a target added or removed is met then)
 HEALTH_EVERY = 300.0  # seconds between two health artifacts when nothing changed
-LONG_INCIDENT = timedelta(minutes=10)  # an incident open this long is diagnosed as it stands
 DIAGNOSIS_DEPLOYMENT = f"review_target/{ON_DEMAND}"
 log = logging.getLogger(__name__)
 # holder -> what stops its share (set by its worker's WatchShares): an event, not a flow parameter
 _HALTS: dict[str, threading.Event] = {}
 # worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)
 _BUDGETS: dict[str, SessionBudget] = {}
-
-
-def incident_alert_text(incident: Incident) -> str:
-    """The incident as the diagnosis's alert text: its abnormal signals, their usual level and their peak (data)."""
-    signals = "; ".join(
-        f"{s.name} {s.baseline_median:.4g} -> {s.peak:.4g}" for s in incident.signals[:4]
-    )
-    return f"watcher incident from {incident.started_at:%H:%M:%S} to {incident.ended_at:%H:%M:%S} UTC: {signals}"
 
 
 class Keeper:
@@ -97,9 +91,10 @@ class Keeper:
         self.halt = halt
         self.log = get_run_logger()
         self.gaps: dict[str, str] = {}  # entry name -> why it has no samples (alerted once)
-        self.diagnosed: set[tuple[str, datetime]] = (
-            set()
-        )  # (entry, incident start) diagnosed while open
+        self.schedule = DiagnosisSchedule()
+        self.board = DiagnosisBoard(
+            (), CANCEL_POLL
+        )  # told of the diagnosed targets as its share meets them
         self.latest: dict[str, TargetOutcome] = {}
         self.incidents: dict[str, Incident] = {}
         self._health_at = 0.0
@@ -113,19 +108,18 @@ class Keeper:
             if entry is None:
                 continue
             self.latest[entry.name] = outcome
+            if entry.watch is not None and entry.watch.diagnose:
+                self.board.diagnosing.add(entry.name)
             changed |= self._gap(entry, outcome, report.at)
             incident = outcome.incident
             if incident is None:
                 continue
             self.incidents[entry.name] = incident
             changed = True
-            key = (entry.name, incident.started_at)
-            if incident.closed or (
-                key not in self.diagnosed and report.at - incident.started_at >= LONG_INCIDENT
-            ):
-                self.diagnosed.add(key)
-                if entry.watch is not None and entry.watch.diagnose:
-                    self._diagnose(entry, incident, report.at)
+            due = self.schedule.due(incident, report.at)
+            if due and entry.watch is not None and entry.watch.diagnose:
+                self._diagnose(entry, incident, report.at)
+        changed |= self.board.refresh(self.incidents, report.at)
         now = report.at.timestamp()
         if changed or now - self._health_at >= HEALTH_EVERY:
             self._health_at = now
@@ -193,6 +187,7 @@ class Keeper:
                     "target": entry.name,
                     "interval": interval.model_dump(mode="json"),
                     "alert": incident_alert_text(incident),
+                    "incident": incident.ref().model_dump(mode="json"),
                 },
                 timeout=0,
                 as_subflow=False,
@@ -230,6 +225,7 @@ class Keeper:
                     "signals": ""
                     if incident is None
                     else ", ".join(s.name for s in incident.signals[:4]),
+                    **self.board.columns(name, incident),
                 }
             )
         create_table_artifact(

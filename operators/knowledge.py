@@ -19,8 +19,6 @@ from pydantic import BaseModel
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.vocabulary import Cause
 
-logging.getLogger("bm25s").setLevel(logging.WARNING)
-
 KNOWLEDGE_DIR = Path(__file__).resolve().parent.parent / "knowledge"
 TEXT_WEIGHT = 0.5
 
@@ -48,6 +46,9 @@ class KnowledgeBase:
         self.chunks = chunks
         import bm25s  # here, not at import: it pulls in scipy.sparse, which a run without this index never needs
 
+        logging.getLogger("bm25s").setLevel(
+            logging.WARNING
+        )  # bm25s sets its own level when imported
         self._bm25 = bm25s.BM25()
         self._bm25.index(
             [tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False

@@ -50,8 +50,9 @@ from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from operators.watch.incidents import HISTORY, Detector, Minutes, Recall
+from operators.watch.incidents import Detector, Minutes, Recall
 from operators.watch.passes import PassBody, as_stored, bodies, merge
+from operators.watch.picture import normal_passes
 from operators.watch.sampling import Connected, Sampled, TargetWatch
 
 log = logging.getLogger(__name__)
@@ -378,14 +379,9 @@ def seeded_detector(store: SampleStore, identity: str, now: datetime) -> Detecto
     """The target's detector as of `now`: its last hour of raw passes as the recent history, its minute buckets as
     the earlier days' same hour (operators/watch/incidents.py)."""
     detector = Detector(identity, recall=minutes_of(store, identity))
-    since = now - timedelta(hours=1)
-    incidents = store.incidents(identity, since)
-    normal = [
-        p
-        for p in store.passes(identity, 0, since, now)
-        if not any(i.started_at <= p.at <= i.ended_at for i in incidents)
-    ]  # as the detector keeps them: an incident's passes never become the target's normal
-    detector.history.extend(body.rates for _seconds, body in bodies(normal[-HISTORY:]))
+    detector.history.extend(
+        body.rates for _seconds, body in bodies(normal_passes(store, identity, now))
+    )
     return detector
 
 

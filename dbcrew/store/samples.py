@@ -5,7 +5,7 @@ Same backends as the rest of the store (backends.py: a DuckDB file by default, P
 rates, the session tally, statements, tables) is a JSON body the store does not interpret: its
 model lives with the sampler (operators/watch/passes.py), which also merges passes when the
 watcher downsamples them. Incidents (the watcher's detections) are kept with their abnormal
-signals. The store keys a pass by target identity, resolution (0 for a raw pass,
+signals, and each with its diagnosis (incident_diagnoses.py). The store keys a pass by target identity, resolution (0 for a raw pass,
 else the seconds of the bucket it summarises) and the time its span ended, and keeps query texts
 once per target (a pass names them by digest): the texts are most of a pass's bytes.
 """
@@ -21,6 +21,8 @@ from pydantic import BaseModel, Field
 
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend, Session, utc
+from dbcrew.store.incident_diagnoses import SCHEMA as DIAGNOSES_SCHEMA
+from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef, current
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS watch_passes (
@@ -36,6 +38,7 @@ SCHEMA = (
         signals TEXT NOT NULL, PRIMARY KEY (target, started_at))""",
     """CREATE TABLE IF NOT EXISTS watch_targets (
         target TEXT PRIMARY KEY, display TEXT NOT NULL, facts TEXT NOT NULL, updated_at TIMESTAMPTZ NOT NULL)""",
+    DIAGNOSES_SCHEMA,
 )
 
 
@@ -79,6 +82,21 @@ class Incident(BaseModel):
     ended_at: datetime = Field(description="the end of its last abnormal pass (so far, while open)")
     closed: bool = False
     signals: list[IncidentSignal] = Field(default_factory=list, description="strongest first")
+    diagnoses: list[IncidentDiagnosis] = Field(
+        default_factory=list,
+        description="its diagnoses, oldest first: as it stood while open (a long one), and at its close",
+    )
+
+    @property
+    def diagnosis(self) -> IncidentDiagnosis | None:
+        """The incident's diagnosis: its close's when there is one, else the latest; None when not diagnosed."""
+        return current(self.diagnoses)
+
+    def ref(self) -> IncidentRef:
+        """This incident as a diagnosis names it: diagnosed now, while open or at its close."""
+        return IncidentRef(
+            target=self.target, started_at=self.started_at, while_open=not self.closed
+        )
 
 
 class WatchedTarget(BaseModel):
@@ -225,6 +243,17 @@ class SampleStore:
                 " AND ended_at > ? ORDER BY started_at",
                 [target, since],
             )
+            diagnosed = session.run(
+                "SELECT d.started_at, d.body FROM watch_diagnoses d JOIN watch_incidents i"
+                " ON i.target = d.target AND i.started_at = d.started_at"
+                " WHERE d.target = ? AND i.ended_at > ? ORDER BY d.diagnosed_at",
+                [target, since],
+            )
+        diagnoses: dict[datetime, list[IncidentDiagnosis]] = {}
+        for started_at, body in diagnosed:
+            diagnoses.setdefault(utc(started_at), []).append(
+                IncidentDiagnosis.model_validate_json(body)
+            )
         return [
             Incident(
                 target=r[0],
@@ -232,9 +261,29 @@ class SampleStore:
                 ended_at=utc(r[2]),
                 closed=r[3],
                 signals=[IncidentSignal.model_validate(s) for s in json.loads(r[4])],
+                diagnoses=diagnoses.get(utc(r[1]), []),
             )
             for r in rows
         ]
+
+    def record_diagnosis(self, incident: IncidentRef, diagnosis: IncidentDiagnosis) -> None:
+        """Keep a diagnosis with its incident, in one transaction: a later one of the same kind (while open, at
+        the close) replaces it; the close's joins the one made while open."""
+        with self.backend.session() as session:
+            session.run(
+                "DELETE FROM watch_diagnoses WHERE target = ? AND started_at = ? AND while_open = ?",
+                [incident.target, incident.started_at, incident.while_open],
+            )
+            session.run(
+                "INSERT INTO watch_diagnoses VALUES (?, ?, ?, ?, ?)",
+                [
+                    incident.target,
+                    incident.started_at,
+                    incident.while_open,
+                    diagnosis.diagnosed_at,
+                    diagnosis.model_dump_json(),
+                ],
+            )
 
     def texts(self, target: str, digests: Iterable[str]) -> dict[str, str]:
         """Query texts by digest (those the store has)."""

@@ -3,4 +3,4 @@
 Importing this package registers the diagnosis operators.
 """
 
-from operators.diagnose import charts, steps, views  # noqa: F401  (registration side effect)
+from operators.diagnose import charts, incident_chart, steps, views  # noqa: F401  (registration side effect)
