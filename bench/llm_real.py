@@ -7,7 +7,9 @@ rules and then by the LLM brain in each mode (the window sampled before any mode
 causes standing); one instance question is asked per mode. Each row gives the model's calls, prompt
 and completion tokens, the latency per call (the client's request time over its calls), the wall time
 beyond the rules brain's run, the questions that fell back to the rules, and for the diagnoses D-Bot's
-accuracy with and without the model. The LLM budget (DBCREW_LLM_BUDGET) bounds what each run may
+accuracy of the rules' causes and of the causes once the model had its say, both read on the LLM run's
+own window (`rules_part`), and the model's unconfirmed hypotheses (`hyp`); a line per diagnosis names
+them, beside the causes of the rules brain's own run of the same injection. The LLM budget (DBCREW_LLM_BUDGET) bounds what each run may
 spend on the model: --budget, 20 s by default. Timings move with the machine's load: the table
 prints the load average beside them.
 """
