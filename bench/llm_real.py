@@ -141,7 +141,7 @@ def rules_part(report: Report) -> list[str]:
     """The causes the rules named in this run's own window, before the model had its say (a cause the
     model added carries evidence source "llm"): the model's part is judged on the same window, since
     two windows of one injection differ (on a loaded host, 8 inserters' relation-extension lock waits
-    moved from 13 % to 36 % of the active time between two rules runs)."""
+    took 13 % to 50 % of the active time from one window to the next)."""
     return [c.code for c in report.root_causes if c.evidence.get("source") != "llm"]
 
 

@@ -583,7 +583,7 @@ def test_a_models_lock_contention_on_inserters_queued_on_the_tables_extension_is
     """The model calls the inserts' waits lock contention and cites their Lock-class share truly (the
     guard lets it through), but the lock they queue on is the table's extension lock, the writers' own
     work: no session holds one back, so the measurements do not support it and the rules' answer stands
-    alone (real SmolLM2 windows of 8 inserters on 2 busy cores spent 13-40 % of their time there)."""
+    alone (8 inserters on 2 busy cores spent 13-50 % of a window there, beside the real SmolLM2)."""
     key = statement_identity(PLANTED).key
     slices = [
         TimeSlice(wait="CPU", statement=key, kind="insert", relation="public.log", samples=30),
