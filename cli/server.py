@@ -348,7 +348,9 @@ def serve(
             )
         if watching.groups:
             show(
-                line(f"watching: {', '.join(watching.groups)} (one run each, restarted if it dies)")
+                line(
+                    f"watching: {', '.join(watching.groups)} (shared by the workers of the watch queue)"
+                )
             )
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()

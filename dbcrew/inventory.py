@@ -55,8 +55,9 @@ PasswordSource = Literal["pgpass"] | PasswordFromEnv | PasswordFromSecret
 class WatchSettings(_Strict):
     """`watch:` of an entry: the watcher samples the target between reviews (docs/watch.md).
 
-    Targets watched at the same interval share one long-lived watching flow run (flows/watching.py);
-    each incident it detects starts a diagnosis run of the incident's interval when `diagnose` holds.
+    Targets watched at the same interval are a group, shared over the workers of the pool's `watch` queue (each
+    worker's share one long-lived flow run: flows/watching.py); each incident detected starts a diagnosis run of
+    the incident's interval when `diagnose` holds.
     """
 
     every: float = Field(
@@ -68,7 +69,7 @@ class WatchSettings(_Strict):
 
     @property
     def group(self) -> str:
-        """The watching run this target belongs to: one per sampling interval."""
+        """The watching group this target belongs to: one per sampling interval."""
         return f"every-{self.every:g}s".replace(".", "-")
 
 

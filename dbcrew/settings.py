@@ -112,6 +112,13 @@ class Environment(Debugging):
         " PGPASSWORD or ~/.pgpass), or a DuckDB file (`duckdb:///path` or a plain path);"
         " unset: DBCREW_MEMORY_PATH, else $XDG_DATA_HOME/dbcrew/store.duckdb",
     )
+    watch_sessions: int = Field(
+        500,
+        ge=1,
+        description="targets one worker watches at most, over all its watching intervals (one session"
+        " each): its share of an interval's targets is ceil(targets / live watchers), within this cap;"
+        " targets beyond every watcher's cap are said in its log, never silently unwatched",
+    )
     receiver_token: SecretStr | None = Field(
         None,
         description="`dbcrew server`'s Alertmanager receiver requires `Authorization: Bearer"

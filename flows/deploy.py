@@ -8,8 +8,10 @@ what the Prefect scheduler keeps ahead grows with the distinct schedules, never 
 Deployments name their flows by module path (`flows.targets.review_target`), so a worker on any
 machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
 queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
-that wait for reviews must never take a review's slot) and `watch` (the long-lived watching runs,
-one per group of watched targets: flows/watching.py).
+that wait for reviews must never take a review's slot) and `watch`: a worker that serves it (every
+worker of the pool, unless `--work-queue` names others) runs its own share of the watching
+(flows/watching.py WatchShares), so the watching has no deployment; older versions' watching
+deployments are deleted at the next deploy.
 """
 
 from __future__ import annotations
@@ -27,13 +29,11 @@ from flows.dispatch import ran_sync
 from flows.fleet import fleet_review, scheduled_reviews
 from flows.review import health_review
 from flows.targets import ON_DEMAND, publish_inventory, review_target
-from flows.watching import watch_targets
-from flows.worker import WORKER_TYPE, InProcessWorker
+from flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
 
 POOL = "dbcrew"
 REVIEW_QUEUE = "reviews"
 FLEET_QUEUE = "fleet"
-WATCH_QUEUE = "watch"
 
 
 def ensure_pool(pool: str, max_reviews: int) -> None:
@@ -105,20 +105,6 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     return deployment
 
 
-def watch_deployment(group: str, entries: list[TargetEntry]) -> RunnerDeployment:
-    """The watching of one group of targets: no schedule, `dbcrew server` keeps one run of it going."""
-    return ran_sync(
-        watch_targets.to_deployment(
-            name=group,
-            parameters={"group": group},
-            description=f"Watch {', '.join(e.name for e in entries)} ({group}): samples, incidents, their diagnoses",
-            tags=["dbcrew", "watch"],
-            work_queue_name=WATCH_QUEUE,
-            entrypoint_type=EntrypointType.MODULE_PATH,
-        )
-    )
-
-
 def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
     made = [
         *(schedule_deployment(g, entries) for g, entries in inventory.schedule_groups().items()),
@@ -138,8 +124,7 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
     ]
-    watching = [watch_deployment(g, entries) for g, entries in inventory.watch_groups().items()]
-    return [*(ran_sync(d) for d in made), *watching]
+    return [ran_sync(d) for d in made]
 
 
 def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
@@ -157,7 +142,7 @@ def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 
     mine = {
         "flows.targets.review_target",
         "flows.fleet.scheduled_reviews",
-        "flows.watching.watch_targets",
+        "flows.watching.watch_targets",  # no longer deployed: the workers run their shares
     }
     with get_client(sync_client=True) as client:
         for stale in client.read_deployments():

@@ -1,20 +1,19 @@
-"""What `dbcrew server` looks after on the pool: the watching runs (schedules: flows/schedule_health.py).
+"""What `dbcrew server` looks after on the pool: the watching shares' runs (schedules: flows/schedule_health.py).
 
-Keep one watching run going per group of watched targets: start it, restart it when it dies, cancel it at a stop.
-
-The watching runs (flows/watching.py) have no schedule: they last as long as the pool does. The
-process that owns the pool's lifetime (`dbcrew server`) calls `check` every few seconds:
-- a group with no run that is scheduled, pending or running gets a new one;
-- a run that ended FAILED or CRASHED is told to the group's alert URLs ("watching stopped"; once
-  per streak of failed runs), and its replacement starts (after a pause that doubles with each
-  failure in a row); the new watcher stores the stretch nobody watched as a gap;
-- a run still marked Running whose worker was on this host and is gone (a killed worker) is set
-  CRASHED first: nothing else would end it (Prefect marks such runs only through an automation on
-  missing heartbeats, which a user must create; workers on other hosts are judged by theirs).
-`stop` cancels the running ones, so a planned stop is CANCELLED, never a failure alert; the reviews
-its worker is running are cancelled the same way (`stop_reviews`), and the worker lets them wind
-down rather than fail (flows/worker.py). A run a user cancelled (in the UI) while this supervisor
-ran stays cancelled: that is a decision, not a death.
+The watching is shared over the pool by the workers themselves (flows/watching.py WatchShares: each
+worker of the `watch` queue runs its share, leased in the store), so a worker that dies on any
+machine loses its share to the others with nobody's help. What remains for the process that owns
+the pool's lifetime (`dbcrew server`, calling `check` every few seconds) is the record:
+- a share run still marked Running whose worker is gone ends CRASHED, told once to the alert URLs
+  of the group's targets ("the watching of ... stopped on WORKER"): a worker of this host whose
+  process no longer exists, or a worker on any host whose heartbeat in the store lapsed (no
+  automation on missing Prefect heartbeats for the user to create);
+- a share run that ended FAILED (its worker restarts it at its next look) is told once per streak
+  of failures of its group ("the watching of ... failed on WORKER");
+- a group that no worker watches is said once (no worker serves the `watch` queue).
+`stop` cancels the share runs of the worker it started, so a planned stop is CANCELLED, never a
+failure alert; the reviews its worker is running are cancelled the same way (`stop_reviews`), and
+the worker lets them wind down rather than fail (flows/worker.py).
 """
 
 from __future__ import annotations
@@ -27,34 +26,39 @@ from uuid import UUID
 import psutil
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import (
-    DeploymentFilter,
-    DeploymentFilterId,
+    FlowFilter,
+    FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterEndTime,
     FlowRunFilterState,
     FlowRunFilterStateType,
     WorkQueueFilter,
     WorkQueueFilterName,
 )
 from prefect.client.schemas.objects import FlowRun, StateType
-from prefect.client.schemas.sorting import FlowRunSort
-from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled, Crashed
 
 from dbcrew.inventory import Inventory, TargetEntry
+from dbcrew.store import StoreUnavailable, open_store
+from dbcrew.store.leases import lapsed_holders
 from flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
-from flows.worker import WORKER_STOPPED, worker_of
+from flows.worker import worker_of
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
+from roles.sharing import holder_name
 
 log = logging.getLogger(__name__)
 
 WATCH_FLOW = "watch_targets"
 RUNS_LOOKED_AT = 200  # runs read per look
-RECENT_RUNS = 5  # the newest runs of a group looked at: one active, the ones that ended before it
-STOPPED = "dbcrew server stopped"
-# A run that failed is started again after RETRY_AFTER, doubling with each failure in a row up to
-# RETRY_AFTER_MAX: a watching that cannot start (a password its worker lacks) neither spins nor floods.
-RETRY_AFTER = timedelta(seconds=5)
-RETRY_AFTER_MAX = timedelta(minutes=10)  # the message of the runs `stop` cancels
+STOPPED = "dbcrew server stopped"  # the message of the runs `stop` cancels
+# A share's holder is judged dead once its heartbeat lapsed this many rounds ago (at least LAPSED_MIN):
+# a share that only missed a renewal (a slow store) is not a death.
+LAPSED_ROUNDS = 2
+LAPSED_MIN = timedelta(seconds=10)
+# failed share runs that ended since then are looked at (each told once)
+FAILED_LOOKBACK = timedelta(minutes=10)
+# a group no worker watches this long after the start is said
+UNWATCHED_AFTER = timedelta(minutes=1)
 
 
 def orphaned(run: FlowRun) -> bool:
@@ -100,108 +104,138 @@ def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
             log.error("alert not delivered: %s", exc)
 
 
-def watch_deployment(client: SyncPrefectClient, group: str) -> UUID | None:
-    """The id of the group's watching deployment; None when it is not deployed (any more)."""
-    try:
-        return client.read_deployment_by_name(f"{WATCH_FLOW}/{group}").id
-    except ObjectNotFound:
-        return None
-
-
-def recent_runs(client: SyncPrefectClient, deployment: UUID) -> list[FlowRun]:
-    """The deployment's newest runs, newest first."""
+def running_shares(client: SyncPrefectClient) -> list[FlowRun]:
+    """The watching share runs marked Running, on every worker."""
     return client.read_flow_runs(
-        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment])),
-        sort=FlowRunSort.EXPECTED_START_TIME_DESC,
-        limit=RECENT_RUNS,
+        flow_filter=FlowFilter(name=FlowFilterName(any_=[WATCH_FLOW])),
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
+        ),
+        limit=RUNS_LOOKED_AT,
     )
 
 
 class WatchSupervisor:
-    """The watching runs of an inventory's groups, kept going by `check`."""
+    """The watching shares of an inventory's groups, looked after by `check`."""
 
     def __init__(self, inventory: Inventory):
         self.groups = inventory.watch_groups()
-        self.told: set[UUID] = set()  # ended runs already alerted or logged
-        self.failing: dict[str, int] = {}  # group -> runs that failed in a row
+        self.told: set[UUID] = set()  # runs already marked crashed and alerted
+        self.said_unwatched: set[str] = set()
+        # groups whose failure is told, until one of their runs runs again
+        self.failing: set[str] = set()
         self.since = datetime.now(UTC)
 
     def check(self) -> list[str]:
-        """One look at every group; what it did, one line each (started, restarted, marked crashed)."""
+        """One look at the share runs; what it did, one line each (marked crashed, a group nobody watches)."""
         done: list[str] = []
         if not self.groups:
             return done
+        lapsed = self._lapsed()
         with get_client(sync_client=True) as client:
-            for group, entries in self.groups.items():
-                done += self._keep(client, group, entries)
+            running = running_shares(client)
+            for run in running:
+                group, worker = str(run.parameters.get("group")), str(run.parameters.get("worker"))
+                why = (
+                    "its worker on this host stopped"
+                    if orphaned(run)
+                    else "its worker stopped renewing its leases"
+                    if holder_name(worker, group) in lapsed.get(group, set())
+                    else ""
+                )
+                if not why or run.id in self.told:
+                    continue
+                self.told.add(run.id)
+                client.set_flow_run_state(run.id, Crashed(message=why), force=True)
+                done.append(
+                    f"watching {group}: run {run.name} crashed ({why}); the other watchers take its share"
+                )
+                self._tell(self.groups.get(group, []), group, worker, why)
+            failed = client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=[WATCH_FLOW])),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.FAILED])),
+                    end_time=FlowRunFilterEndTime(
+                        after_=max(self.since, datetime.now(UTC) - FAILED_LOOKBACK)
+                    ),
+                ),
+                limit=RUNS_LOOKED_AT,
+            )
+        alive = {str(r.parameters.get("group")) for r in running if r.id not in self.told}
+        self._recovered(running, failed)
+        for run in failed:
+            group, worker = str(run.parameters.get("group")), str(run.parameters.get("worker"))
+            if run.id in self.told:
+                continue
+            self.told.add(run.id)
+            why = (run.state.message if run.state else "") or "failed"
+            done.append(f"watching {group}: run {run.name} failed on {worker}: {why}")
+            if group not in self.failing:  # one alert per streak of failures
+                self.failing.add(group)
+                self._tell(self.groups.get(group, []), group, worker, f"failed: {why}", "failed")
+        if datetime.now(UTC) - self.since >= UNWATCHED_AFTER:
+            for group in sorted(set(self.groups) - alive - self.said_unwatched):
+                self.said_unwatched.add(group)
+                done.append(
+                    f"watching {group}: no worker watches it (is a worker serving the `watch` queue running?)"
+                )
+        self.said_unwatched &= set(self.groups) - alive  # said again if it happens again
         return done
 
-    def _keep(self, client: SyncPrefectClient, group: str, entries: list[TargetEntry]) -> list[str]:
-        deployment = watch_deployment(client, group)
-        if deployment is None:
-            return []
-        runs = recent_runs(client, deployment)
-        done = []
-        for run in runs:
-            if orphaned(run):
-                client.set_flow_run_state(
-                    run.id, Crashed(message="its worker on this host stopped"), force=True
-                )
-                run.state, run.state_name = (
-                    Crashed(message="its worker on this host stopped"),
-                    "Crashed",
-                )
-                done.append(f"watching {group}: run {run.name} crashed (its worker stopped)")
-        if any(r.state is not None and not r.state.is_final() for r in runs):
-            return done
-        ended = next((r for r in runs if r.state is not None), None)
-        if ended is not None and ended.state is not None:
-            state = ended.state
-            planned = state.message in (STOPPED, WORKER_STOPPED)
-            if state.is_cancelled() and not planned and state.timestamp >= self.since:
-                if ended.id not in self.told:
-                    self.told.add(ended.id)
-                    done.append(f"watching {group}: run {ended.name} was cancelled; not restarted")
-                return done
-            if state.is_failed() or state.is_crashed():
-                if ended.id not in self.told:
-                    self.told.add(ended.id)
-                    self.failing[group] = self.failing.get(group, 0) + 1
-                    if self.failing[group] == 1:  # one alert per streak of failed runs
-                        self._tell(entries, group, f"{state.name}: {state.message or ''}")
-                wait = min(RETRY_AFTER * 2 ** (self.failing[group] - 1), RETRY_AFTER_MAX)
-                if datetime.now(UTC) - state.timestamp < wait:
-                    return done
-            else:
-                self.failing.pop(group, None)
-        started = client.create_flow_run_from_deployment(deployment, tags=["dbcrew", "watch"])
-        done.append(
-            f"watching {group}: run {started.name} started"
-            + (f" (after {ended.name} ended {ended.state_name})" if ended is not None else "")
-        )
-        return done
+    def _recovered(self, running: list[FlowRun], failed: list[FlowRun]) -> None:
+        """A group's streak of failures ends when one of its runs started after its latest failure is running."""
+        last: dict[str, datetime] = {}
+        for run in failed:
+            group = str(run.parameters.get("group"))
+            if run.end_time is not None:
+                last[group] = max(last.get(group, run.end_time), run.end_time)
+        for run in running:
+            group = str(run.parameters.get("group"))
+            after = last.get(group)
+            if run.start_time is not None and (after is None or run.start_time > after):
+                self.failing.discard(group)
 
-    def _tell(self, entries: list[TargetEntry], group: str, why: str) -> None:
+    def _lapsed(self) -> dict[str, set[str]]:
+        """Per group, the holders whose heartbeat in the store lapsed (their workers died, on any host)."""
+        try:
+            backend = open_store().backend
+            return {
+                group: lapsed_holders(
+                    backend, max(LAPSED_MIN, timedelta(seconds=LAPSED_ROUNDS * _every(entries)))
+                )
+                for group, entries in self.groups.items()
+            }
+        except StoreUnavailable as exc:
+            log.warning("the watchers' heartbeats could not be read: %s", exc)
+            return {}
+
+    def _tell(
+        self, entries: list[TargetEntry], group: str, worker: str, why: str, how: str = "stopped"
+    ) -> None:
         alert = ChannelAlert(
-            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} stopped; restarted",
-            body=f"Group: {group}\nWhy: {why}\nThe time nobody watched is a gap in each target's series.",
+            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} {how} on {worker}",
+            body=f"Group: {group}\nWhy: {why}\nThe pool's other watchers take its share over once its leases"
+            " expire; the time nobody watched is a gap in each target's series.",
             failed=True,
             findings=[],
         )
         tell(alert, entries)
 
     def stop(self) -> int:
-        """Cancel every group's active runs (a planned stop); how many."""
+        """Cancel the share runs of the workers this process started (a planned stop); how many."""
         if not self.groups:
             return 0
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+        host = socket.gethostname()
         cancelled = 0
         with get_client(sync_client=True) as client:
-            for group in self.groups:
-                deployment = watch_deployment(client, group)
-                if deployment is None:
-                    continue
-                for run in recent_runs(client, deployment):
-                    if run.state is not None and not run.state.is_final():
-                        client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
-                        cancelled += 1
+            for run in running_shares(client):
+                worker = worker_of(run.infrastructure_pid)
+                if worker is not None and worker[0] == host and worker[1] in mine:
+                    client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
+                    cancelled += 1
         return cancelled
+
+
+def _every(entries: list[TargetEntry]) -> float:
+    return entries[0].watch.every if entries and entries[0].watch is not None else 15.0

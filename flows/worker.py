@@ -36,6 +36,7 @@ from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker
 from dbcrew import stopping
 
 WORKER_TYPE = "dbcrew-in-process"
+WATCH_QUEUE = "watch"  # the queue whose workers share the watching (flows/watching.py WatchShares)
 WORKER_STOPPED = "its worker stopped (a planned stop)"
 # How long a stopping worker waits for its runs to wind down: below `dbcrew server`'s 15 s before SIGKILL.
 WIND_DOWN_SECONDS = 10.0
@@ -75,6 +76,26 @@ class InProcessWorker(BaseWorker[BaseJobConfiguration, BaseVariables, InProcessR
         "every review is still a flow run of the pool."
     )
     _display_name = "dbcrew in-process"
+    _shares: Any = None  # flows.watching.WatchShares, while this worker serves the watch queue
+
+    async def setup(self) -> None:
+        """Set up, then start this worker's share of the watching when it serves the `watch` queue (every queue
+        of the pool unless `--work-queue` names others): each worker watches a share of the watched targets."""
+        await super().setup()
+        if not self._work_queues or WATCH_QUEUE in self._work_queues:
+            from flows.watching import (
+                WatchShares,
+            )  # imports the watcher: only a worker that watches pays for it
+
+            self._shares = WatchShares(self.name)
+            self._shares.start()
+
+    async def teardown(self, *exc_info: Any) -> None:
+        """Stop the watching share first (its leases released at once, its runs Cancelled), then tear down."""
+        if self._shares is not None:
+            await anyio.to_thread.run_sync(self._shares.stop, WIND_DOWN_SECONDS)
+            self._shares = None
+        await super().teardown(*exc_info)
 
     async def run(
         self,

@@ -86,6 +86,24 @@ def later(after: float, action: Callable[[], None]) -> AbstractContextManager[No
     return _beside(lambda stop: None if stop.wait(after) else action(), "outside")
 
 
+def once_sent(dsn: str, mark: str, action: Callable[[], None]) -> AbstractContextManager[None]:
+    """`action()` once another session sent a statement containing `mark` (the review reached that
+    step of its own), unless the block ended first: a point in the review's progress, where a delay
+    into the block lands earlier in it on a slow host than on a fast one."""
+
+    def work(stop: threading.Event) -> None:
+        with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
+            while not conn.execute(SENT_SQL, [mark]).fetchone():
+                if stop.wait(0.02):
+                    return
+        action()
+
+    return _beside(work, "outside")
+
+
+SENT_SQL = "SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND strpos(query, %s) > 0"
+
+
 def _admin(dsn: str, statement: sql.Composed) -> None:
     with psycopg.connect(dsn, autocommit=True, application_name="dba") as conn:
         conn.execute(statement)

@@ -73,6 +73,10 @@ IDLE_SECONDS = 31.0
 # the planted session is this old once the shop is built and its first workload ran, so a test sees it
 # through the same check without waiting out the default.
 QUICK_IDLE_SECONDS = 2.0
+# The tests' workload (run_rounds): fifteen times the index_missing check's 20 sequential scans of
+# customers. 6 s of run_workload made 164 rounds on a 2-core host at a load average of 10, their email
+# lookups 1.2 s in all; 300 rounds took 0.6 s of lookups there when quiet, 2.0 s at that load.
+WORKLOAD_ROUNDS = 300
 
 
 @dataclass
@@ -111,24 +115,42 @@ class DemoShop:
         return self
 
     def run_workload(self, seconds: float = 8.0) -> None:
-        """The shop's traffic: email lookups (no index), order history (indexed), product reads."""
-        with psycopg.connect(self.dsn, autocommit=True, application_name="shop-web") as conn:
+        """The shop's traffic for `seconds`, paced like a web front end (`dbcrew demo`, the background load)."""
+        with self._web() as conn:
             deadline = time.monotonic() + seconds
             rng = random.Random(7)
             while time.monotonic() < deadline and not self._stop.is_set():
-                customer = rng.randint(1, 50000)
-                conn.execute(
-                    "SELECT id, name FROM customers WHERE email = %s",
-                    (f"user{customer}@example.com",),
-                )
-                conn.execute(
-                    "SELECT id, status, total FROM orders WHERE customer_id = %s ORDER BY created_at DESC LIMIT 10",
-                    (customer,),
-                )
-                conn.execute(
-                    "SELECT name, price FROM products WHERE id = %s", (rng.randint(1, 1000),)
-                )
+                self._round(conn, rng)
                 time.sleep(0.02)
+
+    def run_rounds(self, rounds: int = WORKLOAD_ROUNDS) -> None:
+        """The shop's traffic, `rounds` rounds of it back to back: what a test reads off the statistics
+        (seq scans of customers, each statement's calls) is the same on a fast or a slow host, where a
+        time-bounded run counts what the host managed in the time."""
+        with self._web() as conn:
+            rng = random.Random(7)
+            for _ in range(rounds):
+                self._round(conn, rng)
+            # A backend flushes its table statistics at most once a second: a fast host's rounds fit in
+            # less, and their scans would reach pg_stat_user_tables at the backend's exit, racing a review.
+            conn.execute("SELECT pg_stat_force_next_flush()")
+
+    def _web(self) -> psycopg.Connection:
+        return psycopg.connect(self.dsn, autocommit=True, application_name="shop-web")
+
+    @staticmethod
+    def _round(conn: psycopg.Connection, rng: random.Random) -> None:
+        """One visit: an email lookup (no index: a sequential scan of the 50,000 customers), the
+        customer's order history (indexed) and a product read (by primary key)."""
+        customer = rng.randint(1, 50000)
+        conn.execute(
+            "SELECT id, name FROM customers WHERE email = %s", (f"user{customer}@example.com",)
+        )
+        conn.execute(
+            "SELECT id, status, total FROM orders WHERE customer_id = %s ORDER BY created_at DESC LIMIT 10",
+            (customer,),
+        )
+        conn.execute("SELECT name, price FROM products WHERE id = %s", (rng.randint(1, 1000),))
 
     def start_background_workload(self) -> None:
         self._worker = threading.Thread(

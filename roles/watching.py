@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field
 from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.redact import redact
+from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
@@ -82,6 +83,10 @@ class TargetOutcome(BaseModel):
 
     display: str
     identity: str
+    key: str = Field(
+        "",
+        description="the target's key in the watcher (its inventory name when shared; else its display)",
+    )
     stored: bool = Field(
         False,
         description="a pass was stored (False on the first readings after connecting, a restart or a gap)",
@@ -117,6 +122,10 @@ class Watched:
     unwatched_since: datetime | None = (
         None  # the last pass stored before this watcher started: a longer pause is a gap
     )
+    key: str = ""  # how the watcher's owner names it (an inventory name; by default its display)
+    unwatched_reason: str = "not watched: no watcher was running"
+    # a longer stretch before its first pass is a gap; None: two rounds
+    unwatched_after: timedelta | None = None
 
 
 class Watcher:
@@ -131,18 +140,55 @@ class Watcher:
     ):
         self.store = store
         self.every = every
-        self.concurrency = max(1, min(concurrency, len(targets)))
-        self.watched = []
+        self.concurrency = max(1, min(concurrency, len(targets) or concurrency))
+        self.watched: list[Watched] = []
         for t in targets:
-            identity = store.identity_of(t.display) or t.display
+            self.adopt(t.display, t)
+        self._maintained = 0.0
+
+    def adopt(
+        self,
+        key: str,
+        target: PostgresTarget,
+        unwatched_reason: str | None = None,
+        unwatched_after: timedelta | None = None,
+    ) -> None:
+        """Watch one more target under `key` (a key already watched is left as it is: one session per target).
+        At its first stored pass, the stretch since the last pass any watcher stored is a gap when longer than
+        `unwatched_after` (default two rounds), with `unwatched_reason`."""
+        self.adopt_all({key: target}, unwatched_reason, unwatched_after)
+
+    def adopt_all(
+        self,
+        targets: dict[str, PostgresTarget],
+        unwatched_reason: str | None = None,
+        unwatched_after: timedelta | None = None,
+    ) -> None:
+        """`adopt` for many targets at once: what the store knows of them read in one transaction."""
+        new = {k: t for k, t in targets.items() if k not in set(self.watching())}
+        known = self.store.last_watched(t.display for t in new.values())
+        for key, target in new.items():
+            identity, since = known.get(target.display, (target.display, None))
             self.watched.append(
                 Watched(
-                    watch=TargetWatch(t, session_step=session_step(every)),
+                    watch=TargetWatch(target, session_step=session_step(self.every)),
                     identity=identity,
-                    unwatched_since=store.latest(identity, 0),
+                    unwatched_since=since,
+                    key=key,
+                    unwatched_reason=unwatched_reason or Watched.unwatched_reason,
+                    unwatched_after=unwatched_after,
                 )
             )
-        self._maintained = 0.0
+
+    def drop(self, keys: set[str]) -> None:
+        """Stop watching the targets under `keys`: their sessions closed now."""
+        for w in [w for w in self.watched if w.key in keys]:
+            w.watch.close()
+            self.watched.remove(w)
+
+    def watching(self) -> list[str]:
+        """The keys of the targets watched, in order."""
+        return [w.key for w in self.watched]
 
     def run(
         self,
@@ -174,13 +220,31 @@ class Watcher:
                 for w in self.watched:
                     w.watch.close()
 
-    def sample_round(self, pool: ThreadPoolExecutor) -> RoundReport:
-        """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one transaction."""
-        began = time.monotonic()
-        results = list(pool.map(_sample, [w.watch for w in self.watched]))
+    def sample_round(
+        self,
+        pool: ThreadPoolExecutor,
+        may: Callable[[str], bool] | None = None,
+        stored: Callable[[Session, dict[str, datetime], datetime], None] | None = None,
+        only: set[str] | None = None,
+    ) -> RoundReport:
+        """One pass over every target at once (at most `concurrency` in flight); everything it learned stored in one
+        transaction. With `may` (a target's key -> whether this watcher may sample it now: its lease), a target is
+        sampled only if `may` holds when its pass starts, and its pass stored only if it still holds once the round
+        is over; one that misses either is left out of the round (no pass, no gap: it is another watcher's now).
+        `stored` is told, in the round's own transaction, the keys of the passes stored (with the round's start) and
+        when. With `only`, the round covers the targets of those keys alone (a target just taken over, read at once)."""
+        began, started = time.monotonic(), datetime.now(UTC)
+        allowed = may or (lambda _key: True)
+        watched = [w for w in self.watched if only is None or w.key in only]
+        results = list(pool.map(lambda w: _sample(w.watch) if allowed(w.key) else None, watched))
         at = datetime.now(UTC)
+        kept = [
+            (w, r)
+            for w, r in zip(watched, results, strict=True)
+            if r is not None and allowed(w.key)
+        ]
         passes, gaps, texts, facts, outcomes, incidents = [], [], {}, [], [], []
-        for w, result in zip(self.watched, results, strict=True):
+        for w, result in kept:
             connected = w.watch.connected
             if (
                 isinstance(result, Sampled)
@@ -201,7 +265,7 @@ class Watcher:
                 )
                 if w.detector is None or w.detector.target != w.identity:
                     w.detector = self._detector(w.identity, at)
-            outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity)
+            outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity, key=w.key)
             gap = self._gap_after(w, result, at)
             if gap is not None:
                 gaps.append(gap)
@@ -236,8 +300,16 @@ class Watcher:
             elif not isinstance(result, Sampled):
                 outcome = outcome.model_copy(update={"gap": result})
             outcomes.append(outcome)
-        self.store.record(passes, gaps, texts, facts, incidents)
-        for w, result in zip(self.watched, results, strict=True):
+        keys = {w.key: started for w, r in kept if isinstance(r, Sampled) and r.body is not None}
+        self.store.record(
+            passes,
+            gaps,
+            texts,
+            facts,
+            incidents,
+            also=None if stored is None else lambda session: stored(session, keys, at),
+        )
+        for w, result in kept:
             if isinstance(result, Sampled):
                 w.watch.stored_texts(result.texts)
         return RoundReport(at=at, took_seconds=time.monotonic() - began, outcomes=outcomes)
@@ -280,9 +352,11 @@ class Watcher:
 
     def _unwatched(self, w: Watched, at: datetime) -> Gap | None:
         """At a target's first stored pass, the time since the last pass an earlier watcher stored, when longer than
-        two rounds: nobody watched then (a stopped watcher or worker), a gap in the series like any other."""
+        two rounds (or the target's own `unwatched_after`): nobody watched then (a stopped watcher or worker), a gap
+        in the series like any other."""
         since, w.unwatched_since = w.unwatched_since, None
-        if since is None or at - since <= timedelta(seconds=2 * self.every + 1):
+        after = w.unwatched_after or timedelta(seconds=2 * self.every + 1)
+        if since is None or at - since <= after:
             return None
         log.warning(
             "watch: %s: not watched from %s to %s",
@@ -294,7 +368,7 @@ class Watcher:
             target=w.identity,
             started_at=since,
             ended_at=at,
-            reason="not watched: no watcher was running",
+            reason=w.unwatched_reason,
         )
 
     def maintain(self, now: datetime) -> None:

@@ -13,14 +13,14 @@ once per target (a pass names them by digest): the texts are most of a pass's by
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from dbcrew.store import open_store
-from dbcrew.store.backends import Backend, utc
+from dbcrew.store.backends import Backend, Session, utc
 from dbcrew.store.incident_diagnoses import SCHEMA as DIAGNOSES_SCHEMA
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef, current
 
@@ -131,9 +131,13 @@ class SampleStore:
         texts: dict[tuple[str, str], str] | None = None,
         targets: Iterable[WatchedTarget] = (),
         incidents: Iterable[Incident] = (),
+        also: Callable[[Session], None] | None = None,
     ) -> None:
-        """Keep one sampling round: its passes, the gaps and incidents opened, extended or closed, new texts, changed target facts."""
+        """Keep one sampling round: its passes, the gaps and incidents opened, extended or closed, new texts, changed
+        target facts; and whatever `also` writes of the round (a shared watcher's tenures), in the same transaction."""
         with self.backend.session() as session:
+            if also is not None:
+                also(session)
             for p in passes:
                 session.run(
                     "DELETE FROM watch_passes WHERE target = ? AND resolution = ? AND ended_at = ?",
@@ -313,6 +317,32 @@ class SampleStore:
                 [display],
             )
         return rows[0][0] if rows else None
+
+    def last_watched(self, displays: Iterable[str]) -> dict[str, tuple[str, datetime | None]]:
+        """For each display the store knows: its identity (as `identity_of`) and when its latest raw pass ended (as
+        `latest`), in one transaction for them all (a watcher taking over hundreds of targets at once)."""
+        wanted = sorted(set(displays))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" for _ in wanted)
+        with self.backend.session() as session:
+            known = session.run(
+                f"SELECT display, target FROM watch_targets WHERE display IN ({marks}) ORDER BY updated_at",
+                wanted,
+            )
+            identity = {str(d): str(t) for d, t in known}  # the latest row of each display wins
+            targets = sorted(set(identity.values()))
+            ends = (
+                session.run(
+                    "SELECT target, max(ended_at) FROM watch_passes WHERE resolution = 0 AND target IN"
+                    f" ({', '.join('?' for _ in targets)}) GROUP BY target",
+                    targets,
+                )
+                if targets
+                else []
+            )
+        latest = {str(t): utc(at) for t, at in ends if at is not None}
+        return {d: (t, latest.get(t)) for d, t in identity.items()}
 
     def replace(
         self,

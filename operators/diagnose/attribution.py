@@ -27,7 +27,7 @@ from typing import Protocol
 from dbcrew.models.report import TimeAttribution, TimeShare
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 from operators.diagnose.evidence import TimeSlice, WindowEvidence, statement_identity
-from operators.diagnose.sampler import WAL_FLUSH_WAITS
+from operators.diagnose.sampler import EXTENSION_WAITS, WAL_FLUSH_WAITS
 
 # Fewer active samples than this (under half a session busy over a 5 s window) measure no share:
 # one sample more or less would move a share by several points.
@@ -119,7 +119,7 @@ def lock_relations(window: WindowEvidence) -> list[tuple[str, int]]:
     """Relations whose locks the active sessions waited for, with their samples, most first ('' none named)."""
     waits = Counter[str]()
     for s in slices(window):
-        if s.wait.startswith("Lock:"):
+        if _lock(s):
             waits[s.relation] += s.samples
     return waits.most_common()
 
@@ -129,12 +129,14 @@ def _flush(s: TimeSlice) -> bool:
 
 
 def _lock(s: TimeSlice) -> bool:
-    return s.wait.startswith("Lock:")
+    """Waiting for a lock another session holds (the relation-extension lock is the writer's own work)."""
+    return s.wait.startswith("Lock:") and s.wait not in EXTENSION_WAITS
 
 
 def _own_work(s: TimeSlice) -> bool:
     """Time a statement spends doing its own work (on the CPU, reading, on a buffer's or WAL insert's
-    lightweight lock): not waiting for another session's lock, nor for its commit's WAL flush."""
+    lightweight lock, extending its table): not waiting for another session's lock, nor for its
+    commit's WAL flush."""
     return not _lock(s) and not _flush(s)
 
 

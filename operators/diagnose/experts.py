@@ -30,7 +30,7 @@ from operators.diagnose.attribution import (
 )
 from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
-from operators.diagnose.sampler import WAL_FLUSH_WAITS
+from operators.diagnose.sampler import EXTENSION_WAITS, WAL_FLUSH_WAITS
 
 
 class Candidate(BaseModel):
@@ -329,7 +329,7 @@ def workload_expert(facts: Facts) -> list[Candidate]:
                     "rows_updated_per_s": round(updated),
                     "commits_per_s": round(commits),
                     **_update_cost(w),
-                    "lock_wait_share": round(w.wait_share("Lock:"), 2),
+                    "lock_wait_share": round(lock_wait_share(w), 2),
                     **(
                         {"update_time_share": round(updates_led, 2)}
                         if updates_led is not None
@@ -436,9 +436,15 @@ def query_expert(facts: Facts) -> list[Candidate]:
     )
 
 
+def lock_wait_share(w: WindowEvidence) -> float:
+    """Share of the active-session samples waiting for a lock another session holds: the relation-extension
+    lock's waits (EXTENSION_WAITS) are the writers' own work, not contention."""
+    return w.wait_share("Lock:") - w.wait_share(*EXTENSION_WAITS)
+
+
 def locks_expert(facts: Facts) -> list[Candidate]:
     w, levels = facts.window, facts.thresholds.diagnosis
-    share = w.wait_share("Lock:")
+    share = lock_wait_share(w)
     waiting = w.mean("act.wait_lock")
     if share >= levels.lock_wait_share and (
         waiting >= levels.lock_wait_sessions
@@ -461,7 +467,11 @@ def locks_expert(facts: Facts) -> list[Candidate]:
                 evidence={
                     "lock_wait_share": round(share, 2),
                     "sessions_waiting_on_locks": round(waiting, 2),
-                    "lock_waits": {k: n for k, n in w.waits.items() if k.startswith("Lock:")},
+                    "lock_waits": {
+                        k: n
+                        for k, n in w.waits.items()
+                        if k.startswith("Lock:") and k not in EXTENSION_WAITS
+                    },
                     "blockers": [{"pid": p, "state": s, "xact_seconds": x} for p, s, x in blockers],
                     "lock_wait_samples_by_relation": {r: n for r, n in on[:5] if r},
                 },

@@ -87,6 +87,11 @@ SETTINGS_SQL = (
 
 # Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
 WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
+# The relation-extension lock: a heavyweight lock, but held only while a writer adds a page to a table
+# or index, never by a transaction another waits out. Writers queued on it are the write workload's own
+# work (many inserts into one table), not lock contention: on 2 busy cores 8 inserters' waits on it
+# moved between 13 % and 50 % of the active time from one window to the next.
+EXTENSION_WAITS = ("Lock:extend",)
 
 # A client session idle for less than this is between two transactions of a running load (in use);
 # one idle longer is parked (a connection pool's spare), whatever the load does.

@@ -12,7 +12,7 @@ if (
 ):  # the crew writes reports through roles/report/history.py: no import cycle at run time
     from roles.crew.run import RunContext
 
-CHECK = "run_deadline"
+RUN_DEADLINE = "run_deadline"  # the coverage line of the run itself, not of a check
 
 
 def deadline_coverage(run: RunContext, stood_down: list[str]) -> CoverageEntry:
@@ -30,4 +30,4 @@ def deadline_coverage(run: RunContext, stood_down: list[str]) -> CoverageEntry:
     reason = f"{due}; {run.clock.describe()}"
     if stood_down:
         reason += f"; partial: stood down before the deadline: {', '.join(stood_down)}"
-    return CoverageEntry(check=CHECK, status=CoverageStatus.RAN, reason=reason)
+    return CoverageEntry(check=RUN_DEADLINE, status=CoverageStatus.RAN, reason=reason)

@@ -13,17 +13,19 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.resumable import resumable
 from lab.embedded import EmbeddedPostgres
-from lab.outside import later, locked, terminating
+from lab.outside import later, locked, once_sent, terminating
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
 from operators.diagnose.sampler import sample_window
 from operators.held import Held, guarded
 from operators.sql import fetch
-from operators.stat_views import TABLE_STATS
+from operators.stat_views import SESSIONS_SQL, TABLE_STATS
 from roles.crew.run import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.integration.test_recovery import review
+
+SESSION_SAMPLE = "AS sample_no"  # in the statement of each pg_stat_activity sample (SESSIONS_SQL)
 
 LOCKED = "orders"
 
@@ -170,7 +172,10 @@ def test_sessions_resumed_through_a_server_restart_keep_what_they_read(tmp_path:
         assert after > before and session.reconnects == 1
         assert session.refused >= 1  # it waited through the outage: the report can say so
         # The diagnosis's sampler across a restart: it waits for the server, and no rate spans the restart.
-        with later(1.2, pg.restart):
+        # The restart comes once the sampler sampled the sessions, which it does after its first
+        # counters (1.2 s into the window came before them where the set-up read took longer).
+        assert SESSION_SAMPLE in SESSIONS_SQL
+        with once_sent(pg.dsn(), SESSION_SAMPLE, pg.restart):
             window = sample_window(target, 3.0, wait=30.0)
         assert window.restarts == 1 and window.reconnects >= 1
         assert window.series["db.xact_commit"] and min(window.series["db.xact_commit"]) >= 0

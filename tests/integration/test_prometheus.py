@@ -83,6 +83,21 @@ def _scraping(url: str, jobs: int, deadline: float) -> None:
     raise AssertionError(f"Prometheus at {url} did not scrape its {jobs} jobs")
 
 
+def _scraped_since(url: str, jobs: int, moment: datetime, deadline: float) -> None:
+    """Wait until Prometheus has scraped every job after `moment`: the interval's last samples are in,
+    however long a loaded host's scrapes take (a fixed pause was a guess at that)."""
+    query = f"timestamp(up) > {moment.timestamp()}"
+    while time.monotonic() < deadline:
+        try:
+            result = httpx.get(f"{url}/api/v1/query", params={"query": query}).json()
+            if len(result["data"]["result"]) >= jobs:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"Prometheus at {url} did not scrape its {jobs} jobs after {moment}")
+
+
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     work = tmp_path_factory.mktemp("prometheus")
@@ -140,7 +155,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
             start = datetime.now(UTC)
             time.sleep(ANOMALY_SECONDS)
             end = datetime.now(UTC)
-        time.sleep(3)  # the last scrapes of the interval are in
+        _scraped_since(url, len(jobs), end, time.monotonic() + 60)
         yield Observed(server=server, url=url, interval=PastInterval(start=start, end=end))
     finally:
         for process in processes:

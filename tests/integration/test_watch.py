@@ -8,7 +8,6 @@ hour buckets and drops what outlived its tier.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,8 @@ from roles.watching import RoundReport, Watcher, apply_retention, seeded_detecto
 
 EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double
 LOAD = "INSERT INTO watched_log (v) SELECT g FROM generate_series(1, 50) g"
+BATCHES = 3  # LOAD statements between two passes: 150 rows in each pass after the first
+ROWS = BATCHES * 50 * 0.99  # as rates of a few significant digits times the pass's seconds
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +61,6 @@ def store(
     return open_samples(store_pg.dsn(name))
 
 
-def _insert_load(dsn: str, stop: threading.Event) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while not stop.is_set():
-            conn.execute(LOAD)
-            stop.wait(0.01)
-
-
 def _passes(store: SampleStore, identity: str) -> list[StoredPass]:
     return store.passes(identity, 0, datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC))
 
@@ -74,16 +68,20 @@ def _passes(store: SampleStore, identity: str) -> list[StoredPass]:
 def test_a_load_lands_in_the_store_as_rates_statements_and_tables(
     pg: EmbeddedPostgres, store: SampleStore
 ) -> None:
+    """The load runs between the passes, a fixed number of rows each time and flushed to the
+    statistics at once, so what every pass must count is known on any host: a load beside the
+    watcher for however long the passes took counted what the host managed in that time."""
     dsn = pg.dsn("watched")
-    stop = threading.Event()
-    load = threading.Thread(target=_insert_load, args=(dsn, stop), daemon=True)
-    load.start()
     rounds: list[RoundReport] = []
-    try:
-        Watcher([parse_target(dsn)], store, every=EVERY).run(rounds.append, rounds=6)
-    finally:
-        stop.set()
-        load.join(timeout=30)
+    with psycopg.connect(dsn, autocommit=True) as load:
+
+        def loaded(report: RoundReport) -> None:
+            rounds.append(report)
+            for _ in range(BATCHES):
+                load.execute(LOAD)
+            load.execute("SELECT pg_stat_force_next_flush()")  # landed before the next pass reads
+
+        Watcher([parse_target(dsn)], store, every=EVERY).run(loaded, rounds=6)
     assert [o.stored for r in rounds for o in r.outcomes] == [False] + [True] * 5, (
         "the first pass only takes readings"
     )
@@ -92,10 +90,20 @@ def test_a_load_lands_in_the_store_as_rates_statements_and_tables(
         "keyed by the cluster's identity"
     )
     stored = _passes(store, identity)
-    assert len(stored) == 5 and all(0 < p.seconds < 5 for p in stored)
+    assert [p.at for p in stored] == [r.at for r in rounds[1:]]
+    for p, before, this in zip(stored, rounds[:-1], rounds[1:], strict=True):
+        # A pass spans its two readings, each taken inside its round: between the rounds' ends, give
+        # or take the time each round took.
+        between = (this.at - before.at).total_seconds()
+        assert (
+            between - this.took_seconds - 0.01 <= p.seconds <= between + before.took_seconds + 0.01
+        )
     bodies = [PassBody.model_validate_json(p.body) for p in stored]
-    assert sum(b.rates.get("db.tup_inserted", 0.0) for b in bodies) / len(bodies) > 100, (
-        "inserted rows per second"
+    inserted = [
+        b.rates.get("db.tup_inserted", 0.0) * p.seconds for b, p in zip(bodies, stored, strict=True)
+    ]
+    assert all(rows >= ROWS for rows in inserted), (
+        f"every pass counts the rows inserted before it, as a rate over its seconds: {inserted}"
     )
     samples = [b.session_samples for b in bodies]
     assert all(n >= 1 for n in samples) and sum(samples) > len(bodies), (
@@ -109,8 +117,9 @@ def test_a_load_lands_in_the_store_as_rates_statements_and_tables(
     assert store.texts(identity, [statement.digest]) == {
         statement.digest: LOAD.replace("1, 50", "$1, $2")
     }, "kept once, by digest"
-    assert any(
-        t.name == "public.watched_log" and t.n_tup_ins > 100 for b in bodies for t in b.tables
+    assert all(
+        any(t.name == "public.watched_log" and t.n_tup_ins * p.seconds >= ROWS for t in b.tables)
+        for b, p in zip(bodies, stored, strict=True)
     )
     assert (
         store.watched(identity) is not None

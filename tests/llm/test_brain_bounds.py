@@ -128,12 +128,13 @@ def test_oversized_window_is_capped_and_a_slow_endpoint_is_asked_once(
     for task in plan["tasks"]:
         if "window_seconds" in REGISTRY[task["operator"]].params_model.model_fields:
             task["params"] = {"window_seconds": 90}
-    # The plan arrives; then the endpoint hangs past the timeout for good.
+    # The plan arrives; then the endpoint hangs past the timeout for good. The timeout leaves a loaded
+    # host 2 s to bring the plan back, and the hang outlasts it on any host: a second longer.
     server.replies += [Reply(content=json.dumps(plan))]
     server.otherwise = Reply(content='{"problems": []}', delay=3.0)
     monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
     monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
-    monkeypatch.setenv("DBCREW_LLM_TIMEOUT", "0.5")
+    monkeypatch.setenv("DBCREW_LLM_TIMEOUT", "2")
     monkeypatch.setenv("DBCREW_LLM_MAX_RETRIES", "0")
     run = RunContext(
         target=parse_target(pg.dsn("postgres")),
@@ -180,9 +181,11 @@ def test_an_answer_cut_at_max_tokens_is_asked_again_shorter_never_taken_as_it_is
 def test_the_runs_llm_time_budget_ends_the_models_questions_and_the_report_says_so(
     server: ScriptedServer,
 ):
-    """Each answer takes 0.6 s, inside the 5 s timeout: a slow endpoint that answers. Once the
-    run's 1 s budget is spent, no question reaches it and the rules answer the rest."""
-    server.replies = [Reply(content="{not json", delay=0.6)] * 10
+    """Each answer takes 1 s, inside the 5 s timeout: a slow endpoint that answers. Once the run's
+    2 s budget is spent, no question reaches it and the rules answer the rest. Two answers' time, so
+    the second spends it on any host, and the first leaves it unspent unless the client's own work
+    around that answer takes a whole second (0.6 s answers in a 1 s budget left it 0.4 s)."""
+    server.replies = [Reply(content="{not json", delay=1.0)] * 10
     b = OpenAIBrain(
         render,
         base_url=server.url,
@@ -190,13 +193,13 @@ def test_the_runs_llm_time_budget_ends_the_models_questions_and_the_report_says_
         model="scripted",
         timeout=5.0,
         max_repairs=5,
-        budget_seconds=1.0,
+        budget_seconds=2.0,
     )
     plan = b.plan(request())
     assert plan.tasks and len(server.requests) == 2  # the second request spent the budget
     b.critique(request(), plan)
     assert len(server.requests) == 2 and b.usage.fallbacks == b.usage.questions == 2
-    assert "LLM time budget of 1 s is spent" in b.answered_by()
+    assert "LLM time budget of 2 s is spent" in b.answered_by()
 
 
 def test_a_live_diagnosis_is_planned_by_the_rules_so_no_model_delays_its_window(

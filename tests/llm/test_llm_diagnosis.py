@@ -577,6 +577,43 @@ def test_a_models_cause_stands_where_the_sampled_time_supports_it_and_is_a_hypot
         assert "cpu_contention" in text[text.index(heading) :], name
 
 
+def test_a_models_lock_contention_on_inserters_queued_on_the_tables_extension_is_a_hypothesis(
+    server,
+):
+    """The model calls the inserts' waits lock contention and cites their Lock-class share truly (the
+    guard lets it through), but the lock they queue on is the table's extension lock, the writers' own
+    work: no session holds one back, so the measurements do not support it and the rules' answer stands
+    alone (8 inserters on 2 busy cores spent 13-50 % of a window there, beside the real SmolLM2)."""
+    key = statement_identity(PLANTED).key
+    slices = [
+        TimeSlice(wait="CPU", statement=key, kind="insert", relation="public.log", samples=30),
+        TimeSlice(
+            wait="Lock:extend", statement=key, kind="insert", relation="public.log", samples=30
+        ),
+    ]
+    win = window(30_000, 400, 0).model_copy(
+        update={"waits": {"CPU": 30, "Lock:extend": 30}, "time_slices": slices}
+    )
+    base = window(300, 20, 0)
+    record = FactsRecord(
+        window=win,
+        baseline=base,
+        baseline_source="a quiet window",
+        abnormal=abnormal_metrics(win, base),
+        alert=ALERT,
+    )
+    facts = record.facts()
+    found, _ = cross_review([c for expert in EXPERTS.values() for c in expert(facts)], facts)
+    rules = [RootCause(code=c.code, confidence=c.confidence, evidence=c.evidence) for c in found]
+    assert [(c.code, c.time_share) for c in found] == [("workload_many_inserts", 1.0)]
+    locks = cause("lock_contention", ("wait:Lock:", "share", 0.5), confidence=0.9)
+    server.replies += [tool("propose_causes", causes=[INSERTS, locks])]
+    causes, hypotheses, report = diagnoser(server).diagnose(record, rules)
+    assert report.accepted == ["workload: workload_many_inserts", "workload: lock_contention"]
+    assert [c.code for c in causes] == ["workload_many_inserts"]
+    assert [(h.code, h.time_share) for h in hypotheses] == [("lock_contention", 0.0)]
+
+
 def test_no_time_left_before_the_runs_deadline_asks_the_model_nothing_and_keeps_the_rules(
     server, record, rules, tmp_path
 ):

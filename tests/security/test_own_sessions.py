@@ -14,6 +14,12 @@ from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
 from roles.spine import PlainPhases, review
 
+HELD_AND_WAITING = (
+    "SELECT bool_and(CASE WHEN pid = %s THEN wait_event_type = 'Lock'"
+    " ELSE clock_timestamp() - state_change > interval '1.5 s' END) AND count(*) = 2"
+    " FROM pg_stat_activity WHERE pid IN (%s, %s)"
+)
+
 
 def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(
     pg: EmbeddedPostgres, tmp_path: Path
@@ -35,9 +41,16 @@ def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(
     blocked.start()
     holder_pid, waiter_pid = holder.info.backend_pid, waiter.info.backend_pid
     try:
-        time.sleep(
-            1.5
-        )  # the holder has been idle in transaction past the threshold below when the review samples
+        # Until the waiter waits on the holder's lock and the holder has been idle in its transaction
+        # past the threshold below, by the server's clock: conditions, not a pause that a loaded host
+        # could outrun before the waiter's thread ran its UPDATE.
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            deadline = time.monotonic() + 60
+            while watcher.execute(
+                HELD_AND_WAITING, [waiter_pid, waiter_pid, holder_pid]
+            ).fetchone() != (True,):
+                assert time.monotonic() < deadline, "the waiter never waited on the holder's lock"
+                time.sleep(0.05)
         settings = Settings(
             window_seconds=1.5,
             activity_samples=3,

@@ -120,6 +120,21 @@ def test_many_small_autocommit_inserts_are_the_inserts_first_and_commit_pressure
     assert found == [("workload_many_inserts", 1.0), ("sync_commit_pressure", 0.417)]
 
 
+def test_inserters_queued_on_their_tables_extension_lock_are_the_inserts_not_lock_contention() -> (
+    None
+):
+    # Eight clients insert into one table; on a busy host half of them wait, at every sample, for the
+    # relation-extension lock (pg_locks names the table): a heavyweight lock, but held only while a
+    # writer adds a page, never by a transaction another waits out. Their waits are the inserts' own
+    # work; no other session's lock holds anyone back.
+    sessions = [session(pid, INSERT) for pid in range(1, 5)]
+    sessions += [session(pid, INSERT, "Lock:extend", "public.events") for pid in range(5, 9)]
+    window = sampled(sessions, **FLUSHED)
+    assert window.mean("act.wait_lock") == 4.0  # the sessions do wait on a Lock-class event
+    assert diagnosed(window) == [("workload_many_inserts", 1.0)]
+    assert not EXPERTS["locks"](Facts(window, None, []))
+
+
 def test_single_row_inserts_bound_by_their_flushes_are_named_by_the_time_of_their_statements() -> (
     None
 ):

@@ -1,0 +1,263 @@
+"""Leases on watched targets (dbcrew/store/leases.py) and the share planner (roles/sharing.py), on both store backends.
+
+Two holders never hold one target, even claiming at once from threads; a holder that stops renewing loses its
+leases once they expire, and never believes it still holds one the store gave away; shares are fair and bounded
+by the cap; a holder that joins gets its share within two ticks of each; a target added or removed from the
+inventory is claimed or released at the next tick.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dbcrew.store import open_store
+from dbcrew.store.backends import Backend
+from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
+from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
+from dbcrew.targets import PostgresTarget, parse_target
+from lab.embedded import EmbeddedPostgres
+from roles.sharing import SessionBudget, ShareLoop, fair_share, plan_share
+
+LEASE = timedelta(seconds=1)
+EXPIRY_WAIT = (
+    15.0  # seconds a test waits at most for a one-second lease to expire (a loaded host's pauses)
+)
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "duckdb":
+        return open_store(str(tmp_path / "store.duckdb")).backend
+    pg: EmbeddedPostgres = request.getfixturevalue("pg")
+    name = f"leases_{uuid.uuid4().hex[:8]}"
+    pg.psql(f"CREATE DATABASE {name};")
+    return open_store(pg.dsn(name)).backend
+
+
+def book(backend: Backend, holder: str, lease: timedelta = LEASE) -> LeaseBook:
+    return LeaseBook(backend, holder, "every-1s", lease)
+
+
+def test_a_target_held_by_one_holder_cannot_be_claimed_by_another(backend: Backend) -> None:
+    a, b = book(backend, "a", timedelta(minutes=5)), book(backend, "b", timedelta(minutes=5))
+    first = a.claim("t1")
+    assert first is not None and first.taken_from is None
+    assert b.claim("t1") is None and not b.valid("t1")
+    assert a.claim("t1") is not None, "the holder's own claim renews it"
+    assert b.free(["t1", "t2"]) == ["t2"]
+    assert a.renew(["t1"]) == ["t1"] and b.renew(["t1"]) == []
+    assert lease_holders(backend) == {"t1": "a"}
+
+
+def test_holders_claiming_at_once_never_both_win_a_target(backend: Backend) -> None:
+    targets = [f"t{i}" for i in range(12)]
+    holders = [book(backend, f"h{i}", timedelta(minutes=5)) for i in range(3)]
+    won: dict[str, list[str]] = {h.holder: [] for h in holders}
+    start = threading.Barrier(len(holders))
+
+    def claim_all(holder: LeaseBook) -> None:
+        start.wait()
+        for target in targets:
+            if holder.claim(target) is not None:
+                won[holder.holder].append(target)
+
+    threads = [threading.Thread(target=claim_all, args=(h,)) for h in holders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    claimed = [t for ts in won.values() for t in ts]
+    assert sorted(claimed) == sorted(targets), "each target won exactly once"
+    assert lease_holders(backend) == {t: h for h, ts in won.items() for t in ts}
+
+
+def test_a_holder_that_stops_renewing_loses_its_leases_after_expiry_and_knows_it(
+    backend: Backend,
+) -> None:
+    a, b = book(backend, "a"), book(backend, "b")
+    assert a.claim("t1") is not None and a.valid("t1")
+    taken = None
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while taken is None and time.monotonic() < deadline:
+        taken = b.claim("t1")
+        time.sleep(0.1)
+    assert taken is not None and taken.taken_from == "a", "taken over from the holder that stopped"
+    assert not a.valid("t1"), "the old holder's own bound passed no later than the store's expiry"
+    assert a.renew(["t1"]) == [] and not a.valid("t1"), "a lease another holder took is lost"
+
+
+def test_a_released_lease_is_free_at_once_and_no_takeover(backend: Backend) -> None:
+    a, b = book(backend, "a", timedelta(minutes=5)), book(backend, "b", timedelta(minutes=5))
+    a.claim("t1")
+    a.release(["t1"])
+    assert not a.valid("t1")
+    claim = b.claim("t1")
+    assert claim is not None and claim.taken_from is None, "given up, not lost: no gap to store"
+
+
+def test_live_holders_are_those_whose_heartbeat_has_not_expired(backend: Backend) -> None:
+    a, b = book(backend, "a", timedelta(minutes=5)), book(backend, "b")
+    assert a.heartbeat() == 1 and b.heartbeat() == 2
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while a.heartbeat() != 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert a.heartbeat() == 1, "b's heartbeat expired"
+    a.leave()
+    assert b.heartbeat() == 1, "a planned stop removes the heartbeat at once"
+
+
+def test_fair_share_is_the_ceiling_of_targets_over_live_holders_within_the_cap() -> None:
+    assert [fair_share(10, live, 100) for live in (1, 2, 3, 4)] == [10, 5, 4, 3]
+    assert fair_share(10, 0, 100) == 10 and fair_share(10, 1, 4) == 4 and fair_share(0, 3, 4) == 0
+
+
+def test_the_plan_keeps_its_share_and_releases_the_excess_and_what_left_the_inventory() -> None:
+    watched = [f"t{i}" for i in range(6)]
+    plan = plan_share(watched, [*watched, "gone"], live=2, cap=100, holder="a")
+    assert plan.share == 3 and len(plan.keep) == 3 and plan.claim == 0
+    assert sorted([*plan.keep, *plan.release]) == sorted([*watched, "gone"])
+    assert "gone" in plan.release
+    assert plan_share(watched, plan.keep, live=2, cap=100, holder="a").keep == plan.keep, "stable"
+    other = plan_share(watched, [], live=2, cap=100, holder="b")
+    assert other.claim == 3 and other.keep == []
+    capped = plan_share(watched, [], live=1, cap=2, holder="a")
+    assert capped.share == 2 and capped.claim == 2
+
+
+def _loop(
+    backend: Backend, holder: str, names: list[str], cap: int = 100, every: float = 1.0
+) -> ShareLoop:
+    def connect(name: str) -> PostgresTarget:
+        return parse_target(f"postgresql://watcher@127.0.0.1:1/{name}")  # never sampled here
+
+    return ShareLoop(
+        LeaseBook(backend, holder, "every-1s", timedelta(seconds=every)),
+        SampleStore(backend),
+        every=every,
+        inventory=lambda: list(names),
+        connect=connect,
+        cap=cap,
+        refresh=0.0,
+    )
+
+
+def _held(*loops: ShareLoop) -> list[set[str]]:
+    return [set(loop.watcher.watching()) for loop in loops]
+
+
+def test_a_holder_that_joins_gets_its_share_within_two_ticks(backend: Backend) -> None:
+    names = [f"t{i}" for i in range(7)]
+    a = _loop(backend, "a", names, every=60.0)
+    a.tick()
+    assert _held(a) == [set(names)], "alone, it holds every target"
+    b = _loop(backend, "b", names, every=60.0)
+    for _ in range(2):
+        b.tick()
+        a.tick()
+    held_a, held_b = _held(a, b)
+    assert held_a | held_b == set(names) and not held_a & held_b
+    assert sorted([len(held_a), len(held_b)]) == [3, 4], "ceil(7 / 2) each at most"
+    assert set(lease_holders(backend)) == set(names)
+
+
+def test_a_dead_holders_share_is_taken_over_once_its_leases_expire(backend: Backend) -> None:
+    names = [f"t{i}" for i in range(4)]
+    # Leases of 5 s: the ticks that share the targets out must not outlast one on a loaded host.
+    a, b = _loop(backend, "a", names, every=5.0), _loop(backend, "b", names, every=5.0)
+    for _ in range(2):
+        a.tick()
+        b.tick()
+        a.tick()
+    held_a, held_b = _held(a, b)
+    assert len(held_a) == len(held_b) == 2
+    deadline = time.monotonic() + 3 * EXPIRY_WAIT  # b died: it ticks no more
+    while _held(a)[0] != set(names) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        a.tick()
+    assert _held(a)[0] == set(names)
+    taken = {w.key: w.unwatched_reason for w in a.watcher.watched if w.key in held_b}
+    assert set(taken) == held_b and all("b stopped renewing its lease" in r for r in taken.values())
+
+
+def test_targets_added_or_removed_are_claimed_or_released_at_the_next_tick(
+    backend: Backend,
+) -> None:
+    names = ["t1", "t2"]
+    a = _loop(backend, "a", names, every=60.0)
+    a.tick()
+    names[:] = ["t2", "t3"]
+    a.tick()
+    assert _held(a) == [{"t2", "t3"}]
+    assert set(lease_holders(backend)) == {"t2", "t3"}, "the dropped target's lease released"
+
+
+def test_the_cap_bounds_a_holders_sessions_and_the_shortfall_is_said(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = _loop(backend, "a", [f"t{i}" for i in range(5)], cap=3, every=60.0)
+    with caplog.at_level("WARNING", logger="roles.sharing"):
+        a.tick()
+    assert len(_held(a)[0]) == 3
+    assert "2 of 5 targets cannot be watched" in caplog.text
+
+
+def test_a_holder_gone_without_a_planned_stop_is_lapsed_one_that_left_is_not(
+    backend: Backend,
+) -> None:
+    a, b = book(backend, "a"), book(backend, "b")
+    a.heartbeat()
+    b.heartbeat()
+    b.leave()
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while not lapsed_holders(backend, timedelta(0)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lapsed_holders(backend, timedelta(0)) == {"a"}, "b left as planned: nothing to judge"
+    assert lapsed_holders(backend, timedelta(hours=1)) == set(), "within the grace, not yet"
+
+
+def test_a_watcher_holds_one_session_per_target(backend: Backend) -> None:
+    loop = _loop(backend, "a", ["t1"], every=60.0)
+    loop.tick()
+    loop.watcher.adopt("t1", parse_target("postgresql://watcher@127.0.0.1:1/t1"))
+    assert [w.key for w in loop.watcher.watched] == ["t1"], (
+        "adopting a held target again adds nothing"
+    )
+
+
+def test_a_workers_loops_share_one_cap_of_sessions(backend: Backend) -> None:
+    """Two watching intervals on one worker: their loops hold at most the worker's cap between them."""
+    budget = SessionBudget(4)
+    loops = [
+        ShareLoop(
+            LeaseBook(backend, f"w/{scope}", scope, timedelta(minutes=1)),
+            SampleStore(backend),
+            every=60.0,
+            inventory=lambda scope=scope: [f"{scope}-t{i}" for i in range(3)],
+            connect=lambda name: parse_target(f"postgresql://watcher@127.0.0.1:1/{name}"),
+            cap=100,
+            refresh=0.0,
+            budget=budget,
+        )
+        for scope in ("every-1s", "every-15s")
+    ]
+    for loop in loops:
+        loop.tick()
+    held = [len(loop.watcher.watching()) for loop in loops]
+    assert held == [3, 1], "the first took its three, the second what the cap left"
+
+
+def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Backend) -> None:
+    """The identity and latest pass of each target taken over (the gap starts there); none for one never watched."""
+    store = SampleStore(backend)
+    at = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+    store.record(
+        [StoredPass(target="sys1/db", at=at, seconds=1.0, body="{}")],
+        targets=[WatchedTarget(target="sys1/db", display="pg://a/db", facts="{}", updated_at=at)],
+    )
+    assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
