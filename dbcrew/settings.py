@@ -119,6 +119,15 @@ class Environment(Debugging):
         " each): its share of an interval's targets is ceil(targets / live watchers), within this cap;"
         " targets beyond every watcher's cap are said in its log, never silently unwatched",
     )
+    watch_session_step: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds between two session samples of a watched target between its passes"
+        " (pg_ash's 1 s; at least 5 a pass at a shorter interval): what a past interval's time"
+        " attribution rests on. Each is a pg_stat_activity read on the target and about 0.3 ms of"
+        " the watcher's CPU, so a fleet of a thousand targets at 1 s costs a core: raise it there",
+    )
     receiver_token: SecretStr | None = Field(
         None,
         description="`dbcrew server`'s Alertmanager receiver requires `Authorization: Bearer"

@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field
 from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.redact import redact
+from dbcrew.settings import environment
 from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
@@ -167,11 +168,12 @@ class Watcher:
         """`adopt` for many targets at once: what the store knows of them read in one transaction."""
         new = {k: t for k, t in targets.items() if k not in set(self.watching())}
         known = self.store.last_watched(t.display for t in new.values())
+        step = session_step(self.every, environment().watch_session_step)
         for key, target in new.items():
             identity, since = known.get(target.display, (target.display, None))
             self.watched.append(
                 Watched(
-                    watch=TargetWatch(target, session_step=session_step(self.every)),
+                    watch=TargetWatch(target, session_step=step),
                     identity=identity,
                     unwatched_since=since,
                     key=key,

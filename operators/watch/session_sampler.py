@@ -29,9 +29,10 @@ SESSION_STEP = 1.0  # seconds between two session samples at the default interva
 MIN_PER_PASS = 5  # session samples per pass at the least, at a shorter interval
 
 
-def session_step(every: float) -> float:
-    """The seconds between two session samples for passes every `every` seconds."""
-    return min(SESSION_STEP, every / MIN_PER_PASS)
+def session_step(every: float, step: float | None = None) -> float:
+    """The seconds between two session samples for passes every `every` seconds (`step`:
+    DBCREW_WATCH_SESSION_STEP's, at most; SESSION_STEP by default)."""
+    return min(step or SESSION_STEP, every / MIN_PER_PASS)
 
 
 @dataclass
