@@ -121,7 +121,8 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
         "alert",
         "interval",
         "prometheus",
-    }  # no fault injection, no ablations
+        "incident",
+    }  # no fault injection, no ablations (an incident's diagnosis keeps its causes with it)
     assert all(form[name].get("description") for name in form)
     # The lab form is the one review request: its options with help text, the recovery switches and faults inside.
     lab_form = lab.parameter_openapi_schema
