@@ -103,7 +103,7 @@ class DiagnosisServer:
 def time_cli_diagnosis(
     server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention"
 ) -> tuple[float, int]:
-    """Wall time of `dbcrew diagnose` as a user runs it (its own Prefect ephemeral server), under one injection."""
+    """Wall time of `dbcrew diagnose` as a user runs it with no Prefect server (in its own process), under one injection."""
     command = [
         sys.executable,
         "-m",
@@ -189,5 +189,5 @@ def injection_suite() -> None:
         f" (limit window + 60 s = {WINDOW_SECONDS + 60:.0f}s)"
     )
     print(
-        f"one diagnosis via `dbcrew diagnose` (Prefect ephemeral server included): {cli_seconds:.1f}s, exit {cli_exit}"
+        f"one diagnosis via `dbcrew diagnose` (no Prefect server: in process): {cli_seconds:.1f}s, exit {cli_exit}"
     )
