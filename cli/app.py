@@ -12,7 +12,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, runtime_checkable
 
-import setproctitle
 import typer
 from rich.progress import (
     BarColumn,
@@ -542,18 +541,8 @@ class _ClickError(Protocol):
     def format_message(self) -> str: ...
 
 
-def hide_command_line_secrets() -> None:
-    """A password on the command line (a target URL's) is visible to every user in `ps` for the
-    whole run: overwrite the process title with the redacted command line (the run warns once its
-    input is accepted, see run_cli_review)."""
-    shown = [redact(arg) for arg in sys.argv]
-    if shown != sys.argv:
-        setproctitle.setproctitle(" ".join(shown))
-
-
 def main() -> None:
     hold_environment_secrets()  # before any child process (the Prefect server) can inherit them
-    hide_command_line_secrets()
     interrupts.install()
     try:
         code = app(standalone_mode=False)  # typer turns KeyboardInterrupt into a returned 130
