@@ -44,6 +44,7 @@ SECTIONS = (
     "llm",
     "watch",
     "noise",
+    "scale",
 )
 
 
