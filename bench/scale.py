@@ -280,7 +280,10 @@ class Sampler:
 
     def run(self, every: float) -> None:
         while not self.stop.wait(every):
-            self.sessions.append(self.fleet.sessions())
+            try:
+                self.sessions.append(self.fleet.sessions())
+            except psycopg.OperationalError:  # the clusters stopped: the bench is ending
+                return
             for name, p in self.workers.items():
                 try:
                     self.rss[name] = max(self.rss.get(name, 0), p.memory_info().rss)
