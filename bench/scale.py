@@ -179,9 +179,9 @@ class Store:
 
     def holders(self) -> dict[str, str]:
         with psycopg.connect(self.url) as conn:
-            return {
-                str(t): str(h) for t, h in conn.execute("SELECT target, holder FROM watch_leases")
-            }
+            # as dbcrew.store.leases.lease_holders: a released or lapsed lease is nobody's
+            live = "SELECT target, holder FROM watch_leases WHERE expires_at >= now()"
+            return {str(t): str(h) for t, h in conn.execute(live)}
 
     def incidents(self, since: datetime) -> dict[str, list[tuple[datetime, int]]]:
         """Target name -> its incidents started after `since`: (start, diagnoses kept)."""
