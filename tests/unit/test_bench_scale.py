@@ -13,18 +13,15 @@ def at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
 
 
-def test_each_whole_interval_counts_once_sampled_and_twice_sampled_ones_are_told_apart() -> None:
+def test_passes_at_the_phase_of_the_interval_count_once_each_whatever_their_jitter() -> None:
+    steady = {"t": [at(10 * k + (0.01 if k % 2 else -0.01)) for k in range(1, 10)]}
+    assert coverage(steady, START, at(90), every=10) == (9, 9, 0)
+
+
+def test_a_missed_round_is_one_interval_unsampled_and_a_pass_right_after_another_is_told() -> None:
     passes = {
-        "steady": [at(5), at(15), at(25)],
-        "doubled": [at(1), at(9), at(25)],  # two in the first interval, none in the second
-        "late": [at(29.5), at(31)],  # the last pass ends after the stretch: not counted
+        "gap": [at(5), at(15), at(35), at(45)],  # the round at 25 s missed
+        "doubled": [at(5), at(7), at(15), at(25), at(35), at(45)],
+        "late": [at(26), at(36), at(46)],  # first pass 26 s in: two intervals unsampled
     }
-    intervals, sampled, doubled = coverage(passes, START, at(30), every=10)
-    assert intervals == 9
-    assert sampled == 3 + 2 + 1
-    assert doubled == 1
-
-
-def test_a_partial_last_interval_is_left_out() -> None:
-    intervals, sampled, _ = coverage({"t": [at(5), at(15)]}, START, at(19), every=10)
-    assert (intervals, sampled) == (1, 1)
+    assert coverage(passes, START, at(50), every=10) == (15, 12, 1)
