@@ -1,0 +1,27 @@
+"""bench scale's count of target-intervals sampled, from the passes' ends (no cluster, no server)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bench.scale import coverage
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return START + timedelta(seconds=seconds)
+
+
+def test_passes_at_the_phase_of_the_interval_count_once_each_whatever_their_jitter() -> None:
+    steady = {"t": [at(10 * k + (0.01 if k % 2 else -0.01)) for k in range(1, 10)]}
+    assert coverage(steady, START, at(90), every=10) == (9, 9, 0)
+
+
+def test_a_missed_round_is_one_interval_unsampled_and_a_pass_right_after_another_is_told() -> None:
+    passes = {
+        "gap": [at(5), at(15), at(35), at(45)],  # the round at 25 s missed
+        "doubled": [at(5), at(7), at(15), at(25), at(35), at(45)],
+        "late": [at(26), at(36), at(46)],  # first pass 26 s in: two intervals unsampled
+    }
+    assert coverage(passes, START, at(50), every=10) == (15, 12, 1)
