@@ -34,12 +34,11 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import psutil
 import psycopg
@@ -51,6 +50,7 @@ from dbcrew.store import STORE_ENV
 from dbcrew.targets import parse_target
 from lab.crew_server import CrewServer, running_crew_server
 from lab.embedded import EmbeddedPostgres
+from lab.waiting import wait_for
 
 TEMPLATE = "scale_template"
 # One small schema per target: the injected lock contention's accounts table, and no more (bench/injections.py
@@ -67,7 +67,6 @@ NIGHTLY = "0 3 * * *"  # the shared cron schedule: it need not fire during the b
 NIGHTLY_TAG = "nightly-bench"
 WINDOW = 2  # seconds each review samples, as bench fleet
 APP = "dbcrew"  # the application_name of the crew's sessions (dbcrew/targets/postgres.py)
-T = TypeVar("T")
 
 
 def load() -> str:
@@ -77,16 +76,6 @@ def load() -> str:
 
 def say(figure: str, command: str) -> None:
     print(f"{figure}\n    ({load()}; reproduce: {command})", flush=True)
-
-
-def wait_for(check: Callable[[], T | None], what: str, seconds: float) -> T:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(2.0)
-    raise RuntimeError(f"waited {seconds:.0f} s for {what}")
 
 
 @dataclass

@@ -12,10 +12,8 @@ alert the receiver may get from schedule health, once per alert URL of the group
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
 import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
@@ -30,21 +28,11 @@ from prefect.states import Scheduled
 
 from flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
 from lab.crew_server import CrewServer
+from lab.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 
 SCHEDULE = "health-0-3-x-x-x"
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], what: str, seconds: float = 300.0) -> T:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(1.0)
-    raise AssertionError(f"waited {seconds:.0f} s for {what}")
 
 
 @pytest.fixture()

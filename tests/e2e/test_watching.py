@@ -19,11 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import psutil
@@ -48,6 +47,7 @@ from dbcrew.store.samples import SampleStore, open_samples
 from dbcrew.targets import parse_target
 from lab.crew_server import CrewServer, running_crew_server
 from lab.embedded import EmbeddedPostgres
+from lab.waiting import wait_for
 from tests.webhooks import receiving_webhooks
 
 INVENTORY = """
@@ -65,17 +65,6 @@ targets:
 """
 ANOMALY_SECONDS = 20.0
 STORE = "dbcrew_store"
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], what: str, seconds: float = 180.0) -> T:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(1.0)
-    raise AssertionError(f"waited {seconds:.0f} s for {what}")
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -29,22 +28,12 @@ from bench.diagnose import DiagnosisServer
 from dbcrew.models import Report
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import parse_target
+from lab.waiting import wait_for
 from tests.cli_here import dbcrew_here
 
 QUIET_PASSES = 8  # before the anomaly: the detector's baseline
 ANOMALY_SECONDS = 10.0
 CAUSE = "index_missing"  # the injection tests/integration/test_diagnose_interval.py names from history too
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T | None], what: str, seconds: float = 300.0) -> T:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"waited {seconds:.0f} s for {what}")
 
 
 @pytest.fixture(scope="module")
