@@ -457,7 +457,7 @@ def run(
     limit = 6 * every + 120
     try:
         wait_for(lambda: len(resampled()) == len(held), "the takeover", limit)
-    except RuntimeError:
+    except TimeoutError:
         pass  # said below: how many were sampled again within the limit
     firsts = resampled()
     seconds = sorted((at - killed).total_seconds() for at in firsts.values()) or [float("nan")]
@@ -502,7 +502,7 @@ def run(
 
         try:
             incidents = wait_for(diagnosed, "a diagnosis kept for each injected target", 180)
-        except RuntimeError:
+        except TimeoutError:
             incidents = store.incidents(t0 - timedelta(seconds=every))
     with psycopg.connect(prefect_url[1]) as conn:
         runs = Counter(
