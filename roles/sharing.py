@@ -44,6 +44,12 @@ from roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, 
 log = logging.getLogger(__name__)
 
 TICKS_PER_ROUND = 2  # lease ticks per sampling round: renewals come twice per lease
+# The leases a loop holds are renewed at the start of a tick only, so one tick's adoptions (connecting
+# to the targets it claimed and their first readings) may take this share of a lease at most; before
+# any adoption was timed, a tick claims FIRST_CLAIMS. Unbounded, a first tick of 1,000 targets outlasted
+# its leases and no pass was ever stored (bench scale, 2026-11-28).
+ADOPTION_SHARE = 0.25
+FIRST_CLAIMS = 64
 
 
 def fair_share(targets: int, live: int, cap: int) -> int:
@@ -140,6 +146,7 @@ class ShareLoop:
         self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
+        self._seconds_per_adoption: float | None = None  # the last tick's, per target adopted
 
     def run(
         self,
@@ -210,7 +217,7 @@ class ShareLoop:
             # lost to another holder, or left the inventory
             gone = [t for t in watching if t not in held]
             self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
-            takeovers = self._claim(plan.claim)
+            takeovers = self._claim(min(plan.claim, self.claim_limit()))
         except StoreUnavailable as exc:
             log.warning(
                 "watch share: the store cannot be used (leases lapse, samples stop): %s", exc
@@ -221,13 +228,23 @@ class ShareLoop:
             self.watcher.drop(lost)
             for key in lost:
                 self._since.pop(key, None)
+        began = time.monotonic()
         self._adopt(takeovers)
         if self.budget is not None:
             self.budget.hold(id(self), len(self.watcher.watching()))
         adopted = set(takeovers) & set(self.watcher.watching())
         if pool is not None and adopted:
             self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
+        if takeovers:
+            self._seconds_per_adoption = (time.monotonic() - began) / len(takeovers)
         self._say_short(live)
+
+    def claim_limit(self) -> int:
+        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of a lease, at the pace
+        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks."""
+        if self._seconds_per_adoption is None:
+            return FIRST_CLAIMS
+        return max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_adoption, 1e-6)))
 
     def _read_inventory(self) -> None:
         now = time.monotonic()

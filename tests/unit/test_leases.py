@@ -22,7 +22,14 @@ from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
 from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.sharing import SessionBudget, ShareLoop, fair_share, plan_share
+from roles.sharing import (
+    ADOPTION_SHARE,
+    FIRST_CLAIMS,
+    SessionBudget,
+    ShareLoop,
+    fair_share,
+    plan_share,
+)
 
 LEASE = timedelta(seconds=1)
 EXPIRY_WAIT = (
@@ -261,3 +268,17 @@ def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Back
         targets=[WatchedTarget(target="sys1/db", display="pg://a/db", facts="{}", updated_at=at)],
     )
     assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
+
+
+def test_a_tick_claims_no_more_targets_than_it_can_adopt_within_its_lease(backend: Backend) -> None:
+    """Adoptions timed at a second each, leases of 60 s: a tick may spend a quarter of a lease adopting, so
+    it claims 15 of its 40 targets and the rest at the next ticks; the first tick, untimed, claims 64 at most."""
+    a = _loop(backend, "a", [f"t{i}" for i in range(40)], every=60.0)
+    assert a.claim_limit() == FIRST_CLAIMS
+    a._seconds_per_adoption = 1.0  # as a slow host's adoptions took (timed for real in `tick`)
+    assert a.claim_limit() == int(ADOPTION_SHARE * 60)
+    a.tick()
+    assert len(_held(a)[0]) == 15 and len(lease_holders(backend)) == 15
+    a._seconds_per_adoption = 1.0
+    a.tick()
+    assert len(_held(a)[0]) == 30
