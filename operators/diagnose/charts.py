@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from dbcrew.models import Role
 from dbcrew.vocabulary import Category
@@ -54,13 +55,8 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
             ax.axhline(
                 metric.baseline_median, color="tab:blue", linestyle="--", label="baseline median"
             )
-            # The title names the metric (no y label to repeat it), at a fixed height (TITLE_AT).
-            ax.set_title(f"{metric.name} (z {metric.z:+.1f})", fontsize="small", y=TITLE_AT)
-            ax.set_xlabel("seconds into the window", fontsize="x-small")
-            ax.locator_params(axis="y", nbins=VALUE_TICKS)
-            ax.tick_params(labelsize="x-small")
-        for ax in list(axes.flat)[len(shown) :]:
-            ax.set_visible(False)
+            panel(ax, f"{metric.name} (z {metric.z:+.1f})", "seconds into the window")
+        hide_unused(axes, len(shown))
         axes.flat[0].legend(fontsize="x-small")
     caption = (
         f"The {len(shown)} metrics that left the baseline most (|z| in each title), sampled every {step:g} s over"
@@ -128,6 +124,22 @@ def paint_time_attribution(ctx: OperatorContext) -> Observation:
     return chart_observation(
         ctx, path, "chart_time_attribution", "chart of the time attribution", caption
     )
+
+
+def panel(ax: Any, title: str, xlabel: str) -> None:
+    """One metric's panel, as every chart of a diagnosis draws it: the title names the metric (no y
+    label to repeat it) at a fixed height (TITLE_AT: no measuring of tick labels to place it), four
+    value ticks, small labels."""
+    ax.set_title(title, fontsize="small", y=TITLE_AT)
+    ax.set_xlabel(xlabel, fontsize="x-small")
+    ax.locator_params(axis="y", nbins=VALUE_TICKS)
+    ax.tick_params(labelsize="x-small")
+
+
+def hide_unused(axes: Any, used: int) -> None:
+    """Hide the grid's panels past the first `used`."""
+    for ax in list(axes.flat)[used:]:
+        ax.set_visible(False)
 
 
 def _label(text: str) -> str:

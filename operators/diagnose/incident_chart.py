@@ -17,7 +17,7 @@ from dbcrew.models import Role
 from dbcrew.models.interval import PastInterval
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 from dbcrew.vocabulary import Category
-from operators.diagnose.charts import CHART_MARGINS, TITLE_AT, VALUE_TICKS
+from operators.diagnose.charts import CHART_MARGINS, hide_unused, panel
 from operators.figures import chart_observation, figure, warm_up
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.watch.incidents import Z_CLOSE, Z_OPEN
@@ -103,9 +103,5 @@ def draw(picture: IncidentPicture, path: Path) -> None:
                 ax.axhline(signal.band.centre, color="grey", linestyle="--", linewidth=1)
             ax.plot(signal.minutes, signal.values, color="tab:red", linewidth=1.2)
             ax.set_xlim(picture.shown_from, picture.shown_to)
-            ax.set_title(f"{signal.name} (z {signal.z:+.1f})", fontsize="small", y=TITLE_AT)
-            ax.set_xlabel("minutes from the incident's start", fontsize="x-small")
-            ax.locator_params(axis="y", nbins=VALUE_TICKS)
-            ax.tick_params(labelsize="x-small")
-        for ax in list(axes.flat)[len(shown) :]:
-            ax.set_visible(False)
+            panel(ax, f"{signal.name} (z {signal.z:+.1f})", "minutes from the incident's start")
+        hide_unused(axes, len(shown))
