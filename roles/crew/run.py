@@ -25,6 +25,7 @@ from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
+from operators.checks.age_history import stage_earlier_age
 from operators.collect import probe
 from operators.diagnose.baselines import stage_stored_baseline
 from operators.registry import OperatorContext, catalogue
@@ -174,6 +175,12 @@ def initialize(run: RunContext) -> Initialized:
     brief = probe(operator_context(run, None))
     if run.scenario is Scenario.DIAGNOSE and not run.settings.baseline_path:
         stage_stored_baseline(
+            Workspace(run.workspace_path),
+            target_identity(run.target, brief),
+            run.settings.store_url,
+        )
+    if run.scenario is Scenario.HEALTH:
+        stage_earlier_age(
             Workspace(run.workspace_path),
             target_identity(run.target, brief),
             run.settings.store_url,
