@@ -9,7 +9,7 @@ with one clear line, never a traceback. tests/unit/test_errors.py holds this tre
 DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
-│   ├── PrometheusError dbcrew.prometheus: Prometheus does not answer, refuses the query, is not Prometheus
+│   ├── PrometheusError operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
 │   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer

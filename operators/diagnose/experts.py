@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.attribution import (
     commit_flush_share,
     kinds_share,
@@ -28,9 +27,10 @@ from operators.diagnose.attribution import (
     work_share,
     write_shares,
 )
-from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.plan_issues import StatementPlan
-from operators.diagnose.sampler import EXTENSION_WAITS, WAL_FLUSH_WAITS
+from operators.window.anomaly import AbnormalMetric
+from operators.window.evidence import TableDelta, WindowEvidence
+from operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
 
 
 class Candidate(BaseModel):

@@ -2,7 +2,7 @@
 
 Teams that run Prometheus with postgres_exporter and node_exporter already keep the target's
 history; `dbcrew diagnose --from --to --prometheus URL` reads it as range queries, turns each step
-into the pass a watcher would have stored (operators/watch/prometheus.py) and builds the window and
+into the pass a watcher would have stored (operators/window/prometheus/steps.py) and builds the window and
 the baseline with the store's rules (operators/diagnose/recorded.py: the baseline is the span just
 before the interval, as long as the interval within 10 minutes and an hour), so the experts and the
 cross review are the store's diagnosis unchanged.
@@ -35,10 +35,8 @@ from dbcrew.models import Brief
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource, matchers
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
-from dbcrew.prometheus import Prometheus, PromSeries
 from dbcrew.store.samples import Gap
 from dbcrew.targets import PostgresTarget
-from operators.diagnose.evidence import WindowBaseline
 from operators.diagnose.facts import FactsRecord
 from operators.diagnose.recorded import (
     MIN_PASSES,
@@ -48,8 +46,11 @@ from operators.diagnose.recorded import (
     facts_of_recorded,
     gap_entries,
 )
-from operators.watch.passes import PassBody, TargetFacts, rate_names, window_of_parts
-from operators.watch.prometheus import (
+from operators.watch.sampling import read_settings
+from operators.window.evidence import WindowBaseline
+from operators.window.passes import PassBody, TargetFacts, rate_names, window_of_parts
+from operators.window.prometheus.api import Prometheus, PromSeries
+from operators.window.prometheus.steps import (
     ACTIVITY,
     COMMITS,
     DATABASE_COUNTERS,
@@ -60,7 +61,6 @@ from operators.watch.prometheus import (
     StepPass,
     passes_of,
 )
-from operators.watch.sampling import read_settings
 
 STEPS = 120  # at most about this many steps in the interval: a day at a 15 s scrape is 720 s steps
 QUERIES_FILE = "deployments/postgres_exporter/dbcrew-queries.yaml"

@@ -27,12 +27,12 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
 from dbcrew.store.samples import Gap, SampleStore, StoredPass
 from dbcrew.targets import PostgresTarget
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.facts import FactsRecord, facts_of
-from operators.watch.passes import PassBody, TargetFacts, bodies, rate_names, window_of
+from operators.window.evidence import WindowBaseline, WindowEvidence
+from operators.window.passes import PassBody, TargetFacts, bodies, rate_names, window_of
 
 MIN_PASSES = (
-    3  # fewer values and no distribution test can judge a metric (operators/diagnose/anomaly.py)
+    3  # fewer values and no distribution test can judge a metric (operators/window/anomaly.py)
 )
 BASELINE_MIN = timedelta(minutes=10)
 BASELINE_MAX = timedelta(hours=1)

@@ -28,14 +28,6 @@ from dbcrew import stopping
 from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.targets import PostgresTarget, Resumable, own_pids, resumable
 from operators.collect.machine import target_is_local
-from operators.diagnose.evidence import (
-    BlockedSession,
-    StatementDelta,
-    TableDelta,
-    TimeSlice,
-    WindowEvidence,
-    statement_identity,
-)
 from operators.held import Held, guarded, held_relations
 from operators.stat_views import (
     DATABASE_STATS,
@@ -45,6 +37,14 @@ from operators.stat_views import (
     checkpointer,
     counted_since,
     reset_between,
+)
+from operators.window.evidence import (
+    BlockedSession,
+    StatementDelta,
+    TableDelta,
+    TimeSlice,
+    WindowEvidence,
+    statement_identity,
 )
 
 WAL_SQL = (
@@ -224,7 +224,7 @@ def wait_gauge(key: str) -> str:
     """The act.* gauge an active session waiting on `key` ('Type:Event' or 'CPU') counts in; '' for none.
 
     One home for the classes, whoever saw the session: a sample of pg_stat_activity here, a scrape of
-    dbcrew's postgres_exporter queries (operators/watch/prometheus.py).
+    dbcrew's postgres_exporter queries (operators/window/prometheus/steps.py).
     """
     if key == "CPU":
         return "act.on_cpu"

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from dbcrew.store.samples import Incident, SampleStore, StoredPass
-from operators.diagnose.anomaly import MAD_TO_SIGMA
-from operators.watch.incidents import HISTORY, LEVEL_SHARE, SIGNALS, Z_OPEN
+from operators.window.anomaly import MAD_TO_SIGMA
+from operators.window.incidents import HISTORY, LEVEL_SHARE, SIGNALS, Z_OPEN
 
 RAW = 0  # the detector judges raw passes
 SIGNALS_SHOWN = 4

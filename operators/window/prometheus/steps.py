@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dbcrew.prometheus import PromSeries
-from operators.diagnose.sampler import wait_gauge
 from operators.stat_views import DATABASE_STATS
-from operators.watch.passes import PassBody, rounded
+from operators.window.passes import PassBody, rounded
+from operators.window.prometheus.api import PromSeries
+from operators.window.readers import wait_gauge
 
 DATABASE = "pg_stat_database_"
 DATABASE_COUNTERS = {f"{DATABASE}{c}": f"db.{c}" for c in DATABASE_STATS.counters}
