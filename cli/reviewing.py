@@ -202,9 +202,9 @@ def check_prometheus(
     target: PostgresTarget, source: PrometheusSource, interval: PastInterval
 ) -> None:
     """Prometheus answers and holds the target's series in `interval`, or UsageError: a diagnosis of nothing would report no cause."""
-    from operators.diagnose.prometheus import AmbiguousSeries, select
-    from operators.diagnose.recorded import NoSamples
     from operators.window.prometheus.api import Prometheus
+    from operators.window.prometheus.source import AmbiguousSeries, select
+    from operators.window.store import NoSamples
 
     try:
         select(Prometheus(source.address), source, target, interval)

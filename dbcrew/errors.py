@@ -22,8 +22,8 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
-├── NoSamples           operators.diagnose.recorded, a LookupError: the store (or Prometheus) holds no samples of the interval
-├── AmbiguousSeries     operators.diagnose.prometheus, a LookupError: several servers' series match the target's database
+├── NoSamples           operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
+├── AmbiguousSeries     operators.window.prometheus.source, a LookupError: several servers' series match the target's database
 ├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
 ├── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 └── LlamaServerError    lab.llama_server, a RuntimeError: the local model's server could not be found, converted or started

@@ -43,12 +43,11 @@ from operators.window.passes import (
     rounded,
 )
 from operators.window.readers import (
-    SETTINGS,
-    SETTINGS_SQL,
     STARTED,
     HostProbe,
     VacuumProgress,
     read_counters,
+    read_settings,
     read_statements,
     read_tables,
     sessions,
@@ -235,11 +234,6 @@ class TargetWatch:
     def stored_texts(self, texts: dict[str, str]) -> None:
         """The texts a pass named are in the store now: later passes name them by digest only."""
         self.known_texts.update(texts)
-
-
-def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
-    """The settings a diagnosis judges by (sync commit, fsync, memory), as the target has them now."""
-    return {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
 
 
 def busiest(tables: list[TableDelta], seconds: float) -> list[TableDelta]:

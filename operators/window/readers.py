@@ -199,6 +199,11 @@ def _one(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
     return dict(row) if row else {}
 
 
+def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """The settings a diagnosis judges by (sync commit, fsync, memory), as the target has them now."""
+    return {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
+
+
 def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
     """Every cumulative counter of one tick, flattened to 'view.column' names."""
     database = _one(conn, DATABASE_STATS.sql)

@@ -1,6 +1,6 @@
 """Prometheus's series of a target as the watcher's passes: one `PassBody` per range-query step.
 
-A diagnosis from Prometheus (operators/diagnose/prometheus.py) reads the interval as range queries
+A diagnosis from Prometheus (operators/window/prometheus/source.py) reads the interval as range queries
 and hands the values here on the query's step grid (`StepGrid`); each step becomes the body a
 watcher pass of the same span would have stored, so `window_of_parts` and the experts read them
 unchanged. What maps to what (postgres_exporter 0.11, node_exporter 1.5, as Debian bookworm ships
