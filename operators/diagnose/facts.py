@@ -14,7 +14,7 @@ from operators.diagnose.plan_issues import StatementPlan
 from operators.diagnose.plans import judge_statements
 from operators.window.anomaly import AbnormalMetric, abnormal_metrics
 from operators.window.evidence import MONITORING, StatementDelta, WindowBaseline, WindowEvidence
-from operators.window.readers import sample_window, sampling_coverage
+from operators.window.live import sample_window, sampling_coverage
 
 TOP_CHANGES = 5
 LEAST_CHANGE_MS = (

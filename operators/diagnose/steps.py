@@ -26,7 +26,7 @@ from operators.explain import not_explained
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from operators.window.evidence import WindowBaseline, WindowEvidence
-from operators.window.readers import sample_window
+from operators.window.live import sample_window
 
 FACTS_KEY = "anomaly_facts"
 HEALTH_WINDOW_KEY = (

@@ -11,7 +11,8 @@ from operators.diagnose.experts import EXPERTS, Candidate, Facts
 from operators.diagnose.plan_issues import PlanIssue, StatementPlan
 from operators.window.anomaly import AbnormalMetric
 from operators.window.evidence import TableDelta, WindowEvidence
-from operators.window.readers import ActivityTally, sampling_coverage
+from operators.window.live import sampling_coverage
+from operators.window.readers import ActivityTally
 
 SAMPLES = 20
 
