@@ -10,8 +10,8 @@ from dbcrew.models.report import CoverageEntry, StatementChange
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
 from operators.diagnose.experts import Facts
-from operators.diagnose.plan_issues import StatementPlan
-from operators.diagnose.plans import judge_statements
+from operators.diagnose.heavy_statements import judge_statements
+from operators.diagnose.judgements import StatementPlan
 from operators.window.anomaly import AbnormalMetric, abnormal_metrics
 from operators.window.evidence import MONITORING, StatementDelta, WindowBaseline, WindowEvidence
 from operators.window.live import sample_window, sampling_coverage

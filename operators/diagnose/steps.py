@@ -20,8 +20,8 @@ from dbcrew.vocabulary import Category
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.experts import EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
+from operators.diagnose.judgements import NOT_EXPLAINED
 from operators.diagnose.past import prometheus_facts, recorded_facts
-from operators.diagnose.plan_issues import NOT_EXPLAINED
 from operators.explain import not_explained
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator

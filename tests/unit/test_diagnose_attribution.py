@@ -8,7 +8,7 @@ from dbcrew.vocabulary import RootCauseCode
 from operators.diagnose.attribution import attribute, cause_shares
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.experts import EXPERTS, Candidate, Facts
-from operators.diagnose.plan_issues import PlanIssue, StatementPlan
+from operators.diagnose.judgements import PlanIssue, StatementPlan
 from operators.window.anomaly import AbnormalMetric
 from operators.window.evidence import TableDelta, WindowEvidence
 from operators.window.live import sampling_coverage

@@ -27,8 +27,8 @@ from operators.diagnose.experts import (
     workload_expert,
 )
 from operators.diagnose.facts import changed_statements
-from operators.diagnose.plan_issues import plan_issues
-from operators.diagnose.plans import statement_candidates
+from operators.diagnose.heavy_statements import statement_candidates
+from operators.diagnose.judgements import plan_issues
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue

@@ -41,7 +41,7 @@ from pglast.parser import ParseError
 
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.plan_issues import (
+from operators.diagnose.judgements import (
     NESTED_LOOP_PAIRS,
     NOT_EXPLAINED,
     SELECT,
