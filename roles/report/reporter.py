@@ -31,9 +31,9 @@ from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
-from operators.diagnose.evidence import WindowEvidence
 from operators.registry import catalogue
 from operators.statistics_age import just_started
+from operators.window.evidence import WindowEvidence
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
