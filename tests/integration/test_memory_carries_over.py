@@ -3,7 +3,10 @@ failed in this run never brought back, and an unfixed error remembered and repor
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+
+import pytest
 
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
@@ -13,7 +16,7 @@ from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
-from roles.crew.memory import LongTermMemory
+from roles.crew.memory import LongTermMemory, UnfixedError
 from roles.crew.run import Initialized, RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
@@ -118,3 +121,33 @@ def test_an_unfixed_privilege_error_is_remembered_and_reported_next_run(
         f"{o} done" for o in known
     )
     assert memory.unfixed(target) == []
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_unfixed_errors_are_counted_and_forgotten_in_either_store(
+    backend: str, pg: EmbeddedPostgres, tmp_path: Path
+):
+    if backend == "duckdb":
+        url = str(tmp_path / "store.duckdb")
+    else:
+        name = f"store_{uuid.uuid4().hex[:8]}"
+        pg.psql(f"CREATE DATABASE {name};")
+        url = pg.dsn(name)
+    memory = LongTermMemory(open_store(url))
+    error = UnfixedError(
+        target="1/shop",
+        operator="collect_statements",
+        leaf="permission",
+        error="InsufficientPrivilege: permission denied for view pg_stat_statements",
+        remedy="instruction: skip, then failed",
+        first_run="r1",
+        last_run="r1",
+    )
+    memory.keep_unfixed("1/shop", [error], ran=set())
+    later = error.model_copy(update={"first_run": "r2", "last_run": "r2"})
+    memory.keep_unfixed("1/shop", [later], ran={"collect_settings"})
+    (kept,) = memory.unfixed("1/shop")
+    assert (kept.runs, kept.first_run, kept.last_run) == (2, "r1", "r2")
+    assert memory.unfixed("2/other") == []
+    memory.keep_unfixed("1/shop", [], ran={"collect_statements"})
+    assert memory.unfixed("1/shop") == []
