@@ -108,6 +108,26 @@ def test_a_released_lease_is_free_at_once_and_no_takeover(backend: Backend) -> N
     assert claim is not None and claim.taken_from is None, "given up, not lost: no gap to store"
 
 
+def test_renewing_all_keeps_what_is_held_never_what_was_released_and_says_what_was_lost(
+    backend: Backend,
+) -> None:
+    """The renewal thread's call (roles/sharing.py): it renews every lease taken and not given up, so a target
+    released by a tick is not revived by it, and a lease another holder took is reported lost and no longer valid."""
+    a, b = book(backend, "a"), book(backend, "b")
+    assert a.claim("kept") is not None and a.claim("given up") is not None
+    a.release(["given up"])
+    assert a.renew_all() == [] and a.held() == ["kept"]
+    assert lease_holders(backend) == {"kept": "a"}, "the released lease stays free"
+    taken = None
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while taken is None and time.monotonic() < deadline:  # a stops renewing until b takes it
+        taken = b.claim("kept")
+        time.sleep(0.1)
+    assert taken is not None and taken.taken_from == "a"
+    assert a.renew_all() == ["kept"] and not a.valid("kept") and a.held() == []
+    assert lease_holders(backend) == {"kept": "b"}
+
+
 def test_live_holders_are_those_whose_heartbeat_has_not_expired(backend: Backend) -> None:
     a, b = book(backend, "a", timedelta(minutes=5)), book(backend, "b")
     assert a.heartbeat() == 1 and b.heartbeat() == 2
