@@ -1,5 +1,6 @@
-"""A watcher whose rounds outlast its lease keeps its leases (roles/sharing.py: renewal on a thread of its own), and a
-dead watcher's target is passed by another within two intervals, by construction.
+"""A watcher whose rounds outlast its lease keeps its leases (roles/sharing.py: renewal on a thread of its own), a
+lease the renewal finds lost stops that target's sampling, and a dead watcher's target is passed by another within
+two intervals, by construction.
 
 The target is a real database of the embedded PostgreSQL behind a slow link (lab/slow_link.py: every reply
 held DELAY seconds), so each of the watcher's rounds lasts longer than a lease, on any host: a pass makes
@@ -18,6 +19,7 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dbcrew.store.leases import LeaseBook, lease_holders, tenures
@@ -150,3 +152,53 @@ def test_a_dead_watchers_target_is_passed_again_within_two_intervals_by_construc
         step = every / TICKS_PER_ROUND
         assert lease_for(every).total_seconds() == LEASE_SHARE * every
         assert lease_for(every).total_seconds() + 2 * step + ADOPTION_SHARE * every <= 2 * every
+
+
+def test_a_lease_the_renewal_finds_lost_stops_that_targets_sampling(pg: EmbeddedPostgres) -> None:
+    """Another holder has the lease in the store (as after a lapse, or a step of the store's clock): the renewal
+    thread finds it lost, the target's sampling stops from then on, and the next tick drops its watch."""
+    suffix = uuid.uuid4().hex[:6]
+    pg.psql(f"CREATE DATABASE lost_{suffix};")
+    pg.psql(f"CREATE DATABASE lost_store_{suffix};")
+    store = open_samples(pg.dsn(f"lost_store_{suffix}"))
+    url = pg.dsn(f"lost_{suffix}")
+    loop = ShareLoop(
+        LeaseBook(store.backend, "a", SCOPE, lease_for(EVERY)),
+        store,
+        EVERY,
+        inventory=lambda: ["lost"],
+        connect=lambda _name: parse_target(url),
+        refresh=0.0,
+    )
+    reports: list[RoundReport] = []
+    halt = threading.Event()
+    watching = threading.Thread(
+        target=loop.run,
+        kwargs={"on_round": reports.append, "pause": lambda s: halt.wait(max(0.0, s))},
+    )
+    watching.start()
+    try:
+        wait_for(
+            lambda: any(o.stored for r in reports for o in r.outcomes), "a stored pass", WAIT, 0.2
+        )
+        with store.backend.session() as session:
+            session.run(
+                "UPDATE watch_leases SET holder = 'thief', expires_at = now() + INTERVAL '1 hour'"
+                " WHERE target = 'lost'"
+            )
+        wait_for(
+            lambda: not loop.book.valid("lost"), "the renewal finding the lease lost", WAIT, 0.1
+        )
+        lost_at = datetime.now(UTC)  # no later than the moment the bound was dropped
+        wait_for(lambda: loop.watcher.watching() == [], "the tick dropping the watch", WAIT, 0.2)
+        rounds_after = len(reports)
+        wait_for(lambda: len(reports) > rounds_after, "a round after", WAIT, 0.2)
+    finally:
+        halt.set()
+        watching.join(timeout=120)
+    stored = [r.at for r in reports for o in r.outcomes if o.stored]
+    assert stored and all(at < lost_at for at in stored), (stored, lost_at)
+    assert {t.holder for t in tenures(store.backend, "lost")} == {"a"}
+    assert lease_holders(store.backend) == {"lost": "thief"}, (
+        "its stop released nothing of the thief's"
+    )
