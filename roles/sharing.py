@@ -61,7 +61,8 @@ MIN_LEASE = 2.0  # seconds: under this, a renewal is a store transaction every h
 RENEWALS_PER_LEASE = 4
 # One tick's adoptions (connecting to the targets it claimed and their first readings) run on the loop's
 # thread before its round, so they may take this share of an interval at most, at the pace the last ones
-# took; before any adoption was timed, a tick claims FIRST_CLAIMS. The rest of a share comes at the next
+# took (per wave of `concurrency` first readings, one wave a tick at least); before any adoption was
+# timed, a tick claims FIRST_CLAIMS. The rest of a share comes at the next
 # ticks: a takeover within two intervals holds while the share taken fits one tick's claims.
 ADOPTION_SHARE = 0.25
 FIRST_CLAIMS = 64
@@ -166,7 +167,9 @@ class ShareLoop:
         self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
-        self._seconds_per_adoption: float | None = None  # the last tick's, per target adopted
+        self._seconds_per_wave: float | None = (
+            None  # the last tick's adoptions, per wave of `concurrency`
+        )
 
     def run(
         self,
@@ -286,15 +289,20 @@ class ShareLoop:
         if pool is not None and adopted:
             self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
         if takeovers:
-            self._seconds_per_adoption = (time.monotonic() - began) / len(takeovers)
+            waves = math.ceil(len(takeovers) / self.watcher.concurrency)
+            self._seconds_per_wave = (time.monotonic() - began) / waves
         self._say_short(live)
 
     def claim_limit(self) -> int:
-        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of a lease, at the pace
-        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks."""
-        if self._seconds_per_adoption is None:
+        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of an interval, at the pace
+        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks.
+        First readings run `concurrency` at a time, so the pace is per wave of that many, and a tick claims one
+        wave at least: a wave of one target takes about as long as a full one, so timed per target a small batch
+        looked dearer than it was and the next tick claimed fewer still (down to one target a tick)."""
+        if self._seconds_per_wave is None:
             return FIRST_CLAIMS
-        return max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_adoption, 1e-6)))
+        waves = max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_wave, 1e-6)))
+        return waves * self.watcher.concurrency
 
     def _read_inventory(self) -> None:
         now = time.monotonic()

@@ -290,15 +290,20 @@ def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Back
     assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
 
 
-def test_a_tick_claims_no_more_targets_than_it_can_adopt_within_its_lease(backend: Backend) -> None:
-    """Adoptions timed at a second each, leases of 60 s: a tick may spend a quarter of a lease adopting, so
-    it claims 15 of its 40 targets and the rest at the next ticks; the first tick, untimed, claims 64 at most."""
+def test_a_tick_claims_no_more_targets_than_it_can_adopt_in_a_quarter_interval(
+    backend: Backend,
+) -> None:
+    """Adoptions timed at 5 s a wave of 8 first readings, 60 s intervals: a tick may spend a quarter of an interval
+    adopting (3 waves), so it claims 24 of its 40 targets and the rest at the next tick; the first tick, untimed,
+    claims 64 at most; however slow its waves, a tick claims one wave."""
     a = _loop(backend, "a", [f"t{i}" for i in range(40)], every=60.0)
-    assert a.claim_limit() == FIRST_CLAIMS
-    a._seconds_per_adoption = 1.0  # as a slow host's adoptions took (timed for real in `tick`)
-    assert a.claim_limit() == int(ADOPTION_SHARE * 60)
+    assert a.claim_limit() == FIRST_CLAIMS and a.watcher.concurrency == 8
+    a._seconds_per_wave = 5.0  # as a slow host's adoptions took (timed for real in `tick`)
+    assert a.claim_limit() == int(ADOPTION_SHARE * 60 / 5.0) * 8 == 24
     a.tick()
-    assert len(_held(a)[0]) == 15 and len(lease_holders(backend)) == 15
-    a._seconds_per_adoption = 1.0
+    assert len(_held(a)[0]) == 24 and len(lease_holders(backend)) == 24
+    a._seconds_per_wave = 5.0
     a.tick()
-    assert len(_held(a)[0]) == 30
+    assert len(_held(a)[0]) == 40
+    a._seconds_per_wave = 3600.0
+    assert a.claim_limit() == 8, "one wave at least"
