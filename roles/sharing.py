@@ -167,9 +167,8 @@ class ShareLoop:
         self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
-        self._seconds_per_wave: float | None = (
-            None  # the last tick's adoptions, per wave of `concurrency`
-        )
+        # the last tick's adoptions, per wave of `concurrency` first readings
+        self._seconds_per_wave: float | None = None
 
     def run(
         self,
@@ -222,7 +221,7 @@ class ShareLoop:
                     self.book.leave()
                 except (
                     StoreUnavailable
-                ) as exc:  # the leases then expire on their own, a round later
+                ) as exc:  # the leases then expire on their own, a lease later
                     log.warning("watch share: could not release the leases: %s", exc)
 
     def _renew_until(self, stop: threading.Event) -> None:
