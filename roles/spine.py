@@ -28,7 +28,7 @@ from roles.crew.run import (
     remember,
     replan_phase,
 )
-from roles.report.history import reviewed
+from roles.report.recording import reviewed
 from roles.report.reporter import build_report, prune_reports
 
 
@@ -55,7 +55,7 @@ class PlainPhases:
 def review(run: RunContext, phases: ReviewPhases) -> Report:
     """Run the phases, build the report with the run's brain, record it in the target's history (the shared
     store: a review that raises is recorded as failed) and write report.json/md/html into `run.out_dir`
-    (roles/report/history.py's `reviewed`).
+    (roles/report/recording.py's `reviewed`).
     The run's workspace connection closes then: the report and the workspace file are what remains."""
     try:
         report = reviewed(run, lambda: build_report(run, run_phases(run, phases)))

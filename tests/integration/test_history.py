@@ -39,7 +39,8 @@ from lab.embedded import EmbeddedPostgres
 from roles.crew.memory import target_identity
 from roles.crew.run import RunContext
 from roles.report.alerts import notify
-from roles.report.history import TRENDS_CHART, failed_report, reviewed
+from roles.report.comparing import TRENDS_CHART
+from roles.report.recording import failed_report, reviewed
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.cli_here import dbcrew_here

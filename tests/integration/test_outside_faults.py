@@ -25,7 +25,7 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
 from roles.crew.run import RunContext
-from roles.report.history import reviewed
+from roles.report.recording import reviewed
 from roles.report.reporter import REPORT_FILES
 
 

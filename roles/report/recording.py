@@ -1,0 +1,262 @@
+"""Recording a run in the shared store: its findings with fingerprints, its vital signs, a health
+review's sampled window as the target's baseline, and a failed run as failed.
+
+`reviewed(run, review)` is the one hook of the review path: it runs the review, stores the run,
+asks roles/report/comparing.py what changed against the target's previous runs of the same
+scenario, draws the trends chart, keeps a health review's sampled window as the target's baseline
+(marked quiet or not), and writes the report. A review that raises is stored as a failed run, and
+the error goes on; a store that cannot be used costs the report its history, not the report; a
+report that cannot be written is stored as a failed run. (A diagnosis reads the latest baseline
+back through operators/diagnose/baselines.py.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from dbcrew.errors import OutNotWritable
+from dbcrew.models import Brief, Finding, Report
+from dbcrew.models.report import HistoryUnavailable, TargetInfo
+from dbcrew.store import (
+    Baseline,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoredFinding,
+    StoreUnavailable,
+    Vitals,
+    fingerprint,
+    open_store,
+)
+from dbcrew.targets.postgres import first_line
+from dbcrew.vocabulary import Scenario
+from dbcrew.workspace import Workspace
+from operators.diagnose.steps import HEALTH_WINDOW_KEY
+from operators.paint import paint_trends
+from operators.window.evidence import WindowEvidence
+from roles.crew.memory import target_identity
+from roles.report.comparing import TREND_RUNS, TRENDS_CAPTION, TRENDS_CHART, history_of, judge_quiet
+from roles.report.reporter import write_report
+
+if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
+    from roles.crew.run import RunContext
+
+log = logging.getLogger(__name__)
+
+
+# -- what one run leaves in the store -----------------------------------------------------------
+def brief_of(run: RunContext) -> Brief | None:
+    """The probe's brief from the run's workspace (None when the run failed before the probe)."""
+    if not run.workspace_path.exists():
+        return None
+    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = 'brief'")
+    return Brief.model_validate_json(rows[0]["body"]) if rows else None
+
+
+def identity_for(run: RunContext, store: Store) -> str:
+    """The target's identity: from the probe, else the one last recorded for its display, else the display."""
+    brief = brief_of(run)
+    if brief is not None:
+        return target_identity(run.target, brief)
+    return store.identity_of(run.target.display) or run.target.display
+
+
+def _one(workspace: Workspace, table: str, sql: str, params: list[object] | None = None) -> object:
+    """One value from a table the review may not have collected (a skipped collector): None then."""
+    if not workspace.has(table):
+        return None
+    rows = workspace.query(sql, params)
+    return next(iter(rows[0].values())) if rows else None
+
+
+def vitals_of(run: RunContext, report: Report) -> Vitals:
+    """Vital signs from the run's workspace: cache hit ratio over the window, dead tuples, XID age, size."""
+    counts = {
+        s: sum(f.severity.value == s for f in report.findings)
+        for s in ("critical", "warning", "info")
+    }
+    brief = brief_of(run)
+    if brief is None:
+        return Vitals(**counts)
+    workspace = Workspace(run.workspace_path)
+    hits = (
+        workspace.query(
+            "SELECT blks_hit, blks_read, blks_hit_delta, blks_read_delta FROM database_stats"
+        )
+        if workspace.has("database_stats")
+        else []
+    )
+    ratio = None
+    if hits:
+        row = hits[0]
+        hit, read = (
+            (row["blks_hit_delta"], row["blks_read_delta"])
+            if row["blks_hit_delta"] + row["blks_read_delta"] > 0
+            else (row["blks_hit"], row["blks_read"])
+        )  # an idle window: the ratio since the statistics began
+        ratio = hit / (hit + read) if hit + read > 0 else None
+    dead = _one(workspace, "table_stats", "SELECT sum(n_dead_tup) FROM table_stats")
+    xid = _one(
+        workspace,
+        "wraparound",
+        "SELECT max(xid_age) FROM wraparound WHERE scope = 'database' AND name = ?",
+        [brief.database],
+    )
+    return Vitals(
+        cache_hit_ratio=ratio,
+        dead_tuples=None if dead is None else int(dead),  # type: ignore[call-overload]
+        oldest_xid_age=None if xid is None else int(xid),  # type: ignore[call-overload]
+        database_bytes=brief.database_size_bytes,
+        **counts,
+    )
+
+
+def stored_findings(identity: str, findings: list[Finding]) -> list[StoredFinding]:
+    return [
+        StoredFinding(
+            fingerprint=fingerprint(identity, f.code, f.object),
+            code=f.code,
+            object=f.object,
+            severity=f.severity,
+            title=f.title,
+        )
+        for f in findings
+    ]
+
+
+# -- baselines ---------------------------------------------------------------------------------
+def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) -> Baseline | None:
+    """Store a health review's sampled window, marked quiet or not; None when the review sampled none."""
+    rows = Workspace(run.workspace_path).query(
+        "SELECT body FROM observations WHERE key = ?", [HEALTH_WINDOW_KEY]
+    )
+    if not rows:
+        return None
+    window = WindowEvidence.model_validate_json(rows[0]["body"])
+    latest = store.latest_baseline(identity)
+    quiet, reason = judge_quiet(
+        window,
+        report.findings,
+        WindowEvidence.model_validate_json(latest.window_json) if latest else None,
+    )
+    baseline = Baseline(
+        target=identity,
+        run_id=report.run_id,
+        taken_at=report.started_at,
+        quiet=quiet,
+        reason=reason,
+        window_json=rows[0]["body"],
+    )
+    store.save_baseline(baseline)
+    return baseline
+
+
+# -- the hook ------------------------------------------------------------------------------------
+def failed_report(run: RunContext, error: BaseException) -> Report:
+    """The report of a run that raised: no findings, the error in one line (for the store and alerts)."""
+    return Report(
+        run_id=run.run_id,
+        target=TargetInfo(kind=run.target.kind, display=run.target.display),
+        scenario=run.scenario,
+        started_at=run.started_at,
+        finished_at=datetime.now(UTC),
+        brain=run.brain,
+        link=run.link,
+        error=f"{type(error).__name__}: {first_line(error)}",
+        summary=f"The review failed: {type(error).__name__}: {first_line(error)}",
+    )
+
+
+def record_history(run: RunContext, report: Report, store: Store | None = None) -> Report:
+    """Store the run; the report with its history and trends chart (a failed run is stored, nothing compared)."""
+    store = store or open_store(run.settings.store_url)
+    with store.transaction():  # one connection for the run's reads and writes, committed together
+        identity = identity_for(run, store)
+        status = (
+            RunStatus.FAILED
+            if report.error
+            else RunStatus.PARTIAL
+            if report.partial
+            else RunStatus.COMPLETED
+        )
+        record = RunRecord(
+            run_id=report.run_id,
+            target=identity,
+            display=report.target.display,
+            scenario=report.scenario,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            status=status,
+            report=str((run.out_dir / "report.json").resolve()) if not report.error else "",
+            link=report.link,
+            error=report.error,
+        )
+        if report.error:
+            store.record_run(record, [])
+            return report
+        current = stored_findings(identity, report.findings)
+        history, kept = history_of(store, identity, report, current)
+        store.record_run(record, current + kept, vitals_of(run, report))
+        if report.scenario != Scenario.HEALTH:
+            return report.model_copy(
+                update={"history": history}
+            )  # a diagnosis neither samples a baseline nor measures vitals
+        keep_baseline(store, identity, run, report)
+        points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
+    update: dict[str, object] = {"history": history}
+    if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
+        chart = run.out_dir / TRENDS_CHART
+        try:
+            paint_trends(points, chart)
+        except OSError as exc:  # the run's folder refused it, as it may the report
+            raise OutNotWritable(chart, "trends chart", exc.strerror or type(exc).__name__) from exc
+        update["charts"] = [*report.charts, TRENDS_CHART]
+        update["captions"] = {
+            **report.captions,
+            TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario),
+        }
+    return report.model_copy(update=update)
+
+
+def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None = None) -> Report:
+    """Run the review, record it in the target's history, write the report into the run's folder.
+
+    Each fault costs only what it touches. A review that raises is recorded as failed. A store that
+    cannot be used costs the history: the report is written, saying why it has none. A report that
+    cannot be written (OutNotWritable) leaves the run recorded as failed, not as completed with a
+    report that does not exist."""
+    try:
+        report = review()
+    except Exception as exc:
+        record_failure(run, exc, store)
+        raise
+    try:
+        try:
+            report = record_history(
+                run, report, store
+            )  # its trends chart goes into the run's folder
+        except StoreUnavailable as exc:
+            log.warning("%s", exc)
+            report = report.model_copy(
+                update={
+                    "history_unavailable": HistoryUnavailable(store=exc.location, reason=exc.reason)
+                }
+            )
+        write_report(report, run.out_dir)
+    except OutNotWritable as exc:
+        if report.history_unavailable is None:
+            record_failure(run, exc, store)
+        raise
+    return report
+
+
+def record_failure(run: RunContext, error: Exception, store: Store | None = None) -> None:
+    """Record the run as failed with `error`; a store that cannot be used says so on the error, which goes on."""
+    try:
+        record_history(run, failed_report(run, error), store)
+    except StoreUnavailable as exc:
+        error.add_note(f"not recorded in the history: {exc}")
+        log.warning("run %s not recorded in the history: %s", run.run_id, exc)
