@@ -19,7 +19,7 @@ from dbcrew.targets import PostgresTarget, parse_target
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import kept_in_reports, review
 
 

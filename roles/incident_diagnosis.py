@@ -39,7 +39,7 @@ from dbcrew.store.samples import Incident, SampleStore
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.reporter import report_path
 from roles.spine import PlainPhases, kept_in_reports, review
 

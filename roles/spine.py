@@ -17,13 +17,13 @@ from dbcrew.models import Brief, Report, Strategy
 from dbcrew.settings import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.workspace import discard, release
 from roles.crew import run as steps
+from roles.crew.context import RunContext
 from roles.crew.execution import ExecutionResult, ExecutionState
 from roles.crew.run import (
     Initialized,
     PhaseLog,
     ReplanOutcome,
     ReviewResult,
-    RunContext,
     execute_plain,
     remember,
     replan_phase,

@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from dbcrew.errors import OutNotWritable
-from dbcrew.models import Brief, Finding, Report
+from dbcrew.models import Finding, Report
 from dbcrew.models.report import HistoryUnavailable, TargetInfo
 from dbcrew.store import (
     Baseline,
@@ -37,33 +36,14 @@ from dbcrew.workspace import Workspace
 from operators.diagnose.steps import HEALTH_WINDOW_KEY
 from operators.paint import paint_trends
 from operators.window.evidence import WindowEvidence
-from roles.crew.memory import target_identity
+from roles.crew.context import RunContext, brief_of, identity_for
 from roles.report.comparing import TREND_RUNS, TRENDS_CAPTION, TRENDS_CHART, history_of, judge_quiet
 from roles.report.reporter import write_report
-
-if TYPE_CHECKING:  # the crew stages baselines through this module: no import cycle at run time
-    from roles.crew.run import RunContext
 
 log = logging.getLogger(__name__)
 
 
 # -- what one run leaves in the store -----------------------------------------------------------
-def brief_of(run: RunContext) -> Brief | None:
-    """The probe's brief from the run's workspace (None when the run failed before the probe)."""
-    if not run.workspace_path.exists():
-        return None
-    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = 'brief'")
-    return Brief.model_validate_json(rows[0]["body"]) if rows else None
-
-
-def identity_for(run: RunContext, store: Store) -> str:
-    """The target's identity: from the probe, else the one last recorded for its display, else the display."""
-    brief = brief_of(run)
-    if brief is not None:
-        return target_identity(run.target, brief)
-    return store.identity_of(run.target.display) or run.target.display
-
-
 def _one(workspace: Workspace, table: str, sql: str, params: list[object] | None = None) -> object:
     """One value from a table the review may not have collected (a skipped collector): None then."""
     if not workspace.has(table):

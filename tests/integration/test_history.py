@@ -36,8 +36,8 @@ from dbcrew.store import (
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
+from roles.crew.context import RunContext
 from roles.crew.memory import target_identity
-from roles.crew.run import RunContext
 from roles.report.alerts import notify
 from roles.report.comparing import TRENDS_CHART
 from roles.report.recording import failed_report, reviewed

@@ -24,7 +24,7 @@ from dbcrew.store import RunRecord, RunStatus, Vitals, open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.recording import reviewed
 from roles.report.reporter import REPORT_FILES
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 import flows.review, flows.targets, flows.fleet
 from dbcrew.targets import parse_target
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 monitor = RunContext(target=parse_target("postgresql://u@127.0.0.1:5432/db"), out_dir=Path(".")).monitor()
 print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 """
