@@ -78,7 +78,8 @@ def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) ->
         interval=incident_interval(incident),
     )
     run = RunContext.of(request, target, Path())
-    report = kept_in_reports(run, lambda: review(run, PlainPhases))
+    with kept_in_reports(run):
+        report = review(run, PlainPhases)
     return IncidentDiagnosis.of_report(
         report, report_path(run.out_dir).resolve(), while_open=not incident.closed
     )

@@ -1,20 +1,23 @@
 """Comparing runs: what changed since the target's previous runs, the timeline of its runs, the trends
 chart, and whether a sampled window was quiet enough to be a baseline.
 
-Pure reads of the store (and of the run's report): nothing here writes to it. roles/report/recording.py
+Reads of the store (and of the run's report): nothing here writes to it. roles/report/recording.py
 stores a run and asks this module what changed; `dbcrew history` prints `timeline`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from pydantic import BaseModel
 
+from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.report import CoverageStatus, History, HistoryItem
 from dbcrew.store import RunRecord, RunStatus, Sighting, Store, StoredFinding, Vitals, fingerprint
 from dbcrew.vocabulary import FindingCode
+from operators.paint import paint_trends
 from operators.registry import catalogue
 from operators.window.anomaly import abnormal_metrics
 from operators.window.evidence import WindowEvidence
@@ -180,6 +183,31 @@ def history_of(
         not_judged=not_judged,
     )
     return history, kept
+
+
+# -- the trends chart ---------------------------------------------------------------------------
+def with_trends_chart(
+    report: Report, points: list[tuple[datetime, Vitals]], out_dir: Path
+) -> Report:
+    """`report` with its trends chart, drawn into `out_dir` from `points` (one per stored run, oldest
+    first); unchanged under two points (a trend needs two). A folder that refuses the chart raises
+    OutNotWritable, as it would the report."""
+    if len(points) < 2:
+        return report
+    chart = out_dir / TRENDS_CHART
+    try:
+        paint_trends(points, chart)
+    except OSError as exc:  # the run's folder refused it, as it may the report
+        raise OutNotWritable(chart, "trends chart", exc.strerror or type(exc).__name__) from exc
+    return report.model_copy(
+        update={
+            "charts": [*report.charts, TRENDS_CHART],
+            "captions": {
+                **report.captions,
+                TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario),
+            },
+        }
+    )
 
 
 # -- a window quiet enough to be a baseline ----------------------------------------------------

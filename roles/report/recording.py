@@ -1,31 +1,25 @@
 """Recording a run in the shared store: its findings with fingerprints, its vital signs, a health
 review's sampled window as the target's baseline, and a failed run as failed.
 
-`reviewed(run, review)` is the one hook of the review path: it runs the review, stores the run,
-asks roles/report/comparing.py what changed against the target's previous runs of the same
-scenario, draws the trends chart, keeps a health review's sampled window as the target's baseline
-(marked quiet or not), and writes the report. A review that raises is stored as a failed run, and
-the error goes on; a store that cannot be used costs the report its history, not the report; a
-report that cannot be written is stored as a failed run. (A diagnosis reads the latest baseline
-back through operators/diagnose/baselines.py.)
+`record_history` stores one run and returns its report with what changed since the target's
+previous runs of the same scenario and its trends chart (both roles/report/comparing.py's). It
+raises what goes wrong (StoreUnavailable, OutNotWritable): what each fault costs a review is the
+spine's to say (roles/spine.py). (A diagnosis reads the latest baseline back through
+operators/diagnose/baselines.py.)
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 
-from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
-from dbcrew.models.report import HistoryUnavailable, TargetInfo
+from dbcrew.models.report import TargetInfo
 from dbcrew.store import (
     Baseline,
     RunRecord,
     RunStatus,
     Store,
     StoredFinding,
-    StoreUnavailable,
     Vitals,
     fingerprint,
     open_store,
@@ -34,13 +28,9 @@ from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
 from operators.diagnose.steps import HEALTH_WINDOW_KEY
-from operators.paint import paint_trends
 from operators.window.evidence import WindowEvidence
 from roles.crew.context import RunContext, brief_of, identity_for
-from roles.report.comparing import TREND_RUNS, TRENDS_CAPTION, TRENDS_CHART, history_of, judge_quiet
-from roles.report.reporter import write_report
-
-log = logging.getLogger(__name__)
+from roles.report.comparing import TREND_RUNS, history_of, judge_quiet, with_trends_chart
 
 
 # -- what one run leaves in the store -----------------------------------------------------------
@@ -134,7 +124,7 @@ def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) 
     return baseline
 
 
-# -- the hook ------------------------------------------------------------------------------------
+# -- the record of one run ----------------------------------------------------------------------
 def failed_report(run: RunContext, error: BaseException) -> Report:
     """The report of a run that raised: no findings, the error in one line (for the store and alerts)."""
     return Report(
@@ -186,57 +176,6 @@ def record_history(run: RunContext, report: Report, store: Store | None = None) 
             )  # a diagnosis neither samples a baseline nor measures vitals
         keep_baseline(store, identity, run, report)
         points = [(r.started_at, v) for r, v in store.trends(identity, report.scenario, TREND_RUNS)]
-    update: dict[str, object] = {"history": history}
-    if len(points) >= 2:  # drawn after the commit: the store is not held while matplotlib draws
-        chart = run.out_dir / TRENDS_CHART
-        try:
-            paint_trends(points, chart)
-        except OSError as exc:  # the run's folder refused it, as it may the report
-            raise OutNotWritable(chart, "trends chart", exc.strerror or type(exc).__name__) from exc
-        update["charts"] = [*report.charts, TRENDS_CHART]
-        update["captions"] = {
-            **report.captions,
-            TRENDS_CHART: TRENDS_CAPTION.format(n=len(points), scenario=report.scenario),
-        }
-    return report.model_copy(update=update)
-
-
-def reviewed(run: RunContext, review: Callable[[], Report], store: Store | None = None) -> Report:
-    """Run the review, record it in the target's history, write the report into the run's folder.
-
-    Each fault costs only what it touches. A review that raises is recorded as failed. A store that
-    cannot be used costs the history: the report is written, saying why it has none. A report that
-    cannot be written (OutNotWritable) leaves the run recorded as failed, not as completed with a
-    report that does not exist."""
-    try:
-        report = review()
-    except Exception as exc:
-        record_failure(run, exc, store)
-        raise
-    try:
-        try:
-            report = record_history(
-                run, report, store
-            )  # its trends chart goes into the run's folder
-        except StoreUnavailable as exc:
-            log.warning("%s", exc)
-            report = report.model_copy(
-                update={
-                    "history_unavailable": HistoryUnavailable(store=exc.location, reason=exc.reason)
-                }
-            )
-        write_report(report, run.out_dir)
-    except OutNotWritable as exc:
-        if report.history_unavailable is None:
-            record_failure(run, exc, store)
-        raise
-    return report
-
-
-def record_failure(run: RunContext, error: Exception, store: Store | None = None) -> None:
-    """Record the run as failed with `error`; a store that cannot be used says so on the error, which goes on."""
-    try:
-        record_history(run, failed_report(run, error), store)
-    except StoreUnavailable as exc:
-        error.add_note(f"not recorded in the history: {exc}")
-        log.warning("run %s not recorded in the history: %s", run.run_id, exc)
+    return with_trends_chart(
+        report.model_copy(update={"history": history}), points, run.out_dir
+    )  # drawn after the commit: the store is not held while matplotlib draws

@@ -43,7 +43,7 @@ from roles.report.outage import outage_of, producers_of, touched
 
 if (
     TYPE_CHECKING
-):  # the crew writes reports through roles/report/recording.py: no import cycle at run time
+):  # the spine (roles/spine.py) writes reports through this module: no import cycle at run time
     from roles.crew.context import RunContext
     from roles.crew.run import ReviewResult
 

@@ -25,8 +25,8 @@ from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
 from roles.crew.context import RunContext
-from roles.report.recording import reviewed
 from roles.report.reporter import REPORT_FILES
+from roles.spine import recorded_and_written
 
 
 @pytest.mark.prefect
@@ -119,7 +119,7 @@ def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
     )
     try:
         with pytest.raises(OutNotWritable) as refused:
-            reviewed(run, lambda: report)
+            recorded_and_written(run, report)
     finally:
         release(run.workspace_path)  # as the flow does: the disk can be unmounted then
     assert str(refused.value).startswith(f"{full_disk / refused_file}: cannot write the ")
