@@ -252,6 +252,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         captions=captions,
         edits=review.edits,
         declined=review.rejected,
+        unfixed_before=unfixed_before(review),
         ablations=run.settings.ablations.off(),
         partial=partial,
         root_causes=root_causes,
@@ -444,3 +445,19 @@ def write_report(report: Report, run_dir: Path) -> None:
             if written.is_file():
                 written.unlink()
         raise OutNotWritable(path, "report", exc.strerror or type(exc).__name__) from exc
+
+
+def unfixed_before(review: ReviewResult) -> list[str]:
+    """The errors earlier runs left unfixed on the target, each with how its operator ended this time."""
+    ended: dict[str, str] = {}
+    for outcome in review.result.state.outcomes.values():
+        ended[outcome.operator] = outcome.status.value
+    return [
+        f"{known.describe()}. This run: "
+        + (
+            f"{known.operator} {ended[known.operator]}"
+            if known.operator in ended
+            else f"{known.operator} not run"
+        )
+        for known in review.init.unfixed
+    ]
