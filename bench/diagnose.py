@@ -25,7 +25,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.window.live import sample_window
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 SIGMA = 0.1

@@ -37,7 +37,7 @@ from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
 from operators.registry import REGISTRY, equivalents
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.deadline import RUN_DEADLINE
 from roles.spine import PlainPhases, review
 

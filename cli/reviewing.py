@@ -228,7 +228,7 @@ def runs_in_process(request: ReviewRequest) -> bool:
 
 def review_in_process(request: ReviewRequest) -> Report:
     """The request's run as plain calls, into `request.out` (prepare_review made it)."""
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     assert request.target is not None and request.out is not None  # prepare_review's

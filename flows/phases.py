@@ -17,9 +17,10 @@ from flows.artifacts import post_edits, post_strategy
 from flows.heartbeats import without_heartbeats
 from flows.runner import Bundle, PrefectRunner
 from roles.crew import run as steps  # the phases' steps (a flow parameter is named run)
+from roles.crew.context import RunContext, operator_context
 from roles.crew.execution import ExecutionResult, ExecutionState, execute
 from roles.crew.faults import FaultInjector
-from roles.crew.run import Initialized, ReplanOutcome, RunContext
+from roles.crew.run import Initialized, ReplanOutcome
 
 
 @flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
@@ -43,7 +44,7 @@ def execute_phase(
         max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-operator"
     ) as pool:
         bundle = Bundle(
-            ctx=steps.operator_context(run, brief),
+            ctx=operator_context(run, brief),
             injector=FaultInjector(run.faults, run.target),
             retries=run.worker_retries,
             pool=pool,

@@ -19,7 +19,7 @@ from dbcrew.targets import PostgresTarget, parse_target
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import kept_in_reports, review
 
 
@@ -51,12 +51,7 @@ def health_review(request: ReviewRequest) -> Report:
 
 
 def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>
-    (kept_in_reports)."""
-
-    def reviewed_and_posted() -> Report:
-        report = review(run, PrefectPhases)
-        post_report(run, report)
-        return report
-
-    return kept_in_reports(run, reviewed_and_posted)
+    """Review `run` under Prefect, its report posted as artifacts; without an `out`, into
+    reports_root()/<run id> (kept_in_reports)."""
+    with kept_in_reports(run):
+        return review(run, PrefectPhases, post=post_report)

@@ -39,9 +39,9 @@ from flows.dispatch import ran_sync
 from flows.incident_diagnosis import keep_with_incident
 from flows.review import conduct, run_link
 from flows.worker import planned_stop
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.alerts import AlertNotDelivered, notify
-from roles.report.history import failed_report
+from roles.report.recording import failed_report
 
 INVENTORY_BLOCK = "fleet"
 ON_DEMAND = (

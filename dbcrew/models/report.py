@@ -324,7 +324,7 @@ class History(BaseModel):
 
     new: never seen before; persisting: in a recent run too (never absent from enough runs in a
     row to be resolved), not worse than its worst there; absent: in a recent run, not in this one,
-    not yet resolved; resolved: absent from a few runs in a row now (roles.report.history's
+    not yet resolved; resolved: absent from a few runs in a row now (roles.report.comparing's
     RESOLVED_AFTER_ABSENT_RUNS), only when the check that finds it ran and could judge its code;
     regressed: worse than in the recent runs, or back after it had been resolved; not_judged: in
     the previous run, missing now from a check that could not judge its code (it did not run, or

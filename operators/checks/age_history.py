@@ -5,7 +5,7 @@ launches an anti-wraparound vacuum as soon as a database passes it, and the age 
 was past the limit at the last review and is higher now has not fallen in between, so autovacuum is
 not keeping up (a held xmin horizon, a vacuum throttled or cancelled again and again), and only the
 hard limit's thresholds, far away, would say so. The check needs one number from history for that:
-the previous health review's age of the same database (roles/report/history.py records it among the
+the previous health review's age of the same database (roles/report/recording.py records it among the
 run's vital signs). The crew stages it here before the run, as it stages a diagnosis's baseline, so
 the check reads its workspace only.
 """

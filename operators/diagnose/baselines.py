@@ -1,7 +1,7 @@
 """The target's latest quiet window, staged as a diagnosis's baseline when no --baseline file is given.
 
 A health review keeps its sampled window as the target's baseline in the shared store when it was
-quiet (roles/report/history.py); before a diagnosis, the latest one is put where the diagnosis
+quiet (roles/report/recording.py); before a diagnosis, the latest one is put where the diagnosis
 looks for it (`steps.baseline_for`), so the abnormal metrics are judged against this target's own
 normal behaviour. Without one, the diagnosis goes on and its report says it had no baseline.
 """

@@ -19,7 +19,7 @@
 
 Lessons are a help, never a condition: a store that cannot be used (`StoreUnavailable`: damaged,
 unreachable) recalls none and keeps none (`from_memory`), and the review goes on; its report says
-the store's fault where the history should be (roles/report/history.py).
+the store's fault where the history should be (roles/spine.py).
 """
 
 from __future__ import annotations

@@ -43,8 +43,9 @@ from roles.report.outage import outage_of, producers_of, touched
 
 if (
     TYPE_CHECKING
-):  # the crew writes reports through roles/report/history.py: no import cycle at run time
-    from roles.crew.run import ReviewResult, RunContext
+):  # the spine (roles/spine.py) writes reports through this module: no import cycle at run time
+    from roles.crew.context import RunContext
+    from roles.crew.run import ReviewResult
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*

@@ -271,7 +271,7 @@ def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
     }
     absent = {(i.code, i.object) for i in alpha.history.absent if i.is_problem}
     assert ("table_without_primary_key", "public.notes") in new
-    # Fixed once is absent, not yet resolved (roles.report.history.RESOLVED_AFTER_ABSENT_RUNS).
+    # Fixed once is absent, not yet resolved (roles.report.comparing.RESOLVED_AFTER_ABSENT_RUNS).
     assert ("table_without_primary_key", "public.items") in absent and not new & absent
     assert alpha.history.resolved == [] and fleet.rows["alpha"][3:5] == [str(len(new)), "0"]
     beta = report_of(crew_server, fleet.reviews["beta"])

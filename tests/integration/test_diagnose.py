@@ -24,7 +24,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH
 from lab.scripted_llm import Reply, ScriptedServer
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 WINDOW = 5.0

@@ -20,7 +20,7 @@ from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import SESSIONS_SQL, TABLE_STATS
 from operators.window.live import sample_window
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.integration.test_recovery import review

@@ -16,8 +16,9 @@ from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
+from roles.crew.context import RunContext
 from roles.crew.memory import LongTermMemory, UnfixedError
-from roles.crew.run import Initialized, RunContext
+from roles.crew.run import Initialized
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 

@@ -9,7 +9,7 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from lab.shop import DemoShop
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 

@@ -11,7 +11,7 @@ from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerpr
 from dbcrew.vocabulary import FindingCode
 from operators.window.evidence import BlockedSession, WindowEvidence
 from roles.report.alerts import alert_for, scrub
-from roles.report.history import (
+from roles.report.comparing import (
     RESOLVED_AFTER_ABSENT_RUNS,
     compare,
     history_of,
