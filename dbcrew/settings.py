@@ -367,6 +367,10 @@ class Ablations(BaseModel):
         description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all",
     )
     memory: bool = Field(True, description="long-term lessons across runs on the same target")
+    composition: bool = Field(
+        True,
+        description="the rules' team composed from the alert; off: the scenario's fixed playbook, whatever the alert",
+    )
 
     def off(self) -> list[str]:
         return [f"no-{name.replace('_', '-')}" for name, on in self.model_dump().items() if not on]

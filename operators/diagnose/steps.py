@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Finding, Role, RootCause, Severity
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.cross_review import cross_review
 from operators.diagnose.evidence import WindowBaseline, WindowEvidence
-from operators.diagnose.experts import EXPERTS, Candidate, select_experts
+from operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.plan_issues import NOT_EXPLAINED
 from operators.diagnose.prometheus import prometheus_facts
@@ -54,7 +54,12 @@ def _candidates_key(expert: str) -> str:
     return f"candidates_{expert}"
 
 
-@operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
+@operator(
+    role=Role.EXTRACTOR,
+    category=Category.DIAGNOSE,
+    produces=(FACTS_KEY,),
+    planned_for=frozenset({Scenario.DIAGNOSE}),
+)
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window (or read a past interval's from the watcher's
     samples or from Prometheus), compare them with the baseline, EXPLAIN the heaviest statements."""
@@ -171,6 +176,8 @@ def _expert_operator(expert: str, doc: str) -> None:
         category=Category.DIAGNOSE,
         needs=(FACTS_KEY,),
         produces=(_candidates_key(expert),),
+        signals=EXPERT_SIGNALS[expert][0],
+        knowledge=expert,
     )(fn)
 
 
@@ -206,6 +213,7 @@ def warm_knowledge() -> None:
     uses=tuple(_candidates_key(e) for e in EXPERTS),
     produces=("root_causes",),
     prepare=warm_knowledge,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
 def cross_review_causes(ctx: OperatorContext) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""

@@ -14,7 +14,7 @@ from dbcrew import templating
 from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
-from dbcrew.models.plan import EditKind
+from dbcrew.models.plan import EditKind, Strategy
 from dbcrew.models.report import (
     CoverageEntry,
     CoverageStatus,
@@ -26,6 +26,7 @@ from dbcrew.models.report import (
     SkipKind,
     StatementChange,
     TargetInfo,
+    TeamMember,
 )
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
@@ -56,7 +57,8 @@ templating.add_templates(
 
 
 def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
-    """One entry per check operator: what ran, what was skipped (and why), what failed."""
+    """One entry per check operator: what ran, what was skipped (and why), what failed; then the gaps
+    the planner reported (a signal the alert names that nothing on this target judges)."""
     planned = {entry.check: entry for entry in review.init.coverage}
     notes = visibility_notes(review.init.brief)
     outcomes = review.result.state.outcomes
@@ -121,7 +123,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
                     failure_cause(op.name, outcomes, review.init.brief.current_user),
                 )
             )
-    return entries
+    # What the planner found no operator for (a signal the alert names): not a check, still a gap.
+    names = {op.name for op in ops}
+    return entries + [e for e in review.init.coverage if e.check not in names]
 
 
 def inherited_partials(
@@ -141,6 +145,23 @@ def findings_of(review: ReviewResult) -> list[Finding]:
         if outcome.observation is not None:
             found.extend(outcome.observation.findings)
     return sorted(found, key=lambda f: (f.severity.rank, f.code, f.object))
+
+
+def team_of(strategy: Strategy) -> list[TeamMember]:
+    """The plan's agents with their tasks and why each task is on the team (an agent with no task is left out)."""
+    members = []
+    for agent in strategy.team:
+        tasks = [t for t in strategy.tasks if t.agent == agent.name]
+        if tasks:
+            members.append(
+                TeamMember(
+                    agent=agent.name,
+                    role=agent.role.value,
+                    tasks=[t.id for t in tasks],
+                    why=[t.why for t in tasks],
+                )
+            )
+    return members
 
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
@@ -243,6 +264,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage=coverage,
         findings=findings,
         phases=review.phases,
+        plan=review.result.strategy.rationale,
+        team=team_of(review.result.strategy),
         llm=brain.usage.model_copy(),
         summary=summary,
         model_summary=model_text(model_summary),  # whichever brain wrote it: data, bounded
