@@ -206,6 +206,26 @@ def warm_knowledge() -> None:
     knowledge_base().retrieve(["act.active"], "warm", k=1)
 
 
+class CrossReviewParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team: list[str] | None = Field(
+        None,
+        description="the experts on the plan's team (a plan composed from the alert leaves some out);"
+        " None: every expert is on it",
+    )
+
+
+def joined_experts(record: FactsRecord, team: list[str] | None, present: set[str]) -> list[str]:
+    """Experts the window calls in (its abnormal metrics, the alert's words) that the plan left off the
+    team: the plan was made before the window was seen, so they join now. A planned expert that
+    failed is not one of them: its failure stands as the coverage says."""
+    if team is None:
+        return []
+    engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
+    return [e for e in engaged if e not in team and _candidates_key(e) not in present]
+
+
 @operator(
     role=Role.TASKER,
     category=Category.DIAGNOSE,
@@ -215,7 +235,7 @@ def warm_knowledge() -> None:
     prepare=warm_knowledge,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
-def cross_review_causes(ctx: OperatorContext) -> Observation:
+def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""
     record = load_facts(ctx)
     keys = [_candidates_key(e) for e in EXPERTS]
@@ -223,7 +243,10 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
         f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys
     )
     candidates = [Candidate.model_validate(c) for row in rows for c in json.loads(row["body"])]
-    causes, notes = cross_review(candidates, record.facts(ctx.settings.thresholds))
+    facts = record.facts(ctx.settings.thresholds)
+    joined = joined_experts(record, params.team, {row["key"] for row in rows})
+    candidates += [c for expert in joined for c in EXPERTS[expert](facts)]
+    causes, notes = cross_review(candidates, facts)
     kb = knowledge_base()
     abnormal = [m.name for m in record.abnormal]
     root_causes, findings = [], []
@@ -238,6 +261,11 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
             "supported_by": cause.supported_by,
             **({"share_of_active_time": cause.time_share} if cause.time_share is not None else {}),
             "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else []),
+            **(
+                {"joined": "called in by the window: not on the team planned from the alert"}
+                if cause.expert in joined
+                else {}
+            ),
         }
         solution = chunk.solution if chunk else ""
         root_causes.append(
@@ -266,8 +294,11 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
         ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
         or "no root cause above the reporting confidence"
     )
+    called = (
+        f"; experts the window called in beyond the plan: {', '.join(joined)}" if joined else ""
+    )
     return Observation(
-        summary=f"cross review: {summary}",
+        summary=f"cross review: {summary}{called}",
         findings=findings,
         root_causes=root_causes,
         artifacts=["root_causes"],

@@ -130,6 +130,20 @@ def diagnose_team(
                 why=(why or {}).get(name, ""),
             )
         )
+    experts = [n.removeprefix(EXPERT_PREFIX) for n in operators if n.startswith(EXPERT_PREFIX)]
+    every = [
+        e.name.removeprefix(EXPERT_PREFIX) for e in catalogue if e.name.startswith(EXPERT_PREFIX)
+    ]
+    if len(experts) < len(every):
+        # The chief is told who is on the team: the experts the window calls in beyond it join there.
+        tasks = [
+            t.model_copy(update={"params": {"team": experts}})
+            if entries[t.operator].role is Role.TASKER
+            and entries[t.operator].category is Category.DIAGNOSE
+            and not t.operator.startswith(EXPERT_PREFIX)
+            else t
+            for t in tasks
+        ]
     rationale = (
         rationale
         or f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"

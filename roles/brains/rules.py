@@ -159,7 +159,9 @@ class RulesBrain(Brain):
             refitted = strategy_from_operators(order, request.catalogue, strategy.rationale, closed)
         kept = {t.id: t for t in strategy.tasks}
         tasks = [
-            t.model_copy(update={"params": kept[t.id].params}) if t.id in kept else t
+            t.model_copy(update={"params": kept[t.id].params})
+            if t.id in kept and not t.params
+            else t
             for t in refitted.tasks
         ]
         return refitted.model_copy(update={"tasks": tasks, "round": strategy.round + 1})

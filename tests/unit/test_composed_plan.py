@@ -12,6 +12,10 @@ from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.report import TargetInfo
 from dbcrew.vocabulary import ProblemKind, Scenario
+from operators.diagnose.anomaly import AbnormalMetric
+from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.facts import FactsRecord
+from operators.diagnose.steps import joined_experts
 from operators.registry import catalogue
 from roles.brains.playbooks import EXPERT_PREFIX
 from roles.brains.rules import RulesBrain
@@ -163,3 +167,20 @@ def test_the_report_says_why_each_agent_is_on_the_team():
     assert "### The team" in text and "why on the team" in text
     row = next(line for line in text.splitlines() if line.startswith("| locks-expert"))
     assert "the alert matches its description" in row
+
+
+def test_the_chief_is_told_the_team_and_the_window_calls_in_the_experts_left_out():
+    composed = planned(request("user sessions hang, each one waiting for a lock another holds"))
+    team = composed.task("cross_review_causes").params["team"]
+    assert "locks" in team and "memory" not in team
+    assert planned(request("")).task("cross_review_causes").params == {}  # the playbook: all on it
+    window = WindowEvidence(started_at=0.0, seconds=10.0, interval=1.0)
+    swapping = AbnormalMetric(
+        name="host.swap_io_mb", baseline_median=0.0, window_median=80.0, z=9.0, ks_p=0.001
+    )
+    record = FactsRecord(window=window, baseline=window, abnormal=[swapping], alert="locks")
+    # memory is called in by the window and was not planned: it joins; locks ran as planned
+    assert joined_experts(record, team, {"candidates_locks"}) == ["memory"]
+    # a planned expert that failed (no candidates) is not run again here
+    assert "locks" not in joined_experts(record, team, set())
+    assert joined_experts(record, None, set()) == []
