@@ -236,6 +236,12 @@ def diagnose(
             help="ablation: the full diagnosis playbook, not the team the alert calls for",
         ),
     ] = False,
+    no_knowledge: Annotated[
+        bool,
+        typer.Option(
+            "--no-knowledge", help="ablation: no knowledge chunks for the experts and the causes"
+        ),
+    ] = False,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
     interval = past_interval(since, until)
@@ -250,7 +256,7 @@ def diagnose(
         interval=interval,
         prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
         deadline=deadline,
-        ablations=Ablations(composition=not no_composition),
+        ablations=Ablations(composition=not no_composition, knowledge=not no_knowledge),
     )
     report = run_cli_review(request, target)
     print_diagnosis(report, request)

@@ -371,6 +371,10 @@ class Ablations(BaseModel):
         True,
         description="the rules' team composed from the alert; off: the scenario's fixed playbook, whatever the alert",
     )
+    knowledge: bool = Field(
+        True,
+        description="knowledge chunks retrieved for the diagnosis's experts and causes; off: none (ablation)",
+    )
 
     def off(self) -> list[str]:
         return [f"no-{name.replace('_', '-')}" for name, on in self.model_dump().items() if not on]

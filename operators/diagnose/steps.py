@@ -206,6 +206,61 @@ def warm_knowledge() -> None:
     knowledge_base().retrieve(["act.active"], "warm", k=1)
 
 
+KNOWLEDGE_KEY = "knowledge_chunks"
+JOINED_KEY = "experts_joined"  # the experts the window called in beyond the planned team
+TOP_CHUNKS = 4  # the chunks the librarian hands on: a few, as D-Bot injects its top chunks
+
+
+class Retrieved(BaseModel):
+    """One knowledge chunk the librarian handed on, and how well it matched the window."""
+
+    name: str
+    code: str
+    expert: str
+    source: str
+    score: float
+
+
+@operator(
+    role=Role.RETRIEVER,
+    category=Category.DIAGNOSE,
+    needs=(FACTS_KEY,),
+    produces=(KNOWLEDGE_KEY,),
+    prepare=warm_knowledge,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
+)
+def retrieve_knowledge(ctx: OperatorContext) -> Observation:
+    """Librarian: the knowledge chunks that best match the window's abnormal metrics and the alert (BM25 over the chunks' metric names, faiss over their text), handed to the experts and the chief."""
+    record = load_facts(ctx)
+    found: list[Retrieved] = []
+    if ctx.settings.ablations.knowledge:
+        matches = knowledge_base().retrieve(
+            [m.name for m in record.abnormal], record.alert, k=TOP_CHUNKS
+        )
+        found = [
+            Retrieved(
+                name=m.chunk.name,
+                code=m.chunk.code,
+                expert=m.chunk.expert,
+                source=m.chunk.source,
+                score=m.score,
+            )
+            for m in matches
+        ]
+    ctx.workspace.put_observation(KNOWLEDGE_KEY, json.dumps([r.model_dump() for r in found]))
+    if not ctx.settings.ablations.knowledge:
+        said = "none (switched off)"
+    else:
+        said = ", ".join(f"{r.name} ({r.score:.2f})" for r in found) or "no chunk matches"
+    return Observation(summary=f"knowledge: {said}", artifacts=[KNOWLEDGE_KEY])
+
+
+def retrieved(ctx: OperatorContext) -> list[Retrieved] | None:
+    """What the librarian handed on; None when no librarian ran (a plan without one)."""
+    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
+    return [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else None
+
+
 class CrossReviewParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -230,7 +285,7 @@ def joined_experts(record: FactsRecord, team: list[str] | None, present: set[str
     role=Role.TASKER,
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
-    uses=tuple(_candidates_key(e) for e in EXPERTS),
+    uses=(*(_candidates_key(e) for e in EXPERTS), KNOWLEDGE_KEY),
     produces=("root_causes",),
     prepare=warm_knowledge,
     planned_for=frozenset({Scenario.DIAGNOSE}),
@@ -249,18 +304,30 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
     causes, notes = cross_review(candidates, facts)
     kb = knowledge_base()
     abnormal = [m.name for m in record.abnormal]
+    handed = retrieved(ctx)
+    knowing = ctx.settings.ablations.knowledge
     root_causes, findings = [], []
     for cause in causes:
-        chunk = kb.for_code(cause.code)
-        related = kb.retrieve(
-            abnormal, f"{record.alert} {cause.code.replace('_', ' ')}", k=2, expert=cause.expert
-        )
+        chunk = kb.for_code(cause.code) if knowing else None
+        if handed is None:  # no librarian on the team: the chief looks the knowledge up itself
+            related = [
+                m.chunk.source
+                for m in kb.retrieve(
+                    abnormal,
+                    f"{record.alert} {cause.code.replace('_', ' ')}",
+                    k=2,
+                    expert=cause.expert,
+                )
+            ]
+        else:  # the librarian's chunks that concern this cause's expert
+            related = [r.source for r in handed if r.expert == cause.expert]
+        related = related if knowing else []
         evidence = {
             **cause.evidence,
             "expert": cause.expert,
             "supported_by": cause.supported_by,
             **({"share_of_active_time": cause.time_share} if cause.time_share is not None else {}),
-            "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else []),
+            "knowledge": list(dict.fromkeys(related)) or ([chunk.source] if chunk else []),
             **(
                 {"joined": "called in by the window: not on the team planned from the alert"}
                 if cause.expert in joined
@@ -290,6 +357,7 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
             )
         )
     ctx.workspace.put_observation("review_notes", json.dumps([n.model_dump() for n in notes]))
+    ctx.workspace.put_observation(JOINED_KEY, json.dumps(joined))
     summary = (
         ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
         or "no root cause above the reporting confidence"

@@ -33,6 +33,7 @@ from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
 from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.steps import JOINED_KEY
 from operators.registry import catalogue
 from operators.statistics_age import just_started
 from roles.brains.rules import RulesBrain
@@ -367,6 +368,8 @@ def diagnosis_section(
         if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
+    joined = workspace.query("SELECT body FROM observations WHERE key = ?", [JOINED_KEY])
+    experts += [e for e in (json.loads(joined[0]["body"]) if joined else []) if e not in experts]
     process += [
         f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(notes)
     ]

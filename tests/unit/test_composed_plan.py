@@ -6,23 +6,28 @@ The alerts here are not the benchmark's (bench/plan_cases*.yaml, kept out of the
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.report import TargetInfo
+from dbcrew.settings import Ablations, Settings
+from dbcrew.targets import parse_target
 from dbcrew.vocabulary import ProblemKind, Scenario
+from dbcrew.workspace import Workspace
 from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.facts import FactsRecord
-from operators.diagnose.steps import joined_experts
-from operators.registry import catalogue
+from operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
+from operators.registry import OperatorContext, catalogue, get
 from roles.brains.playbooks import EXPERT_PREFIX
 from roles.brains.rules import RulesBrain
 from roles.brains.team_fit import team_problems, uncovered
 from roles.crew.capabilities import plan_constraints, prune
 from roles.crew.planner import make_plan
 from roles.crew.validators import validate
+from roles.diagnosis.review import librarians_chunks
 from roles.report.reporter import render_markdown, team_of
 
 EXPERTS = {e.name for e in catalogue() if e.name.startswith(EXPERT_PREFIX)}
@@ -184,3 +189,31 @@ def test_the_chief_is_told_the_team_and_the_window_calls_in_the_experts_left_out
     # a planned expert that failed (no candidates) is not run again here
     assert "locks" not in joined_experts(record, team, set())
     assert joined_experts(record, None, set()) == []
+
+
+def test_a_diagnosis_plans_a_librarian_whose_chunks_reach_the_chief(tmp_path: Path):
+    for alert in ("", "user sessions hang, each one waiting for a lock another holds"):
+        strategy = planned(request(alert))
+        task = strategy.task("retrieve_knowledge")
+        assert task.agent == "librarian"
+        assert "retrieve_knowledge" in strategy.task("cross_review_causes").needs
+    window = WindowEvidence(started_at=0.0, seconds=10.0, interval=1.0)
+    waits = AbnormalMetric(
+        name="act.wait_lock", baseline_median=0.0, window_median=6.0, z=12.0, ks_p=0.001
+    )
+    record = FactsRecord(window=window, baseline=window, abnormal=[waits], alert="sessions wait")
+    target = parse_target("postgresql://monitor@127.0.0.1:1/shop")
+    for knowing in (True, False):
+        workspace = Workspace(tmp_path / f"{knowing}.duckdb")
+        workspace.put_observation(FACTS_KEY, record.model_dump_json())
+        settings = Settings(ablations=Ablations(knowledge=knowing))
+        ctx = OperatorContext(target, workspace, settings, None, tmp_path)
+        seen = get("retrieve_knowledge").run(ctx, {})
+        handed = retrieved(ctx)
+        assert handed is not None
+        if knowing:
+            assert handed and handed[0].expert == "locks", handed
+            assert librarians_chunks(workspace)["locks"][0].startswith(handed[0].name)
+        else:
+            assert handed == [] and "switched off" in seen.summary
+            assert librarians_chunks(workspace) == {}
