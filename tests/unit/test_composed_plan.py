@@ -217,3 +217,16 @@ def test_a_diagnosis_plans_a_librarian_whose_chunks_reach_the_chief(tmp_path: Pa
         else:
             assert handed == [] and "switched off" in seen.summary
             assert librarians_chunks(workspace) == {}
+
+
+def test_a_composed_plan_that_cannot_be_made_valid_falls_back_to_the_playbook():
+    def careless(strategy: Strategy) -> Strategy:
+        if "not composed" in strategy.rationale:
+            return strategy
+        bogus = strategy.tasks[0].model_copy(update={"id": "x", "operator": "drop_everything"})
+        return strategy.insert_task(bogus)
+
+    req = request("user sessions hang, each one waiting for a lock another holds")
+    strategy = make_plan(RulesBrain(), req, 2, reflection=False, draft=careless).strategy
+    assert EXPERTS <= operators_of(strategy)
+    assert "the composed plan could not be made valid" in strategy.rationale
