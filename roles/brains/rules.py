@@ -73,9 +73,11 @@ class RulesBrain(Brain):
         constraints = (
             f"; constraints: {'; '.join(request.constraints)}" if request.constraints else ""
         )
+        matched = composition.matched
         rationale = (
-            f"composed from the alert: {composition.matched} operators matched it, {len(composition.operators)}"
-            f" with what they need and what every {request.scenario} plan carries{constraints}"
+            f"composed from the alert: it matched {matched} operator{'s' if matched != 1 else ''};"
+            f" {len(composition.operators)} planned with what they need and what every"
+            f" {request.scenario} plan carries{constraints}"
         )
         if request.scenario is Scenario.DIAGNOSE:
             return diagnose_team(
