@@ -83,6 +83,13 @@ def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
     return chunks
 
 
+@lru_cache(maxsize=1)
+def chunks() -> tuple[Chunk, ...]:
+    """The chunks as written, without the indexes retrieval builds over them (the planner reads only
+    their text: building BM25 and faiss here cost seconds the first plan of a process would wait for)."""
+    return tuple(load_chunks())
+
+
 SYMPTOMS_FILE = KNOWLEDGE_DIR / "symptoms" / "codes.yaml"
 
 

@@ -26,7 +26,7 @@ from dbcrew.models import CatalogueEntry, Role
 from dbcrew.models.crew import PlanRequest
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.vocabulary import Category, Scenario
-from operators.knowledge import knowledge_base, symptoms
+from operators.knowledge import chunks, symptoms
 from roles.brains.playbooks import PLAYBOOKS
 
 # A cosine of the alert to an operator's document below this is no match (the hashed n-grams of two
@@ -74,7 +74,7 @@ def passages(entry: CatalogueEntry) -> list[str]:
     each knowledge chunk it owns, and each code it emits (its checks', its chunks') with how that
     problem presents (knowledge/symptoms/). An alert is about one problem, so an operator matches as
     well as its best passage: one long document of them all would dilute every one."""
-    owned = [c for c in knowledge_base().chunks if entry.knowledge and c.expert == entry.knowledge]
+    owned = [c for c in chunks() if entry.knowledge and c.expert == entry.knowledge]
     codes = list(dict.fromkeys([*entry.checks, *(c.code for c in owned)]))
     presents = symptoms()
     texts = [
