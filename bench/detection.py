@@ -48,8 +48,8 @@ from bench.diagnose import DiagnosisServer
 from dbcrew.store.samples import Incident, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH
-from operators.watch.incidents import HISTORY, Detector
-from operators.watch.passes import PassBody
+from operators.window.incidents import HISTORY, Detector
+from operators.window.passes import PassBody
 from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 SCALE = 5

@@ -24,7 +24,7 @@ from dbcrew.models import Report
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from operators.diagnose.sampler import sample_window
+from operators.window.live import sample_window
 from roles.crew.run import RunContext
 from roles.spine import PlainPhases, review
 

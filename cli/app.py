@@ -273,7 +273,7 @@ def baseline(
 ) -> None:
     """Record a baseline window in a quiet period, for `dbcrew diagnose --baseline`."""
     from dbcrew.targets import parse_target
-    from operators.diagnose.sampler import sample_window
+    from operators.window.live import sample_window
 
     if not math.isfinite(window) or window < 1:
         raise UsageError("--window must be a finite number of seconds, at least 1")

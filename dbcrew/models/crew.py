@@ -99,6 +99,13 @@ class Recommendation(BaseModel):
     detail: str = ""
 
 
+class FailedCall(BaseModel):
+    """An operator call that failed earlier in this run: the run's short-term memory, read when it re-plans."""
+
+    operator: str
+    params: dict[str, object] = Field(default_factory=dict)
+
+
 class ReplanRequest(BaseModel):
     scenario: Scenario
     brief: Brief
@@ -121,4 +128,8 @@ class ReplanRequest(BaseModel):
     refused: list[str] = Field(
         default_factory=list,
         description="differences of the previous proposal the gap-narrow rules refused, and why",
+    )
+    failed_before: list[FailedCall] = Field(
+        default_factory=list,
+        description="calls that failed earlier in this run (short-term memory): a re-plan does not bring one back",
     )

@@ -413,6 +413,11 @@ class Report(BaseModel):
         description="re-plan edits not applied: refused by the gap-narrow rules"
         " (after regeneration) or dropped as not improving the plan, each with why",
     )
+    unfixed_before: list[str] = Field(
+        default_factory=list,
+        description="errors earlier runs left unfixed on this target (long-term memory), each with"
+        " what became of its operator in this run",
+    )
     ablations: list[str] = Field(
         default_factory=list, description="recovery features switched off for this run"
     )

@@ -12,8 +12,8 @@ import logging
 
 from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.workspace import Workspace
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.steps import STORED_BASELINE_KEY
+from operators.window.evidence import WindowBaseline, WindowEvidence
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,15 @@ from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
 from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
-from operators.diagnose.plan_issues import NOT_EXPLAINED
-from operators.diagnose.prometheus import prometheus_facts
-from operators.diagnose.recorded import recorded_facts
-from operators.diagnose.sampler import sample_window
+from operators.diagnose.judgements import NOT_EXPLAINED
+from operators.diagnose.past import prometheus_facts, recorded_facts
 from operators.explain import not_explained
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
+from operators.window.evidence import WindowBaseline, WindowEvidence
+from operators.window.live import sample_window
 
 FACTS_KEY = "anomaly_facts"
 HEALTH_WINDOW_KEY = (

@@ -191,6 +191,7 @@ class RulesBrain(Brain):
                         e
                         for e in request.catalogue
                         if e.name != failed.operator
+                        and all(c.operator != e.name for c in request.failed_before)
                         and e.produces == entries[failed.operator].produces
                         and (
                             e.equivalent_of == failed.operator

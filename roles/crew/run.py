@@ -17,7 +17,7 @@ from dbcrew import stopping
 from dbcrew.deadline import CpuClock, Deadline
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
-from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
+from dbcrew.models.crew import FailedCall, PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.plan import PlanEdit
 from dbcrew.models.report import CoverageEntry, CoverageStatus, Phases, SkipCause, SkipKind
 from dbcrew.models.request import ReviewRequest, TargetURL
@@ -25,6 +25,7 @@ from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from error_tree import load_tree
+from operators.checks.age_history import stage_earlier_age
 from operators.collect import probe
 from operators.diagnose.baselines import stage_stored_baseline
 from operators.registry import OperatorContext, catalogue
@@ -36,12 +37,17 @@ from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, 
 from roles.crew.faults import FaultInjector, damage_plan
 from roles.crew.memory import (
     Lesson,
+    LongTermMemory,
+    UnfixedError,
     apply_lessons,
+    failed_calls,
     from_memory,
     lessons_from,
     recall,
     remember_run,
+    remembered_fixes,
     target_identity,
+    unfixed_from,
 )
 from roles.crew.monitor import Monitor
 from roles.crew.planner import make_plan
@@ -138,6 +144,10 @@ class Initialized(BaseModel):
     edits: list[PlanEdit] = Field(
         default_factory=list, description="lessons from long-term memory applied to the plan"
     )
+    unfixed: list[UnfixedError] = Field(
+        default_factory=list,
+        description="errors earlier runs left unfixed on this target (long-term memory)",
+    )
 
 
 class ReplanOutcome(BaseModel):
@@ -179,6 +189,12 @@ def initialize(run: RunContext) -> Initialized:
             target_identity(run.target, brief),
             run.settings.store_url,
         )
+    if run.scenario is Scenario.HEALTH:
+        stage_earlier_age(
+            Workspace(run.workspace_path),
+            target_identity(run.target, brief),
+            run.settings.store_url,
+        )
     caps = prune(brief, catalogue())
     request = PlanRequest(
         scenario=run.scenario,
@@ -198,11 +214,15 @@ def initialize(run: RunContext) -> Initialized:
     strategy, rounds = planned.strategy, len(planned.rounds)
     identity = ""
     edits: list[PlanEdit] = []
+    unfixed: list[UnfixedError] = []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
-        lessons: list[Lesson] = from_memory(
-            run.settings.store_url, lambda memory: recall(memory, identity, strategy), []
-        )
+
+        def known(memory: LongTermMemory) -> tuple[list[Lesson], list[UnfixedError]]:
+            return recall(memory, identity, strategy), memory.unfixed(identity)
+
+        nothing: tuple[list[Lesson], list[UnfixedError]] = ([], [])
+        lessons, unfixed = from_memory(run.settings.store_url, known, nothing)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(
         brief=brief,
@@ -212,6 +232,7 @@ def initialize(run: RunContext) -> Initialized:
         reflection_rounds=rounds,
         identity=identity,
         edits=edits,
+        unfixed=unfixed,
     )
 
 
@@ -241,8 +262,11 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     ]
     ablations = run.settings.ablations
     recommendations = result.recommendations
+    remembered: list[Lesson] = []
+    failed_before = failed_calls(result.state.outcomes) if ablations.memory else []
     if ablations.memory:
         recommendations = with_remembered_fixes(run, brief, result)
+        remembered = fixes_for_the_failure(run, brief, result, failed_before)
     request = ReplanRequest(
         scenario=run.scenario,
         brief=brief,
@@ -254,6 +278,7 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
         alert=result.replan_for,
         state=result.replan_state,
         escalated=result.escalated,
+        failed_before=failed_before,
     )
     planned = replan(
         run.shared_brain,
@@ -262,6 +287,7 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
         gap_narrow=ablations.gap_narrow,
         reflection=ablations.reflection,
         max_regenerations=run.settings.max_regenerations,
+        remembered=remembered,
     )
     return ReplanOutcome(
         strategy=planned.strategy,
@@ -293,6 +319,24 @@ def with_remembered_fixes(
         r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint})
         for r in result.recommendations
     ]
+
+
+def fixes_for_the_failure(
+    run: RunContext, brief: Brief, result: ExecutionResult, failed_before: list[FailedCall]
+) -> list[Lesson]:
+    """The lessons that fixed the failed operator for the error class the monitor just classified, on
+    this target, less the fixes that already failed in this run: the re-plan applies the first that
+    improves the plan."""
+    alert = result.replan_for
+    assert alert is not None
+    leaf = next(
+        (d.leaf for d in reversed(result.state.decisions) if d.task_id == alert.task_id), ""
+    )
+    identity = target_identity(run.target, brief)
+    lessons: list[Lesson] = from_memory(
+        run.settings.store_url, lambda memory: memory.lessons(identity), []
+    )
+    return remembered_fixes(lessons, alert.operator, leaf, failed_before)
 
 
 class ThreadRunner(FutureRunner):
@@ -441,3 +485,15 @@ def remember(run: RunContext, review: ReviewResult) -> None:
         )
         if lessons:  # most runs learn nothing: no store connection for them
             from_memory(run.settings.store_url, lambda memory: memory.learn(lessons), None)
+        unfixed = unfixed_from(
+            review.init.identity, run.run_id, state.outcomes, state.decisions, review.edits
+        )
+        # What ran to the end, or was fixed by an edit that worked, has no error left on the target.
+        ran = {o.operator for o in state.outcomes.values() if o.status is TaskStatus.DONE}
+        ran |= {lesson.operator for lesson in lessons}
+        if unfixed or review.init.unfixed:  # errors to keep, or known ones that may be gone now
+            from_memory(
+                run.settings.store_url,
+                lambda memory: memory.keep_unfixed(review.init.identity, unfixed, ran),
+                None,
+            )

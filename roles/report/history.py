@@ -44,11 +44,11 @@ from dbcrew.store import (
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import FindingCode, Scenario
 from dbcrew.workspace import Workspace
-from operators.diagnose.anomaly import abnormal_metrics
-from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.steps import HEALTH_WINDOW_KEY
 from operators.paint import paint_trends
 from operators.registry import catalogue
+from operators.window.anomaly import abnormal_metrics
+from operators.window.evidence import WindowEvidence
 from roles.crew.memory import target_identity
 from roles.report.reporter import write_report
 

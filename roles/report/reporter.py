@@ -32,10 +32,10 @@ from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
-from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.steps import JOINED_KEY
 from operators.registry import catalogue
 from operators.statistics_age import just_started
+from operators.window.evidence import WindowEvidence
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
@@ -275,6 +275,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         captions=captions,
         edits=review.edits,
         declined=review.rejected,
+        unfixed_before=unfixed_before(review),
         ablations=run.settings.ablations.off(),
         partial=partial,
         root_causes=root_causes,
@@ -469,3 +470,19 @@ def write_report(report: Report, run_dir: Path) -> None:
             if written.is_file():
                 written.unlink()
         raise OutNotWritable(path, "report", exc.strerror or type(exc).__name__) from exc
+
+
+def unfixed_before(review: ReviewResult) -> list[str]:
+    """The errors earlier runs left unfixed on the target, each with how its operator ended this time."""
+    ended: dict[str, str] = {}
+    for outcome in review.result.state.outcomes.values():
+        ended[outcome.operator] = outcome.status.value
+    return [
+        f"{known.describe()}. This run: "
+        + (
+            f"{known.operator} {ended[known.operator]}"
+            if known.operator in ended
+            else f"{known.operator} not run"
+        )
+        for known in review.init.unfixed
+    ]

@@ -16,11 +16,11 @@ from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import ProblemKind, Scenario
 from dbcrew.workspace import Workspace
-from operators.diagnose.anomaly import AbnormalMetric
-from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.facts import FactsRecord
 from operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
 from operators.registry import OperatorContext, catalogue, get
+from operators.window.anomaly import AbnormalMetric
+from operators.window.evidence import WindowEvidence
 from roles.brains.playbooks import EXPERT_PREFIX
 from roles.brains.rules import RulesBrain
 from roles.brains.team_fit import team_problems, uncovered

@@ -27,7 +27,7 @@ def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
 
 MOVED_WINDOW = """
 import sys
-from operators.diagnose.evidence import WindowEvidence
+from operators.window.evidence import WindowEvidence
 from roles.report.history import judge_quiet
 def window(level):
     return WindowEvidence(started_at=0, seconds=10, interval=1, series={"db.xact_commit": [level + i % 3 for i in range(10)]})
