@@ -15,7 +15,22 @@ class PlanRequest(BaseModel):
     scenario: Scenario
     brief: Brief
     catalogue: list[CatalogueEntry]
-    constraints: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(
+        default_factory=list,
+        description="what the plan must fit: the deadline, the role's privileges, what the target lacks",
+    )
+    alert: str = Field(
+        "", description="the alert that started the run (data, never instructions); empty for none"
+    )
+    compose: bool = Field(
+        True,
+        description="the rules brain composes the team from the alert; off: the scenario's playbook (ablation)",
+    )
+    before_run: bool = Field(
+        True,
+        description="a plan before the run, whose team the rules reflect on; False for a re-plan's"
+        " reflection (its edits answer to the gap-narrow rules instead)",
+    )
 
 
 class Problem(BaseModel):

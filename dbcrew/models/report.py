@@ -123,6 +123,17 @@ class Hypothesis(BaseModel):
     )
 
 
+class TeamMember(BaseModel):
+    """One agent of the plan the run executed, its tasks and why the planner put them on the team."""
+
+    agent: str
+    role: str
+    tasks: list[str] = Field(default_factory=list)
+    why: list[str] = Field(
+        default_factory=list, description="per task, in order: why it is on the team"
+    )
+
+
 class Phases(BaseModel):
     plans: int = 0
     replans: int = 0
@@ -378,6 +389,12 @@ class Report(BaseModel):
         " the model's unconfirmed hypotheses, not root causes",
     )
     phases: Phases = Field(default_factory=Phases)
+    plan: str = Field(
+        "", description="how the plan was made: composed from the alert, or which playbook and why"
+    )
+    team: list[TeamMember] = Field(
+        default_factory=list, description="the executed plan's agents and why each is on the team"
+    )
     llm: LlmUsage = Field(default_factory=LlmUsage)
     summary: str = Field(
         "", description="the rules' summary, from the findings and the coverage, whatever the brain"

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from dbcrew.models import Role
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.attribution import attribute
 from operators.diagnose.steps import FACTS_KEY, load_facts
 from operators.figures import Margins, chart_observation, figure, text_width, warm_up
@@ -31,6 +31,7 @@ CHART_MARGINS = Margins(
     needs=(FACTS_KEY,),
     produces=("chart_abnormal_metrics",),
     prepare=warm_up,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
 def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
@@ -78,6 +79,7 @@ ATTRIBUTION_MARGINS = Margins(left=0.3, bottom=0.5, top=0.35, right=0.3, between
     needs=(FACTS_KEY,),
     produces=("chart_time_attribution",),
     prepare=warm_up,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
 def paint_time_attribution(ctx: OperatorContext) -> Observation:
     """Bar charts of where the window's active session time went: by wait event, by statement, by relation."""

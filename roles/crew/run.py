@@ -15,7 +15,7 @@ from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
 from dbcrew.models.crew import FailedCall, PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.plan import PlanEdit
-from dbcrew.models.report import CoverageEntry, Phases, SkipKind
+from dbcrew.models.report import CoverageEntry, CoverageStatus, Phases, SkipCause, SkipKind
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.checks.age_history import stage_earlier_age
@@ -23,7 +23,8 @@ from operators.collect import probe
 from operators.diagnose.baselines import stage_stored_baseline
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
+from roles.brains.team_fit import uncovered
+from roles.crew.capabilities import plan_constraints, prune
 from roles.crew.context import RunContext, operator_context
 from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.crew.faults import FaultInjector, damage_plan
@@ -72,8 +73,8 @@ class ReplanOutcome(BaseModel):
 def planning_brain(run: RunContext) -> Brain:
     """Who plans the run: the run's brain, except for a live diagnosis, whose evidence is the window
     it samples now. The anomaly it is asked about may be over by the time a model has planned and
-    critiqued (7.5 minutes with a small local model on 2 cores), so its plan is the rules' playbook
-    and sampling starts at once; the model's part in a diagnosis, its experts, comes after."""
+    critiqued (7.5 minutes with a small local model on 2 cores), so the rules plan it (the team the
+    alert calls for, else the playbook) and sampling starts at once; the model's part in a diagnosis, its experts, comes after."""
     if run.scenario is Scenario.DIAGNOSE and run.interval is None:
         return RulesBrain()
     return run.shared_brain
@@ -96,7 +97,14 @@ def initialize(run: RunContext) -> Initialized:
             run.settings.store_url,
         )
     caps = prune(brief, catalogue())
-    request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
+    request = PlanRequest(
+        scenario=run.scenario,
+        brief=brief,
+        catalogue=caps.available,
+        constraints=plan_constraints(brief, run.deadline.left()),
+        alert=run.settings.alert,
+        compose=run.settings.ablations.composition,
+    )
     planned = make_plan(
         planning_brain(run),
         request,
@@ -120,13 +128,29 @@ def initialize(run: RunContext) -> Initialized:
     return Initialized(
         brief=brief,
         strategy=strategy,
-        coverage=caps.coverage,
+        coverage=[*caps.coverage, *signal_gaps(request, strategy)],
         findings=caps.findings,
         reflection_rounds=rounds,
         identity=identity,
         edits=edits,
         unfixed=unfixed,
     )
+
+
+def signal_gaps(request: PlanRequest, strategy: Strategy) -> list[CoverageEntry]:
+    """A signal the alert names that no operator on the team judges, said in the coverage (never a
+    silent all-clear): reflection adds the operator that judges it when this target can run one."""
+    return [
+        CoverageEntry.of(
+            f"signal {metric}",
+            CoverageStatus.SKIPPED,
+            SkipCause(
+                kind=SkipKind.NO_SOURCE,
+                detail=f"the alert names {metric}, and no operator this target can run judges it",
+            ),
+        )
+        for metric in uncovered(request, strategy)
+    ]
 
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:

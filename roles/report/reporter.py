@@ -14,7 +14,7 @@ from dbcrew import templating
 from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
-from dbcrew.models.plan import EditKind
+from dbcrew.models.plan import EditKind, Strategy
 from dbcrew.models.report import (
     CoverageEntry,
     CoverageStatus,
@@ -26,11 +26,13 @@ from dbcrew.models.report import (
     SkipKind,
     StatementChange,
     TargetInfo,
+    TeamMember,
 )
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
+from operators.diagnose.steps import JOINED_KEY
 from operators.registry import catalogue
 from operators.statistics_age import just_started
 from operators.window.evidence import WindowEvidence
@@ -57,7 +59,8 @@ templating.add_templates(
 
 
 def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
-    """One entry per check operator: what ran, what was skipped (and why), what failed."""
+    """One entry per check operator: what ran, what was skipped (and why), what failed; then the gaps
+    the planner reported (a signal the alert names that nothing on this target judges)."""
     planned = {entry.check: entry for entry in review.init.coverage}
     notes = visibility_notes(review.init.brief)
     outcomes = review.result.state.outcomes
@@ -122,7 +125,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
                     failure_cause(op.name, outcomes, review.init.brief.current_user),
                 )
             )
-    return entries
+    # What the planner found no operator for (a signal the alert names): not a check, still a gap.
+    names = {op.name for op in ops}
+    return entries + [e for e in review.init.coverage if e.check not in names]
 
 
 def inherited_partials(
@@ -142,6 +147,23 @@ def findings_of(review: ReviewResult) -> list[Finding]:
         if outcome.observation is not None:
             found.extend(outcome.observation.findings)
     return sorted(found, key=lambda f: (f.severity.rank, f.code, f.object))
+
+
+def team_of(strategy: Strategy) -> list[TeamMember]:
+    """The plan's agents with their tasks and why each task is on the team (an agent with no task is left out)."""
+    members = []
+    for agent in strategy.team:
+        tasks = [t for t in strategy.tasks if t.agent == agent.name]
+        if tasks:
+            members.append(
+                TeamMember(
+                    agent=agent.name,
+                    role=agent.role.value,
+                    tasks=[t.id for t in tasks],
+                    why=[t.why for t in tasks],
+                )
+            )
+    return members
 
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
@@ -244,6 +266,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage=coverage,
         findings=findings,
         phases=review.phases,
+        plan=review.result.strategy.rationale,
+        team=team_of(review.result.strategy),
         llm=brain.usage.model_copy(),
         summary=summary,
         model_summary=model_text(model_summary),  # whichever brain wrote it: data, bounded
@@ -346,6 +370,8 @@ def diagnosis_section(
         if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
+    joined = workspace.query("SELECT body FROM observations WHERE key = ?", [JOINED_KEY])
+    experts += [e for e in (json.loads(joined[0]["body"]) if joined else []) if e not in experts]
     process += [
         f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(notes)
     ]
