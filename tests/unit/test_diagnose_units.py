@@ -8,7 +8,7 @@ import pytest
 from pglast.ast import SelectStmt
 
 import operators  # noqa: F401  (registers every operator)
-from bench.diagnose import accuracy
+from bench.diagnose import accuracy, main
 from bench.injections import COMBINATIONS, RECIPES
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
@@ -613,3 +613,17 @@ def test_the_statements_that_changed_most_are_ranked_by_time_per_second() -> Non
     assert (top.mean_ms_before, top.mean_ms_during) == (0.1, 50.0)
     assert changed[1].mean_ms_before is None and changed[1].time_ms_per_s_during == 20.0
     assert changed_statements(during, None) == [], "no baseline, nothing to compare"
+
+
+@pytest.mark.parametrize(
+    "argv", [["--case", "no_such_cause"], ["--case", "lock_contention", "--rounds", "2"]]
+)
+def test_bench_diagnose_narrowed_to_a_case_refuses_what_it_does_not_know(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m bench diagnose --case CAUSE` narrows the injection suite to single causes it has a
+    recipe for; anything else is one usage line and exit 2, before a server starts."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "usage: python -m bench diagnose" in capsys.readouterr().err
