@@ -20,7 +20,7 @@ from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
 from roles.crew.run import RunContext
-from roles.spine import kept_in_reports, review
+from roles.spine import ReviewPhases, kept_in_reports, review
 
 
 def run_link() -> str:
@@ -50,12 +50,12 @@ def health_review(request: ReviewRequest) -> Report:
     )
 
 
-def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>
-    (kept_in_reports)."""
+def conduct(run: RunContext, phases: ReviewPhases = PrefectPhases) -> Report:
+    """Review `run` under Prefect, its phases run by `phases` (subflows by default), and post its report as
+    artifacts; without an `out`, into reports_root()/<run id> (kept_in_reports)."""
 
     def reviewed_and_posted() -> Report:
-        report = review(run, PrefectPhases)
+        report = review(run, phases)
         post_report(run, report)
         return report
 
