@@ -207,6 +207,7 @@ class Healthy:
     hours: float
     false_incidents: list[Incident]
     without_same_hour: list[Incident]
+    without_new_work: list[Incident]
     nights: int
     wall: float
 
@@ -254,13 +255,17 @@ def healthy(
         hours=len(today) * SYNTHETIC / 3600,
         false_incidents=replay(seeded_detector(synthetic, "healthy", DAY), today),
         without_same_hour=replay(Detector("healthy"), today),
+        without_new_work=replay(
+            seeded_detector(synthetic, "healthy", DAY), today, statements=False
+        ),
         nights=nights,
         wall=time.monotonic() - began,
     )
 
 
-def replay(detector: Detector, passes: list[StoredPass]) -> list[Incident]:
-    """The incidents the recorded passes open, replayed 15 s apart from DAY."""
+def replay(detector: Detector, passes: list[StoredPass], statements: bool = True) -> list[Incident]:
+    """The incidents the recorded passes open, replayed 15 s apart from DAY (without their session samples by
+    statement: as the detector was before its new-work rule)."""
     opened = []
     for i, p in enumerate(passes):
         was_open = detector.incident is not None
@@ -269,7 +274,7 @@ def replay(detector: Detector, passes: list[StoredPass]) -> list[Incident]:
             DAY + timedelta(seconds=SYNTHETIC * (i + 1)),
             SYNTHETIC,
             body.rates,
-            statement_samples(body),
+            statement_samples(body) if statements else None,
         )
         if found is not None and not was_open:
             opened.append(found.model_copy(deep=True))
@@ -531,7 +536,8 @@ def main(argv: Sequence[str] = ()) -> None:
     true = len(matched)
     print(
         f"false incidents: {len(calm.false_incidents)} in the healthy hours (without the same-hour baseline:"
-        f" {len(calm.without_same_hour)}), {len(stray)} beside the injections; {len(aside)} set aside while a recipe's"
+        f" {len(calm.without_same_hour)}; without the new-work rule: {len(calm.without_new_work)}), {len(stray)}"
+        f" beside the injections; {len(aside)} set aside while a recipe's"
         f" tables were refilled"
     )
     print(

@@ -14,10 +14,12 @@ never join the history, so a long incident does not become the target's normal.
 
 New work opens at once. Two abnormal passes tell an anomaly from a noisy pass of the target's usual
 work; an abnormal pass whose active session time (the pass's session samples by statement) went
-mostly, NEW_SHARE and MIN_NEW_SAMPLES at least, to statements that no pass of the recent history ran
-is not that: the anomaly is work the target did not do before, and the incident opens with that pass
-(measured at 1 s passes: 7 of 16 injections opened two passes after their statements first showed,
-the rest one). A stray abnormal pass of the usual statements still waits for a second one.
+mostly, NEW_SHARE and MIN_NEW_SAMPLES at least, to statements that fewer than OPEN_AFTER passes of
+the recent history ran is not that: the anomaly is work the target did not do before, and the
+incident opens with that pass (measured at 1 s passes: 7 of 16 injections opened two passes after
+their statements first showed, the rest one). New work's first pass is often too partial to be
+abnormal and joins the history, so one pass of a statement does not make it known. A stray abnormal
+pass of the usual statements still waits for a second one.
 
 Same hour of day. The last hour alone calls a nightly batch an incident every night: at 02:00 its
 work is far from what 01:00-02:00 did. So the detector also knows what the target did around the
@@ -85,9 +87,7 @@ OPEN_AFTER = 2
 CLOSE_AFTER = 3
 HISTORY = 240  # passes: an hour at 15 s
 MIN_HISTORY = 5  # fewer passes say nothing of what is normal
-NEW_SHARE = (
-    0.5  # of a pass's active session samples, in statements the recent history never ran: new work
-)
+NEW_SHARE = 0.5  # of a pass's active session samples in statements the recent history hardly ran
 MIN_NEW_SAMPLES = 2  # session samples of new statements at the least: one sample is one instant
 SAME_HOUR_DAYS = (
     14  # earlier days looked at: the 1-minute tier's retention (roles/watching.py TIERS)
@@ -243,12 +243,14 @@ class Detector:
         self.known.update(ran or ())
 
     def new_share(self, statements: Statements | None) -> float:
-        """The share of a pass's active session samples in statements no pass of the recent history ran: 0 with
+        """The share of a pass's active session samples in statements fewer than OPEN_AFTER passes of the recent
+        history ran (new work's first pass, too partial to be abnormal, joins the history and does not make it
+        known; nor does one stray pass of a statement, as one abnormal pass is no incident): 0 with
         fewer than MIN_NEW_SAMPLES of them, and while fewer than MIN_HISTORY passes of the history say what they
         ran (passes stored before the watcher sampled sessions, or read from Prometheus: everything would be new)."""
         if not statements or sum(r is not None for r in self.ran) < MIN_HISTORY:
             return 0.0
-        new = sum(n for key, n in statements.items() if key and self.known[key] <= 0)
+        new = sum(n for key, n in statements.items() if key and self.known[key] < OPEN_AFTER)
         return new / sum(statements.values()) if new >= MIN_NEW_SAMPLES else 0.0
 
     def observe(

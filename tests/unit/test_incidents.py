@@ -146,8 +146,13 @@ def test_statements_learned_in_normal_passes_are_not_new_and_unknown_history_jud
 ):
     new = {"batch": 8}
     seen = Detector("t")
-    assert observe_work(seen, [*usual(20), (1000.0, new), *usual(3), (5000.0, new)]) == [], (
-        "the statement ran in a normal pass of the recent history"
+    twice = [(1000.0, new)] * OPEN_AFTER
+    assert observe_work(seen, [*usual(20), *twice, *usual(3), (5000.0, new)]) == [], (
+        "the statement ran in normal passes of the recent history"
+    )
+    first = Detector("t")
+    assert observe_work(first, [*usual(20), (1000.0, new), (5000.0, new)]) == [(21, False)], (
+        "new work's first pass was too partial to be abnormal: one pass does not make it known"
     )
     told = Detector("t")
     assert observe_work(told, [(c, None) for c in normal(20)] + [(5000.0, new)]) == [], (
