@@ -52,7 +52,7 @@ from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH
 from operators.diagnose.evidence import statement_identity
 from operators.watch.incidents import HISTORY, Detector
-from operators.watch.passes import PassBody, bodies, statement_samples
+from operators.watch.passes import PassBody, bodies
 from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 SCALE = 5
@@ -207,7 +207,6 @@ class Healthy:
     hours: float
     false_incidents: list[Incident]
     without_same_hour: list[Incident]
-    without_new_work: list[Incident]
     nights: int
     wall: float
 
@@ -255,26 +254,20 @@ def healthy(
         hours=len(today) * SYNTHETIC / 3600,
         false_incidents=replay(seeded_detector(synthetic, "healthy", DAY), today),
         without_same_hour=replay(Detector("healthy"), today),
-        without_new_work=replay(
-            seeded_detector(synthetic, "healthy", DAY), today, statements=False
-        ),
         nights=nights,
         wall=time.monotonic() - began,
     )
 
 
-def replay(detector: Detector, passes: list[StoredPass], statements: bool = True) -> list[Incident]:
-    """The incidents the recorded passes open, replayed 15 s apart from DAY (without their session samples by
-    statement: as the detector was before its new-work rule)."""
+def replay(detector: Detector, passes: list[StoredPass]) -> list[Incident]:
+    """The incidents the recorded passes open, replayed 15 s apart from DAY."""
     opened = []
     for i, p in enumerate(passes):
         was_open = detector.incident is not None
-        body = PassBody.model_validate_json(p.body)
         found = detector.observe(
             DAY + timedelta(seconds=SYNTHETIC * (i + 1)),
             SYNTHETIC,
-            body.rates,
-            statement_samples(body) if statements else None,
+            PassBody.model_validate_json(p.body).rates,
         )
         if found is not None and not was_open:
             opened.append(found.model_copy(deep=True))
@@ -536,8 +529,7 @@ def main(argv: Sequence[str] = ()) -> None:
     true = len(matched)
     print(
         f"false incidents: {len(calm.false_incidents)} in the healthy hours (without the same-hour baseline:"
-        f" {len(calm.without_same_hour)}; without the new-work rule: {len(calm.without_new_work)}), {len(stray)}"
-        f" beside the injections; {len(aside)} set aside while a recipe's"
+        f" {len(calm.without_same_hour)}), {len(stray)} beside the injections; {len(aside)} set aside while a recipe's"
         f" tables were refilled"
     )
     print(

@@ -53,7 +53,7 @@ from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, Watched
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 from operators.watch.incidents import Detector, Minutes, Recall
-from operators.watch.passes import PassBody, as_stored, bodies, merge, statement_samples
+from operators.watch.passes import PassBody, as_stored, bodies, merge
 from operators.watch.picture import normal_passes
 from operators.watch.sampling import Connected, Sampled, TargetWatch
 from operators.watch.session_sampler import session_step
@@ -294,9 +294,7 @@ class Watcher:
                     gaps.append(unwatched)
                 if w.detector is not None:
                     was_open = w.detector.incident is not None
-                    found = w.detector.observe(
-                        at, result.seconds, result.body.rates, statement_samples(result.body)
-                    )
+                    found = w.detector.observe(at, result.seconds, result.body.rates)
                     if found is not None:
                         incidents.append(found.model_copy(deep=True))
                         outcome = outcome.model_copy(update={"incident": incidents[-1]})
@@ -385,9 +383,9 @@ def seeded_detector(store: SampleStore, identity: str, now: datetime) -> Detecto
     """The target's detector as of `now`: its last hour of raw passes as the recent history, its minute buckets as
     the earlier days' same hour (operators/watch/incidents.py)."""
     detector = Detector(identity, recall=minutes_of(store, identity))
-    for _seconds, body in bodies(normal_passes(store, identity, now)):
-        samples = statement_samples(body)
-        detector.learn(body.rates, None if samples is None else frozenset(samples))
+    detector.history.extend(
+        body.rates for _seconds, body in bodies(normal_passes(store, identity, now))
+    )
     return detector
 
 

@@ -12,15 +12,6 @@ abnormal passes would open it up to three intervals after it began) and closes a
 CLOSE_AFTER consecutive passes with every signal back under Z_CLOSE. Passes inside an incident
 never join the history, so a long incident does not become the target's normal.
 
-New work opens at once. Two abnormal passes tell an anomaly from a noisy pass of the target's usual
-work; an abnormal pass whose active session time (the pass's session samples by statement) went
-mostly, NEW_SHARE and MIN_NEW_SAMPLES at least, to statements that fewer than OPEN_AFTER passes of
-the recent history ran is not that: the anomaly is work the target did not do before, and the
-incident opens with that pass (measured at 1 s passes: 7 of 16 injections opened two passes after
-their statements first showed, the rest one). New work's first pass is often too partial to be
-abnormal and joins the history, so one pass of a statement does not make it known. A stray abnormal
-pass of the usual statements still waits for a second one.
-
 Same hour of day. The last hour alone calls a nightly batch an incident every night: at 02:00 its
 work is far from what 01:00-02:00 did. So the detector also knows what the target did around the
 same time of day on earlier days, from the store's 1-minute buckets (`recall`: the watcher keeps
@@ -43,8 +34,8 @@ local-time batch is at its new hour on N days later, and is an incident until th
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -87,8 +78,6 @@ OPEN_AFTER = 2
 CLOSE_AFTER = 3
 HISTORY = 240  # passes: an hour at 15 s
 MIN_HISTORY = 5  # fewer passes say nothing of what is normal
-NEW_SHARE = 0.5  # of a pass's active session samples in statements the recent history hardly ran
-MIN_NEW_SAMPLES = 2  # session samples of new statements at the least: one sample is one instant
 SAME_HOUR_DAYS = (
     14  # earlier days looked at: the 1-minute tier's retention (roles/watching.py TIERS)
 )
@@ -176,12 +165,6 @@ class Pending:
     ended_at: datetime
     rates: dict[str, float]
     z: dict[str, float]
-    ran: frozenset[str] | None = None
-
-
-Statements = Mapping[str, int]
-"""A pass's active session samples by statement key ('': samples of no statement known by name), as
-operators/watch/passes.py `statement_samples` gives them."""
 
 
 @dataclass
@@ -190,12 +173,6 @@ class Detector:
 
     target: str
     history: deque[dict[str, float]] = field(default_factory=lambda: deque(maxlen=HISTORY))
-    ran: deque[frozenset[str] | None] = field(
-        default_factory=lambda: deque(maxlen=HISTORY)
-    )  # the statements each pass of the history ran (None: a pass without session samples)
-    known: Counter[str] = field(
-        default_factory=Counter
-    )  # passes of the history each statement ran in
     pending: list[Pending] = field(default_factory=list)
     incident: Incident | None = None
     calm: int = 0
@@ -234,67 +211,43 @@ class Detector:
             self.same_hour = SameHour.load(self.recall, at)
         return self.same_hour.ranges(at)
 
-    def learn(self, rates: dict[str, float], ran: frozenset[str] | None = None) -> None:
-        """A normal pass joins the recent history: its rates, and the statements it ran (None: not known)."""
-        if len(self.ran) == self.ran.maxlen and self.ran[0] is not None:
-            self.known.subtract(self.ran[0])
-        self.history.append(rates)
-        self.ran.append(ran)
-        self.known.update(ran or ())
-
-    def new_share(self, statements: Statements | None) -> float:
-        """The share of a pass's active session samples in statements fewer than OPEN_AFTER passes of the recent
-        history ran (new work's first pass, too partial to be abnormal, joins the history and does not make it
-        known; nor does one stray pass of a statement, as one abnormal pass is no incident): 0 with
-        fewer than MIN_NEW_SAMPLES of them, and while fewer than MIN_HISTORY passes of the history say what they
-        ran (passes stored before the watcher sampled sessions, or read from Prometheus: everything would be new)."""
-        if not statements or sum(r is not None for r in self.ran) < MIN_HISTORY:
-            return 0.0
-        new = sum(n for key, n in statements.items() if key and self.known[key] < OPEN_AFTER)
-        return new / sum(statements.values()) if new >= MIN_NEW_SAMPLES else 0.0
-
     def observe(
-        self,
-        ended_at: datetime,
-        seconds: float,
-        rates: dict[str, float],
-        statements: Statements | None = None,
+        self, ended_at: datetime, seconds: float, rates: dict[str, float]
     ) -> Incident | None:
-        """Take one pass (its rates, its span, its session samples by statement when it has them); the incident it
-        opened, extended or closed, which the caller stores."""
-        ran = None if statements is None else frozenset(statements)
+        """Take one pass (its rates, its span); the incident it opened, extended or closed, which the caller stores."""
         if len(self.history) < MIN_HISTORY:
-            self.learn(rates, ran)
+            self.history.append(rates)
             return None
         z = self.scores(rates, ended_at - timedelta(seconds=seconds / 2))
         limit = Z_CLOSE if self.incident is not None else Z_OPEN
         abnormal = {name: value for name, value in z.items() if abs(value) >= limit}
         started_at = ended_at - timedelta(seconds=seconds)
         if self.incident is not None:
-            return self._during(ended_at, rates, abnormal, ran)
+            return self._during(ended_at, rates, abnormal)
         held, self.onset = self.onset, None
         if not abnormal:
-            for p in self.pending:  # a lone abnormal pass was noise: it is normal after all
-                self.learn(p.rates, p.ran)
+            self.history.extend(
+                p.rates for p in self.pending
+            )  # a lone abnormal pass was noise: it is normal after all
             self.pending.clear()
             if held is not None:
-                self.learn(held.rates, held.ran)
+                self.history.append(held.rates)
             rising = {name: value for name, value in z.items() if abs(value) >= Z_CLOSE}
             if rising:  # perhaps the partial first pass of an anomaly: the next pass tells
                 self.onset = Pending(
-                    started_at=started_at, ended_at=ended_at, rates=rates, z=rising, ran=ran
+                    started_at=started_at, ended_at=ended_at, rates=rates, z=rising
                 )
             else:
-                self.learn(rates, ran)
+                self.history.append(rates)
             return None
         if held is not None and not self.pending and _same_way(held.z, abnormal):
             self.pending.append(held)
         elif held is not None:
-            self.learn(held.rates, held.ran)
+            self.history.append(held.rates)
         self.pending.append(
-            Pending(started_at=started_at, ended_at=ended_at, rates=rates, z=abnormal, ran=ran)
+            Pending(started_at=started_at, ended_at=ended_at, rates=rates, z=abnormal)
         )
-        if len(self.pending) < OPEN_AFTER and self.new_share(statements) < NEW_SHARE:
+        if len(self.pending) < OPEN_AFTER:
             return None
         self.incident = Incident(
             target=self.target, started_at=self.pending[0].started_at, ended_at=ended_at
@@ -305,11 +258,7 @@ class Detector:
         return self.incident
 
     def _during(
-        self,
-        ended_at: datetime,
-        rates: dict[str, float],
-        abnormal: dict[str, float],
-        ran: frozenset[str] | None,
+        self, ended_at: datetime, rates: dict[str, float], abnormal: dict[str, float]
     ) -> Incident | None:
         assert self.incident is not None
         if abnormal:
@@ -325,7 +274,7 @@ class Detector:
             None,
             0,
         )
-        self.learn(rates, ran)
+        self.history.append(rates)
         return closed
 
     def _widen(self, rates: dict[str, float], z: dict[str, float]) -> None:

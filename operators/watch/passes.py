@@ -125,15 +125,6 @@ class PassBody(BaseModel):
     )
 
 
-def statement_samples(body: PassBody) -> Counter[str] | None:
-    """A pass's active session samples by statement key (the detector's new-work rule, operators/watch/incidents.py):
-    None for a pass with no session samples (one read before the watcher sampled sessions, or from Prometheus), empty
-    when none of them was active."""
-    if not body.session_samples:
-        return None
-    return body.session_time.by_statement() if body.session_time else Counter()
-
-
 def as_stored(body: PassBody) -> str:
     """The JSON the store keeps of a body: its defaults left out (they come back when it is read)."""
     return body.model_dump_json(exclude_defaults=True)

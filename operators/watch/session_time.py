@@ -83,13 +83,6 @@ class SessionTime(BaseModel):
     def samples(self) -> int:
         return sum(row[3] for row in self.slices)
 
-    def by_statement(self) -> Counter[str]:
-        """Active samples by statement key; the remainder's and those of sessions with no text under ''."""
-        out = Counter[str]()
-        for _wait, key, _kind, _relation, n in self.rows():
-            out["" if key == OTHER else key] += n
-        return out
-
     def counts(self) -> Counter[SliceKey]:
         return Counter({(w, s, k, r): n for w, s, k, r, n in self.rows()})
 

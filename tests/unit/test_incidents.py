@@ -11,8 +11,6 @@ from dbcrew.store.samples import Incident
 from operators.watch.incidents import (
     CLOSE_AFTER,
     MIN_HISTORY,
-    MIN_NEW_SAMPLES,
-    NEW_SHARE,
     OPEN_AFTER,
     SAME_HOUR_MIN_DAYS,
     Detector,
@@ -83,80 +81,6 @@ def test_a_rising_pass_before_an_abnormal_one_is_the_incidents_first() -> None:
     assert feed(lone, [*quiet, 1200.0, *normal(5)]) == []
     assert 1200.0 in [h["db.xact_commit"] for h in lone.history], (
         "a lone rising pass is normal after all"
-    )
-
-
-USUAL = {
-    "pgbench-update": 3,
-    "pgbench-select": 1,
-}  # the usual work's active session samples by statement
-
-
-def observe_work(
-    detector: Detector, values: list[tuple[float, dict[str, int] | None]], start: int = 0
-) -> list[tuple[int, bool]]:
-    """Pass i has `db.xact_commit` and the session samples by statement of values[i]; as `feed`."""
-    updates = []
-    for i, (commits, statements) in enumerate(values, start=start):
-        found = detector.observe(
-            T0 + timedelta(seconds=EVERY * (i + 1)),
-            EVERY,
-            {"db.xact_commit": commits, "act.active": 1.0},
-            statements,
-        )
-        if found is not None:
-            updates.append((i, found.closed))
-    return updates
-
-
-def usual(n: int) -> list[tuple[float, dict[str, int] | None]]:
-    return [(c, USUAL) for c in normal(n)]
-
-
-def test_an_abnormal_pass_of_new_work_opens_an_incident_at_once() -> None:
-    """Its active time went mostly to statements the recent history never ran: not a noisy pass of the usual work."""
-    new = {"inj-insert": 8, **USUAL}
-    assert sum(n for k, n in new.items() if k not in USUAL) / sum(new.values()) >= NEW_SHARE
-    detector = Detector("t")
-    assert observe_work(detector, [*usual(20), (5000.0, new)]) == [(20, False)]
-    assert detector.incident is not None
-    assert detector.incident.started_at == T0 + timedelta(seconds=EVERY * 20), "from that pass"
-
-
-def test_an_abnormal_pass_of_the_usual_work_or_of_little_new_work_still_waits_for_a_second() -> (
-    None
-):
-    assert observe_work(Detector("t"), [*usual(20), (5000.0, USUAL), *usual(5)]) == [], (
-        "a stray pass of known statements"
-    )
-    little = {"inj-insert": 2, "pgbench-update": 8}
-    assert observe_work(Detector("t"), [*usual(20), (5000.0, little), *usual(5)]) == [], (
-        "new statements under the share"
-    )
-    one = {"inj-insert": MIN_NEW_SAMPLES - 1}
-    assert observe_work(Detector("t"), [*usual(20), (5000.0, one), *usual(5)]) == [], (
-        "fewer new samples than an instant's worth"
-    )
-    both = observe_work(Detector("t"), [*usual(20), (5000.0, USUAL), (5200.0, USUAL)])
-    assert both == [(21, False)], "two abnormal passes open it as before"
-
-
-def test_statements_learned_in_normal_passes_are_not_new_and_unknown_history_judges_nothing_new() -> (
-    None
-):
-    new = {"batch": 8}
-    seen = Detector("t")
-    twice = [(1000.0, new)] * OPEN_AFTER
-    assert observe_work(seen, [*usual(20), *twice, *usual(3), (5000.0, new)]) == [], (
-        "the statement ran in normal passes of the recent history"
-    )
-    first = Detector("t")
-    assert observe_work(first, [*usual(20), (1000.0, new), (5000.0, new)]) == [(21, False)], (
-        "new work's first pass was too partial to be abnormal: one pass does not make it known"
-    )
-    told = Detector("t")
-    assert observe_work(told, [(c, None) for c in normal(20)] + [(5000.0, new)]) == [], (
-        "a history that never said what it ran (passes without session samples) knows no statement"
     )
 
 

@@ -1,6 +1,5 @@
 """A pass body as the store keeps it: statements, tables and blocked sessions as rows, read back the same, and a body
-stored before (objects) still read; the running texts of one statement kept under one text; a pass's active samples
-by statement, as the detector reads them."""
+stored before (objects) still read; the running texts of one statement kept under one text."""
 
 from __future__ import annotations
 
@@ -9,9 +8,8 @@ from collections import Counter
 
 from dbcrew.targets import parse_target
 from operators.diagnose.evidence import BlockedSession, TableDelta
-from operators.watch.passes import PassBody, StatementRate, as_stored, merge, statement_samples
+from operators.watch.passes import PassBody, StatementRate, as_stored, merge
 from operators.watch.sampling import TargetWatch
-from operators.watch.session_time import OTHER, SessionTime, bounded
 
 
 def body() -> PassBody:
@@ -99,23 +97,3 @@ def test_the_running_texts_of_one_statement_are_kept_under_its_first_text_in_eve
     assert later == Counter(
         {"UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 17": 2}
     ), "a later pass names the statement by the same text, so buckets merge it into one"
-
-
-def test_a_pass_says_its_active_samples_by_statement_or_none_without_session_samples() -> None:
-    time = SessionTime.of(
-        bounded(
-            Counter(
-                {
-                    ("CPU", "upd", "update", "public.a"): 3,
-                    ("IO:WalSync", "upd", "update", "public.a"): 2,
-                    ("CPU", OTHER, "", OTHER): 4,
-                }
-            )
-        ),
-        {},
-    )
-    assert statement_samples(PassBody(session_samples=5, session_time=time)) == Counter(
-        {"upd": 5, "": 4}
-    ), "the remainder is no statement known by name"
-    assert statement_samples(PassBody(session_samples=5)) == Counter(), "sampled, none active"
-    assert statement_samples(PassBody()) is None, "no session samples: nothing known"
