@@ -36,6 +36,7 @@ SECTIONS = (
     "tables",
     "hypo",
     "error_tree",
+    "plan",
     "faults",
     "diagnose",
     "fleet",

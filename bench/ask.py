@@ -25,7 +25,7 @@ import pydantic
 import yaml
 from sklearn.metrics import accuracy_score, f1_score
 
-from dbcrew.targets import parse_target
+from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Lookup, Route
 from lab.embedded import EmbeddedPostgres
 from lab.shop import DemoShop
@@ -193,9 +193,10 @@ def latency(data: dict) -> None:
     )
 
 
-def instance(data: dict, elsewhere: list[dict]) -> None:
+def instance(data: dict, elsewhere: list[dict], wide: list[dict]) -> None:
     """Everything that needs the planted shop: routing with a target, TSA/TFA, answers checked by SQL,
-    and questions naming another database than the target (`elsewhere`), whose answers must say so."""
+    questions naming another database than the target (`elsewhere`), whose answers must say so, and
+    questions over the whole catalogue (`wide`), answered from every table."""
     items = data[Route.INSTANCE]
     with tempfile.TemporaryDirectory(prefix="bench-ask-") as work:
         pg = EmbeddedPostgres(Path(work) / "data").start()
@@ -253,15 +254,45 @@ def instance(data: dict, elsewhere: list[dict]) -> None:
                 f"questions naming another database: {len(elsewhere)}; noted {noted}/{len(elsewhere)} = "
                 f"{noted / len(elsewhere):.3f}"
             )
+            with psycopg.connect(pg.dsn("shop"), autocommit=True) as conn:
+                catalogue_wide(wide, target, conn)
         finally:
             if shop is not None:
                 shop.close()
             pg.stop()
 
 
+def catalogue_wide(items: list[dict], target: PostgresTarget, conn: psycopg.Connection) -> None:
+    """Questions over every table: routed to the instance, and naming exactly the shop's tables `check`
+    lists (run after the answer, on the same shop), or saying that none has the property."""
+    tables = {r[0] for r in conn.execute("SELECT relname FROM pg_stat_user_tables")}
+    routed = correct = 0
+    times = []
+    for item in items:
+        start = time.perf_counter()
+        answer = ask(item["q"], target)
+        times.append(time.perf_counter() - start)
+        routed += answer.route is Route.INSTANCE
+        (listed,) = conn.execute(item["check"]).fetchone()
+        expected = set((listed or "").split())
+        named = {t for t in tables if re.search(rf"(?<![\w]){re.escape(t)}(?!\w)", answer.answer)}
+        says_none = bool(re.search(r"\bno(?:ne)?\b", answer.answer, re.IGNORECASE))
+        ok = answer.route is Route.INSTANCE and named == expected and (bool(expected) or says_none)
+        correct += ok
+        if not ok:
+            ran = ", ".join(t.operator for t in answer.tools) or "no look-up"
+            print(f"  wrong: {item['q']!r} [{answer.route.value}; {ran}]: {answer.answer[:160]!r}")
+    n = len(items)
+    print(
+        f"catalogue-wide questions: {n}; routed to the instance {routed}/{n}, answers correct {correct}/{n} = "
+        f"{correct / n:.3f}; latency mean {statistics.mean(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+    )
+
+
 def main() -> None:
     raw_test = yaml.safe_load(QUESTIONS.read_text())
     elsewhere = raw_test.pop("other_database")
+    wide = raw_test.pop("catalogue")
     data = {Route(k): v for k, v in raw_test.items()}
     raw = yaml.safe_load(TRAINING.read_text())
     trained = sum(len(v) for k, v in raw.items() if k != Route.INSTANCE) + sum(
@@ -270,10 +301,10 @@ def main() -> None:
     print(
         f"questions: {trained} for training (dbcrew/data/questions.yaml), {sum(len(v) for v in data.values())} held out for test"
     )
-    leakage(data)
+    leakage({**data, "catalogue": wide})
     cross_validation()
     routing(data, None)
     refusals(data)
     retrieval(data)
     latency(data)
-    instance(data, elsewhere)
+    instance(data, elsewhere, wide)

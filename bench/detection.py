@@ -50,9 +50,9 @@ from bench.diagnose import DiagnosisServer
 from dbcrew.store.samples import Incident, SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH
-from operators.diagnose.evidence import statement_identity
-from operators.watch.incidents import HISTORY, Detector
-from operators.watch.passes import PassBody, bodies
+from operators.window.evidence import statement_identity
+from operators.window.incidents import HISTORY, Detector
+from operators.window.passes import PassBody, bodies
 from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 SCALE = 5

@@ -16,16 +16,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import injections
 from dbcrew.models import Report
-from dbcrew.settings import Settings
+from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from operators.diagnose.sampler import sample_window
-from roles.crew.run import RunContext
+from operators.window.live import sample_window
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 SIGMA = 0.1
@@ -53,6 +53,7 @@ class DiagnosisServer:
     dsn: str
     baseline: Path
     catalogue: str = injections.__name__  # the module whose RECIPES the cases name
+    ablations: Ablations = field(default_factory=Ablations)  # what the suite's runs switch off
 
     @classmethod
     def start(
@@ -79,7 +80,12 @@ class DiagnosisServer:
         self, out_dir: Path, window: float = WINDOW_SECONDS, alert: str = "", brain: str = "rules"
     ) -> Report:
         """Run the diagnose scenario (the rules brain unless told, plain runner) and return its report."""
-        settings = Settings(window_seconds=window, alert=alert, baseline_path=str(self.baseline))
+        settings = Settings(
+            window_seconds=window,
+            alert=alert,
+            baseline_path=str(self.baseline),
+            ablations=self.ablations,
+        )
         run = RunContext(
             target=parse_target(self.dsn),
             scenario="diagnose",
@@ -134,6 +140,13 @@ def main(argv: Sequence[str] = ()) -> None:
     bench.outside)."""
     parser = argparse.ArgumentParser(prog="python -m bench diagnose", add_help=False)
     parser.add_argument("--suite", choices=SUITES, default="injection")
+    parser.add_argument(
+        "--no",
+        action="append",
+        default=[],
+        choices=("composition", "knowledge"),
+        help="injection suite: switch off the composed plan (the playbook runs) or the knowledge",
+    )
     known, rest = parser.parse_known_args(list(argv))
     if known.suite == "generalization":
         from bench import generalization
@@ -144,15 +157,18 @@ def main(argv: Sequence[str] = ()) -> None:
 
         outside.main(rest)
     elif rest:
-        parser.error(f"the injection suite takes no options ({' '.join(rest)})")
+        parser.error(f"the injection suite takes no options but --no ({' '.join(rest)})")
     else:
-        injection_suite()
+        injection_suite(Ablations(**dict.fromkeys(known.no, False)))
 
 
-def injection_suite() -> None:
+def injection_suite(ablations: Ablations | None = None) -> None:
+    ablations = ablations or Ablations()
+    print(f"switched off: {', '.join(ablations.off()) or 'nothing'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
         workdir = Path(tmp)
         server = DiagnosisServer.start(workdir)
+        server.ablations = ablations
         try:
             cases = [(c,) for c in injections.SINGLE] + list(injections.COMBINATIONS)
             rows = []

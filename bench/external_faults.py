@@ -32,7 +32,7 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, revoking, role_setting, terminating
 from lab.shop import DemoShop
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 WINDOW = 3.0

@@ -7,7 +7,7 @@ injection runs on for at least ANOMALY_PASSES of the watcher's passes (a minute 
 it has ended, the interval it ran in is diagnosed from the watcher's samples alone. Both are
 scored with D-Bot's accuracy (bench/diagnose.py) and printed side by side, with whether the
 watcher recorded the anomaly as an incident and whether the report from history has its time
-attribution (the watcher's session samples: operators/watch/session_time.py).
+attribution (the watcher's session samples: operators/window/session_time.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 from roles.watching import RoundReport, Watcher
 

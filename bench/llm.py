@@ -25,10 +25,10 @@ from dbcrew.models.report import LlmDiagnosis
 from dbcrew.targets import parse_target
 from lab.scripted_llm import Reply, ScriptedServer
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.experts import EXPERTS
 from operators.diagnose.facts import FactsRecord, gather
 from operators.diagnose.views import metric_stat
+from operators.window.evidence import WindowBaseline, WindowEvidence
 from prompts import render
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser, team_for

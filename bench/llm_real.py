@@ -37,7 +37,7 @@ from lab.llama_server import LlamaServer, LocalModel
 from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 CAUSES = ("workload_many_inserts", "lock_contention")

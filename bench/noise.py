@@ -30,7 +30,7 @@ from dbcrew.models import Report
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 SCALE = 3

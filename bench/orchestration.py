@@ -22,7 +22,7 @@ WINDOW = 10.0
 
 def main() -> None:
     from flows.review import health_review
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))

@@ -44,7 +44,7 @@ from bench.injections import Recipe, connect, injected, pgbench_script
 from bench.slow_disk import SlowDisk, unavailable
 from dbcrew.targets import parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from operators.diagnose.sampler import sample_window
+from operators.window.live import sample_window
 
 SCRIPTS = Path(__file__).parent / "outside"
 CORES = os.cpu_count() or 1

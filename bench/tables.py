@@ -39,7 +39,7 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     started = time.perf_counter()

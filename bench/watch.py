@@ -35,9 +35,9 @@ import psycopg
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import PostgresTarget, Resumable, parse_target
 from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from operators.diagnose.sampler import ActivityTally, sessions
-from operators.watch.passes import PassBody, as_stored, bodies, merge
 from operators.watch.session_sampler import session_step
+from operators.window.passes import PassBody, as_stored, bodies, merge
+from operators.window.readers import ActivityTally, sessions
 from roles.watching import TIERS, RoundReport, Watcher
 
 ROLE = "dbcrew_watch"
@@ -198,7 +198,7 @@ def report(
 
 
 def session_time_line(stored: list[StoredPass]) -> str:
-    """The bytes the session samples' attribution adds (operators/watch/session_time.py), per target-day and per
+    """The bytes the session samples' attribution adds (operators/window/session_time.py), per target-day and per
     active backend (pg_ash's measure: its bytes a day for so many active backends)."""
     parts = bodies(stored)
     raw = sum(len(_session_json(body)) for _seconds, body in parts) / max(len(parts), 1)

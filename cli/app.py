@@ -229,6 +229,19 @@ def diagnose(
     prometheus_selector: Annotated[str, typer.Option(help=SELECTOR_HELP)] = "",
     node_selector: Annotated[str, typer.Option(help=NODE_SELECTOR_HELP)] = "",
     deadline: Annotated[float, typer.Option(help=DEADLINE_HELP)] = DEFAULT_DEADLINE,
+    no_composition: Annotated[
+        bool,
+        typer.Option(
+            "--no-composition",
+            help="ablation: the full diagnosis playbook, not the team the alert calls for",
+        ),
+    ] = False,
+    no_knowledge: Annotated[
+        bool,
+        typer.Option(
+            "--no-knowledge", help="ablation: no knowledge chunks for the experts and the causes"
+        ),
+    ] = False,
 ) -> None:
     """Diagnose the root causes of a performance anomaly happening now, or of a past interval (--from, --to)."""
     interval = past_interval(since, until)
@@ -243,6 +256,7 @@ def diagnose(
         interval=interval,
         prometheus=prometheus_source(prometheus, prometheus_selector, node_selector, interval),
         deadline=deadline,
+        ablations=Ablations(composition=not no_composition, knowledge=not no_knowledge),
     )
     report = run_cli_review(request, target)
     print_diagnosis(report, request)
@@ -259,7 +273,7 @@ def baseline(
 ) -> None:
     """Record a baseline window in a quiet period, for `dbcrew diagnose --baseline`."""
     from dbcrew.targets import parse_target
-    from operators.diagnose.sampler import sample_window
+    from operators.window.live import sample_window
 
     if not math.isfinite(window) or window < 1:
         raise UsageError("--window must be a finite number of seconds, at least 1")

@@ -50,7 +50,7 @@ def history(
     limit: Annotated[int, typer.Option(min=1, help="how many of the latest runs")] = 20,
 ) -> None:
     """Print a target's runs and trends from the shared store: findings, changes and vital signs per run."""
-    from roles.report.history import timeline
+    from roles.report.comparing import timeline
 
     store = open_store()
     found = find_target(store, target)

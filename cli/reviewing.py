@@ -202,9 +202,9 @@ def check_prometheus(
     target: PostgresTarget, source: PrometheusSource, interval: PastInterval
 ) -> None:
     """Prometheus answers and holds the target's series in `interval`, or UsageError: a diagnosis of nothing would report no cause."""
-    from dbcrew.prometheus import Prometheus
-    from operators.diagnose.prometheus import AmbiguousSeries, select
-    from operators.diagnose.recorded import NoSamples
+    from operators.window.prometheus.api import Prometheus
+    from operators.window.prometheus.source import AmbiguousSeries, select
+    from operators.window.store import NoSamples
 
     try:
         select(Prometheus(source.address), source, target, interval)
@@ -228,7 +228,7 @@ def runs_in_process(request: ReviewRequest) -> bool:
 
 def review_in_process(request: ReviewRequest) -> Report:
     """The request's run as plain calls, into `request.out` (prepare_review made it)."""
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     assert request.target is not None and request.out is not None  # prepare_review's
@@ -263,7 +263,7 @@ def check_baseline(path: Path) -> None:
     """A baseline the diagnosis can compare with, or UsageError: garbage would pass for a quiet window."""
     from pydantic import ValidationError
 
-    from operators.diagnose.evidence import WindowEvidence
+    from operators.window.evidence import WindowEvidence
 
     if not path.is_file():
         raise UsageError(f"--baseline {path}: no such file (record one with `dbcrew baseline`)")

@@ -9,7 +9,7 @@ with one clear line, never a traceback. tests/unit/test_errors.py holds this tre
 DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
-│   ├── PrometheusError dbcrew.prometheus: Prometheus does not answer, refuses the query, is not Prometheus
+│   ├── PrometheusError operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
 │   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
@@ -22,8 +22,8 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
-├── NoSamples           operators.diagnose.recorded, a LookupError: the store (or Prometheus) holds no samples of the interval
-├── AmbiguousSeries     operators.diagnose.prometheus, a LookupError: several servers' series match the target's database
+├── NoSamples           operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
+├── AmbiguousSeries     operators.window.prometheus.source, a LookupError: several servers' series match the target's database
 ├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
 ├── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 └── LlamaServerError    lab.llama_server, a RuntimeError: the local model's server could not be found, converted or started

@@ -367,6 +367,14 @@ class Ablations(BaseModel):
         description="minimal plan edits; off: a re-plan takes the whole new plan and reruns all",
     )
     memory: bool = Field(True, description="long-term lessons across runs on the same target")
+    composition: bool = Field(
+        True,
+        description="the rules' team composed from the alert; off: the scenario's fixed playbook, whatever the alert",
+    )
+    knowledge: bool = Field(
+        True,
+        description="knowledge chunks retrieved for the diagnosis's experts and causes; off: none (ablation)",
+    )
 
     def off(self) -> list[str]:
         return [f"no-{name.replace('_', '-')}" for name, on in self.model_dump().items() if not on]

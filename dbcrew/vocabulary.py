@@ -55,7 +55,10 @@ class ProblemKind(StrEnum):
     MISSING_INPUT = "missing_input"  # an artifact the operator needs comes from no upstream task
     EMPTY_PLAN = "empty_plan"  # no task: nothing would be reviewed
     # a critic's objections (an LLM brain's critique, prompts/critique.j2)
-    MISSING_CHECK = "missing_check"  # a check the scenario needs is not planned
+    MISSING_CHECK = (
+        "missing_check"  # a check the scenario (or a signal the alert names) needs is not planned
+    )
+    IDLE_AGENT = "idle_agent"  # an agent of the team has no task
     UNFIT_TASK = "unfit_task"  # a task that cannot serve its goal
 
 

@@ -8,7 +8,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dbcrew.models import Report, Strategy
 from dbcrew.models.plan import PlanEdit
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.reporter import inline_charts, render_markdown
 
 

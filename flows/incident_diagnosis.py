@@ -21,7 +21,7 @@ from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 from flows.artifacts import artifact_key
 from operators.diagnose.incident_chart import CHART as INCIDENT_CHART
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.incident_diagnosis import LONG_INCIDENT
 from roles.report.markdown import md_cell, md_text
 from roles.report.reporter import inline_charts, report_path

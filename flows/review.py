@@ -19,8 +19,8 @@ from dbcrew.targets import PostgresTarget, parse_target
 from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
-from roles.crew.run import RunContext
-from roles.spine import kept_in_reports, review
+from roles.crew.context import RunContext
+from roles.spine import ReviewPhases, kept_in_reports, review
 
 
 def run_link() -> str:
@@ -50,13 +50,8 @@ def health_review(request: ReviewRequest) -> Report:
     )
 
 
-def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect and post its report as artifacts; without an `out`, into reports_root()/<run id>
-    (kept_in_reports)."""
-
-    def reviewed_and_posted() -> Report:
-        report = review(run, PrefectPhases)
-        post_report(run, report)
-        return report
-
-    return kept_in_reports(run, reviewed_and_posted)
+def conduct(run: RunContext, phases: ReviewPhases = PrefectPhases) -> Report:
+    """Review `run` under Prefect, its phases run by `phases` (subflows by default), its report posted as
+    artifacts; without an `out`, into reports_root()/<run id> (kept_in_reports)."""
+    with kept_in_reports(run):
+        return review(run, phases, post=post_report)

@@ -35,7 +35,7 @@ import os
 import socket
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -63,7 +63,7 @@ from flows.targets import ON_DEMAND, connect_entry, published_inventory
 from flows.worker import WORKER_STOPPED, run_identifier
 from roles.incident_diagnosis import DiagnosisSchedule, incident_alert_text
 from roles.report.alerts import AlertNotDelivered, ChannelAlert, send
-from roles.sharing import SessionBudget, ShareLoop, holder_name
+from roles.sharing import SessionBudget, ShareLoop, holder_name, lease_for
 from roles.watching import RoundReport, TargetOutcome
 
 CANCEL_POLL = (
@@ -317,7 +317,7 @@ def watch_targets(
             client.update_flow_run(run_id, infrastructure_pid=run_identifier(run_id))
     keeper = Keeper(group, published, run_id, halt)
     store = open_samples()
-    book = LeaseBook(store.backend, holder, group, timedelta(seconds=every))
+    book = LeaseBook(store.backend, holder, group, lease_for(every))
     share = ShareLoop(
         book,
         store,

@@ -3,7 +3,16 @@
 Importing this package registers every operator in `operators.registry`.
 """
 
-from operators import advise, checks, collect, diagnose, lookups, paint, table_lookups  # noqa: F401  (registration side effect)
+# Each module registers its operators when imported (a side effect: noqa F401).
+from operators import (  # noqa: F401
+    advise,
+    checks,
+    collect,
+    diagnose,
+    lookups,
+    paint,
+    table_lookups,
+)
 from operators.registry import REGISTRY, Observation, Operator, OperatorContext, OperatorMisfit, get
 
 __all__ = ["REGISTRY", "Observation", "Operator", "OperatorContext", "OperatorMisfit", "get"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from pathlib import Path
+from typing import cast, get_args
 
 import yaml
 from pydantic import BaseModel
@@ -80,6 +81,34 @@ def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
     for path in sorted(folder.glob("*.yaml")):
         chunks.extend(Chunk.model_validate(raw) for raw in yaml.safe_load(path.read_text()) or [])
     return chunks
+
+
+@lru_cache(maxsize=1)
+def chunks() -> tuple[Chunk, ...]:
+    """The chunks as written, without the indexes retrieval builds over them (the planner reads only
+    their text: building BM25 and faiss here cost seconds the first plan of a process would wait for)."""
+    return tuple(load_chunks())
+
+
+SYMPTOMS_FILE = KNOWLEDGE_DIR / "symptoms" / "codes.yaml"
+
+
+@lru_cache(maxsize=1)
+def symptoms() -> dict[str, str]:
+    """How each problem presents to whoever raises an alert about it, by code (knowledge/symptoms/):
+    what the planner matches an alert against besides the operators' descriptions."""
+    raw = yaml.safe_load(SYMPTOMS_FILE.read_text()) or {}
+    return {_code(name).value: " ".join(str(text).split()) for name, text in raw.items()}
+
+
+def _code(name: str) -> Cause:
+    """A code of finding-codes.md (a root cause or a health check's); ValueError for any other name."""
+    for kind in get_args(Cause):
+        try:
+            return cast(Cause, kind(name))
+        except ValueError:
+            continue
+    raise ValueError(f"{SYMPTOMS_FILE}: {name!r} is not a finding or root-cause code")
 
 
 @lru_cache(maxsize=1)

@@ -78,7 +78,8 @@ TABLE_WHERE = "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %
 
 TABLE_SIZE_SQL = f"""
 SELECT pg_size_pretty(pg_total_relation_size(c.oid)) AS total, pg_size_pretty(pg_relation_size(c.oid)) AS heap,
-       pg_size_pretty(pg_indexes_size(c.oid)) AS indexes, c.reltuples::bigint AS estimated_rows
+       pg_size_pretty(pg_indexes_size(c.oid)) AS indexes, c.reltuples::bigint AS estimated_rows,
+       pg_total_relation_size(c.oid) AS total_bytes
 FROM pg_class c {TABLE_WHERE}
 """
 
@@ -244,10 +245,11 @@ def _database_size(_slots: BaseModel, rows: Rows) -> str:
     return f"Database {rows[0]['name']} takes {rows[0]['size']}."
 
 
-_USER_TABLES = "c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'"
+# The user tables of the catalogue as `pg_class c` joined to `pg_namespace n`.
+USER_TABLES = "c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'"
 LARGEST_TABLES_SQL = f"""
 SELECT n.nspname::text || '.' || c.relname::text AS name, pg_size_pretty(pg_total_relation_size(c.oid)) AS size
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_TABLES}
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {USER_TABLES}
 ORDER BY pg_total_relation_size(c.oid) DESC, 1 LIMIT %(limit)s
 """
 
@@ -264,7 +266,7 @@ def _largest_tables(_slots: BaseModel, rows: Rows) -> str:
 
 LIST_TABLES_SQL = f"""
 SELECT n.nspname::text || '.' || c.relname::text AS name, c.reltuples::bigint AS estimated_rows
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_TABLES} ORDER BY 1
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {USER_TABLES} ORDER BY 1
 """
 
 
@@ -410,7 +412,7 @@ class CatalogueNames(BaseModel):
 NAMES_SQL = f"""
 SELECT CASE WHEN c.relkind = 'i' THEN 'index' ELSE 'table' END AS kind, n.nspname::text AS schema_name, c.relname::text AS name
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE (c.relkind = 'i' OR {_USER_TABLES}) AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+WHERE (c.relkind = 'i' OR {USER_TABLES}) AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
 ORDER BY 1, 2, 3 LIMIT 20000
 """
 

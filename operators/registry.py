@@ -27,7 +27,7 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.settings import Settings
 from dbcrew.targets import PostgresTarget, Resumable, resumable
-from dbcrew.vocabulary import Category, FindingCode
+from dbcrew.vocabulary import Category, FindingCode, Scenario
 from dbcrew.workspace import Workspace
 
 
@@ -160,6 +160,22 @@ class Operator:
             "doc": "work the operator's first call would wait for (loading a library), done before it runs; see roles/crew/preparing.py"
         },
     )
+    planned_for: frozenset[Scenario] = field(
+        default=frozenset(),
+        metadata={
+            "doc": "scenarios whose every plan carries it, whatever the alert (the window's sampling, the cross review)"
+        },
+    )
+    signals: tuple[str, ...] = field(
+        default=(),
+        metadata={"doc": "metric-name prefixes whose abnormality it judges (an expert's)"},
+    )
+    knowledge: str | None = field(
+        default=None,
+        metadata={
+            "doc": "the knowledge chunks it owns (their `expert`), read by the planner's matching"
+        },
+    )
 
     def run(self, ctx: Any, params: dict[str, Any]) -> Observation:
         """Validate `params` against the operator's model (pydantic.ValidationError when they do not fit) and call it."""
@@ -182,6 +198,9 @@ class Operator:
             requires=list(self.requires),
             equivalent_of=self.equivalent_of,
             params_schema=self.params_schema(),
+            planned_for=sorted(self.planned_for),
+            signals=list(self.signals),
+            knowledge=self.knowledge,
         )
 
     @cached_property
@@ -206,12 +225,16 @@ def operator(
     checks: tuple[FindingCode, ...] = (),
     prepare: Callable[[], None] | None = None,
     surfaces: frozenset[Surface] | None = None,
+    planned_for: frozenset[Scenario] = frozenset(),
+    signals: tuple[str, ...] = (),
+    knowledge: str | None = None,
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
     """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner (or a model) reads.
 
     `needs` are artifacts it cannot run without; `uses` are artifacts it reads when the plan has them.
     `surfaces` default to the plan, and the MCP server too for a collector that needs nothing from
-    upstream (it stands alone); the type of `ctx` is the operator's `context`.
+    upstream (it stands alone); the type of `ctx` is the operator's `context`. `planned_for`, `signals`
+    and `knowledge` are what the planner composes a team by (roles/brains/composing.py).
     """
 
     def register(fn: Callable[..., Observation]) -> Callable[..., Observation]:
@@ -242,6 +265,9 @@ def operator(
             equivalent_of=equivalent_of,
             checks=checks,
             prepare=prepare,
+            planned_for=planned_for,
+            signals=signals,
+            knowledge=knowledge,
         )
         return fn
 

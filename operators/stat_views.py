@@ -1,8 +1,8 @@
 """The statistics views (pg_stat_*) the health review and the diagnosis both read, written once.
 
 Cumulative counters: the health collectors (operators/collect/window.py) read them at the start
-and the end of the review's window and land `<counter>_delta` columns; the diagnosis's sampler
-(operators/diagnose/sampler.py) reads the same counters at every tick and turns them into
+and the end of the review's window and land `<counter>_delta` columns; the window's readers
+(operators/window/readers.py) read the same counters at every tick and turn them into
 per-second rates. A `CounterView` names a view's identity columns (`keys`, to pair the rows of
 two readings) and its cumulative `counters` (what a delta or a rate is taken of).
 

@@ -39,7 +39,7 @@ from dbcrew.store.samples import Incident, SampleStore
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.report.reporter import report_path
 from roles.spine import PlainPhases, kept_in_reports, review
 
@@ -78,7 +78,8 @@ def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) ->
         interval=incident_interval(incident),
     )
     run = RunContext.of(request, target, Path())
-    report = kept_in_reports(run, lambda: review(run, PlainPhases))
+    with kept_in_reports(run):
+        report = review(run, PlainPhases)
     return IncidentDiagnosis.of_report(
         report, report_path(run.out_dir).resolve(), while_open=not incident.closed
     )

@@ -1,21 +1,25 @@
 """Watching shared over the pool: each watcher samples the share of the watched targets it holds leases on.
 
 Every worker of the `watch` queue runs one share loop per watching interval (flows/watching.py).
-The loop ticks twice a round. At each tick it heartbeats in the store, renews the leases it
-holds (dbcrew/store/leases.py), and plans its share (`plan_share`): at most ceil(targets / live
+Beside it, a thread of its own heartbeats in the store and renews the leases the loop holds
+(dbcrew/store/leases.py) four times a lease, whatever the loop is doing: a round slowed past its
+lease, or a tick adopting many targets, loses none. The loop ticks twice a round. At each tick it
+heartbeats and renews too, and plans its share (`plan_share`): at most ceil(targets / live
 holders) targets, and at most `cap` (each watched target holds one session of this watcher). It
 gives up what is above its share or left the inventory, and claims free targets (no lease, or an
 expired one) up to its share, preferring its own by rendezvous hashing so that watchers joining
 at once do not all reach for the same targets. At each round tick it samples the targets it holds
 (roles/watching.py Watcher), each only while its lease is surely still its own.
 
-So, with a round of `every` seconds, a lease of one round renewed every half round:
+So, with a round of `every` seconds and a lease of half a round (`lease_for`, at least MIN_LEASE):
 - a watcher that joins is seen by the others at their next tick, which gives up the excess; it
   claims the freed targets at its following tick: its share within two ticks (one round);
-- a watcher that dies stops renewing: its heartbeat and its leases expire a round after its last
-  tick, and the others claim them at their next tick, to sample them at their next round: within
-  two rounds of its last tick. The stretch from its last pass to the taker's first is stored as a
-  gap ("not watched: its watcher X stopped renewing its lease");
+- a watcher that dies stops renewing: its heartbeat and its leases expire at most half a round
+  after its last renewal, the others claim them at their next tick (half a round later at most),
+  take their first readings at once and store their first pass at their next round (half a round
+  after that): within 1.5 rounds of its death, plus the taker's adoptions and round, which
+  ADOPTION_SHARE bounds to a quarter round a tick. The stretch from its last pass to the taker's
+  first is stored as a gap ("not watched: its watcher X stopped renewing its lease");
 - a watcher that stops as planned releases its leases and heartbeat at once (LeaseBook.leave).
 Targets added to or removed from the inventory are met at the next reading of it (`refresh`).
 """
@@ -43,13 +47,30 @@ from roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, 
 
 log = logging.getLogger(__name__)
 
-TICKS_PER_ROUND = 2  # lease ticks per sampling round: renewals come twice per lease
-# The leases a loop holds are renewed at the start of a tick only, so one tick's adoptions (connecting
-# to the targets it claimed and their first readings) may take this share of a lease at most; before
-# any adoption was timed, a tick claims FIRST_CLAIMS. Unbounded, a first tick of 1,000 targets outlasted
-# its leases and no pass was ever stored (bench scale, 2026-11-28).
+TICKS_PER_ROUND = 2  # ticks (plan, release, claim) per sampling round
+# A lease lasts half an interval (at least MIN_LEASE seconds) and a thread of its own renews it
+# RENEWALS_PER_LEASE times a lease, whatever the rounds and the ticks are doing: three renewals in a row
+# may fail or come late before a lease lapses. Renewed by the loop's thread between rounds, a round slowed
+# past its lease (a starved CPU, reviews in the same process) lost every lease of its worker (bench scale,
+# 2026-11-28). Half an interval keeps a dead watcher's targets within two intervals of its death: its
+# leases end at most a lease after its last renewal, the others claim them at their next tick (half an
+# interval later at most) and store their first pass at their next round (half an interval after that):
+# 1.5 intervals, and what remains of the second is for the taker's adoptions and round (ADOPTION_SHARE).
+LEASE_SHARE = 0.5
+MIN_LEASE = 2.0  # seconds: under this, a renewal is a store transaction every half second or less
+RENEWALS_PER_LEASE = 4
+# One tick's adoptions (connecting to the targets it claimed and their first readings) run on the loop's
+# thread before its round, so they may take this share of an interval at most, at the pace the last ones
+# took (per wave of `concurrency` first readings, one wave a tick at least); before any adoption was
+# timed, a tick claims FIRST_CLAIMS. The rest of a share comes at the next
+# ticks: a takeover within two intervals holds while the share taken fits one tick's claims.
 ADOPTION_SHARE = 0.25
 FIRST_CLAIMS = 64
+
+
+def lease_for(every: float) -> timedelta:
+    """The lease of a target watched every `every` seconds: half an interval, at least MIN_LEASE."""
+    return timedelta(seconds=max(MIN_LEASE, LEASE_SHARE * every))
 
 
 def fair_share(targets: int, live: int, cap: int) -> int:
@@ -146,7 +167,8 @@ class ShareLoop:
         self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
-        self._seconds_per_adoption: float | None = None  # the last tick's, per target adopted
+        # the last tick's adoptions, per wave of `concurrency` first readings
+        self._seconds_per_wave: float | None = None
 
     def run(
         self,
@@ -154,9 +176,18 @@ class ShareLoop:
         pause: Callable[[float], bool] = stopping.pause,
     ) -> None:
         """Tick after tick (TICKS_PER_ROUND a round; a tick that overruns skips those it missed), a round at every
-        TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released."""
+        TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released. The leases are renewed
+        meanwhile by a thread of their own (`_renew_until`), however long a round or a tick takes."""
         step = self.every / TICKS_PER_ROUND
         maintained = time.monotonic()
+        renewal_stop = threading.Event()
+        renewal = threading.Thread(
+            target=self._renew_until,
+            args=(renewal_stop,),
+            name=f"dbcrew-renew-{self.book.scope}",
+            daemon=True,
+        )
+        renewal.start()
         with ThreadPoolExecutor(
             max_workers=self.watcher.concurrency, thread_name_prefix="dbcrew-share"
         ) as pool:
@@ -181,6 +212,8 @@ class ShareLoop:
                     if pause(started + tick * step - time.monotonic()):
                         return
             finally:
+                renewal_stop.set()  # before leaving: a heartbeat after it would count this holder alive
+                renewal.join()
                 self.watcher.drop(set(self.watcher.watching()))
                 if self.budget is not None:
                     self.budget.hold(id(self), 0)
@@ -188,8 +221,27 @@ class ShareLoop:
                     self.book.leave()
                 except (
                     StoreUnavailable
-                ) as exc:  # the leases then expire on their own, a round later
+                ) as exc:  # the leases then expire on their own, a lease later
                     log.warning("watch share: could not release the leases: %s", exc)
+
+    def _renew_until(self, stop: threading.Event) -> None:
+        """Heartbeat and renew every lease held, RENEWALS_PER_LEASE times a lease, until `stop`. A lease lost here
+        (another holder took it after it lapsed) ends its sampling at once (`LeaseBook.valid`, checked before and
+        after each pass) and its watch at the next tick."""
+        period = self.book.seconds / RENEWALS_PER_LEASE
+        while not stop.wait(period):
+            try:
+                self.book.heartbeat()
+                lost = self.book.renew_all()
+            except StoreUnavailable as exc:  # the leases lapse if it lasts: others take over
+                log.warning("watch share: the leases could not be renewed: %s", exc)
+                continue
+            if lost:
+                log.warning(
+                    "watch share: lost the leases of %d targets (taken after they lapsed): %s",
+                    len(lost),
+                    ", ".join(lost[:10]),
+                )
 
     def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
         """One round over the targets held; the tenure of each stored pass recorded."""
@@ -236,15 +288,20 @@ class ShareLoop:
         if pool is not None and adopted:
             self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
         if takeovers:
-            self._seconds_per_adoption = (time.monotonic() - began) / len(takeovers)
+            waves = math.ceil(len(takeovers) / self.watcher.concurrency)
+            self._seconds_per_wave = (time.monotonic() - began) / waves
         self._say_short(live)
 
     def claim_limit(self) -> int:
-        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of a lease, at the pace
-        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks."""
-        if self._seconds_per_adoption is None:
+        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of an interval, at the pace
+        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks.
+        First readings run `concurrency` at a time, so the pace is per wave of that many, and a tick claims one
+        wave at least: a wave of one target takes about as long as a full one, so timed per target a small batch
+        looked dearer than it was and the next tick claimed fewer still (down to one target a tick)."""
+        if self._seconds_per_wave is None:
             return FIRST_CLAIMS
-        return max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_adoption, 1e-6)))
+        waves = max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_wave, 1e-6)))
+        return waves * self.watcher.concurrency
 
     def _read_inventory(self) -> None:
         now = time.monotonic()

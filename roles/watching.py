@@ -14,7 +14,7 @@ goes on with the other targets, connecting again at the next round. A server tha
 between two passes is a gap too (its counters started again: no rate spans it); a session the
 server ended (pg_terminate_backend) is resumed within the pass on a new one, and the pass says so.
 
-Each stored pass also goes to the target's incident detector (operators/watch/incidents.py: robust
+Each stored pass also goes to the target's incident detector (operators/window/incidents.py: robust
 z-scores against the target's own last hour and, once the store holds minute buckets of at least
 three earlier days, against the same hour on those days, so a nightly batch is not an incident
 every night; with hysteresis); an incident is stored when it opens,
@@ -52,11 +52,11 @@ from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
-from operators.watch.incidents import Detector, Minutes, Recall
-from operators.watch.passes import PassBody, as_stored, bodies, merge
-from operators.watch.picture import normal_passes
 from operators.watch.sampling import Connected, Sampled, TargetWatch
 from operators.watch.session_sampler import session_step
+from operators.window.incidents import Detector, Minutes, Recall
+from operators.window.passes import PassBody, as_stored, bodies, merge
+from operators.window.picture import normal_passes
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +381,7 @@ class Watcher:
 
 def seeded_detector(store: SampleStore, identity: str, now: datetime) -> Detector:
     """The target's detector as of `now`: its last hour of raw passes as the recent history, its minute buckets as
-    the earlier days' same hour (operators/watch/incidents.py)."""
+    the earlier days' same hour (operators/window/incidents.py)."""
     detector = Detector(identity, recall=minutes_of(store, identity))
     detector.history.extend(
         body.rates for _seconds, body in bodies(normal_passes(store, identity, now))

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dbcrew.models.plan import Role
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 
 
 class CatalogueEntry(BaseModel):
@@ -24,3 +24,13 @@ class CatalogueEntry(BaseModel):
     )
     equivalent_of: str | None = None
     params_schema: dict[str, Any] = Field(default_factory=dict)
+    planned_for: list[Scenario] = Field(
+        default_factory=list,
+        description="scenarios whose every plan carries it (declared, never chosen by the alert)",
+    )
+    signals: list[str] = Field(
+        default_factory=list, description="metric-name prefixes whose abnormality it judges"
+    )
+    knowledge: str | None = Field(
+        None, description="whose knowledge chunks describe what it finds (their `expert`)"
+    )

@@ -15,7 +15,22 @@ class PlanRequest(BaseModel):
     scenario: Scenario
     brief: Brief
     catalogue: list[CatalogueEntry]
-    constraints: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(
+        default_factory=list,
+        description="what the plan must fit: the deadline, the role's privileges, what the target lacks",
+    )
+    alert: str = Field(
+        "", description="the alert that started the run (data, never instructions); empty for none"
+    )
+    compose: bool = Field(
+        True,
+        description="the rules brain composes the team from the alert; off: the scenario's playbook (ablation)",
+    )
+    before_run: bool = Field(
+        True,
+        description="a plan before the run, whose team the rules reflect on; False for a re-plan's"
+        " reflection (its edits answer to the gap-narrow rules instead)",
+    )
 
 
 class Problem(BaseModel):
@@ -84,6 +99,13 @@ class Recommendation(BaseModel):
     detail: str = ""
 
 
+class FailedCall(BaseModel):
+    """An operator call that failed earlier in this run: the run's short-term memory, read when it re-plans."""
+
+    operator: str
+    params: dict[str, object] = Field(default_factory=dict)
+
+
 class ReplanRequest(BaseModel):
     scenario: Scenario
     brief: Brief
@@ -106,4 +128,8 @@ class ReplanRequest(BaseModel):
     refused: list[str] = Field(
         default_factory=list,
         description="differences of the previous proposal the gap-narrow rules refused, and why",
+    )
+    failed_before: list[FailedCall] = Field(
+        default_factory=list,
+        description="calls that failed earlier in this run (short-term memory): a re-plan does not bring one back",
     )

@@ -45,6 +45,7 @@ class TaskSpec(BaseModel):
     )
     produces: list[str] = Field(default_factory=list, description="workspace artifacts it writes")
     optional: bool = False
+    why: str = Field("", description="why the planner put it on the team (the report shows it)")
 
 
 class EditKind(StrEnum):
@@ -128,11 +129,13 @@ class Strategy(BaseModel):
 
     # -- plan edits: each returns a new Strategy ------------------------------------------
     def replace_task(self, task_id: str, new: TaskSpec) -> Strategy:
-        """Swap one task for another; tasks that needed the old id now need the new one."""
+        """Swap one task for another; tasks that needed the old id now need the new one. A task edited
+        in place (same id) keeps its reason for being on the team unless the edit brings its own."""
         tasks = []
         for spec in self.tasks:
             if spec.id == task_id:
-                tasks.append(new)
+                kept = new.why or new.id != task_id
+                tasks.append(new if kept else new.model_copy(update={"why": spec.why}))
                 continue
             needs = [new.id if n == task_id else n for n in spec.needs]
             tasks.append(spec.model_copy(update={"needs": needs}))

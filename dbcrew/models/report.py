@@ -123,6 +123,17 @@ class Hypothesis(BaseModel):
     )
 
 
+class TeamMember(BaseModel):
+    """One agent of the plan the run executed, its tasks and why the planner put them on the team."""
+
+    agent: str
+    role: str
+    tasks: list[str] = Field(default_factory=list)
+    why: list[str] = Field(
+        default_factory=list, description="per task, in order: why it is on the team"
+    )
+
+
 class Phases(BaseModel):
     plans: int = 0
     replans: int = 0
@@ -324,7 +335,7 @@ class History(BaseModel):
 
     new: never seen before; persisting: in a recent run too (never absent from enough runs in a
     row to be resolved), not worse than its worst there; absent: in a recent run, not in this one,
-    not yet resolved; resolved: absent from a few runs in a row now (roles.report.history's
+    not yet resolved; resolved: absent from a few runs in a row now (roles.report.comparing's
     RESOLVED_AFTER_ABSENT_RUNS), only when the check that finds it ran and could judge its code;
     regressed: worse than in the recent runs, or back after it had been resolved; not_judged: in
     the previous run, missing now from a check that could not judge its code (it did not run, or
@@ -378,6 +389,12 @@ class Report(BaseModel):
         " the model's unconfirmed hypotheses, not root causes",
     )
     phases: Phases = Field(default_factory=Phases)
+    plan: str = Field(
+        "", description="how the plan was made: composed from the alert, or which playbook and why"
+    )
+    team: list[TeamMember] = Field(
+        default_factory=list, description="the executed plan's agents and why each is on the team"
+    )
     llm: LlmUsage = Field(default_factory=LlmUsage)
     summary: str = Field(
         "", description="the rules' summary, from the findings and the coverage, whatever the brain"
@@ -395,6 +412,11 @@ class Report(BaseModel):
         default_factory=list,
         description="re-plan edits not applied: refused by the gap-narrow rules"
         " (after regeneration) or dropped as not improving the plan, each with why",
+    )
+    unfixed_before: list[str] = Field(
+        default_factory=list,
+        description="errors earlier runs left unfixed on this target (long-term memory), each with"
+        " what became of its operator in this run",
     )
     ablations: list[str] = Field(
         default_factory=list, description="recovery features switched off for this run"

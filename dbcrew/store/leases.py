@@ -15,6 +15,11 @@ clock, so it believes a lease over no later than the store does, and stops sampl
 target once that bound passes (LeaseBook.valid). Only a jump of the store's clock shortens a lease
 under its holder.
 
+A holder's leases are renewed by a thread of their own (roles/sharing.py ShareLoop) while its rounds sample
+and its ticks claim, so a LeaseBook is used from several threads: every change of the leases (the store's
+row and the holder's bound together) is made under one lock, so a renewal never revives a bound a release
+just dropped; `valid` and `held` read the bounds lock-free (each change replaces the whole mapping).
+
 Each watcher also heartbeats in the store (`watch_holders`, same lease length): the live holders
 of a scope (the targets watched at one interval) are those whose heartbeat has not expired, and
 the fair share is ceil(targets / live holders). `watch_tenures` keeps who watched what when (the
@@ -24,6 +29,7 @@ sampled by one watcher at a time, and who to ask about a gap.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,15 +70,17 @@ class Tenure:
 
 
 class LeaseBook:
-    """One holder's leases in one scope. Every method is one short transaction of the store."""
+    """One holder's leases in one scope. Every method is one short transaction of the store; safe to call from
+    several threads (a renewal beside a tick's claims and a round's checks)."""
 
     def __init__(self, backend: Backend, holder: str, scope: str, lease: timedelta):
         self.backend = backend
         self.holder = holder
         self.scope = scope
         self.lease = lease
-        # target -> the monotonic time this holder's lease surely ends
+        # target -> the monotonic time this holder's lease surely ends; replaced whole, never changed in place
         self._bounds: dict[str, float] = {}
+        self._changing = threading.Lock()  # one change of the leases (store and bounds) at a time
         create_schema(backend)
 
     @property
@@ -108,7 +116,18 @@ class LeaseBook:
     def renew(self, targets: Iterable[str]) -> list[str]:
         """Extend this holder's leases on `targets` (those still its own, or expired and taken by nobody since);
         the targets renewed. A lease another holder took in the meantime is lost."""
-        wanted = sorted(set(targets))
+        with self._changing:
+            return self._renew(sorted(set(targets)))
+
+    def renew_all(self) -> list[str]:
+        """`renew` every lease this holder has taken and not given up (its bound passed or not): the renewal
+        thread's, which needs no other view of what is watched. The targets whose lease was lost, sorted."""
+        with self._changing:
+            had = sorted(self._bounds)
+            renewed = set(self._renew(had))
+        return [t for t in had if t not in renewed]
+
+    def _renew(self, wanted: list[str]) -> list[str]:
         if not wanted:
             return []
         sent = time.monotonic()
@@ -119,9 +138,9 @@ class LeaseBook:
                 [self.seconds, self.scope, self.holder, *wanted],
             )
         renewed = sorted(str(r[0]) for r in rows)
-        for target in wanted:
-            self._bounds.pop(target, None)
-        self._bounds.update((t, sent + self.seconds) for t in renewed)
+        asked = set(wanted)  # those not renewed are lost
+        bounds = {t: b for t, b in self._bounds.items() if t not in asked}
+        self._bounds = bounds | dict.fromkeys(renewed, sent + self.seconds)
         return renewed
 
     def claim(self, target: str) -> Claim | None:
@@ -135,6 +154,11 @@ class LeaseBook:
         claims: list[Claim] = []
         if wanted <= 0 or not targets:
             return claims
+        with self._changing:
+            self._claim_some(targets, wanted, claims)
+        return claims
+
+    def _claim_some(self, targets: Sequence[str], wanted: int, claims: list[Claim]) -> None:
         sent = time.monotonic()
         with self.backend.session() as session:
             for target in targets:
@@ -156,8 +180,7 @@ class LeaseBook:
                     claims.append(
                         Claim(target, previous if previous not in ("", self.holder) else None)
                     )
-        self._bounds.update((c.target, sent + self.seconds) for c in claims)
-        return claims
+        self._bounds = self._bounds | {c.target: sent + self.seconds for c in claims}
 
     def free(self, targets: Sequence[str]) -> list[str]:
         """Of `targets`, those no live holder has a lease on (none, or expired), sorted."""
@@ -175,21 +198,22 @@ class LeaseBook:
         """Give up the leases on `targets` now (a rebalance, a target dropped, a planned stop): another holder
         may take them at once, with no gap but the time it takes to."""
         let_go = sorted(set(targets))
-        for target in let_go:
-            self._bounds.pop(target, None)
         if not let_go:
             return
-        with self.backend.session() as session:
-            _expire(session, self.holder, let_go)
+        with self._changing:
+            dropped = set(let_go)
+            self._bounds = {t: b for t, b in self._bounds.items() if t not in dropped}
+            with self.backend.session() as session:
+                _expire(session, self.holder, let_go)
 
     def leave(self) -> None:
         """A planned stop: every lease released, the heartbeat gone (the others count one holder less at once)."""
-        held = sorted(self._bounds)
-        self._bounds.clear()
-        with self.backend.session() as session:
-            if held:
-                _expire(session, self.holder, held)
-            session.run("DELETE FROM watch_holders WHERE holder = ?", [self.holder])
+        with self._changing:
+            held, self._bounds = sorted(self._bounds), {}
+            with self.backend.session() as session:
+                if held:
+                    _expire(session, self.holder, held)
+                session.run("DELETE FROM watch_holders WHERE holder = ?", [self.holder])
 
     def record_tenure(self, session: Session, targets: dict[str, datetime], at: datetime) -> None:
         """This holder stores passes of `targets` at `at`, in `session` (the passes' own transaction: a holder killed

@@ -43,6 +43,9 @@ SCHEMA = (
         target TEXT NOT NULL, operator TEXT NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL,
         successes INTEGER NOT NULL, learned_at TIMESTAMPTZ NOT NULL, used_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (target, operator))""",
+    """CREATE TABLE IF NOT EXISTS unfixed_errors (
+        target TEXT NOT NULL, operator TEXT NOT NULL, leaf TEXT NOT NULL, body TEXT NOT NULL,
+        seen_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (target, operator, leaf))""",
 )
 RUN_COLUMNS = (
     "run_id, target, display, scenario, started_at, finished_at, status, report, link, error"
@@ -297,6 +300,42 @@ class Store:
                 "INSERT INTO lessons VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [target, operator, kind, body, successes, now, now],
             )
+
+    def unfixed_error(self, target: str, operator: str, leaf: str) -> str | None:
+        """The stored error (JSON body) an operator left unfixed on one target, by its error class."""
+        with self._session() as session:
+            rows = session.run(
+                "SELECT body FROM unfixed_errors WHERE target = ? AND operator = ? AND leaf = ?",
+                [target, operator, leaf],
+            )
+        return str(rows[0][0]) if rows else None
+
+    def put_unfixed_error(self, target: str, operator: str, leaf: str, body: str) -> None:
+        with self._session() as session:
+            session.run(
+                "DELETE FROM unfixed_errors WHERE target = ? AND operator = ? AND leaf = ?",
+                [target, operator, leaf],
+            )
+            session.run(
+                "INSERT INTO unfixed_errors VALUES (?, ?, ?, ?, ?)",
+                [target, operator, leaf, body, datetime.now(UTC)],
+            )
+
+    def forget_unfixed_errors(self, target: str, operator: str) -> None:
+        """An operator that ran to the end on the target: the errors it left before are gone."""
+        with self._session() as session:
+            session.run(
+                "DELETE FROM unfixed_errors WHERE target = ? AND operator = ?", [target, operator]
+            )
+
+    def unfixed_errors(self, target: str) -> list[str]:
+        """The errors earlier runs left unfixed on the target (JSON bodies), latest first."""
+        with self._session() as session:
+            rows = session.run(
+                "SELECT body FROM unfixed_errors WHERE target = ? ORDER BY seen_at DESC, operator",
+                [target],
+            )
+        return [r[0] for r in rows]
 
     def lessons(self, target: str) -> list[str]:
         """The target's lessons (JSON bodies), most successful first."""

@@ -38,32 +38,54 @@ def _vectorizers() -> tuple[Any, Any]:
     return chars, words
 
 
-def embed(texts: Sequence[str]) -> np.ndarray:
-    """One L2-normalised float32 row per text; an empty text embeds to the zero vector."""
+def _counts(texts: Sequence[str]) -> Any:
+    """The texts' hashed feature counts (sparse), unnormalised."""
+    chars, words = _vectorizers()
+    return chars.transform(texts) + 2.0 * words.transform(texts)
+
+
+def embed(texts: Sequence[str], weights: np.ndarray | None = None) -> np.ndarray:
+    """One L2-normalised float32 row per text; an empty text embeds to the zero vector.
+
+    `weights` (one per feature) scale the counts before normalising: a corpus's inverse document
+    frequencies, so what every text of it shares weighs little (see VectorIndex)."""
     from sklearn.preprocessing import normalize
 
-    chars, words = _vectorizers()
-    matrix = chars.transform(texts) + 2.0 * words.transform(texts)
+    matrix = _counts(texts)
+    if weights is not None:
+        matrix = matrix.multiply(weights.reshape(1, -1)).tocsr()
     rows: np.ndarray = normalize(matrix, norm="l2").toarray().astype(np.float32)
     return rows
 
 
-class VectorIndex:
-    """Exact cosine search over a small corpus (error-tree leaves, knowledge chunks)."""
+def inverse_frequencies(texts: Sequence[str]) -> np.ndarray:
+    """Smoothed inverse document frequency of every feature over `texts` (sklearn's formula)."""
+    present = (_counts(texts) > 0).sum(axis=0).A1
+    weights: np.ndarray = (np.log((1 + len(texts)) / (1 + present)) + 1.0).astype(np.float32)
+    return weights
 
-    def __init__(self, texts: Sequence[str]):
+
+class VectorIndex:
+    """Exact cosine search over a small corpus (error-tree leaves, knowledge chunks).
+
+    `weighted`: features are weighted by their inverse frequency over the corpus, so texts that all
+    share a vocabulary (the operators' descriptions all speak of tables, statements and indexes) are
+    told apart by what only some of them say."""
+
+    def __init__(self, texts: Sequence[str], weighted: bool = False):
         import faiss
 
         self.size = len(texts)
+        self._weights = inverse_frequencies(texts) if weighted and texts else None
         self._index = faiss.IndexFlatIP(DIMENSIONS)
         if texts:
-            self._index.add(embed(texts))
+            self._index.add(embed(texts, self._weights))
 
     def scores(self, text: str) -> np.ndarray:
         """Cosine similarity of `text` to every indexed text, in index order."""
         if not self.size:
             return np.zeros(0, dtype=np.float32)
-        found, ids = self._index.search(embed([text]), self.size)
+        found, ids = self._index.search(embed([text], self._weights), self.size)
         out = np.zeros(self.size, dtype=np.float32)
         out[ids[0]] = found[0]
         return out
@@ -72,5 +94,5 @@ class VectorIndex:
         """The k nearest texts as (position, cosine), best first."""
         if not self.size:
             return []
-        found, ids = self._index.search(embed([text]), min(k, self.size))
+        found, ids = self._index.search(embed([text], self._weights), min(k, self.size))
         return [(int(i), float(s)) for i, s in zip(ids[0], found[0]) if i >= 0]

@@ -8,6 +8,7 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import FindingCode
+from operators.checks.age_history import earlier_age
 from operators.checks.base import Coverage, Judgement, check, rounded, severity_for
 from operators.checks.horizon import held_by, horizon_holders
 from operators.collect.catalog import SequenceRow, WraparoundRow
@@ -190,21 +191,27 @@ class Horizon:
     warning: int
     critical: int
 
-    def judged(self, autovacuum_off: bool, near: float) -> tuple[Severity, str] | None:
-        """The severity and why, or None. Near the hard limit is critical whatever vacuums; close to
-        the freeze limit is a warning only where autovacuum is off for it: then nothing freezes it
-        but the forced vacuums, which come on the server's schedule, not the DBA's. With autovacuum
-        on, reaching the freeze limit is its ordinary work (an anti-wraparound vacuum)."""
+    def judged(
+        self, autovacuum_off: bool, near: float, earlier: int | None = None
+    ) -> tuple[Severity, str] | None:
+        """The severity and why, or None. Near the hard limit is critical whatever vacuums. Close to
+        the freeze limit is a warning where autovacuum cannot keep up: off for it (then nothing
+        freezes it but the forced vacuums, which come on the server's schedule, not the DBA's), or
+        on but the age was already past the limit at the last review (`earlier`) and has risen
+        since. With autovacuum on, reaching the freeze limit is otherwise its ordinary work (an
+        anti-wraparound vacuum, after which the age falls)."""
         hard = f"{self.age / XID_LIMIT:.0%} of the limit"
         if self.age >= self.critical:
             return Severity.CRITICAL, hard
         if self.age >= self.warning:
             return Severity.WARNING, hard
+        share = f"{self.age / self.freeze_max_age:.0%} of {self.setting} ({self.freeze_max_age:,})"
         if autovacuum_off and self.age >= near * self.freeze_max_age:
-            share = self.age / self.freeze_max_age
+            return Severity.WARNING, f"{share} with autovacuum off"
+        if earlier is not None and self.freeze_max_age <= earlier < self.age:
             return (
                 Severity.WARNING,
-                f"{share:.0%} of {self.setting} ({self.freeze_max_age:,}) with autovacuum off",
+                f"{share}, still rising since the last review ({earlier:,}): autovacuum is not keeping up",
             )
         return None
 
@@ -217,15 +224,19 @@ class Horizon:
 )
 def check_wraparound(ctx: OperatorContext) -> Judgement:
     """Transaction-ID and multixact-ID ages of every database and the oldest tables, against the hard
-    limit and, where autovacuum is off for them, against the freeze limit (autovacuum_freeze_max_age).
+    limit and, where autovacuum cannot keep up, against the freeze limit (autovacuum_freeze_max_age):
+    off for them, or (the reviewed database's XID age) past it at the last health review and risen since.
 
     An XID age finding names who holds the xmin horizon: freezing cannot make a table younger
     than the oldest xmin still held (a database's catalogs also wait for logical slots).
     """
     t = ctx.settings.thresholds
     holding_tables = horizon_holders(ctx, database=None, catalogs=False)
+    last = earlier_age(ctx)  # the reviewed database's age at its last health review
+    reviewed = ctx.brief.database if ctx.brief else None
     for row in ctx.workspace.rows(WraparoundRow, "SELECT * FROM wraparound"):
         table = row.scope == "table"
+        earlier = last if last is not None and not table and row.name == reviewed else None
         holding = (
             holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
         )
@@ -247,7 +258,11 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
             if age is None:
                 continue
             horizon = Horizon(setting, age, freeze_max_age, warning, critical)
-            judged = horizon.judged(row.autovacuum_off, t.freeze_max_age_near_ratio)
+            judged = horizon.judged(
+                row.autovacuum_off,
+                t.freeze_max_age_near_ratio,
+                earlier.age if earlier and code == FindingCode.XID_WRAPAROUND_RISK else None,
+            )
             if judged is None:
                 continue
             severity, against = judged
@@ -258,12 +273,18 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
                 setting: freeze_max_age,
                 "autovacuum_off": row.autovacuum_off,
             }
+            if earlier is not None and code == FindingCode.XID_WRAPAROUND_RISK:
+                evidence["earlier_review"] = {
+                    "at": earlier.reviewed_at.isoformat(),
+                    "age": earlier.age,
+                }
             recommendation = (
                 "Run VACUUM (FREEZE) on the oldest tables at a time you choose, and turn autovacuum back on"
                 f" for them: past {setting} the server forces anti-wraparound vacuums on its own schedule."
                 if row.autovacuum_off
                 else "Run VACUUM (FREEZE) on the oldest tables; check for long transactions and stale"
-                " replication slots holding the horizon."
+                " replication slots holding the horizon, and whether autovacuum's anti-wraparound vacuums"
+                " finish (pg_stat_progress_vacuum, autovacuum_vacuum_cost_limit, cancellations in the log)."
             )
             if code == FindingCode.XID_WRAPAROUND_RISK and holding:
                 evidence = {**evidence, "horizon_held_by": held_by(holding)}

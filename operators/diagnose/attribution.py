@@ -26,8 +26,8 @@ from typing import Protocol
 
 from dbcrew.models.report import TimeAttribution, TimeShare
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.evidence import TimeSlice, WindowEvidence, statement_identity
-from operators.diagnose.sampler import EXTENSION_WAITS, WAL_FLUSH_WAITS
+from operators.window.evidence import TimeSlice, WindowEvidence, statement_identity
+from operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
 
 # Fewer active samples than this (under half a session busy over a 5 s window) measure no share:
 # one sample more or less would move a share by several points.

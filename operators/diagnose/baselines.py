@@ -1,7 +1,7 @@
 """The target's latest quiet window, staged as a diagnosis's baseline when no --baseline file is given.
 
 A health review keeps its sampled window as the target's baseline in the shared store when it was
-quiet (roles/report/history.py); before a diagnosis, the latest one is put where the diagnosis
+quiet (roles/report/recording.py); before a diagnosis, the latest one is put where the diagnosis
 looks for it (`steps.baseline_for`), so the abnormal metrics are judged against this target's own
 normal behaviour. Without one, the diagnosis goes on and its report says it had no baseline.
 """
@@ -12,8 +12,8 @@ import logging
 
 from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.workspace import Workspace
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
 from operators.diagnose.steps import STORED_BASELINE_KEY
+from operators.window.evidence import WindowBaseline, WindowEvidence
 
 log = logging.getLogger(__name__)
 

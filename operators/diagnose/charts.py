@@ -6,18 +6,16 @@ from dataclasses import replace
 from typing import Any
 
 from dbcrew.models import Role
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.attribution import attribute
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import Margins, chart_observation, figure, text_width, warm_up
+from operators.figures import TITLE_AT, Margins, chart_observation, figure, text_width, warm_up
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
 # Charts are drawn after the window, on the diagnosis's path, where an overloaded host gives this process
-# a few percent of a core: each CPU-millisecond counts. A title placed at a fixed height skips
-# matplotlib's measuring of every tick label to lift it (a quarter of a panel's drawing, profiled), and
+# a few percent of a core: each CPU-millisecond counts. Titles sit at a fixed height (figures.TITLE_AT), and
 # four value ticks instead of up to nine draw half the tick objects (tick creation is a third).
-TITLE_AT = 1.0
 VALUE_TICKS = 4
 # Small (x-small) tick labels and axis labels: room for them beside and under each panel, a title above.
 CHART_MARGINS = Margins(
@@ -31,6 +29,7 @@ CHART_MARGINS = Margins(
     needs=(FACTS_KEY,),
     produces=("chart_abnormal_metrics",),
     prepare=warm_up,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
 def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
@@ -78,6 +77,7 @@ ATTRIBUTION_MARGINS = Margins(left=0.3, bottom=0.5, top=0.35, right=0.3, between
     needs=(FACTS_KEY,),
     produces=("chart_time_attribution",),
     prepare=warm_up,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
 def paint_time_attribution(ctx: OperatorContext) -> Observation:
     """Bar charts of where the window's active session time went: by wait event, by statement, by relation."""

@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from dbcrew.settings import DiagnosisThresholds, Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
-from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.attribution import (
     commit_flush_share,
     kinds_share,
@@ -28,9 +27,10 @@ from operators.diagnose.attribution import (
     work_share,
     write_shares,
 )
-from operators.diagnose.evidence import TableDelta, WindowEvidence
-from operators.diagnose.plan_issues import StatementPlan
-from operators.diagnose.sampler import EXTENSION_WAITS, WAL_FLUSH_WAITS
+from operators.diagnose.judgements import StatementPlan
+from operators.window.anomaly import AbnormalMetric
+from operators.window.evidence import TableDelta, WindowEvidence
+from operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
 
 
 class Candidate(BaseModel):
@@ -395,7 +395,7 @@ def workload_expert(facts: Facts) -> list[Candidate]:
 
 
 def _plan_candidates(facts: Facts, expert: str, codes: tuple[Cause, ...]) -> list[Candidate]:
-    """One candidate per code from the heaviest statement's plan judgements (operators/diagnose/plans.py),
+    """One candidate per code from the heaviest statement's plan judgements (operators/diagnose/heavy_statements.py),
     as strong as the statement's share of the window's statement time: the statement, its plan node,
     the numbers (per call and the plan's), and what the judgement rests on."""
     levels = facts.thresholds.diagnosis
@@ -541,7 +541,7 @@ def configuration_expert(facts: Facts) -> list[Candidate]:
 
 def vacuum_expert(facts: Facts) -> list[Candidate]:
     """A client's VACUUM competing with the workload, or dead row versions a heavy statement's scans
-    read (its plan judged: operators/diagnose/plan_issues.py)."""
+    read (its plan judged: operators/diagnose/judgements.py)."""
     w, levels = facts.window, facts.thresholds.diagnosis
     dead = _plan_candidates(facts, "vacuum", (FindingCode.DEAD_TUPLES_HIGH,))
     values = w.series.get("act.vacuum") or []

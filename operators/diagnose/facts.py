@@ -9,12 +9,12 @@ from pydantic import BaseModel, Field
 from dbcrew.models.report import CoverageEntry, StatementChange
 from dbcrew.settings import Thresholds
 from dbcrew.targets import PostgresTarget
-from operators.diagnose.anomaly import AbnormalMetric, abnormal_metrics
-from operators.diagnose.evidence import MONITORING, StatementDelta, WindowBaseline, WindowEvidence
 from operators.diagnose.experts import Facts
-from operators.diagnose.plan_issues import StatementPlan
-from operators.diagnose.plans import judge_statements
-from operators.diagnose.sampler import sample_window, sampling_coverage
+from operators.diagnose.heavy_statements import judge_statements
+from operators.diagnose.judgements import StatementPlan
+from operators.window.anomaly import AbnormalMetric, abnormal_metrics
+from operators.window.evidence import MONITORING, StatementDelta, WindowBaseline, WindowEvidence
+from operators.window.live import sample_window, sampling_coverage
 
 TOP_CHANGES = 5
 LEAST_CHANGE_MS = (

@@ -3,7 +3,7 @@
 The diagnosis of an incident (`dbcrew watch`'s, a server's incident run, or `dbcrew diagnose --from
 --to` over an incident) shows its strongest abnormal signals from a while before it to a while
 after, each against the target's usual band, the range its detector judged the passes by
-(operators/watch/picture.py), with the incident's span shaded: what "z 40" looked like. A live
+(operators/window/picture.py), with the incident's span shaded: what "z 40" looked like. A live
 window, an interval read from Prometheus, or one the watcher saw no incident in has no such chart
 (its summary says why); the window-against-baseline chart (charts.py) is drawn either way.
 """
@@ -20,8 +20,8 @@ from dbcrew.vocabulary import Category
 from operators.diagnose.charts import CHART_MARGINS, hide_unused, panel
 from operators.figures import chart_observation, figure, warm_up
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
-from operators.watch.incidents import Z_CLOSE, Z_OPEN
-from operators.watch.picture import IncidentPicture, picture_of
+from operators.window.incidents import Z_CLOSE, Z_OPEN
+from operators.window.picture import IncidentPicture, picture_of
 
 ARTIFACT = "chart_incident"
 CHART = "charts/incident.png"  # in the run's folder

@@ -16,18 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Finding, Role, RootCause, Severity
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
-from operators.diagnose.experts import EXPERTS, Candidate, select_experts
+from operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, Candidate, select_experts
 from operators.diagnose.facts import FactsRecord, gather
-from operators.diagnose.plan_issues import NOT_EXPLAINED
-from operators.diagnose.prometheus import prometheus_facts
-from operators.diagnose.recorded import recorded_facts
-from operators.diagnose.sampler import sample_window
+from operators.diagnose.judgements import NOT_EXPLAINED
+from operators.diagnose.past import prometheus_facts, recorded_facts
 from operators.explain import not_explained
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
+from operators.window.evidence import WindowBaseline, WindowEvidence
+from operators.window.live import sample_window
 
 FACTS_KEY = "anomaly_facts"
 HEALTH_WINDOW_KEY = (
@@ -54,7 +53,12 @@ def _candidates_key(expert: str) -> str:
     return f"candidates_{expert}"
 
 
-@operator(role=Role.EXTRACTOR, category=Category.DIAGNOSE, produces=(FACTS_KEY,))
+@operator(
+    role=Role.EXTRACTOR,
+    category=Category.DIAGNOSE,
+    produces=(FACTS_KEY,),
+    planned_for=frozenset({Scenario.DIAGNOSE}),
+)
 def sample_anomaly_window(ctx: OperatorContext, params: AnomalyWindowParams) -> Observation:
     """Sample statistics deltas, waits and host metrics over the window (or read a past interval's from the watcher's
     samples or from Prometheus), compare them with the baseline, EXPLAIN the heaviest statements."""
@@ -171,6 +175,8 @@ def _expert_operator(expert: str, doc: str) -> None:
         category=Category.DIAGNOSE,
         needs=(FACTS_KEY,),
         produces=(_candidates_key(expert),),
+        signals=EXPERT_SIGNALS[expert][0],
+        knowledge=expert,
     )(fn)
 
 
@@ -199,15 +205,91 @@ def warm_knowledge() -> None:
     knowledge_base().retrieve(["act.active"], "warm", k=1)
 
 
+KNOWLEDGE_KEY = "knowledge_chunks"
+JOINED_KEY = "experts_joined"  # the experts the window called in beyond the planned team
+TOP_CHUNKS = 4  # the chunks the librarian hands on: a few, as D-Bot injects its top chunks
+
+
+class Retrieved(BaseModel):
+    """One knowledge chunk the librarian handed on, and how well it matched the window."""
+
+    name: str
+    code: str
+    expert: str
+    source: str
+    score: float
+
+
+@operator(
+    role=Role.RETRIEVER,
+    category=Category.DIAGNOSE,
+    needs=(FACTS_KEY,),
+    produces=(KNOWLEDGE_KEY,),
+    prepare=warm_knowledge,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
+)
+def retrieve_knowledge(ctx: OperatorContext) -> Observation:
+    """Librarian: the knowledge chunks that best match the window's abnormal metrics and the alert (BM25 over the chunks' metric names, faiss over their text), handed to the experts and the chief."""
+    record = load_facts(ctx)
+    found: list[Retrieved] = []
+    if ctx.settings.ablations.knowledge:
+        matches = knowledge_base().retrieve(
+            [m.name for m in record.abnormal], record.alert, k=TOP_CHUNKS
+        )
+        found = [
+            Retrieved(
+                name=m.chunk.name,
+                code=m.chunk.code,
+                expert=m.chunk.expert,
+                source=m.chunk.source,
+                score=m.score,
+            )
+            for m in matches
+        ]
+    ctx.workspace.put_observation(KNOWLEDGE_KEY, json.dumps([r.model_dump() for r in found]))
+    if not ctx.settings.ablations.knowledge:
+        said = "none (switched off)"
+    else:
+        said = ", ".join(f"{r.name} ({r.score:.2f})" for r in found) or "no chunk matches"
+    return Observation(summary=f"knowledge: {said}", artifacts=[KNOWLEDGE_KEY])
+
+
+def retrieved(ctx: OperatorContext) -> list[Retrieved] | None:
+    """What the librarian handed on; None when no librarian ran (a plan without one)."""
+    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
+    return [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else None
+
+
+class CrossReviewParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team: list[str] | None = Field(
+        None,
+        description="the experts on the plan's team (a plan composed from the alert leaves some out);"
+        " None: every expert is on it",
+    )
+
+
+def joined_experts(record: FactsRecord, team: list[str] | None, present: set[str]) -> list[str]:
+    """Experts the window calls in (its abnormal metrics, the alert's words) that the plan left off the
+    team: the plan was made before the window was seen, so they join now. A planned expert that
+    failed is not one of them: its failure stands as the coverage says."""
+    if team is None:
+        return []
+    engaged = select_experts(record.alert, record.abnormal, record.baseline is not None)
+    return [e for e in engaged if e not in team and _candidates_key(e) not in present]
+
+
 @operator(
     role=Role.TASKER,
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
-    uses=tuple(_candidates_key(e) for e in EXPERTS),
+    uses=(*(_candidates_key(e) for e in EXPERTS), KNOWLEDGE_KEY),
     produces=("root_causes",),
     prepare=warm_knowledge,
+    planned_for=frozenset({Scenario.DIAGNOSE}),
 )
-def cross_review_causes(ctx: OperatorContext) -> Observation:
+def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Observation:
     """Chief DBA: check every expert's candidates against the baseline and the others' evidence; keep the top root causes with solutions."""
     record = load_facts(ctx)
     keys = [_candidates_key(e) for e in EXPERTS]
@@ -215,21 +297,41 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
         f"SELECT key, body FROM observations WHERE key IN ({', '.join('?' for _ in keys)})", keys
     )
     candidates = [Candidate.model_validate(c) for row in rows for c in json.loads(row["body"])]
-    causes, notes = cross_review(candidates, record.facts(ctx.settings.thresholds))
+    facts = record.facts(ctx.settings.thresholds)
+    joined = joined_experts(record, params.team, {row["key"] for row in rows})
+    candidates += [c for expert in joined for c in EXPERTS[expert](facts)]
+    causes, notes = cross_review(candidates, facts)
     kb = knowledge_base()
     abnormal = [m.name for m in record.abnormal]
+    handed = retrieved(ctx)
+    knowing = ctx.settings.ablations.knowledge
     root_causes, findings = [], []
     for cause in causes:
-        chunk = kb.for_code(cause.code)
-        related = kb.retrieve(
-            abnormal, f"{record.alert} {cause.code.replace('_', ' ')}", k=2, expert=cause.expert
-        )
+        chunk = kb.for_code(cause.code) if knowing else None
+        if handed is None:  # no librarian on the team: the chief looks the knowledge up itself
+            related = [
+                m.chunk.source
+                for m in kb.retrieve(
+                    abnormal,
+                    f"{record.alert} {cause.code.replace('_', ' ')}",
+                    k=2,
+                    expert=cause.expert,
+                )
+            ]
+        else:  # the librarian's chunks that concern this cause's expert
+            related = [r.source for r in handed if r.expert == cause.expert]
+        related = related if knowing else []
         evidence = {
             **cause.evidence,
             "expert": cause.expert,
             "supported_by": cause.supported_by,
             **({"share_of_active_time": cause.time_share} if cause.time_share is not None else {}),
-            "knowledge": [m.chunk.source for m in related] or ([chunk.source] if chunk else []),
+            "knowledge": list(dict.fromkeys(related)) or ([chunk.source] if chunk else []),
+            **(
+                {"joined": "called in by the window: not on the team planned from the alert"}
+                if cause.expert in joined
+                else {}
+            ),
         }
         solution = chunk.solution if chunk else ""
         root_causes.append(
@@ -254,12 +356,16 @@ def cross_review_causes(ctx: OperatorContext) -> Observation:
             )
         )
     ctx.workspace.put_observation("review_notes", json.dumps([n.model_dump() for n in notes]))
+    ctx.workspace.put_observation(JOINED_KEY, json.dumps(joined))
     summary = (
         ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
         or "no root cause above the reporting confidence"
     )
+    called = (
+        f"; experts the window called in beyond the plan: {', '.join(joined)}" if joined else ""
+    )
     return Observation(
-        summary=f"cross review: {summary}",
+        summary=f"cross review: {summary}{called}",
         findings=findings,
         root_causes=root_causes,
         artifacts=["root_causes"],

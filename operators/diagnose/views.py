@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbcrew.models import Role
 from dbcrew.redact import redact
 from dbcrew.vocabulary import Category
-from operators.diagnose.evidence import WindowEvidence
 from operators.diagnose.facts import FactsRecord
 from operators.knowledge import knowledge_base
 from operators.registry import Observation, Surface, operator
+from operators.window.evidence import WindowEvidence
 
 STATS = ("mean", "peak", "min", "median", "baseline_median")
 VIEW = frozenset({Surface.DIAGNOSIS})

@@ -3,7 +3,7 @@
 A `TargetWatch` keeps what a pass needs from the last one (the counters, statements and tables
 read then, the host probe, the vacuum progress) and one read-only session that outlives its
 backend (dbcrew.targets.Resumable: a session an administrator ends is resumed within the pass).
-Each pass is the reads of operators/diagnose/sampler.py, not a copy of them: the cumulative
+Each pass is the reads of operators/window/readers.py, not a copy of them: the cumulative
 counters (`read_counters`), the pg_stat_activity samples since the last pass
 (operators/watch/session_sampler.py: one a second between passes) and the pass's own, tallied by
 state, wait event, blocker and time slice (`ActivityTally`, kept as the pass's `SessionTime`), the
@@ -28,23 +28,11 @@ import psycopg
 from dbcrew.models import Brief
 from dbcrew.targets import PostgresTarget, Resumable
 from operators.collect.probe import read_brief
-from operators.diagnose.evidence import MONITORING, TableDelta, statement_identity
-from operators.diagnose.sampler import (
-    SETTINGS,
-    SETTINGS_SQL,
-    STARTED,
-    HostProbe,
-    VacuumProgress,
-    read_counters,
-    read_statements,
-    read_tables,
-    sessions,
-    statement_deltas,
-    table_deltas,
-)
 from operators.held import Held
 from operators.stat_views import TABLE_STATS, reset_between
-from operators.watch.passes import (
+from operators.watch.session_sampler import SESSION_STEP, SessionSampler
+from operators.window.evidence import MONITORING, TableDelta, statement_identity
+from operators.window.passes import (
     TABLE_COUNTERS,
     TOP_RUNNING,
     TOP_STATEMENTS,
@@ -55,8 +43,19 @@ from operators.watch.passes import (
     digest,
     rounded,
 )
-from operators.watch.session_sampler import SESSION_STEP, SessionSampler
-from operators.watch.session_time import session_time_of
+from operators.window.readers import (
+    STARTED,
+    HostProbe,
+    VacuumProgress,
+    read_counters,
+    read_settings,
+    read_statements,
+    read_tables,
+    sessions,
+    statement_deltas,
+    table_deltas,
+)
+from operators.window.session_time import session_time_of
 
 STATEMENT_TIME = "stmt.exec_time"  # milliseconds of statement execution finished per second, all statements together
 
@@ -248,11 +247,6 @@ class TargetWatch:
     def stored_texts(self, texts: dict[str, str]) -> None:
         """The texts a pass named are in the store now: later passes name them by digest only."""
         self.known_texts.update(texts)
-
-
-def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
-    """The settings a diagnosis judges by (sync commit, fsync, memory), as the target has them now."""
-    return {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
 
 
 def busiest(tables: list[TableDelta], seconds: float) -> list[TableDelta]:

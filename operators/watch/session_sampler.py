@@ -5,7 +5,7 @@ instant, too few samples for a share of the time: a past interval's diagnosis co
 its time to statements and relations as a live one does. So between passes a thread samples the
 target's sessions every `step` seconds (1 s at the default interval, as pg_ash does; at least
 MIN_PER_PASS per pass at a shorter one) into one `ActivityTally`, the live sampler's
-(operators/diagnose/sampler.py), and the next pass takes the tally and starts a new one.
+(operators/window/readers.py), and the next pass takes the tally and starts a new one.
 
 The thread (one per watched target, asleep between its samples) reads on the pass's own session
 (no second connection per target), under a lock the pass holds for its reads. A sample that fails (the target went away: the pass then fails too and
@@ -23,7 +23,7 @@ import psycopg
 
 from dbcrew.errors import TargetError
 from dbcrew.targets import Resumable
-from operators.diagnose.sampler import ActivityTally, sessions
+from operators.window.readers import ActivityTally, sessions
 
 SESSION_STEP = 1.0  # seconds between two session samples at the default interval (pg_ash's rate)
 MIN_PER_PASS = 5  # session samples per pass at the least, at a shorter interval

@@ -39,9 +39,10 @@ from dbcrew.vocabulary import Route, Scenario
 from dbcrew.workspace import Workspace
 from operators.docs import Hit, best_sentences, docs_index, manual_folder
 from operators.lookups import CatalogueNames, catalogue_names
-from roles.ask.instance import MissingSlot, fill_slots, invocation, invoke
+from roles.ask import catalogue_wide
+from roles.ask.instance import MissingSlot, fill_slots, invocation, invoke, recorded
 from roles.ask.llm import react, written
-from roles.ask.routing import router, write_request
+from roles.ask.routing import asks_method, router, write_request
 from roles.brains.openai import OpenAIBrain
 from roles.diagnosis.snapshots import Snapshots
 
@@ -138,6 +139,15 @@ def _answer(
     route = router().route(
         question, fill_slots(question, names).objects_masked if names is not None else None
     )
+    if (
+        route in (Route.GENERAL, Route.PRODUCT)
+        and names is not None
+        and not asks_method(question)
+        and catalogue_wide.recognized(question, _names_object(question, names)) is not None
+    ):
+        route = (
+            Route.INSTANCE
+        )  # "do any tables carry a non-default fillfactor?" asks about the target's tables
     if route is Route.UNSAFE:
         request = write_request(question)
         reason = READ_ONLY + (f" The request: {request!r}." if request else "")
@@ -241,6 +251,9 @@ def _instance(
         )
     snapshots = Snapshots(_AskStore(workspace), prefix=f"ask-{uuid.uuid4().hex[:8]}:")
     ran: ToolCall | None = None
+    wide = catalogue_wide.recognized(question, _names_object(question, names))
+    if wide is not None:
+        return _over_every_table(question, conn, names, wide, snapshots, brain_name, llm)
     try:
         call = invocation(question, names, router())
     except MissingSlot as exc:
@@ -253,8 +266,52 @@ def _instance(
                 f"look-up {call.lookup.value} rejected its parameters: {exc.errors()[0]['msg']}"
             ) from None
     rules = Answer(route=Route.INSTANCE, answer=text, tools=[ran] if ran else [], brain=brain_name)
+    return _with_llm(question, conn, names, rules, snapshots, llm)
+
+
+def _names_object(question: str, names: CatalogueNames) -> bool:
+    slots = fill_slots(question, names)
+    return slots.table is not None or slots.index is not None
+
+
+def _over_every_table(
+    question: str,
+    conn: psycopg.Connection[Any],
+    names: CatalogueNames,
+    wide: catalogue_wide.WideQuestion,
+    snapshots: Snapshots,
+    brain_name: str,
+    llm: OpenAIBrain | None,
+) -> Answer:
+    """A question over the whole catalogue: the property's look-ups chained over every table, one
+    tool call each (its observation the combined answer)."""
+    found = catalogue_wide.answer(conn, wide)
+    tools = [
+        recorded(
+            done.lookup.value,
+            {"tables": "every table", "read": len(done.rows), "of": done.total},
+            found.text,
+            snapshots,
+        )
+        for done in found.looked_up
+    ]
+    rules = Answer(route=Route.INSTANCE, answer=found.text, tools=tools, brain=brain_name)
+    return _with_llm(question, conn, names, rules, snapshots, llm)
+
+
+def _with_llm(
+    question: str,
+    conn: psycopg.Connection[Any],
+    names: CatalogueNames,
+    rules: Answer,
+    snapshots: Snapshots,
+    llm: OpenAIBrain | None,
+) -> Answer:
+    """The rules' answer, and with the LLM brain what the model adds to it."""
     if llm is None:
         return rules
+    ran = rules.tools[0] if rules.tools else None
+    text = rules.answer
     added, brain_name = _by_llm(
         "look-up answer",
         llm,

@@ -163,10 +163,16 @@ def invoke(
     look_up = get(operator)
     valid = look_up.params_model.model_validate(params).model_dump()
     text = look_up.run(conn, valid).summary
-    call = ToolCall(operator=operator, params=valid, observation=text)
+    return recorded(operator, valid, text, snapshots), text
+
+
+def recorded(operator: str, params: dict[str, Any], text: str, snapshots: Snapshots) -> ToolCall:
+    """The answer's record of one look-up's call: an observation longer than OBSERVATION_LIMIT cut,
+    the whole kept in `snapshots` and referred to by its store key."""
+    call = ToolCall(operator=operator, params=params, observation=text)
     if len(text) > OBSERVATION_LIMIT:
         key = snapshots.stored_key(snapshots.keep(text))
         call = call.model_copy(
             update={"observation": text[: OBSERVATION_LIMIT - 1] + "…", "observation_key": key}
         )
-    return call, text
+    return call

@@ -357,6 +357,11 @@ class Router:
         ]
 
 
+def asks_method(question: str) -> bool:
+    """Whether the question asks how to do something ("how do I ...", "what's the best way to ...")."""
+    return bool(_HOW_TO.match(question))
+
+
 @lru_cache(maxsize=2)
 def router(path: Path = QUESTIONS) -> Router:
     """The trained router: from the cache when this version of the questions was trained before."""

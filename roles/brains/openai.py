@@ -137,6 +137,8 @@ class OpenAIBrain(Brain):
             "scenario": request.scenario,
             "brief": request.brief.model_dump(),
             "catalogue": _catalogue(request),
+            "alert": request.alert,
+            "constraints": request.constraints,
         }
         return self._or_fallback(
             "plan",

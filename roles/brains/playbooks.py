@@ -53,8 +53,12 @@ def team_for(tasks: list[TaskSpec], catalogue: list[CatalogueEntry]) -> list[Age
 
 
 def strategy_from_operators(
-    operators: list[str], catalogue: list[CatalogueEntry], rationale: str
+    operators: list[str],
+    catalogue: list[CatalogueEntry],
+    rationale: str,
+    why: dict[str, str] | None = None,
 ) -> Strategy:
+    """One agent per role, one task per operator; `why` says why each is on the team."""
     entries = {e.name: e for e in catalogue}
     tasks = [
         TaskSpec(
@@ -62,6 +66,7 @@ def strategy_from_operators(
             agent=ROLE_AGENTS[entries[name].role][0],
             operator=name,
             optional=entries[name].category is not Category.COLLECT,
+            why=(why or {}).get(name, ""),
         )
         for name in operators
     ]
@@ -78,10 +83,16 @@ PLAYBOOKS: dict[Scenario, tuple[Category, ...]] = {
 EXPERT_PREFIX = "expert_"
 
 
-def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Strategy:
+def diagnose_team(
+    operators: list[str],
+    catalogue: list[CatalogueEntry],
+    rationale: str = "",
+    why: dict[str, str] | None = None,
+) -> Strategy:
     """The diagnosis crew: a collector, one tasker per expert (its own operator and knowledge), the
-    chief DBA who cross-reviews, a painter. Experts stand down at run time when neither the alert
-    nor an abnormal metric concerns them (the abnormal metrics exist only once the window is sampled)."""
+    chief DBA who cross-reviews, a painter, and a health checker for the checks a composed plan adds.
+    Experts stand down at run time when neither the alert nor an abnormal metric concerns them (the
+    abnormal metrics exist only once the window is sampled)."""
     entries = {e.name: e for e in catalogue}
 
     def agent_of(name: str) -> AgentSpec:
@@ -93,7 +104,7 @@ def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Stra
                 goal=entries[name].description,
                 tools=[name],
             )
-        if entries[name].role is Role.TASKER:
+        if entries[name].role is Role.TASKER and entries[name].category is Category.DIAGNOSE:
             return AgentSpec(
                 name="chief-dba",
                 role=Role.TASKER,
@@ -116,7 +127,25 @@ def diagnose_team(operators: list[str], catalogue: list[CatalogueEntry]) -> Stra
                 agent=agent.name,
                 operator=name,
                 optional=entries[name].role is Role.PAINTER,
+                why=(why or {}).get(name, ""),
             )
         )
-    rationale = f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
+    experts = [n.removeprefix(EXPERT_PREFIX) for n in operators if n.startswith(EXPERT_PREFIX)]
+    every = [
+        e.name.removeprefix(EXPERT_PREFIX) for e in catalogue if e.name.startswith(EXPERT_PREFIX)
+    ]
+    if len(experts) < len(every):
+        # The chief is told who is on the team: the experts the window calls in beyond it join there.
+        tasks = [
+            t.model_copy(update={"params": {"team": experts}})
+            if entries[t.operator].role is Role.TASKER
+            and entries[t.operator].category is Category.DIAGNOSE
+            and not t.operator.startswith(EXPERT_PREFIX)
+            else t
+            for t in tasks
+        ]
+    rationale = (
+        rationale
+        or f"diagnose playbook: {sum(n.startswith(EXPERT_PREFIX) for n in operators)} experts, cross review, charts"
+    )
     return Strategy(team=list(team.values()), tasks=wire(tasks, catalogue), rationale=rationale)

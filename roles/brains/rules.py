@@ -1,15 +1,20 @@
-"""The offline brain: scenario playbooks (roles/brains/playbooks.py) pruned by the brief, deterministic repairs and edits."""
+"""The offline brain: a team composed from the alert (roles/brains/composing.py), the scenario playbooks
+(roles/brains/playbooks.py) pruned by the brief as its fallback, deterministic repairs and edits."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Callable
+from typing import TypeVar
 
-from dbcrew.llm.base import Brain
+from dbcrew.llm.base import Brain, BrainError
 from dbcrew.models import Finding, Strategy, TaskSpec
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE
 from dbcrew.models.report import CoverageEntry, CoverageStatus, GlobalStateRecord
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
+from roles.brains.composing import Composition, close_over_needs, compose
 from roles.brains.playbooks import (
     PLAYBOOKS,
     agent_for,
@@ -18,12 +23,72 @@ from roles.brains.playbooks import (
     team_for,
     wire,
 )
+from roles.brains.team_fit import team_problems
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# The objections a refit answers (roles/brains/team_fit.py), rather than the validators' repairs.
+FIT_KINDS = frozenset({ProblemKind.MISSING_CHECK, ProblemKind.IDLE_AGENT})
 
 
 class RulesBrain(Brain):
     name = "rules"
 
+    def __init__(self, composing: bool = True, why_not: str = "") -> None:
+        super().__init__()
+        self.composing = composing
+        self.why_not = why_not or "plan composition switched off"
+
+    def with_fallback(self, what: str, attempt: Callable[[Brain], T]) -> T:
+        """A composed plan that reflection could not make valid is planned again by the playbook; the
+        playbook's own failure propagates (the rules have nothing further to fall back to)."""
+        if not self.composing:
+            return attempt(self)
+        try:
+            return attempt(self)
+        except BrainError as exc:
+            log.warning(
+                "the composed plan could not %s (%s); the playbook planned instead", what, exc
+            )
+            fallback = RulesBrain(
+                composing=False, why_not=f"the composed plan could not be made valid: {exc}"
+            )
+            fallback.usage = self.usage
+            return attempt(fallback)
+
     def plan(self, request: PlanRequest) -> Strategy:
+        """The team the alert calls for; the scenario's playbook when there is no alert, it matches
+        nothing, composition is off, or the composed plan could not be made valid (`with_fallback`):
+        the plan's rationale says which."""
+        composed = (
+            compose(request)
+            if request.compose and self.composing
+            else (self.why_not if request.compose else "plan composition switched off")
+        )
+        if isinstance(composed, Composition):
+            return self.composed(request, composed)
+        return self.playbook(request, fallback=composed)
+
+    def composed(self, request: PlanRequest, composition: Composition) -> Strategy:
+        constraints = (
+            f"; constraints: {'; '.join(request.constraints)}" if request.constraints else ""
+        )
+        matched = composition.matched
+        rationale = (
+            f"composed from the alert: it matched {matched} operator{'s' if matched != 1 else ''};"
+            f" {len(composition.operators)} planned with what they need and what every"
+            f" {request.scenario} plan carries{constraints}"
+        )
+        if request.scenario is Scenario.DIAGNOSE:
+            return diagnose_team(
+                composition.operators, request.catalogue, rationale, composition.why
+            )
+        return strategy_from_operators(
+            composition.operators, request.catalogue, rationale, composition.why
+        )
+
+    def playbook(self, request: PlanRequest, fallback: str = "") -> Strategy:
+        """The scenario's fixed playbook over what the target can run, each task told why (`fallback`: why not composed)."""
         categories = PLAYBOOKS[request.scenario]
         # The catalogue the brain sees is already pruned to what the target can run; among
         # equivalent operators the playbook takes the primary one.
@@ -32,18 +97,29 @@ class RulesBrain(Brain):
             for e in request.catalogue
             if e.category in categories and e.equivalent_of is None
         ]
+        why = {
+            e.name: f"the {request.scenario} playbook's {e.category} operators"
+            for e in request.catalogue
+            if e.name in chosen
+        }
         if request.scenario is Scenario.DIAGNOSE:
-            return diagnose_team(chosen, request.catalogue)
+            strategy = diagnose_team(chosen, request.catalogue, why=why)
+            return strategy.model_copy(
+                update={"rationale": f"{strategy.rationale} (not composed: {fallback})"}
+            )
         rationale = (
             f"{request.scenario} playbook: {len(chosen)} operators over {', '.join(categories)},"
             f" pruned to what {request.brief.current_user} can run on PostgreSQL {request.brief.server_version}"
-        )
-        return strategy_from_operators(chosen, request.catalogue, rationale)
+        ) + (f" (not composed: {fallback})" if fallback else "")
+        return strategy_from_operators(chosen, request.catalogue, rationale, why)
 
     def reflect(
         self, request: PlanRequest, strategy: Strategy, problems: list[Problem]
     ) -> Strategy:
-        """Drop tasks naming unknown operators, reset rejected parameters, reassign agents, rewire needs."""
+        """Drop tasks naming unknown operators, reset rejected parameters, reassign agents, rewire needs;
+        a team that does not fit the run (roles/brains/team_fit.py) is refitted instead."""
+        if problems and all(p.kind in FIT_KINDS for p in problems):
+            return self.refit(request, strategy, problems)
         entries = {e.name: e for e in request.catalogue}
         bad_params = {p.task_id for p in problems if p.kind is ProblemKind.BAD_PARAMS}
         tasks = []
@@ -69,8 +145,33 @@ class RulesBrain(Brain):
             round=strategy.round + 1,
         )
 
+    def refit(self, request: PlanRequest, strategy: Strategy, problems: list[Problem]) -> Strategy:
+        """The team with every missing operator added (and what it needs), idle agents gone; the
+        tasks already planned keep their parameters and reasons."""
+        entries = {e.name: e for e in request.catalogue}
+        chosen = {t.operator: t.why for t in strategy.tasks if t.operator in entries}
+        for problem in problems:
+            if problem.kind is ProblemKind.MISSING_CHECK and problem.task_id in entries:
+                chosen.setdefault(problem.task_id, f"added by reflection: {problem.message}")
+        closed = close_over_needs(chosen, request.catalogue) or chosen
+        order = [e.name for e in request.catalogue if e.name in closed]
+        if request.scenario is Scenario.DIAGNOSE:
+            refitted = diagnose_team(order, request.catalogue, strategy.rationale, closed)
+        else:
+            refitted = strategy_from_operators(order, request.catalogue, strategy.rationale, closed)
+        kept = {t.id: t for t in strategy.tasks}
+        tasks = [
+            t.model_copy(update={"params": kept[t.id].params})
+            if t.id in kept and not t.params
+            else t
+            for t in refitted.tasks
+        ]
+        return refitted.model_copy(update={"tasks": tasks, "round": strategy.round + 1})
+
     def critique(self, request: PlanRequest, strategy: Strategy) -> list[Problem]:
-        return []
+        """Does the team fit the run (its signals, the scenario's declared operators, no idle agent); asked
+        before the run only."""
+        return team_problems(request, strategy) if request.before_run else []
 
     def recommend(
         self, alert: Alert, leaf: str, action: Action, state: GlobalStateRecord | None = None
@@ -90,6 +191,7 @@ class RulesBrain(Brain):
                         e
                         for e in request.catalogue
                         if e.name != failed.operator
+                        and all(c.operator != e.name for c in request.failed_before)
                         and e.produces == entries[failed.operator].produces
                         and (
                             e.equivalent_of == failed.operator

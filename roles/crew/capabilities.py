@@ -118,6 +118,22 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
     return caps
 
 
+def plan_constraints(brief: Brief, seconds: float) -> list[str]:
+    """What a plan must fit, as the planner is told it: the time the run has, the role's privileges
+    and what the target lacks (operators needing it are already pruned; the rest see less)."""
+    constraints = [f"answer due within {seconds:.0f} s"]
+    if not brief.can_read_all_stats:
+        constraints.append(
+            f"role {brief.current_user} lacks pg_read_all_stats: other roles' sessions and statements are hidden"
+        )
+    constraints += [
+        f"no {name}: {cause.detail}" for name, cause in missing_capabilities(brief).items()
+    ]
+    if brief.in_recovery:
+        constraints.append("the target is a standby in recovery: read-only, no WAL of its own")
+    return constraints
+
+
 def privilege_notes(brief: Brief) -> list[str]:
     """A warning when the review runs with more rights than it needs: a superuser plans other users'
     statements and reads every catalog with rights a mistake (or a hostile object) could use."""

@@ -72,4 +72,9 @@ def make_plan(
 
 
 def as_plan_request(request: ReplanRequest) -> PlanRequest:
-    return PlanRequest(scenario=request.scenario, brief=request.brief, catalogue=request.catalogue)
+    return PlanRequest(
+        scenario=request.scenario,
+        brief=request.brief,
+        catalogue=request.catalogue,
+        before_run=False,
+    )

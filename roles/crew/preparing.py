@@ -2,7 +2,7 @@
 
 A review's window collectors spend the window asleep between samples, and the tasks that come after
 the window (the painters' charts) are what the report waits for. The window's host readings leave
-this process's own CPU out (operators/diagnose/sampler.py, HostProbe), so preparing meanwhile does
+this process's own CPU out (operators/window/readers.py, HostProbe), so preparing meanwhile does
 not read as the target host's load. An operator names its preparation
 (`Operator.prepare`, e.g. loading matplotlib: ~0.5 s of imports and ~0.4 s of font and canvas set-up
 on 2 cores); the execute phase starts it in a background thread when the plan begins, so it happens

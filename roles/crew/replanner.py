@@ -15,6 +15,12 @@ that does not lower it is dropped and recorded; a supporting edit (an added agen
 task) stays only if the plan without it scores worse. Accepted edits are applied to a copy of the
 old strategy, and the result is validated like any plan (and reflected on, when reflection is on).
 Without gap narrowing (an ablation) the brain's whole proposal is taken, and the crew reruns everything.
+
+Memory comes first. A lesson for the failed operator and its error class on this target (recalled
+by the caller) is applied as the re-plan's edit without asking the brain, through the same
+gap-narrow rules and improvement check; the brain is asked only when no remembered fix improves the
+plan. And the run's short-term memory is read: a plan that brings back a call that already failed in
+this run (`request.failed_before`) does not improve on it, so no re-plan repeats a failed fix.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dbcrew.models import Strategy
 from dbcrew.models.crew import ReplanRequest
 from dbcrew.models.plan import EditKind, PlanEdit
 from dbcrew.vocabulary import EditSource
+from roles.crew.memory import Lesson, apply_lessons, repeats
 from roles.crew.planner import as_plan_request, reflect_until_valid
 from roles.crew.validators import validate
 
@@ -214,7 +221,8 @@ SUPPORTING = (EditKind.ADD_AGENT, EditKind.INSERT)
 
 
 def score(request: ReplanRequest, strategy: Strategy) -> tuple[int, int]:
-    """Lower is better: (1 while the failed task would run again exactly as it failed, the validators' problems)."""
+    """Lower is better: (1 while the failed task would run again exactly as it failed, or the plan
+    brings back a call that already failed in this run; the validators' problems)."""
     failed = request.strategy.task(request.failed)
     same = next((t for t in strategy.tasks if t.id == failed.id), None)
     still = same is not None and (same.operator, same.agent, same.params, same.needs) == (
@@ -223,7 +231,13 @@ def score(request: ReplanRequest, strategy: Strategy) -> tuple[int, int]:
         failed.params,
         failed.needs,
     )
-    return int(still), len(validate(strategy, request.catalogue))
+    done = set(request.completed)
+    again = any(
+        repeats(t, request.failed_before)
+        for t in strategy.tasks
+        if t.id not in done and t not in request.strategy.tasks
+    )
+    return int(still or again), len(validate(strategy, request.catalogue))
 
 
 def improving(request: ReplanRequest, edits: list[PlanEdit]) -> tuple[list[PlanEdit], list[str]]:
@@ -267,14 +281,39 @@ def replan(
     gap_narrow: bool = True,
     reflection: bool = True,
     max_regenerations: int = 2,
+    remembered: list[Lesson] | None = None,
 ) -> Replanned:
-    """The re-planned strategy; one the brain cannot make valid becomes the rules brain's, through its fall-back."""
+    """The re-planned strategy: a `remembered` fix (long-term memory: the failed operator's lessons for its
+    error class) when one improves the plan, else the brain's; one the brain cannot make valid becomes
+    the rules brain's, through its fall-back."""
+    if remembered and gap_narrow:
+        from_memory = _remembered(request, remembered)
+        if from_memory is not None:
+            return from_memory
     return brain.with_fallback(
         "re-plan",
         lambda planner: _replan(
             planner, request, max_rounds, gap_narrow, reflection, max_regenerations
         ),
     )
+
+
+def _remembered(request: ReplanRequest, lessons: list[Lesson]) -> Replanned | None:
+    """The first remembered fix that the gap-narrow rules accept and that improves the plan, applied to
+    the failed task; None when none does."""
+    for lesson in lessons:
+        _, edits = apply_lessons(request.strategy, [lesson], request.catalogue, request.failed)
+        accepted, refused = narrow(request, edits)
+        kept, dropped = improving(request, accepted)
+        if not kept:
+            continue
+        strategy = request.strategy.apply_all(kept)
+        return Replanned(
+            strategy=strategy.model_copy(update={"round": request.strategy.round + 1}),
+            edits=kept,
+            rejected=refused + dropped,
+        )
+    return None
 
 
 def _replan(

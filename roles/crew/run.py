@@ -6,125 +6,45 @@ these steps call nothing above them, so the same steps run as Prefect flows or a
 
 from __future__ import annotations
 
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
-from pathlib import Path
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field
 
 from dbcrew import stopping
-from dbcrew.deadline import CpuClock, Deadline
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief, Finding, Strategy, TaskSpec
-from dbcrew.models.crew import PlanRequest, Recommendation, ReplanRequest
+from dbcrew.models.crew import FailedCall, PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.plan import PlanEdit
-from dbcrew.models.report import CoverageEntry, Phases, SkipKind
-from dbcrew.models.request import ReviewRequest, TargetURL
-from dbcrew.targets import PostgresTarget
+from dbcrew.models.report import CoverageEntry, CoverageStatus, Phases, SkipCause, SkipKind
 from dbcrew.vocabulary import Scenario, TaskStatus
 from dbcrew.workspace import Workspace
-from error_tree import load_tree
+from operators.checks.age_history import stage_earlier_age
 from operators.collect import probe
 from operators.diagnose.baselines import stage_stored_baseline
-from operators.registry import OperatorContext, catalogue
-from roles.brains import make_brain
+from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
+from roles.brains.team_fit import uncovered
+from roles.crew.capabilities import plan_constraints, prune
+from roles.crew.context import RunContext, operator_context
 from roles.crew.execution import ExecutionResult, ExecutionState, FutureRunner, execute
 from roles.crew.faults import FaultInjector, damage_plan
 from roles.crew.memory import (
     Lesson,
+    LongTermMemory,
+    UnfixedError,
     apply_lessons,
+    failed_calls,
     from_memory,
     lessons_from,
     recall,
     remember_run,
+    remembered_fixes,
     target_identity,
+    unfixed_from,
 )
-from roles.crew.monitor import Monitor
 from roles.crew.planner import make_plan
 from roles.crew.replanner import replan
-from roles.crew.worker import TaskOutcome, await_target, perform
-
-
-class RunContext(ReviewRequest):
-    """A request being run: its options (ReviewRequest's, declared there once) and what the run adds.
-
-    Its serialized form is password-free (it is a flow parameter). Two things travel only in
-    process, as private attributes pydantic never dumps: the target's password (inside `target`)
-    and the run's one brain (`shared_brain`). Prefect hands a subflow's parameters over by
-    reference and keeps private attributes when it rebuilds a model, so every phase of the run,
-    Prefect subflow or plain call, asks the same brain.
-    """
-
-    target: TargetURL
-    run_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
-    out_dir: Path
-    link: str = Field(
-        "", description="where to see the run: the Prefect UI page of its flow run, when known"
-    )
-    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    _brain: Brain | None = PrivateAttr(default=None)
-    _clock: CpuClock = PrivateAttr(default_factory=CpuClock.start)
-
-    @classmethod
-    def of(
-        cls, request: ReviewRequest, target: PostgresTarget, out_dir: Path, link: str = ""
-    ) -> RunContext:
-        """The run of `request` on `target` (resolved from its URL or secret), writing into `out_dir`."""
-        options = {
-            name: getattr(request, name) for name in ReviewRequest.model_fields
-        }  # by reference: the password stays
-        return cls.model_validate(
-            {**options, "target": target, "target_secret": None, "out_dir": out_dir, "link": link}
-        )
-
-    @property
-    def shared_brain(self) -> Brain:
-        """The run's one brain, made on first use: its usage and fall-backs add up over every phase."""
-        if self._brain is None:
-            self._brain = make_brain(self.brain)
-        return self._brain
-
-    @property
-    def deadline(self) -> Deadline:
-        """When the run's answer is due: its window plus `deadline_after_window_seconds`, from its start."""
-        s = self.settings
-        return Deadline.after(
-            self.started_at,
-            s.window_seconds + s.deadline_after_window_seconds,
-            s.deadline_reserve_seconds,
-        )
-
-    @property
-    def clock(self) -> CpuClock:
-        """The CPU this process spent since the run started (in this process), for the coverage."""
-        return self._clock
-
-    @property
-    def workspace_path(self) -> Path:
-        return self.out_dir / "workspace.duckdb"
-
-    @property
-    def worker_retries(self) -> int:
-        """Self-corrections a worker may make: none when reflection is switched off."""
-        return self.settings.worker_retries if self.settings.ablations.reflection else 0
-
-    def monitor(self) -> Monitor | None:
-        """The monitor, or None when it is switched off (a failed task then just fails)."""
-        if not self.settings.ablations.monitor:
-            return None
-        target = self.target
-        reads_memory = (
-            self.settings.ablations.memory
-        )  # the run's short-term memory, read while it runs
-        return Monitor(
-            load_tree,
-            self.shared_brain,
-            await_target=(lambda budget: await_target(target, budget)) if reads_memory else None,
-            outage_budget=self.settings.outage_wait_seconds,
-        )
+from roles.crew.worker import TaskOutcome, perform
 
 
 class Initialized(BaseModel):
@@ -137,6 +57,10 @@ class Initialized(BaseModel):
     edits: list[PlanEdit] = Field(
         default_factory=list, description="lessons from long-term memory applied to the plan"
     )
+    unfixed: list[UnfixedError] = Field(
+        default_factory=list,
+        description="errors earlier runs left unfixed on this target (long-term memory)",
+    )
 
 
 class ReplanOutcome(BaseModel):
@@ -146,23 +70,11 @@ class ReplanOutcome(BaseModel):
     regenerations: int = 0
 
 
-def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
-    return OperatorContext(
-        target=run.target,
-        workspace=Workspace(run.workspace_path),
-        settings=run.settings,
-        brief=brief,
-        run_dir=run.out_dir,
-        interval=run.interval,
-        prometheus=run.prometheus,
-    )
-
-
 def planning_brain(run: RunContext) -> Brain:
     """Who plans the run: the run's brain, except for a live diagnosis, whose evidence is the window
     it samples now. The anomaly it is asked about may be over by the time a model has planned and
-    critiqued (7.5 minutes with a small local model on 2 cores), so its plan is the rules' playbook
-    and sampling starts at once; the model's part in a diagnosis, its experts, comes after."""
+    critiqued (7.5 minutes with a small local model on 2 cores), so the rules plan it (the team the
+    alert calls for, else the playbook) and sampling starts at once; the model's part in a diagnosis, its experts, comes after."""
     if run.scenario is Scenario.DIAGNOSE and run.interval is None:
         return RulesBrain()
     return run.shared_brain
@@ -178,8 +90,21 @@ def initialize(run: RunContext) -> Initialized:
             target_identity(run.target, brief),
             run.settings.store_url,
         )
+    if run.scenario is Scenario.HEALTH:
+        stage_earlier_age(
+            Workspace(run.workspace_path),
+            target_identity(run.target, brief),
+            run.settings.store_url,
+        )
     caps = prune(brief, catalogue())
-    request = PlanRequest(scenario=run.scenario, brief=brief, catalogue=caps.available)
+    request = PlanRequest(
+        scenario=run.scenario,
+        brief=brief,
+        catalogue=caps.available,
+        constraints=plan_constraints(brief, run.deadline.left()),
+        alert=run.settings.alert,
+        compose=run.settings.ablations.composition,
+    )
     planned = make_plan(
         planning_brain(run),
         request,
@@ -190,21 +115,42 @@ def initialize(run: RunContext) -> Initialized:
     strategy, rounds = planned.strategy, len(planned.rounds)
     identity = ""
     edits: list[PlanEdit] = []
+    unfixed: list[UnfixedError] = []
     if run.settings.ablations.memory:
         identity = target_identity(run.target, brief)
-        lessons: list[Lesson] = from_memory(
-            run.settings.store_url, lambda memory: recall(memory, identity, strategy), []
-        )
+
+        def known(memory: LongTermMemory) -> tuple[list[Lesson], list[UnfixedError]]:
+            return recall(memory, identity, strategy), memory.unfixed(identity)
+
+        nothing: tuple[list[Lesson], list[UnfixedError]] = ([], [])
+        lessons, unfixed = from_memory(run.settings.store_url, known, nothing)
         strategy, edits = apply_lessons(strategy, lessons, caps.available)
     return Initialized(
         brief=brief,
         strategy=strategy,
-        coverage=caps.coverage,
+        coverage=[*caps.coverage, *signal_gaps(request, strategy)],
         findings=caps.findings,
         reflection_rounds=rounds,
         identity=identity,
         edits=edits,
+        unfixed=unfixed,
     )
+
+
+def signal_gaps(request: PlanRequest, strategy: Strategy) -> list[CoverageEntry]:
+    """A signal the alert names that no operator on the team judges, said in the coverage (never a
+    silent all-clear): reflection adds the operator that judges it when this target can run one."""
+    return [
+        CoverageEntry.of(
+            f"signal {metric}",
+            CoverageStatus.SKIPPED,
+            SkipCause(
+                kind=SkipKind.NO_SOURCE,
+                detail=f"the alert names {metric}, and no operator this target can run judges it",
+            ),
+        )
+        for metric in uncovered(request, strategy)
+    ]
 
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
@@ -217,8 +163,11 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
     ]
     ablations = run.settings.ablations
     recommendations = result.recommendations
+    remembered: list[Lesson] = []
+    failed_before = failed_calls(result.state.outcomes) if ablations.memory else []
     if ablations.memory:
         recommendations = with_remembered_fixes(run, brief, result)
+        remembered = fixes_for_the_failure(run, brief, result, failed_before)
     request = ReplanRequest(
         scenario=run.scenario,
         brief=brief,
@@ -230,6 +179,7 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
         alert=result.replan_for,
         state=result.replan_state,
         escalated=result.escalated,
+        failed_before=failed_before,
     )
     planned = replan(
         run.shared_brain,
@@ -238,6 +188,7 @@ def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> Repl
         gap_narrow=ablations.gap_narrow,
         reflection=ablations.reflection,
         max_regenerations=run.settings.max_regenerations,
+        remembered=remembered,
     )
     return ReplanOutcome(
         strategy=planned.strategy,
@@ -269,6 +220,24 @@ def with_remembered_fixes(
         r.model_copy(update={"detail": f"{r.detail}; {hint}" if r.detail else hint})
         for r in result.recommendations
     ]
+
+
+def fixes_for_the_failure(
+    run: RunContext, brief: Brief, result: ExecutionResult, failed_before: list[FailedCall]
+) -> list[Lesson]:
+    """The lessons that fixed the failed operator for the error class the monitor just classified, on
+    this target, less the fixes that already failed in this run: the re-plan applies the first that
+    improves the plan."""
+    alert = result.replan_for
+    assert alert is not None
+    leaf = next(
+        (d.leaf for d in reversed(result.state.decisions) if d.task_id == alert.task_id), ""
+    )
+    identity = target_identity(run.target, brief)
+    lessons: list[Lesson] = from_memory(
+        run.settings.store_url, lambda memory: memory.lessons(identity), []
+    )
+    return remembered_fixes(lessons, alert.operator, leaf, failed_before)
 
 
 class ThreadRunner(FutureRunner):
@@ -417,3 +386,15 @@ def remember(run: RunContext, review: ReviewResult) -> None:
         )
         if lessons:  # most runs learn nothing: no store connection for them
             from_memory(run.settings.store_url, lambda memory: memory.learn(lessons), None)
+        unfixed = unfixed_from(
+            review.init.identity, run.run_id, state.outcomes, state.decisions, review.edits
+        )
+        # What ran to the end, or was fixed by an edit that worked, has no error left on the target.
+        ran = {o.operator for o in state.outcomes.values() if o.status is TaskStatus.DONE}
+        ran |= {lesson.operator for lesson in lessons}
+        if unfixed or review.init.unfixed:  # errors to keep, or known ones that may be gone now
+            from_memory(
+                run.settings.store_url,
+                lambda memory: memory.keep_unfixed(review.init.identity, unfixed, ran),
+                None,
+            )

@@ -73,9 +73,11 @@ class LlmDiagnoser:
         rules: list[RootCause],
         store: Callable[[str, str], object] | None = None,
         thresholds: Thresholds | None = None,
+        knowledge: dict[str, list[str]] | None = None,
     ) -> tuple[list[RootCause], list[Hypothesis], LlmDiagnosis]:
         """The merged root causes, the model's unconfirmed hypotheses and what the experts did; `store`
-        keeps long observations in the workspace; `thresholds` are the run's (what the evidence must show)."""
+        keeps long observations in the workspace; `thresholds` are the run's (what the evidence must show);
+        `knowledge` the librarian's chunks by expert, which reach each expert's prompt."""
         team = team_for(record, self.limits.experts)
         tally, budget = Tally(), Budget(self.limits)
         tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
@@ -90,7 +92,13 @@ class LlmDiagnoser:
             for sample in range(self.limits.samples):
                 try:
                     proposals = controller.run_expert(
-                        expert, {**context, "owned": owned_codes(expert)}, sample
+                        expert,
+                        {
+                            **context,
+                            "owned": owned_codes(expert),
+                            "knowledge": (knowledge or {}).get(expert, []),
+                        },
+                        sample,
                     )
                 except BudgetExhausted as exc:
                     out.stopped = str(exc)

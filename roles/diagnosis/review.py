@@ -8,6 +8,7 @@ that stopped answering earlier in the run is not asked at all.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dbcrew.llm.base import Brain
@@ -17,7 +18,8 @@ from dbcrew.models.report import Hypothesis, LlmDiagnosis
 from dbcrew.settings import Thresholds
 from dbcrew.workspace import Workspace
 from operators.diagnose.facts import FactsRecord
-from operators.diagnose.steps import FACTS_KEY
+from operators.diagnose.steps import FACTS_KEY, KNOWLEDGE_KEY, Retrieved
+from operators.knowledge import knowledge_base
 from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.diagnosis.chief import LlmDiagnoser
@@ -32,6 +34,22 @@ def response_cache() -> ResponseCache:
     diagnosis run again (here or in a later run) asks nothing twice."""
     directory = llm_cache_dir()
     return _CACHES.setdefault(directory, ResponseCache(directory=directory))
+
+
+def librarians_chunks(workspace: Workspace) -> dict[str, list[str]]:
+    """The chunks the librarian retrieved for the window (operators/diagnose/steps.py), by the expert
+    that owns them, as the text an expert's prompt quotes; empty when no librarian ran or knowledge is off."""
+    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
+    handed = [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else []
+    chunks = {(c.name, str(c.code)): c for c in knowledge_base().chunks}
+    by_expert: dict[str, list[str]] = {}
+    for item in handed:
+        chunk = chunks.get((item.name, item.code))
+        if chunk is not None:
+            by_expert.setdefault(chunk.expert, []).append(
+                f"{chunk.name}: {chunk.content} Steps: {chunk.steps} ({chunk.source})"
+            )
+    return by_expert
 
 
 def with_llm_experts(
@@ -61,7 +79,7 @@ def with_llm_experts(
     record = FactsRecord.model_validate_json(rows[0]["body"])
     causes, hypotheses, section = LlmDiagnoser.from_env(
         brain.client, render, response_cache(), seconds=seconds
-    ).diagnose(record, rules, workspace.put_observation, thresholds)
+    ).diagnose(record, rules, workspace.put_observation, thresholds, librarians_chunks(workspace))
     down = (
         section.stopped.removeprefix("endpoint down: ")
         if section.stopped.startswith("endpoint down")

@@ -9,8 +9,8 @@ from dbcrew.models.report import CoverageEntry, CoverageStatus
 
 if (
     TYPE_CHECKING
-):  # the crew writes reports through roles/report/history.py: no import cycle at run time
-    from roles.crew.run import RunContext
+):  # the spine (roles/spine.py) writes reports through this module: no import cycle at run time
+    from roles.crew.context import RunContext
 
 RUN_DEADLINE = "run_deadline"  # the coverage line of the run itself, not of a check
 

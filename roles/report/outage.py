@@ -22,7 +22,8 @@ from dbcrew.vocabulary import TaskStatus
 from operators.collect.probe import server_started_at
 
 if TYPE_CHECKING:  # the run imports the reporter's history, which imports the reporter
-    from roles.crew.run import ReviewResult, RunContext
+    from roles.crew.context import RunContext
+    from roles.crew.run import ReviewResult
 
 # pg_postmaster_start_time() is one value per server start (to the microsecond): read twice, it differs
 # only after a restart, which takes well under a second.

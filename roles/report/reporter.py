@@ -14,7 +14,7 @@ from dbcrew import templating
 from dbcrew.errors import OutNotWritable
 from dbcrew.models import Finding, Report
 from dbcrew.models.catalogue import CatalogueEntry
-from dbcrew.models.plan import EditKind
+from dbcrew.models.plan import EditKind, Strategy
 from dbcrew.models.report import (
     CoverageEntry,
     CoverageStatus,
@@ -26,14 +26,16 @@ from dbcrew.models.report import (
     SkipKind,
     StatementChange,
     TargetInfo,
+    TeamMember,
 )
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
 from dbcrew.workspace import Workspace
 from operators.diagnose.attribution import attribute
-from operators.diagnose.evidence import WindowEvidence
+from operators.diagnose.steps import JOINED_KEY
 from operators.registry import catalogue
 from operators.statistics_age import just_started
+from operators.window.evidence import WindowEvidence
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from roles.crew.worker import TaskOutcome
@@ -43,8 +45,9 @@ from roles.report.outage import outage_of, producers_of, touched
 
 if (
     TYPE_CHECKING
-):  # the crew writes reports through roles/report/history.py: no import cycle at run time
-    from roles.crew.run import ReviewResult, RunContext
+):  # the spine (roles/spine.py) writes reports through this module: no import cycle at run time
+    from roles.crew.context import RunContext
+    from roles.crew.run import ReviewResult
 
 TEMPLATES = Path(__file__).with_name("templates")
 # report.html.j2 is autoescaped by the kernel's one environment; report.md.j2 escapes through md_*
@@ -56,7 +59,8 @@ templating.add_templates(
 
 
 def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
-    """One entry per check operator: what ran, what was skipped (and why), what failed."""
+    """One entry per check operator: what ran, what was skipped (and why), what failed; then the gaps
+    the planner reported (a signal the alert names that nothing on this target judges)."""
     planned = {entry.check: entry for entry in review.init.coverage}
     notes = visibility_notes(review.init.brief)
     outcomes = review.result.state.outcomes
@@ -121,7 +125,9 @@ def coverage_of(review: ReviewResult) -> list[CoverageEntry]:
                     failure_cause(op.name, outcomes, review.init.brief.current_user),
                 )
             )
-    return entries
+    # What the planner found no operator for (a signal the alert names): not a check, still a gap.
+    names = {op.name for op in ops}
+    return entries + [e for e in review.init.coverage if e.check not in names]
 
 
 def inherited_partials(
@@ -141,6 +147,23 @@ def findings_of(review: ReviewResult) -> list[Finding]:
         if outcome.observation is not None:
             found.extend(outcome.observation.findings)
     return sorted(found, key=lambda f: (f.severity.rank, f.code, f.object))
+
+
+def team_of(strategy: Strategy) -> list[TeamMember]:
+    """The plan's agents with their tasks and why each task is on the team (an agent with no task is left out)."""
+    members = []
+    for agent in strategy.team:
+        tasks = [t for t in strategy.tasks if t.agent == agent.name]
+        if tasks:
+            members.append(
+                TeamMember(
+                    agent=agent.name,
+                    role=agent.role.value,
+                    tasks=[t.id for t in tasks],
+                    why=[t.why for t in tasks],
+                )
+            )
+    return members
 
 
 def build_report(run: RunContext, review: ReviewResult) -> Report:
@@ -243,6 +266,8 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         coverage=coverage,
         findings=findings,
         phases=review.phases,
+        plan=review.result.strategy.rationale,
+        team=team_of(review.result.strategy),
         llm=brain.usage.model_copy(),
         summary=summary,
         model_summary=model_text(model_summary),  # whichever brain wrote it: data, bounded
@@ -251,6 +276,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         captions=captions,
         edits=review.edits,
         declined=review.rejected,
+        unfixed_before=unfixed_before(review),
         ablations=run.settings.ablations.off(),
         partial=partial,
         root_causes=root_causes,
@@ -344,6 +370,8 @@ def diagnosis_section(
         if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
+    joined = workspace.query("SELECT body FROM observations WHERE key = ?", [JOINED_KEY])
+    experts += [e for e in (json.loads(joined[0]["body"]) if joined else []) if e not in experts]
     process += [
         f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(notes)
     ]
@@ -443,3 +471,19 @@ def write_report(report: Report, run_dir: Path) -> None:
             if written.is_file():
                 written.unlink()
         raise OutNotWritable(path, "report", exc.strerror or type(exc).__name__) from exc
+
+
+def unfixed_before(review: ReviewResult) -> list[str]:
+    """The errors earlier runs left unfixed on the target, each with how its operator ended this time."""
+    ended: dict[str, str] = {}
+    for outcome in review.result.state.outcomes.values():
+        ended[outcome.operator] = outcome.status.value
+    return [
+        f"{known.describe()}. This run: "
+        + (
+            f"{known.operator} {ended[known.operator]}"
+            if known.operator in ended
+            else f"{known.operator} not run"
+        )
+        for known in review.init.unfixed
+    ]

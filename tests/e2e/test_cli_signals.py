@@ -20,7 +20,7 @@ from cli.reviewing import prepare_review
 from dbcrew.errors import UsageError
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 # Checks that judge what happened during the review's window (deltas of its collectors).

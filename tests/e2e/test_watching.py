@@ -351,8 +351,8 @@ def test_a_second_worker_takes_a_share_and_a_republished_inventory_is_watched_wi
     tmp_path: Path,
 ) -> None:
     """A worker started with `prefect worker start` from its own home, as another machine would: it takes one of
-    the two targets; a target added to targets.yaml and published is watched, and dropped when published away,
-    with no worker restarted; the second worker stopped gives its share back (its run CANCELLED, no alert)."""
+    the two targets; a target added to targets.yaml and published is watched, and dropped when published away
+    (no pass of it after its lease is released, its session closed), with no worker restarted; the second worker stopped gives its share back (its run CANCELLED, no alert)."""
     server, received, store = watching
     inventory = server.logs.parent / "targets.yaml"
     original = inventory.read_text()
@@ -393,6 +393,29 @@ def test_a_second_worker_takes_a_share_and_a_republished_inventory_is_watched_wi
         inventory.write_text(original)
         publish(inventory, server.api)
         wait_for(lambda: "extra" not in lease_of(store), "the removed target released")
+        # Released by its holder's tick, which drops its watch in the same step: no pass of it from then on,
+        # its session closed, while the other targets go on.
+        released = datetime.now(UTC)
+        wait_for(
+            lambda: (
+                "sessions=0"
+                in clusters["calm"].psql(
+                    "SELECT 'sessions=' || count(*) FROM pg_stat_activity"
+                    " WHERE datname = 'extra' AND application_name = 'dbcrew'"
+                )
+            ),
+            "the removed target's session closed",
+        )
+        wait_for(
+            lambda: (
+                passes_since(samples, identity(samples, clusters["calm"].dsn("diag")), released)
+                >= 2
+            ),
+            "two passes of the other targets since",
+        )
+        assert passes_since(samples, identity(samples, extra), released) == 0, (
+            "the removed target is no longer sampled"
+        )
     finally:
         inventory.write_text(original)
         second.send_signal(signal.SIGTERM)

@@ -11,14 +11,13 @@ import json
 import logging
 import signal
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 from dbcrew import stopping
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import PostgresTarget, parse_target
-from roles.sharing import ShareLoop
+from roles.sharing import ShareLoop, lease_for
 
 
 def main(store_url: str, holder: str, every: float, inventory: Path) -> None:
@@ -32,7 +31,7 @@ def main(store_url: str, holder: str, every: float, inventory: Path) -> None:
     def connect(name: str) -> PostgresTarget:
         return parse_target(json.loads(inventory.read_text())[name])
 
-    book = LeaseBook(store.backend, holder, f"every-{every:g}s", timedelta(seconds=every))
+    book = LeaseBook(store.backend, holder, f"every-{every:g}s", lease_for(every))
     ShareLoop(book, store, every, names, connect, refresh=0.0).run()
 
 

@@ -24,8 +24,8 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from operators.watch.incidents import CLOSE_AFTER
-from roles.crew.run import RunContext
+from operators.window.incidents import CLOSE_AFTER
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 from roles.watching import RoundReport, Watcher
 

@@ -16,11 +16,11 @@ from lab.embedded import EmbeddedPostgres
 from lab.outside import later, locked, once_sent, terminating
 from lab.scripted_llm import Reply, ScriptedServer
 from lab.shop import DemoShop
-from operators.diagnose.sampler import sample_window
 from operators.held import Held, guarded
 from operators.sql import fetch
 from operators.stat_views import SESSIONS_SQL, TABLE_STATS
-from roles.crew.run import RunContext
+from operators.window.live import sample_window
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.integration.test_recovery import review

@@ -36,10 +36,12 @@ from dbcrew.store import (
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from lab.embedded import EmbeddedPostgres
+from roles.crew.context import RunContext
 from roles.crew.memory import target_identity
-from roles.crew.run import RunContext
+from roles.crew.run import Initialized
 from roles.report.alerts import notify
-from roles.report.history import TRENDS_CHART, failed_report, reviewed
+from roles.report.comparing import TRENDS_CHART
+from roles.report.recording import failed_report
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.cli_here import dbcrew_here
@@ -117,9 +119,12 @@ def review(
     return review_run(run, PlainPhases)
 
 
-def refused() -> Report:
-    """A review that cannot reach its target; the error text carries a password that must go nowhere."""
-    raise ConnectionError("connection to postgresql://app:s3cret@db.internal/x refused")
+class Unreachable(PlainPhases):
+    """Phases whose probe cannot reach the target; the error text carries a password that must go nowhere."""
+
+    @staticmethod
+    def initialize(run: RunContext) -> Initialized:
+        raise ConnectionError("connection to postgresql://app:s3cret@db.internal/x refused")
 
 
 def items(report: Report, change: str) -> set[tuple[str, str]]:
@@ -204,7 +209,7 @@ def test_a_failed_run_is_stored_and_the_next_run_compares_with_the_last_good_one
         settings=Settings(window_seconds=1.0),
     )
     with pytest.raises(ConnectionError):
-        reviewed(run, refused)
+        review_run(run, Unreachable)
     store = open_store(store_url)
     identity = store.identity_of(parse_target(planted).display)
     failed = store.runs(identity)[-1]
@@ -288,7 +293,7 @@ def test_alerts_reach_a_webhook_for_new_problems_and_failures_never_for_old_news
         settings=Settings(window_seconds=1.0),
     )
     with pytest.raises(ConnectionError) as raised:
-        reviewed(run, refused)
+        review_run(run, Unreachable)
     notify(failed_report(run, raised.value), [url])
     assert len(received) == 2 and received[1]["type"] == "failure"
     assert "failed" in str(received[1]["title"]) and "s3cret" not in json.dumps(received)

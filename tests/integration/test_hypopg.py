@@ -324,7 +324,7 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
     pg15: EmbeddedPostgres, tmp_path: Path
 ) -> None:
     from dbcrew.settings import Settings
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     pg15.psql("CREATE DATABASE shop15;")
@@ -363,7 +363,7 @@ def test_a_pg_monitor_review_falls_back_to_the_heuristic_and_names_the_grant(
     advice cannot prove the index. The table's sequential scans still show it, the check is partial,
     and the coverage carries the GRANT that lets the review prove it next time."""
     from dbcrew.settings import Settings
-    from roles.crew.run import RunContext
+    from roles.crew.context import RunContext
     from roles.spine import PlainPhases, review
 
     pg15.psql("CREATE DATABASE parcels;")

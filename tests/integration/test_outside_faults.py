@@ -24,9 +24,10 @@ from dbcrew.store import RunRecord, RunStatus, Vitals, open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import RunContext
-from roles.report.history import reviewed
+from roles.crew.context import RunContext
+from roles.crew.run import Initialized
 from roles.report.reporter import REPORT_FILES
+from roles.spine import PlainPhases, recorded_and_written, review
 
 
 @pytest.mark.prefect
@@ -54,6 +55,32 @@ def test_a_truncated_store_costs_the_review_its_history_only(
     assert report["history_unavailable"]["store"] == str(private_store)
     assert shown == f"{said}{report['history_unavailable']['reason'].removeprefix('IO Error: ')}"
     assert said in (out / "report.md").read_text()
+
+
+class Unreachable(PlainPhases):
+    """Phases whose probe cannot reach the target."""
+
+    @staticmethod
+    def initialize(run: RunContext) -> Initialized:
+        raise ConnectionError("connection to 127.0.0.1:1 refused")
+
+
+def test_a_failed_run_the_store_cannot_record_keeps_its_own_error_with_a_note(
+    private_store: Path, tmp_path: Path
+) -> None:
+    """A review that raises while the store is damaged: its own error goes on (not the store's), with
+    a note that the run is not in the history."""
+    open_store(str(private_store))
+    os.truncate(private_store, private_store.stat().st_size // 2)
+    run = RunContext(
+        target=parse_target("postgresql://app@127.0.0.1:1/shop"),
+        out_dir=tmp_path / "out",
+        settings=Settings(),
+    )
+    with pytest.raises(ConnectionError, match=r"127\.0\.0\.1:1 refused") as raised:
+        review(run, Unreachable)
+    (note,) = raised.value.__notes__
+    assert note.startswith(f"not recorded in the history: the store {private_store} cannot be used")
 
 
 @pytest.fixture()
@@ -119,7 +146,7 @@ def test_a_report_the_disk_refuses_is_one_error_and_a_failed_run_in_the_store(
     )
     try:
         with pytest.raises(OutNotWritable) as refused:
-            reviewed(run, lambda: report)
+            recorded_and_written(run, report)
     finally:
         release(run.workspace_path)  # as the flow does: the disk can be unmounted then
     assert str(refused.value).startswith(f"{full_disk / refused_file}: cannot write the ")

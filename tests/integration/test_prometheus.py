@@ -33,7 +33,7 @@ from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from lab.embedded import _free_port
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 from tests.cli_here import dbcrew_here
 

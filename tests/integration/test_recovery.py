@@ -9,7 +9,7 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from lab.shop import DemoShop
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 
@@ -102,9 +102,13 @@ def test_without_gap_narrow_a_replan_reruns_everything(shop: DemoShop, tmp_path:
 
 
 def test_replan_budget_ends_in_an_honest_partial_report(shop: DemoShop, tmp_path: Path):
-    # Both table-statistics collectors misfit: the planner swaps between them until the budget is spent.
+    # Both table-statistics collectors misfit: without its short-term memory read (the no-memory
+    # ablation) the planner swaps between them until the budget is spent.
     report = review(
-        shop.dsn, tmp_path, ["collect_table_stats:misfit", "collect_table_stats_all:misfit"]
+        shop.dsn,
+        tmp_path,
+        ["collect_table_stats:misfit", "collect_table_stats_all:misfit"],
+        memory=False,
     )
     assert report.phases.replans == 3 and report.phases.plans == 4
     assert report.partial.startswith("stopped re-planning after 3 re-plans")

@@ -18,10 +18,11 @@ from dbcrew.workspace import Workspace
 from error_tree import load_tree
 from lab.shop import DemoShop
 from roles.brains.rules import RulesBrain
+from roles.crew.context import RunContext
 from roles.crew.execution import ExecutionResult, ExecutionState, execute
 from roles.crew.memory import Lesson, LongTermMemory, target_identity
 from roles.crew.monitor import Monitor
-from roles.crew.run import RunContext, ThreadRunner, with_remembered_fixes
+from roles.crew.run import ThreadRunner, with_remembered_fixes
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 

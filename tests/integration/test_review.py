@@ -14,7 +14,7 @@ from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from lab.shop import QUICK_IDLE_SECONDS, DemoShop
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 

@@ -10,7 +10,8 @@ from dbcrew.models import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import Initialized, RunContext, initialize
+from roles.crew.context import RunContext
+from roles.crew.run import Initialized, initialize
 from roles.report.deadline import RUN_DEADLINE
 from roles.spine import PlainPhases, review
 

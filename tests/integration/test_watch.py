@@ -19,8 +19,8 @@ import pytest
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from operators.watch.incidents import Detector
-from operators.watch.passes import PassBody
+from operators.window.incidents import Detector
+from operators.window.passes import PassBody
 from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double

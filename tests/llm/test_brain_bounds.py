@@ -28,8 +28,9 @@ from operators.registry import REGISTRY
 from prompts import render
 from roles.brains.openai import OpenAIBrain
 from roles.brains.rules import RulesBrain
+from roles.crew.context import RunContext
 from roles.crew.planner import make_plan
-from roles.crew.run import RunContext, initialize
+from roles.crew.run import initialize
 from roles.crew.validators import validate
 from roles.spine import PlainPhases, review
 from tests.llm.test_openai_brain import good_plan_json, request

@@ -19,16 +19,16 @@ from dbcrew.llm.client import Capability, LlmClient, ResponseCache
 from dbcrew.models import Report, RootCause
 from dbcrew.models.report import DiagnosisSection, TargetInfo
 from lab.scripted_llm import Reply, ScriptedServer
-from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import (
+from operators.diagnose.experts import EXPERTS
+from operators.diagnose.facts import FactsRecord
+from operators.window.anomaly import abnormal_metrics
+from operators.window.evidence import (
     StatementDelta,
     TimeSlice,
     WindowEvidence,
     statement_identity,
 )
-from operators.diagnose.experts import EXPERTS
-from operators.diagnose.facts import FactsRecord
 from prompts import render
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
@@ -452,7 +452,7 @@ def test_review_hook_reads_the_workspace_facts_and_counts_one_question(
 
 
 def test_team_is_sized_by_the_abnormal_metrics_it_must_explain(record):
-    from operators.diagnose.anomaly import AbnormalMetric
+    from operators.window.anomaly import AbnormalMetric
     from roles.diagnosis.chief import team_for
 
     assert team_for(record, 3) == ["workload"]  # the inserts and commits are all workload's

@@ -20,7 +20,7 @@ from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.explain import FOREIGN_CODE, unplannable
 from operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 SETUP = """

@@ -11,7 +11,7 @@ import psycopg
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases, review
 
 HELD_AND_WAITING = (

@@ -15,6 +15,7 @@ from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace
+from operators.checks.age_history import EARLIER_AGE_KEY, EarlierAge
 from operators.checks.base import Coverage, check
 from operators.checks.database import check_wraparound
 from operators.checks.indexes import check_duplicate_indexes
@@ -403,6 +404,47 @@ def test_an_age_close_to_the_freeze_limit_is_a_risk_only_where_autovacuum_is_off
     assert off.evidence["autovacuum_freeze_max_age"] == 100_000 and off.evidence["autovacuum_off"]
     assert "forces anti-wraparound vacuums" in off.recommendation
     assert "75% of the limit" in found[(FindingCode.XID_WRAPAROUND_RISK, "public.near_hard")].title
+
+
+def test_an_age_past_the_freeze_limit_and_still_rising_since_the_last_review_is_a_risk(tmp_path):
+    """With autovacuum on, an age past autovacuum_freeze_max_age is a moment: the forced vacuum makes
+    it fall. Past the limit at the last health review and higher now, autovacuum is not keeping up:
+    a warning on the reviewed database; an age that fell since, or one short of the limit at the
+    last review, or another database (history keeps the reviewed one's age only) is no finding."""
+    probed = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
+    brief = Brief(
+        server_version="18.0",
+        server_version_num=180000,
+        database="shop",
+        current_user="watcher",
+        probed_at=probed,
+    )
+
+    def found(now: int, last: int) -> list[Finding]:
+        folder = tmp_path / f"{now}-{last}"
+        folder.mkdir()
+        c = replace(ctx(folder), brief=brief)
+        land_rows(
+            c.workspace,
+            "wraparound",
+            WraparoundRow,
+            [
+                WraparoundRow("database", "shop", now, 3, 100_000, 400_000_000, False),
+                WraparoundRow("database", "other", now, 3, 100_000, 400_000_000, False),
+            ],
+        )
+        earlier = EarlierAge(reviewed_at=probed - timedelta(days=1), age=last)
+        c.workspace.put_observation(EARLIER_AGE_KEY, earlier.model_dump_json())
+        return check_wraparound(c).findings
+
+    rising = found(130_000, 110_000)
+    assert [(f.object, f.severity) for f in rising] == [("database shop", Severity.WARNING)]
+    assert "still rising since the last review (110,000)" in rising[0].title
+    assert rising[0].evidence["earlier_review"]["age"] == 110_000
+    assert found(105_000, 130_000) == []  # fell since: the forced vacuum did its work
+    assert (
+        found(130_000, 95_000) == []
+    )  # crossed the limit since the last review: its vacuum is due
 
 
 def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):

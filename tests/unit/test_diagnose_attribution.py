@@ -5,13 +5,14 @@ The windows are built from pg_stat_activity rows as the sampler reads them (Acti
 from __future__ import annotations
 
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.anomaly import AbnormalMetric
 from operators.diagnose.attribution import attribute, cause_shares
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import TableDelta, WindowEvidence
 from operators.diagnose.experts import EXPERTS, Candidate, Facts
-from operators.diagnose.plan_issues import PlanIssue, StatementPlan
-from operators.diagnose.sampler import ActivityTally, sampling_coverage
+from operators.diagnose.judgements import PlanIssue, StatementPlan
+from operators.window.anomaly import AbnormalMetric
+from operators.window.evidence import TableDelta, WindowEvidence
+from operators.window.live import sampling_coverage
+from operators.window.readers import ActivityTally
 
 SAMPLES = 20
 

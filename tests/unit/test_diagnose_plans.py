@@ -16,17 +16,17 @@ import pytest
 from dbcrew.targets import PostgresTarget, parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.diagnose.cross_review import cross_review
-from operators.diagnose.evidence import StatementDelta, WindowEvidence
 from operators.diagnose.experts import Facts, index_expert, query_expert
-from operators.diagnose.plan_issues import filter_columns
-from operators.diagnose.plans import (
+from operators.diagnose.heavy_statements import (
     Sizes,
     expected_blocks,
     join_keys,
     judge_statements,
     statement_candidates,
 )
-from operators.diagnose.sampler import read_statements, statement_deltas
+from operators.diagnose.judgements import filter_columns
+from operators.window.evidence import StatementDelta, WindowEvidence
+from operators.window.readers import read_statements, statement_deltas
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

@@ -14,9 +14,7 @@ from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
 from dbcrew.settings import Thresholds
 from dbcrew.vocabulary import Scenario
-from operators.diagnose.anomaly import abnormal_metrics
 from operators.diagnose.cross_review import MAX_CAUSES, cross_review
-from operators.diagnose.evidence import StatementDelta, TableDelta, WindowEvidence
 from operators.diagnose.experts import (
     EXPERTS,
     Candidate,
@@ -29,12 +27,14 @@ from operators.diagnose.experts import (
     workload_expert,
 )
 from operators.diagnose.facts import changed_statements
-from operators.diagnose.plan_issues import plan_issues
-from operators.diagnose.plans import statement_candidates
-from operators.diagnose.sampler import ActivityTally
+from operators.diagnose.heavy_statements import statement_candidates
+from operators.diagnose.judgements import plan_issues
 from operators.explain import refused_text
 from operators.knowledge import knowledge_base
 from operators.registry import catalogue
+from operators.window.anomaly import abnormal_metrics
+from operators.window.evidence import StatementDelta, TableDelta, WindowEvidence
+from operators.window.readers import ActivityTally
 from roles.brains.rules import RulesBrain
 from roles.crew.validators import validate
 

@@ -9,9 +9,9 @@ from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, History, HistoryItem, TargetInfo
 from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerprint, open_store
 from dbcrew.vocabulary import FindingCode
-from operators.diagnose.evidence import BlockedSession, WindowEvidence
+from operators.window.evidence import BlockedSession, WindowEvidence
 from roles.report.alerts import alert_for, scrub
-from roles.report.history import (
+from roles.report.comparing import (
     RESOLVED_AFTER_ABSENT_RUNS,
     compare,
     history_of,

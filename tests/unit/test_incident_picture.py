@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from dbcrew.store.samples import Incident, IncidentSignal, StoredPass, open_samples
-from operators.diagnose.anomaly import robust_z
-from operators.watch.incidents import SIGNALS, Z_OPEN
-from operators.watch.passes import PassBody, as_stored
-from operators.watch.picture import Band, picture_of
+from operators.window.anomaly import robust_z
+from operators.window.incidents import SIGNALS, Z_OPEN
+from operators.window.passes import PassBody, as_stored
+from operators.window.picture import Band, picture_of
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
 TARGET = "7311111111111111111/shop"

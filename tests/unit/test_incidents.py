@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dbcrew.store.samples import Incident
-from operators.watch.incidents import (
+from operators.window.incidents import (
     CLOSE_AFTER,
     MIN_HISTORY,
     OPEN_AFTER,

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,3 +51,42 @@ def test_an_import_circle_between_roles_packages_breaks_the_contract(tmp_path: P
     result = lint_with(tmp_path, "roles/crew/circle.py", "import roles.report.reporter\n")
     assert result.returncode != 0
     assert "No cycles are allowed in roles" in result.stdout
+
+
+def test_an_import_circle_inside_operators_breaks_the_contract(tmp_path: Path) -> None:
+    """The window floor reads the collectors' machine probe; a collector importing the floor back closes a circle."""
+    result = lint_with(
+        tmp_path, "operators/collect/circle.py", "import operators.window.evidence\n"
+    )
+    assert result.returncode != 0
+    assert "No cycles are allowed in operators" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "imported", "message"),
+    [
+        (
+            "operators/watch/borrowed.py",
+            "operators.diagnose.experts",
+            "operators.watch is not allowed to import operators.diagnose",
+        ),
+        (
+            "operators/diagnose/borrowed.py",
+            "operators.watch.sampling",
+            "operators.diagnose is not allowed to import operators.watch",
+        ),
+        (
+            "operators/window/borrowed.py",
+            "operators.diagnose.experts",
+            "operators.window is not allowed to import operators.diagnose",
+        ),
+    ],
+)
+def test_an_import_between_the_watch_and_the_diagnosis_breaks_the_contract(
+    tmp_path: Path, module: str, imported: str, message: str
+) -> None:
+    """The watcher and the diagnosis share only the window floor: either wing importing the other, or the floor
+    importing a wing, is caught (the planted import alone, with no circle to give it away)."""
+    result = lint_with(tmp_path, module, f"import {imported}\n")
+    assert result.returncode != 0
+    assert message in result.stdout

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 import flows.review, flows.targets, flows.fleet
 from dbcrew.targets import parse_target
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 monitor = RunContext(target=parse_target("postgresql://u@127.0.0.1:5432/db"), out_dir=Path(".")).monitor()
 print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 """
@@ -27,8 +27,8 @@ def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
 
 MOVED_WINDOW = """
 import sys
-from operators.diagnose.evidence import WindowEvidence
-from roles.report.history import judge_quiet
+from operators.window.evidence import WindowEvidence
+from roles.report.comparing import judge_quiet
 def window(level):
     return WindowEvidence(started_at=0, seconds=10, interval=1, series={"db.xact_commit": [level + i % 3 for i in range(10)]})
 print(judge_quiet(window(5000), [], window(10))[0], "scipy" in sys.modules)

@@ -108,6 +108,26 @@ def test_a_released_lease_is_free_at_once_and_no_takeover(backend: Backend) -> N
     assert claim is not None and claim.taken_from is None, "given up, not lost: no gap to store"
 
 
+def test_renewing_all_keeps_what_is_held_never_what_was_released_and_says_what_was_lost(
+    backend: Backend,
+) -> None:
+    """The renewal thread's call (roles/sharing.py): it renews every lease taken and not given up, so a target
+    released by a tick is not revived by it, and a lease another holder took is reported lost and no longer valid."""
+    a, b = book(backend, "a"), book(backend, "b")
+    assert a.claim("kept") is not None and a.claim("given up") is not None
+    a.release(["given up"])
+    assert a.renew_all() == [] and a.held() == ["kept"]
+    assert lease_holders(backend) == {"kept": "a"}, "the released lease stays free"
+    taken = None
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while taken is None and time.monotonic() < deadline:  # a stops renewing until b takes it
+        taken = b.claim("kept")
+        time.sleep(0.1)
+    assert taken is not None and taken.taken_from == "a"
+    assert a.renew_all() == ["kept"] and not a.valid("kept") and a.held() == []
+    assert lease_holders(backend) == {"kept": "b"}
+
+
 def test_live_holders_are_those_whose_heartbeat_has_not_expired(backend: Backend) -> None:
     a, b = book(backend, "a", timedelta(minutes=5)), book(backend, "b")
     assert a.heartbeat() == 1 and b.heartbeat() == 2
@@ -270,15 +290,20 @@ def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Back
     assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
 
 
-def test_a_tick_claims_no_more_targets_than_it_can_adopt_within_its_lease(backend: Backend) -> None:
-    """Adoptions timed at a second each, leases of 60 s: a tick may spend a quarter of a lease adopting, so
-    it claims 15 of its 40 targets and the rest at the next ticks; the first tick, untimed, claims 64 at most."""
+def test_a_tick_claims_no_more_targets_than_it_can_adopt_in_a_quarter_interval(
+    backend: Backend,
+) -> None:
+    """Adoptions timed at 5 s a wave of 8 first readings, 60 s intervals: a tick may spend a quarter of an interval
+    adopting (3 waves), so it claims 24 of its 40 targets and the rest at the next tick; the first tick, untimed,
+    claims 64 at most; however slow its waves, a tick claims one wave."""
     a = _loop(backend, "a", [f"t{i}" for i in range(40)], every=60.0)
-    assert a.claim_limit() == FIRST_CLAIMS
-    a._seconds_per_adoption = 1.0  # as a slow host's adoptions took (timed for real in `tick`)
-    assert a.claim_limit() == int(ADOPTION_SHARE * 60)
+    assert a.claim_limit() == FIRST_CLAIMS and a.watcher.concurrency == 8
+    a._seconds_per_wave = 5.0  # as a slow host's adoptions took (timed for real in `tick`)
+    assert a.claim_limit() == int(ADOPTION_SHARE * 60 / 5.0) * 8 == 24
     a.tick()
-    assert len(_held(a)[0]) == 15 and len(lease_holders(backend)) == 15
-    a._seconds_per_adoption = 1.0
+    assert len(_held(a)[0]) == 24 and len(lease_holders(backend)) == 24
+    a._seconds_per_wave = 5.0
     a.tick()
-    assert len(_held(a)[0]) == 30
+    assert len(_held(a)[0]) == 40
+    a._seconds_per_wave = 3600.0
+    assert a.claim_limit() == 8, "one wave at least"

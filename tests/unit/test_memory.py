@@ -6,14 +6,15 @@ from pathlib import Path
 
 import operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Strategy
-from dbcrew.models.crew import PlanRequest
+from dbcrew.models.crew import FailedCall, PlanRequest, ReplanRequest
 from dbcrew.models.plan import EditKind
 from dbcrew.store import STORE_ENV, open_store, store_url
 from operators.registry import catalogue
 from roles.brains.rules import RulesBrain
 from roles.crew.capabilities import prune
-from roles.crew.memory import Lesson, LongTermMemory, apply_lessons, recall
+from roles.crew.memory import Lesson, LongTermMemory, apply_lessons, recall, remembered_fixes
 from roles.crew.planner import make_plan
+from roles.crew.replanner import replan, score
 
 BRIEF = Brief(
     server_version="18.6",
@@ -167,3 +168,45 @@ def test_lessons_become_plan_edits_and_invalid_or_conflicting_ones_are_left_out(
     assert "collect_table_stats_all" in {t.operator for t in fixed.tasks}
     assert fixed.task("collect_index_stats").params == {}
     assert "worked 1x" in edits[0].reason
+
+
+def test_a_remembered_fix_counts_for_its_error_class_and_not_once_it_failed_in_this_run():
+    lesson = swap_lesson(plan(), "collect_table_stats", "collect_table_stats_all").model_copy(
+        update={"leaf": "wrong_operator"}
+    )
+    assert remembered_fixes([lesson], "collect_table_stats", "wrong_operator", []) == [lesson]
+    assert remembered_fixes([lesson], "collect_table_stats", "timeout", []) == []  # another class
+    tried = [FailedCall(operator="collect_table_stats_all", params=dict(lesson.fixed.params))]
+    assert remembered_fixes([lesson], "collect_table_stats", "wrong_operator", tried) == []
+
+
+def test_the_replan_applies_a_remembered_fix_without_the_brain_and_never_a_failed_call():
+    strategy = plan()
+    lesson = swap_lesson(strategy, "collect_table_stats", "collect_table_stats_all").model_copy(
+        update={"leaf": "wrong_operator"}
+    )
+    request = ReplanRequest(
+        scenario="health",
+        brief=BRIEF,
+        catalogue=CATALOGUE,
+        strategy=strategy,
+        completed=[],
+        failed="collect_table_stats",
+        recommendations=[],
+    )
+    planned = replan(RulesBrain(), request, 2, remembered=[lesson])
+    (edit,) = planned.edits
+    assert (edit.kind, edit.source, edit.after.operator) == (
+        EditKind.REPLACE,
+        "memory",
+        "collect_table_stats_all",
+    )
+    # The same fix, failed earlier in this run: it does not improve the plan, so it is not applied.
+    failed = request.model_copy(
+        update={
+            "failed_before": [
+                FailedCall(operator="collect_table_stats_all", params=dict(lesson.fixed.params))
+            ]
+        }
+    )
+    assert score(failed, strategy.apply(edit)) > score(request, strategy.apply(edit))

@@ -7,9 +7,9 @@ import json
 from collections import Counter
 
 from dbcrew.targets import parse_target
-from operators.diagnose.evidence import BlockedSession, TableDelta
-from operators.watch.passes import PassBody, StatementRate, as_stored, merge
 from operators.watch.sampling import TargetWatch
+from operators.window.evidence import BlockedSession, TableDelta
+from operators.window.passes import PassBody, StatementRate, as_stored, merge
 
 
 def body() -> PassBody:

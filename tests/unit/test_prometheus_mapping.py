@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from dbcrew.models.prometheus import PrometheusSource, matchers
-from dbcrew.prometheus import PrometheusError, PromSeries, parse_series
-from operators.diagnose.prometheus import quoted
-from operators.watch.prometheus import COMMITS, WAITS, StepGrid, passes_of
+from operators.window.prometheus.api import PrometheusError, PromSeries, parse_series
+from operators.window.prometheus.source import quoted
+from operators.window.prometheus.steps import COMMITS, WAITS, StepGrid, passes_of
 
 RECORDED = Path(__file__).parent / "prometheus"
 

@@ -17,7 +17,7 @@ from dbcrew.models.report import Report
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.spine import PlainPhases
 from roles.spine import review as review_run
 from tests.integration.health import clinic

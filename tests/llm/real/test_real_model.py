@@ -34,7 +34,7 @@ from operators.diagnose.facts import FactsRecord
 from prompts import render
 from roles.ask.answer import ask
 from roles.brains.openai import OpenAIBrain
-from roles.crew.run import RunContext
+from roles.crew.context import RunContext
 from roles.diagnosis.budget import AgentLimits
 from roles.diagnosis.chief import LlmDiagnoser
 from roles.spine import PlainPhases, review

@@ -1,6 +1,6 @@
 """Prometheus's series of a target as the watcher's passes: one `PassBody` per range-query step.
 
-A diagnosis from Prometheus (operators/diagnose/prometheus.py) reads the interval as range queries
+A diagnosis from Prometheus (operators/window/prometheus/source.py) reads the interval as range queries
 and hands the values here on the query's step grid (`StepGrid`); each step becomes the body a
 watcher pass of the same span would have stored, so `window_of_parts` and the experts read them
 unchanged. What maps to what (postgres_exporter 0.11, node_exporter 1.5, as Debian bookworm ships
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dbcrew.prometheus import PromSeries
-from operators.diagnose.sampler import wait_gauge
 from operators.stat_views import DATABASE_STATS
-from operators.watch.passes import PassBody, rounded
+from operators.window.passes import PassBody, rounded
+from operators.window.prometheus.api import PromSeries
+from operators.window.readers import wait_gauge
 
 DATABASE = "pg_stat_database_"
 DATABASE_COUNTERS = {f"{DATABASE}{c}": f"db.{c}" for c in DATABASE_STATS.counters}

@@ -1,7 +1,7 @@
 """Prometheus's HTTP API, read-only: the instant and range queries a diagnosis from Prometheus makes.
 
 A diagnosis of a past interval can read what postgres_exporter and node_exporter scraped into a
-team's Prometheus instead of the watcher's store (operators/diagnose/prometheus.py). This module
+team's Prometheus instead of the watcher's store (operators/window/prometheus/source.py). This module
 only speaks the API (`/api/v1/query`, `/api/v1/query_range`, documented at
 https://prometheus.io/docs/prometheus/latest/querying/api/) and turns its JSON into typed series;
 which series mean what is the operators' business. Every failure (the server does not answer,

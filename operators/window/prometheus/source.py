@@ -1,9 +1,9 @@
-"""The facts of a past interval from a team's Prometheus: the same window and baseline as from the watcher's store.
+"""A team's Prometheus as a source of a past interval: the same window and baseline as the watcher's store gives.
 
 Teams that run Prometheus with postgres_exporter and node_exporter already keep the target's
 history; `dbcrew diagnose --from --to --prometheus URL` reads it as range queries, turns each step
-into the pass a watcher would have stored (operators/watch/prometheus.py) and builds the window and
-the baseline with the store's rules (operators/diagnose/recorded.py: the baseline is the span just
+into the pass a watcher would have stored (operators/window/prometheus/steps.py) and builds the window and
+the baseline with the store's rules (operators/window/store.py: the baseline is the span just
 before the interval, as long as the interval within 10 minutes and an hour), so the experts and the
 cross review are the store's diagnosis unchanged.
 
@@ -31,25 +31,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from dbcrew.errors import DbcrewError
-from dbcrew.models import Brief
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource, matchers
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
-from dbcrew.prometheus import Prometheus, PromSeries
 from dbcrew.store.samples import Gap
 from dbcrew.targets import PostgresTarget
-from operators.diagnose.evidence import WindowBaseline
-from operators.diagnose.facts import FactsRecord
-from operators.diagnose.recorded import (
-    MIN_PASSES,
-    NoSamples,
-    Recorded,
-    baseline_span,
-    facts_of_recorded,
-    gap_entries,
-)
-from operators.watch.passes import PassBody, TargetFacts, rate_names, window_of_parts
-from operators.watch.prometheus import (
+from operators.window.passes import PassBody, TargetFacts, rate_names, window_of_parts
+from operators.window.prometheus.api import Prometheus, PromSeries
+from operators.window.prometheus.steps import (
     ACTIVITY,
     COMMITS,
     DATABASE_COUNTERS,
@@ -60,7 +49,13 @@ from operators.watch.prometheus import (
     StepPass,
     passes_of,
 )
-from operators.watch.sampling import read_settings
+from operators.window.store import (
+    MIN_PASSES,
+    NoSamples,
+    Recorded,
+    baseline_span,
+    gap_entries,
+)
 
 STEPS = 120  # at most about this many steps in the interval: a day at a 15 s scrape is 720 s steps
 QUERIES_FILE = "deployments/postgres_exporter/dbcrew-queries.yaml"
@@ -260,34 +255,6 @@ def _gaps(identity: str, passes: list[StepPass]) -> list[Gap]:
         else:
             gaps.append(Gap(target=identity, started_at=began, ended_at=ended, reason=p.gap))
     return gaps
-
-
-def prometheus_facts(
-    target: PostgresTarget,
-    brief: Brief,
-    interval: PastInterval,
-    source: PrometheusSource,
-    fallback: WindowBaseline | None,
-    alert: str = "",
-) -> FactsRecord:
-    """The facts of `interval` on `target` from Prometheus; NoSamples when it holds none of the target's series then."""
-    with (
-        target.session() as conn
-    ):  # what the exporters do not export: the settings, as they are now
-        known = TargetFacts(
-            settings=read_settings(conn), server_version_num=brief.server_version_num
-        )
-    recorded, chosen = read_prometheus(
-        source, target, brief.identity(target.address), interval, known
-    )
-    return facts_of_recorded(
-        target,
-        recorded,
-        fallback,
-        alert,
-        f"Prometheus's samples at {source.address}",
-        lacks(recorded, chosen),
-    )
 
 
 def lacks(recorded: Recorded, chosen: Selection) -> list[CoverageEntry]:

@@ -177,7 +177,7 @@ class WindowEvidence(BaseModel):
     time_slices: list[TimeSlice] = Field(
         default_factory=list,
         description="the active-session samples by wait, statement and relation (the time attribution's input);"
-        " a past interval's from the watcher's stored passes (operators/watch/session_time.py); empty where"
+        " a past interval's from the watcher's stored passes (operators/window/session_time.py); empty where"
         " sessions were not sampled one by one (Prometheus's history)",
     )
     statement_texts: dict[str, str] = Field(

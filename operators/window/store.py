@@ -1,12 +1,13 @@
-"""The facts of a past interval, from the watcher's stored samples: the window, the baseline before it, and what they cannot show.
+"""The watcher's store as a source of a past interval: the window, the baseline before it, and what they cannot show.
 
 The window is the interval's passes (one series value per pass, statements and tables summed over
 them); the baseline is the passes just before the interval, as long as the interval (at least
 BASELINE_MIN, at most BASELINE_MAX), so a metric is abnormal against the same target's own recent
 behaviour at the same sampling rate. Passes are read at the finest resolution the store still
 keeps for the interval's start (roles/watching.py: raw for 2 days, then 1-minute, then hourly
-buckets). Without enough passes before the interval, the stored quiet window of an earlier health
-review (or a --baseline file) is the baseline, as for a live diagnosis.
+buckets). Without enough passes before the interval there is no baseline here: the diagnosis then
+judges against the stored quiet window of an earlier health review, or a --baseline file
+(operators/diagnose/past.py), as a live diagnosis does.
 
 After the fact, some things cannot be known, and the coverage says so: the heaviest statements'
 plans are EXPLAINed now, as they would run today (a statement whose tables changed since, or that
@@ -22,17 +23,14 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from dbcrew.errors import DbcrewError
-from dbcrew.models import Brief
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
 from dbcrew.store.samples import Gap, SampleStore, StoredPass
-from dbcrew.targets import PostgresTarget
-from operators.diagnose.evidence import WindowBaseline, WindowEvidence
-from operators.diagnose.facts import FactsRecord, facts_of
-from operators.watch.passes import PassBody, TargetFacts, bodies, rate_names, window_of
+from operators.window.evidence import WindowEvidence
+from operators.window.passes import PassBody, TargetFacts, bodies, rate_names, window_of
 
 MIN_PASSES = (
-    3  # fewer values and no distribution test can judge a metric (operators/diagnose/anomaly.py)
+    3  # fewer values and no distribution test can judge a metric (operators/window/anomaly.py)
 )
 BASELINE_MIN = timedelta(minutes=10)
 BASELINE_MAX = timedelta(hours=1)
@@ -101,41 +99,6 @@ def _digests(stored: StoredPass) -> set[str]:
     body = PassBody.model_validate_json(stored.body)
     sampled = set(body.session_time.texts.values()) if body.session_time else set()
     return {s.digest for s in body.statements} | set(body.running) | sampled
-
-
-def recorded_facts(
-    target: PostgresTarget,
-    brief: Brief,
-    interval: PastInterval,
-    store: SampleStore,
-    fallback: WindowBaseline | None,
-    alert: str = "",
-) -> FactsRecord:
-    """The facts of `interval` on `target` from `store`; NoSamples when it holds none for the interval."""
-    recorded = read_recorded(store, brief.identity(target.address), interval)
-    return facts_of_recorded(
-        target, recorded, fallback, alert, "the watcher's samples", after_the_fact(recorded)
-    )
-
-
-def facts_of_recorded(
-    target: PostgresTarget,
-    recorded: Recorded,
-    fallback: WindowBaseline | None,
-    alert: str,
-    whose: str,
-    coverage: list[CoverageEntry],
-) -> FactsRecord:
-    """The facts of a recorded window (the store's, Prometheus's): against the samples before it when there are enough
-    (`whose` samples, the report says), else against `fallback`."""
-    baseline = fallback
-    if recorded.baseline is not None:
-        span = recorded.baseline.seconds
-        length = f"{span / 60:.0f} min" if span >= 120 else f"{span:.0f} s"
-        baseline = WindowBaseline(
-            window=recorded.baseline, source=f"{whose} of the {length} before the interval"
-        )
-    return facts_of(target, recorded.window, baseline, alert, coverage=coverage, live=False)
 
 
 def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:

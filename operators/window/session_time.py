@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import BaseModel, Field
 
-from operators.diagnose.evidence import TimeSlice
+from operators.window.evidence import TimeSlice
 
 TOP_SLICES = (
     30  # slices kept per pass (and per bucket) by samples; the rest are summed by wait under OTHER

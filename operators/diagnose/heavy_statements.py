@@ -41,13 +41,7 @@ from pglast.parser import ParseError
 
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.evidence import (
-    MONITORING,
-    StatementDelta,
-    WindowEvidence,
-    statement_identity,
-)
-from operators.diagnose.plan_issues import (
+from operators.diagnose.judgements import (
     NESTED_LOOP_PAIRS,
     NOT_EXPLAINED,
     SELECT,
@@ -56,9 +50,15 @@ from operators.diagnose.plan_issues import (
     conjuncts,
     plan_issues,
 )
-from operators.diagnose.sampler import EXPLAINED_QUERY_CHARS
 from operators.explain import FOREIGN_CODE, Unplannable, generic_plan, refused_text
 from operators.sql import fetch, scalar
+from operators.window.evidence import (
+    MONITORING,
+    StatementDelta,
+    WindowEvidence,
+    statement_identity,
+)
+from operators.window.readers import EXPLAINED_QUERY_CHARS
 
 TOP_STATEMENTS = 5
 MIN_SHARE = 0.05

@@ -1,7 +1,8 @@
-"""What a plan shows on its own: correlated subqueries, nested loops over large inputs, selective
-sequential scans of large tables.
+"""EXPLAIN's judgements of a statement (its query plan's, not the crew's plan of a run): what the plan
+shows on its own, correlated subqueries, nested loops over large inputs, selective sequential scans
+of large tables.
 
-The plans come from `operators.diagnose.plans`, which picks the window's heaviest statements,
+The plans come from `operators.diagnose.heavy_statements`, which picks the window's heaviest statements,
 plans them through `operators.explain.generic_plan` and judges them against what they cost per call.
 """
 

@@ -1,7 +1,7 @@
 """The two-sample Kolmogorov-Smirnov test's exact two-sided p-value, in plain Python.
 
 Why not `scipy.stats.ks_2samp`: importing scipy.stats costs ~0.7 s of CPU (measured on 2 cores), and every health
-review that compares its window with the target's last baseline (roles/report/history.py) may need one
+review that compares its window with the target's last baseline (roles/report/comparing.py) may need one
 test; every `dbcrew review` process (and each worker process) would pay it. The samples are a
 window's per-second series (tens of values), where scipy's `method="auto"` computes the exact
 distribution too: this module counts the same lattice paths, with integers, so its p-value is

@@ -1,6 +1,6 @@
 """What one sampling pass of the watcher keeps, how passes merge, and how stored passes become a diagnosis window.
 
-A pass holds per-second rates over its span (the counters of operators/diagnose/sampler.py, and
+A pass holds per-second rates over its span (the counters of operators/window/readers.py, and
 the session gauges of its one pg_stat_activity read), the tally of that read (waits, blocked
 sessions, running statements by text digest), and the statements and busiest tables with their
 counters per second. Merging passes (downsampling, or an interval) weights every rate by the
@@ -19,8 +19,8 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from dbcrew.store.samples import StoredPass
-from operators.diagnose.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
-from operators.watch.session_time import SessionTime, merged
+from operators.window.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
+from operators.window.session_time import SessionTime, merged
 
 TOP_STATEMENTS = 20  # statements kept per pass (by execution time in its span); the rest are noise for a diagnosis
 TOP_TABLES = 10  # tables kept per pass (by rows read and written)
@@ -121,7 +121,7 @@ class PassBody(BaseModel):
     session_time: SessionTime | None = Field(
         None,
         description="the active session samples by wait, statement, kind and relation, bounded"
-        " (operators/watch/session_time.py); None where no active session was sampled",
+        " (operators/window/session_time.py); None where no active session was sampled",
     )
 
 

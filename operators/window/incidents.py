@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from dbcrew.store.samples import Incident, IncidentSignal
-from operators.diagnose.anomaly import robust_z
+from operators.window.anomaly import robust_z
 
 # Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise). CPU is the
 # server's own processes' (pg.cpu_cores, a local target's) and I/O its sessions waiting on it and its reads: the host's

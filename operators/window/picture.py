@@ -5,7 +5,7 @@ incident's strongest signals, its stored passes from a while before the incident
 and the band the detector judged it by: around the median of the target's normal passes of the
 hour before the incident (those outside any incident, at most HISTORY of them, as the watcher seeds
 its detector: roles/watching.py), Z_OPEN robust deviations either way (the MAD scaled to a standard
-deviation, floored at the signal's least deviation and 5 % of the level, as operators/watch/
+deviation, floored at the signal's least deviation and 5 % of the level, as operators/window/
 incidents.py scores a pass). A value outside the band is what opened the incident. Where earlier
 days are known, the detector also asks a signal to leave the same hour's range of those days; the
 band drawn is the last hour's alone, and the picture says so.
@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from dbcrew.store.samples import Incident, SampleStore, StoredPass
-from operators.diagnose.anomaly import MAD_TO_SIGMA
-from operators.watch.incidents import HISTORY, LEVEL_SHARE, SIGNALS, Z_OPEN
+from operators.window.anomaly import MAD_TO_SIGMA
+from operators.window.incidents import HISTORY, LEVEL_SHARE, SIGNALS, Z_OPEN
 
 RAW = 0  # the detector judges raw passes
 SIGNALS_SHOWN = 4

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel
 
-from operators.diagnose.evidence import WindowEvidence
-from operators.diagnose.smirnov import ks_2samp_pvalue
+from operators.window.evidence import WindowEvidence
+from operators.window.smirnov import ks_2samp_pvalue
 
 KS_P_VALUE = 0.05
 Z_THRESHOLD = 3.0
