@@ -12,7 +12,8 @@ logged in as its own role so pg_stat_statements tells its statements apart. Prin
   core watches at a 15 s interval, extrapolated from it;
 - the store's bytes per raw pass and per one-minute bucket (the JSON bodies, before the backend's
   compression), and per target-day: what downsampling adds each day (1440 minute and 24 hour
-  buckets) and the steady footprint of the retention policy (2 days raw, 14 of minutes, 90 of hours);
+  buckets), also per active backend (pg_ash's measure: the bytes a day over the active backends a session sample
+  caught on average), and the steady footprint of the retention policy (2 days raw, 14 of minutes, 90 of hours);
 - of those, the session samples' time attribution's bytes, per target-day and per active backend
   (pg_ash's measure; `--clients N --rate 0` keeps N sessions busy on each target), and the watcher's
   CPU for one session sample between passes, measured alone.
@@ -185,9 +186,11 @@ def report(
         f" (target >= 500); round took {1000 * sum(took) / len(took):.0f} ms on average, {1000 * max(took):.0f} ms at most;"
         f" wall {wall:.0f} s"
     )
+    active = active_backends(stored)
+    per_backend = f" ({per_day / active / 2**20:.2f} MB per active backend)" if active else ""
     print(
         f"store: {raw:.0f} B per raw pass, {bucket:.0f} B per bucket (JSON, before compression);"
-        f" per target-day after downsampling {per_day / 2**20:.2f} MB (limit 5 MB);"
+        f" per target-day after downsampling {per_day / 2**20:.2f} MB{per_backend} (limit 5 MB);"
         f" steady footprint at 15 s {footprint / 2**20:.1f} MB per target; DuckDB file {store_path.stat().st_size / 2**20:.1f} MB"
     )
     print(session_time_line(stored))
@@ -201,9 +204,7 @@ def session_time_line(stored: list[StoredPass]) -> str:
     raw = sum(len(_session_json(body)) for _seconds, body in parts) / max(len(parts), 1)
     groups = [bodies(group) for group in _per_target(stored).values()]
     bucket = sum(len(_session_json(merge(group))) for group in groups) / max(len(groups), 1)
-    active = sum(b.session_time.samples for _s, b in parts if b.session_time) / max(
-        sum(b.session_samples for _s, b in parts), 1
-    )
+    active = active_backends(stored)
     per_day = (1440 + 24) * bucket
     raw_day = PASSES_PER_DAY_AT_15S * raw
     per_backend = f"{per_day / active / 2**20:.3f}" if active else "-"
@@ -211,6 +212,14 @@ def session_time_line(stored: list[StoredPass]) -> str:
         f"session time attribution: {raw:.0f} B per raw pass, {bucket:.0f} B per bucket, {active:.2f} active backends"
         f" sampled on average; per target-day after downsampling {per_day / 2**20:.2f} MB ({per_backend} MB per"
         f" active backend), raw passes at 15 s {raw_day / 2**20:.2f} MB a day (kept {TIERS[0].keep.days} days)"
+    )
+
+
+def active_backends(stored: list[StoredPass]) -> float:
+    """The active backends a session sample caught on average: pg_ash's measure divides a day's bytes by them."""
+    parts = bodies(stored)
+    return sum(b.session_time.samples for _s, b in parts if b.session_time) / max(
+        sum(b.session_samples for _s, b in parts), 1
     )
 
 

@@ -44,6 +44,7 @@ from flows.dispatch import ran_sync
 from flows.targets import ON_DEMAND, published_inventory
 
 POLL_SECONDS = 1.0
+OUTCOME_PAGE = 200  # runs whose outcomes one request reads (each run posts one outcome)
 
 
 class FleetRow(BaseModel):
@@ -121,7 +122,12 @@ def review_each(
         for entry in entries
     }
     finished = wait_all(list(started.values()))
-    rows = [row_of(name, finished[run_id]) for name, run_id in started.items()]
+    outcomes = read_outcomes(
+        [run.id for run in finished.values() if run.state and run.state.is_completed()]
+    )
+    rows = [
+        row_of(name, finished[run_id], outcomes.get(run_id)) for name, run_id in started.items()
+    ]
     failed = [r.target for r in rows if r.state != "COMPLETED"]
     if failed:
         get_run_logger().warning(
@@ -151,7 +157,8 @@ def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
     return done
 
 
-def row_of(name: str, run: FlowRun) -> FleetRow:
+def row_of(name: str, run: FlowRun, outcome: dict[str, object] | None) -> FleetRow:
+    """The target's summary row from its run and the outcome it posted (None: none found)."""
     state = run.state
     row = FleetRow(
         target=name,
@@ -162,7 +169,6 @@ def row_of(name: str, run: FlowRun) -> FleetRow:
         return row.model_copy(
             update={"worst": "failed", "detail": (state.message if state else "") or "no state"}
         )
-    outcome = read_outcome(run.id)
     if outcome is None:
         return row.model_copy(update={"detail": "the review posted no outcome"})
     return row.model_copy(
@@ -170,20 +176,30 @@ def row_of(name: str, run: FlowRun) -> FleetRow:
     )
 
 
-def read_outcome(run_id: UUID) -> dict[str, object] | None:
+def read_outcomes(run_ids: list[UUID]) -> dict[UUID, dict[str, object]]:
+    """The outcome row each run posted, by run: one client and one request a page of OUTCOME_PAGE runs
+    (a request per run, each on a client of its own, was a thousand of each for a fleet of a thousand)."""
+    found: dict[UUID, dict[str, object]] = {}
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(
-                flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
-                key=ArtifactFilterKey(like_=f"dbcrew-{OUTCOME}-%"),
-            )
-        )
-    if not artifacts:
-        return None
-    data = artifacts[0].data
-    # A table artifact's data is its rows (Prefect types `data` for every kind of artifact).
-    rows = json.loads(data) if isinstance(data, str) else cast(list[dict[str, object]] | None, data)
-    return rows[0] if rows else None
+        for start in range(0, len(run_ids), OUTCOME_PAGE):
+            page = run_ids[start : start + OUTCOME_PAGE]
+            for artifact in client.read_artifacts(
+                artifact_filter=ArtifactFilter(
+                    flow_run_id=ArtifactFilterFlowRunId(any_=page),
+                    key=ArtifactFilterKey(like_=f"dbcrew-{OUTCOME}-%"),
+                ),
+                limit=len(page),
+            ):
+                data = artifact.data
+                # A table artifact's data is its rows (Prefect types `data` for every kind of artifact).
+                rows = (
+                    json.loads(data)
+                    if isinstance(data, str)
+                    else cast(list[dict[str, object]] | None, data)
+                )
+                if artifact.flow_run_id is not None and rows:
+                    found[artifact.flow_run_id] = rows[0]
+    return found
 
 
 def _cell(value: object) -> str:

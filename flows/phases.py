@@ -1,6 +1,14 @@
 """The three phases, initialize, execute and replan, as Prefect flows (`PrefectPhases`, what a review run
-uses): each a subflow run of the review's flow run, with its artifacts. The same roles/ steps run as plain
-calls in roles/spine.py (`PlainPhases`), whose loop takes either."""
+of `health_review` uses): each a subflow run of the review's flow run, with its artifacts. The same roles/
+steps run as plain calls in roles/spine.py (`PlainPhases`), whose loop takes either, and as plain calls
+inside the review's own flow run with the same artifacts (`InRunPhases`, what a review of the pool runs).
+
+Why a review of the pool (`review_target`: the fleet, the schedules, the on-demand form, an incident's
+diagnosis) runs its phases in its own flow run: each subflow is a flow run of its own and each batch of
+operators a task run (two to three subflows and about nine task runs a health review), each with its
+states, its parent task run and its parameters walked and sent to the server, which a fleet of a
+thousand reviews pays a thousand times, on the worker and on the server. The review's flow run stays
+the UI's unit per target, with its plan, re-plan, report, findings and outcome artifacts."""
 
 from __future__ import annotations
 
@@ -23,9 +31,9 @@ from roles.crew.faults import FaultInjector
 from roles.crew.run import Initialized, ReplanOutcome
 
 
-@flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
-def initialize(run: RunContext) -> Initialized:
-    """Probe the target, plan the team and its tasks, reflect on the plan."""
+def initialized_and_posted(run: RunContext) -> Initialized:
+    """Probe the target, plan the team and its tasks, reflect on the plan; post the plan (and the lessons
+    from memory applied to it) to the flow run it runs in."""
     init = steps.initialize(run)
     post_strategy(run, init.strategy, f"Plan for the {run.scenario} review")
     if init.edits:
@@ -33,6 +41,20 @@ def initialize(run: RunContext) -> Initialized:
             run, init.edits, [], title="Lessons from memory applied to the plan", kind="memory"
         )
     return init
+
+
+def replanned_and_posted(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
+    """Gap-narrow re-plan: the smallest change that closes the gap the monitor found; its edits posted to
+    the flow run it runs in."""
+    outcome = steps.replan_phase(run, brief, result)
+    post_edits(run, outcome.edits, outcome.rejected)
+    return outcome
+
+
+@flow(name="initialize", flow_run_name="initialize-{run.run_id}", validate_parameters=False)
+def initialize(run: RunContext) -> Initialized:
+    """Probe the target, plan the team and its tasks, reflect on the plan."""
+    return initialized_and_posted(run)
 
 
 @flow(name="execute", flow_run_name="execute-{run.run_id}", validate_parameters=False)
@@ -60,9 +82,7 @@ def execute_phase(
 @flow(name="replan", flow_run_name="replan-{run.run_id}", validate_parameters=False)
 def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
     """Gap-narrow re-plan: the smallest change that closes the gap the monitor found."""
-    outcome = steps.replan_phase(run, brief, result)
-    post_edits(run, outcome.edits, outcome.rejected)
-    return outcome
+    return replanned_and_posted(run, brief, result)
 
 
 class PrefectPhases:
@@ -84,6 +104,15 @@ class PrefectPhases:
     def replan(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
         with without_heartbeats():
             return replan(run, brief, result)
+
+
+class InRunPhases:
+    """The phases as plain calls inside the review's own flow run, which gets their artifacts: no subflow
+    runs, no task runs (the module's docstring says why a review of the pool runs them so)."""
+
+    initialize = staticmethod(initialized_and_posted)
+    execute = staticmethod(steps.execute_plain)
+    replan = staticmethod(replanned_and_posted)
 
 
 @cache

@@ -20,7 +20,7 @@ from flows.artifacts import post_report
 from flows.dispatch import ran_sync
 from flows.phases import PrefectPhases
 from roles.crew.context import RunContext
-from roles.spine import kept_in_reports, review
+from roles.spine import ReviewPhases, kept_in_reports, review
 
 
 def run_link() -> str:
@@ -50,8 +50,8 @@ def health_review(request: ReviewRequest) -> Report:
     )
 
 
-def conduct(run: RunContext) -> Report:
-    """Review `run` under Prefect, its report posted as artifacts; without an `out`, into
-    reports_root()/<run id> (kept_in_reports)."""
+def conduct(run: RunContext, phases: ReviewPhases = PrefectPhases) -> Report:
+    """Review `run` under Prefect, its phases run by `phases` (subflows by default), its report posted as
+    artifacts; without an `out`, into reports_root()/<run id> (kept_in_reports)."""
     with kept_in_reports(run):
-        return review(run, PrefectPhases, post=post_report)
+        return review(run, phases, post=post_report)

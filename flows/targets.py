@@ -37,6 +37,7 @@ from dbcrew.vocabulary import BrainName, Scenario
 from flows.artifacts import post_alert
 from flows.dispatch import ran_sync
 from flows.incident_diagnosis import keep_with_incident
+from flows.phases import InRunPhases
 from flows.review import conduct, run_link
 from flows.worker import planned_stop
 from roles.crew.context import RunContext
@@ -155,7 +156,7 @@ def review_target(
             entry
         )  # the same target, with its password from the entry's source
         with concurrency(target_limit(entry.name), occupy=1):
-            report = conduct(run)
+            report = conduct(run, InRunPhases)  # no subflow or task run per phase (flows/phases.py)
     except Exception as exc:
         if stopped := planned_stop():  # the stop's doing, not the target's: tell nobody
             return stopped

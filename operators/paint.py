@@ -8,7 +8,15 @@ from pathlib import Path
 from dbcrew.models import Role
 from dbcrew.store import Vitals
 from dbcrew.vocabulary import Category
-from operators.figures import Margins, chart_observation, figure, text_width, warm_up
+from operators.figures import (
+    TITLE_AT,
+    Margins,
+    chart_observation,
+    figure,
+    plain_log_ticks,
+    text_width,
+    warm_up,
+)
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_TABLES = 10
@@ -52,12 +60,14 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         )
         scans.set_yticks(list(positions), names)
         scans.set_xscale("symlog")
-        scans.set_title("Scans since statistics began")
+        plain_log_ticks(scans.xaxis)
+        scans.set_title("Scans since statistics began", y=TITLE_AT)
         scans.set_xlabel("scans (symmetric log scale)")
         scans.legend(loc="lower right", fontsize="small")
         dead.barh(list(positions), [r["n_dead_tup"] for r in rows][::-1], color="tab:red")
         dead.set_xscale("symlog")
-        dead.set_title("Dead tuples")
+        plain_log_ticks(dead.xaxis)
+        dead.set_title("Dead tuples", y=TITLE_AT)
         dead.set_xlabel("dead tuples (symmetric log scale)")
     caption = (
         f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
@@ -101,7 +111,7 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
                 color=colour,
                 label=severity,
             )
-        counts.set_title("Findings by severity")
+        counts.set_title("Findings by severity", y=TITLE_AT)
         counts.set_ylabel("findings")
         counts.yaxis.get_major_locator().set_params(integer=True)
         counts.legend(fontsize="small")
@@ -113,7 +123,7 @@ def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
                 marker="o",
                 color="tab:blue",
             )
-            ax.set_title(title)
+            ax.set_title(title, y=TITLE_AT)
             ax.set_ylabel(unit)
             ax.ticklabel_format(axis="y", style="plain", useOffset=False)
             if field in ("dead_tuples", "oldest_xid_age"):  # counts: no fractional ticks

@@ -9,15 +9,13 @@ from dbcrew.models import Role
 from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.attribution import attribute
 from operators.diagnose.steps import FACTS_KEY, load_facts
-from operators.figures import Margins, chart_observation, figure, text_width, warm_up
+from operators.figures import TITLE_AT, Margins, chart_observation, figure, text_width, warm_up
 from operators.registry import Observation, OperatorContext, operator
 
 TOP_METRICS = 6
 # Charts are drawn after the window, on the diagnosis's path, where an overloaded host gives this process
-# a few percent of a core: each CPU-millisecond counts. A title placed at a fixed height skips
-# matplotlib's measuring of every tick label to lift it (a quarter of a panel's drawing, profiled), and
+# a few percent of a core: each CPU-millisecond counts. Titles sit at a fixed height (figures.TITLE_AT), and
 # four value ticks instead of up to nine draw half the tick objects (tick creation is a third).
-TITLE_AT = 1.0
 VALUE_TICKS = 4
 # Small (x-small) tick labels and axis labels: room for them beside and under each panel, a title above.
 CHART_MARGINS = Margins(

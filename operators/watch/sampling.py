@@ -17,6 +17,7 @@ again, and no rate spans a restart): the missing pass is the gap a reader sees.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from operators.collect.probe import read_brief
 from operators.held import Held
 from operators.stat_views import TABLE_STATS, reset_between
 from operators.watch.session_sampler import SESSION_STEP, SessionSampler
-from operators.window.evidence import MONITORING, TableDelta
+from operators.window.evidence import MONITORING, TableDelta, statement_identity
 from operators.window.passes import (
     TABLE_COUNTERS,
     TOP_RUNNING,
@@ -101,6 +102,8 @@ class TargetWatch:
     connected: Connected | None = None
     last: Readings | None = None
     known_texts: set[str] = field(default_factory=set)
+    # Statement key -> the first whole text a pass saw running under it: the text every later pass names it by.
+    shown: dict[str, str] = field(default_factory=dict)
     # Seconds between two session samples between passes (session_sampler.py).
     session_step: float = SESSION_STEP
 
@@ -211,7 +214,7 @@ class TargetWatch:
             session_samples=tally.samples,
             flusher_idle_between=tally.flusher_idle_between(),
             blocked=list(tally.blocked.values()),
-            running={named(q): n for q, n in tally.running.most_common(TOP_RUNNING)},
+            running={named(q): n for q, n in self.running(tally.running).most_common(TOP_RUNNING)},
             statements=[
                 StatementRate(
                     queryid=d.queryid,
@@ -230,6 +233,16 @@ class TargetWatch:
             session_time=session_time_of(tally.slices, tally.texts, named),
         )
         return Sampled(body=body, seconds=seconds, texts=texts)
+
+    def running(self, texts: Counter[str]) -> Counter[str]:
+        """The running texts' samples by statement (pglast's fingerprint), each under one whole text, the same in
+        every pass: a client that sends its values as literals (pgbench's default) ran ten texts of one statement in
+        a pass, each stored as a new text and kept as a running statement of its own, in every bucket; and so many
+        one-sample shares of one statement understated its share of the active time."""
+        by_statement = Counter[str]()
+        for text, n in texts.items():
+            by_statement[self.shown.setdefault(statement_identity(text).key, text)] += n
+        return by_statement
 
     def stored_texts(self, texts: dict[str, str]) -> None:
         """The texts a pass named are in the store now: later passes name them by digest only."""

@@ -14,8 +14,9 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from dbcrew.store.samples import StoredPass
 from operators.window.evidence import BlockedSession, StatementDelta, TableDelta, WindowEvidence
@@ -35,6 +36,35 @@ def digest(text: str) -> str:
 
 def rounded(value: float) -> float:
     return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def as_rows(model: type[M]) -> tuple[BeforeValidator, PlainSerializer]:
+    """A list of `model`s stored as rows: each item its fields' values in declaration order, trailing defaults left out.
+
+    A pass keeps up to 20 statements, 10 tables and 20 blocked sessions, and as objects their field names were half
+    their bytes, in every pass and every bucket. Read back, a row is zipped with the fields again and a dict (a body
+    stored before) is taken as it is; so the fields' order is part of the stored format: a new field goes last, with
+    a default."""
+    names = list(model.model_fields)
+    defaults = [f.default for f in model.model_fields.values()]
+
+    def row(item: M) -> list[Any]:
+        values = [getattr(item, name) for name in names]
+        while values and values[-1] == defaults[len(values) - 1]:
+            values.pop()
+        return values
+
+    def read(items: Any) -> Any:
+        if not isinstance(items, list):
+            return items
+        return [dict(zip(names, i, strict=False)) if isinstance(i, list) else i for i in items]
+
+    return BeforeValidator(read), PlainSerializer(
+        lambda items: [row(i) for i in items], when_used="json"
+    )
 
 
 class StatementRate(BaseModel):
@@ -66,19 +96,22 @@ class TargetFacts(BaseModel):
 class PassBody(BaseModel):
     """One pass, or a merge of passes. Tables carry counters per second and their sizes at the end.
 
-    Stored with its defaults and its zero rates left out (`as_stored`): most of a quiet pass is zeros.
+    Stored with its defaults and its zero rates left out (`as_stored`): most of a quiet pass is zeros; its
+    statements, tables and blocked sessions as rows (`as_rows`).
     """
 
     rates: dict[str, float] = Field(default_factory=dict)
     waits: dict[str, int] = Field(default_factory=dict)
     session_samples: int = 0
     flusher_idle_between: int = 0
-    blocked: list[BlockedSession] = Field(default_factory=list)
+    blocked: Annotated[list[BlockedSession], *as_rows(BlockedSession)] = Field(default_factory=list)
     running: dict[str, int] = Field(
         default_factory=dict, description="digest of an active session's query text -> samples"
     )
-    statements: list[StatementRate] = Field(default_factory=list)
-    tables: list[TableDelta] = Field(default_factory=list)
+    statements: Annotated[list[StatementRate], *as_rows(StatementRate)] = Field(
+        default_factory=list
+    )
+    tables: Annotated[list[TableDelta], *as_rows(TableDelta)] = Field(default_factory=list)
     reconnects: int = Field(
         0,
         description="times the server ended the watcher's session and it resumed on a new one since the"

@@ -1,7 +1,12 @@
 """Acceptance 2 of issue 31: a fleet watched by two workers on one pool, Prefect and the store on PostgreSQL.
 
-Real processes, as a fleet user runs them: `dbcrew server --local-postgres` (the Prefect server's database
-and the store on a PostgreSQL it manages, and its own worker) and a second worker started with the
+One `dbcrew server --local-postgres` for the module (the Prefect server's database and the store on a
+PostgreSQL it manages, and its own worker): starting it, with its cluster and its fleet, is the costly
+part, and what `--local-postgres` itself promises (a review's run kept in that PostgreSQL, its history in
+the store there, the PostgreSQL stopped with the command) is checked on the same server (first test,
+and the fixture's end) rather than on a second one of its own.
+
+Real processes, as a fleet user runs them: that server and a second worker started with the
 documented `prefect worker start --pool dbcrew` line from its own home (PREFECT_HOME, reports, memory),
 as another machine would; TARGETS databases of one embedded cluster (bench/scale.py's fleet, each made
 from a template), all watched every EVERY seconds with the targets' alerts at a webhook receiver, and
@@ -28,10 +33,12 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import (
@@ -61,14 +68,6 @@ QUIET_PASSES = 10  # each target's passes before the injection: the detector's h
 ANOMALY_SECONDS = 20.0
 SCHEDULE = "health-0-3-x-x-x"  # the deployment of NIGHTLY ("0 3 * * *")
 WAIT = 300.0
-
-
-@pytest.fixture()
-def work() -> Iterator[Path]:
-    """Outside pytest's base temp (the clusters' system user must traverse it), as test_server_postgres.py."""
-    path = Path(tempfile.mkdtemp(prefix="dbcrew-fleet-pool-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def inventory(fleet: Fleet, hook: str) -> str:
@@ -114,27 +113,108 @@ def reviews_of(client: SyncPrefectClient, slot: FlowRun) -> list[FlowRun]:
     )
 
 
-def test_two_workers_watch_a_fleet_on_postgresql_take_over_a_killed_one_and_queue_reviews_without_late_alerts(
-    work: Path,
-) -> None:
-    with receiving_webhooks() as (hook, received), ExitStack() as stack:
+@dataclass
+class Pool:
+    """The module's `dbcrew server --local-postgres` watching the fleet, and what the tests read it through."""
+
+    server: CrewServer
+    fleet: Fleet
+    store: Store
+    prefect_database: str  # the Prefect server's database, as its start line names it
+    received: list[dict[str, object]]  # the alerts at the webhook receiver
+    work: Path
+
+
+@contextmanager
+def outside_base_temp() -> Iterator[Path]:
+    """Outside pytest's base temp: another pytest run on the machine resets that folder to mode 0700, after
+    which the clusters' system user can no longer traverse it (as tests/e2e/conftest.py's fleet cluster)."""
+    path = Path(tempfile.mkdtemp(prefix="dbcrew-fleet-pool-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[Pool]:
+    """The fleet's cluster with TARGETS databases, `dbcrew server --local-postgres` watching them; at the end,
+    the server stopped as Ctrl-C stops it, its local PostgreSQL stopped with it, on the port it kept."""
+    with (
+        outside_base_temp() as work,
+        receiving_webhooks() as (hook, received),
+        ExitStack() as stack,
+    ):
         pg = EmbeddedPostgres(work / "fleet", settings={"max_connections": "150"}).start()
         stack.callback(pg.stop)
         fleet = Fleet([pg])
         fleet.make(TARGETS)
-        names = list(fleet.dsns)
         (work / "targets.yaml").write_text(inventory(fleet, hook))
         (work / "server").mkdir()
+        local = work / "local-pg"
         server: CrewServer = stack.enter_context(
             running_crew_server(
-                work / "targets.yaml",
-                work / "server",
-                options=("--local-postgres", str(work / "local-pg")),
+                work / "targets.yaml", work / "server", options=("--local-postgres", str(local))
             )
         )
+        prefect_url = re.search(r"Prefect database: (\S+)", server.banner)
         store_url = re.search(r"store: (\S+)", server.banner)
-        assert store_url and store_url[1].startswith("postgresql://"), server.banner
-        store = Store(store_url[1], fleet)
+        assert prefect_url and store_url, server.banner
+        yield Pool(server, fleet, Store(store_url[1], fleet), prefect_url[1], received, work)
+        rest = server.stop()
+        assert server.process.returncode == 0 and "stopped" in rest, rest
+        assert not (local / "data" / "postmaster.pid").exists(), (
+            "the local PostgreSQL stopped with it"
+        )
+        assert (local / "port").read_text() == prefect_url[1].split(":")[2].split("/")[0]
+
+
+def test_one_command_runs_prefect_and_the_store_on_a_local_postgresql(pool: Pool) -> None:
+    """The Prefect server keeps its state in the database `prefect` (read here by SQL: a review's flow run is
+    a row there), the worker's review writes its history to the database `dbcrew_store` (read here by SQL:
+    the run's row links the flow run). The target is one of the fleet's, on no schedule and never injected."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    assert pool.prefect_database.startswith("postgresql://postgres@127.0.0.1:")
+    assert pool.prefect_database.endswith("/prefect") and pool.store.url.endswith("/dbcrew_store")
+    assert pool.store.url.startswith("postgresql://"), pool.server.banner
+    solo = list(pool.fleet.dsns)[SCHEDULED]
+    with (
+        temporary_settings(updates={PREFECT_API_URL: pool.server.api}),
+        get_client(sync_client=True) as client,
+    ):
+        on_demand = client.read_deployment_by_name("review_target/on-demand")
+        run = client.create_flow_run_from_deployment(on_demand.id, parameters={"target": solo})
+        state = wait_for(
+            lambda: (s := client.read_flow_run(run.id).state) and s.is_final() and s,
+            "the on-demand review to end",
+            600,
+        )
+    assert state.is_completed(), state
+    with psycopg.connect(pool.prefect_database) as conn:
+        (stored,) = conn.execute(
+            "SELECT state_type FROM flow_run WHERE id = %s", (run.id,)
+        ).fetchone() or ("none",)
+    assert stored == "COMPLETED", "the Prefect server's state is in the local PostgreSQL"
+    with psycopg.connect(pool.store.url) as conn:
+        kept = conn.execute(
+            "SELECT display FROM runs WHERE link LIKE %s", (f"%{run.id}%",)
+        ).fetchall()
+    assert len(kept) == 1 and solo in kept[0][0], kept
+
+
+def test_two_workers_watch_a_fleet_on_postgresql_take_over_a_killed_one_and_queue_reviews_without_late_alerts(
+    pool: Pool,
+) -> None:
+    server, fleet, store, received, work = (
+        pool.server,
+        pool.fleet,
+        pool.store,
+        pool.received,
+        pool.work,
+    )
+    names = list(fleet.dsns)
+    with ExitStack() as stack:
         second = stack.enter_context(second_worker(server.api, store.url, work / "second"))
 
         # Both workers hold a share; every target sampled by one of them at a time.

@@ -224,6 +224,42 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(
     ) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
 
 
+def test_a_fleet_review_is_one_flow_run_with_its_artifacts_and_no_subflows_or_task_runs(
+    api: str, first_fleet: tuple[FleetRun, int]
+):
+    """A review of the pool runs its phases inside its own flow run (flows/phases.py InRunPhases): the UI's
+    unit per target keeps the plan, report, findings and outcome, and no phase is a flow or task run of its own."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterId,
+        FlowRunFilterParentFlowRunId,
+    )
+
+    fleet, _ = first_fleet
+    alpha = fleet.reviews["alpha"]
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[alpha.id]))
+        )
+        subflows = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[alpha.id])
+            )
+        )
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[alpha.id]))
+        )
+    kinds = {(a.key or "").split("-")[1] for a in artifacts}
+    assert {"plan", "report", "findings", "outcome"} <= kinds, kinds
+    assert subflows == [] and task_runs == [], (
+        [r.name for r in subflows],
+        [t.name for t in task_runs],
+    )
+
+
 def test_the_workers_runs_leave_their_reports_not_their_workspaces(
     crew_server: CrewServer, first_fleet: tuple[FleetRun, int]
 ):

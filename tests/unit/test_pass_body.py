@@ -1,0 +1,99 @@
+"""A pass body as the store keeps it: statements, tables and blocked sessions as rows, read back the same, and a body
+stored before (objects) still read; the running texts of one statement kept under one text."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from dbcrew.targets import parse_target
+from operators.watch.sampling import TargetWatch
+from operators.window.evidence import BlockedSession, TableDelta
+from operators.window.passes import PassBody, StatementRate, as_stored, merge
+
+
+def body() -> PassBody:
+    return PassBody(
+        rates={"db.xact_commit": 12.5},
+        statements=[
+            StatementRate(
+                queryid=-3886912043147135675,
+                userid=10,
+                digest="61232755bca1528a",
+                calls=3.5,
+                total_exec_time_ms=81.25,
+                rows=3.5,
+                temp_blks_written=2.0,
+            ),
+            StatementRate(
+                queryid=7, userid=10, digest="b67d", calls=1.0, total_exec_time_ms=2.0, rows=0.0
+            ),
+        ],
+        tables=[
+            TableDelta(
+                name="public.pgbench_accounts", idx_scan=64.0, n_tup_upd=32.0, total_bytes=16228352
+            )
+        ],
+        blocked=[
+            BlockedSession(
+                pid=3530, blocker_pid=3531, blocker_state="active", blocker_xact_seconds=0.25
+            )
+        ],
+    )
+
+
+def test_statements_tables_and_blocked_sessions_are_stored_as_rows_and_read_back_the_same() -> None:
+    stored = as_stored(body())
+    raw = json.loads(stored)
+    assert raw["statements"][1] == [7, 10, "b67d", 1.0, 2.0, 0.0], (
+        "fields in order, the trailing defaults left out"
+    )
+    assert raw["statements"][0][-1] == 2.0, (
+        "a field set after defaults keeps the defaults before it"
+    )
+    assert raw["tables"] == [
+        ["public.pgbench_accounts", 0.0, 0.0, 64.0, 0.0, 32.0, 0.0, 0.0, 0.0, 0, 16228352]
+    ]
+    assert raw["blocked"] == [[3530, 3531, "active", 0.25]]
+    assert PassBody.model_validate_json(stored) == body()
+    objects = json.dumps(body().model_dump(exclude_defaults=True), separators=(",", ":"))
+    assert len(stored) < len(objects), "fewer bytes than the same body's objects"
+
+
+def test_a_body_stored_with_objects_is_read_as_before() -> None:
+    before = json.dumps(body().model_dump(exclude_defaults=True))
+    assert json.loads(before)["statements"][0]["queryid"] == -3886912043147135675, (
+        "the old form: objects"
+    )
+    assert PassBody.model_validate_json(before) == body()
+
+
+def test_a_merge_of_stored_bodies_is_a_merge_of_the_bodies() -> None:
+    parts = [(15.0, body()), (15.0, body())]
+    again = [(s, PassBody.model_validate_json(as_stored(b))) for s, b in parts]
+    assert as_stored(merge(again)) == as_stored(merge(parts))
+
+
+def test_the_running_texts_of_one_statement_are_kept_under_its_first_text_in_every_pass() -> None:
+    watch = TargetWatch(parse_target("postgresql://u@localhost/db"))
+    first = watch.running(
+        Counter(
+            {
+                "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 17": 2,
+                "UPDATE pgbench_accounts SET abalance = abalance + 5 WHERE aid = 9": 1,
+                "SELECT abalance FROM pgbench_accounts WHERE aid = 9": 1,
+            }
+        )
+    )
+    assert first == Counter(
+        {
+            "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 17": 3,
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 9": 1,
+        }
+    )
+    later = watch.running(
+        Counter({"UPDATE pgbench_accounts SET abalance = abalance + 3 WHERE aid = 4": 2})
+    )
+    assert later == Counter(
+        {"UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 17": 2}
+    ), "a later pass names the statement by the same text, so buckets merge it into one"
