@@ -189,8 +189,9 @@ def watch_and_diagnose(watcher: Watcher, diagnoser: BackgroundDiagnoser) -> None
     def on_round(report: RoundReport) -> None:
         print_round(report)
         for outcome in report.outcomes:
-            if outcome.incident is not None and schedule.due(outcome.incident, report.at):
-                diagnoser.submit(targets[outcome.display], outcome.incident)
+            for incident in outcome.incidents():
+                if schedule.due(incident, report.at):
+                    diagnoser.submit(targets[outcome.display], incident)
 
     try:
         watcher.run(on_round)

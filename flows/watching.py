@@ -111,14 +111,12 @@ class Keeper:
             if entry.watch is not None and entry.watch.diagnose:
                 self.board.diagnosing.add(entry.name)
             changed |= self._gap(entry, outcome, report.at)
-            incident = outcome.incident
-            if incident is None:
-                continue
-            self.incidents[entry.name] = incident
-            changed = True
-            due = self.schedule.due(incident, report.at)
-            if due and entry.watch is not None and entry.watch.diagnose:
-                self._diagnose(entry, incident, report.at)
+            for incident in outcome.incidents():
+                self.incidents[entry.name] = incident
+                changed = True
+                due = self.schedule.due(incident, report.at)
+                if due and entry.watch is not None and entry.watch.diagnose:
+                    self._diagnose(entry, incident, report.at)
         changed |= self.board.refresh(self.incidents, report.at)
         now = report.at.timestamp()
         if changed or now - self._health_at >= HEALTH_EVERY:

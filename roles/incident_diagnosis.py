@@ -87,7 +87,7 @@ def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) ->
 
 class DiagnosisSchedule:
     """Which incidents are due for a diagnosis as the rounds report them: each at its close, and a long one once
-    while open."""
+    while open (not again by a watcher that carried it on after the one that diagnosed it: its kept diagnoses say)."""
 
     def __init__(self, long_incident: timedelta = LONG_INCIDENT):
         self.long_incident = long_incident
@@ -99,6 +99,9 @@ class DiagnosisSchedule:
             self._open.discard(key)
             return True
         if key in self._open or at - incident.started_at < self.long_incident:
+            return False
+        if any(d.while_open for d in incident.diagnoses):
+            self._open.add(key)
             return False
         self._open.add(key)
         return True

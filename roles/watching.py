@@ -38,7 +38,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -56,7 +56,7 @@ from operators.watch.sampling import Connected, Sampled, TargetWatch
 from operators.watch.session_sampler import session_step
 from operators.window.incidents import Detector, Minutes, Recall
 from operators.window.passes import PassBody, as_stored, bodies, merge
-from operators.window.picture import normal_passes
+from operators.window.picture import HISTORY_SPAN, normal_passes
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,12 @@ class Tier:
 TIERS = (Tier(0, timedelta(days=2)), Tier(60, timedelta(days=14)), Tier(3600, timedelta(days=90)))
 GAPS_KEPT = timedelta(days=90)
 MAINTENANCE_EVERY = 60.0  # seconds between two applications of the retention policy
+# An open incident an earlier watcher left is carried on when its last abnormal pass is this recent (the
+# detector's recent history, operators/window/picture.py); older, it is closed as it stood.
+CARRY_WITHIN = HISTORY_SPAN
+INCIDENTS_LOOKED_BACK = (
+    GAPS_KEPT  # how far back an incident left open is looked for (kept as long as the gaps)
+)
 
 
 class TargetOutcome(BaseModel):
@@ -100,6 +106,14 @@ class TargetOutcome(BaseModel):
     incident: Incident | None = Field(
         None, description="the incident this round opened, extended or closed"
     )
+    left: list[Incident] = Field(
+        default_factory=list,
+        description="open incidents an earlier watcher left that were too old to carry on: closed as they stood",
+    )
+
+    def incidents(self) -> list[Incident]:
+        """Every incident this round stored for the target: those closed as they stood, then its own."""
+        return [*self.left, *([] if self.incident is None else [self.incident])]
 
 
 class RoundReport(BaseModel):
@@ -127,6 +141,9 @@ class Watched:
     unwatched_reason: str = "not watched: no watcher was running"
     # a longer stretch before its first pass is a gap; None: two rounds
     unwatched_after: timedelta | None = None
+    # open incidents an earlier watcher left, closed as they stood when this one took the target (stored then),
+    # reported with its first stored pass: a share's first readings are taken outside its reported rounds
+    left: list[Incident] = field(default_factory=list)
 
 
 class Watcher:
@@ -266,7 +283,17 @@ class Watcher:
                     )
                 )
                 if w.detector is None or w.detector.target != w.identity:
-                    w.detector = self._detector(w.identity, at)
+                    w.detector, left = self._detector(w.identity, at)
+                    incidents.extend(left)  # stored closed now, reported with its first stored pass
+                    w.left.extend(left)
+                    for closed in left:
+                        log.warning(
+                            "watch: %s: its incident since %s, left open by its last watcher at %s, is too old to"
+                            " carry on: closed as it stood",
+                            w.watch.target.display,
+                            f"{closed.started_at:%Y-%m-%d %H:%M:%S}",
+                            f"{closed.ended_at:%Y-%m-%d %H:%M:%S}",
+                        )
             outcome = TargetOutcome(display=w.watch.target.display, identity=w.identity, key=w.key)
             gap = self._gap_after(w, result, at)
             if gap is not None:
@@ -286,8 +313,10 @@ class Watcher:
                         "stored": True,
                         "rates": result.body.rates,
                         "reconnects": result.body.reconnects,
+                        "left": w.left,
                     }
                 )
+                w.left = []
                 w.last_stored = at
                 unwatched = self._unwatched(w, at)
                 if unwatched is not None:
@@ -316,10 +345,12 @@ class Watcher:
                 w.watch.stored_texts(result.texts)
         return RoundReport(at=at, took_seconds=time.monotonic() - began, outcomes=outcomes)
 
-    def _detector(self, identity: str, now: datetime) -> Detector:
+    def _detector(self, identity: str, now: datetime) -> tuple[Detector, list[Incident]]:
         """A detector for the target, knowing its recent passes from the store (a restarted watcher need not learn again)
-        and reading the same hour of its earlier days from the store's 1-minute buckets."""
-        return seeded_detector(self.store, identity, now)
+        and reading the same hour of its earlier days from the store's 1-minute buckets, carrying on the incident an
+        earlier watcher left open; with the open incidents too old to carry on, closed as they stood."""
+        detector = seeded_detector(self.store, identity, now)
+        return detector, carry_open_incidents(self.store, detector, now)
 
     def _gap_after(self, w: Watched, result: Sampled | str, at: datetime) -> Gap | None:
         """The gap to store after this round, if any: opened (or extended) by a failure or a restart, closed by a stored pass."""
@@ -387,6 +418,32 @@ def seeded_detector(store: SampleStore, identity: str, now: datetime) -> Detecto
         body.rates for _seconds, body in bodies(normal_passes(store, identity, now))
     )
     return detector
+
+
+def carry_open_incidents(store: SampleStore, detector: Detector, now: datetime) -> list[Incident]:
+    """Hand `detector` the target's incident that an earlier watcher left open (it died, or gave the target up while
+    the incident was open), so that it is extended and closed here, and diagnosed at its close, once: the store holds
+    one record per incident (target, start), and only the target's one holder writes it. An open incident whose last
+    abnormal pass is more than CARRY_WITHIN old (the detector's recent history: nothing left to judge its end
+    against) is not carried on but closed as it stood, never left open for ever: returned, for the caller to store
+    and diagnose."""
+    left = [
+        i for i in store.incidents(detector.target, now - INCIDENTS_LOOKED_BACK) if not i.closed
+    ]
+    recent = [i for i in left if now - i.ended_at <= CARRY_WITHIN]
+    if recent:
+        carried = recent[-1]
+        detector.carry(carried)
+        log.warning(
+            "watch: %s: carrying on its incident open since %s (left by its last watcher)",
+            detector.target,
+            f"{carried.started_at:%H:%M:%S}",
+        )
+    return [
+        i.model_copy(update={"closed": True})
+        for i in left
+        if not recent or i.started_at != recent[-1].started_at
+    ]
 
 
 def minutes_of(store: SampleStore, identity: str) -> Recall:

@@ -182,6 +182,14 @@ class Detector:
     same_hour: SameHour | None = field(default=None, repr=False)
     onset: Pending | None = None  # the last pass, when it rose past Z_CLOSE without reaching Z_OPEN
 
+    def carry(self, incident: Incident) -> None:
+        """Carry on an incident another watcher left open (it stopped, or gave the target up while it was open): the
+        passes from here extend it or, once CLOSE_AFTER of them are calm, close it, as if this detector had opened it."""
+        self.incident = incident.model_copy(deep=True)
+        self.pending.clear()
+        self.onset = None
+        self.calm = 0
+
     def scores(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, float]:
         """Each signal's score: its robust z against the recent history, kept only where the same hour agrees (at `at`)."""
         recent = {

@@ -124,6 +124,20 @@ def test_a_long_incident_is_due_once_while_open_and_again_at_its_close() -> None
     assert schedule.due(incident(closed=True, minutes=30), T0 + timedelta(minutes=30))
 
 
+def test_a_long_incident_diagnosed_while_open_by_its_last_watcher_is_not_again_by_its_taker() -> (
+    None
+):
+    """The watcher that carried a long incident on (its last one died) reads its kept diagnoses: the while-open one
+    is not started again; its close's is due."""
+    long_open = incident(closed=False, minutes=LONG_INCIDENT.total_seconds() / 60 + 1)
+    diagnosed = long_open.model_copy(
+        update={"diagnoses": [diagnosis(long_open, "lock_contention", long_open.ended_at)]}
+    )
+    taker = DiagnosisSchedule()
+    assert not taker.due(diagnosed, diagnosed.ended_at + timedelta(minutes=1))
+    assert taker.due(diagnosed.model_copy(update={"closed": True}), T0 + timedelta(minutes=30))
+
+
 class HeldCrew:
     """Stands for the crew: each diagnosis waits until the test lets it finish, and says when it started."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dbcrew.store.samples import SampleStore, StoredPass, open_samples
+from dbcrew.store.samples import Incident, IncidentSignal, SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 from lab.embedded import EmbeddedPostgres
 from operators.window.incidents import Detector
@@ -281,3 +281,34 @@ def test_the_watchers_detector_reads_the_same_hour_of_earlier_days_from_the_stor
 
 def _rates(commits: float) -> str:
     return PassBody(rates={"db.xact_commit": commits, "act.active": 1.0}).model_dump_json()
+
+
+def test_an_incident_left_open_too_long_ago_is_closed_as_it_stood_and_reported_once(
+    pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """A watcher that stopped (or died) with its target's incident open, and nobody watched the target for longer
+    than the detector's recent history: the next watcher cannot judge that incident's end, so it closes it as it
+    stood (its last abnormal pass), stores it closed and reports it once for its diagnosis: never left open."""
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    target = parse_target(pg.dsn("watched"))
+    Watcher([target], store, every=EVERY).run(rounds=1)  # the target's identity in the store
+    identity = store.identity_of(target.display)
+    assert identity is not None
+    now = datetime.now(UTC)
+    left_open = Incident(
+        target=identity,
+        started_at=now - timedelta(hours=3),
+        ended_at=now - timedelta(hours=2, minutes=50),
+        signals=[IncidentSignal(name="act.wait_lock", baseline_median=0.0, peak=6.0, z=6.0)],
+    )
+    store.record([], incidents=[left_open])
+    rounds: list[RoundReport] = []
+    Watcher([target], store, every=EVERY).run(rounds.append, rounds=3)
+    reported = [i for r in rounds for o in r.outcomes for i in o.incidents()]
+    closed = left_open.model_copy(update={"closed": True})
+    assert reported == [closed], "reported once, with the first stored pass"
+    assert [o.stored for r in rounds for o in r.outcomes] == [False, True, True]
+    assert rounds[1].outcomes[0].left == [closed]
+    assert store.incidents(identity, now - timedelta(days=1)) == [closed], (
+        "stored closed as it stood"
+    )

@@ -57,7 +57,9 @@ def publish(inventory: Path, targets: dict[str, str]) -> None:
     draft.replace(inventory)
 
 
-def _start(store: str, holder: str, inventory: Path, log: Path) -> subprocess.Popen[bytes]:
+def _start(
+    store: str, holder: str, inventory: Path, log: Path, diagnosed: Path | None = None
+) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
@@ -73,6 +75,7 @@ def _start(store: str, holder: str, inventory: Path, log: Path) -> subprocess.Po
                 holder,
                 f"{EVERY:g}",
                 str(inventory),
+                *([] if diagnosed is None else [str(diagnosed)]),
             ],
             cwd=root,
             env=env,
