@@ -16,7 +16,7 @@ from pathlib import Path
 from dbcrew.models import Role
 from dbcrew.models.interval import PastInterval
 from dbcrew.store.samples import Incident, SampleStore, open_samples
-from dbcrew.vocabulary import Category
+from dbcrew.vocabulary import Category, Scenario
 from operators.diagnose.charts import CHART_MARGINS, hide_unused, panel
 from operators.figures import chart_observation, figure, warm_up
 from operators.registry import Observation, OperatorContext, OperatorMisfit, operator
@@ -41,7 +41,15 @@ def incident_of(store: SampleStore, identity: str, interval: PastInterval) -> In
     return max(found, key=overlap, default=None)
 
 
-@operator(role=Role.PAINTER, category=Category.DIAGNOSE, produces=(ARTIFACT,), prepare=warm_up)
+@operator(
+    role=Role.PAINTER,
+    category=Category.DIAGNOSE,
+    produces=(ARTIFACT,),
+    prepare=warm_up,
+    planned_for=frozenset(
+        {Scenario.DIAGNOSE}
+    ),  # whatever the alert: an incident's interval is known at run time
+)
 def paint_incident(ctx: OperatorContext) -> Observation:
     """For a past interval that is one of the watcher's incidents: its abnormal signals around it against the
     target's usual band (the detector's baseline)."""
