@@ -13,6 +13,7 @@ the check reads its workspace only.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel
@@ -52,7 +53,16 @@ def stage_earlier_age(
     workspace.put_observation(EARLIER_AGE_KEY, earlier.model_dump_json())
 
 
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A row of the workspace's observations: the JSON body kept under a key."""
+
+    body: str
+
+
 def earlier_age(ctx: OperatorContext) -> EarlierAge | None:
     """What `stage_earlier_age` staged for this run, or None."""
-    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [EARLIER_AGE_KEY])
-    return EarlierAge.model_validate_json(rows[0]["body"]) if rows else None
+    rows = ctx.workspace.rows(
+        Staged, "SELECT body FROM observations WHERE key = ?", [EARLIER_AGE_KEY]
+    )
+    return EarlierAge.model_validate_json(rows[0].body) if rows else None

@@ -274,10 +274,8 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
                 "autovacuum_off": row.autovacuum_off,
             }
             if earlier is not None and code == FindingCode.XID_WRAPAROUND_RISK:
-                evidence["earlier_review"] = {
-                    "at": earlier.reviewed_at.isoformat(),
-                    "age": earlier.age,
-                }
+                last_review = {"at": earlier.reviewed_at.isoformat(), "age": earlier.age}
+                evidence = {**evidence, "earlier_review": last_review}
             recommendation = (
                 "Run VACUUM (FREEZE) on the oldest tables at a time you choose, and turn autovacuum back on"
                 f" for them: past {setting} the server forces anti-wraparound vacuums on its own schedule."
