@@ -114,12 +114,15 @@ def _check_one_holder_at_a_time(
     """Per target: the holders' stints never overlap, and every stored pass lies in exactly one of them."""
     by_target = {}
     for name, identity in identities.items():
+        # The passes first, then the stints: a watcher stores a pass and extends its stint in one transaction, so
+        # every pass read here lies in a stint read after it (read the other way, a pass stored in between had none).
+        passes = _passes(store, identity)
         stints = tenures(backend, name)
         for earlier, later in itertools.pairwise(stints):
             assert earlier.ended_at < later.started_at, (
                 f"{name}: two holders at once: {earlier} {later}"
             )
-        for p in _passes(store, identity):
+        for p in passes:
             owners = [s.holder for s in stints if s.started_at <= p.at <= s.ended_at]
             assert len(owners) == 1, f"{name}: the pass at {p.at} belongs to {owners}"
         by_target[name] = stints
