@@ -84,18 +84,11 @@ def initialize(run: RunContext) -> Initialized:
     """Probe the target into a brief, prune the catalogue by it, plan, reflect, then apply known lessons."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     brief = probe(operator_context(run, None))
+    known_as = target_identity(run.target, brief)  # the target's identity in the store
     if run.scenario is Scenario.DIAGNOSE and not run.settings.baseline_path:
-        stage_stored_baseline(
-            Workspace(run.workspace_path),
-            target_identity(run.target, brief),
-            run.settings.store_url,
-        )
+        stage_stored_baseline(Workspace(run.workspace_path), known_as, run.settings.store_url)
     if run.scenario is Scenario.HEALTH:
-        stage_earlier_age(
-            Workspace(run.workspace_path),
-            target_identity(run.target, brief),
-            run.settings.store_url,
-        )
+        stage_earlier_age(Workspace(run.workspace_path), known_as, run.settings.store_url)
     caps = prune(brief, catalogue())
     request = PlanRequest(
         scenario=run.scenario,
@@ -117,7 +110,7 @@ def initialize(run: RunContext) -> Initialized:
     edits: list[PlanEdit] = []
     unfixed: list[UnfixedError] = []
     if run.settings.ablations.memory:
-        identity = target_identity(run.target, brief)
+        identity = known_as
 
         def known(memory: LongTermMemory) -> tuple[list[Lesson], list[UnfixedError]]:
             return recall(memory, identity, strategy), memory.unfixed(identity)
