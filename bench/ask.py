@@ -25,25 +25,25 @@ import pydantic
 import yaml
 from sklearn.metrics import accuracy_score, f1_score
 
-from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.vocabulary import Lookup, Route
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
-from operators.docs import DEBIAN_MANUAL, docs_index
-from operators.lookups import CatalogueNames, catalogue_names
-from operators.registry import get
-from roles.ask.answer import ask
-from roles.ask.instance import MissingSlot, fill_slots, invocation
-from roles.ask.routing import (
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
+from dbcrew.operators.docs import DEBIAN_MANUAL, docs_index
+from dbcrew.operators.lookups import CatalogueNames, catalogue_names
+from dbcrew.operators.registry import get
+from dbcrew.roles.ask.answer import ask
+from dbcrew.roles.ask.instance import MissingSlot, fill_slots, invocation
+from dbcrew.roles.ask.routing import (
     QUESTIONS as TRAINING,
 )
-from roles.ask.routing import (
+from dbcrew.roles.ask.routing import (
     SLOT_WORDS,
     load_questions,
     masked,
     pipeline,
     router,
 )
+from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.vocabulary import Lookup, Route
 
 QUESTIONS = Path(__file__).with_name("ask_questions.yaml")
 LEAKAGE_LIMIT = 0.8

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cli.server import DEFAULT_PORT, api_url, healthy
-from lab.crew_server import prefect_database, running_crew_server
-from lab.embedded import EmbeddedPostgres
+from dbcrew.cli.server import DEFAULT_PORT, api_url, healthy
+from dbcrew.lab.crew_server import prefect_database, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres
 
 WINDOW = 2.0
 RUNS = 5
@@ -25,7 +25,17 @@ RUNS = 5
 def review_seconds(dsn: str, out: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "cli", "review", dsn, "--window", str(WINDOW), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "dbcrew.cli",
+            "review",
+            dsn,
+            "--window",
+            str(WINDOW),
+            "--out",
+            str(out),
+        ],
         env=env,
         check=True,
         capture_output=True,

@@ -1,10 +1,10 @@
-"""(Re)collect error_tree/labelled.yaml: real failures, provoked for real, each with the leaf it belongs to.
+"""(Re)collect dbcrew/error_tree/labelled.yaml: real failures, provoked for real, each with the leaf it belongs to.
 
 `.venv/bin/python -m bench.collect_errors` starts two embedded PostgreSQL servers (one with a tiny
 max_connections and password logins, one without pg_stat_statements preloaded), a scripted
 OpenAI-compatible server, DuckDB workspaces and the crew's own validators, makes each of them fail
 in the ways a review meets, and writes what a worker would report to the monitor: the exception's
-class name and the first line of its text (roles/crew/worker.py records exactly that). The intended
+class name and the first line of its text (dbcrew/roles/crew/worker.py records exactly that). The intended
 leaf is the collector's judgement, written next to the code that provokes the failure.
 
 The file is committed; tests and `python -m bench error_tree` read it and never rerun this. A case
@@ -37,25 +37,25 @@ import pandas as pd
 import psycopg
 import yaml
 
-import operators  # noqa: F401 - registers the operators whose parameter models we validate
-from dbcrew.models import Strategy
-from dbcrew.models.crew import Action
-from dbcrew.models.faults import FaultSpec
-from dbcrew.settings import Settings
-from dbcrew.targets.postgres import first_line, parse_target
-from dbcrew.workspace import Workspace
-from error_tree.classify import LABELLED_PATH, LabelledError
-from lab.embedded import (
+import dbcrew.operators  # noqa: F401 - registers the operators whose parameter models we validate
+from dbcrew.error_tree.classify import LABELLED_PATH, LabelledError
+from dbcrew.lab.embedded import (
     POSTGRES_BIN_PATH,
     EmbeddedPostgres,
     _free_port,
 )  # _free_port: a port nobody listens on
-from lab.scripted_llm import Reply, ScriptedServer
-from operators.registry import REGISTRY, get
-from roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
-from roles.crew.faults import FaultInjector
-from roles.crew.planner import PlanRejected
-from roles.crew.validators import validate
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
+from dbcrew.models import Strategy
+from dbcrew.models.crew import Action
+from dbcrew.models.faults import FaultSpec
+from dbcrew.operators.registry import REGISTRY, get
+from dbcrew.roles.brains.openai import OpenAIBrain, Problems, Recommendations, Summary
+from dbcrew.roles.crew.faults import FaultInjector
+from dbcrew.roles.crew.planner import PlanRejected
+from dbcrew.roles.crew.validators import validate
+from dbcrew.settings import Settings
+from dbcrew.targets.postgres import first_line, parse_target
+from dbcrew.workspace import Workspace
 
 PASSWORDS = {"alice": "correct-horse-1", "bob": "battery-staple-2", "carol": "tr0ub4dor-3"}
 

@@ -1,7 +1,7 @@
 """Incident detection: recall and delay on injections, false incidents over healthy hours (`python -m bench watch --suite detection`).
 
 One embedded PostgreSQL (bench/diagnose.py's server: durable commits) with pgbench's tables (scale 5)
-and the injection tables of bench/injections.py, watched by the real Watcher (roles/watching.py) and
+and the injection tables of bench/injections.py, watched by the real Watcher (dbcrew/roles/watching.py) and
 its incident detector.
 
 Injections. Under a steady pgbench load, each case runs one cause of bench/injections.py at one
@@ -47,13 +47,13 @@ import psutil
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH
+from dbcrew.operators.window.evidence import statement_identity
+from dbcrew.operators.window.incidents import HISTORY, Detector
+from dbcrew.operators.window.passes import PassBody, bodies
+from dbcrew.roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 from dbcrew.store.samples import Incident, SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
-from lab.embedded import POSTGRES_BIN_PATH
-from operators.window.evidence import statement_identity
-from operators.window.incidents import HISTORY, Detector
-from operators.window.passes import PassBody, bodies
-from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 SCALE = 5
 CLIENTS, RATE = 2, 15  # per pgbench process of the steady load

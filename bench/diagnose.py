@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import injections
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
+from dbcrew.operators.window.live import sample_window
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.window.live import sample_window
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 SIGMA = 0.1
 MAX_CAUSES = 4
@@ -113,7 +113,7 @@ def time_cli_diagnosis(
     command = [
         sys.executable,
         "-m",
-        "cli",
+        "dbcrew.cli",
         "diagnose",
         server.dsn,
         "--window",

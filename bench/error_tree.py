@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from error_tree.classify import EMBEDDING_WEIGHT, ErrorTree, load_labelled, load_tree
-from error_tree.evaluate import evaluate, split
+from dbcrew.error_tree.classify import EMBEDDING_WEIGHT, ErrorTree, load_labelled, load_tree
+from dbcrew.error_tree.evaluate import evaluate, split
 
 TOP_TARGET, LEAF_TARGET = 0.90, 0.80
 

@@ -26,14 +26,14 @@ from typing import Any
 
 import psycopg
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.outside import later, locked, revoking, role_setting, terminating
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from lab.outside import later, locked, revoking, role_setting, terminating
-from lab.shop import DemoShop
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 WINDOW = 3.0
 LONG_WINDOW = 12.0  # sessions ended every 2 s and 5 s: several kills land inside the window

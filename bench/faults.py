@@ -25,21 +25,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import operators  # noqa: F401  (registers every operator)
+import dbcrew.operators  # noqa: F401  (registers every operator)
 from bench.external_faults import CASES as EXTERNAL_CASES
 from bench.external_faults import external
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
+from dbcrew.operators.registry import REGISTRY, equivalents
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.report.deadline import RUN_DEADLINE
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
-from operators.registry import REGISTRY, equivalents
-from roles.crew.context import RunContext
-from roles.report.deadline import RUN_DEADLINE
-from roles.spine import PlainPhases, review
 
 WINDOW = 0.5
 RUN_TIME_KINDS = (FaultKind.TIMEOUT, FaultKind.MISFIT, FaultKind.DISCONNECT)

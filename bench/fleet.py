@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from lab.crew_server import prefect_database, running_crew_server
-from lab.embedded import EmbeddedPostgres
+from dbcrew.lab.crew_server import prefect_database, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres
 
 DATABASES = int(
     os.environ.get("DBCREW_BENCH_FLEET_DATABASES", "50")
@@ -97,8 +97,8 @@ def run_fleet(
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from dbcrew.flows.deploy import deploy_inventory
     from dbcrew.inventory import load_inventory
-    from flows.deploy import deploy_inventory
 
     peak = 0
     done = threading.Event()

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bench.diagnose import DiagnosisServer, accuracy
 from bench.injections import NO_SYNC, SERIAL, Client, Recipe, Statement, committers, connect, fixed
-from lab.embedded import POSTGRES_BIN_PATH
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH
 
 LEVELS = (1, 2, 3)
 RUNS = 3

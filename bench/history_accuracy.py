@@ -7,7 +7,7 @@ injection runs on for at least ANOMALY_PASSES of the watcher's passes (a minute 
 it has ended, the interval it ran in is diagnosed from the watcher's samples alone. Both are
 scored with D-Bot's accuracy (bench/diagnose.py) and printed side by side, with whether the
 watcher recorded the anomaly as an incident and whether the report from history has its time
-attribution (the watcher's session samples: operators/window/session_time.py).
+attribution (the watcher's session samples: dbcrew/operators/window/session_time.py).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from bench import injections
 from bench.diagnose import WINDOW_SECONDS, DiagnosisServer, accuracy
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
+from dbcrew.roles.watching import RoundReport, Watcher
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
-from roles.watching import RoundReport, Watcher
 
 QUIET_ROUNDS = 10
 AFTER_SECONDS = 6.0

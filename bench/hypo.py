@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.hypothetical_indexes import Statement, advise
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.hypothetical_indexes import Statement, advise
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")

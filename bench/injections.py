@@ -165,7 +165,7 @@ def _serve(
     """Child process: run the clients of `causes` (keys of `catalogue`'s RECIPES: statements are
     closures, so the child looks recipes up by name) until `stop` is set, then cancel and join them;
     the recipes' `beside` conditions hold from before the clients start until they are joined."""
-    from lab.embedded import POSTGRES_BIN_PATH
+    from dbcrew.lab.embedded import POSTGRES_BIN_PATH
 
     errors: list[str] = []
     recipes = [importlib.import_module(catalogue).RECIPES[c] for c in causes]

@@ -19,19 +19,19 @@ from typing import Any
 
 from bench import injections
 from bench.diagnose import WINDOW_SECONDS, DiagnosisServer
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.llm.client import Capability, Completion, LlmClient
 from dbcrew.models import RootCause
 from dbcrew.models.report import LlmDiagnosis
+from dbcrew.operators.diagnose.cross_review import cross_review
+from dbcrew.operators.diagnose.experts import EXPERTS
+from dbcrew.operators.diagnose.facts import FactsRecord, gather
+from dbcrew.operators.diagnose.views import metric_stat
+from dbcrew.operators.window.evidence import WindowBaseline, WindowEvidence
+from dbcrew.prompts import render
+from dbcrew.roles.diagnosis.budget import AgentLimits
+from dbcrew.roles.diagnosis.chief import LlmDiagnoser, team_for
 from dbcrew.targets import parse_target
-from lab.scripted_llm import Reply, ScriptedServer
-from operators.diagnose.cross_review import cross_review
-from operators.diagnose.experts import EXPERTS
-from operators.diagnose.facts import FactsRecord, gather
-from operators.diagnose.views import metric_stat
-from operators.window.evidence import WindowBaseline, WindowEvidence
-from prompts import render
-from roles.diagnosis.budget import AgentLimits
-from roles.diagnosis.chief import LlmDiagnoser, team_for
 
 CAUSE = "workload_many_inserts"
 GOAL_PROMPT_TOKENS = 10_000

@@ -1,5 +1,5 @@
 """`python -m bench llm --real`: a real local model (SmolLM2-135M-Instruct behind llama.cpp's
-llama-server, lab/llama_server.py) through a review, a diagnosis and a question, per capability mode.
+llama-server, dbcrew/lab/llama_server.py) through a review, a diagnosis and a question, per capability mode.
 
 One embedded server (bench/diagnose.py's: durable commits, a recorded idle baseline) is reviewed once
 by the rules brain and once per mode by the LLM brain; each of CAUSES is injected and diagnosed by the
@@ -28,17 +28,17 @@ from typing import Any
 
 from bench import injections
 from bench.diagnose import DiagnosisServer, accuracy
+from dbcrew.lab.llama_server import LlamaServer, LocalModel
 from dbcrew.llm.client import Completion, LlmClient
 from dbcrew.models import Report
+from dbcrew.prompts import render
+from dbcrew.roles.ask.answer import ask
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Capability, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from lab.llama_server import LlamaServer, LocalModel
-from prompts import render
-from roles.ask.answer import ask
-from roles.brains.openai import OpenAIBrain
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 CAUSES = ("workload_many_inserts", "lock_contention")
 QUESTION = "how big is the inj_log table?"

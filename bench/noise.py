@@ -3,7 +3,7 @@
 One embedded PostgreSQL holds pgbench's tables (scale 3; pgbench_history given a primary key, so
 nothing in the schema is a problem) under a steady load: pgbench's TPC-B-like transactions (4
 clients, 100 tps) and its select-only ones (2 clients, 200 tps), warmed up 20 s. Then reviews run
-one after the other through the one review path with history (roles.spine.review, the store a
+one after the other through the one review path with history (dbcrew.roles.spine.review, the store a
 throw-away one), as a schedule would run them. Nothing changes in the database between reviews:
 every finding that comes and goes is noise.
 
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import psutil
 
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
 from dbcrew.models import Report
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 SCALE = 3
 LOADS = (

@@ -11,19 +11,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
 
 WINDOW = 10.0
 
 
 def main() -> None:
-    from flows.review import health_review
-    from roles.crew.context import RunContext
-    from roles.spine import PlainPhases, review
+    from dbcrew.flows.review import health_review
+    from dbcrew.roles.crew.context import RunContext
+    from dbcrew.roles.spine import PlainPhases, review
 
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-"))
     pg = EmbeddedPostgres(work / "pgdata").start()

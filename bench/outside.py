@@ -42,9 +42,9 @@ from bench.diagnose import WINDOW_SECONDS, DiagnosisServer, accuracy
 from bench.generalization import host_load, spread
 from bench.injections import Recipe, connect, injected, pgbench_script
 from bench.slow_disk import SlowDisk, unavailable
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
+from dbcrew.operators.window.live import sample_window
 from dbcrew.targets import parse_target
-from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from operators.window.live import sample_window
 
 SCRIPTS = Path(__file__).parent / "outside"
 CORES = os.cpu_count() or 1

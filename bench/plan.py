@@ -1,7 +1,7 @@
 """The composed plan on alerts written outside the code's vocabulary (issue 34, acceptance 1).
 
 `python -m bench plan`: for every alert of bench/plan_cases.yaml (development: looked at while the
-planner's matching and knowledge/symptoms/ were written) and bench/plan_cases_heldout.yaml (held
+planner's matching and dbcrew/knowledge/symptoms/ were written) and bench/plan_cases_heldout.yaml (held
 out: written before any tuning and never tuned on), the rules brain plans a diagnosis of a target
 with every capability, and the case counts as found when the plan holds the operators that find its
 cause. Printed per part: recall, the share of the full diagnosis playbook's operators the plan runs
@@ -19,14 +19,14 @@ from typing import Any
 
 import yaml
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.planner import make_plan
 from dbcrew.vocabulary import Scenario
-from operators.registry import catalogue
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.planner import make_plan
 
 HERE = Path(__file__).resolve().parent
 PARTS = (("development", HERE / "plan_cases.yaml"), ("held out", HERE / "plan_cases_heldout.yaml"))

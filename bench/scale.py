@@ -45,12 +45,12 @@ import psycopg
 
 from bench import injections
 from bench.fleet import family, tree_cpu
-from cli.server import worker_args
+from dbcrew.cli.server import worker_args
+from dbcrew.lab.crew_server import CrewServer, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.waiting import wait_for
 from dbcrew.store import STORE_ENV
 from dbcrew.targets import parse_target
-from lab.crew_server import CrewServer, running_crew_server
-from lab.embedded import EmbeddedPostgres
-from lab.waiting import wait_for
 
 TEMPLATE = "scale_template"
 # One small schema per target: the injected lock contention's accounts table, and no more (bench/injections.py
@@ -563,7 +563,7 @@ def nightly(server: CrewServer, prefect_url: str, reviews: int, targets: int, co
             (name,) = [
                 d.name
                 for d in client.read_deployments()
-                if d.entrypoint == "flows.fleet.scheduled_reviews"
+                if d.entrypoint == "dbcrew.flows.fleet.scheduled_reviews"
             ]
             deployment = client.read_deployment_by_name(f"scheduled_reviews/{name}")
             parameters: dict[str, object] = {}

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.embedded import EmbeddedPostgres
+from dbcrew.lab.embedded import EmbeddedPostgres
 
 SIZES = (100, 1_000, 10_000)
 WINDOW = 5.0
@@ -37,10 +37,10 @@ END $$;
 
 def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
+    from dbcrew.roles.crew.context import RunContext
+    from dbcrew.roles.spine import PlainPhases, review
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
-    from roles.crew.context import RunContext
-    from roles.spine import PlainPhases, review
 
     started = time.perf_counter()
     run = RunContext(

@@ -32,13 +32,13 @@ from pathlib import Path
 import psutil
 import psycopg
 
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
+from dbcrew.operators.watch.session_sampler import session_step
+from dbcrew.operators.window.passes import PassBody, as_stored, bodies, merge
+from dbcrew.operators.window.readers import ActivityTally, sessions
+from dbcrew.roles.watching import TIERS, RoundReport, Watcher
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import PostgresTarget, Resumable, parse_target
-from lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
-from operators.watch.session_sampler import session_step
-from operators.window.passes import PassBody, as_stored, bodies, merge
-from operators.window.readers import ActivityTally, sessions
-from roles.watching import TIERS, RoundReport, Watcher
 
 ROLE = "dbcrew_watch"
 PASSES_PER_DAY_AT_15S = 86_400 // 15
@@ -198,7 +198,7 @@ def report(
 
 
 def session_time_line(stored: list[StoredPass]) -> str:
-    """The bytes the session samples' attribution adds (operators/window/session_time.py), per target-day and per
+    """The bytes the session samples' attribution adds (dbcrew/operators/window/session_time.py), per target-day and per
     active backend (pg_ash's measure: its bytes a day for so many active backends)."""
     parts = bodies(stored)
     raw = sum(len(_session_json(body)) for _seconds, body in parts) / max(len(parts), 1)
@@ -224,7 +224,7 @@ def active_backends(stored: list[StoredPass]) -> float:
 
 
 def session_sample_cost(target: PostgresTarget, n: int = 200) -> str:
-    """The watcher's CPU for one session sample between passes (operators/watch/session_sampler.py), measured alone: `n`
+    """The watcher's CPU for one session sample between passes (dbcrew/operators/watch/session_sampler.py), measured alone: `n`
     reads of pg_stat_activity tallied as the sampler tallies them, while the load still runs."""
     session = Resumable(target)
     try:

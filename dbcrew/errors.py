@@ -9,24 +9,24 @@ with one clear line, never a traceback. tests/unit/test_errors.py holds this tre
 DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── UsageError          dbcrew.errors: bad input from the user; the CLI exits 2
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
-│   ├── PrometheusError operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
+│   ├── PrometheusError dbcrew.operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
 │   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
 │   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── BudgetSpent     dbcrew.llm.base: the run's LLM time budget is spent
-│   ├── GaveUp          roles.diagnosis.controller: an expert proposed no causes in its steps
-│   └── PlanRejected    roles.crew.planner: the plan kept problems after its reflection rounds
-├── BudgetExhausted     roles.diagnosis.budget: a limit of the LLM diagnosis ran out
+│   ├── GaveUp          dbcrew.roles.diagnosis.controller: an expert proposed no causes in its steps
+│   └── PlanRejected    dbcrew.roles.crew.planner: the plan kept problems after its reflection rounds
+├── BudgetExhausted     dbcrew.roles.diagnosis.budget: a limit of the LLM diagnosis ran out
 ├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
-├── OperatorMisfit      operators.registry: the operator cannot serve its goal on this target
-├── Unplannable         operators.explain, a ValueError: the text may not be planned here
-├── HypopgMissing       operators.hypothetical_indexes, a LookupError: no hypopg in the database
-├── NoSamples           operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
-├── AmbiguousSeries     operators.window.prometheus.source, a LookupError: several servers' series match the target's database
-├── MissingSlot         roles.ask.instance, a ValueError: the question lacks a name the look-up needs
-├── AlertNotDelivered   roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
-└── LlamaServerError    lab.llama_server, a RuntimeError: the local model's server could not be found, converted or started
+├── OperatorMisfit      dbcrew.operators.registry: the operator cannot serve its goal on this target
+├── Unplannable         dbcrew.operators.explain, a ValueError: the text may not be planned here
+├── HypopgMissing       dbcrew.operators.hypothetical_indexes, a LookupError: no hypopg in the database
+├── NoSamples           dbcrew.operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
+├── AmbiguousSeries     dbcrew.operators.window.prometheus.source, a LookupError: several servers' series match the target's database
+├── MissingSlot         dbcrew.roles.ask.instance, a ValueError: the question lacks a name the look-up needs
+├── AlertNotDelivered   dbcrew.roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
+└── LlamaServerError    dbcrew.lab.llama_server, a RuntimeError: the local model's server could not be found, converted or started
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class WatchSettings(_Strict):
     """`watch:` of an entry: the watcher samples the target between reviews (docs/watch.md).
 
     Targets watched at the same interval are a group, shared over the workers of the pool's `watch` queue (each
-    worker's share one long-lived flow run: flows/watching.py); each incident detected starts a diagnosis run of
+    worker's share one long-lived flow run: dbcrew/flows/watching.py); each incident detected starts a diagnosis run of
     the incident's interval when `diagnose` holds.
     """
 
@@ -83,7 +83,7 @@ class MissedSlots(StrEnum):
 
 
 class ScheduleGroup(_Strict):
-    """The targets reviewed by one deployment and one cron schedule (flows/fleet.py `scheduled_reviews`).
+    """The targets reviewed by one deployment and one cron schedule (dbcrew/flows/fleet.py `scheduled_reviews`).
 
     Everything that shapes the scheduled run rather than each target's review must be equal in a group:
     when it fires (the cron, its fields as written: UTC), what it runs (the scenario, named in the

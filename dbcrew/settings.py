@@ -395,7 +395,7 @@ class _Bounds(BaseModel):
 
 
 class DiagnosisThresholds(_Bounds):
-    """What "too much" means to the diagnosis experts whatever the baseline (operators/diagnose/experts.py):
+    """What "too much" means to the diagnosis experts whatever the baseline (dbcrew/operators/diagnose/experts.py):
     absolute levels of saturation on any server (sessions per core, waits per active session, rows per
     second); the baseline then corroborates or weakens each candidate cause in the cross review."""
 
@@ -528,7 +528,7 @@ class DiagnosisThresholds(_Bounds):
         " between transactions: the flush holds the clients back (sync_commit_pressure)",
     )
     # The cross review ranks the causes by the share of the window's active session time each explains
-    # (operators/diagnose/attribution.py) and drops a cause that explains little of it beside one that
+    # (dbcrew/operators/diagnose/attribution.py) and drops a cause that explains little of it beside one that
     # explains most: a rate over its threshold is no cause when the sessions spent their time elsewhere.
     major_time_share: float = Field(
         0.5,
@@ -569,14 +569,14 @@ class Thresholds(_Bounds):
     cache_min_block_accesses: int = Field(
         10_000, description="fewer accesses in the window: no verdict"
     )
-    # every check that judges by cumulative counters (operators/statistics_age.py)
+    # every check that judges by cumulative counters (dbcrew/operators/statistics_age.py)
     counters_min_age_seconds: float = Field(
         3600.0,
         ge=0,
         description="counters younger than this (reset, discarded, restarted during the run):"
         " the checks judging by them are partial and their earlier findings are not resolved",
     )
-    # cache_hit_ratio_low, and the cache as a symptom for setting_suboptimal (operators/statistics_age.py)
+    # cache_hit_ratio_low, and the cache as a symptom for setting_suboptimal (dbcrew/operators/statistics_age.py)
     server_warm_up_seconds: float = Field(
         300.0,
         ge=0,
@@ -594,7 +594,7 @@ class Thresholds(_Bounds):
     # Changes counted within this long after an analyze may predate it: PostgreSQL 15+ flushes a
     # backend's table counts when it goes idle, at most once a second, else by its idle timer 10 s
     # later (PGSTAT_IDLE_INTERVAL), so counts committed before an ANALYZE can land up to ~10 s after
-    # it. Growth past what such a late flush can count is judged at once (operators/checks/tables.py).
+    # it. Growth past what such a late flush can count is judged at once (dbcrew/operators/checks/tables.py).
     stale_flush_grace_seconds: float = Field(
         15.0, ge=0, description="younger analyzes: changes since are judged only by growth"
     )

@@ -14,7 +14,7 @@ from typing import Literal
 
 
 class Scenario(StrEnum):
-    """What a run is for; each has a playbook in roles/brains/playbooks.py."""
+    """What a run is for; each has a playbook in dbcrew/roles/brains/playbooks.py."""
 
     HEALTH = "health"  # the periodic health review
     DIAGNOSE = "diagnose"  # root causes of a performance anomaly happening now
@@ -42,7 +42,7 @@ class TaskStatus(StrEnum):
 
 
 class ProblemKind(StrEnum):
-    """Why a plan may not run as drafted: a validator's objection (roles/crew/validators.py) or a critic's."""
+    """Why a plan may not run as drafted: a validator's objection (dbcrew/roles/crew/validators.py) or a critic's."""
 
     DUPLICATE_ID = "duplicate_id"
     DUPLICATE_AGENT = "duplicate_agent"
@@ -54,7 +54,7 @@ class ProblemKind(StrEnum):
     CYCLE = "cycle"
     MISSING_INPUT = "missing_input"  # an artifact the operator needs comes from no upstream task
     EMPTY_PLAN = "empty_plan"  # no task: nothing would be reviewed
-    # a critic's objections (an LLM brain's critique, prompts/critique.j2)
+    # a critic's objections (an LLM brain's critique, dbcrew/prompts/critique.j2)
     MISSING_CHECK = (
         "missing_check"  # a check the scenario (or a signal the alert names) needs is not planned
     )
@@ -70,7 +70,7 @@ class RemedyKind(StrEnum):
 
 
 class Action(StrEnum):
-    """The monitor's remedies (error_tree/tree.yaml names one per leaf)."""
+    """The monitor's remedies (dbcrew/error_tree/tree.yaml names one per leaf)."""
 
     # instructions the tasker applies at once
     RETRY = "retry"
@@ -109,7 +109,7 @@ class Route(StrEnum):
 
 
 class Lookup(StrEnum):
-    """The read-only look-ups an instance question becomes (operators/lookups.py, operators/table_lookups.py), one per kind of answer."""
+    """The read-only look-ups an instance question becomes (dbcrew/operators/lookups.py, dbcrew/operators/table_lookups.py), one per kind of answer."""
 
     TABLE_SIZE = "table_size"
     TABLE_COLUMNS = "table_columns"

@@ -4,7 +4,7 @@ One DuckDB database file per run. DuckDB connections are not safe to share betwe
 each call takes its own cursor from the one process-wide connection of that file.
 
 Rows are read back as models: each workspace table has a row model (a dataclass) declared next to
-the SQL that lands it (operators/collect/, operators/stat_views.py), and `Workspace.rows` builds
+the SQL that lands it (dbcrew/operators/collect/, dbcrew/operators/stat_views.py), and `Workspace.rows` builds
 them as psycopg's `class_row` does from PostgreSQL, so one model serves both reads.
 """
 
@@ -195,7 +195,7 @@ class Workspace:
         """The rows of `sql`, each as `model(**columns)` (what psycopg's `class_row(model)` builds).
 
         A column the model does not declare is left out: a window table carries the `<counter>_delta`
-        columns of its view (operators/stat_views.py) beside the view's own, which its model declares.
+        columns of its view (dbcrew/operators/stat_views.py) beside the view's own, which its model declares.
         A column the model declares and the result lacks fails, as a typo in either would.
         """
         declared = {field.name for field in dataclasses.fields(model)}

@@ -1,8 +1,8 @@
 """`dbcrew ARGS` through the CLI's entry point in the test's own process, for tests about what a command
 prints and the code it exits with, not about its process.
 
-A fresh `python -m cli` costs 1-3 s of imports on 2 cores (an `ask` also the manual's and the router's
-libraries); this runs `cli.app.main` as `python -m cli` does, reads the exit code from its SystemExit and
+A fresh `python -m dbcrew.cli` costs 1-3 s of imports on 2 cores (an `ask` also the manual's and the router's
+libraries); this runs `dbcrew.cli.app.main` as `python -m dbcrew.cli` does, reads the exit code from its SystemExit and
 captures stdout and stderr apart. What only a process shows (its exit status, every line its start
 writes to stderr, signals, its children) stays with the tests that start one: each file that checks
 bad input this way keeps one case in a process of its own.
@@ -28,8 +28,8 @@ def dbcrew_here(
     for its process is put back after: the environment (the command's own, and the Prefect settings a
     run sets), the secrets it moves out of it (dbcrew.secrets), the working directory, argv, the SIGINT
     and SIGTERM handlers it installs."""
-    from cli.app import main
     from dbcrew import secrets
+    from dbcrew.cli.app import main
 
     environment, directory, command_line = dict(os.environ), Path.cwd(), sys.argv
     held = secrets.held_secrets()

@@ -22,8 +22,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 for key in ("OPENAI_API_KEY", "DBCREW_LLM_BASE_URL"):
     os.environ.pop(key, None)
 
-from lab.embedded import EmbeddedPostgres  # noqa: E402
-from lab.shop import QUICK_IDLE_SECONDS, DemoShop  # noqa: E402
+from dbcrew.lab.embedded import EmbeddedPostgres  # noqa: E402
+from dbcrew.lab.shop import QUICK_IDLE_SECONDS, DemoShop  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The kernel's side of the brains: the interface every brain answers, and the LLM client.
 
-The brains themselves (the offline rules brain and the LLM brain) live in roles/brains/: they
+The brains themselves (the offline rules brain and the LLM brain) live in dbcrew/roles/brains/: they
 know the scenario playbooks and the roles' prompts, which sit above the kernel.
 """
 

@@ -3,7 +3,7 @@
 Every answer is parsed into a pydantic model. A malformed, fenced or wrong-schema answer is
 repaired by asking again with the error (RCAgent's regeneration), at most `max_repairs` times.
 The client knows nothing of roles: the prompts it sends are rendered by the caller's `render`
-(prompts/ sits above the kernel), and the brains in roles/ decide what to do when it gives up.
+(dbcrew/prompts/ sits above the kernel), and the brains in dbcrew/roles/ decide what to do when it gives up.
 """
 
 from __future__ import annotations

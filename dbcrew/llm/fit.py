@@ -6,8 +6,8 @@ first, where it knows what it cuts: the answer gets at most half the context (it
 lowered to that), and the prompt's data (the brief, the catalogue, the strategy, the findings: the
 lists and long texts of the template's context, never the answer's schema) is halved, the largest
 value first, until the rendered prompt fits what is left. The prompt then says what was cut
-(prompts/cut.j2), so the model knows it reads a part; the diagnosis's and ask's observations are
-already cut behind snapshot keys (roles/diagnosis/snapshots.py).
+(dbcrew/prompts/cut.j2), so the model knows it reads a part; the diagnosis's and ask's observations are
+already cut behind snapshot keys (dbcrew/roles/diagnosis/snapshots.py).
 
 Tokens are estimated at three characters each: JSON, SQL and identifiers tokenize denser than
 English prose (four), and an estimate that errs long only cuts a little more.

@@ -44,5 +44,5 @@ class Answer(BaseModel):
         None,
         exclude=True,
         description="an analysis question's review, still to run:"
-        " flows/ask.py runs it as a health_review flow run and answers from its report",
+        " dbcrew/flows/ask.py runs it as a health_review flow run and answers from its report",
     )

@@ -105,13 +105,13 @@ class RootCause(BaseModel):
     time_share: float | None = Field(
         None,
         description="share of the window's active session time the cause explains"
-        " (operators/diagnose/attribution.py); None where it cannot be measured that way",
+        " (dbcrew/operators/diagnose/attribution.py); None where it cannot be measured that way",
     )
 
 
 class Hypothesis(BaseModel):
     """A cause only a model proposed that the measured evidence did not confirm: shown apart from the
-    root causes, never counted as one (operators/diagnose/support.py)."""
+    root causes, never counted as one (dbcrew/operators/diagnose/support.py)."""
 
     code: Cause
     confidence: float = Field(description="the model's own confidence, as it said it")
@@ -335,7 +335,7 @@ class History(BaseModel):
 
     new: never seen before; persisting: in a recent run too (never absent from enough runs in a
     row to be resolved), not worse than its worst there; absent: in a recent run, not in this one,
-    not yet resolved; resolved: absent from a few runs in a row now (roles.report.comparing's
+    not yet resolved; resolved: absent from a few runs in a row now (dbcrew.roles.report.comparing's
     RESOLVED_AFTER_ABSENT_RUNS), only when the check that finds it ran and could judge its code;
     regressed: worse than in the recent runs, or back after it had been resolved; not_judged: in
     the previous run, missing now from a check that could not judge its code (it did not run, or

@@ -9,7 +9,7 @@ PostgreSQL store.
 Whatever goes wrong in the store itself (a file DuckDB cannot read, truncated or not DuckDB's; a
 database that refuses or drops the connection) is one `StoreUnavailable`, raised by the backend
 where it happens: a caller tells the store's fault from its own (a workspace's, a target's) by
-its type, and a review lets the store cost only its history (roles/spine.py).
+its type, and a review lets the store cost only its history (dbcrew/roles/spine.py).
 """
 
 from __future__ import annotations

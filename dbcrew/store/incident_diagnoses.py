@@ -1,8 +1,8 @@
 """Each incident's diagnosis in the store: its root causes, where its report is, when it was diagnosed.
 
 An incident the watcher detected is diagnosed once it closes (and a long one also as it stands,
-while still open): by the foreground watcher in a background thread (roles/incident_diagnosis.py),
-or by `dbcrew server`'s review run of its interval (flows/targets.py). What the diagnosis found is
+while still open): by the foreground watcher in a background thread (dbcrew/roles/incident_diagnosis.py),
+or by `dbcrew server`'s review run of its interval (dbcrew/flows/targets.py). What the diagnosis found is
 kept with the incident, so `dbcrew incidents` answers "what happened at 03:12?" with causes, not
 z-scores.
 

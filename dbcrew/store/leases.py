@@ -1,6 +1,6 @@
 """Leases on watched targets in the shared store: which watcher samples which target, and who is alive.
 
-Watching is shared over the pool: every watcher (a worker's share loop, roles/sharing.py) samples
+Watching is shared over the pool: every watcher (a worker's share loop, dbcrew/roles/sharing.py) samples
 the targets it holds a lease on, so each target is sampled by exactly one watcher at a time. The
 lease is a row of the store (a DuckDB file by default, PostgreSQL by URL: backends.py), taken and
 renewed by one conditional statement, `UPDATE ... WHERE target = ? AND (expires_at < now() OR
@@ -15,7 +15,7 @@ clock, so it believes a lease over no later than the store does, and stops sampl
 target once that bound passes (LeaseBook.valid). Only a jump of the store's clock shortens a lease
 under its holder.
 
-A holder's leases are renewed by a thread of their own (roles/sharing.py ShareLoop) while its rounds sample
+A holder's leases are renewed by a thread of their own (dbcrew/roles/sharing.py ShareLoop) while its rounds sample
 and its ticks claim, so a LeaseBook is used from several threads: every change of the leases (the store's
 row and the holder's bound together) is made under one lock, so a renewal never revives a bound a release
 just dropped; `valid` and `held` read the bounds lock-free (each change replaces the whole mapping).
@@ -104,7 +104,7 @@ class LeaseBook:
                 f" ON CONFLICT (holder) DO UPDATE SET scope = excluded.scope, expires_at = excluded.expires_at",
                 [self.holder, self.scope, self.seconds],
             )
-            session.run(  # holders gone for a day: their runs were judged long ago (flows/supervision.py)
+            session.run(  # holders gone for a day: their runs were judged long ago (dbcrew/flows/supervision.py)
                 "DELETE FROM watch_holders WHERE expires_at < now() - INTERVAL '1 day'"
             )
             rows = session.run(

@@ -65,7 +65,7 @@ class Sighting(BaseModel):
 
 
 class Baseline(BaseModel):
-    """A sampled window (operators.window.evidence.WindowEvidence as JSON) kept for later diagnoses."""
+    """A sampled window (dbcrew.operators.window.evidence.WindowEvidence as JSON) kept for later diagnoses."""
 
     target: str
     run_id: str

@@ -3,7 +3,7 @@
 Same backends as the rest of the store (backends.py: a DuckDB file by default, PostgreSQL when
 `DBCREW_STORE_URL` names one), same dialect subset, its own tables. A pass's evidence (per-second
 rates, the session tally, statements, tables) is a JSON body the store does not interpret: its
-model lives with the sampler (operators/window/passes.py), which also merges passes when the
+model lives with the sampler (dbcrew/operators/window/passes.py), which also merges passes when the
 watcher downsamples them. Incidents (the watcher's detections) are kept with their abnormal
 signals, and each with its diagnosis (incident_diagnoses.py). The store keys a pass by target identity, resolution (0 for a raw pass,
 else the seconds of the bucket it summarises) and the time its span ended, and keeps query texts
@@ -52,7 +52,7 @@ class StoredPass(BaseModel):
     at: datetime
     seconds: float
     body: str = Field(
-        description="the pass's evidence as JSON (operators/window/passes.py PassBody)"
+        description="the pass's evidence as JSON (dbcrew/operators/window/passes.py PassBody)"
     )
 
 
@@ -75,7 +75,7 @@ class IncidentSignal(BaseModel):
 
 
 class Incident(BaseModel):
-    """A stretch in which the target left its own recent behaviour (roles/watching.py: detected as it happens)."""
+    """A stretch in which the target left its own recent behaviour (dbcrew/roles/watching.py: detected as it happens)."""
 
     target: str
     started_at: datetime
@@ -105,7 +105,7 @@ class WatchedTarget(BaseModel):
     target: str
     display: str
     facts: str = Field(
-        description="settings, cores, memory and version as JSON (operators/window/passes.py TargetFacts)"
+        description="settings, cores, memory and version as JSON (dbcrew/operators/window/passes.py TargetFacts)"
     )
     updated_at: datetime
 

@@ -38,7 +38,7 @@ PERCENT_ENCODED = re.compile(r"(?:[^%]|%(?!00)[0-9A-Fa-f]{2})*")
 # application_name or PID, only the text: normalisation replaces constants but keeps comments, and
 # PostgreSQL 18 drops a leading one from the stored text while keeping a trailing one. So the marker
 # goes last, on a line of its own (a trailing `--` comment of the statement cannot swallow it), and
-# the statement checks know the review's own statements by it (operators/stat_views.py).
+# the statement checks know the review's own statements by it (dbcrew/operators/stat_views.py).
 OWN_STATEMENT_MARKER = "/* dbcrew */"
 
 

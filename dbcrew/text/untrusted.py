@@ -7,7 +7,7 @@ question can hide a request the same way ("d<U+200B>rop table"). Both pass throu
 NFKC (full-width and compatibility letters become the plain ones), control characters and every
 format character (Unicode category Cf: bidi controls, zero-width space and joiners, the BOM)
 removed, whitespace collapsed, and a model's text cut to a bound. Escaping for a page or a Markdown
-file stays with the renderer (roles/report/markdown.py, the HTML template's autoescape): this only
+file stays with the renderer (dbcrew/roles/report/markdown.py, the HTML template's autoescape): this only
 makes sure what is escaped is what a reader sees.
 """
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dbcrew.lab.crew_server import CrewServer, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres, _free_port
 from dbcrew.store import STORE_ENV
-from lab.crew_server import CrewServer, running_crew_server
-from lab.embedded import EmbeddedPostgres, _free_port
 from tests.webhooks import receiving_webhooks
 
 INVENTORY = """

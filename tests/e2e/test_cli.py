@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.shop import QUICK_IDLE_SECONDS, DemoShop
+from dbcrew.lab.shop import QUICK_IDLE_SECONDS, DemoShop
 from tests.cli_here import dbcrew_here
 
 
@@ -18,7 +18,7 @@ def dbcrew(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "dbcrew.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.outdir import prepare_out
+from dbcrew.cli.outdir import prepare_out
 from dbcrew.errors import UsageError
 from tests.cli_here import dbcrew_here
 
@@ -24,7 +24,7 @@ NOWHERE = (
 
 def dbcrew(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "dbcrew.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -20,8 +20,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from lab.embedded import EmbeddedPostgres
-from operators.sql import qualified, quote_ident
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.sql import qualified, quote_ident
 
 SCHEMA = '[/tmp] sch\'ema "表"'
 PARENT = "[bold]Ünïcødé\nparent"
@@ -88,7 +88,7 @@ def reviews(
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "dbcrew.cli",
                 "review",
                 url,
                 "--window",

@@ -15,13 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cli.outdir import prepare_out
-from cli.reviewing import prepare_review
+from dbcrew.cli.outdir import prepare_out
+from dbcrew.cli.reviewing import prepare_review
 from dbcrew.errors import UsageError
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 # Checks that judge what happened during the review's window (deltas of its collectors).
 WINDOW_CHECKS = {"check_cache_hit_ratio", "check_temp_files", "check_unused_indexes"}
@@ -39,7 +39,7 @@ def long_review(pg: EmbeddedPostgres, out: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "cli",
+        "dbcrew.cli",
         "review",
         pg.dsn(),
         "--brain",

@@ -11,10 +11,10 @@ The convention, for whoever writes a page (README.md, docs/*.md, deployments/REA
   what the command printed; lines with digits and `...` are not compared.
 - `$ make ...` is covered by make itself, not run here: `make demo` runs the demo (its output in
   the README is pasted from a real run), `make test` runs this suite, `make bench` the benchmarks.
-- `$ dbcrew ...` runs what `python -m cli ...` runs, the entry point `cli.app.main`, in this process
+- `$ dbcrew ...` runs what `python -m dbcrew.cli ...` runs, the entry point `dbcrew.cli.app.main`, in this process
   (tests/cli_here.py: its exit code, what it printed; a fresh interpreter per command cost 1-3 s of
   imports each, the manual's and the router's libraries on every `ask`); a `^C` command runs as
-  `python -m cli` in a process of its own, to be signalled. The process itself (its exit status, one
+  `python -m dbcrew.cli` in a process of its own, to be signalled. The process itself (its exit status, one
   line on stderr, signals, children) is tests/e2e/test_cli*.py's. `$ python ...` runs this
   interpreter; NAME=VALUE before the program goes to its environment. NOT_RUN lists the few commands
   that only make sense elsewhere.
@@ -55,9 +55,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from lab.embedded import EmbeddedPostgres, _free_port
-from lab.shop import DemoShop
-from operators.docs import DEBIAN_MANUAL
+from dbcrew.lab.embedded import EmbeddedPostgres, _free_port
+from dbcrew.lab.shop import DemoShop
+from dbcrew.operators.docs import DEBIAN_MANUAL
 from tests.cli_here import dbcrew_here
 
 pytestmark = [pytest.mark.prefect, pytest.mark.timeout(600)]
@@ -168,7 +168,7 @@ def argv(command: str) -> tuple[list[str], dict[str, str]]:
         env[name] = value
     program, args = words[0], words[1:]
     if program == "dbcrew":
-        return [sys.executable, "-m", "cli", *args], env
+        return [sys.executable, "-m", "dbcrew.cli", *args], env
     if program == "python":
         return [sys.executable, *args], env
     raise AssertionError(f"`{command}`: no rule runs {program}; add one, or list it in NOT_RUN")
@@ -241,7 +241,7 @@ def run(example: Example, lab: Lab) -> str | None:
     env = {**lab.env, **extra}
     if example.interrupted:
         code, printed = run_long(args, lab, env)
-    elif args[1:3] == ["-m", "cli"]:
+    elif args[1:3] == ["-m", "dbcrew.cli"]:
         ran = dbcrew_here(*args[3:], env=env, cwd=lab.cwd)
         code, printed = ran.returncode, ran.stdout + ran.stderr
     else:

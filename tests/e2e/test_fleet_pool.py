@@ -19,7 +19,7 @@ SCHEDULED of them on one shared cron schedule. In turn:
 - the shared schedule's slot run while the pool's reviews queue admits none (as test_schedules.py): its
   reviews wait until Prefect marks them Late, a slot no worker can start is alerted (the sign that the
   supervisor judged the schedules since), no review is told late, and every review completes.
-Every step waits for what the store, Prefect or the receiver shows (lab/waiting.py), never for a duration;
+Every step waits for what the store, Prefect or the receiver shows (dbcrew/lab/waiting.py), never for a duration;
 the figures a loaded host may change (seconds to the takeover, intervals sampled) are printed, not asserted.
 """
 
@@ -51,12 +51,12 @@ from prefect.states import Scheduled
 
 from bench import injections
 from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, second_worker, store_ready
+from dbcrew.flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
+from dbcrew.lab.crew_server import CrewServer, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.waiting import wait_for
 from dbcrew.store.leases import tenures
 from dbcrew.store.samples import open_samples
-from flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
-from lab.crew_server import CrewServer, running_crew_server
-from lab.embedded import EmbeddedPostgres
-from lab.waiting import wait_for
 from tests.webhooks import receiving_webhooks
 
 pytestmark = pytest.mark.timeout(1500)

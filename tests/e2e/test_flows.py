@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from dbcrew.errors import TargetError
+from dbcrew.flows.review import health_review
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from flows.review import health_review
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
 
 pytestmark = pytest.mark.prefect
 
@@ -126,7 +126,7 @@ def test_an_analysis_question_runs_its_review_as_a_flow_run_with_artifacts(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
-    from flows.ask import answer_question
+    from dbcrew.flows.ask import answer_question
 
     monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
     quick = Settings(window_seconds=1.0, activity_samples=2)

@@ -19,8 +19,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from lab.embedded import EmbeddedPostgres, _free_port
-from lab.shop import DemoShop
+from dbcrew.lab.embedded import EmbeddedPostgres, _free_port
+from dbcrew.lab.shop import DemoShop
 
 pytestmark = pytest.mark.prefect
 SECRET = "hunter2-not-for-models"
@@ -35,7 +35,7 @@ def server_env(prefect_server: str) -> dict[str, str]:
 def stdio(prefect_server: str, tmp_path: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cli", "mcp", "--max-window", "5"],
+        args=["-m", "dbcrew.cli", "mcp", "--max-window", "5"],
         env=server_env(prefect_server),
         cwd=str(tmp_path),
     )
@@ -155,7 +155,7 @@ def test_concurrent_reviews_on_a_cold_server_share_one_prefect_and_beyond_the_bo
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # cold: nothing of the session's Prefect
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cli", "mcp", "--max-window", "5", "--max-reviews", "2"],
+        args=["-m", "dbcrew.cli", "mcp", "--max-window", "5", "--max-reviews", "2"],
         env=env,
         cwd=str(tmp_path),
     )
@@ -204,7 +204,7 @@ def http_server(prefect_server: str, tmp_path: Path, pg: EmbeddedPostgres) -> It
         [
             sys.executable,
             "-m",
-            "cli",
+            "dbcrew.cli",
             "mcp",
             "--transport",
             "http",

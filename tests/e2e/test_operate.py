@@ -15,9 +15,9 @@ import pytest
 from prefect.client.schemas.objects import FlowRun
 from pydantic import BaseModel
 
+from dbcrew.lab.crew_server import CrewServer
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
-from lab.crew_server import CrewServer
-from lab.embedded import EmbeddedPostgres
 from tests.e2e.conftest import BETA_PASSWORD
 
 pytestmark = pytest.mark.timeout(900)
@@ -73,12 +73,12 @@ def test_every_schedule_gets_runs_from_the_servers_scheduler(api: str):
     assert sorted(scheduled) == sorted(SCHEDULES)
     assert "2 targets" in (scheduled["health-0-3-x-x-x"].description or "")
     for name, deployment in scheduled.items():
-        assert deployment.entrypoint == "flows.fleet.scheduled_reviews"
+        assert deployment.entrypoint == "dbcrew.flows.fleet.scheduled_reviews"
         assert deployment.parameters == {"schedule": name}
         assert [s.schedule.cron for s in deployment.schedules] == [SCHEDULES[name]]
         assert deployment.work_queue_name == "fleet"
     assert {
-        d.name for d in deployments.values() if d.entrypoint == "flows.targets.review_target"
+        d.name for d in deployments.values() if d.entrypoint == "dbcrew.flows.targets.review_target"
     } == {"on-demand"}, "no deployment per target"
 
     def runs_ahead() -> dict[str, int] | None:
@@ -134,7 +134,7 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
     assert request["brain"]["enum"] == ["rules", "openai"]
     assert {"monitor", "gap_narrow"} <= set(lab_form["definitions"]["Ablations"]["properties"])
     assert (
-        on_demand.entrypoint == "flows.targets.review_target"
+        on_demand.entrypoint == "dbcrew.flows.targets.review_target"
     )  # by module: any machine with dbcrew runs it
 
 
@@ -227,7 +227,7 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(
 def test_a_fleet_review_is_one_flow_run_with_its_artifacts_and_no_subflows_or_task_runs(
     api: str, first_fleet: tuple[FleetRun, int]
 ):
-    """A review of the pool runs its phases inside its own flow run (flows/phases.py InRunPhases): the UI's
+    """A review of the pool runs its phases inside its own flow run (dbcrew/flows/phases.py InRunPhases): the UI's
     unit per target keeps the plan, report, findings and outcome, and no phase is a flow or task run of its own."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
@@ -307,7 +307,7 @@ def test_a_second_fleet_run_reports_what_changed_and_alerts_the_new_problems(
     }
     absent = {(i.code, i.object) for i in alpha.history.absent if i.is_problem}
     assert ("table_without_primary_key", "public.notes") in new
-    # Fixed once is absent, not yet resolved (roles.report.comparing.RESOLVED_AFTER_ABSENT_RUNS).
+    # Fixed once is absent, not yet resolved (dbcrew.roles.report.comparing.RESOLVED_AFTER_ABSENT_RUNS).
     assert ("table_without_primary_key", "public.items") in absent and not new & absent
     assert alpha.history.resolved == [] and fleet.rows["alpha"][3:5] == [str(len(new)), "0"]
     beta = report_of(crew_server, fleet.reviews["beta"])
@@ -341,15 +341,15 @@ def test_a_cli_review_goes_through_the_running_server(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
-    from cli.server import healthy
-    from lab.embedded import _free_port
+    from dbcrew.cli.server import healthy
+    from dbcrew.lab.embedded import _free_port
 
     assert healthy(crew_server.api) and not healthy(f"http://127.0.0.1:{_free_port()}/api")
     result = subprocess.run(
         [
             sys.executable,
             "-m",
-            "cli",
+            "dbcrew.cli",
             "review",
             fleet_pg.dsn("alpha"),
             "--window",
@@ -372,7 +372,7 @@ def test_a_cli_review_goes_through_the_running_server(
         )
     assert len(runs) == 1  # the run is on the server (and in its UI), not on an ephemeral one
 
-    # The CLI's run lives in the CLI's process, which cancels it when interrupted: no heartbeats (flows/heartbeats.py),
+    # The CLI's run lives in the CLI's process, which cancels it when interrupted: no heartbeats (dbcrew/flows/heartbeats.py),
     # whose thread would hold the run's end up to 1 s. A review the worker took from the pool keeps them.
     cli_run = report["link"].rsplit("/", 1)[-1]
     cli_events = poll(
@@ -410,8 +410,8 @@ def test_a_password_comes_from_a_secret_block_on_the_server(api: str):
     from prefect.blocks.system import Secret
 
     from dbcrew.errors import TargetError
+    from dbcrew.flows.targets import resolve_password
     from dbcrew.inventory import TargetEntry
-    from flows.targets import resolve_password
 
     Secret(value="s3cret-from-the-server").save("delta-password", overwrite=True)
     entry = TargetEntry.model_validate(
@@ -437,8 +437,8 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
     from prefect.client.orchestration import get_client
     from prefect.deployments.runner import EntrypointType
 
-    from flows.deploy import REVIEW_QUEUE, ensure_pool
-    from flows.worker import InProcessWorker
+    from dbcrew.flows.deploy import REVIEW_QUEUE, ensure_pool
+    from dbcrew.flows.worker import InProcessWorker
     from tests.e2e.queued_flow import queued_noop
 
     pool = "next-runs"  # not the crew's pool: its worker must not take these runs
@@ -489,9 +489,9 @@ def test_slots_missed_while_the_server_was_down_collapse_into_one_run_or_are_ski
     from prefect.client.orchestration import get_client
     from prefect.states import Scheduled
 
+    from dbcrew.flows.deploy import ensure_pool, schedule_deployment
+    from dbcrew.flows.schedule_health import settle_missed
     from dbcrew.inventory import Inventory
-    from flows.deploy import ensure_pool, schedule_deployment
-    from flows.schedule_health import settle_missed
 
     pool = "missed-slots"  # no worker polls it: the slots stay missed until settled
     ensure_pool(pool, max_reviews=1)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.server import stop_tree
-from lab.embedded import EmbeddedPostgres, _free_port
+from dbcrew.cli.server import stop_tree
+from dbcrew.lab.embedded import EmbeddedPostgres, _free_port
 from tests.e2e.test_operate import poll
 
 pytestmark = pytest.mark.timeout(900)
@@ -29,7 +29,7 @@ def documented_steps() -> list[str]:
 
 
 def test_the_readme_steps_deploy_and_run_a_review(fleet_pg: EmbeddedPostgres, tmp_path: Path):
-    from cli.server import healthy
+    from dbcrew.cli.server import healthy
 
     port = _free_port()
     fleet_pg.psql("CREATE DATABASE readme_shop;")

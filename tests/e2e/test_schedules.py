@@ -26,9 +26,9 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import FlowRun
 from prefect.states import Scheduled
 
-from flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
-from lab.crew_server import CrewServer
-from lab.waiting import wait_for
+from dbcrew.flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
+from dbcrew.lab.crew_server import CrewServer
+from dbcrew.lab.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 

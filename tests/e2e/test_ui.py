@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.crew_server import CrewServer
+from dbcrew.lab.crew_server import CrewServer
 from tests.e2e.test_operate import finished
 
 pytestmark = pytest.mark.timeout(900)
@@ -119,7 +119,7 @@ def test_report_html_fits_the_page_with_long_sql_and_shows_statements(browser, t
 
     from dbcrew.models import Finding, Report, Severity
     from dbcrew.models.report import TargetInfo
-    from roles.report.reporter import write_report
+    from dbcrew.roles.report.reporter import write_report
 
     columns = ", ".join(f"very_long_column_name_{i}" for i in range(40))
     statement = (

@@ -40,14 +40,14 @@ from prefect.client.schemas.sorting import ArtifactSort
 
 from bench import injections
 from bench.diagnose import SERVER_SETTINGS
-from cli.server import worker_args
+from dbcrew.cli.server import worker_args
+from dbcrew.lab.crew_server import CrewServer, running_crew_server
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.waiting import wait_for
 from dbcrew.store import STORE_ENV
 from dbcrew.store.leases import create_schema, lease_holders
 from dbcrew.store.samples import SampleStore, open_samples
 from dbcrew.targets import parse_target
-from lab.crew_server import CrewServer, running_crew_server
-from lab.embedded import EmbeddedPostgres
-from lab.waiting import wait_for
 from tests.webhooks import receiving_webhooks
 
 INVENTORY = """
@@ -213,7 +213,7 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
         ]
 
     listed = subprocess.run(
-        [sys.executable, "-m", "cli", "incidents", stormy_dsn, "--json", "--since", "-30m"],
+        [sys.executable, "-m", "dbcrew.cli", "incidents", stormy_dsn, "--json", "--since", "-30m"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -336,7 +336,7 @@ def lease_of(store: str) -> dict[str, str]:
 
 def publish(inventory: Path, api: str) -> None:
     published = subprocess.run(
-        [sys.executable, "-m", "cli", "inventory", "publish", str(inventory)],
+        [sys.executable, "-m", "dbcrew.cli", "inventory", "publish", str(inventory)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -3,8 +3,8 @@ tests/integration/test_watch_share.py: `python -m tests.integration.share_watche
 
 INVENTORY is a JSON file {name: url} read again at every tick, so a test adds and removes targets
 by rewriting it. SIGTERM is a planned stop (leases released); SIGKILL is a death. With DIAGNOSED, each incident
-its rounds report that is due for a diagnosis (roles/incident_diagnosis.py DiagnosisSchedule, as a worker's watching
-decides to start a diagnosis run: flows/watching.py) is appended there as one JSON line, with the holder.
+its rounds report that is due for a diagnosis (dbcrew/roles/incident_diagnosis.py DiagnosisSchedule, as a worker's watching
+decides to start a diagnosis run: dbcrew/flows/watching.py) is appended there as one JSON line, with the holder.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 from dbcrew import stopping
+from dbcrew.roles.incident_diagnosis import DiagnosisSchedule
+from dbcrew.roles.sharing import ShareLoop, lease_for
+from dbcrew.roles.watching import RoundReport
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import PostgresTarget, parse_target
-from roles.incident_diagnosis import DiagnosisSchedule
-from roles.sharing import ShareLoop, lease_for
-from roles.watching import RoundReport
 
 
 def main(

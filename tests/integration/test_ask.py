@@ -7,13 +7,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
+from dbcrew.roles.ask.answer import ask
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route, Scenario
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
-from roles.ask.answer import ask
 
 MANUAL_PAGE = """<html><body><div class="navheader">Prev Next work_mem</div>
 <div class="sect1" id="RUNTIME-CONFIG-RESOURCE"><h2>20.4. Resource Consumption</h2>
@@ -180,7 +180,7 @@ def test_an_instance_question_opens_one_session_and_sessions_are_activity(
 def test_an_analysis_request_becomes_the_review_request_it_needs(
     shop: DemoShop, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
-    """roles/ask only names the review (flows/ask.py runs it: tests/e2e/test_flows.py); a diagnosis carries the
+    """dbcrew/roles/ask only names the review (dbcrew/flows/ask.py runs it: tests/e2e/test_flows.py); a diagnosis carries the
     question as its alert (data), within the caller's settings."""
     monkeypatch.setenv("DBCREW_REPORTS_DIR", str(tmp_path / "reports"))
     quick = Settings(window_seconds=1.0, activity_samples=2)

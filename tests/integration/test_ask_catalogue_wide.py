@@ -8,11 +8,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.ask import catalogue_wide
+from dbcrew.roles.ask.answer import ask
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import Route
-from lab.embedded import EmbeddedPostgres
-from roles.ask import catalogue_wide
-from roles.ask.answer import ask
 
 # Six tables, each with one planted property the others lack (what a catalogue-wide question asks).
 SCHEMA = """

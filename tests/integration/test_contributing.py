@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.embedded import EmbeddedPostgres
+from dbcrew.lab.embedded import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "contributing.md"
-PACKAGES = ("cli", "flows", "roles", "error_tree", "prompts", "operators", "dbcrew", "lab")
+PACKAGES = ("dbcrew",)
 STEP = re.compile(r"<!-- step: (\w+) (.+?) -->\s*\n\s*```\w*\n(.*?)\n\s*```", re.DOTALL)
 
 
@@ -142,9 +142,9 @@ from dbcrew.models.crew import PlanRequest
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from operators.registry import REGISTRY, OperatorContext, catalogue
-from operators.stat_views import TableStatsRow
-from roles.brains.rules import RulesBrain
+from dbcrew.operators.registry import REGISTRY, OperatorContext, catalogue
+from dbcrew.operators.stat_views import TableStatsRow
+from dbcrew.roles.brains.rules import RulesBrain
 from tests.rows import land_rows
 
 op = REGISTRY["{name.group(1)}"]
@@ -180,8 +180,8 @@ def test_the_add_an_operator_to_a_surface_recipe_offers_a_working_tool(
     name = found.group(2)
     script = f"""
 import anyio, psycopg
-from cli.mcp_server import Limits, build_server
-from operators.registry import REGISTRY, Surface, catalogue, exposed
+from dbcrew.cli.mcp_server import Limits, build_server
+from dbcrew.operators.registry import REGISTRY, Surface, catalogue, exposed
 
 op = REGISTRY["{name}"]
 offered = {{s.value for s in Surface if op in exposed(s)}}

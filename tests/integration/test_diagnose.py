@@ -19,13 +19,13 @@ import pytest
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
+from dbcrew.lab.embedded import POSTGRES_BIN_PATH
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Report
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from lab.embedded import POSTGRES_BIN_PATH
-from lab.scripted_llm import Reply, ScriptedServer
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 WINDOW = 5.0
 

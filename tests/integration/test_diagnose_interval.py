@@ -21,13 +21,13 @@ from bench import injections
 from bench.diagnose import DiagnosisServer
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
+from dbcrew.operators.window.incidents import CLOSE_AFTER
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
+from dbcrew.roles.watching import RoundReport, Watcher
 from dbcrew.settings import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from operators.window.incidents import CLOSE_AFTER
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
-from roles.watching import RoundReport, Watcher
 
 EVERY = 1.0
 QUIET_ROUNDS = 8  # passes before the anomaly: the baseline

@@ -8,21 +8,21 @@ import psycopg
 import pytest
 
 from dbcrew.errors import TargetError
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.outside import later, locked, once_sent, terminating
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models.faults import FaultSpec
+from dbcrew.operators.held import Held, guarded
+from dbcrew.operators.sql import fetch
+from dbcrew.operators.stat_views import SESSIONS_SQL, TABLE_STATS
+from dbcrew.operators.window.live import sample_window
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.resumable import resumable
-from lab.embedded import EmbeddedPostgres
-from lab.outside import later, locked, once_sent, terminating
-from lab.scripted_llm import Reply, ScriptedServer
-from lab.shop import DemoShop
-from operators.held import Held, guarded
-from operators.sql import fetch
-from operators.stat_views import SESSIONS_SQL, TABLE_STATS
-from operators.window.live import sample_window
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 from tests.integration.test_recovery import review
 
 SESSION_SAMPLE = "AS sample_no"  # in the statement of each pg_stat_activity sample (SESSIONS_SQL)

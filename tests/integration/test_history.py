@@ -3,7 +3,7 @@
 Every test runs twice: on the default DuckDB file and with DBCREW_STORE_URL naming a database of
 the embedded PostgreSQL (acceptance 4: the same tests pass on both). The module has its own
 server: its planted databases come and go, and DROP DATABASE requests checkpoints. Reviews go through the one
-review path (`roles.review.review`, which records history), as the flow does.
+review path (`dbcrew.roles.review.review`, which records history), as the flow does.
 """
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ import psycopg
 import pytest
 from markupsafe import escape  # the escaping of report.html (Jinja autoescape)
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report, Severity
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.memory import target_identity
+from dbcrew.roles.crew.run import Initialized
+from dbcrew.roles.report.alerts import notify
+from dbcrew.roles.report.comparing import TRENDS_CHART
+from dbcrew.roles.report.recording import failed_report
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.store import (
     STORE_ENV,
@@ -35,15 +44,6 @@ from dbcrew.store import (
 )
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.crew.memory import target_identity
-from roles.crew.run import Initialized
-from roles.report.alerts import notify
-from roles.report.comparing import TRENDS_CHART
-from roles.report.recording import failed_report
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 from tests.cli_here import dbcrew_here
 from tests.webhooks import receiving_webhooks
 
@@ -414,7 +414,7 @@ def test_history_command_prints_runs_and_trends_and_refuses_an_unknown_target(
     assert "Traceback" not in unknown.stderr
     env = {**os.environ, STORE_ENV: "postgresql://keeper:hunter2@127.0.0.1:1/nowhere"}
     down = subprocess.run(
-        [sys.executable, "-m", "cli", "history", "x"],
+        [sys.executable, "-m", "dbcrew.cli", "history", "x"],
         capture_output=True,
         text=True,
         env=env,

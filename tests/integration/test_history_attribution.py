@@ -1,7 +1,7 @@
 """A past interval's diagnosis attributes its time as a live one does, from the watcher's stored session samples.
 
 The watcher samples the server (every second here, its sessions five times a second between passes:
-operators/watch/session_sampler.py) while it is quiet, then while an update flood of single-row
+dbcrew/operators/watch/session_sampler.py) while it is quiet, then while an update flood of single-row
 autocommit updates runs (bench/injections.py), during which a live diagnosis samples its own window;
 once the flood ended, its interval is diagnosed from the stored passes alone
 (bench/history_accuracy.py's case, as `python -m bench watch --suite accuracy` runs it). Both name

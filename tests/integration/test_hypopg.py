@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.hypothetical_indexes import (
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.hypothetical_indexes import (
     HypopgMissing,
     Statement,
     advise,
     generic_plan_cost,
     hide_index_effect,
 )
+from dbcrew.targets import parse_target
 
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 HYPOPG_CONTROL = Path("/usr/share/postgresql/15/extension/hypopg.control")
@@ -323,9 +323,9 @@ def test_partitioned_tables_get_plain_create_index_and_json_columns_a_reason(
 def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
     pg15: EmbeddedPostgres, tmp_path: Path
 ) -> None:
+    from dbcrew.roles.crew.context import RunContext
+    from dbcrew.roles.spine import PlainPhases, review
     from dbcrew.settings import Settings
-    from roles.crew.context import RunContext
-    from roles.spine import PlainPhases, review
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(
@@ -362,9 +362,9 @@ def test_a_pg_monitor_review_falls_back_to_the_heuristic_and_names_the_grant(
     """The README's role (pg_monitor) with hypopg installed: EXPLAIN needs SELECT on the table, so the
     advice cannot prove the index. The table's sequential scans still show it, the check is partial,
     and the coverage carries the GRANT that lets the review prove it next time."""
+    from dbcrew.roles.crew.context import RunContext
+    from dbcrew.roles.spine import PlainPhases, review
     from dbcrew.settings import Settings
-    from roles.crew.context import RunContext
-    from roles.spine import PlainPhases, review
 
     pg15.psql("CREATE DATABASE parcels;")
     pg15.psql(

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.incident_diagnosis import LONG_INCIDENT, BackgroundDiagnoser, DiagnosisSchedule
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.incident_diagnoses import IncidentCause, IncidentDiagnosis
 from dbcrew.store.samples import SCHEMA, Incident, IncidentSignal, WatchedTarget, open_samples
 from dbcrew.targets import PostgresTarget, parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.incident_diagnosis import LONG_INCIDENT, BackgroundDiagnoser, DiagnosisSchedule
 from tests.cli_here import dbcrew_here
 
 T0 = datetime(2026, 11, 25, 3, 12, tzinfo=UTC)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.embedded import EmbeddedPostgres, _free_port
+from dbcrew.lab.embedded import EmbeddedPostgres, _free_port
 
 
 def test_check_connect_tests_every_target_and_fails_with_exit_2_without_printing_a_password(
@@ -32,7 +32,7 @@ targets:
     env = {**os.environ, "GOOD_PASSWORD": "s3cret-never-shown"}
     env.pop("UNSET_PASSWORD", None)
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "inventory", "check", "--connect", str(inventory)],
+        [sys.executable, "-m", "dbcrew.cli", "inventory", "check", "--connect", str(inventory)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.states import Late, Running, Scheduled
 
+from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE, ensure_pool, schedule_deployment
+from dbcrew.flows.schedule_health import LateSlots
+from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory
-from flows.deploy import FLEET_QUEUE, REVIEW_QUEUE, ensure_pool, schedule_deployment
-from flows.schedule_health import LateSlots
-from flows.targets import review_target
 from tests.webhooks import receiving_webhooks
 
 POLLED, IDLE = "slots-polled", "slots-idle"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.docs import DEBIAN_MANUAL, docs_index
+from dbcrew.operators.docs import DEBIAN_MANUAL, docs_index
 
 pytestmark = pytest.mark.skipif(
     not DEBIAN_MANUAL.is_dir(), reason="no postgresql-doc-15 (make test installs it as root)"

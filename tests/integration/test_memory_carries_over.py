@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import EditKind
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.memory import LongTermMemory, UnfixedError
+from dbcrew.roles.crew.run import Initialized
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Ablations, Settings
 from dbcrew.store import open_store
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from lab.shop import DemoShop
-from roles.crew.context import RunContext
-from roles.crew.memory import LongTermMemory, UnfixedError
-from roles.crew.run import Initialized
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 
 
 def run_for(dsn: str, out: Path, faults: list[str], **switches: bool) -> RunContext:

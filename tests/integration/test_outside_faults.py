@@ -17,17 +17,17 @@ import duckdb
 import pytest
 
 from dbcrew.errors import OutNotWritable
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
 from dbcrew.models.report import TargetInfo
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.run import Initialized
+from dbcrew.roles.report.reporter import REPORT_FILES
+from dbcrew.roles.spine import PlainPhases, recorded_and_written, review
 from dbcrew.settings import Settings
 from dbcrew.store import RunRecord, RunStatus, Vitals, open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.crew.run import Initialized
-from roles.report.reporter import REPORT_FILES
-from roles.spine import PlainPhases, recorded_and_written, review
 
 
 @pytest.mark.prefect
@@ -40,7 +40,17 @@ def test_a_truncated_store_costs_the_review_its_history_only(
     os.truncate(private_store, private_store.stat().st_size // 2)
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "review", pg.dsn(), "--window", "0", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "dbcrew.cli",
+            "review",
+            pg.dsn(),
+            "--window",
+            "0",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -188,7 +198,10 @@ def test_a_store_that_fails_only_when_read_is_one_line_for_history(private_store
         store_file.write(b"\xff" * 1000)
     open_store(str(private_store))  # it opens: the damage shows on the first read of that block
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "history", "d"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "dbcrew.cli", "history", "d"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2, result.stderr[-2000:]
     (said,) = result.stderr.strip().splitlines()

@@ -27,14 +27,14 @@ import pytest
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
+from dbcrew.lab.embedded import _free_port
 from dbcrew.models import Report
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from lab.embedded import _free_port
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 from tests.cli_here import dbcrew_here
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,7 +208,7 @@ def test_a_past_anomaly_is_diagnosed_from_prometheus(observed: Observed, tmp_pat
 
 def _dbcrew(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "dbcrew.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

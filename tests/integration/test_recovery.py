@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultSpec
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
-from lab.shop import DemoShop
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 
 WINDOW = 1.0
 

@@ -7,24 +7,24 @@ from pathlib import Path
 
 import duckdb
 
+from dbcrew.error_tree import load_tree
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import Action, Alert, Recommendation
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.plan import EditKind
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.execution import ExecutionResult, ExecutionState, execute
+from dbcrew.roles.crew.memory import Lesson, LongTermMemory, target_identity
+from dbcrew.roles.crew.monitor import Monitor
+from dbcrew.roles.crew.run import ThreadRunner, with_remembered_fixes
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Ablations, Settings
 from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from error_tree import load_tree
-from lab.shop import DemoShop
-from roles.brains.rules import RulesBrain
-from roles.crew.context import RunContext
-from roles.crew.execution import ExecutionResult, ExecutionState, execute
-from roles.crew.memory import Lesson, LongTermMemory, target_identity
-from roles.crew.monitor import Monitor
-from roles.crew.run import ThreadRunner, with_remembered_fixes
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 
 WINDOW = 1.0
 

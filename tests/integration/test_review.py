@@ -9,14 +9,14 @@ import psycopg
 import pytest
 from markupsafe import escape
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.shop import QUICK_IDLE_SECONDS, DemoShop
 from dbcrew.models.faults import FaultKind, FaultSpec
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from lab.shop import QUICK_IDLE_SECONDS, DemoShop
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}
 # The shop's idle session is planted QUICK_IDLE_SECONDS before the tests start, not 30 s (tests/conftest.py).

@@ -16,9 +16,9 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 from prefect.states import Scheduled
 
+from dbcrew.flows.deploy import REVIEW_QUEUE, deploy_inventory, ensure_pool
+from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory
-from flows.deploy import REVIEW_QUEUE, deploy_inventory, ensure_pool
-from flows.targets import review_target
 
 POOL = "schedule-bound"
 

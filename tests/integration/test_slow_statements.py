@@ -6,14 +6,19 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-import operators  # noqa: F401  (registers the operators)
+import dbcrew.operators  # noqa: F401  (registers the operators)
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.checks.statements import (
+    TOTALS_SQL,
+    StatementTotals,
+    check_slow_queries,
+    workload_of,
+)
+from dbcrew.operators.collect.window import WindowParams, collect_statements
+from dbcrew.operators.registry import OperatorContext
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from operators.checks.statements import TOTALS_SQL, StatementTotals, check_slow_queries, workload_of
-from operators.collect.window import WindowParams, collect_statements
-from operators.registry import OperatorContext
 
 APP_SLEEP = "SELECT pg_sleep(0.01), $1::int AS app"  # the workload's one statement that takes time
 OWN_SLEEP = "SELECT pg_sleep(0.01), 'review' AS own"  # as heavy, sent by a review session

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Report
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.run import Initialized, initialize
+from dbcrew.roles.report.deadline import RUN_DEADLINE
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.crew.run import Initialized, initialize
-from roles.report.deadline import RUN_DEADLINE
-from roles.spine import PlainPhases, review
 
 WAIT = 2.0
 

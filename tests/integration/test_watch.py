@@ -16,12 +16,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.window.incidents import Detector
+from dbcrew.operators.window.passes import PassBody
+from dbcrew.roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 from dbcrew.store.samples import Incident, IncidentSignal, SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.window.incidents import Detector
-from operators.window.passes import PassBody
-from roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
 
 EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double
 LOAD = "INSERT INTO watched_log (v) SELECT g FROM generate_series(1, 50) g"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.watching import Watcher
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.watching import Watcher
 from tests.cli_here import dbcrew_here
 
 
@@ -25,7 +25,7 @@ def test_watch_prints_a_line_per_pass_and_ctrl_c_exits_130(
     pg: EmbeddedPostgres, private_store: Path
 ) -> None:
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "cli", "watch", pg.dsn("postgres"), "--every", "1"],
+        [sys.executable, "-m", "dbcrew.cli", "watch", pg.dsn("postgres"), "--every", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -67,7 +67,7 @@ def test_bad_input_exits_2_with_one_line_from_a_process_of_its_own() -> None:
     args, message = BAD_WATCH[0]
     said_once_with_exit_2(
         subprocess.run(
-            [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120
+            [sys.executable, "-m", "dbcrew.cli", *args], capture_output=True, text=True, timeout=120
         ),
         message,
     )
@@ -109,7 +109,7 @@ def test_diagnose_from_to_reads_the_watched_interval(
         [
             sys.executable,
             "-m",
-            "cli",
+            "dbcrew.cli",
             "diagnose",
             pg.dsn("postgres"),
             "--from",

@@ -6,7 +6,7 @@ quiet again; the incident closes and the watcher diagnoses it in the background 
 stored samples, as `dbcrew diagnose --from --to` runs it) and keeps the diagnosis with the incident.
 Ctrl-C ends the watch with 130, and `dbcrew incidents --json` lists the incident with its root causes
 and its report, whose file is the diagnosis of the incident's interval with the incident's picture
-(its signals against the usual band: operators/diagnose/incident_chart.py).
+(its signals against the usual band: dbcrew/operators/diagnose/incident_chart.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import pytest
 
 from bench import injections
 from bench.diagnose import DiagnosisServer
+from dbcrew.lab.waiting import wait_for
 from dbcrew.models import Report
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import parse_target
-from lab.waiting import wait_for
 from tests.cli_here import dbcrew_here
 
 QUIET_PASSES = 8  # before the anomaly: the detector's baseline
@@ -48,7 +48,7 @@ def test_the_foreground_watcher_diagnoses_its_incident_and_incidents_lists_the_c
 ) -> None:
     began = datetime.now(UTC)
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "cli", "watch", server.dsn, "--every", "1"],
+        [sys.executable, "-m", "dbcrew.cli", "watch", server.dsn, "--every", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.store.backends import Backend
 from dbcrew.store.leases import Tenure, create_schema, lease_holders, tenures
 from dbcrew.store.samples import SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
 
 EVERY = 2.0
 TARGETS = ["w1", "w2", "w3", "w4"]

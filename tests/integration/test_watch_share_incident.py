@@ -20,10 +20,10 @@ from typing import Any
 
 import psycopg
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.store.leases import create_schema, lease_holders, tenures
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
 from tests.integration.test_watch_share import _passes, _start, _until, publish
 
 WAITERS = (

@@ -1,8 +1,8 @@
-"""A watcher whose rounds outlast its lease keeps its leases (roles/sharing.py: renewal on a thread of its own), a
+"""A watcher whose rounds outlast its lease keeps its leases (dbcrew/roles/sharing.py: renewal on a thread of its own), a
 lease the renewal finds lost stops that target's sampling, and a dead watcher's target is passed by another within
 two intervals, by construction.
 
-The target is a real database of the embedded PostgreSQL behind a slow link (lab/slow_link.py: every reply
+The target is a real database of the embedded PostgreSQL behind a slow link (dbcrew/lab/slow_link.py: every reply
 held DELAY seconds), so each of the watcher's rounds lasts longer than a lease, on any host: a pass makes
 many round trips. Meanwhile a second watcher tries to claim the target again and again. The leases must
 hold through every round: the rival never wins, the passes are stored, and the store records one holder.
@@ -22,13 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dbcrew.store.leases import LeaseBook, lease_holders, tenures
-from dbcrew.store.samples import open_samples
-from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from lab.slow_link import slow_link
-from lab.waiting import wait_for
-from roles.sharing import (
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.slow_link import slow_link
+from dbcrew.lab.waiting import wait_for
+from dbcrew.roles.sharing import (
     ADOPTION_SHARE,
     LEASE_SHARE,
     MIN_LEASE,
@@ -36,7 +33,10 @@ from roles.sharing import (
     ShareLoop,
     lease_for,
 )
-from roles.watching import RoundReport
+from dbcrew.roles.watching import RoundReport
+from dbcrew.store.leases import LeaseBook, lease_holders, tenures
+from dbcrew.store.samples import open_samples
+from dbcrew.targets import parse_target
 
 EVERY = 4.0
 DELAY = 0.4  # seconds each reply of the target is held: a pass of several round trips outlasts the lease

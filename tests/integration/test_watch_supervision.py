@@ -1,4 +1,4 @@
-"""What `dbcrew server` does with the pool's watching shares (flows/supervision.py), on the session's Prefect test server.
+"""What `dbcrew server` does with the pool's watching shares (dbcrew/flows/supervision.py), on the session's Prefect test server.
 
 A share run still Running whose worker's heartbeat in the store lapsed (a worker that died on another machine) is
 marked CRASHED and told once; a share run that FAILED is told once per streak of its group's failures; a run whose
@@ -15,13 +15,13 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import StateType
 from prefect.states import Failed, Running
 
+from dbcrew.flows import supervision
+from dbcrew.flows.supervision import WatchSupervisor
+from dbcrew.flows.watching import watch_targets
 from dbcrew.inventory import parse_inventory
+from dbcrew.roles.sharing import holder_name
 from dbcrew.store import open_store
 from dbcrew.store.leases import LeaseBook, lapsed_holders
-from flows import supervision
-from flows.supervision import WatchSupervisor
-from flows.watching import watch_targets
-from roles.sharing import holder_name
 from tests.webhooks import receiving_webhooks
 
 GROUP = "every-1s"

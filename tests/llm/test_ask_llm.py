@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
+from dbcrew.lab.shop import DemoShop
+from dbcrew.prompts import render
+from dbcrew.roles.ask.answer import ask
+from dbcrew.roles.ask.llm import unsupported_sentences
+from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
-from lab.scripted_llm import Reply, ScriptedServer
-from lab.shop import DemoShop
-from prompts import render
-from roles.ask.answer import ask
-from roles.ask.llm import unsupported_sentences
-from roles.brains.openai import OpenAIBrain
 from tests.integration.test_ask import MANUAL_PAGE
 
 PASSAGE = (
@@ -73,7 +73,7 @@ def test_react_corrects_a_wrong_tool_malformed_input_and_an_unknown_table_then_a
     prompted: None,
 ):
     monkeypatch.setattr(
-        "roles.ask.instance.OBSERVATION_LIMIT", 40
+        "dbcrew.roles.ask.instance.OBSERVATION_LIMIT", 40
     )  # the table_size observation is longer: kept by key
     server.replies = [
         Reply(

@@ -15,24 +15,24 @@ from pathlib import Path
 
 import pytest
 
-import operators  # noqa: F401
+import dbcrew.operators  # noqa: F401
 from dbcrew.errors import UsageError
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.llm.client import endpoint_limits
+from dbcrew.operators.registry import REGISTRY
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.roles.crew.run import initialize
+from dbcrew.roles.crew.validators import validate
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from lab.scripted_llm import Reply, ScriptedServer
-from operators.registry import REGISTRY
-from prompts import render
-from roles.brains.openai import OpenAIBrain
-from roles.brains.rules import RulesBrain
-from roles.crew.context import RunContext
-from roles.crew.planner import make_plan
-from roles.crew.run import initialize
-from roles.crew.validators import validate
-from roles.spine import PlainPhases, review
 from tests.llm.test_openai_brain import good_plan_json, request
 
 OBJECTION = json.dumps(

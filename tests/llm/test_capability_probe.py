@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from dbcrew.lab.scripted_llm import ScriptedServer
 from dbcrew.llm.capability import known
 from dbcrew.llm.client import LlmClient
+from dbcrew.prompts import render
 from dbcrew.settings import Capability
-from lab.scripted_llm import ScriptedServer
-from prompts import render
 
 
 def client(server: ScriptedServer, model: str) -> LlmClient:

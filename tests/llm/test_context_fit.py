@@ -6,8 +6,8 @@ from __future__ import annotations
 from dbcrew.llm.client import LlmClient
 from dbcrew.llm.fit import answer_room, approx_tokens, fit
 from dbcrew.models import Strategy
-from prompts import render
-from roles.brains.openai import ANSWER_TOKENS, _catalogue
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import ANSWER_TOKENS, _catalogue
 from tests.llm.test_openai_brain import request
 
 NOWHERE = "http://127.0.0.1:9/v1"  # never asked: the prompt is only rendered

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab.scripted_llm import Reply, ScriptedServer
-from operators.diagnose.experts_index import experts_by_code
-from operators.diagnose.extraction import extract_chunks, split_chapters, write_chunks
-from operators.knowledge import KnowledgeBase, load_chunks
-from prompts import render
-from roles.brains.openai import OpenAIBrain
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
+from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.extraction import extract_chunks, split_chapters, write_chunks
+from dbcrew.operators.knowledge import KnowledgeBase, load_chunks
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import OpenAIBrain
 
 DOC = """Notes on commits.
 

@@ -7,17 +7,17 @@ from collections.abc import Iterator
 
 import pytest
 
-import operators  # noqa: F401
+import dbcrew.operators  # noqa: F401
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Brief, Finding, Severity
 from dbcrew.models.crew import PlanRequest
-from lab.scripted_llm import Reply, ScriptedServer
-from operators.registry import catalogue
-from prompts import render
-from roles.brains.openai import OpenAIBrain
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.planner import make_plan
-from roles.crew.validators import validate
+from dbcrew.operators.registry import catalogue
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.roles.crew.validators import validate
 
 BRIEF = Brief(
     server_version="18.6",

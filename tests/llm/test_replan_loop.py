@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Strategy
-from lab.scripted_llm import Reply, ScriptedServer
-from roles.crew.replanner import replan
+from dbcrew.roles.crew.replanner import replan
 from tests.llm.test_brain_bounds import brain
 from tests.unit.test_plan_edits import plan, replan_request
 

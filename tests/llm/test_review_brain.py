@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.flows.review import health_review
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
+from dbcrew.lab.shop import DemoShop
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.request import ReviewRequest
 from dbcrew.settings import Settings
-from flows.review import health_review
-from lab.scripted_llm import Reply, ScriptedServer
-from lab.shop import DemoShop
 
 pytestmark = pytest.mark.prefect
 

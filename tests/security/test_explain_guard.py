@@ -15,13 +15,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.explain import FOREIGN_CODE, unplannable
+from dbcrew.operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.explain import FOREIGN_CODE, unplannable
-from operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

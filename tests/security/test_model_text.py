@@ -1,7 +1,7 @@
 """A hostile model summary is data: the rules' summary stays the report's, the model's is quoted beside
 it, stripped of invisible characters, bounded, and no markup of it reaches report.md or report.html.
 
-The real `openai` client asks the scripted OpenAI-compatible server (lab/scripted_llm.py), which
+The real `openai` client asks the scripted OpenAI-compatible server (dbcrew/lab/scripted_llm.py), which
 answers the summary question with an injection, a script tag, a terminal escape and bidi and
 zero-width characters."""
 
@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import TargetInfo
-from lab.scripted_llm import Reply, ScriptedServer
-from prompts import render
-from roles.brains.openai import OpenAIBrain
-from roles.brains.rules import RulesBrain
-from roles.report.reporter import write_report
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.report.reporter import write_report
 from tests.security.test_report_escaping import tags_of
 
 HOSTILE = (

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import psycopg
 
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import own_pids, parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases, review
 
 HELD_AND_WAITING = (
     "SELECT bool_and(CASE WHEN pid = %s THEN wait_event_type = 'Lock'"

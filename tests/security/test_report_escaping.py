@@ -10,8 +10,8 @@ from markdown_it import MarkdownIt
 
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, TargetInfo
-from operators.sql import qualified
-from roles.report.reporter import write_report
+from dbcrew.operators.sql import qualified
+from dbcrew.roles.report.reporter import write_report
 
 SCRIPT = "<script>alert(1)</script>"
 HOSTILE_NAMES = [SCRIPT, "a|b", "line\nbreak", "[bold]", "tick`tock", "[x](javascript:alert(1))"]

@@ -19,8 +19,8 @@ import psutil
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
 
 URL_PASSWORD = "urlSecret-4711"
 API_KEY = "sk-apiSecret-0815"
@@ -97,7 +97,7 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "cli",
+        "dbcrew.cli",
         "review",
         url,
         "--brain",
@@ -145,8 +145,8 @@ def test_a_whole_run_keeps_every_secret(leaky: str, tmp_path: Path) -> None:
 def test_dbcrew_server_gives_no_secret_to_the_prefect_server_and_the_held_ones_to_its_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cli import server
     from dbcrew import secrets
+    from dbcrew.cli import server
 
     monkeypatch.setattr(secrets, "_HELD", {})
     for name, value in (

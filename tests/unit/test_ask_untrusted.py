@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.roles.ask.answer import ask
+from dbcrew.roles.ask.routing import router
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
-from roles.ask.answer import ask
-from roles.ask.routing import router
 
 CLOSED = "postgresql://nobody@127.0.0.1:1/shop"
 HIDDEN = {

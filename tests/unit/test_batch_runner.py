@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.flows.runner import Batch, Bundle
 from dbcrew.models import TaskSpec
+from dbcrew.operators.registry import OperatorContext
+from dbcrew.roles.crew.execution import FutureRunner
+from dbcrew.roles.crew.faults import FaultInjector
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from flows.runner import Batch, Bundle
-from operators.registry import OperatorContext
-from roles.crew.execution import FutureRunner
-from roles.crew.faults import FaultInjector
 
 
 def test_a_task_run_that_ends_before_starting_its_operators_fails_each_task_instead_of_leaving_it_waiting(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roles.ask.catalogue_wide import recognized, threshold
+from dbcrew.roles.ask.catalogue_wide import recognized, threshold
 
 
 @pytest.mark.parametrize(

@@ -9,22 +9,27 @@ from typing import get_type_hints
 
 import pytest
 
-import operators  # noqa: F401
+import dbcrew.operators  # noqa: F401
 from dbcrew.models import Brief, Finding, Role, Severity
+from dbcrew.operators.checks.age_history import EARLIER_AGE_KEY, EarlierAge
+from dbcrew.operators.checks.base import Coverage, check
+from dbcrew.operators.checks.database import check_wraparound
+from dbcrew.operators.checks.indexes import check_duplicate_indexes
+from dbcrew.operators.checks.tables import check_vacuum_health
+from dbcrew.operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
+from dbcrew.operators.collect.replication import SlotRow
+from dbcrew.operators.registry import REGISTRY, Observation, OperatorContext
+from dbcrew.operators.sql import name_list_text
+from dbcrew.operators.stat_views import (
+    CheckpointerRow,
+    DatabaseStatsRow,
+    IndexStatsRow,
+    TableStatsRow,
+)
 from dbcrew.settings import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace
-from operators.checks.age_history import EARLIER_AGE_KEY, EarlierAge
-from operators.checks.base import Coverage, check
-from operators.checks.database import check_wraparound
-from operators.checks.indexes import check_duplicate_indexes
-from operators.checks.tables import check_vacuum_health
-from operators.collect.catalog import HorizonRow, SettingRow, WraparoundRow
-from operators.collect.replication import SlotRow
-from operators.registry import REGISTRY, Observation, OperatorContext
-from operators.sql import name_list_text
-from operators.stat_views import CheckpointerRow, DatabaseStatsRow, IndexStatsRow, TableStatsRow
 from tests.rows import duckdb_type, land_rows
 
 # An index and a table as the collectors land them; each test sets what it is about.

@@ -1,5 +1,5 @@
-"""The rules brain composes the team from the alert (roles/brains/composing.py) and reflects on its fit
-before the run (roles/brains/team_fit.py); the fixed playbooks are the fallback.
+"""The rules brain composes the team from the alert (dbcrew/roles/brains/composing.py) and reflects on its fit
+before the run (dbcrew/roles/brains/team_fit.py); the fixed playbooks are the fallback.
 
 The alerts here are not the benchmark's (bench/plan_cases*.yaml, kept out of the tests)."""
 
@@ -8,27 +8,27 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.report import TargetInfo
+from dbcrew.operators.diagnose.facts import FactsRecord
+from dbcrew.operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
+from dbcrew.operators.registry import OperatorContext, catalogue, get
+from dbcrew.operators.window.anomaly import AbnormalMetric
+from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.roles.brains.playbooks import EXPERT_PREFIX
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.brains.team_fit import team_problems, uncovered
+from dbcrew.roles.crew.capabilities import plan_constraints, prune
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.roles.crew.validators import validate
+from dbcrew.roles.diagnosis.review import librarians_chunks
+from dbcrew.roles.report.reporter import render_markdown, team_of
 from dbcrew.settings import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import ProblemKind, Scenario
 from dbcrew.workspace import Workspace
-from operators.diagnose.facts import FactsRecord
-from operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
-from operators.registry import OperatorContext, catalogue, get
-from operators.window.anomaly import AbnormalMetric
-from operators.window.evidence import WindowEvidence
-from roles.brains.playbooks import EXPERT_PREFIX
-from roles.brains.rules import RulesBrain
-from roles.brains.team_fit import team_problems, uncovered
-from roles.crew.capabilities import plan_constraints, prune
-from roles.crew.planner import make_plan
-from roles.crew.validators import validate
-from roles.diagnosis.review import librarians_chunks
-from roles.report.reporter import render_markdown, team_of
 
 EXPERTS = {e.name for e in catalogue() if e.name.startswith(EXPERT_PREFIX)}
 

@@ -4,15 +4,15 @@ The windows are built from pg_stat_activity rows as the sampler reads them (Acti
 
 from __future__ import annotations
 
+from dbcrew.operators.diagnose.attribution import attribute, cause_shares
+from dbcrew.operators.diagnose.cross_review import cross_review
+from dbcrew.operators.diagnose.experts import EXPERTS, Candidate, Facts
+from dbcrew.operators.diagnose.judgements import PlanIssue, StatementPlan
+from dbcrew.operators.window.anomaly import AbnormalMetric
+from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
+from dbcrew.operators.window.live import sampling_coverage
+from dbcrew.operators.window.readers import ActivityTally
 from dbcrew.vocabulary import RootCauseCode
-from operators.diagnose.attribution import attribute, cause_shares
-from operators.diagnose.cross_review import cross_review
-from operators.diagnose.experts import EXPERTS, Candidate, Facts
-from operators.diagnose.judgements import PlanIssue, StatementPlan
-from operators.window.anomaly import AbnormalMetric
-from operators.window.evidence import TableDelta, WindowEvidence
-from operators.window.live import sampling_coverage
-from operators.window.readers import ActivityTally
 
 SAMPLES = 20
 

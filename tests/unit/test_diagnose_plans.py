@@ -13,20 +13,20 @@ from typing import Any
 import psycopg
 import pytest
 
-from dbcrew.targets import PostgresTarget, parse_target
-from lab.embedded import EmbeddedPostgres
-from operators.diagnose.cross_review import cross_review
-from operators.diagnose.experts import Facts, index_expert, query_expert
-from operators.diagnose.heavy_statements import (
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.diagnose.cross_review import cross_review
+from dbcrew.operators.diagnose.experts import Facts, index_expert, query_expert
+from dbcrew.operators.diagnose.heavy_statements import (
     Sizes,
     expected_blocks,
     join_keys,
     judge_statements,
     statement_candidates,
 )
-from operators.diagnose.judgements import filter_columns
-from operators.window.evidence import StatementDelta, WindowEvidence
-from operators.window.readers import read_statements, statement_deltas
+from dbcrew.operators.diagnose.judgements import filter_columns
+from dbcrew.operators.window.evidence import StatementDelta, WindowEvidence
+from dbcrew.operators.window.readers import read_statements, statement_deltas
+from dbcrew.targets import PostgresTarget, parse_target
 
 SETUP = """
 CREATE EXTENSION IF NOT EXISTS pg_stat_statements;

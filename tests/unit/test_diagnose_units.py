@@ -7,15 +7,13 @@ import random
 import pytest
 from pglast.ast import SelectStmt
 
-import operators  # noqa: F401  (registers every operator)
+import dbcrew.operators  # noqa: F401  (registers every operator)
 from bench.diagnose import accuracy, main
 from bench.injections import COMBINATIONS, RECIPES
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
-from dbcrew.settings import Thresholds
-from dbcrew.vocabulary import Scenario
-from operators.diagnose.cross_review import MAX_CAUSES, cross_review
-from operators.diagnose.experts import (
+from dbcrew.operators.diagnose.cross_review import MAX_CAUSES, cross_review
+from dbcrew.operators.diagnose.experts import (
     EXPERTS,
     Candidate,
     Facts,
@@ -26,17 +24,19 @@ from operators.diagnose.experts import (
     select_experts,
     workload_expert,
 )
-from operators.diagnose.facts import changed_statements
-from operators.diagnose.heavy_statements import statement_candidates
-from operators.diagnose.judgements import plan_issues
-from operators.explain import refused_text
-from operators.knowledge import knowledge_base
-from operators.registry import catalogue
-from operators.window.anomaly import abnormal_metrics
-from operators.window.evidence import StatementDelta, TableDelta, WindowEvidence
-from operators.window.readers import ActivityTally
-from roles.brains.rules import RulesBrain
-from roles.crew.validators import validate
+from dbcrew.operators.diagnose.facts import changed_statements
+from dbcrew.operators.diagnose.heavy_statements import statement_candidates
+from dbcrew.operators.diagnose.judgements import plan_issues
+from dbcrew.operators.explain import refused_text
+from dbcrew.operators.knowledge import knowledge_base
+from dbcrew.operators.registry import catalogue
+from dbcrew.operators.window.anomaly import abnormal_metrics
+from dbcrew.operators.window.evidence import StatementDelta, TableDelta, WindowEvidence
+from dbcrew.operators.window.readers import ActivityTally
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.validators import validate
+from dbcrew.settings import Thresholds
+from dbcrew.vocabulary import Scenario
 
 
 def window(series: dict[str, list[float]] | None = None, **fields: object) -> WindowEvidence:
@@ -555,7 +555,7 @@ def test_rules_summary_of_a_diagnosis_names_the_causes() -> None:
 
 
 def test_what_a_diagnosis_compared_is_said_from_its_facts() -> None:
-    from roles.report.reporter import compared_with
+    from dbcrew.roles.report.reporter import compared_with
 
     assert compared_with({}) == ""  # nothing sampled: nothing compared, nothing said
     assert compared_with({"baseline_source": "", "abnormal": []}).startswith(

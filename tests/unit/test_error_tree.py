@@ -6,13 +6,13 @@ from collections import Counter
 
 import pytest
 
+from dbcrew.error_tree import load_tree
+from dbcrew.error_tree.classify import load_labelled, normalise
+from dbcrew.error_tree.evaluate import evaluate, split
 from dbcrew.models.crew import Remedy
 from dbcrew.vocabulary import Action, RemedyKind
-from error_tree import load_tree
-from error_tree.classify import load_labelled, normalise
-from error_tree.evaluate import evaluate, split
 
-# Leaf names that code and other tests rely on (roles/crew/monitor.py records them; tests assert them).
+# Leaf names that code and other tests rely on (dbcrew/roles/crew/monitor.py records them; tests assert them).
 NAMED_ELSEWHERE = {
     "connection",
     "permission",

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-import operators  # noqa: F401
+import dbcrew.operators  # noqa: F401
+from dbcrew.operators.checks.bloat import estimate_btree, estimate_table
+from dbcrew.operators.checks.configuration import check_settings
+from dbcrew.operators.checks.database import wal_checkpoint_share
+from dbcrew.operators.collect.catalog import SettingRow
+from dbcrew.operators.collect.machine import MachineRow, target_is_local
+from dbcrew.operators.registry import OperatorContext
+from dbcrew.operators.stat_views import CheckpointerRow
 from dbcrew.settings import Machine, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from operators.checks.bloat import estimate_btree, estimate_table
-from operators.checks.configuration import check_settings
-from operators.checks.database import wal_checkpoint_share
-from operators.collect.catalog import SettingRow
-from operators.collect.machine import MachineRow, target_is_local
-from operators.registry import OperatorContext
-from operators.stat_views import CheckpointerRow
 from tests.rows import land_rows
 
 GB = 2**30

@@ -7,17 +7,17 @@ from pathlib import Path
 
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, History, HistoryItem, TargetInfo
-from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerprint, open_store
-from dbcrew.vocabulary import FindingCode
-from operators.window.evidence import BlockedSession, WindowEvidence
-from roles.report.alerts import alert_for, scrub
-from roles.report.comparing import (
+from dbcrew.operators.window.evidence import BlockedSession, WindowEvidence
+from dbcrew.roles.report.alerts import alert_for, scrub
+from dbcrew.roles.report.comparing import (
     RESOLVED_AFTER_ABSENT_RUNS,
     compare,
     history_of,
     judge_quiet,
     timeline,
 )
+from dbcrew.store import RunRecord, RunStatus, Sighting, StoredFinding, fingerprint, open_store
+from dbcrew.vocabulary import FindingCode
 
 TARGET = "7311234567890123456/shop"
 DAY = datetime(2026, 3, 1, tzinfo=UTC)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dbcrew.store.samples import Incident
-from operators.window.incidents import (
+from dbcrew.operators.window.incidents import (
     CLOSE_AFTER,
     MIN_HISTORY,
     OPEN_AFTER,
@@ -17,6 +16,7 @@ from operators.window.incidents import (
     Minutes,
     Recall,
 )
+from dbcrew.store.samples import Incident
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
 EVERY = 15.0

@@ -107,7 +107,7 @@ def test_each_mistake_is_one_line_naming_the_field(
 def test_the_cli_checks_an_inventory_with_exit_2_and_no_traceback(tmp_path: Path):
     bad = write(tmp_path, GOOD.replace("monitor@db1", "monitor:hunter2@db1"))
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "inventory", "check", str(bad)],
+        [sys.executable, "-m", "dbcrew.cli", "inventory", "check", str(bad)],
         capture_output=True,
         text=True,
         timeout=120,

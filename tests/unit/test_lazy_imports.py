@@ -10,9 +10,9 @@ HEAVY = ("bm25s", "scipy", "sklearn", "faiss", "matplotlib", "pandas")
 PROBE = f"""
 import sys
 from pathlib import Path
-import flows.review, flows.targets, flows.fleet
+import dbcrew.flows.review, dbcrew.flows.targets, dbcrew.flows.fleet
 from dbcrew.targets import parse_target
-from roles.crew.context import RunContext
+from dbcrew.roles.crew.context import RunContext
 monitor = RunContext(target=parse_target("postgresql://u@127.0.0.1:5432/db"), out_dir=Path(".")).monitor()
 print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 """
@@ -27,8 +27,8 @@ def test_starting_a_review_loads_no_heavy_library_until_a_step_needs_it():
 
 MOVED_WINDOW = """
 import sys
-from operators.window.evidence import WindowEvidence
-from roles.report.comparing import judge_quiet
+from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.roles.report.comparing import judge_quiet
 def window(level):
     return WindowEvidence(started_at=0, seconds=10, interval=1, series={"db.xact_commit": [level + i % 3 for i in range(10)]})
 print(judge_quiet(window(5000), [], window(10))[0], "scipy" in sys.modules)
@@ -48,15 +48,15 @@ def test_a_window_that_left_the_baseline_is_judged_without_scipy():
 
 
 def test_the_monitor_builds_its_error_tree_at_the_first_alert():
-    from error_tree import ErrorTree
-    from roles.brains.rules import RulesBrain
-    from roles.crew.monitor import Monitor
+    from dbcrew.error_tree import ErrorTree
+    from dbcrew.roles.brains.rules import RulesBrain
+    from dbcrew.roles.crew.monitor import Monitor
 
     built: list[int] = []
 
     def tree() -> ErrorTree:
         built.append(1)
-        from error_tree import load_tree
+        from dbcrew.error_tree import load_tree
 
         return load_tree()
 

@@ -1,4 +1,4 @@
-"""Leases on watched targets (dbcrew/store/leases.py) and the share planner (roles/sharing.py), on both store backends.
+"""Leases on watched targets (dbcrew/store/leases.py) and the share planner (dbcrew/roles/sharing.py), on both store backends.
 
 Two holders never hold one target, even claiming at once from threads; a holder that stops renewing loses its
 leases once they expire, and never believes it still holds one the store gave away; shares are fair and bounded
@@ -16,13 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dbcrew.store import open_store
-from dbcrew.store.backends import Backend
-from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
-from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
-from dbcrew.targets import PostgresTarget, parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.sharing import (
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.roles.sharing import (
     ADOPTION_SHARE,
     FIRST_CLAIMS,
     SessionBudget,
@@ -30,6 +25,11 @@ from roles.sharing import (
     fair_share,
     plan_share,
 )
+from dbcrew.store import open_store
+from dbcrew.store.backends import Backend
+from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
+from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
+from dbcrew.targets import PostgresTarget, parse_target
 
 LEASE = timedelta(seconds=1)
 EXPIRY_WAIT = (
@@ -111,7 +111,7 @@ def test_a_released_lease_is_free_at_once_and_no_takeover(backend: Backend) -> N
 def test_renewing_all_keeps_what_is_held_never_what_was_released_and_says_what_was_lost(
     backend: Backend,
 ) -> None:
-    """The renewal thread's call (roles/sharing.py): it renews every lease taken and not given up, so a target
+    """The renewal thread's call (dbcrew/roles/sharing.py): it renews every lease taken and not given up, so a target
     released by a tick is not revived by it, and a lease another holder took is reported lost and no longer valid."""
     a, b = book(backend, "a"), book(backend, "b")
     assert a.claim("kept") is not None and a.claim("given up") is not None
@@ -228,7 +228,7 @@ def test_the_cap_bounds_a_holders_sessions_and_the_shortfall_is_said(
     backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
     a = _loop(backend, "a", [f"t{i}" for i in range(5)], cap=3, every=60.0)
-    with caplog.at_level("WARNING", logger="roles.sharing"):
+    with caplog.at_level("WARNING", logger="dbcrew.roles.sharing"):
         a.tick()
     assert len(_held(a)[0]) == 3
     assert "2 of 5 targets cannot be watched" in caplog.text

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from cli.mcp_server import BearerGate, Limits, http_token, inventory_targets, tool_target
+from dbcrew.cli.mcp_server import BearerGate, Limits, http_token, inventory_targets, tool_target
 from dbcrew.errors import UsageError
 
 TOKEN = "s3cret-token"

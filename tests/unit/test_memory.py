@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Strategy
 from dbcrew.models.crew import FailedCall, PlanRequest, ReplanRequest
 from dbcrew.models.plan import EditKind
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.memory import Lesson, LongTermMemory, apply_lessons, recall, remembered_fixes
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.roles.crew.replanner import replan, score
 from dbcrew.store import STORE_ENV, open_store, store_url
-from operators.registry import catalogue
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.memory import Lesson, LongTermMemory, apply_lessons, recall, remembered_fixes
-from roles.crew.planner import make_plan
-from roles.crew.replanner import replan, score
 
 BRIEF = Brief(
     server_version="18.6",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dbcrew.models.report import Decision
+from dbcrew.roles.crew.monitor import OUTAGE_WAIT_FIRST, OUTAGE_WAIT_MAX, outage_wait
 from dbcrew.vocabulary import Action
-from roles.crew.monitor import OUTAGE_WAIT_FIRST, OUTAGE_WAIT_MAX, outage_wait
 
 
 def decision(leaf: str) -> Decision:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from dbcrew.operators.watch.sampling import TargetWatch
+from dbcrew.operators.window.evidence import BlockedSession, TableDelta
+from dbcrew.operators.window.passes import PassBody, StatementRate, as_stored, merge
 from dbcrew.targets import parse_target
-from operators.watch.sampling import TargetWatch
-from operators.window.evidence import BlockedSession, TableDelta
-from operators.window.passes import PassBody, StatementRate, as_stored, merge
 
 
 def body() -> PassBody:

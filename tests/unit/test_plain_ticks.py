@@ -6,7 +6,7 @@ from io import BytesIO
 
 import pytest
 
-from operators.figures import _canvas_figure, plain_log_ticks, plain_number
+from dbcrew.operators.figures import _canvas_figure, plain_log_ticks, plain_number
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ The machine starts from the rules brain's health plan over the real operator cat
 applies edits of every kind, each one drawn so that it is valid on the plan as it stands (a
 replacement produces at least what the task produced, an insert reads only what some task
 produces, a removal takes a task nothing waits for, new dependencies never come from
-downstream). After every edit the plan must validate (roles/crew/validators.py), the plan it was
+downstream). After every edit the plan must validate (dbcrew/roles/crew/validators.py), the plan it was
 applied to must be unchanged, and the diff from the first plan must rebuild the current one.
 """
 
@@ -18,16 +18,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import AgentSpec, Brief, CatalogueEntry, Role, Strategy, TaskSpec
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.plan import EditKind, PlanEdit
-from operators.registry import REGISTRY, catalogue
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.planner import make_plan
-from roles.crew.replanner import diff
-from roles.crew.validators import validate
+from dbcrew.operators.registry import REGISTRY, catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.roles.crew.replanner import diff
+from dbcrew.roles.crew.validators import validate
 
 BRIEF = Brief(
     server_version="18.6",

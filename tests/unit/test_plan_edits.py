@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import AgentSpec, Brief, Role, Strategy, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.plan import EditKind, PlanEdit
-from operators.registry import catalogue
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.faults import damage_plan
-from roles.crew.monitor import repaired_params
-from roles.crew.planner import make_plan, reflect_until_valid
-from roles.crew.replanner import diff, narrow, replan
-from roles.crew.validators import validate
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.faults import damage_plan
+from dbcrew.roles.crew.monitor import repaired_params
+from dbcrew.roles.crew.planner import make_plan, reflect_until_valid
+from dbcrew.roles.crew.replanner import diff, narrow, replan
+from dbcrew.roles.crew.validators import validate
 
 BRIEF = Brief(
     server_version="18.6",

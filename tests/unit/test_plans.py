@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-import operators  # noqa: F401  (registers operators)
+import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Role, TaskSpec
 from dbcrew.models.crew import Action, PlanRequest, Recommendation, ReplanRequest
-from operators.registry import catalogue
-from roles.brains.rules import RulesBrain
-from roles.crew.capabilities import prune
-from roles.crew.planner import PlanRejected, make_plan, reflect_until_valid
-from roles.crew.replanner import diff, narrow, replan
-from roles.crew.validators import validate
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.planner import PlanRejected, make_plan, reflect_until_valid
+from dbcrew.roles.crew.replanner import diff, narrow, replan
+from dbcrew.roles.crew.validators import validate
 
 
 def brief(**changes: object) -> Brief:
@@ -180,8 +180,8 @@ def test_gap_narrow_restores_tasks_outside_the_failed_subgraph():
 
 
 def test_every_scenario_has_a_playbook_whose_categories_hold_operators():
+    from dbcrew.roles.brains.playbooks import PLAYBOOKS
     from dbcrew.vocabulary import Scenario
-    from roles.brains.playbooks import PLAYBOOKS
 
     assert set(PLAYBOOKS) == set(Scenario)
     categories = {entry.category for entry in catalogue()}

@@ -1,5 +1,5 @@
-from operators.predicates import FilterColumn, filter_columns
-from operators.sql import quote_ident
+from dbcrew.operators.predicates import FilterColumn, filter_columns
+from dbcrew.operators.sql import quote_ident
 
 
 def test_filter_columns_from_normalized_statements():

@@ -1,4 +1,4 @@
-"""Operators' preparations run off the critical path when a plan starts (roles/crew/preparing.py)."""
+"""Operators' preparations run off the critical path when a plan starts (dbcrew/roles/crew/preparing.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dbcrew.models import TaskSpec
-from operators.figures import warm_up
-from operators.registry import REGISTRY, get
-from roles.crew.preparing import preparations, start_preparing
+from dbcrew.operators.figures import warm_up
+from dbcrew.operators.registry import REGISTRY, get
+from dbcrew.roles.crew.preparing import preparations, start_preparing
 
 
 def task(operator: str, n: int = 0) -> TaskSpec:
@@ -63,8 +63,8 @@ import sys, time
 from dataclasses import replace
 from pathlib import Path
 from dbcrew.models import TaskSpec
-from operators.registry import REGISTRY, get
-from roles.crew.preparing import start_preparing
+from dbcrew.operators.registry import REGISTRY, get
+from dbcrew.roles.crew.preparing import start_preparing
 
 def slow() -> None:
     time.sleep(0.5)
@@ -96,7 +96,7 @@ def test_a_process_ending_while_a_preparation_runs_waits_for_it_instead_of_cutti
 
 WARMED = """
 import sys
-from operators.figures import warm_up
+from dbcrew.operators.figures import warm_up
 assert "matplotlib" not in sys.modules
 warm_up()
 from matplotlib.mathtext import MathTextParser
@@ -106,7 +106,7 @@ print("matplotlib.backends.backend_agg" in sys.modules, MathTextParser._parser i
 
 def test_warming_up_loads_matplotlib_and_its_canvas_and_not_the_mathtext_grammar_no_chart_uses():
     """In a fresh process: matplotlib and its Agg canvas imported; the mathtext grammar (~0.3 s to build) left
-    alone, since the log axes are labelled in plain text (operators.figures.plain_log_ticks)."""
+    alone, since the log axes are labelled in plain text (dbcrew.operators.figures.plain_log_ticks)."""
     out = subprocess.run(
         [sys.executable, "-c", WARMED], capture_output=True, text=True, check=True, timeout=120
     ).stdout
@@ -125,13 +125,13 @@ def test_a_plan_starts_preparing_its_tasks_when_it_begins(
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from dbcrew.models import AgentSpec, Role, Strategy
+    from dbcrew.operators.registry import NoParams, Observation, OperatorContext
+    from dbcrew.roles.crew.execution import ExecutionState, FutureRunner, execute
+    from dbcrew.roles.crew.faults import FaultInjector
+    from dbcrew.roles.crew.worker import TaskOutcome, perform
     from dbcrew.settings import Settings
     from dbcrew.targets import parse_target
     from dbcrew.workspace import Workspace
-    from operators.registry import NoParams, Observation, OperatorContext
-    from roles.crew.execution import ExecutionState, FutureRunner, execute
-    from roles.crew.faults import FaultInjector
-    from roles.crew.worker import TaskOutcome, perform
 
     prepared = threading.Event()
 

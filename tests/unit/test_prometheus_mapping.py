@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from dbcrew.models.prometheus import PrometheusSource, matchers
-from operators.window.prometheus.api import PrometheusError, PromSeries, parse_series
-from operators.window.prometheus.source import quoted
-from operators.window.prometheus.steps import COMMITS, WAITS, StepGrid, passes_of
+from dbcrew.operators.window.prometheus.api import PrometheusError, PromSeries, parse_series
+from dbcrew.operators.window.prometheus.source import quoted
+from dbcrew.operators.window.prometheus.steps import COMMITS, WAITS, StepGrid, passes_of
 
 RECORDED = Path(__file__).parent / "prometheus"
 

@@ -9,21 +9,28 @@ from typing import Any
 import anyio
 import psycopg
 
-from cli.mcp_server import Limits, build_server
-from dbcrew.vocabulary import Lookup
-from operators.registry import REGISTRY, Operator, OperatorContext, Surface, catalogue, exposed
-from roles.ask.llm import EXPAND as ASK_EXPAND
-from roles.ask.llm import FINAL
-from roles.ask.llm import tool_specs as ask_tool_specs
-from roles.diagnosis.tools import (
+from dbcrew.cli.mcp_server import Limits, build_server
+from dbcrew.operators.registry import (
+    REGISTRY,
+    Operator,
+    OperatorContext,
+    Surface,
+    catalogue,
+    exposed,
+)
+from dbcrew.roles.ask.llm import EXPAND as ASK_EXPAND
+from dbcrew.roles.ask.llm import FINAL
+from dbcrew.roles.ask.llm import tool_specs as ask_tool_specs
+from dbcrew.roles.diagnosis.tools import (
     EXPAND,
     OBSERVE,
     PROPOSE,
     REFLECT,
 )
-from roles.diagnosis.tools import (
+from dbcrew.roles.diagnosis.tools import (
     tool_specs as diagnosis_tool_specs,
 )
+from dbcrew.vocabulary import Lookup
 
 OWN_MCP_TOOLS = {"ask", "review", "diagnose", "latest_review"}
 
@@ -54,7 +61,7 @@ def test_the_mcp_operator_tools_are_the_registrys_with_their_parameter_schemas()
     assert {op.context for op in exposed(Surface.MCP)} == {
         OperatorContext,
         psycopg.Connection,
-    }  # what roles/ask/lookup.py runs
+    }  # what dbcrew/roles/ask/lookup.py runs
     assert {"collect_activity", "table_size", "activity"} <= set(tools)
     for op in exposed(Surface.MCP):
         schema = tools[op.name].input_schema

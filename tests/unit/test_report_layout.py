@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dbcrew.models import Finding, Report, Severity
 from dbcrew.models.report import History, HistoryItem, TargetInfo
-from roles.report.reporter import write_report
+from dbcrew.roles.report.reporter import write_report
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PROBLEMS = [

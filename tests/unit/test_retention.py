@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.roles.report.reporter import prune_reports
 from dbcrew.settings import RETENTION_ENV, reports_max_bytes, reports_retention_days
 from dbcrew.workspace import Workspace, discard
-from roles.report.reporter import prune_reports
 
 DAY = 86_400.0
 

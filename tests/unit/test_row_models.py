@@ -10,7 +10,7 @@ import pytest
 
 from dbcrew.workspace import Workspace
 
-CHECKS = Path(__file__).resolve().parents[2] / "operators" / "checks"
+CHECKS = Path(__file__).resolve().parents[2] / "dbcrew" / "operators" / "checks"
 
 
 def string_key_subscripts(source: str) -> list[int]:

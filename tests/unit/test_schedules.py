@@ -1,7 +1,7 @@
 """Schedules that do not grow with the fleet: which targets share a deployment, and which slots are worth an alert.
 
 The grouping is the inventory's (dbcrew.inventory.ScheduleGroup); the late policy is
-flows/schedule_health.py's `slot_trouble`, judged here on typed values, without a Prefect server
+dbcrew/flows/schedule_health.py's `slot_trouble`, judged here on typed values, without a Prefect server
 (tests/integration/test_late_reviews.py and tests/e2e/test_schedules.py give it real runs and queues).
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dbcrew.errors import UsageError
+from dbcrew.flows.schedule_health import SLOT_GRACE, QueuePolls, SlotStage, slot_trouble
 from dbcrew.inventory import Inventory, MissedSlots, load_inventory, parse_inventory
 from dbcrew.vocabulary import Scenario
-from flows.schedule_health import SLOT_GRACE, QueuePolls, SlotStage, slot_trouble
 
 
 def fleet(*entries: dict[str, object]) -> Inventory:

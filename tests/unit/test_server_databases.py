@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cli.server_databases import ServerDatabases, postgres_url
+from dbcrew.cli.server_databases import ServerDatabases, postgres_url
 from dbcrew.errors import UsageError
 from tests.cli_here import dbcrew_here
 

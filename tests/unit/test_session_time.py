@@ -1,4 +1,4 @@
-"""A pass's session time (operators/window/session_time.py): bounded to its heaviest slices plus an "other" remainder
+"""A pass's session time (dbcrew/operators/window/session_time.py): bounded to its heaviest slices plus an "other" remainder
 by wait, summed when passes merge (a bucket, a bucket of buckets, a diagnosis window), and read back as the window's
 time slices, so a past interval's attribution is the live one's."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 
-from operators.diagnose.attribution import attribute, kinds_share
-from operators.window.evidence import WindowEvidence
-from operators.window.passes import PassBody, TargetFacts, as_stored, merge, window_of_parts
-from operators.window.session_time import (
+from dbcrew.operators.diagnose.attribution import attribute, kinds_share
+from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.passes import PassBody, TargetFacts, as_stored, merge, window_of_parts
+from dbcrew.operators.window.session_time import (
     OTHER,
     TOP_SLICES,
     SessionTime,

@@ -25,7 +25,7 @@ from dbcrew.settings import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("cli", "flows", "roles", "operators", "dbcrew", "error_tree", "prompts", "lab")
+PRODUCT = ("dbcrew",)
 HOME = ROOT / "dbcrew" / "settings.py"
 VARIABLE = re.compile(r"\bDBCREW_[A-Z0-9_]*[A-Z0-9]\b")
 KEYED_READS = {"get", "pop", "setdefault", "__getitem__"}

@@ -6,10 +6,10 @@ import pytest
 
 from dbcrew.models import Brief, CoverageEntry
 from dbcrew.models.report import CoverageStatus, SkipCause, SkipKind
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.crew.capabilities import failure_cause, grant_for, prune
+from dbcrew.roles.crew.worker import TaskOutcome
 from dbcrew.vocabulary import TaskStatus
-from operators.registry import catalogue
-from roles.crew.capabilities import failure_cause, grant_for, prune
-from roles.crew.worker import TaskOutcome
 
 DENIED = "InsufficientPrivilege: permission denied for view pg_stat_statements (skipped on the monitor's instruction)"
 

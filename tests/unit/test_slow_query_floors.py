@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import zlib
 
+from dbcrew.operators.checks.statements import StatementTotals, workload_of
 from dbcrew.settings import Thresholds
-from operators.checks.statements import StatementTotals, workload_of
 
 
 def totals(query: str, total_ms: float, *, own: bool = False) -> StatementTotals:

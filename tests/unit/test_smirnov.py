@@ -7,7 +7,7 @@ import random
 import pytest
 from scipy.stats import ks_2samp
 
-from operators.window.smirnov import ks_2samp_pvalue
+from dbcrew.operators.window.smirnov import ks_2samp_pvalue
 
 
 def test_fully_separated_small_samples_have_the_textbook_p_value():

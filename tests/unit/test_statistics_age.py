@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dbcrew.models import Brief
-from operators.statistics_age import counters_began, young_counters
+from dbcrew.operators.statistics_age import counters_began, young_counters
 
 NOW = datetime(2026, 11, 26, 1, 0, 0, tzinfo=UTC)
 

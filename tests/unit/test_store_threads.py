@@ -1,4 +1,4 @@
-"""Reviews run in threads of one worker process (flows/worker.py) and share its DuckDB store file."""
+"""Reviews run in threads of one worker process (dbcrew/flows/worker.py) and share its DuckDB store file."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import pickle
 
 from fastapi.encoders import jsonable_encoder
 
+from dbcrew.roles.crew.context import RunContext
 from dbcrew.targets import parse_target
-from roles.crew.context import RunContext
 
 URL = "postgresql://auditor:s3cr%40t@db.example:6432/shop"
 

@@ -24,9 +24,9 @@ from dbcrew.models.report import (
     TimeAttribution,
     TimeShare,
 )
+from dbcrew.prompts import render
+from dbcrew.roles.report.reporter import write_report
 from dbcrew.templating import autoescaped
-from prompts import render
-from roles.report.reporter import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -65,7 +65,7 @@ def test_the_product_builds_one_jinja_environment() -> None:
 
 def test_html_is_autoescaped_and_prompts_and_markdown_are_not() -> None:
     assert autoescaped("report/report.html.j2")
-    assert not any(map(autoescaped, ["report/report.md.j2", "prompts/ask_react.j2", None]))
+    assert not any(map(autoescaped, ["report/report.md.j2", "dbcrew/prompts/ask_react.j2", None]))
     prompt = render("ask_task.j2", {"ran": None, "missing": "", "question": "is a < b & c?"})
     assert "is a < b & c?" in prompt  # the model reads the question as written, not &lt; entities
 

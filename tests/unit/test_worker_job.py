@@ -7,7 +7,7 @@ from uuid import uuid4
 
 from prefect.client.schemas.objects import FlowRun
 
-from flows.worker import InProcessJobConfiguration
+from dbcrew.flows.worker import InProcessJobConfiguration
 
 
 def test_a_flow_runs_job_carries_its_run_id_and_no_copy_of_the_prefect_settings(monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roles.ask.routing import write_request
+from dbcrew.roles.ask.routing import write_request
 
 
 @pytest.mark.parametrize(

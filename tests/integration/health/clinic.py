@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from operators.collect.catalog import XMIN_HORIZON_SQL
+from dbcrew.operators.collect.catalog import XMIN_HORIZON_SQL
 from tests.integration.health.sessions import Held
 
 SCHEMA = """

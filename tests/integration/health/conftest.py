@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 from tests.integration.health import clinic
 
 # Per-run overrides, so that conditions which take days or billions of transactions in

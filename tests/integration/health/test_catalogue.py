@@ -65,7 +65,7 @@ def test_near_miss_is_not_flagged(examined: Clinic, code: str):
 
 
 def test_every_health_code_has_a_specimen():
-    from operators.registry import REGISTRY
+    from dbcrew.operators.registry import REGISTRY
 
     emitted = {code for op in REGISTRY.values() if op.category == "checks" for code in op.checks}
     assert emitted == set(SPECIMENS)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psycopg
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.settings import Thresholds
-from lab.embedded import EmbeddedPostgres
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 

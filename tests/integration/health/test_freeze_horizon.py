@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Thresholds
-from lab.embedded import EmbeddedPostgres
 from tests.integration.health.conftest import review
 
 FREEZE_MAX_AGE = 100_000

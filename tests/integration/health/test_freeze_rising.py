@@ -17,13 +17,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models import Finding
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.spine import PlainPhases
+from dbcrew.roles.spine import review as review_run
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
-from lab.embedded import EmbeddedPostgres
-from roles.crew.context import RunContext
-from roles.spine import PlainPhases
-from roles.spine import review as review_run
 
 FREEZE_MAX_AGE = 100_000
 SPEND = "CALL spend(%s)"

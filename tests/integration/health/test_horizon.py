@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Thresholds
-from lab.embedded import EmbeddedPostgres
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 from tests.integration.health.sessions import Held

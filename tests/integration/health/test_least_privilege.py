@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.embedded import EmbeddedPostgres
+from dbcrew.lab.embedded import EmbeddedPostgres
 from tests.integration.health.conftest import review
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
 from dbcrew.settings import Thresholds
-from lab.embedded import EmbeddedPostgres
 from tests.integration.health.conftest import review
 
 # A table four times shared_buffers: every scan of it reads from outside the buffers, so the window's

@@ -8,12 +8,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, get_type_hints
 
-import operators  # noqa: F401
-from dbcrew.settings import Settings
-from dbcrew.targets import parse_target
-from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from operators.collect.catalog import (
+import dbcrew.operators  # noqa: F401
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.collect.catalog import (
     ForeignKeyRow,
     HorizonRow,
     SequenceRow,
@@ -22,15 +19,15 @@ from operators.collect.catalog import (
     collect_schema,
     collect_settings,
 )
-from operators.collect.machine import MachineRow, collect_machine
-from operators.collect.replication import ReplicationRow, SlotRow, collect_replication
-from operators.collect.storage import (
+from dbcrew.operators.collect.machine import MachineRow, collect_machine
+from dbcrew.operators.collect.replication import ReplicationRow, SlotRow, collect_replication
+from dbcrew.operators.collect.storage import (
     IndexWidthRow,
     StorageParams,
     TableWidthRow,
     collect_relation_widths,
 )
-from operators.collect.window import (
+from dbcrew.operators.collect.window import (
     ActivityParams,
     ConnectionsRow,
     WindowParams,
@@ -40,8 +37,8 @@ from operators.collect.window import (
     collect_statements,
     collect_table_stats,
 )
-from operators.registry import OperatorContext
-from operators.stat_views import (
+from dbcrew.operators.registry import OperatorContext
+from dbcrew.operators.stat_views import (
     CheckpointerRow,
     DatabaseStatsRow,
     IndexStatsRow,
@@ -49,6 +46,9 @@ from operators.stat_views import (
     StatementRow,
     TableStatsRow,
 )
+from dbcrew.settings import Settings
+from dbcrew.targets import parse_target
+from dbcrew.workspace import Workspace
 from tests.rows import duckdb_type
 
 MODELS: dict[str, type[Any]] = {

@@ -10,15 +10,19 @@ from typing import Any
 
 import psycopg
 
-import operators  # noqa: F401
+import dbcrew.operators  # noqa: F401
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.checks.tables import check_vacuum_health
+from dbcrew.operators.collect.catalog import collect_settings
+from dbcrew.operators.collect.window import (
+    WindowParams,
+    collect_database_stats,
+    collect_table_stats,
+)
+from dbcrew.operators.registry import OperatorContext
 from dbcrew.settings import Settings, Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
-from lab.embedded import EmbeddedPostgres
-from operators.checks.tables import check_vacuum_health
-from operators.collect.catalog import collect_settings
-from operators.collect.window import WindowParams, collect_database_stats, collect_table_stats
-from operators.registry import OperatorContext
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 
@@ -183,8 +187,8 @@ def test_pg_read_all_stats_revoked_during_the_window_is_named_with_its_grant(
 ):
     """Privileges are checked per statement: a REVOKE mid-window hides other roles' statements without an error.
     The end reading's own session asks again, and the observation names what to GRANT."""
-    from operators.collect.probe import probe
-    from operators.collect.window import collect_statements
+    from dbcrew.operators.collect.probe import probe
+    from dbcrew.operators.collect.window import collect_statements
 
     pg.psql("CREATE DATABASE revoked_mid_window;")
     pg.psql("CREATE EXTENSION pg_stat_statements;", dbname="revoked_mid_window")

@@ -1,6 +1,6 @@
 """One real model for the session: SmolLM2-135M-Instruct behind llama.cpp's llama-server.
 
-Both come from wheels (lab/llama_server.py); the model is converted to F16 once per machine. A
+Both come from wheels (dbcrew/lab/llama_server.py); the model is converted to F16 once per machine. A
 server that cannot start fails the tests that need it with its log's last lines: never a skip,
 which would let a broken wheel pass as a green run.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.llama_server import LlamaServer, LocalModel
+from dbcrew.lab.llama_server import LlamaServer, LocalModel
 
 # The server's own cap on an answer: a request the run's budget cut is still generated to its end (the
 # server notices the closed connection late), and the next test waits for it. SmolLM2 rambles to the

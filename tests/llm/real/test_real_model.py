@@ -22,22 +22,22 @@ from pathlib import Path
 
 import pytest
 
+from dbcrew.lab.llama_server import LlamaServer
+from dbcrew.lab.shop import DemoShop
 from dbcrew.llm.client import LlmClient
 from dbcrew.models import RootCause
+from dbcrew.operators.diagnose.facts import FactsRecord
+from dbcrew.prompts import render
+from dbcrew.roles.ask.answer import ask
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.diagnosis.budget import AgentLimits
+from dbcrew.roles.diagnosis.chief import LlmDiagnoser
+from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings import Capability, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace
-from lab.llama_server import LlamaServer
-from lab.shop import DemoShop
-from operators.diagnose.facts import FactsRecord
-from prompts import render
-from roles.ask.answer import ask
-from roles.brains.openai import OpenAIBrain
-from roles.crew.context import RunContext
-from roles.diagnosis.budget import AgentLimits
-from roles.diagnosis.chief import LlmDiagnoser
-from roles.spine import PlainPhases, review
 from tests.llm.test_llm_diagnosis import record, rules  # noqa: F401 - fixtures are found by name
 
 BUDGET = 8.0  # seconds of LLM time a run may spend: a few calls of SmolLM2 on 2 cores

@@ -1,3 +1,0 @@
-from cli.entry import main
-
-main()

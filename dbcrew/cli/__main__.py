@@ -1,0 +1,3 @@
+from dbcrew.cli.entry import main
+
+main()

@@ -1,0 +1,151 @@
+"""Deploy the crew to a Prefect server: a work pool of in-process workers (dbcrew/flows/worker.py), the inventory, and its deployments.
+
+Scheduled reviews are one deployment and one cron schedule per schedule group (targets that share a
+cron, scenario and `missed:`; dbcrew.inventory.ScheduleGroup), not per target: each slot's run
+(dbcrew/flows/fleet.py `scheduled_reviews`) starts one review per target of the group on the pool, so
+what the Prefect scheduler keeps ahead grows with the distinct schedules, never with the fleet.
+
+Deployments name their flows by module path (`dbcrew.flows.targets.review_target`), so a worker on any
+machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
+queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
+that wait for reviews must never take a review's slot) and `watch`: a worker that serves it (every
+worker of the pool, unless `--work-queue` names others) runs its own share of the watching
+(dbcrew/flows/watching.py WatchShares), so the watching has no deployment; older versions' watching
+deployments are deleted at the next deploy.
+"""
+
+from __future__ import annotations
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.deployments.runner import RunnerDeployment
+from prefect.exceptions import ObjectNotFound
+from prefect.schedules import Cron
+from prefect.types.entrypoint import EntrypointType
+
+from dbcrew.errors import UsageError
+from dbcrew.flows.dispatch import ran_sync
+from dbcrew.flows.fleet import fleet_review, scheduled_reviews
+from dbcrew.flows.review import health_review
+from dbcrew.flows.targets import ON_DEMAND, publish_inventory, review_target
+from dbcrew.flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
+from dbcrew.inventory import Inventory, ScheduleGroup, TargetEntry
+
+POOL = "dbcrew"
+REVIEW_QUEUE = "reviews"
+FLEET_QUEUE = "fleet"
+
+
+def ensure_pool(pool: str, max_reviews: int) -> None:
+    """A work pool of the crew's in-process workers with the two queues; `max_reviews` reviews at once over every worker."""
+    with get_client(sync_client=True) as client:
+        try:
+            existing_pool = client.read_work_pool(pool)
+        except ObjectNotFound:
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=pool,
+                    type=WORKER_TYPE,
+                    base_job_template=InProcessWorker.get_default_base_job_template(),
+                )
+            )
+        else:
+            if existing_pool.type != WORKER_TYPE:
+                raise UsageError(
+                    f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
+                    f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)"
+                )
+        for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None), (WATCH_QUEUE, None)):
+            try:
+                existing = client.read_work_queue_by_name(queue, work_pool_name=pool)
+                client.update_work_queue(existing.id, concurrency_limit=limit)
+            except ObjectNotFound:
+                client.create_work_queue(queue, work_pool_name=pool, concurrency_limit=limit)
+
+
+SHOWN_TARGETS = 10  # targets named in a schedule's description or alert; the rest are counted
+
+
+def some_names(entries: list[TargetEntry]) -> str:
+    """The first SHOWN_TARGETS names and how many more: a schedule of a thousand targets is not listed whole."""
+    names = [e.name for e in entries]
+    more = len(names) - SHOWN_TARGETS
+    return ", ".join(names[:SHOWN_TARGETS]) + (f" and {more} more" if more > 0 else "")
+
+
+def schedule_deployment(group: ScheduleGroup, entries: list[TargetEntry]) -> RunnerDeployment:
+    """The schedule group's deployment: its cron schedule, its name the one parameter. Its runs wait for their
+    reviews on the fleet queue, never in a review's slot; the targets are read when a slot fires."""
+    return ran_sync(
+        scheduled_reviews.to_deployment(
+            name=group.name,
+            parameters={"schedule": group.name},
+            schedules=[Cron(group.cron, timezone="UTC")],
+            description=f"{group.scenario.value} review of each of {len(entries)} targets on "
+            f"`{group.cron}` (UTC), missed slots: {group.missed.value}: {some_names(entries)}",
+            tags=["dbcrew", "scheduled"],
+            work_queue_name=FLEET_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        )
+    )
+
+
+def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
+    """The run form of the UI: the target is a choice among the inventory's names."""
+    made = review_target.to_deployment(
+        name=ON_DEMAND,
+        description="Review a database of the inventory now: choose the target, scenario and brain",
+        tags=["dbcrew", ON_DEMAND],
+        work_queue_name=REVIEW_QUEUE,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+    deployment = ran_sync(made)
+    # Prefect builds the form from the flow's signature; the names are only known now (no public setter).
+    deployment._parameter_openapi_schema.properties["target"]["enum"] = inventory.names()
+    return deployment
+
+
+def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
+    made = [
+        *(schedule_deployment(g, entries) for g, entries in inventory.schedule_groups().items()),
+        on_demand_deployment(inventory),
+        health_review.to_deployment(
+            name="lab",
+            description="Any URL, with fault injection and the ablation switches (for experiments)",
+            tags=["dbcrew", "lab"],
+            work_queue_name=REVIEW_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        ),
+        fleet_review.to_deployment(
+            name="fleet",
+            description="Review every target of the inventory (or those with a tag) on the pool",
+            tags=["dbcrew", "fleet"],
+            work_queue_name=FLEET_QUEUE,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+        ),
+    ]
+    return [ran_sync(d) for d in made]
+
+
+def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
+    """Publish the inventory and (re)create every deployment; drops the deployments of targets and schedules no
+    longer listed (and the per-target schedules of an older publish), with the runs they had scheduled.
+
+    Returns the deployments' full names (flow/deployment).
+    """
+    publish_inventory(inventory)
+    ensure_pool(pool, max_reviews)
+    deployments = deployments_of(inventory)
+    for deployment in deployments:
+        deployment.apply(work_pool_name=pool)
+    keep = {(d.entrypoint, d.name) for d in deployments}
+    mine = {
+        "dbcrew.flows.targets.review_target",
+        "dbcrew.flows.fleet.scheduled_reviews",
+        "dbcrew.flows.watching.watch_targets",  # no longer deployed: the workers run their shares
+    }
+    with get_client(sync_client=True) as client:
+        for stale in client.read_deployments():
+            if stale.entrypoint in mine and (stale.entrypoint, stale.name) not in keep:
+                client.delete_deployment(stale.id)
+    return [d.full_name for d in deployments]

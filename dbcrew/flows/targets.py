@@ -1,0 +1,188 @@
+"""review_target: review one database of the published inventory, by name.
+
+This is what the on-demand form, each target's schedule and the fleet start. The inventory is
+published to the Prefect server (a block of its own type), not read from a worker's disk, so any worker of
+the pool on any machine reviews any target; the password is fetched on the reviewing machine
+from the source the entry names and never becomes a parameter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.blocks.core import Block
+from prefect.blocks.system import Secret
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
+from prefect.concurrency.sync import concurrency
+from pydantic import Field
+
+from dbcrew.errors import TargetError, UsageError
+from dbcrew.flows.artifacts import post_alert
+from dbcrew.flows.dispatch import ran_sync
+from dbcrew.flows.incident_diagnosis import keep_with_incident
+from dbcrew.flows.phases import InRunPhases
+from dbcrew.flows.review import conduct, run_link
+from dbcrew.flows.worker import planned_stop
+from dbcrew.inventory import (
+    Inventory,
+    PasswordFromEnv,
+    PasswordFromSecret,
+    TargetEntry,
+    parse_inventory,
+)
+from dbcrew.models import Report
+from dbcrew.models.interval import PastInterval
+from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.roles.crew.context import RunContext
+from dbcrew.roles.report.alerts import AlertNotDelivered, notify
+from dbcrew.roles.report.recording import failed_report
+from dbcrew.secrets import secret
+from dbcrew.store.incident_diagnoses import IncidentRef
+from dbcrew.targets import PostgresTarget, parse_target
+from dbcrew.vocabulary import BrainName, Scenario
+
+INVENTORY_BLOCK = "fleet"
+ON_DEMAND = (
+    "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
+)
+
+
+class InventoryBlock(Block):
+    """The published targets inventory (no passwords: only where each one comes from)."""
+
+    _block_type_name = "dbcrew inventory"
+    _block_type_slug = "dbcrew-inventory"
+    _description = "The databases dbcrew reviews: targets.yaml, as checked and published by `dbcrew inventory publish`."
+
+    inventory: dict[str, Any]
+
+
+def target_limit(name: str) -> str:
+    """The global concurrency limit that keeps one review per target at a time."""
+    return f"dbcrew-target-{name}"
+
+
+def publish_inventory(inventory: Inventory) -> None:
+    """Store the inventory on the server and make each target's concurrency limit (one review at a time)."""
+    InventoryBlock(inventory=inventory.model_dump(mode="json")).save(
+        INVENTORY_BLOCK, overwrite=True
+    )
+    with get_client(sync_client=True) as client:
+        for entry in inventory.targets:
+            client.upsert_global_concurrency_limit_by_name(target_limit(entry.name), 1)
+
+
+def published_inventory() -> Inventory:
+    try:
+        block = ran_sync(InventoryBlock.load(INVENTORY_BLOCK))
+    except ValueError:
+        raise UsageError(
+            "no inventory on this Prefect server: run `dbcrew inventory publish targets.yaml` "
+            "(or `dbcrew server`)"
+        ) from None
+    return parse_inventory(block.inventory, "the published inventory")
+
+
+def resolve_password(entry: TargetEntry) -> str | None:
+    """The entry's password from its source, on this machine; None leaves it to libpq (~/.pgpass)."""
+    source = entry.password
+    if isinstance(source, PasswordFromEnv):
+        password = secret(source.env)  # PGPASSWORD is held out of the environment by the CLI
+        if password is None:
+            raise TargetError(
+                f"target {entry.name}: environment variable {source.env} (its password) is not set on this worker"
+            )
+        return password
+    if isinstance(source, PasswordFromSecret):
+        try:
+            return str(ran_sync(Secret.load(source.secret)).get())
+        except ValueError:
+            raise TargetError(
+                f"target {entry.name}: no Secret block named {source.secret!r} (its password)"
+            ) from None
+    return None
+
+
+def connect_entry(entry: TargetEntry) -> PostgresTarget:
+    return parse_target(entry.url, password=resolve_password(entry))
+
+
+@flow(name="review_target", flow_run_name="{target}", validate_parameters=True)
+def review_target(
+    target: str = Field(description="the target's name in the inventory"),
+    scenario: Scenario | None = Field(
+        None,
+        description="health: the periodic review; diagnose: root causes of an anomaly happening now. Empty: the inventory's",
+    ),
+    brain: BrainName = Field(
+        "rules",
+        description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for",
+    ),
+    window: float | None = Field(
+        None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"
+    ),
+    alert: str = Field(
+        "",
+        description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'",
+    ),
+    interval: PastInterval | None = Field(
+        None,
+        description="diagnose a past interval from the watcher's samples (an incident, an alert) instead of a live window",
+    ),
+    prometheus: PrometheusSource | None = Field(
+        None,
+        description="with interval: read the interval from this Prometheus instead of the watcher's store",
+    ),
+    incident: IncidentRef | None = Field(
+        None,
+        description="with interval: the watcher's incident it diagnoses, which keeps the causes and this run's link",
+    ),
+) -> Report | State[Any]:
+    """Review one database of the inventory; one review per target at a time (its global concurrency limit).
+
+    Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
+    tokens) about new problems, or that the run failed.
+    """
+    if incident is not None and interval is None:
+        raise UsageError("an incident's diagnosis needs its interval")
+    entry = published_inventory().get(target)
+    request = entry.request(scenario, brain, window, alert, interval, prometheus)
+    run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
+    try:
+        run.target = connect_entry(
+            entry
+        )  # the same target, with its password from the entry's source
+        with concurrency(target_limit(entry.name), occupy=1):
+            report = conduct(
+                run, InRunPhases
+            )  # no subflow or task run per phase (dbcrew/flows/phases.py)
+    except Exception as exc:
+        if stopped := planned_stop():  # the stop's doing, not the target's: tell nobody
+            return stopped
+        tell(run, entry, failed_report(run, exc))
+        raise
+    if stopped := planned_stop():  # a report cut short by the stop is no news either
+        return stopped
+    if incident is not None:
+        keep_with_incident(run, report, incident)
+    tell(run, entry, report)
+    return report
+
+
+def tell(run: RunContext, entry: TargetEntry, report: Report) -> None:
+    """Send the run's alert to the entry's URLs. A delivery that fails is logged as an error and posted as the
+    run's alert artifact; the review's own outcome stands."""
+    if not entry.alerts:
+        return
+    try:
+        sent = notify(report, entry.alerts)
+    except AlertNotDelivered as exc:
+        get_run_logger().error("alert not delivered: %s", exc)
+        post_alert(run, "Not delivered (the review itself stands):", str(exc))
+        return
+    if sent is not None:
+        get_run_logger().info("alert sent to %d URLs: %s", len(entry.alerts), sent.title)
+        post_alert(run, f"Sent to {len(entry.alerts)} URLs:", f"{sent.title}\n{sent.body}")

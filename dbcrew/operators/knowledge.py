@@ -1,0 +1,116 @@
+"""The root-cause knowledge base (dbcrew/knowledge/*.yaml) and its retrieval.
+
+Chunks follow D-Bot's format (name, content, metrics, steps) plus the root-cause `code` they
+explain, the `expert` that owns them, a `solution` and the manual section they rest on (`source`).
+Retrieval blends BM25 over the chunks' metric names, queried with the abnormal metrics (D-Bot's
+"abnormal metric names <-> chunk metric names" matching), with faiss cosine over the text,
+queried with the alert and the candidate causes.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from pathlib import Path
+from typing import cast, get_args
+
+import yaml
+from pydantic import BaseModel
+
+from dbcrew.text import VectorIndex, tokens
+from dbcrew.vocabulary import Cause
+
+KNOWLEDGE_DIR = Path(__file__).resolve().parent.parent / "knowledge"
+TEXT_WEIGHT = 0.5
+
+
+class Chunk(BaseModel):
+    name: str
+    code: Cause
+    expert: str
+    content: str
+    metrics: list[str]
+    steps: str
+    solution: str
+    source: str
+
+
+class Match(BaseModel):
+    chunk: Chunk
+    score: float
+
+
+class KnowledgeBase:
+    def __init__(self, chunks: list[Chunk]):
+        if not chunks:
+            raise ValueError("empty knowledge base")
+        self.chunks = chunks
+        import bm25s  # here, not at import: it pulls in scipy.sparse, which a run without this index never needs
+
+        logging.getLogger("bm25s").setLevel(
+            logging.WARNING
+        )  # bm25s sets its own level when imported
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(
+            [tokens(" ".join(c.metrics)) or ["none"] for c in chunks], show_progress=False
+        )
+        self._vectors = VectorIndex([f"{c.name}. {c.content} {c.steps}" for c in chunks])
+
+    def for_code(self, code: Cause) -> Chunk | None:
+        return next((c for c in self.chunks if c.code == code), None)
+
+    def retrieve(
+        self, metric_names: list[str], text: str, k: int = 3, expert: str | None = None
+    ) -> list[Match]:
+        """The k chunks best matching the abnormal metric names and the text (optionally one expert's)."""
+        query = tokens(" ".join(metric_names))
+        lexical = list(self._bm25.get_scores(query)) if query else [0.0] * len(self.chunks)
+        top = max(lexical) or 1.0
+        semantic = self._vectors.scores(text) if text.strip() else [0.0] * len(self.chunks)
+        scored = [
+            Match(chunk=c, score=round(float(lexical[i] / top + TEXT_WEIGHT * semantic[i]), 4))
+            for i, c in enumerate(self.chunks)
+            if expert is None or c.expert == expert
+        ]
+        scored.sort(key=lambda m: -m.score)
+        return [m for m in scored[:k] if m.score > 0]
+
+
+def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    for path in sorted(folder.glob("*.yaml")):
+        chunks.extend(Chunk.model_validate(raw) for raw in yaml.safe_load(path.read_text()) or [])
+    return chunks
+
+
+@lru_cache(maxsize=1)
+def chunks() -> tuple[Chunk, ...]:
+    """The chunks as written, without the indexes retrieval builds over them (the planner reads only
+    their text: building BM25 and faiss here cost seconds the first plan of a process would wait for)."""
+    return tuple(load_chunks())
+
+
+SYMPTOMS_FILE = KNOWLEDGE_DIR / "symptoms" / "codes.yaml"
+
+
+@lru_cache(maxsize=1)
+def symptoms() -> dict[str, str]:
+    """How each problem presents to whoever raises an alert about it, by code (dbcrew/knowledge/symptoms/):
+    what the planner matches an alert against besides the operators' descriptions."""
+    raw = yaml.safe_load(SYMPTOMS_FILE.read_text()) or {}
+    return {_code(name).value: " ".join(str(text).split()) for name, text in raw.items()}
+
+
+def _code(name: str) -> Cause:
+    """A code of finding-codes.md (a root cause or a health check's); ValueError for any other name."""
+    for kind in get_args(Cause):
+        try:
+            return cast(Cause, kind(name))
+        except ValueError:
+            continue
+    raise ValueError(f"{SYMPTOMS_FILE}: {name!r} is not a finding or root-cause code")
+
+
+@lru_cache(maxsize=1)
+def knowledge_base() -> KnowledgeBase:
+    return KnowledgeBase(load_chunks())

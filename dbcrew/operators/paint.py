@@ -1,0 +1,135 @@
+"""Painter operators: charts as PNG files in the run directory, embedded later in the report."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from dbcrew.models import Role
+from dbcrew.operators.figures import (
+    TITLE_AT,
+    Margins,
+    chart_observation,
+    figure,
+    plain_log_ticks,
+    text_width,
+    warm_up,
+)
+from dbcrew.operators.registry import Observation, OperatorContext, operator
+from dbcrew.store import Vitals
+from dbcrew.vocabulary import Category
+
+TOP_TABLES = 10
+
+
+@operator(
+    role=Role.PAINTER,
+    category=Category.PAINT,
+    needs=("table_stats",),
+    produces=("chart_table_activity",),
+    prepare=warm_up,
+)
+def paint_table_activity(ctx: OperatorContext) -> Observation:
+    """Bar chart of the busiest tables: sequential vs index scans and dead tuples."""
+    rows = ctx.workspace.query(
+        "SELECT schemaname || '.' || relname AS name, seq_scan, idx_scan, n_dead_tup FROM table_stats"
+        " ORDER BY seq_scan + idx_scan + n_dead_tup DESC LIMIT ?",
+        [TOP_TABLES],
+    )
+    path = ctx.run_dir / "charts" / "table_activity.png"
+    names = [r["name"] for r in rows][::-1]
+    margins = Margins(
+        left=text_width(names) + 0.35, bottom=0.65, between_columns=0.25
+    )  # the names sit left of the scans
+    with figure(path, 1, 2, margins, figsize=(10, 0.45 * max(len(rows), 3) + 1.5), sharey=True) as (
+        _,
+        (scans, dead),
+    ):
+        positions = range(len(names))
+        scans.barh(
+            [p - 0.2 for p in positions],
+            [r["seq_scan"] for r in rows][::-1],
+            height=0.4,
+            label="sequential scans",
+        )
+        scans.barh(
+            [p + 0.2 for p in positions],
+            [r["idx_scan"] for r in rows][::-1],
+            height=0.4,
+            label="index scans",
+        )
+        scans.set_yticks(list(positions), names)
+        scans.set_xscale("symlog")
+        plain_log_ticks(scans.xaxis)
+        scans.set_title("Scans since statistics began", y=TITLE_AT)
+        scans.set_xlabel("scans (symmetric log scale)")
+        scans.legend(loc="lower right", fontsize="small")
+        dead.barh(list(positions), [r["n_dead_tup"] for r in rows][::-1], color="tab:red")
+        dead.set_xscale("symlog")
+        plain_log_ticks(dead.xaxis)
+        dead.set_title("Dead tuples", y=TITLE_AT)
+        dead.set_xlabel("dead tuples (symmetric log scale)")
+    caption = (
+        f"The {len(rows)} busiest tables (schema.table): sequential and index scans since the statistics began,"
+        " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side."
+    )
+    return chart_observation(
+        ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption
+    )
+
+
+# Room for 10-digit plain tick labels (an XID age) and the next panel's axis label between panels, and for the
+# run times rotated under each panel.
+TRENDS_MARGINS = Margins(left=0.95, bottom=1.15, right=0.15, between_columns=1.3)
+TREND_PANELS = (  # (vital, panel title, y-axis label, scale to the label's unit)
+    ("cache_hit_ratio", "Cache hit ratio", "hit ratio (%)", 100.0),
+    ("dead_tuples", "Dead tuples", "dead tuples (all tables)", 1.0),
+    ("oldest_xid_age", "Oldest transaction ID age", "XID age (transactions)", 1.0),
+    ("database_bytes", "Database size", "size (MiB)", 1 / 2**20),
+)
+
+
+def paint_trends(points: list[tuple[datetime, Vitals]], path: Path) -> Path:
+    """Findings by severity and the vital signs across runs, one point per run (x: run start, UTC).
+
+    A plain function rather than an operator: it draws the target's history from the store after
+    the review, not something the plan's tasks collect.
+    """
+    labels = [started.strftime("%m-%d %H:%M:%S") for started, _ in points]
+    positions = list(range(len(points)))
+    with figure(path, 1, 1 + len(TREND_PANELS), TRENDS_MARGINS, figsize=(16, 3.6)) as (_, axes):
+        counts = axes[0]
+        for severity, colour in (
+            ("critical", "tab:red"),
+            ("warning", "tab:orange"),
+            ("info", "tab:gray"),
+        ):
+            counts.plot(
+                positions,
+                [getattr(v, severity) for _, v in points],
+                marker="o",
+                color=colour,
+                label=severity,
+            )
+        counts.set_title("Findings by severity", y=TITLE_AT)
+        counts.set_ylabel("findings")
+        counts.yaxis.get_major_locator().set_params(integer=True)
+        counts.legend(fontsize="small")
+        for ax, (field, title, unit, scale) in zip(axes[1:], TREND_PANELS, strict=True):
+            values = [getattr(v, field) for _, v in points]
+            ax.plot(
+                [p for p, v in zip(positions, values, strict=True) if v is not None],
+                [v * scale for v in values if v is not None],
+                marker="o",
+                color="tab:blue",
+            )
+            ax.set_title(title, y=TITLE_AT)
+            ax.set_ylabel(unit)
+            ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+            if field in ("dead_tuples", "oldest_xid_age"):  # counts: no fractional ticks
+                ax.yaxis.get_major_locator().set_params(integer=True)
+        for ax in axes:
+            ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize="small")
+            ax.set_xlabel("run start (UTC)")
+            ax.grid(alpha=0.3)
+    return path

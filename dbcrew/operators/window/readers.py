@@ -1,0 +1,467 @@
+"""The reads of a target's statistics that every window is made of: counters, sessions, statements, tables, host.
+
+A window sampled live (live.py) and the watcher's passes (dbcrew/operators/watch/sampling.py) both take
+their readings here: the cumulative counters (pg_stat_database, pg_stat_wal, pg_stat_io, the
+checkpointer, flattened to 'view.column' names, `read_counters`), pg_stat_activity samples tallied
+by state, wait event, blocker and time slice (`sessions`, `ActivityTally`: no wait event = on CPU
+or runnable), the statements by (queryid, userid) and the tables as deltas between two reads,
+vacuum progress, the settings a diagnosis judges by, and for a local target the host (CPU,
+iowait, load, memory, swap) and the server's own processes through psutil (`HostProbe`); for a
+remote one these series are simply absent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import psycopg
+
+from dbcrew.operators.collect.machine import target_is_local
+from dbcrew.operators.held import Held, guarded, held_relations
+from dbcrew.operators.stat_views import (
+    DATABASE_STATS,
+    SESSIONS_SQL,
+    STATEMENTS,
+    TABLE_STATS,
+    checkpointer,
+    counted_since,
+)
+from dbcrew.operators.window.evidence import (
+    BlockedSession,
+    StatementDelta,
+    TableDelta,
+    TimeSlice,
+    statement_identity,
+)
+from dbcrew.targets import PostgresTarget, own_pids
+
+WAL_SQL = (
+    "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
+)
+VACUUM_IO_SQL = "SELECT coalesce(sum(coalesce(hits, 0) + coalesce(reads, 0)), 0)::float8 AS buffers FROM pg_stat_io WHERE context = 'vacuum'"
+IO_SQL = """
+SELECT replace(object, ' ', '_') AS object, sum(coalesce(reads, 0))::float8 AS reads,
+       sum(coalesce(writes, 0))::float8 AS writes, sum(coalesce(extends, 0))::float8 AS extends,
+       sum(coalesce(fsyncs, 0))::float8 AS fsyncs, sum(coalesce(read_time, 0))::float8 AS read_time,
+       sum(coalesce(write_time, 0))::float8 AS write_time, sum(coalesce(fsync_time, 0))::float8 AS fsync_time
+FROM pg_stat_io GROUP BY object
+"""
+
+# The sessions the tally counts, and how much of a running statement's text is kept to EXPLAIN it.
+TALLIED = ("client backend", "parallel worker", "autovacuum worker")
+EXPLAINED_QUERY_CHARS = 2000
+SHOWN_QUERY_CHARS = 300  # of a sampled statement's text, kept to name it in the time attribution
+
+VACUUM_PROGRESS_SQL = (
+    "SELECT pid, heap_blks_scanned::float8 AS scanned FROM pg_stat_progress_vacuum"
+)
+
+SETTINGS = (
+    "synchronous_commit",
+    "fsync",
+    "work_mem",
+    "shared_buffers",
+    "max_parallel_workers_per_gather",
+    "autovacuum",
+    "wal_level",
+    "commit_delay",
+    "maintenance_work_mem",
+    "hash_mem_multiplier",
+    "io_method",
+)
+SETTINGS_SQL = (
+    "SELECT name, setting || coalesce(unit, '') AS value FROM pg_settings WHERE name = ANY(%s)"
+)
+
+# Wait events that are a commit waiting for its WAL to reach disk (synchronous commit).
+WAL_FLUSH_WAITS = ("IO:WalSync", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite", "IO:WalWrite")
+# The relation-extension lock: a heavyweight lock, but held only while a writer adds a page to a table
+# or index, never by a transaction another waits out. Writers queued on it are the write workload's own
+# work (many inserts into one table), not lock contention: on 2 busy cores 8 inserters' waits on it
+# moved between 13 % and 50 % of the active time from one window to the next.
+EXTENSION_WAITS = ("Lock:extend",)
+
+# A client session idle for less than this is between two transactions of a running load (in use);
+# one idle longer is parked (a connection pool's spare), whatever the load does.
+IDLE_BETWEEN_SECONDS = 1.0
+
+STARTED = "db.server_started"  # the server's start time, read with the database counters
+
+
+@dataclass
+class HostProbe:
+    """psutil readings of the host and the server's processes (local targets only).
+
+    The host's busy CPU leaves out this process's own: a review sampling a target on its own host
+    (its threads, Prefect's, the charts it prepares while the window runs: dbcrew/roles/crew/preparing.py) must
+    not read its own work as the target host's load.
+    """
+
+    postmaster: psutil.Process
+    last_cpu: Any = None
+    last_proc_cpu: dict[int, float] = field(default_factory=dict)
+    last_swap: tuple[int, int] | None = None
+    me: psutil.Process = field(default_factory=psutil.Process)
+    last_own_cpu: float | None = None
+    private_peak: dict[int, float] = field(
+        default_factory=dict
+    )  # pid -> the most private memory (bytes) it held at a tick
+
+    @classmethod
+    def find(cls, target: PostgresTarget, backend_pid: int) -> HostProbe | None:
+        """The postmaster of `target` if it runs on this host (our backend's parent), else None."""
+        if not target_is_local(target.dsn):
+            return None
+        try:
+            backend = psutil.Process(backend_pid)
+            if "postgres" not in " ".join(backend.cmdline() or [backend.name()]):
+                return None
+            return cls(postmaster=backend.parent() or backend)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+
+    def read(self, elapsed: float) -> dict[str, float]:
+        values: dict[str, float] = {}
+        cpu = psutil.cpu_times()
+        own_times = self.me.cpu_times()
+        own_cpu = own_times.user + own_times.system
+        if self.last_cpu is not None and self.last_own_cpu is not None:
+            total = sum(cpu) - sum(self.last_cpu)
+            idle = cpu.idle - self.last_cpu.idle
+            iowait = getattr(cpu, "iowait", 0.0) - getattr(self.last_cpu, "iowait", 0.0)
+            own = own_cpu - self.last_own_cpu
+            if total > 0:
+                values["host.cpu_busy"] = 100.0 * max(total - idle - iowait - own, 0.0) / total
+                values["host.iowait"] = 100.0 * max(iowait, 0.0) / total
+        self.last_cpu, self.last_own_cpu = cpu, own_cpu
+        values["host.load1"] = os.getloadavg()[0]
+        memory = psutil.virtual_memory()
+        values["host.mem_available_gb"] = memory.available / 2**30
+        swap = psutil.swap_memory()
+        values["host.swap_used_gb"] = swap.used / 2**30
+        if self.last_swap is not None and elapsed > 0:
+            values["host.swap_io_mb"] = (
+                ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
+            )
+        self.last_swap = (swap.sin, swap.sout)
+        cpu_seconds = 0.0
+        private = 0.0
+        seen: dict[int, float] = {}
+        for proc in self._processes():
+            try:
+                times = proc.cpu_times()
+                mem = proc.memory_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            used = times.user + times.system
+            seen[proc.pid] = used
+            cpu_seconds += used - self.last_proc_cpu.get(
+                proc.pid, used if not self.last_proc_cpu else 0.0
+            )
+            own = max(mem.rss - getattr(mem, "shared", 0), 0)
+            private += own
+            self.private_peak[proc.pid] = max(self.private_peak.get(proc.pid, 0), own)
+        if self.last_proc_cpu and elapsed > 0:
+            values["pg.cpu_cores"] = max(cpu_seconds, 0.0) / elapsed
+        self.last_proc_cpu = seen
+        values["pg.private_mem_gb"] = private / 2**30
+        return values
+
+    def _processes(self) -> list[psutil.Process]:
+        try:
+            return [self.postmaster, *self.postmaster.children()]
+        except psutil.NoSuchProcess:
+            return []
+
+
+def one_row(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
+    row = conn.execute(sql).fetchone()
+    return dict(row) if row else {}
+
+
+def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """The settings a diagnosis judges by (sync commit, fsync, memory), as the target has them now."""
+    return {r["name"]: r["value"] for r in conn.execute(SETTINGS_SQL, (list(SETTINGS),)).fetchall()}
+
+
+def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
+    """Every cumulative counter of one tick, flattened to 'view.column' names."""
+    database = one_row(conn, DATABASE_STATS.sql)
+    counters = {f"db.{k}": float(database[k] or 0) for k in DATABASE_STATS.changes}
+    if version >= 140000:
+        counters.update({f"wal.{k}": float(v or 0) for k, v in one_row(conn, WAL_SQL).items()})
+    if version >= 160000:
+        for row in conn.execute(IO_SQL).fetchall():
+            obj = row.pop("object")
+            counters.update({f"io.{obj}.{k}": float(v or 0) for k, v in row.items()})
+        counters["vacuum.buffers"] = float(one_row(conn, VACUUM_IO_SQL)["buffers"])
+    checkpoints = checkpointer(version)
+    row = one_row(conn, checkpoints.sql)
+    counters.update({f"checkpoint.{k}": float(row[k] or 0) for k in checkpoints.counters})
+    return counters
+
+
+def wait_key(row: dict[str, Any]) -> str:
+    return f"{row['wait_event_type']}:{row['wait_event']}" if row["wait_event_type"] else "CPU"
+
+
+def wait_gauge(key: str) -> str:
+    """The act.* gauge an active session waiting on `key` ('Type:Event' or 'CPU') counts in; '' for none.
+
+    One home for the classes, whoever saw the session: a sample of pg_stat_activity here, a scrape of
+    dbcrew's postgres_exporter queries (dbcrew/operators/window/prometheus/steps.py).
+    """
+    if key == "CPU":
+        return "act.on_cpu"
+    if key in WAL_FLUSH_WAITS:
+        return "act.wait_wal_flush"
+    for prefix, gauge in (
+        ("Lock:", "act.wait_lock"),
+        ("IO:", "act.wait_io"),
+        ("LWLock:", "act.wait_lwlock"),
+    ):
+        if key.startswith(prefix):
+            return gauge
+    return ""
+
+
+def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]:
+    """One session sample: this database's client backends, parallel workers and autovacuum workers."""
+    rows = conn.execute(
+        SESSIONS_SQL,
+        {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids(conn)},
+    ).fetchall()
+    return [row for row in rows if row["backend_type"] in TALLIED]
+
+
+@dataclass
+class ActivityTally:
+    """Counts over the session samples of one window."""
+
+    waits: Counter[str] = field(default_factory=Counter)
+    running: Counter[str] = field(default_factory=Counter)
+    blocked: dict[int, BlockedSession] = field(default_factory=dict)
+    samples: int = 0
+    flush_waits: Counter[int] = field(
+        default_factory=Counter
+    )  # per session: samples waiting on a WAL flush
+    idle_between: Counter[int] = field(
+        default_factory=Counter
+    )  # per session: samples idle between two transactions
+    slices: Counter[tuple[str, str, str, str]] = field(
+        default_factory=Counter
+    )  # (wait, statement key, kind, relation) -> active samples: the time attribution's input
+    texts: dict[str, str] = field(default_factory=dict)  # statement key -> its first sampled text
+    by_pid: dict[int, Counter[str]] = field(
+        default_factory=dict
+    )  # session -> statement key -> its active samples
+
+    def add(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Tally one sample; returns the gauges of this tick."""
+        self.samples += 1
+        by_pid = {r["pid"]: r for r in rows}
+        gauges = Counter[str]()
+        for row in rows:
+            if row["backend_type"] == "autovacuum worker" or (
+                row["state"] == "active"
+                and (row["query"] or "").lstrip().lower().startswith("vacuum")
+            ):
+                gauges["act.vacuum"] += 1
+            if row["state"] == "idle in transaction":
+                gauges["act.idle_in_xact"] += 1
+            if (
+                row["state"] == "idle"
+                and row["backend_type"] == "client backend"
+                and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS
+            ):
+                gauges["act.idle_between"] += 1
+                self.idle_between[row["pid"]] += 1
+            if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
+                continue
+            key = wait_key(row)
+            self.waits[key] += 1
+            gauges["act.active"] += 1
+            gauge = wait_gauge(key)
+            if gauge:
+                gauges[gauge] += 1
+            if gauge == "act.wait_wal_flush":
+                self.flush_waits[row["pid"]] += 1
+            if row["backend_type"] == "client backend":
+                self.running[row["query"]] += 1
+            self._attribute(row, key)
+            for blocker in (int(pid) for pid in (row["blocked_by"] or "").split(",") if pid):
+                holder = by_pid.get(blocker)
+                if holder is not None:
+                    self.blocked[row["pid"]] = BlockedSession(
+                        pid=row["pid"],
+                        blocker_pid=blocker,
+                        blocker_state=holder["state"] or "",
+                        blocker_xact_seconds=holder["xact_seconds"] or 0.0,
+                    )
+        return {
+            k: float(gauges.get(k, 0))
+            for k in (
+                "act.active",
+                "act.on_cpu",
+                "act.wait_wal_flush",
+                "act.wait_lock",
+                "act.wait_io",
+                "act.wait_lwlock",
+                "act.vacuum",
+                "act.idle_in_xact",
+                "act.idle_between",
+            )
+        }
+
+    def _attribute(self, row: dict[str, Any], wait: str) -> None:
+        """Count one active sample where its time went: the wait, the statement, the relation (the
+        relation of the lock it waits for when pg_locks names one, else the statement's table)."""
+        text = row["query"] or ""
+        if not text.strip():
+            self.slices[(wait, "", "", row.get("lock_relation") or "")] += 1
+            return
+        identity = statement_identity(text)
+        self.texts.setdefault(identity.key, text[:SHOWN_QUERY_CHARS])
+        self.by_pid.setdefault(row["pid"], Counter())[identity.key] += 1
+        relation = (row.get("lock_relation") if wait.startswith("Lock:") else None) or (
+            identity.relation
+        )
+        self.slices[(wait, identity.key, identity.kind, relation)] += 1
+
+    def time_slices(self) -> list[TimeSlice]:
+        return [
+            TimeSlice(wait=w, statement=k, kind=kind, relation=r, samples=n)
+            for (w, k, kind, r), n in self.slices.most_common()
+        ]
+
+    def memory_by_statement(self, private_peak: Mapping[int, float]) -> dict[str, float]:
+        """Statement key -> the peak private memory (GB) of the sessions that ran it (`private_peak`: bytes by
+        pid), each session under the statement it was sampled in most, most first: who holds the memory."""
+        held: dict[str, float] = {}
+        for pid, peak in private_peak.items():
+            ran = self.by_pid.get(pid)
+            if ran:
+                key = ran.most_common(1)[0][0]
+                held[key] = held.get(key, 0.0) + peak / 2**30
+        return {key: round(gb, 3) for key, gb in sorted(held.items(), key=lambda kv: -kv[1])}
+
+    def flusher_idle_between(self) -> int:
+        """The idle-between-transactions samples set against the flush waits: the other side of the flush
+        waits of the same sessions. Each flushing session counts as much as it flushes: what the experts
+        read (flushes / (flushes + this)) is the flush-weighted mean of each session's own share of flush
+        waits against idle time. A concurrent load's sessions that flush now and then while idling most of
+        the time (a rate-limited application beside twenty committers) would otherwise outweigh the
+        committers; sessions that never wait on a flush stay out of it."""
+        flushes = sum(self.flush_waits.values())
+        held = sum(n * n / (n + self.idle_between[pid]) for pid, n in self.flush_waits.items() if n)
+        return round(flushes * (flushes / held - 1)) if held else 0
+
+
+@dataclass
+class VacuumProgress:
+    """Heap blocks vacuums scanned since the last tick (progress counters are per running vacuum)."""
+
+    last: dict[int, float] = field(default_factory=dict)
+
+    def read(self, conn: psycopg.Connection[Any]) -> float:
+        now = {
+            row["pid"]: row["scanned"] or 0.0
+            for row in conn.execute(VACUUM_PROGRESS_SQL).fetchall()
+        }
+        # A lower value under the same pid is a new vacuum pass: it scanned `value` blocks so far.
+        scanned = sum(
+            value - self.last.get(pid, 0.0) if value >= self.last.get(pid, 0.0) else value
+            for pid, value in now.items()
+        )
+        self.last = now
+        return scanned
+
+
+def read_statements(conn: psycopg.Connection[Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Top-level statements by (queryid, userid): each role running the same statement has its own entry."""
+    try:
+        return {
+            (row["queryid"], row["userid"]): row
+            for row in conn.execute(STATEMENTS.sql).fetchall()
+            if row["toplevel"]
+        }
+    except psycopg.errors.UndefinedTable:
+        return {}  # pg_stat_statements not installed: statement analysis sees only running statements
+
+
+def statement_deltas(
+    before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]
+) -> list[StatementDelta]:
+    deltas = []
+    counters = (
+        "calls",
+        "total_exec_time",
+        "rows",
+        "shared_blks_hit",
+        "shared_blks_read",
+        "temp_blks_written",
+    )
+    for key, row in after.items():
+        old = before.get(key, {})
+        values, _ = counted_since([old.get(c, 0.0) for c in counters], [row[c] for c in counters])
+        calls, total_exec_time, rows, shared_blks_hit, shared_blks_read, temp_blks_written = values
+        if calls <= 0:
+            continue
+        deltas.append(
+            StatementDelta(
+                queryid=row["queryid"],
+                userid=row["userid"],
+                query=row["query"],
+                calls=calls,
+                total_exec_time_ms=total_exec_time,
+                rows=rows,
+                shared_blks_hit=shared_blks_hit,
+                shared_blks_read=shared_blks_read,
+                temp_blks_written=temp_blks_written,
+            )
+        )
+    return sorted(deltas, key=lambda d: d.total_exec_time_ms, reverse=True)
+
+
+def table_deltas(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[TableDelta]:
+    """Each table's counters over the window (rows of TABLE_STATS; a table created meanwhile started from zero)."""
+    old = {r["relid"]: r for r in before}
+    counters = ("seq_scan", "seq_tup_read", "idx_scan", "n_tup_ins", "n_tup_upd", "n_tup_del")
+    tables = []
+    for row in after:
+        prev = old.get(row["relid"], {})
+        values = dict(
+            zip(
+                counters,
+                counted_since(
+                    [float(prev.get(c) or 0) for c in counters],
+                    [float(row[c] or 0) for c in counters],
+                )[0],
+                strict=True,
+            )
+        )
+        tables.append(
+            TableDelta(
+                name=f"{row['schemaname']}.{row['relname']}",
+                n_live_tup=row["n_live_tup"],
+                n_dead_tup=row["n_dead_tup"],
+                index_count=row["index_count"],
+                total_bytes=row["total_bytes"],
+                **values,
+            )
+        )
+    return tables
+
+
+def read_tables(conn: psycopg.Connection[Any], held: Held) -> tuple[Held, list[dict[str, Any]]]:
+    """TABLE_STATS without the tables another session holds ACCESS EXCLUSIVE (a set that only grows)."""
+    return guarded(
+        conn,
+        held | held_relations(conn),
+        lambda args: conn.execute(TABLE_STATS.sql, args).fetchall(),
+    )

@@ -1,0 +1,186 @@
+"""The rules brain's composed plan: the operators an alert concerns, matched as D-Bot matches tools.
+
+An alert names symptoms in its own words ("the standby is 15 minutes behind"), or, from the
+watcher, the abnormal metrics themselves (`host.cpu_busy 0.2 -> 0.97`). Two channels pick the
+operators of the team from the catalogue the target can run:
+
+- signals: a metric named in the alert picks every operator declaring a prefix of it (`signals`);
+- text: the alert is matched (faiss cosine, dbcrew/text/embedding.py: hashed n-grams, nothing
+  downloaded) against each operator's document: its name, its description, the codes it emits and
+  the knowledge chunks it owns (`knowledge`). The best match and those close to it join, a few at
+  most; below the floor nothing matches.
+
+The team is then closed over the picks' needs (the producer of every artifact they need, and of
+theirs), and every operator the scenario declares for each of its plans (`planned_for`: the
+window's sampling, the cross review, its charts) is added. Each task says why it is on the team.
+No alert, or an alert that matches nothing, is no composition: the scenario's playbook runs whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from dbcrew.models import CatalogueEntry, Role
+from dbcrew.models.crew import PlanRequest
+from dbcrew.operators.knowledge import chunks, symptoms
+from dbcrew.roles.brains.playbooks import PLAYBOOKS
+from dbcrew.text import VectorIndex, tokens
+from dbcrew.vocabulary import Category, Scenario
+
+# A cosine of the alert to an operator's document below this is no match (the hashed n-grams of two
+# unrelated English sentences score about 0.05-0.10 on shared function words and suffixes).
+MATCH_FLOOR = 0.13
+# Operators scoring within this share of the best match join it ...
+MATCH_SHARE = 0.6
+# ... a few at most: an alert is about one problem, and the team is small for a reason.
+MAX_MATCHED = 3
+# A watcher's metric names: dotted lower-case words (host.cpu_busy, io.relation.read_time).
+METRIC = re.compile(r"\b[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+\b")
+
+
+def composable(scenario: Scenario) -> tuple[Category, ...]:
+    """What a composed plan of `scenario` may draw on: its playbook's categories and every health check
+    (a diagnosis has no expert for a replica's lag or a full connection table; the checks judge them)."""
+    return tuple(dict.fromkeys((*PLAYBOOKS[scenario], Category.CHECKS)))
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The operators of a composed plan, in catalogue order, each with why it is on the team."""
+
+    operators: list[str]
+    why: dict[str, str]
+    matched: (
+        int  # operators the alert picked (the rest: declared for the scenario, or needed by them)
+    )
+
+
+def metrics_named(alert: str, catalogue: list[CatalogueEntry]) -> list[str]:
+    """The metric names an alert carries (a watcher incident's signals), in order: dotted names of a
+    family some operator declares signals of (`host.`, `act.`, ...), not file or host names."""
+    families = {prefix.split(".")[0] for e in catalogue for prefix in e.signals}
+    return [m for m in dict.fromkeys(METRIC.findall(alert)) if m.split(".")[0] in families]
+
+
+def signal_of(entry: CatalogueEntry, metric: str) -> str | None:
+    """The declared prefix of `entry` that `metric` falls under, if any."""
+    return next((p for p in entry.signals if metric.startswith(p)), None)
+
+
+def passages(entry: CatalogueEntry) -> list[str]:
+    """What the alert is matched against, one passage at a time: the operator's name and description,
+    each knowledge chunk it owns, and each code it emits (its checks', its chunks') with how that
+    problem presents (dbcrew/knowledge/symptoms/). An alert is about one problem, so an operator matches as
+    well as its best passage: one long document of them all would dilute every one."""
+    owned = [c for c in chunks() if entry.knowledge and c.expert == entry.knowledge]
+    codes = list(dict.fromkeys([*entry.checks, *(c.code for c in owned)]))
+    presents = symptoms()
+    texts = [
+        f"{entry.name.replace('_', ' ')}. {entry.description}",
+        *(f"{c.name}. {c.content}" for c in owned),
+        *(f"{code.replace('_', ' ')}: {presents[code]}" for code in codes if code in presents),
+    ]
+    return [" ".join(tokens(text)) for text in texts]
+
+
+@lru_cache(maxsize=8)
+def _index(owners: tuple[int, ...], texts: tuple[str, ...]) -> VectorIndex:
+    """One faiss index per distinct catalogue (a process plans many runs over the same one)."""
+    return VectorIndex(list(texts), weighted=True)
+
+
+def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
+    """The alert's cosine to each entry's best passage, in order."""
+    owners, texts = [], []
+    for i, entry in enumerate(entries):
+        for text in passages(entry):
+            owners.append(i)
+            texts.append(text)
+    scores = _index(tuple(owners), tuple(texts)).scores(" ".join(tokens(alert)))
+    best = [0.0] * len(entries)
+    for owner, score in zip(owners, scores):
+        best[owner] = max(best[owner], float(score))
+    return best
+
+
+def shared_words(alert: str, entry: CatalogueEntry, limit: int = 4) -> list[str]:
+    """The alert's words the operator's document also holds (prefix-close: 'replica' ~ 'replication')."""
+    held = {w for text in passages(entry) for w in text.split()}
+    found = [
+        w
+        for w in dict.fromkeys(tokens(alert))
+        if len(w) > 2 and any(h.startswith(w[:5]) for h in held)
+    ]
+    return found[:limit]
+
+
+def producers(catalogue: list[CatalogueEntry]) -> dict[str, CatalogueEntry]:
+    """artifact -> the operator that produces it (the primary one, where equivalents exist)."""
+    found: dict[str, CatalogueEntry] = {}
+    for entry in sorted(catalogue, key=lambda e: e.equivalent_of is not None):
+        for artifact in entry.produces:
+            found.setdefault(artifact, entry)
+    return found
+
+
+def close_over_needs(
+    chosen: dict[str, str], catalogue: list[CatalogueEntry]
+) -> dict[str, str] | None:
+    """`chosen` with the producer of every artifact its operators need, and theirs; None when one is missing."""
+    entries = {e.name: e for e in catalogue}
+    made = producers(catalogue)
+    closed = dict(chosen)
+    pending = list(chosen)
+    while pending:
+        entry = entries[pending.pop()]
+        for artifact in entry.needs:
+            producer = made.get(artifact)
+            if producer is None:
+                return None
+            if producer.name not in closed:
+                closed[producer.name] = f"produces {artifact}, which {entry.name} needs"
+                pending.append(producer.name)
+    return closed
+
+
+def compose(request: PlanRequest) -> Composition | str:
+    """The composed team's operators, or why there is none (the playbook then runs whole)."""
+    alert = request.alert.strip()
+    if not alert:
+        return "no alert text to compose a team from"
+    categories = composable(request.scenario)
+    candidates = [
+        e
+        for e in request.catalogue
+        if e.category in categories
+        and e.equivalent_of is None
+        and e.role in (Role.TASKER, Role.PAINTER)
+        and request.scenario not in e.planned_for
+    ]
+    chosen: dict[str, str] = {}
+    for metric in metrics_named(alert, request.catalogue):
+        for entry in candidates:
+            prefix = signal_of(entry, metric)
+            if prefix is not None and entry.name not in chosen:
+                chosen[entry.name] = f"judges {metric}, a signal the alert names ({prefix}*)"
+    scores = text_scores(alert, candidates) if candidates else []
+    best = max(scores, default=0.0)
+    ranked = sorted(zip(candidates, scores), key=lambda pair: -pair[1])
+    bar = max(MATCH_FLOOR, MATCH_SHARE * best)
+    for entry, score in [pair for pair in ranked if pair[1] >= bar][:MAX_MATCHED]:
+        if entry.name not in chosen:
+            words = ", ".join(shared_words(alert, entry)) or "its wording"
+            chosen[entry.name] = f"the alert matches its description (cosine {score:.2f}: {words})"
+    if not chosen:
+        return f"the alert matched no operator (best cosine {best:.2f}, under {MATCH_FLOOR})"
+    matched = len(chosen)
+    for entry in request.catalogue:
+        if request.scenario in entry.planned_for and entry.name not in chosen:
+            chosen[entry.name] = f"every {request.scenario} plan carries it (declared)"
+    closed = close_over_needs(chosen, request.catalogue)
+    if closed is None:
+        return "a matched operator needs an artifact nothing on this target produces"
+    order = [e.name for e in request.catalogue if e.name in closed]
+    return Composition(operators=order, why=closed, matched=matched)

@@ -1,0 +1,89 @@
+"""The LLM diagnosis inside a review: after the rules' cross review, when the run's brain is an LLM.
+
+The facts the sampler left in the run's workspace are the experts' whole world; long observations
+go back into that workspace under their snapshot keys. The diagnosis is one question of the run's
+brain: it falls back (the rules' causes stand) when the experts gave nothing usable, and an endpoint
+that stopped answering earlier in the run is not asked at all.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dbcrew.llm.base import Brain
+from dbcrew.llm.client import ResponseCache, llm_cache_dir
+from dbcrew.models import RootCause
+from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.operators.diagnose.facts import FactsRecord
+from dbcrew.operators.diagnose.steps import FACTS_KEY, KNOWLEDGE_KEY, Retrieved
+from dbcrew.operators.knowledge import knowledge_base
+from dbcrew.prompts import render
+from dbcrew.roles.brains.openai import OpenAIBrain
+from dbcrew.roles.diagnosis.chief import LlmDiagnoser
+from dbcrew.settings import Thresholds
+from dbcrew.workspace import Workspace
+
+_CACHES: dict[
+    Path | None, ResponseCache
+] = {}  # the process's answers by request, one cache per directory
+
+
+def response_cache() -> ResponseCache:
+    """The process's cache of answers, kept on disk too when DBCREW_LLM_CACHE_DIR says where: a
+    diagnosis run again (here or in a later run) asks nothing twice."""
+    directory = llm_cache_dir()
+    return _CACHES.setdefault(directory, ResponseCache(directory=directory))
+
+
+def librarians_chunks(workspace: Workspace) -> dict[str, list[str]]:
+    """The chunks the librarian retrieved for the window (dbcrew/operators/diagnose/steps.py), by the expert
+    that owns them, as the text an expert's prompt quotes; empty when no librarian ran or knowledge is off."""
+    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
+    handed = [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else []
+    chunks = {(c.name, str(c.code)): c for c in knowledge_base().chunks}
+    by_expert: dict[str, list[str]] = {}
+    for item in handed:
+        chunk = chunks.get((item.name, item.code))
+        if chunk is not None:
+            by_expert.setdefault(chunk.expert, []).append(
+                f"{chunk.name}: {chunk.content} Steps: {chunk.steps} ({chunk.source})"
+            )
+    return by_expert
+
+
+def with_llm_experts(
+    brain: Brain,
+    workspace: Workspace,
+    rules: list[RootCause],
+    thresholds: Thresholds | None = None,
+    seconds: float | None = None,
+) -> tuple[list[RootCause], list[Hypothesis], LlmDiagnosis | None]:
+    """The root causes once the LLM experts had their say, the model's unconfirmed hypotheses, and
+    what the experts did; the rules' causes untouched, no hypothesis and None when the brain is not
+    an LLM or nothing was sampled. `thresholds` are the run's (what the evidence must show);
+    `seconds` caps the experts' time budget (what is left before the run's deadline)."""
+    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
+    if not isinstance(brain, OpenAIBrain) or not rows:
+        return rules, [], None
+    if brain.down:
+        brain.count_question(fell_back=True)
+        return (
+            rules,
+            [],
+            LlmDiagnosis(
+                stopped=f"endpoint down earlier in the run: {brain.down}",
+                fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
+            ),
+        )
+    record = FactsRecord.model_validate_json(rows[0]["body"])
+    causes, hypotheses, section = LlmDiagnoser.from_env(
+        brain.client, render, response_cache(), seconds=seconds
+    ).diagnose(record, rules, workspace.put_observation, thresholds, librarians_chunks(workspace))
+    down = (
+        section.stopped.removeprefix("endpoint down: ")
+        if section.stopped.startswith("endpoint down")
+        else ""
+    )
+    brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
+    return causes, hypotheses, section

@@ -1,0 +1,147 @@
+"""The experts' tools: the registry's diagnosis views (dbcrew/operators/diagnose/views.py) offered as one
+`observe` tool, with `expand`, `reflect` and the final `propose_causes`.
+
+Every observation is JSON; one longer than the limit is kept whole under a snapshot key and shown
+as its head plus that key, which the `expand` tool pages through (dbcrew/roles/diagnosis/snapshots.py): a
+long statement list costs the prompt its first lines, not all of them. Database text (statement
+texts, table names) travels inside these observations, so it reaches a prompt only as JSON data
+inside a <data> fence, never as instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.facts import FactsRecord
+from dbcrew.operators.diagnose.views import STATS
+from dbcrew.operators.registry import Operator, Surface, exposed, get
+from dbcrew.roles.diagnosis.snapshots import Snapshots
+from dbcrew.vocabulary import RootCauseCode
+
+OBSERVE, EXPAND, REFLECT, PROPOSE = "observe", "expand", "reflect", "propose_causes"
+
+
+def views() -> list[Operator]:
+    """What `observe` may show: the registry's operators of the diagnosis surface."""
+    return exposed(Surface.DIAGNOSIS)
+
+
+@dataclass
+class DiagnosisTools:
+    """The tools one diagnosis offers its experts, over one facts record."""
+
+    record: FactsRecord
+    limit: int = 1_200
+    snapshots: Snapshots = field(default_factory=Snapshots)
+
+    def specs(self) -> list[dict[str, Any]]:
+        """OpenAI function specs of every tool, the final `propose_causes` included."""
+        return [
+            {
+                "type": "function",
+                "function": {"name": name, "description": doc, "parameters": params},
+            }
+            for name, (doc, params) in tool_specs().items()
+        ]
+
+    def names(self) -> list[str]:
+        """What an action may name: the tools, and a view directly (`waits` for `observe` what=waits)."""
+        return [OBSERVE, *(op.name for op in views()), EXPAND, REFLECT, PROPOSE]
+
+    @staticmethod
+    def resolve(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """`observe` what=<view> as the view it names, so both spellings are one action."""
+        if name == OBSERVE and "what" in args:
+            return str(args["what"]), {k: v for k, v in args.items() if k != "what"}
+        return name, args
+
+    def run(self, name: str, args: dict[str, Any]) -> tuple[str, str, bool]:
+        """(the observation as the model sees it, its whole text, whether it was cut behind a snapshot
+        key). KeyError for a tool that does not exist; ValueError for arguments it cannot use."""
+        if name == EXPAND:
+            text = self.snapshots.expand(
+                str(args.get("key", "")), int(args.get("offset", 0) or 0), self.limit
+            )
+            return text, text, False
+        text = get(name).run(self.record, args).summary
+        shown, key = self.snapshots.show(text, self.limit)
+        return shown, text, key is not None
+
+
+def diagnosis_codes() -> list[str]:
+    """The codes an expert may propose: the root causes and the finding codes the knowledge owns."""
+    return sorted({*RootCauseCode, *experts_by_code()})
+
+
+def observe_spec() -> tuple[str, dict[str, Any]]:
+    """`observe`, generated from the registry: `what` is the enum of the views, and the parameters are
+    the union of the views' own (each view's schema as its model declares it)."""
+    ops = views()
+    properties: dict[str, Any] = {"what": {"type": "string", "enum": [op.name for op in ops]}}
+    for op in ops:
+        properties.update(op.params_schema().get("properties", {}))
+    doc = (
+        "View the window. "
+        + "; ".join(f"{op.name}: {op.description.rstrip('.')}" for op in ops)
+        + "."
+    )
+    return doc, {"type": "object", "required": ["what"], "properties": properties}
+
+
+def tool_specs() -> dict[str, tuple[str, dict[str, Any]]]:
+    """The experts' tools, terse because every call of a conversation carries them: one `observe`
+    over the views (not a function per view), `expand`, and `propose_causes` whose codes are an enum
+    (the vocabulary is stated here once, and an endpoint with structured output enforces it)."""
+    cited = {
+        "type": "object",
+        "required": ["metric", "stat", "value"],
+        "properties": {
+            "metric": {"type": "string"},
+            "stat": {"type": "string", "enum": [*STATS, "share"]},
+            "value": {"type": "number"},
+        },
+    }
+    cause = {
+        "type": "object",
+        "required": ["code", "confidence", "evidence"],
+        "properties": {
+            "code": {"type": "string", "enum": diagnosis_codes()},
+            "confidence": {"type": "number"},
+            "explanation": {"type": "string"},
+            "evidence": {"type": "array", "items": cited},
+        },
+    }
+    return {
+        OBSERVE: observe_spec(),
+        EXPAND: (
+            "Read a cut or stored observation on.",
+            {
+                "type": "object",
+                "required": ["key"],
+                "properties": {"key": {"type": "string"}, "offset": {"type": "integer"}},
+            },
+        ),
+        REFLECT: (
+            "Score your line of inquiry: `hypothesis` (a code), `score` 0-1 (how well the observations support it), "
+            "`note`. Below 0.4 the search backtracks to its best earlier point.",
+            {
+                "type": "object",
+                "required": ["hypothesis", "score"],
+                "properties": {
+                    "hypothesis": {"type": "string"},
+                    "score": {"type": "number"},
+                    "note": {"type": "string"},
+                },
+            },
+        ),
+        PROPOSE: (
+            "Finish: causes citing observed values (a wait share: metric wait:<prefix>, stat share).",
+            {
+                "type": "object",
+                "required": ["causes"],
+                "properties": {"causes": {"type": "array", "items": cause}},
+            },
+        ),
+    }

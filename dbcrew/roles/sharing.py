@@ -1,0 +1,373 @@
+"""Watching shared over the pool: each watcher samples the share of the watched targets it holds leases on.
+
+Every worker of the `watch` queue runs one share loop per watching interval (dbcrew/flows/watching.py).
+Beside it, a thread of its own heartbeats in the store and renews the leases the loop holds
+(dbcrew/store/leases.py) four times a lease, whatever the loop is doing: a round slowed past its
+lease, or a tick adopting many targets, loses none. The loop ticks twice a round. At each tick it
+heartbeats and renews too, and plans its share (`plan_share`): at most ceil(targets / live
+holders) targets, and at most `cap` (each watched target holds one session of this watcher). It
+gives up what is above its share or left the inventory, and claims free targets (no lease, or an
+expired one) up to its share, preferring its own by rendezvous hashing so that watchers joining
+at once do not all reach for the same targets. At each round tick it samples the targets it holds
+(dbcrew/roles/watching.py Watcher), each only while its lease is surely still its own.
+
+So, with a round of `every` seconds and a lease of half a round (`lease_for`, at least MIN_LEASE):
+- a watcher that joins is seen by the others at their next tick, which gives up the excess; it
+  claims the freed targets at its following tick: its share within two ticks (one round);
+- a watcher that dies stops renewing: its heartbeat and its leases expire at most half a round
+  after its last renewal, the others claim them at their next tick (half a round later at most),
+  take their first readings at once and store their first pass at their next round (half a round
+  after that): within 1.5 rounds of its death, plus the taker's adoptions and round, which
+  ADOPTION_SHARE bounds to a quarter round a tick. The stretch from its last pass to the taker's
+  first is stored as a gap ("not watched: its watcher X stopped renewing its lease");
+- a watcher that stops as planned releases its leases and heartbeat at once (LeaseBook.leave).
+Targets added to or removed from the inventory are met at the next reading of it (`refresh`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from dbcrew import stopping
+from dbcrew.errors import TargetError
+from dbcrew.roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, Watcher
+from dbcrew.settings import environment
+from dbcrew.store.backends import Session, StoreUnavailable
+from dbcrew.store.leases import LeaseBook
+from dbcrew.store.samples import SampleStore
+from dbcrew.targets import PostgresTarget
+
+log = logging.getLogger(__name__)
+
+TICKS_PER_ROUND = 2  # ticks (plan, release, claim) per sampling round
+# A lease lasts half an interval (at least MIN_LEASE seconds) and a thread of its own renews it
+# RENEWALS_PER_LEASE times a lease, whatever the rounds and the ticks are doing: three renewals in a row
+# may fail or come late before a lease lapses. Renewed by the loop's thread between rounds, a round slowed
+# past its lease (a starved CPU, reviews in the same process) lost every lease of its worker (bench scale,
+# 2026-11-28). Half an interval keeps a dead watcher's targets within two intervals of its death: its
+# leases end at most a lease after its last renewal, the others claim them at their next tick (half an
+# interval later at most) and store their first pass at their next round (half an interval after that):
+# 1.5 intervals, and what remains of the second is for the taker's adoptions and round (ADOPTION_SHARE).
+LEASE_SHARE = 0.5
+MIN_LEASE = 2.0  # seconds: under this, a renewal is a store transaction every half second or less
+RENEWALS_PER_LEASE = 4
+# One tick's adoptions (connecting to the targets it claimed and their first readings) run on the loop's
+# thread before its round, so they may take this share of an interval at most, at the pace the last ones
+# took (per wave of `concurrency` first readings, one wave a tick at least); before any adoption was
+# timed, a tick claims FIRST_CLAIMS. The rest of a share comes at the next
+# ticks: a takeover within two intervals holds while the share taken fits one tick's claims.
+ADOPTION_SHARE = 0.25
+FIRST_CLAIMS = 64
+
+
+def lease_for(every: float) -> timedelta:
+    """The lease of a target watched every `every` seconds: half an interval, at least MIN_LEASE."""
+    return timedelta(seconds=max(MIN_LEASE, LEASE_SHARE * every))
+
+
+def fair_share(targets: int, live: int, cap: int) -> int:
+    """What one of `live` watchers takes of `targets`: ceil(targets / live), at most `cap`."""
+    return min(cap, math.ceil(targets / max(1, live)))
+
+
+def affinity(holder: str, target: str) -> int:
+    """The holder's preference for the target (rendezvous hashing): watchers rank the targets differently."""
+    return int.from_bytes(hashlib.sha256(f"{holder}\x1f{target}".encode()).digest()[:8], "big")
+
+
+@dataclass(frozen=True)
+class SharePlan:
+    """One tick's decision for one holder."""
+
+    keep: list[str]
+    release: list[str]  # above its share, or no longer watched
+    claim: int  # how many free targets to take
+    share: int  # its fair share now
+
+
+def plan_share(
+    watched: Sequence[str], held: Iterable[str], live: int, cap: int, holder: str
+) -> SharePlan:
+    """Keep what is still watched up to the fair share (those the holder prefers), release the rest, claim up to it."""
+    names = set(watched)
+    share = fair_share(len(names), live, cap)
+    mine = sorted((t for t in set(held) if t in names), key=lambda t: -affinity(holder, t))
+    gone = sorted(t for t in set(held) if t not in names)
+    keep, excess = mine[:share], mine[share:]
+    return SharePlan(
+        keep=sorted(keep), release=sorted([*excess, *gone]), claim=share - len(keep), share=share
+    )
+
+
+class SessionBudget:
+    """The sessions one worker holds over all its share loops (one per watching interval), at most `cap`
+    (DBCREW_WATCH_SESSIONS): a loop reserves what it may hold before it claims, so two loops claiming at once never
+    hold more than the cap between them."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self._held: dict[int, int] = {}  # loop -> the targets it holds or has reserved
+        self._lock = threading.Lock()
+
+    def grant(self, loop: int, wanted: int) -> int:
+        """Reserve up to `wanted` targets in all for `loop`, with the other loops' as they are; what it may hold."""
+        with self._lock:
+            others = sum(n for k, n in self._held.items() if k != loop)
+            granted = max(0, min(wanted, self.cap - others))
+            self._held[loop] = granted
+            return granted
+
+    def hold(self, loop: int, held: int) -> None:
+        """What `loop` holds now (at most what it was granted); 0 when it ended."""
+        with self._lock:
+            self._held[loop] = held
+
+
+class ShareLoop:
+    """One watcher's share of one scope's targets, kept and sampled until asked to stop.
+
+    `inventory` names the scope's watched targets (read again every `refresh` seconds); `connect`
+    gives a target to sample by name (TargetError when this machine cannot: its password missing).
+    `on_round` sees each round's report (outcomes keyed by target name)."""
+
+    def __init__(
+        self,
+        book: LeaseBook,
+        store: SampleStore,
+        every: float,
+        inventory: Callable[[], Sequence[str]],
+        connect: Callable[[str], PostgresTarget],
+        cap: int | None = None,
+        refresh: float = 30.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        budget: SessionBudget | None = None,
+    ):
+        self.book = book
+        self.every = every
+        self.inventory = inventory
+        self.connect = connect
+        self.cap = cap or environment().watch_sessions  # DBCREW_WATCH_SESSIONS
+        self.budget = (
+            budget  # the worker's, shared with its other loops; None: this loop's cap alone
+        )
+        self.refresh = refresh
+        self.watcher = Watcher([], store, every=every, concurrency=concurrency)
+        self.names: list[str] = []
+        # name -> why this watcher cannot sample it (left to the others)
+        self.unusable: dict[str, str] = {}
+        # name -> the start of this holder's stint of it (its tenure)
+        self._since: dict[str, datetime] = {}
+        self._read_at = -math.inf
+        self._said_short = 0
+        # the last tick's adoptions, per wave of `concurrency` first readings
+        self._seconds_per_wave: float | None = None
+
+    def run(
+        self,
+        on_round: Callable[[RoundReport], None] = lambda _r: None,
+        pause: Callable[[float], bool] = stopping.pause,
+    ) -> None:
+        """Tick after tick (TICKS_PER_ROUND a round; a tick that overruns skips those it missed), a round at every
+        TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released. The leases are renewed
+        meanwhile by a thread of their own (`_renew_until`), however long a round or a tick takes."""
+        step = self.every / TICKS_PER_ROUND
+        maintained = time.monotonic()
+        renewal_stop = threading.Event()
+        renewal = threading.Thread(
+            target=self._renew_until,
+            args=(renewal_stop,),
+            name=f"dbcrew-renew-{self.book.scope}",
+            daemon=True,
+        )
+        renewal.start()
+        with ThreadPoolExecutor(
+            max_workers=self.watcher.concurrency, thread_name_prefix="dbcrew-share"
+        ) as pool:
+            started = time.monotonic()
+            tick = 0
+            try:
+                while True:
+                    self.tick(pool)
+                    if tick % TICKS_PER_ROUND == 0:
+                        try:
+                            report = self.sample(pool)
+                        except (
+                            StoreUnavailable
+                        ) as exc:  # the leases lapse if it lasts: others take over
+                            log.warning("watch share: the round could not be stored: %s", exc)
+                        else:
+                            on_round(report)
+                        if time.monotonic() - maintained >= MAINTENANCE_EVERY:
+                            self.watcher.maintain(datetime.now(UTC))
+                            maintained = time.monotonic()
+                    tick = int((time.monotonic() - started) / step) + 1
+                    if pause(started + tick * step - time.monotonic()):
+                        return
+            finally:
+                renewal_stop.set()  # before leaving: a heartbeat after it would count this holder alive
+                renewal.join()
+                self.watcher.drop(set(self.watcher.watching()))
+                if self.budget is not None:
+                    self.budget.hold(id(self), 0)
+                try:
+                    self.book.leave()
+                except (
+                    StoreUnavailable
+                ) as exc:  # the leases then expire on their own, a lease later
+                    log.warning("watch share: could not release the leases: %s", exc)
+
+    def _renew_until(self, stop: threading.Event) -> None:
+        """Heartbeat and renew every lease held, RENEWALS_PER_LEASE times a lease, until `stop`. A lease lost here
+        (another holder took it after it lapsed) ends its sampling at once (`LeaseBook.valid`, checked before and
+        after each pass) and its watch at the next tick."""
+        period = self.book.seconds / RENEWALS_PER_LEASE
+        while not stop.wait(period):
+            try:
+                self.book.heartbeat()
+                lost = self.book.renew_all()
+            except StoreUnavailable as exc:  # the leases lapse if it lasts: others take over
+                log.warning("watch share: the leases could not be renewed: %s", exc)
+                continue
+            if lost:
+                log.warning(
+                    "watch share: lost the leases of %d targets (taken after they lapsed): %s",
+                    len(lost),
+                    ", ".join(lost[:10]),
+                )
+
+    def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
+        """One round over the targets held; the tenure of each stored pass recorded."""
+        return self.watcher.sample_round(pool, may=self.book.valid, stored=self._tenures)
+
+    def _tenures(self, session: Session, stored: dict[str, datetime], at: datetime) -> None:
+        """The round's passes are being stored: this holder's stint of each target now ends at `at`."""
+        for key, began in stored.items():
+            self._since.setdefault(key, began)
+        self.book.record_tenure(session, {k: self._since[k] for k in stored}, at)
+
+    def tick(self, pool: ThreadPoolExecutor | None = None) -> None:
+        """Heartbeat, renew, plan, release and claim; then watch exactly what is held. With `pool`, the targets just
+        claimed take their first readings at once (a pass needs two): their first pass is stored at the next round,
+        not the one after."""
+        try:
+            self._read_inventory()
+            live = self.book.heartbeat()
+            watching = self.watcher.watching()
+            held = self.book.renew(t for t in watching if t in self.names)
+            cap = self.cap
+            if self.budget is not None:
+                cap = self.budget.grant(id(self), fair_share(len(self.names), live, self.cap))
+            plan = plan_share(self.names, held, live, cap, self.book.holder)
+            # lost to another holder, or left the inventory
+            gone = [t for t in watching if t not in held]
+            self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
+            takeovers = self._claim(min(plan.claim, self.claim_limit()))
+        except StoreUnavailable as exc:
+            log.warning(
+                "watch share: the store cannot be used (leases lapse, samples stop): %s", exc
+            )
+            return
+        lost = set(gone) | set(plan.release)
+        if lost:
+            self.watcher.drop(lost)
+            for key in lost:
+                self._since.pop(key, None)
+        began = time.monotonic()
+        self._adopt(takeovers)
+        if self.budget is not None:
+            self.budget.hold(id(self), len(self.watcher.watching()))
+        adopted = set(takeovers) & set(self.watcher.watching())
+        if pool is not None and adopted:
+            self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
+        if takeovers:
+            waves = math.ceil(len(takeovers) / self.watcher.concurrency)
+            self._seconds_per_wave = (time.monotonic() - began) / waves
+        self._say_short(live)
+
+    def claim_limit(self) -> int:
+        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of an interval, at the pace
+        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks.
+        First readings run `concurrency` at a time, so the pace is per wave of that many, and a tick claims one
+        wave at least: a wave of one target takes about as long as a full one, so timed per target a small batch
+        looked dearer than it was and the next tick claimed fewer still (down to one target a tick)."""
+        if self._seconds_per_wave is None:
+            return FIRST_CLAIMS
+        waves = max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_wave, 1e-6)))
+        return waves * self.watcher.concurrency
+
+    def _read_inventory(self) -> None:
+        now = time.monotonic()
+        if now - self._read_at < self.refresh:
+            return
+        self._read_at = now
+        names = sorted(set(self.inventory()))
+        if names != self.names:
+            log.info("watch share: %d targets watched in the pool", len(names))
+        self.names = names
+        self.unusable = {}  # tried again at each reading: a password set since, a target that answers again
+
+    def _claim(self, wanted: int) -> dict[str, str | None]:
+        """Claim up to `wanted` free targets, most preferred first; each taken one with the holder it was taken from."""
+        if wanted <= 0:
+            return {}
+        held = set(self.watcher.watching())
+        candidates = [t for t in self.names if t not in held and t not in self.unusable]
+        free = sorted(self.book.free(candidates), key=lambda t: -affinity(self.book.holder, t))
+        return {c.target: c.taken_from for c in self.book.claim_some(free, wanted)}
+
+    def _adopt(self, takeovers: dict[str, str | None]) -> None:
+        """Watch the targets just claimed: those taken from a watcher that died store the stretch since its last
+        pass as a gap once it exceeds a round; one this machine cannot connect is released for the others."""
+        by_source: dict[str | None, dict[str, PostgresTarget]] = {}
+        for name, taken_from in takeovers.items():
+            try:
+                by_source.setdefault(taken_from, {})[name] = self.connect(name)
+            except TargetError as exc:
+                self.unusable[name] = str(exc)
+                log.warning(
+                    "watch share: cannot watch %s here, left to the other watchers: %s", name, exc
+                )
+        self.book.release(self.unusable.keys() & takeovers.keys())
+        for taken_from, targets in by_source.items():
+            if taken_from is None:
+                self.watcher.adopt_all(targets)
+                continue
+            log.warning(
+                "watch share: took %s over from %s (its lease expired)",
+                ", ".join(sorted(targets)),
+                taken_from,
+            )
+            self.watcher.adopt_all(
+                targets,
+                unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",
+                unwatched_after=timedelta(seconds=self.every),  # any interval missed
+            )
+
+    def _say_short(self, live: int) -> None:
+        """Never a silent all-clear: when every watcher is at its cap, the targets nobody can take are said."""
+        short = len(self.names) - live * self.cap
+        if short > 0 and short != self._said_short:
+            log.warning(
+                "watch share: %d of %d targets cannot be watched: %d watchers at their cap of %d sessions",
+                short,
+                len(self.names),
+                live,
+                self.cap,
+            )
+        self._said_short = max(0, short)
+
+
+def holder_name(worker: str, scope: str) -> str:
+    """A holder's name: the worker (host and process, or its Prefect name) and the scope it watches."""
+    return f"{worker}/{scope}"
+
+
+__all__ = ["ShareLoop", "SharePlan", "affinity", "fair_share", "holder_name", "plan_share"]

@@ -1,5 +1,0 @@
-"""The error taxonomy as data (tree.yaml) and the classifier that walks it."""
-
-from error_tree.classify import Classification, ErrorTree, load_tree
-
-__all__ = ["Classification", "ErrorTree", "load_tree"]
