@@ -19,6 +19,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   └── PlanRejected    dbcrew.roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     dbcrew.roles.diagnosis.budget: a limit of the LLM diagnosis ran out
 ├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
+├── UnknownArtifact     dbcrew.artifacts, a ValueError: a name no module declares as a workspace artifact
 ├── OperatorMisfit      dbcrew.operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         dbcrew.operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       dbcrew.operators.hypothetical_indexes, a LookupError: no hypopg in the database

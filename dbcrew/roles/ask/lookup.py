@@ -77,9 +77,9 @@ def look_up(
                         )
                     )
                 else:
-                    body = workspace.query("SELECT body FROM observations WHERE key = ?", [name])
-                    if body:
-                        observations[name] = json.loads(body[0]["body"])
+                    body = workspace.observation(name)
+                    if body is not None:
+                        observations[name] = json.loads(body)
         finally:
             workspace.close()
     return Reading(
