@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from dbcrew.operators.diagnose.attribution import Explained, cause_time
+from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, Explained, cause_time
 from dbcrew.operators.diagnose.candidates import Candidate, Facts
 from dbcrew.operators.diagnose.experts import CAUSE_TIME, CONFLICTS, RESOURCES
-from dbcrew.vocabulary import Cause, RootCauseCode
+from dbcrew.vocabulary import Cause
 
 MAX_CAUSES = 4
 MIN_CONFIDENCE = 0.5
@@ -178,6 +178,11 @@ def _work_before_its_resource(causes: list[ReviewedCause]) -> None:
             causes[i], causes[i + 1] = second, first
 
 
+def _cpu_remainder(code: Cause) -> bool:
+    """Whether the cause is the CPU no other cause explains (its declared time, `CauseTime.cpu_remainder`)."""
+    return CAUSE_TIME.get(code, QUOTED_STATEMENTS).cpu_remainder
+
+
 def _same_work(minor: Explained, lead: Explained) -> bool:
     """Whether the leading cause's time is mostly spent by the minor cause's statements: updaters' lock
     waits beside their own work, inserts' commit flushes beside theirs. Scans waiting on the disk beside a
@@ -208,7 +213,7 @@ def _drop_minor(
     for code, e in measured.items():
         if e.share >= levels.minor_time_share or code == lead:
             continue
-        if code == RootCauseCode.CPU_CONTENTION or not e.share or _same_work(e, top):
+        if _cpu_remainder(code) or not e.share or _same_work(e, top):
             notes.append(
                 ReviewNote(
                     code=code,
