@@ -300,7 +300,7 @@ def extract_knowledge(
     ],
 ) -> None:
     """Extract root-cause knowledge chunks from documents with the LLM brain (chapter split, summary tree, extraction)."""
-    from dbcrew.operators.diagnose.experts_index import experts_by_code
+    from dbcrew.operators.diagnose.experts import experts_by_code
     from dbcrew.operators.diagnose.extraction import extract_chunks, write_chunks
     from dbcrew.prompts import render
     from dbcrew.roles.brains import default_brain

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from dbcrew.models.report import CoverageEntry, StatementChange
-from dbcrew.operators.diagnose.experts import Facts
+from dbcrew.operators.diagnose.candidates import Facts
 from dbcrew.operators.diagnose.heavy_statements import judge_statements
 from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric, abnormal_metrics

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.artifacts import Artifact, declare
 from dbcrew.models import Finding, Role, RootCause, Severity
+from dbcrew.operators.diagnose.candidates import Candidate
 from dbcrew.operators.diagnose.cross_review import cross_review
-from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, Candidate, select_experts
+from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, TEAM, select_experts
 from dbcrew.operators.diagnose.facts import FactsRecord, gather
 from dbcrew.operators.diagnose.judgements import NOT_EXPLAINED
 from dbcrew.operators.diagnose.past import prometheus_facts, recorded_facts
@@ -187,18 +188,8 @@ def _expert_operator(expert: str, doc: str) -> None:
     )(fn)
 
 
-for _name, _doc in {
-    "cpu": "CPU expert: runnable sessions per core, host CPU busy, postgres CPU use -> cpu_contention.",
-    "memory": "Memory expert: backends' private memory, available memory, swap -> memory_pressure.",
-    "io": "I/O expert: data-file I/O waits and I/O time (pg_stat_io), iowait -> io_contention.",
-    "workload": "Workload expert: inserted/updated/deleted/fetched rows and commits per second -> workload_* causes.",
-    "query": "Query expert: generic plans of the heaviest statements -> query_correlated_subquery, query_poor_join.",
-    "locks": "Lock expert: lock waits and their blockers -> lock_contention.",
-    "index": "Index expert: selective sequential scans of the heaviest statements, write-heavy tables carrying many indexes -> index_missing, indexes_too_many.",
-    "configuration": "Configuration expert: WAL flush waits under synchronous_commit -> sync_commit_pressure.",
-    "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference; heavy statements scanning tables of more dead row versions than live ones -> dead_tuples_high.",
-}.items():
-    _expert_operator(_name, _doc)
+for _expert in TEAM:
+    _expert_operator(_expert.name, _expert.doc)
 
 
 def _severity(confidence: float) -> Severity:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.experts import experts_by_code
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.views import STATS
 from dbcrew.operators.registry import Operator, Surface, exposed, get
