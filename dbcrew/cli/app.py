@@ -46,7 +46,8 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.redact import redact
 from dbcrew.roles.report.reporter import report_path
 from dbcrew.secrets import hold_environment_secrets
-from dbcrew.settings import Ablations, debugging
+from dbcrew.settings.environment import debugging
+from dbcrew.settings.run import Ablations
 from dbcrew.store import StoreUnavailable
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario

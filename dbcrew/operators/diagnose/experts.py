@@ -3,7 +3,7 @@
 An expert is a pure function of `Facts` (window, baseline, abnormal metrics, statement plans, the
 run's thresholds), so it is testable on its own and cheap to run. Its thresholds are absolute (what
 saturation looks like on any server: sessions per core, waits per active session, rows per second;
-`dbcrew.settings.DiagnosisThresholds`); the baseline then corroborates or weakens each candidate in
+`dbcrew.settings.diagnosis.DiagnosisThresholds`); the baseline then corroborates or weakens each candidate in
 the cross review. Where the window's sessions were sampled one by one, a write workload is also a
 candidate when its statements take most of the active time and its row rate left the baseline: a
 rate threshold fits one machine and one shape (twenty clients committing a row each stay far below
@@ -29,7 +29,8 @@ from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
 from dbcrew.operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
-from dbcrew.settings import DiagnosisThresholds, Thresholds
+from dbcrew.settings.diagnosis import DiagnosisThresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
 
 
