@@ -21,10 +21,7 @@ class DiagnosisThresholds(Bounds):
     cpu_host_busy: float = Field(
         80.0, description="% of the host's CPU busy, with the sessions above (cpu_contention)"
     )
-    # Saturation without a queue: a session on every core and the host all but fully busy, the sessions
-    # on the CPU out of their baseline. Measured on 2 cores: two clients of a CPU-bound statement held
-    # 1.9 sessions on the CPU with the host 99% busy (the clients and the sampler took the rest); the
-    # healthy backgrounds of the outside suite, at any level, under 0.3 sessions.
+    # Saturation without a queue: a session on every core, the host all but fully busy (docs/diagnose.md, why these levels).
     cpu_saturated_sessions_per_core: float = Field(
         0.9,
         description="sessions on the CPU per host core that, with the host cpu_saturated_busy and the"
@@ -73,19 +70,11 @@ class DiagnosisThresholds(Bounds):
     large_statement_rows: int = Field(
         10_000, description="rows per call of one bulk statement (a large insert or fetch)"
     )
-    # A high update rate is a root cause when it is heavy for the machine serving it: rows updated per
-    # second per host core. A rate alone does not scale with the machine, and the server's CPU share (the
-    # test before) swings with who else gets the CPU: for the same healthy pgbench it read 0.39 of 2 cores
-    # on one day and 0.53-0.62 on another, and an update flood whose clients share the host got less of it
-    # the more its clients took (CI: a flood of single-row commits fell below the quarter of the cores the
-    # rule asked for). Measured on 2 cores: healthy pgbench keeping 1000 tps updates 2,900-3,100 rows/s
-    # (1,450-1,550 a core); update floods updated 20,000-55,000 rows/s (10,000-27,000 a core), single-row
-    # commits the slowest. The threshold sits near the geometric mean of 1,550 and 10,000.
+    # An update rate is a cause when it is heavy for the machine serving it: per host core (docs/diagnose.md, why these levels).
     update_rows_per_s_per_core: int = Field(
         4_000, description="rows updated per second per host core (workload_high_updates)"
     )
-    # A remote target's cores are unknown: its rate is judged against one core, and the server must be
-    # seen paying for it (update floods 0.27-0.56, healthy pgbench at 1000 tps 0.14-0.26).
+    # A remote target's cores are unknown: one core, and the server seen paying for it (docs/diagnose.md, why these levels).
     remote_update_sessions_on_cpu: float = Field(
         0.25,
         description="a remote target's updates are judged against one core"
@@ -104,9 +93,7 @@ class DiagnosisThresholds(Bounds):
         1.0,
         description="sessions waiting on locks on average, whatever the baseline (lock_contention)",
     )
-    # Two workers claiming the same few queue rows: one waited on the other's row lock 0.4 of the time
-    # (every active sample a lock wait, the holder idle in its transaction): contention a baseline
-    # without lock waits tells, under one session waiting.
+    # Contention a baseline without lock waits tells, under one session waiting (docs/diagnose.md, why these levels).
     lock_wait_sessions_beside_baseline: float = Field(
         0.25,
         description="sessions waiting on locks on average when the lock waits left the baseline"
@@ -116,28 +103,12 @@ class DiagnosisThresholds(Bounds):
         0.40,
         description="share of active-session samples waiting on WAL flushes (sync_commit_pressure)",
     )
-    # Sessions waiting on WAL flushes on average (flush rate x flush latency, by Little's law). Measured
-    # on a 2-core machine: healthy pgbench loads (40 to 1500 TPS, synchronous commit) stayed at or below
-    # 0.18 with a flush share at or below 0.28; six clients of single-row commits ranged 0.44 to 3.3 at
-    # a share of 0.71 to 0.90, the level swinging with how the clients' process got the CPU.
+    # Flush rate x flush latency, by Little's law (docs/diagnose.md, why these levels).
     flush_wait_sessions: float = Field(
         0.3, description="sessions waiting on WAL flushes on average (sync_commit_pressure)"
     )
-    # ... and the flush must hold the clients back: over the sessions that waited on a flush in the window,
-    # of their samples waiting on either side, on a flush or idle between two transactions (on the client:
-    # its think time, a rate limit, its own work), the flush waits are at least this share. A load the
-    # server keeps up with pauses between its transactions longer than its commits wait, however slow each
-    # flush is (a ratio of times, so the same on a fast or a slow disk); clients held back by the flush
-    # commit again as soon as a commit returns. Time on the CPU and inside transactions counts for neither
-    # side, and neither do sessions that never waited on a flush: a concurrent load's idle sessions (a
-    # batch job with asynchronous commits, readers) are not the committers' think time (counted over all
-    # sessions, one batch-delete client beside two committers pulled the share from 0.76 to 0.54).
-    # Measured on 2 cores at load averages 5-11 (fsyncs 0.3-1.9 ms): back-to-back committers (pgbench
-    # scripts, 2-6 clients) 0.71-0.93; pgbench keeping its rate at 40, 300 and 600 tps 0.01-0.27, at
-    # 1000 tps 0.44-0.60; OLTP mixes with think time 0.03-0.36 per flushing session (0.11-0.14 over all
-    # sessions), though 0.76-0.88 of their active samples waited on flushes. pgbench asked for 1000 tps
-    # and getting 860-930 (0.5-0.8 s latency) read 0.75-0.85: an overloaded server whose clients commit
-    # back to back is held back by its flushes.
+    # ... and the flush must hold the clients back: its waits against their idle time between
+    # transactions, a ratio of times, the same on a fast or a slow disk (docs/diagnose.md, why these levels).
     flush_commit_bound: float = Field(
         0.5,
         description="share of the flushing sessions' waits on a flush rather than idle"

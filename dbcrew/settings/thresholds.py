@@ -46,10 +46,7 @@ class Thresholds(Bounds):
     dead_tuples_ratio: float = 0.20
     stale_mod_ratio: float = 0.20
     stale_min_rows: int = 1_000
-    # Changes counted within this long after an analyze may predate it: PostgreSQL 15+ flushes a
-    # backend's table counts when it goes idle, at most once a second, else by its idle timer 10 s
-    # later (PGSTAT_IDLE_INTERVAL), so counts committed before an ANALYZE can land up to ~10 s after
-    # it. Growth past what such a late flush can count is judged at once (dbcrew/operators/checks/tables.py).
+    # Counts committed before an ANALYZE may land after it (docs/review.md, why these levels).
     stale_flush_grace_seconds: float = Field(
         15.0, ge=0, description="younger analyzes: changes since are judged only by growth"
     )

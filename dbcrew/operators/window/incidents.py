@@ -44,12 +44,8 @@ import numpy as np
 from dbcrew.operators.window.anomaly import robust_z
 from dbcrew.store.samples import Incident, IncidentSignal
 
-# Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise). CPU is the
-# server's own processes' (pg.cpu_cores, a local target's) and I/O its sessions waiting on it and its reads: the host's
-# busy and iowait shares move with whatever else the host runs (on a shared CI host, busy swung from 20 % to 96 %
-# between two quiet passes, and iowait kept an incident open after its anomaly ended). A fifth of a core: on an idle
-# server, one session kept on the CPU is 5 deviations (measured: a range join's session took 0.57-0.98 of a core
-# over 1 s passes, against 0-0.02 quiet), an autovacuum worker's half core 2.5.
+# Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise); why CPU and I/O
+# are the server's own and the floors' levels: docs/watch.md, why these levels.
 SIGNALS: dict[str, float] = {
     "act.active": 1.0,
     "act.on_cpu": 1.0,
