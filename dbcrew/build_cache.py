@@ -12,7 +12,7 @@ import pickle
 from collections.abc import Callable
 from typing import TypeVar
 
-from dbcrew.settings import cache_root
+from dbcrew.settings.paths import cache_root
 
 T = TypeVar("T")
 

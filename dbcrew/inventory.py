@@ -24,7 +24,8 @@ from dbcrew.errors import TargetError, UsageError
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import SCHEMES
 from dbcrew.vocabulary import BrainName, Scenario
@@ -132,7 +133,7 @@ class TargetEntry(_Strict):
         10.0, ge=1.0, description="seconds the review samples activity and counters"
     )
     thresholds: dict[str, float] = Field(
-        default_factory=dict, description="names of dbcrew.settings.Thresholds"
+        default_factory=dict, description="names of dbcrew.settings.thresholds.Thresholds"
     )
     alerts: list[str] = Field(
         default_factory=list,
@@ -204,7 +205,7 @@ class TargetEntry(_Strict):
         unknown = sorted(set(overrides) - set(Thresholds.model_fields))
         if unknown:
             raise ValueError(
-                f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.Thresholds"
+                f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.thresholds.Thresholds"
             )
         Thresholds(**overrides)
         return overrides

@@ -61,7 +61,7 @@ from dbcrew.roles.incident_diagnosis import DiagnosisSchedule, incident_alert_te
 from dbcrew.roles.report.alerts import AlertNotDelivered, ChannelAlert, send
 from dbcrew.roles.sharing import SessionBudget, ShareLoop, holder_name, lease_for
 from dbcrew.roles.watching import RoundReport, TargetOutcome
-from dbcrew.settings import environment
+from dbcrew.settings.environment import environment
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import PostgresTarget

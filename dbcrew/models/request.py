@@ -25,7 +25,7 @@ from pydantic import (
 from dbcrew.models.faults import FaultSpec
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 

@@ -26,7 +26,7 @@ from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.vocabulary import Category, FindingCode, Scenario
 from dbcrew.workspace import Workspace

@@ -35,7 +35,7 @@ from dbcrew.models.request import ReviewRequest
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.report.reporter import report_path
 from dbcrew.roles.spine import PlainPhases, kept_in_reports, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.store.backends import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis
 from dbcrew.store.samples import Incident, SampleStore

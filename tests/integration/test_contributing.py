@@ -142,7 +142,7 @@ def test_the_add_a_check_recipe_makes_a_check_the_health_review_plans_and_runs(t
 import dataclasses, datetime
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from dbcrew.operators.registry import REGISTRY, OperatorContext, catalogue

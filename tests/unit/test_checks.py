@@ -27,7 +27,7 @@ from dbcrew.operators.stat_views import (
     IndexStatsRow,
     TableStatsRow,
 )
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace

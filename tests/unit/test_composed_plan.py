@@ -25,7 +25,7 @@ from dbcrew.roles.crew.planner import make_plan
 from dbcrew.roles.crew.validators import validate
 from dbcrew.roles.diagnosis.review import librarians_chunks
 from dbcrew.roles.report.reporter import render_markdown, team_of
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import ProblemKind, Scenario
 from dbcrew.workspace import Workspace

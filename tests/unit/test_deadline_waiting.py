@@ -22,7 +22,7 @@ from dbcrew.operators.registry import REGISTRY, NoParams, Observation, OperatorC
 from dbcrew.roles.crew.execution import ExecutionState, FutureRunner, execute
 from dbcrew.roles.crew.faults import FaultInjector
 from dbcrew.roles.crew.worker import TaskOutcome, perform
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace

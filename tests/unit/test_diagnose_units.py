@@ -26,7 +26,7 @@ from dbcrew.operators.window.evidence import StatementDelta, TableDelta, WindowE
 from dbcrew.operators.window.readers import ActivityTally
 from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.roles.crew.validators import validate
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Scenario
 
 

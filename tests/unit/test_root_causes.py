@@ -41,7 +41,8 @@ from dbcrew.operators.window.evidence import (
     WindowEvidence,
 )
 from dbcrew.operators.window.readers import ActivityTally
-from dbcrew.settings import DiagnosisThresholds, Thresholds
+from dbcrew.settings.diagnosis import DiagnosisThresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import RootCauseCode
 
 READ: set[str] = set()  # the thresholds read since it was last cleared

@@ -20,7 +20,7 @@ from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import qualified, quote_ident
 from dbcrew.operators.stat_views import CHECKPOINTER_TABLE, DATABASE_STATS, CheckpointerRow
 from dbcrew.operators.statistics_age import cold_cache, young_shared_counters
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 XID_LIMIT = 2**31

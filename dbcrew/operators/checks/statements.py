@@ -17,7 +17,7 @@ from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.stat_views import STATEMENTS
 from dbcrew.operators.statement_kinds import StatementKind, kind_of
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 TOP = 5

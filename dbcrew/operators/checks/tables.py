@@ -11,7 +11,7 @@ from dbcrew.operators.collect.catalog import SETTINGS, XMIN_HORIZON, SettingRow
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import qualified
 from dbcrew.operators.stat_views import TABLE_STATS, TableStatsRow
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Cause
 
 

@@ -18,7 +18,7 @@ from dbcrew.operators.window.evidence import (
     WindowEvidence,
 )
 from dbcrew.operators.window.live import sample_window, sampling_coverage
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import PostgresTarget
 
 TOP_CHANGES = 5

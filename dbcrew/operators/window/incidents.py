@@ -46,12 +46,7 @@ from dbcrew.operators.window.metrics import floors
 from dbcrew.store.samples import Incident, IncidentSignal
 
 # Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise: the metric's floor
-# in metrics.py). CPU is the
-# server's own processes' (pg.cpu_cores, a local target's) and I/O its sessions waiting on it and its reads: the host's
-# busy and iowait shares move with whatever else the host runs (on a shared CI host, busy swung from 20 % to 96 %
-# between two quiet passes, and iowait kept an incident open after its anomaly ended). A fifth of a core: on an idle
-# server, one session kept on the CPU is 5 deviations (measured: a range join's session took 0.57-0.98 of a core
-# over 1 s passes, against 0-0.02 quiet), an autovacuum worker's half core 2.5.
+# in metrics.py); why CPU and I/O are the server's own and the floors' levels: docs/watch.md, why these levels.
 SIGNALS: dict[str, float] = floors()  # the catalogue's (metrics.py): name -> floor, in its unit
 Z_OPEN = 4.0
 Z_CLOSE = 2.0

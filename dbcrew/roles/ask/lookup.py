@@ -22,7 +22,7 @@ from dbcrew.models import Finding
 from dbcrew.operators import Operator, OperatorContext
 from dbcrew.operators.collect.probe import probe
 from dbcrew.redact import redact, redact_value
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
 

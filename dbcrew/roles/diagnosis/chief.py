@@ -32,7 +32,8 @@ from dbcrew.roles.diagnosis.controller import Controller, Tally
 from dbcrew.roles.diagnosis.guard import GuardedCause, check
 from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.roles.diagnosis.tools import DiagnosisTools
-from dbcrew.settings import Capability, Thresholds
+from dbcrew.settings.llm import Capability
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Cause
 

@@ -21,7 +21,7 @@ from dbcrew.operators.knowledge import knowledge_base
 from dbcrew.prompts import render
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.workspace import Workspace
 
 _CACHES: dict[

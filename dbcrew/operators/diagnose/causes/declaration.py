@@ -19,7 +19,8 @@ from typing import Final
 
 from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, CauseTime, work_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts, Proposal
-from dbcrew.settings import DiagnosisThresholds, Thresholds
+from dbcrew.settings.diagnosis import DiagnosisThresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Cause
 
 

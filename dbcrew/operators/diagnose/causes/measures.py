@@ -11,7 +11,7 @@ from dbcrew.operators.diagnose.candidates import Candidate, Facts
 from dbcrew.operators.diagnose.causes.declaration import Holds
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
 from dbcrew.operators.window.readers import EXTENSION_WAITS
-from dbcrew.settings import DiagnosisThresholds
+from dbcrew.settings.diagnosis import DiagnosisThresholds
 
 
 def rate_left_baseline(facts: Facts, metric: str) -> bool:

@@ -22,7 +22,7 @@ from dbcrew.operators.diagnose.causes.measures import (
     written_tables,
 )
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.settings import DiagnosisThresholds
+from dbcrew.settings.diagnosis import DiagnosisThresholds
 from dbcrew.vocabulary import FindingCode, RootCauseCode
 
 WORKLOAD = Expert(
