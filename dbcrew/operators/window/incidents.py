@@ -41,8 +41,9 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.operators.window.anomaly import robust_z
-from dbcrew.store.samples import Incident, IncidentSignal
+from dbcrew.store.samples import Incident
 
 # Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise). CPU is the
 # server's own processes' (pg.cpu_cores, a local target's) and I/O its sessions waiting on it and its reads: the host's
