@@ -41,9 +41,10 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.operators.window.anomaly import robust_z
 from dbcrew.operators.window.metrics import floors
-from dbcrew.store.samples import Incident, IncidentSignal
+from dbcrew.store.samples import Incident
 
 # Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise: the metric's floor
 # in metrics.py); why CPU and I/O are the server's own and the floors' levels: docs/watch.md, why these levels.

@@ -96,6 +96,7 @@ def initialize(run: RunContext) -> Initialized:
         catalogue=caps.available,
         constraints=plan_constraints(brief, run.deadline.left()),
         alert=run.settings.alert,
+        signals=run.signals,
         compose=run.settings.ablations.composition,
     )
     planned = make_plan(

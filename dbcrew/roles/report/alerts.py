@@ -8,6 +8,8 @@ none rose above the reporting confidence.
 A report without history (no previous run known) alerts on every problem. The message carries the
 target's password-free display, the run's link (the Prefect UI page when known) and the findings;
 any credentials that slipped into an error text are cut out before sending.
+The pool's own news (a gap in the watching, a watcher stopped, a late slot) is told by
+dbcrew/roles/report/operational.py, in this module's one alert type.
 """
 
 from __future__ import annotations
