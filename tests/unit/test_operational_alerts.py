@@ -96,3 +96,6 @@ def test_a_url_that_cannot_be_told_is_logged_not_raised(caplog: pytest.LogCaptur
     assert said[0] == ("WARNING", alert.title)
     assert said[1][0] == "ERROR" and "is not an Apprise URL" in said[1][1] and len(said) == 2
     assert "token-secret" not in said[1][1], "the URL's token is not logged"
+    apprise_lines = [r.getMessage() for r in caplog.records if r.name.startswith("apprise")]
+    assert any("notascheme://" in line for line in apprise_lines), "Apprise said why"
+    assert not any("token-secret" in r.getMessage() for r in caplog.records), "nor by Apprise"

@@ -14,6 +14,7 @@ dbcrew/roles/report/operational.py, in this module's one alert type.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import apprise
@@ -26,6 +27,23 @@ from dbcrew.models.report import HistoryItem
 MAX_LISTED = 20
 _CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNORECASE)
 _PASSWORD_PARAM = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+
+
+_URL_TAIL = re.compile(r"\b([a-z][a-z0-9+.-]*)://\S+", re.IGNORECASE)
+
+
+class _UrlsCut(logging.Filter):
+    """Apprise logs a URL it cannot load whole ("Unparseable URL notascheme://host/TOKEN": its masking knows only
+    the schemes it supports), and an alert URL's path carries its token: each URL in Apprise's lines keeps only its
+    scheme."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = _URL_TAIL.sub(r"\1://...", record.getMessage())
+        record.args = None
+        return True
+
+
+logging.getLogger("apprise").addFilter(_UrlsCut())
 
 
 class AlertNotDelivered(DbcrewError, RuntimeError):
