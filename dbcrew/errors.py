@@ -11,7 +11,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
 │   ├── PrometheusError dbcrew.operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
 │   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
-│   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
+│   └── InvalidEnvironment  dbcrew.settings.environment, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── BudgetSpent     dbcrew.llm.base: the run's LLM time budget is spent
