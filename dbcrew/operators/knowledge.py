@@ -91,6 +91,7 @@ def chunks() -> tuple[Chunk, ...]:
 
 
 SYMPTOMS_FILE = KNOWLEDGE_DIR / "symptoms" / "codes.yaml"
+TERMS_FILE = KNOWLEDGE_DIR / "symptoms" / "terms.yaml"
 
 
 @lru_cache(maxsize=1)
@@ -99,6 +100,19 @@ def symptoms() -> dict[str, str]:
     what the planner matches an alert against besides the operators' descriptions."""
     raw = yaml.safe_load(SYMPTOMS_FILE.read_text()) or {}
     return {_code(name).value: " ".join(str(text).split()) for name, text in raw.items()}
+
+
+@lru_cache(maxsize=1)
+def terms() -> dict[str, str]:
+    """word -> the head word it names the same thing as (dbcrew/knowledge/symptoms/terms.yaml), heads
+    included: what the planner folds an alert's and an operator's words to."""
+    raw = yaml.safe_load(TERMS_FILE.read_text()) or {}
+    folded: dict[str, str] = {}
+    for head, members in raw.items():
+        for word in [head, *members]:
+            if folded.setdefault(str(word), str(head)) != head:
+                raise ValueError(f"{TERMS_FILE}: {word!r} is under two heads")
+    return folded
 
 
 def _code(name: str) -> Cause:

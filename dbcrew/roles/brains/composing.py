@@ -8,7 +8,11 @@ operators of the team from the catalogue the target can run:
 - text: the alert is matched (faiss cosine, dbcrew/text/embedding.py: hashed n-grams, nothing
   downloaded) against each operator's document: its name, its description, the codes it emits and
   the knowledge chunks it owns (`knowledge`). The best match and those close to it join, a few at
-  most; below the floor nothing matches.
+  most; below the floor nothing matches. n-grams bridge spellings, not synonyms: both sides are
+  matched by their `words`, which keep an identifier whole (`pg_wal`, `max_connections`: one thing,
+  not the common `pg` and `max`) and add beside each word the head of its group in the glossary
+  (dbcrew/knowledge/symptoms/terms.yaml: session, login, client -> connection), so an alert and a
+  passage that name one thing in different words share a feature.
 
 The team is then closed over the picks' needs (the producer of every artifact they need, and of
 theirs), and every operator the scenario declares for each of its plans (`planned_for`: the
@@ -24,7 +28,7 @@ from functools import lru_cache
 
 from dbcrew.models import CatalogueEntry, Role
 from dbcrew.models.crew import PlanRequest
-from dbcrew.operators.knowledge import chunks, symptoms
+from dbcrew.operators.knowledge import chunks, symptoms, terms
 from dbcrew.roles.brains.playbooks import PLAYBOOKS
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.vocabulary import Category, Scenario
@@ -38,6 +42,10 @@ MATCH_SHARE = 0.6
 MAX_MATCHED = 3
 # A watcher's metric names: dotted lower-case words (host.cpu_busy, io.relation.read_time).
 METRIC = re.compile(r"\b[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+\b")
+# A setting, a view, a directory: snake_case words (max_connections, pg_stat_activity, pg_wal).
+IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+# The plain inflections a glossary member also matches (sessions, logins, grows, growing, locked).
+INFLECTIONS = ("s", "es", "ed", "d", "ing")
 
 
 def composable(scenario: Scenario) -> tuple[Category, ...]:
@@ -69,6 +77,30 @@ def signal_of(entry: CatalogueEntry, metric: str) -> str | None:
     return next((p for p in entry.signals if metric.startswith(p)), None)
 
 
+@lru_cache(maxsize=4096)
+def head_of(word: str) -> str | None:
+    """The glossary head `word` names (itself or an inflection of a member: 'logins' -> connection,
+    'deleting' -> delete, 'queries' -> query), or None."""
+    folded = terms()
+    stems = [word, *(word[: -len(end)] for end in INFLECTIONS if word.endswith(end))]
+    stems += [stem + "e" for stem in stems[1:]]  # deleting -> delete, increased -> increase
+    if word.endswith(("ies", "ied")):
+        stems.append(word[:-3] + "y")  # queries -> query
+    return next((folded[stem] for stem in stems if stem in folded), None)
+
+
+def words(text: str) -> list[str]:
+    """What a text is matched by: its tokens, each identifier it names whole, and beside each word the
+    glossary head it names, when that is another word."""
+    found = list(dict.fromkeys(IDENTIFIER.findall(text.lower())))
+    for word in tokens(text):
+        found.append(word)
+        head = head_of(word)
+        if head is not None and head != word:
+            found.append(head)
+    return found
+
+
 def passages(entry: CatalogueEntry) -> list[str]:
     """What the alert is matched against, one passage at a time: the operator's name and description,
     each knowledge chunk it owns, and each code it emits (its checks', its chunks') with how that
@@ -82,7 +114,7 @@ def passages(entry: CatalogueEntry) -> list[str]:
         *(f"{c.name}. {c.content}" for c in owned),
         *(f"{code.replace('_', ' ')}: {presents[code]}" for code in codes if code in presents),
     ]
-    return [" ".join(tokens(text)) for text in texts]
+    return [" ".join(words(text)) for text in texts]
 
 
 @lru_cache(maxsize=8)
@@ -98,7 +130,7 @@ def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
         for text in passages(entry):
             owners.append(i)
             texts.append(text)
-    scores = _index(tuple(owners), tuple(texts)).scores(" ".join(tokens(alert)))
+    scores = _index(tuple(owners), tuple(texts)).scores(" ".join(words(alert)))
     best = [0.0] * len(entries)
     for owner, score in zip(owners, scores):
         best[owner] = max(best[owner], float(score))
