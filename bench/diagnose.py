@@ -144,8 +144,9 @@ def main(argv: Sequence[str] = ()) -> None:
         "--no",
         action="append",
         default=[],
-        choices=("composition", "knowledge"),
-        help="injection suite: switch off the composed plan (the playbook runs) or the knowledge",
+        choices=("composition", "knowledge", "memory"),
+        help="injection suite: switch off the composed plan (the playbook runs), the knowledge, or the"
+        " memory (lessons and unfixed errors carried from one case to the next on the suite's one server)",
     )
     parser.add_argument(
         "--case",

@@ -3,45 +3,32 @@
 Nothing may download a model at run time, so the vectors are hashed character n-grams (within
 word boundaries) plus word unigrams: close spellings ("canceling"/"cancelled", "privilege"/
 "privileges") land near each other, which is the similarity error texts and knowledge chunks need.
-Vectors are L2-normalised, so faiss's inner product is the cosine. scikit-learn and faiss load on
-first use: they cost over a second of CPU to import, which every flow run in a process worker would
-otherwise pay whether or not it embeds anything.
+Vectors are L2-normalised, so faiss's inner product is the cosine. The hashing is plain Python
+(dbcrew/text/hashing.py: scikit-learn's HashingVectorizer, column for column, without its second of
+import); faiss loads on first use (about 0.1 s of CPU), which a flow run that embeds nothing never
+pays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
-from typing import Any
 
 import numpy as np
 
+from dbcrew.text.hashing import hashed_counts
+
 DIMENSIONS = 2**14
+WORD_WEIGHT = 2.0  # a whole word shared counts twice one of its n-grams
 
 
-@cache
-def _vectorizers() -> tuple[Any, Any]:
-    """Character n-grams within word boundaries, and word unigrams, hashed into DIMENSIONS."""
-    from sklearn.feature_extraction.text import HashingVectorizer
-
-    chars = HashingVectorizer(
-        analyzer="char_wb",
-        ngram_range=(3, 5),
-        n_features=DIMENSIONS,
-        alternate_sign=False,
-        norm=None,
-        lowercase=True,
-    )
-    words = HashingVectorizer(
-        analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True
-    )
-    return chars, words
-
-
-def _counts(texts: Sequence[str]) -> Any:
-    """The texts' hashed feature counts (sparse), unnormalised."""
-    chars, words = _vectorizers()
-    return chars.transform(texts) + 2.0 * words.transform(texts)
+def _counts(texts: Sequence[str]) -> np.ndarray:
+    """The texts' hashed feature counts, one dense float64 row per text, unnormalised."""
+    matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float64)
+    for row, text in enumerate(texts):
+        counts = hashed_counts(text, DIMENSIONS, WORD_WEIGHT)
+        if counts:
+            matrix[row, list(counts)] = list(counts.values())
+    return matrix
 
 
 def embed(texts: Sequence[str], weights: np.ndarray | None = None) -> np.ndarray:
@@ -49,18 +36,18 @@ def embed(texts: Sequence[str], weights: np.ndarray | None = None) -> np.ndarray
 
     `weights` (one per feature) scale the counts before normalising: a corpus's inverse document
     frequencies, so what every text of it shares weighs little (see VectorIndex)."""
-    from sklearn.preprocessing import normalize
-
     matrix = _counts(texts)
     if weights is not None:
-        matrix = matrix.multiply(weights.reshape(1, -1)).tocsr()
-    rows: np.ndarray = normalize(matrix, norm="l2").toarray().astype(np.float32)
+        matrix *= weights.reshape(1, -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    rows: np.ndarray = (matrix / norms).astype(np.float32)
     return rows
 
 
 def inverse_frequencies(texts: Sequence[str]) -> np.ndarray:
-    """Smoothed inverse document frequency of every feature over `texts` (sklearn's formula)."""
-    present = (_counts(texts) > 0).sum(axis=0).A1
+    """Smoothed inverse document frequency of every feature over `texts` (scikit-learn's formula)."""
+    present = (_counts(texts) > 0).sum(axis=0)
     weights: np.ndarray = (np.log((1 + len(texts)) / (1 + present)) + 1.0).astype(np.float32)
     return weights
 

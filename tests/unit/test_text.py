@@ -37,3 +37,26 @@ def test_index_ranks_the_closest_spelling_first():
     assert best == 0 and score > 0.3
     assert index.scores("privileges denied")[1] == max(index.scores("privileges denied"))
     assert VectorIndex([]).search("anything", 3) == []
+
+
+def test_the_hashing_is_scikit_learns_column_for_column():
+    """dbcrew/text/hashing.py replaces HashingVectorizer (char_wb 3-5 + 2 x words) without importing it:
+    the same counts in the same columns, so every cosine and threshold written against it holds."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    from dbcrew.operators.knowledge import load_chunks
+    from dbcrew.text.embedding import DIMENSIONS, WORD_WEIGHT, _counts
+
+    texts = [
+        "QueryCanceled: canceling the statement due to statement_timeout",
+        "",
+        "a ab abc abcd abcde",  # words shorter than, equal to and longer than the n-gram sizes
+        "Ünïcode naïve café ½ — ﬁle",
+        "  runs   of\t\tspaces\nand newlines ",
+        *(f"{c.name}. {c.content} {c.steps}" for c in load_chunks()),
+    ]
+    options = {"n_features": DIMENSIONS, "alternate_sign": False, "norm": None}
+    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), **options)
+    words = HashingVectorizer(analyzer="word", **options)
+    expected = (chars.transform(texts) + WORD_WEIGHT * words.transform(texts)).toarray()
+    assert np.array_equal(_counts(texts), expected)
