@@ -23,6 +23,7 @@ No alert, or an alert that matches nothing, is no composition: the scenario's pl
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -123,18 +124,33 @@ def _index(owners: tuple[int, ...], texts: tuple[str, ...]) -> VectorIndex:
     return VectorIndex(list(texts), weighted=True)
 
 
-def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
-    """The alert's cosine to each entry's best passage, in order."""
+def match_scores(queries: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
+    """Each document's best cosine to any query, in order: a document (an operator's passages) matches
+    as well as its best passage does to the closest query (texts already read by `words`)."""
     owners, texts = [], []
-    for i, entry in enumerate(entries):
-        for text in passages(entry):
+    for i, document in enumerate(documents):
+        for text in document:
             owners.append(i)
             texts.append(text)
-    scores = _index(tuple(owners), tuple(texts)).scores(" ".join(words(alert)))
-    best = [0.0] * len(entries)
-    for owner, score in zip(owners, scores):
-        best[owner] = max(best[owner], float(score))
+    index = _index(tuple(owners), tuple(texts))
+    best = [0.0] * len(documents)
+    for query in queries:
+        for owner, score in zip(owners, index.scores(query)):
+            best[owner] = max(best[owner], float(score))
     return best
+
+
+def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
+    """The alert's cosine to each entry's best passage, in order."""
+    return match_scores([" ".join(words(alert))], [passages(entry) for entry in entries])
+
+
+def close_to_best(scores: Sequence[float]) -> list[int]:
+    """The positions that match, best first: the best score and those within MATCH_SHARE of it, none
+    under MATCH_FLOOR, MAX_MATCHED at most."""
+    bar = max(MATCH_FLOOR, MATCH_SHARE * max(scores, default=0.0))
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+    return [i for i in ranked if scores[i] >= bar][:MAX_MATCHED]
 
 
 def shared_words(alert: str, entry: CatalogueEntry, limit: int = 4) -> list[str]:
@@ -199,12 +215,13 @@ def compose(request: PlanRequest) -> Composition | str:
                 chosen[entry.name] = f"judges {metric}, a signal the alert names ({prefix}*)"
     scores = text_scores(alert, candidates) if candidates else []
     best = max(scores, default=0.0)
-    ranked = sorted(zip(candidates, scores), key=lambda pair: -pair[1])
-    bar = max(MATCH_FLOOR, MATCH_SHARE * best)
-    for entry, score in [pair for pair in ranked if pair[1] >= bar][:MAX_MATCHED]:
+    for i in close_to_best(scores):
+        entry = candidates[i]
         if entry.name not in chosen:
-            words = ", ".join(shared_words(alert, entry)) or "its wording"
-            chosen[entry.name] = f"the alert matches its description (cosine {score:.2f}: {words})"
+            shared = ", ".join(shared_words(alert, entry)) or "its wording"
+            chosen[entry.name] = (
+                f"the alert matches its description (cosine {scores[i]:.2f}: {shared})"
+            )
     if not chosen:
         return f"the alert matched no operator (best cosine {best:.2f}, under {MATCH_FLOOR})"
     matched = len(chosen)
