@@ -53,7 +53,7 @@ from dbcrew.roles.brains.openai import OpenAIBrain, Problems, Recommendations, S
 from dbcrew.roles.crew.faults import FaultInjector
 from dbcrew.roles.crew.planner import PlanRejected
 from dbcrew.roles.crew.validators import validate
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets.postgres import first_line, parse_target
 from dbcrew.workspace import Workspace
 

@@ -25,7 +25,7 @@ from dbcrew.models import Report
 from dbcrew.operators.window.live import sample_window
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 
 SIGMA = 0.1

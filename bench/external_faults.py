@@ -32,7 +32,7 @@ from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 
 WINDOW = 3.0

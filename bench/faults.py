@@ -36,7 +36,7 @@ from dbcrew.operators.registry import REGISTRY, equivalents
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.report.deadline import RUN_DEADLINE
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import TaskStatus
 from dbcrew.workspace import Workspace

@@ -29,7 +29,7 @@ from dbcrew.models.interval import PastInterval
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.roles.watching import RoundReport, Watcher
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 

@@ -36,7 +36,8 @@ from dbcrew.roles.ask.answer import ask
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Capability, Settings
+from dbcrew.settings.llm import Capability
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 

@@ -30,7 +30,7 @@ from dbcrew.lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
 from dbcrew.models import Report
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 
 SCALE = 3

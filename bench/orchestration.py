@@ -14,7 +14,7 @@ from pathlib import Path
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.shop import DemoShop
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 
 WINDOW = 10.0

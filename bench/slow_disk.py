@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,9 +130,12 @@ class SlowDisk:
             stop.set()
             if evictor.is_alive():
                 evictor.join()
-            for _ in range(10):  # the postmaster first again, then whatever it forked meanwhile
+            # The postmaster first again, then whatever it forked meanwhile: on a saturated host a backend
+            # forked between a read of cgroup.procs and the move left the group busy after 10 rounds.
+            for _ in range(200):
                 left = [int(p) for p in (group / "cgroup.procs").read_text().split()]
                 if not left:
                     break
                 _move(sorted(left, key=lambda p: p != postmaster), origin)
+                time.sleep(0.05)
             group.rmdir()

@@ -39,7 +39,7 @@ def child(dsn: str, out: str) -> None:
     """One review in this process; prints wall time, peak RSS and coverage as JSON."""
     from dbcrew.roles.crew.context import RunContext
     from dbcrew.roles.spine import PlainPhases, review
-    from dbcrew.settings import Settings
+    from dbcrew.settings.run import Settings
     from dbcrew.targets import parse_target
 
     started = time.perf_counter()

@@ -38,12 +38,18 @@ class Deadline:
         """Whether work that can wait should stand down now: less than the reserve is left."""
         return self.left() < self.reserve_seconds
 
-    def stand_down_reason(self) -> str:
-        """The words a skipped piece of work carries: how far the deadline was, and why it matters."""
+    def until_reserve(self) -> float:
+        """Seconds work that can wait may still run before the reserve begins (0 once it has)."""
+        return max(0.0, self.left() - self.reserve_seconds)
+
+    def stand_down_reason(self, running: bool = False) -> str:
+        """The words a skipped piece of work carries: how far the deadline was, and why it matters;
+        `running` for work already started that the run stopped waiting for."""
         left = self.left()
         when = f"{left:.0f} s away" if left >= 0 else f"passed {-left:.0f} s before"
+        what = "left unfinished, not in the report" if running else "stood down"
         return (
-            f"stood down: the run's deadline was {when}"
+            f"{what}: the run's deadline was {when}"
             f" (under the {self.reserve_seconds:.0f} s kept for writing the causes found)"
         )
 

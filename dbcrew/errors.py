@@ -11,7 +11,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   ├── TargetError     dbcrew.errors: the target is unreachable, refuses us, is unsupported
 │   ├── PrometheusError dbcrew.operators.window.prometheus.api: Prometheus does not answer, refuses the query, is not Prometheus
 │   ├── OutNotWritable  dbcrew.errors: the run's folder refused a write (full, gone, read-only)
-│   └── InvalidEnvironment  dbcrew.settings, a ValueError: a DBCREW_* variable holds a bad value
+│   └── InvalidEnvironment  dbcrew.settings.environment, a ValueError: a DBCREW_* variable holds a bad value
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── BudgetSpent     dbcrew.llm.base: the run's LLM time budget is spent
@@ -19,6 +19,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 │   └── PlanRejected    dbcrew.roles.crew.planner: the plan kept problems after its reflection rounds
 ├── BudgetExhausted     dbcrew.roles.diagnosis.budget: a limit of the LLM diagnosis ran out
 ├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
+├── UnknownArtifact     dbcrew.artifacts, a ValueError: a name no module declares as a workspace artifact
 ├── OperatorMisfit      dbcrew.operators.registry: the operator cannot serve its goal on this target
 ├── Unplannable         dbcrew.operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       dbcrew.operators.hypothetical_indexes, a LookupError: no hypopg in the database

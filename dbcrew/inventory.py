@@ -21,13 +21,13 @@ from psycopg.conninfo import conninfo_to_dict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dbcrew.errors import TargetError, UsageError
-from dbcrew.models.interval import PastInterval
-from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.models.target_run import TargetRun
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import SCHEMES
-from dbcrew.vocabulary import BrainName, Scenario
+from dbcrew.vocabulary import Scenario
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
 
@@ -132,7 +132,7 @@ class TargetEntry(_Strict):
         10.0, ge=1.0, description="seconds the review samples activity and counters"
     )
     thresholds: dict[str, float] = Field(
-        default_factory=dict, description="names of dbcrew.settings.Thresholds"
+        default_factory=dict, description="names of dbcrew.settings.thresholds.Thresholds"
     )
     alerts: list[str] = Field(
         default_factory=list,
@@ -142,29 +142,25 @@ class TargetEntry(_Strict):
         None, description="sample the target between reviews and diagnose its incidents"
     )
 
-    def request(
-        self,
-        scenario: Scenario | None = None,
-        brain: BrainName = "rules",
-        window: float | None = None,
-        alert: str = "",
-        interval: PastInterval | None = None,
-        prometheus: PrometheusSource | None = None,
-    ) -> ReviewRequest:
-        """The review of this target as its entry says, with a run's overrides (an empty one keeps the entry's);
-        a past interval is diagnosed from the watcher's samples, or from `prometheus`."""
+    def request(self, run: TargetRun) -> ReviewRequest:
+        """The review `run` asks of this target, as its entry says where the run leaves an override empty; a past
+        interval is diagnosed from the watcher's samples (or from `run.prometheus`), with the signals of the
+        incident that started it."""
         settings = Settings(
-            window_seconds=window or self.window,
-            alert=alert,
+            window_seconds=run.window or self.window,
+            alert=run.alert,
             thresholds=Thresholds(**self.thresholds),
         )
         return ReviewRequest(
             target=self.url,
-            scenario=Scenario.DIAGNOSE if interval is not None else scenario or self.scenario,
-            brain=brain,
+            scenario=Scenario.DIAGNOSE
+            if run.interval is not None
+            else run.scenario or self.scenario,
+            brain=run.brain,
             settings=settings,
-            interval=interval,
-            prometheus=prometheus,
+            interval=run.interval,
+            prometheus=run.prometheus,
+            signals=run.incident.signals if run.incident is not None else [],
         )
 
     @field_validator("url")
@@ -204,7 +200,7 @@ class TargetEntry(_Strict):
         unknown = sorted(set(overrides) - set(Thresholds.model_fields))
         if unknown:
             raise ValueError(
-                f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.Thresholds"
+                f"unknown threshold {unknown[0]!r}: names are the fields of dbcrew.settings.thresholds.Thresholds"
             )
         Thresholds(**overrides)
         return overrides

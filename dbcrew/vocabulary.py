@@ -50,6 +50,7 @@ class ProblemKind(StrEnum):
     MISSING_AGENT = "missing_agent"
     WRONG_ROLE = "wrong_role"  # the operator belongs to another role than its agent's
     UNKNOWN_DEPENDENCY = "unknown_dependency"
+    UNKNOWN_ARTIFACT = "unknown_artifact"  # a task says it produces a name no operator declares
     BAD_PARAMS = "bad_params"  # parameters the operator's model rejects
     CYCLE = "cycle"
     MISSING_INPUT = "missing_input"  # an artifact the operator needs comes from no upstream task

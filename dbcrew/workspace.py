@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from dbcrew.artifacts import Artifact
 from dbcrew.errors import OutNotWritable
 from dbcrew.redact import redact, redact_value
 
@@ -178,10 +179,11 @@ class Workspace:
                 cur.execute(f'INSERT INTO "{name}" SELECT {select}', values)
         return len(rows)
 
-    def has(self, name: str) -> bool:
+    def has(self, table: Artifact) -> bool:
+        """Whether the run landed the artifact `table` (a collector that was skipped or failed did not)."""
         with self._cursor() as cur:
             found = cur.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
             ).fetchone()
         return bool(found and found[0])
 
@@ -205,6 +207,12 @@ class Workspace:
             return [model(**{name: row[i] for i, name in kept}) for row in result.fetchall()]
 
     # -- snapshot keys ------------------------------------------------------------------------
+    def observation(self, key: Artifact) -> str | None:
+        """The body stored behind the artifact `key`; None when no task of the run stored it."""
+        with self._cursor() as cur:
+            found = cur.execute("SELECT body FROM observations WHERE key = ?", [key]).fetchone()
+        return None if found is None else str(found[0])
+
     def put_observation(self, key: str, body: Any) -> str:
         text = redact(body if isinstance(body, str) else json.dumps(body, default=str))
         with self._write_lock, self._writing(), self._cursor() as cur:

@@ -4,7 +4,7 @@ A target URL's password is visible to every user in `ps` for as long as the proc
 it. The command's own modules take about a CPU-second to import, which a host kept busy by its
 database (load 10 on 2 cores) stretches past 5 s; so the title is overwritten here, with nothing
 but the redaction loaded, and the command is imported after. The run warns once its input is
-accepted (dbcrew/cli/app.py run_cli_review).
+accepted (dbcrew/cli/running.py run_cli_review).
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ from dbcrew.operators import Operator, OperatorContext, OperatorMisfit
 from dbcrew.operators.registry import Surface, exposed
 from dbcrew.redact import redact
 from dbcrew.roles.ask.lookup import Reading, look_up
-from dbcrew.settings import Settings, debugging, environment
+from dbcrew.settings.environment import debugging, environment
+from dbcrew.settings.run import Settings
 from dbcrew.store import RunStatus, StoreUnavailable, open_store
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line

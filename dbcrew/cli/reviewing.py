@@ -27,7 +27,9 @@ from dbcrew.models.interval import PastInterval, parse_moment
 from dbcrew.models.prometheus import PrometheusSource
 from dbcrew.models.request import ReviewRequest
 from dbcrew.operators.collect.probe import read_brief
-from dbcrew.settings import Ablations, Settings, Thresholds, parse_overrides
+from dbcrew.settings.overrides import parse_overrides
+from dbcrew.settings.run import Ablations, Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.store import StoreUnavailable
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.targets.postgres import first_line

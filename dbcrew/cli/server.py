@@ -270,7 +270,7 @@ def serve(
     from dbcrew.cli.server_databases import ServerDatabases
     from dbcrew.cli.server_databases import local_postgres as start_local_postgres
     from dbcrew.inventory import PasswordFromEnv, load_inventory
-    from dbcrew.settings import environment
+    from dbcrew.settings.environment import environment
 
     started = datetime.now(UTC)  # a scheduled review due before this was missed: nothing ran it
     inventory = load_inventory(inventory_path)  # a bad inventory: exit 2 before anything starts

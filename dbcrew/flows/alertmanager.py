@@ -14,15 +14,14 @@ window mostly of normal samples would hide a short anomaly from the median-based
 
 from __future__ import annotations
 
-from prefect.deployments import run_deployment
 from pydantic import BaseModel, Field
 
-from dbcrew.flows.dispatch import ran_sync
-from dbcrew.flows.targets import ON_DEMAND
+from dbcrew.flows.starting import start_run
 from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.models.alertmanager import AlertmanagerPayload, SkippedAlert, diagnoses_of
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.models.target_run import TargetRun
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 
@@ -76,22 +75,10 @@ def start_diagnoses(payload: AlertmanagerPayload, inventory: Inventory) -> Recei
             if entry.watch is None and diagnosis.prometheus
             else None
         )
-        parameters: dict[str, object] = {
-            "target": entry.name,
-            "interval": interval.model_dump(mode="json"),
-            "alert": diagnosis.alert,
-        }
-        if prometheus is not None:
-            parameters["prometheus"] = prometheus.model_dump(mode="json")
-        run = ran_sync(
-            run_deployment(
-                f"review_target/{ON_DEMAND}",
-                parameters=parameters,
-                timeout=0,
-                as_subflow=False,
-                tags=["dbcrew", "alertmanager"],
-            )
+        request = TargetRun(
+            target=entry.name, interval=interval, alert=diagnosis.alert, prometheus=prometheus
         )
+        run = start_run(request, ["dbcrew", "alertmanager"])
         started.append(
             StartedDiagnosis(
                 target=entry.name,

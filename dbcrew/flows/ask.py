@@ -19,7 +19,7 @@ from dbcrew.flows.review import health_review
 from dbcrew.models.answer import Answer
 from dbcrew.roles.ask.answer import answered_by_review, ask
 from dbcrew.roles.brains import default_brain, make_brain
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 
 

@@ -30,6 +30,7 @@ from dbcrew.flows.review import health_review
 from dbcrew.flows.targets import ON_DEMAND, publish_inventory, review_target
 from dbcrew.flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
 from dbcrew.inventory import Inventory, ScheduleGroup, TargetEntry
+from dbcrew.models.target_run import TargetRun
 
 POOL = "dbcrew"
 REVIEW_QUEUE = "reviews"
@@ -101,7 +102,8 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
     )
     deployment = ran_sync(made)
     # Prefect builds the form from the flow's signature; the names are only known now (no public setter).
-    deployment._parameter_openapi_schema.properties["target"]["enum"] = inventory.names()
+    form = deployment._parameter_openapi_schema.definitions[TargetRun.__name__]
+    form["properties"]["target"]["enum"] = inventory.names()
     return deployment
 
 

@@ -33,15 +33,15 @@ from prefect.client.schemas.filters import (
     FlowRunFilterStateType,
 )
 from prefect.client.schemas.objects import TERMINAL_STATES, FlowRun
-from prefect.deployments import run_deployment
 from prefect.utilities.urls import url_for
 from pydantic import BaseModel, Field
 
 from dbcrew.errors import UsageError
 from dbcrew.flows.artifacts import OUTCOME
-from dbcrew.flows.dispatch import ran_sync
-from dbcrew.flows.targets import ON_DEMAND, published_inventory
+from dbcrew.flows.starting import start_run
+from dbcrew.flows.targets import ON_DEMAND_DEPLOYMENT, published_inventory
 from dbcrew.inventory import TargetEntry
+from dbcrew.models.target_run import TargetRun
 
 POLL_SECONDS = 1.0
 OUTCOME_PAGE = 200  # runs whose outcomes one request reads (each run posts one outcome)
@@ -69,7 +69,7 @@ def fleet_review(
         None, ge=1, description="seconds each review samples; empty: each target's own"
     ),
     deployment: str = Field(
-        f"review_target/{ON_DEMAND}",
+        ON_DEMAND_DEPLOYMENT,
         description="the deployment each review runs as (flow/deployment)",
     ),
 ) -> list[dict[str, object]]:
@@ -77,7 +77,7 @@ def fleet_review(
     entries = published_inventory().select(tag)
     if not entries:
         raise UsageError(f"no target of the inventory carries the tag {tag!r}")
-    rows = review_each(entries, deployment, {"window": window} if window else {})
+    rows = review_each(entries, deployment, window)
     post_summary(
         rows,
         "# Fleet review" + (f" (tag {tag})" if tag else ""),
@@ -95,7 +95,7 @@ def scheduled_reviews(
     """One slot of a schedule: review each target of its group, as the published inventory holds them now (a
     target added to the group and published is reviewed at the next slot, with no new deployment)."""
     group, entries = published_inventory().on_schedule(schedule)
-    rows = review_each(entries, f"review_target/{ON_DEMAND}", {})
+    rows = review_each(entries, ON_DEMAND_DEPLOYMENT)
     post_summary(
         rows,
         f"# Scheduled {group.scenario.value} reviews (`{group.cron}` UTC)",
@@ -105,19 +105,13 @@ def scheduled_reviews(
 
 
 def review_each(
-    entries: list[TargetEntry], deployment: str, extra: dict[str, object]
+    entries: list[TargetEntry], deployment: str, window: float | None = None
 ) -> list[FleetRow]:
-    """Start one run of `deployment` per target (named by its target from the start, with its tags), wait for
-    every one, and return their summary rows; the failed ones are logged in one line."""
+    """Start one run of `deployment` per target (with its tags, `window` seconds or its own), wait for every one,
+    and return their summary rows; the failed ones are logged in one line."""
     started = {
-        entry.name: ran_sync(
-            run_deployment(
-                deployment,
-                parameters={"target": entry.name, **extra},
-                flow_run_name=entry.name,  # named by its target while it waits, not only once it runs
-                tags=entry.tags,
-                timeout=0,
-            )
+        entry.name: start_run(
+            TargetRun(target=entry.name, window=window), entry.tags, deployment, child=True
         ).id
         for entry in entries
     }

@@ -17,13 +17,14 @@ from prefect.artifacts import create_markdown_artifact
 
 from dbcrew.flows.artifacts import artifact_key
 from dbcrew.models import Report
+from dbcrew.models.incident import IncidentRef
 from dbcrew.operators.diagnose.incident_chart import CHART as INCIDENT_CHART
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.incident_diagnosis import LONG_INCIDENT
 from dbcrew.roles.report.markdown import md_cell, md_text
 from dbcrew.roles.report.reporter import inline_charts, report_path
 from dbcrew.store import StoreUnavailable
-from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef
+from dbcrew.store.incident_diagnoses import IncidentDiagnosis
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 
 

@@ -54,7 +54,7 @@ from prefect.states import Cancelled
 
 from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE, some_names
 from dbcrew.inventory import Inventory, MissedSlots, ScheduleGroup, TargetEntry
-from dbcrew.roles.report.alerts import AlertNotDelivered, ChannelAlert, send
+from dbcrew.roles.report import operational
 
 log = logging.getLogger(__name__)
 
@@ -203,22 +203,10 @@ class LateSlots:
     def _tell(
         self, run: FlowRun, group: ScheduleGroup, entries: list[TargetEntry], why: str
     ) -> str:
-        due = run.expected_start_time
-        alert = ChannelAlert(
-            title=f"dbcrew: the scheduled {group.scenario.value} reviews of {group.name}"
-            f"{f' due {due:%Y-%m-%d %H:%M UTC}' if due else ''} have not started",
-            body=f"Slot: run {run.name} of `{group.cron}` (UTC)\nWhy: {why}\n"
-            f"Targets ({len(entries)}): {some_names(entries)}",
-            failed=True,
-            findings=[],
+        alert = operational.slot_late(
+            group, run.name, run.expected_start_time, why, len(entries), some_names(entries)
         )
-        log.warning("%s", alert.title)
-        urls = sorted({url for entry in entries for url in entry.alerts})
-        if urls:
-            try:
-                send(alert, urls, f"the alert of slot {run.name}")
-            except AlertNotDelivered as exc:
-                log.error("alert not delivered: %s", exc)
+        operational.tell(alert, entries, log, f"the alert of slot {run.name}")
         return f"{alert.title} (run {run.name}): {why}"
 
 

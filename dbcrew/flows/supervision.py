@@ -41,7 +41,7 @@ from prefect.states import Cancelled, Crashed
 from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.flows.worker import worker_of
 from dbcrew.inventory import Inventory, TargetEntry
-from dbcrew.roles.report.alerts import AlertNotDelivered, ChannelAlert, send
+from dbcrew.roles.report import operational
 from dbcrew.roles.sharing import holder_name
 from dbcrew.store import StoreUnavailable, open_store
 from dbcrew.store.leases import lapsed_holders
@@ -92,16 +92,6 @@ def stop_reviews(worker_pid: int) -> list[str]:
         for run in mine:
             client.set_flow_run_state(run.id, Cancelled(message=STOPPED), force=True)
     return [run.name for run in mine]
-
-
-def tell(alert: ChannelAlert, entries: list[TargetEntry]) -> None:
-    """Deliver to each distinct set of the entries' alert URLs; a failed delivery is logged (it is not the news)."""
-    log.warning("%s", alert.title)
-    for urls in {tuple(e.alerts) for e in entries if e.alerts}:
-        try:
-            send(alert, list(urls))
-        except AlertNotDelivered as exc:
-            log.error("alert not delivered: %s", exc)
 
 
 def running_shares(client: SyncPrefectClient) -> list[FlowRun]:
@@ -212,14 +202,8 @@ class WatchSupervisor:
     def _tell(
         self, entries: list[TargetEntry], group: str, worker: str, why: str, how: str = "stopped"
     ) -> None:
-        alert = ChannelAlert(
-            title=f"dbcrew: the watching of {', '.join(e.name for e in entries)} {how} on {worker}",
-            body=f"Group: {group}\nWhy: {why}\nThe pool's other watchers take its share over once its leases"
-            " expire; the time nobody watched is a gap in each target's series.",
-            failed=True,
-            findings=[],
-        )
-        tell(alert, entries)
+        alert = operational.watching_stopped([e.name for e in entries], group, worker, why, how)
+        operational.tell(alert, entries, log)
 
     def stop(self) -> int:
         """Cancel the share runs of the workers this process started (a planned stop); how many."""

@@ -34,20 +34,18 @@ from dbcrew.inventory import (
     parse_inventory,
 )
 from dbcrew.models import Report
-from dbcrew.models.interval import PastInterval
-from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.models.target_run import TargetRun
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.report.alerts import AlertNotDelivered, notify
 from dbcrew.roles.report.recording import failed_report
 from dbcrew.secrets import secret
-from dbcrew.store.incident_diagnoses import IncidentRef
 from dbcrew.targets import PostgresTarget, parse_target
-from dbcrew.vocabulary import BrainName, Scenario
 
 INVENTORY_BLOCK = "fleet"
 ON_DEMAND = (
     "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
 )
+ON_DEMAND_DEPLOYMENT = f"review_target/{ON_DEMAND}"
 
 
 class InventoryBlock(Block):
@@ -110,47 +108,20 @@ def connect_entry(entry: TargetEntry) -> PostgresTarget:
     return parse_target(entry.url, password=resolve_password(entry))
 
 
-@flow(name="review_target", flow_run_name="{target}", validate_parameters=True)
+@flow(name="review_target", flow_run_name="{request.target}", validate_parameters=True)
 def review_target(
-    target: str = Field(description="the target's name in the inventory"),
-    scenario: Scenario | None = Field(
-        None,
-        description="health: the periodic review; diagnose: root causes of an anomaly happening now. Empty: the inventory's",
-    ),
-    brain: BrainName = Field(
-        "rules",
-        description="rules: offline and deterministic; openai: the OpenAI-compatible endpoint the worker is configured for",
-    ),
-    window: float | None = Field(
-        None, ge=1, description="seconds to sample activity and counters. Empty: the inventory's"
-    ),
-    alert: str = Field(
-        "",
-        description="diagnose: the alert text that started it, e.g. 'checkout 3x slower since 14:00'",
-    ),
-    interval: PastInterval | None = Field(
-        None,
-        description="diagnose a past interval from the watcher's samples (an incident, an alert) instead of a live window",
-    ),
-    prometheus: PrometheusSource | None = Field(
-        None,
-        description="with interval: read the interval from this Prometheus instead of the watcher's store",
-    ),
-    incident: IncidentRef | None = Field(
-        None,
-        description="with interval: the watcher's incident it diagnoses, which keeps the causes and this run's link",
+    request: TargetRun = Field(
+        description="the target, by its name in the inventory, and this run's overrides"
     ),
 ) -> Report | State[Any]:
-    """Review one database of the inventory; one review per target at a time (its global concurrency limit).
+    """Review one database of the inventory as `request` asks; one review per target at a time (its global
+    concurrency limit).
 
     Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
     tokens) about new problems, or that the run failed.
     """
-    if incident is not None and interval is None:
-        raise UsageError("an incident's diagnosis needs its interval")
-    entry = published_inventory().get(target)
-    request = entry.request(scenario, brain, window, alert, interval, prometheus)
-    run = RunContext.of(request, parse_target(entry.url), Path(), link=run_link())
+    entry = published_inventory().get(request.target)
+    run = RunContext.of(entry.request(request), parse_target(entry.url), Path(), link=run_link())
     try:
         run.target = connect_entry(
             entry
@@ -166,8 +137,8 @@ def review_target(
         raise
     if stopped := planned_stop():  # a report cut short by the stop is no news either
         return stopped
-    if incident is not None:
-        keep_with_incident(run, report, incident)
+    if request.incident is not None:
+        keep_with_incident(run, report, request.incident)
     tell(run, entry, report)
     return report
 

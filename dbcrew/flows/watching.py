@@ -44,24 +44,24 @@ from prefect import flow, get_run_logger, tags
 from prefect.artifacts import create_table_artifact
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, State
-from prefect.deployments import run_deployment
 from prefect.exceptions import PrefectException
 from prefect.states import Cancelled
 from pydantic import Field
 
 from dbcrew import stopping
 from dbcrew.errors import TargetError, UsageError
-from dbcrew.flows.dispatch import ran_sync
 from dbcrew.flows.incident_diagnosis import DiagnosisBoard
-from dbcrew.flows.targets import ON_DEMAND, connect_entry, published_inventory
+from dbcrew.flows.starting import start_run
+from dbcrew.flows.targets import connect_entry, published_inventory
 from dbcrew.flows.worker import WORKER_STOPPED, run_identifier
 from dbcrew.inventory import TargetEntry
 from dbcrew.models.interval import PastInterval
+from dbcrew.models.target_run import TargetRun
 from dbcrew.roles.incident_diagnosis import DiagnosisSchedule, incident_alert_text
-from dbcrew.roles.report.alerts import AlertNotDelivered, ChannelAlert, send
+from dbcrew.roles.report import operational
 from dbcrew.roles.sharing import SessionBudget, ShareLoop, holder_name, lease_for
 from dbcrew.roles.watching import RoundReport, TargetOutcome
-from dbcrew.settings import environment
+from dbcrew.settings.environment import environment
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import Incident, open_samples
 from dbcrew.targets import PostgresTarget
@@ -71,7 +71,6 @@ CANCEL_POLL = (
 )
 LOOK_EVERY = 30.0  # seconds between two readings of the published inventory (a target added or removed is met then)
 HEALTH_EVERY = 300.0  # seconds between two health artifacts when nothing changed
-DIAGNOSIS_DEPLOYMENT = f"review_target/{ON_DEMAND}"
 log = logging.getLogger(__name__)
 # holder -> what stops its share (set by its worker's WatchShares): an event, not a flow parameter
 _HALTS: dict[str, threading.Event] = {}
@@ -127,27 +126,13 @@ class Keeper:
         """Alert once when a target stops answering, once when it answers again; whether that changed anything."""
         if outcome.gap and entry.name not in self.gaps:
             self.gaps[entry.name] = outcome.gap
-            self._tell(
-                entry,
-                ChannelAlert(
-                    title=f"dbcrew: no samples of {entry.name} since {at:%Y-%m-%d %H:%M:%S} UTC",
-                    body=f"Target: {outcome.display}\nWhy: {outcome.gap}\nThe watcher tries again every round.",
-                    failed=True,
-                    findings=[],
-                ),
-            )
+            opened = operational.gap_opened(entry.name, outcome.display, at, outcome.gap)
+            operational.tell(opened, [entry], self.log)
             return True
         if outcome.stored and entry.name in self.gaps:
             why = self.gaps.pop(entry.name)
-            self._tell(
-                entry,
-                ChannelAlert(
-                    title=f"dbcrew: samples of {entry.name} resumed at {at:%Y-%m-%d %H:%M:%S} UTC",
-                    body=f"Target: {outcome.display}\nThe gap (stored in the series): {why}",
-                    failed=False,
-                    findings=[],
-                ),
-            )
+            closed = operational.gap_closed(entry.name, outcome.display, at, why)
+            operational.tell(closed, [entry], self.log)
             return True
         return False
 
@@ -158,15 +143,10 @@ class Keeper:
             run = self._start_diagnosis(entry, incident, interval)
         except (httpx.HTTPError, PrefectException) as exc:
             self.log.error("incident on %s: its diagnosis could not start: %s", entry.name, exc)
-            self._tell(
-                entry,
-                ChannelAlert(
-                    title=f"dbcrew: incident on {entry.name} at {interval.start:%Y-%m-%d %H:%M} UTC, not diagnosed",
-                    body=f"{incident_alert_text(incident)}\nThe diagnosis run could not start: {exc}",
-                    failed=True,
-                    findings=[],
-                ),
+            alert = operational.not_diagnosed(
+                entry.name, interval, incident_alert_text(incident), str(exc)
             )
+            operational.tell(alert, [entry], self.log)
             return
         self.log.warning(
             "incident on %s (%s): diagnosis run %s started",
@@ -178,29 +158,13 @@ class Keeper:
     def _start_diagnosis(
         self, entry: TargetEntry, incident: Incident, interval: PastInterval
     ) -> FlowRun:
-        return ran_sync(
-            run_deployment(
-                DIAGNOSIS_DEPLOYMENT,
-                parameters={
-                    "target": entry.name,
-                    "interval": interval.model_dump(mode="json"),
-                    "alert": incident_alert_text(incident),
-                    "incident": incident.ref().model_dump(mode="json"),
-                },
-                timeout=0,
-                as_subflow=False,
-                tags=["dbcrew", "incident"],
-            )
+        request = TargetRun(
+            target=entry.name,
+            interval=interval,
+            alert=incident_alert_text(incident),
+            incident=incident.for_run(),
         )
-
-    def _tell(self, entry: TargetEntry, alert: ChannelAlert) -> None:
-        self.log.warning("%s", alert.title)
-        if not entry.alerts:
-            return
-        try:
-            send(alert, entry.alerts)
-        except AlertNotDelivered as exc:
-            self.log.error("alert not delivered: %s", exc)
+        return start_run(request, ["dbcrew", "incident"])
 
     def _post_health(self, at: datetime) -> None:
         rows = []

@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from dbcrew.llm.capability import PROBE, PROBE_TOKEN
-from dbcrew.settings import Capability
+from dbcrew.settings.llm import Capability
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 import openai
 
-from dbcrew.settings import Capability
+from dbcrew.settings.llm import Capability
 
 PROBE = "dbcrew_probe"
 PROBE_TOKEN = "dbcrew-probe-7f3a"  # the json_schema probe's only valid value: never written unasked

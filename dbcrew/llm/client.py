@@ -29,7 +29,8 @@ from dbcrew.llm.fit import answer_room, approx_tokens, fit
 from dbcrew.llm.messages import template_safe
 from dbcrew.models.report import LlmUsage
 from dbcrew.secrets import secret
-from dbcrew.settings import Capability, environment
+from dbcrew.settings.environment import environment
+from dbcrew.settings.llm import Capability
 
 Model = TypeVar("Model", bound=BaseModel)
 Render = Callable[[str, dict[str, Any]], str]

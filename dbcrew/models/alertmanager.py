@@ -30,6 +30,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.request import ReviewRequest
+from dbcrew.models.target_run import TargetRun
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Scenario
 
@@ -136,14 +137,18 @@ def diagnoses_of(
             skipped.append(SkippedAlert(alert=alert.text(), reason=entry))
             continue
         interval = interval_of(alert, moment)
-        request = entry.request(scenario=Scenario.DIAGNOSE, alert=alert.text())
+        request = entry.request(
+            TargetRun(
+                target=entry.name, scenario=Scenario.DIAGNOSE, alert=alert.text(), interval=interval
+            )
+        )
         origin = urlsplit(alert.generatorURL)
         runs.append(
             AlertDiagnosis(
                 target=entry.name,
                 interval=interval,
                 alert=alert.text(),
-                request=request.model_copy(update={"interval": interval}),
+                request=request,
                 prometheus=f"{origin.scheme}://{origin.netloc}"
                 if origin.scheme in ("http", "https") and origin.netloc
                 else "",

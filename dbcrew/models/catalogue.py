@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from dbcrew.artifacts import Artifact
 from dbcrew.models.plan import Role
 from dbcrew.vocabulary import Category, Scenario
 
@@ -15,9 +16,9 @@ class CatalogueEntry(BaseModel):
     role: Role
     category: Category
     description: str
-    needs: list[str] = Field(default_factory=list)
-    produces: list[str] = Field(default_factory=list)
-    uses: list[str] = Field(default_factory=list)
+    needs: list[Artifact] = Field(default_factory=list)
+    produces: list[Artifact] = Field(default_factory=list)
+    uses: list[Artifact] = Field(default_factory=list)
     checks: list[str] = Field(default_factory=list)
     requires: list[str] = Field(
         default_factory=list, description="target capabilities it cannot run without"

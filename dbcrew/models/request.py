@@ -23,9 +23,10 @@ from pydantic import (
 )
 
 from dbcrew.models.faults import FaultSpec
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget, parse_target
 from dbcrew.vocabulary import BrainName, Scenario
 
@@ -77,6 +78,11 @@ class ReviewRequest(BaseModel):
         description="with interval only: read the past interval from this Prometheus (postgres_exporter, node_exporter)"
         " instead of the watcher's store",
     )
+    signals: list[IncidentSignal] = Field(
+        default_factory=list,
+        description="diagnose only: what the watcher's incident that started it found abnormal, strongest first"
+        " (the composed team judges them)",
+    )
     faults: list[FaultSpec] = Field(
         default_factory=list, description="lab: faults injected into operators, to test recovery"
     )
@@ -93,4 +99,6 @@ class ReviewRequest(BaseModel):
             raise ValueError("a past interval is diagnosed: it needs the diagnose scenario")
         if self.prometheus is not None and self.interval is None:
             raise ValueError("Prometheus is read for a past interval: give the interval too")
+        if self.signals and self.scenario is not Scenario.DIAGNOSE:
+            raise ValueError("an incident's signals are diagnosed: they need the diagnose scenario")
         return self

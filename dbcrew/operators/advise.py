@@ -10,13 +10,18 @@ from collections import defaultdict
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew.models import Role
-from dbcrew.operators.checks.indexes import find_duplicates
+from dbcrew.operators.checks.indexes import (
+    INDEX_ADVICE,
+    INDEX_ADVICE_UNREADABLE,
+    INDEX_HIDE_EFFECTS,
+    find_duplicates,
+)
 from dbcrew.operators.explain import not_explained
 from dbcrew.operators.hypothetical_indexes import HideEffect, advise, hide_index_effect
 from dbcrew.operators.predicates import filter_columns
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.sql import land, name_list, name_list_text, qualified, quote_ident, scalar
-from dbcrew.operators.stat_views import IndexStatsRow
+from dbcrew.operators.stat_views import INDEX_STATS, STATEMENTS, IndexStatsRow
 from dbcrew.vocabulary import Category
 
 ADVICE_COLUMNS = [
@@ -81,8 +86,8 @@ def _hide_summary(effect: HideEffect) -> str:
 @operator(
     role=Role.TASKER,
     category=Category.ADVISE,
-    needs=("statements", "index_stats"),
-    produces=("index_advice", "index_hide_effects", "index_advice_unreadable"),
+    needs=(STATEMENTS.table, INDEX_STATS.table),
+    produces=(INDEX_ADVICE, INDEX_HIDE_EFFECTS, INDEX_ADVICE_UNREADABLE),
     requires=("hypopg",),
 )
 def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
@@ -129,18 +134,18 @@ def advise_indexes(ctx: OperatorContext, params: AdviseParams) -> Observation:
         )
         for s in advice.suggestions
     ]
-    land(ctx.workspace, "index_advice", ADVICE_COLUMNS, rows)
-    land(ctx.workspace, "index_hide_effects", HIDE_COLUMNS, hides)
+    land(ctx.workspace, INDEX_ADVICE, ADVICE_COLUMNS, rows)
+    land(ctx.workspace, INDEX_HIDE_EFFECTS, HIDE_COLUMNS, hides)
     grants = {table: grant_select(table, role) for table in advice.unreadable}
     land(
         ctx.workspace,
-        "index_advice_unreadable",
+        INDEX_ADVICE_UNREADABLE,
         UNREADABLE_COLUMNS,
         [(*table, count, grants[table]) for table, count in sorted(advice.unreadable.items())],
     )
     return Observation(
         summary=f"index advice: {len(rows)} proven of {len(statements)} statements ({advice.plans} plans, {len(advice.skipped)} skipped)",
-        artifacts=["index_advice", "index_hide_effects", "index_advice_unreadable"],
+        artifacts=[INDEX_ADVICE, INDEX_HIDE_EFFECTS, INDEX_ADVICE_UNREADABLE],
         partial="; ".join(
             p
             for p in (

@@ -22,6 +22,7 @@ from pathlib import Path
 from threading import Lock
 from typing import Any
 
+from dbcrew.artifacts import Artifact
 from dbcrew.operators.registry import Observation, OperatorContext
 
 DPI = 80
@@ -138,7 +139,7 @@ def warm_up() -> None:
 
 
 def chart_observation(
-    ctx: OperatorContext, path: Path, artifact: str, summary: str, caption: str
+    ctx: OperatorContext, path: Path, artifact: Artifact, summary: str, caption: str
 ) -> Observation:
     """The observation of an operator that drew one chart: its path in the run directory, with its caption."""
     chart = str(path.relative_to(ctx.run_dir))

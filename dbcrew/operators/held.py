@@ -65,11 +65,6 @@ class Held:
         return f"left out, locked by another session: {named}"
 
 
-def held_table(table: str) -> str:
-    """The workspace table listing the relation oids `table` leaves out (one `relid` column)."""
-    return f"{table}_held"
-
-
 def held_relations(conn: psycopg.Connection[Any]) -> Held:
     """The relations of this database another session holds or awaits ACCESS EXCLUSIVE (no relation lock taken)."""
     with conn.cursor(row_factory=tuple_row) as cur:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.figures import (
     TITLE_AT,
@@ -16,17 +17,19 @@ from dbcrew.operators.figures import (
     warm_up,
 )
 from dbcrew.operators.registry import Observation, OperatorContext, operator
+from dbcrew.operators.stat_views import TABLE_STATS
 from dbcrew.store import Vitals
 from dbcrew.vocabulary import Category
 
 TOP_TABLES = 10
+CHART_TABLE_ACTIVITY = declare("chart_table_activity")  # charts/table_activity.png
 
 
 @operator(
     role=Role.PAINTER,
     category=Category.PAINT,
-    needs=("table_stats",),
-    produces=("chart_table_activity",),
+    needs=(TABLE_STATS.table,),
+    produces=(CHART_TABLE_ACTIVITY,),
     prepare=warm_up,
 )
 def paint_table_activity(ctx: OperatorContext) -> Observation:
@@ -74,7 +77,7 @@ def paint_table_activity(ctx: OperatorContext) -> Observation:
         " and dead tuples now; both axes on a symmetric log scale, so small and large tables read side by side."
     )
     return chart_observation(
-        ctx, path, "chart_table_activity", f"chart of {len(rows)} tables", caption
+        ctx, path, CHART_TABLE_ACTIVITY, f"chart of {len(rows)} tables", caption
     )
 
 

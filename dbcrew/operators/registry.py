@@ -21,11 +21,12 @@ from typing import Any, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew.artifacts import Artifact
 from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.vocabulary import Category, FindingCode, Scenario
 from dbcrew.workspace import Workspace
@@ -60,7 +61,7 @@ class Observation(BaseModel):
 
     summary: str
     findings: list[Finding] = Field(default_factory=list)
-    artifacts: list[str] = Field(default_factory=list)
+    artifacts: list[Artifact] = Field(default_factory=list)
     charts: list[str] = Field(default_factory=list)
     captions: dict[str, str] = Field(
         default_factory=dict, description="chart path -> what it shows and how to read its axes"
@@ -146,9 +147,9 @@ class Operator:
         },
     )
     surfaces: frozenset[Surface] = frozenset({Surface.PLAN})
-    needs: tuple[str, ...] = ()
-    produces: tuple[str, ...] = ()
-    uses: tuple[str, ...] = ()
+    needs: tuple[Artifact, ...] = ()
+    produces: tuple[Artifact, ...] = ()
+    uses: tuple[Artifact, ...] = ()
     requires: tuple[str, ...] = ()
     equivalent_of: str | None = None
     checks: tuple[FindingCode, ...] = field(
@@ -217,9 +218,9 @@ def operator(
     *,
     role: Role,
     category: Category,
-    needs: tuple[str, ...] = (),
-    produces: tuple[str, ...] = (),
-    uses: tuple[str, ...] = (),
+    needs: tuple[Artifact, ...] = (),
+    produces: tuple[Artifact, ...] = (),
+    uses: tuple[Artifact, ...] = (),
     requires: tuple[str, ...] = (),
     equivalent_of: str | None = None,
     checks: tuple[FindingCode, ...] = (),
@@ -231,7 +232,8 @@ def operator(
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
     """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner (or a model) reads.
 
-    `needs` are artifacts it cannot run without; `uses` are artifacts it reads when the plan has them.
+    `needs` are artifacts it cannot run without; `uses` are artifacts it reads when the plan has them;
+    all three are keys declared beside their producers (dbcrew/artifacts.py), never bare names.
     `surfaces` default to the plan, and the MCP server too for a collector that needs nothing from
     upstream (it stands alone); the type of `ctx` is the operator's `context`. `planned_for`, `signals`
     and `knowledge` are what the planner composes a team by (dbcrew/roles/brains/composing.py).
@@ -274,7 +276,7 @@ def operator(
     return register
 
 
-def _surfaces(role: Role, category: Category, needs: tuple[str, ...]) -> frozenset[Surface]:
+def _surfaces(role: Role, category: Category, needs: tuple[Artifact, ...]) -> frozenset[Surface]:
     standalone = role is Role.EXTRACTOR and category is Category.COLLECT and not needs
     return frozenset({Surface.PLAN, Surface.MCP} if standalone else {Surface.PLAN})
 

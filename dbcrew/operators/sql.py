@@ -11,6 +11,7 @@ from pglast.keywords import RESERVED_KEYWORDS, TYPE_FUNC_NAME_KEYWORDS
 from psycopg.abc import Params
 from psycopg.rows import tuple_row
 
+from dbcrew.artifacts import Artifact
 from dbcrew.workspace import PG_TYPE_TO_DUCKDB, Workspace
 
 
@@ -48,9 +49,10 @@ def _plain(value: Any) -> Any:
 
 
 def land(
-    ws: Workspace, name: str, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]
+    ws: Workspace, table: Artifact, columns: list[tuple[str, str]], rows: list[tuple[Any, ...]]
 ) -> int:
-    return ws.write_table(name, columns, rows)
+    """Land `rows` as the workspace table of the artifact `table` (replacing it); the row count."""
+    return ws.write_table(table, columns, rows)
 
 
 def name_list(landed: str | None) -> list[str]:

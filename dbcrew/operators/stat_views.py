@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from dbcrew.artifacts import Artifact, declare
 from dbcrew.targets import OWN_STATEMENT_MARKER
 
 
@@ -50,7 +51,7 @@ def reset_between(before: Mapping[str, float], after: Mapping[str, float]) -> bo
 class CounterView:
     """One statistics view: the workspace table it lands in, its identity columns and its cumulative counters."""
 
-    table: str
+    table: Artifact
     sql: str
     keys: tuple[str, ...]
     counters: tuple[str, ...]
@@ -60,7 +61,16 @@ class CounterView:
     markers: tuple[
         str, ...
     ] = ()  # values that are not counters but whose change over the window is landed (`<name>_delta`)
+    held: Artifact | None = (
+        None  # with relations: the table listing the relation oids the reading left out (one `relid` column)
+    )
     reset_by: str = "a crash restart or pg_stat_reset"  # what sets its counters back (`counted_since`), as a report says it
+
+    def __post_init__(self) -> None:
+        if bool(self.relations) != (self.held is not None):
+            raise ValueError(
+                f"view {self.table}: a view reading relations declares its held table, and only one does"
+            )
 
     @property
     def changes(self) -> tuple[str, ...]:
@@ -73,7 +83,7 @@ class CounterView:
 
 
 DATABASE_STATS = CounterView(
-    table="database_stats",
+    table=declare("database_stats"),
     sql="""
 SELECT datname::text, numbackends, xact_commit, xact_rollback, blks_read, blks_hit,
        tup_returned, tup_fetched, tup_inserted, tup_updated, tup_deleted,
@@ -173,10 +183,13 @@ CHECKPOINTER_SQL_OLD = (
 )
 
 
+CHECKPOINTER_TABLE = declare("checkpointer")
+
+
 def checkpointer(server_version_num: int) -> CounterView:
     """The checkpoint counters: pg_stat_checkpointer from PostgreSQL 17, pg_stat_bgwriter before."""
     return CounterView(
-        table="checkpointer",
+        table=CHECKPOINTER_TABLE,
         sql=CHECKPOINTER_SQL_17 if server_version_num >= 170000 else CHECKPOINTER_SQL_OLD,
         keys=("source",),
         counters=("timed", "requested", "buffers_written"),
@@ -243,7 +256,7 @@ class TableStatsRow:
 
 
 TABLE_STATS = CounterView(
-    table="table_stats",
+    table=declare("table_stats"),
     sql=TABLE_COLUMNS.format(view="pg_stat_user_tables"),
     keys=("relid",),
     counters=(
@@ -257,20 +270,22 @@ TABLE_STATS = CounterView(
         "n_tup_hot_upd",
     ),
     relations=("relid",),
+    held=declare("table_stats_held"),
 )
 # pg_stat_user_tables is a filter over pg_stat_all_tables; a managed service that hides the view
 # still answers the underlying one.
 TABLE_STATS_ALL = CounterView(
-    table="table_stats",
+    table=TABLE_STATS.table,
     sql=TABLE_COLUMNS.format(view="pg_stat_all_tables")
     + " AND s.schemaname NOT IN ('pg_catalog', 'information_schema') AND s.schemaname !~ '^pg_toast'",
     keys=TABLE_STATS.keys,
     counters=TABLE_STATS.counters,
     relations=TABLE_STATS.relations,
+    held=TABLE_STATS.held,
 )
 
 INDEX_STATS = CounterView(
-    table="index_stats",
+    table=declare("index_stats"),
     sql="""
 SELECT s.indexrelid, s.relid, s.schemaname::text, s.relname::text, s.indexrelname::text,
        s.idx_scan, s.idx_tup_read, s.idx_tup_fetch,
@@ -297,6 +312,7 @@ WHERE s.indexrelid <> ALL(%(held)s::oid[]) AND s.relid <> ALL(%(held)s::oid[])
     keys=("indexrelid",),
     counters=("idx_scan", "idx_tup_read", "idx_tup_fetch"),
     relations=("indexrelid", "relid"),
+    held=declare("index_stats_held"),
 )
 
 
@@ -335,7 +351,7 @@ class IndexStatsRow:
 # `own`: a statement a review session sent (dbcrew.targets.OWN_STATEMENT_MARKER ends its text),
 # judged on the whole text before it is cut.
 STATEMENTS = CounterView(
-    table="statements",
+    table=declare("statements"),
     sql=f"""
 SELECT s.queryid, s.userid, s.toplevel, left(s.query, 2000) AS query,
        right(s.query, {len(OWN_STATEMENT_MARKER)}) = '{OWN_STATEMENT_MARKER}' AS own, s.calls,

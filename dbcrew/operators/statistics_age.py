@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 from dbcrew.models import Brief
 from dbcrew.operators.registry import OperatorContext
-from dbcrew.operators.stat_views import DatabaseStatsRow
+from dbcrew.operators.stat_views import DATABASE_STATS, DatabaseStatsRow
 
 # The server-wide reset a start without statistics sets is stamped within moments of the start.
 DISCARD_SLACK_SECONDS = 60.0
@@ -137,7 +137,11 @@ def restart_before_window(ctx: OperatorContext) -> str | None:
     crash the counters began again from zero.
     """
     brief = ctx.brief
-    if brief is None or brief.server_started_at is None or not ctx.workspace.has("database_stats"):
+    if (
+        brief is None
+        or brief.server_started_at is None
+        or not ctx.workspace.has(DATABASE_STATS.table)
+    ):
         return None
     probed = brief.server_started_at.timestamp()
     started = max(

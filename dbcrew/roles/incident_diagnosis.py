@@ -30,12 +30,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dbcrew import stopping
+from dbcrew.models.incident import STRONGEST_SIGNALS
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.request import ReviewRequest
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.report.reporter import report_path
 from dbcrew.roles.spine import PlainPhases, kept_in_reports, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.store.backends import StoreUnavailable
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis
 from dbcrew.store.samples import Incident, SampleStore
@@ -47,14 +48,13 @@ log = logging.getLogger(__name__)
 
 LONG_INCIDENT = timedelta(minutes=10)  # an incident open this long is diagnosed as it stands
 DIAGNOSES_AT_ONCE = 1  # over all targets: a diagnosis is a crew run, CPU the sampling shares
-SIGNALS_IN_ALERT = 4
 
 
 def incident_alert_text(incident: Incident) -> str:
     """The incident as the diagnosis's alert text: its abnormal signals, their usual level and their peak (data)."""
     signals = "; ".join(
         f"{s.name} {s.baseline_median:.4g} -> {s.peak:.4g}"
-        for s in incident.signals[:SIGNALS_IN_ALERT]
+        for s in incident.signals[:STRONGEST_SIGNALS]
     )
     return f"watcher incident from {incident.started_at:%H:%M:%S} to {incident.ended_at:%H:%M:%S} UTC: {signals}"
 
@@ -76,6 +76,7 @@ def diagnose_incident(target: PostgresTarget, incident: Incident, brain: str) ->
         brain=brain,
         settings=Settings(alert=incident_alert_text(incident)),
         interval=incident_interval(incident),
+        signals=incident.signals,
     )
     run = RunContext.of(request, target, Path())
     with kept_in_reports(run):

@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, Watcher
-from dbcrew.settings import environment
+from dbcrew.settings.environment import environment
 from dbcrew.store.backends import Session, StoreUnavailable
 from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import SampleStore

@@ -34,7 +34,7 @@ from dbcrew.roles.crew.run import (
 )
 from dbcrew.roles.report.recording import failed_report, record_history
 from dbcrew.roles.report.reporter import build_report, prune_reports, write_report
-from dbcrew.settings import reports_max_bytes, reports_retention_days, reports_root
+from dbcrew.settings.paths import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.store import StoreUnavailable
 from dbcrew.workspace import discard, release
 

@@ -52,7 +52,7 @@ from dbcrew.operators.window.incidents import Detector, Minutes, Recall
 from dbcrew.operators.window.passes import PassBody, as_stored, bodies, merge
 from dbcrew.operators.window.picture import HISTORY_SPAN, normal_passes
 from dbcrew.redact import redact
-from dbcrew.settings import environment
+from dbcrew.settings.environment import environment
 from dbcrew.store.backends import Session
 from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dbcrew.settings import environment, variable
+from dbcrew.settings.environment import environment, variable
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend, StoreUnavailable
 from dbcrew.store.records import (
     Baseline,

@@ -110,16 +110,6 @@ class IncidentDiagnosis(BaseModel):
         return f"{causes}{stood}"
 
 
-class IncidentRef(BaseModel):
-    """Which incident a diagnosis is of, and whether it was still open then (a flow parameter: no secret in it)."""
-
-    target: str = Field(
-        description="the target's identity in the store (system identifier/database)"
-    )
-    started_at: datetime
-    while_open: bool = False
-
-
 def current(diagnoses: list[IncidentDiagnosis]) -> IncidentDiagnosis | None:
     """The incident's diagnosis: the one of its close when there is one (it saw the whole incident), else the latest."""
     closed = [d for d in diagnoses if not d.while_open]

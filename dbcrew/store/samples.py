@@ -19,10 +19,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from dbcrew.models.incident import IncidentRef, IncidentSignal, RunIncident
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend, Session, utc
 from dbcrew.store.incident_diagnoses import SCHEMA as DIAGNOSES_SCHEMA
-from dbcrew.store.incident_diagnoses import IncidentDiagnosis, IncidentRef, current
+from dbcrew.store.incident_diagnoses import IncidentDiagnosis, current
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS watch_passes (
@@ -65,15 +66,6 @@ class Gap(BaseModel):
     reason: str
 
 
-class IncidentSignal(BaseModel):
-    """A signal an incident found abnormal: the target's usual level, the farthest it went, how far in robust units."""
-
-    name: str
-    baseline_median: float
-    peak: float
-    z: float
-
-
 class Incident(BaseModel):
     """A stretch in which the target left its own recent behaviour (dbcrew/roles/watching.py: detected as it happens)."""
 
@@ -97,6 +89,10 @@ class Incident(BaseModel):
         return IncidentRef(
             target=self.target, started_at=self.started_at, while_open=not self.closed
         )
+
+    def for_run(self) -> RunIncident:
+        """This incident as the diagnosis run it starts names it: its reference and its signals, strongest first."""
+        return RunIncident(**self.ref().model_dump(), signals=self.signals)
 
 
 class WatchedTarget(BaseModel):

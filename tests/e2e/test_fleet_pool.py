@@ -184,7 +184,9 @@ def test_one_command_runs_prefect_and_the_store_on_a_local_postgresql(pool: Pool
         get_client(sync_client=True) as client,
     ):
         on_demand = client.read_deployment_by_name("review_target/on-demand")
-        run = client.create_flow_run_from_deployment(on_demand.id, parameters={"target": solo})
+        run = client.create_flow_run_from_deployment(
+            on_demand.id, parameters={"request": {"target": solo}}
+        )
         state = wait_for(
             lambda: (s := client.read_flow_run(run.id).state) and s.is_final() and s,
             "the on-demand review to end",

@@ -14,7 +14,7 @@ from dbcrew.lab.shop import DemoShop
 from dbcrew.models import Report
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 
 pytestmark = pytest.mark.prefect

@@ -111,9 +111,15 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
         on_demand = client.read_deployment_by_name("review_target/on-demand")
         lab = client.read_deployment_by_name("health_review/lab")
         client.read_deployment_by_name("fleet_review/fleet")
-    form = on_demand.parameter_openapi_schema["properties"]
-    assert form["target"]["enum"] == ["alpha", "beta", "gone"]
-    assert set(form) == {
+    # The on-demand form is the one target run (TargetRun): the fleet, the watcher and the receiver start the same.
+    on_demand_form = on_demand.parameter_openapi_schema
+    assert set(on_demand_form["properties"]) == {"request"}
+    assert on_demand_form["required"] == ["request"]
+    assert on_demand_form["properties"]["request"].get("description")
+    form = on_demand_form["definitions"]["TargetRun"]
+    assert form["required"] == ["target"]
+    assert form["properties"]["target"]["enum"] == ["alpha", "beta", "gone"]
+    assert set(form["properties"]) == {
         "target",
         "scenario",
         "brain",
@@ -123,7 +129,9 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
         "prometheus",
         "incident",
     }  # no fault injection, no ablations (an incident's diagnosis keeps its causes with it)
-    assert all(form[name].get("description") for name in form)
+    assert all(field.get("description") for field in form["properties"].values())
+    signals = on_demand_form["definitions"]["RunIncident"]["properties"]["signals"]
+    assert signals["items"] == {"$ref": "#/definitions/IncidentSignal"}
     # The lab form is the one review request: its options with help text, the recovery switches and faults inside.
     lab_form = lab.parameter_openapi_schema
     assert set(lab_form["properties"]) == {"request"}

@@ -61,7 +61,7 @@ def review_alpha(api: str) -> tuple[str, str]:
     with temporary_settings(updates={PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         deployment = client.read_deployment_by_name("review_target/on-demand")
         run = client.create_flow_run_from_deployment(
-            deployment.id, parameters={"target": "alpha", "window": 1}
+            deployment.id, parameters={"request": {"target": "alpha", "window": 1}}
         )
         assert finished(client, run.id).is_completed()
         artifacts = client.read_artifacts(

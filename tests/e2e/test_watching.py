@@ -183,9 +183,11 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
             flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["incident"]))
         )
         assert diagnosis.state_type is StateType.COMPLETED and diagnosis.name == "stormy"
-        assert diagnosis.parameters["interval"]["start"].startswith(
-            f"{incident.started_at:%Y-%m-%dT%H:%M:%S}"
-        )
+        asked = diagnosis.parameters["request"]
+        assert asked["interval"]["start"].startswith(f"{incident.started_at:%Y-%m-%dT%H:%M:%S}")
+        assert [s["name"] for s in asked["incident"]["signals"]] == [
+            s.name for s in incident.signals
+        ], "the incident's signals reach its diagnosis typed"
         diagnosis_link = next(
             line.removeprefix("Run: ").split(" ")[0]
             for line in body.splitlines()
@@ -443,7 +445,7 @@ def test_stopping_the_server_cancels_the_review_in_flight_without_a_failure_aler
     with client_of(server) as client:
         on_demand = client.read_deployment_by_name("review_target/on-demand")
         run = client.create_flow_run_from_deployment(
-            on_demand.id, parameters={"target": "calm", "window": 120}
+            on_demand.id, parameters={"request": {"target": "calm", "window": 120}}
         )
         wait_for(
             lambda: client.read_flow_run(run.id).state_type is StateType.RUNNING,

@@ -10,7 +10,7 @@ import pytest
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.shop import DemoShop
 from dbcrew.roles.ask.answer import ask
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.postgres import OwnSession
 from dbcrew.vocabulary import Route, Scenario

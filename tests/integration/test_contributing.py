@@ -70,6 +70,9 @@ def apply(step: Step, tree: Path) -> None:
         at = next(i for i, line in enumerate(lines) if step.where in line) + 1
         following = lines[at] if at < len(lines) else ""
         indent = following[: len(following) - len(following.lstrip())]
+    elif step.kind == "end":
+        lines += ["", ""]
+        at, indent = len(lines), ""
     elif step.kind == "row":
         heading = next(i for i, line in enumerate(lines) if line.startswith(step.where))
         first = next(i for i in range(heading, len(lines)) if lines[i].startswith("|"))
@@ -139,7 +142,7 @@ def test_the_add_a_check_recipe_makes_a_check_the_health_review_plans_and_runs(t
 import dataclasses, datetime
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from dbcrew.operators.registry import REGISTRY, OperatorContext, catalogue
@@ -197,3 +200,48 @@ with psycopg.connect({pg.dsn("postgres")!r}) as conn:
     assert "mcp" in offered
     # the embedded server's own superuser, whatever roles other tests made
     assert re.search(r"superusers: .*\bpostgres\b", summary), summary
+
+
+def test_the_add_a_root_cause_recipe_declares_a_cause_in_one_module_that_the_rules_find(tree: Path):
+    steps = recipe("Add a root cause")
+    code = re.search(r'= "(\w+)"', next(s.text for s in steps if s.kind == "member"))
+    assert code is not None
+    # One declaration in one module of the causes' families, the code's name and its docs line: no
+    # table of the diagnosis, no other module.
+    modules = {s.path for s in steps if s.path.endswith(".py")} - {"dbcrew/vocabulary.py"}
+    assert len(modules) == 1 and next(iter(modules)).startswith("dbcrew/operators/diagnose/causes/")
+    assert {s.path for s in steps if not s.path.endswith(".py")} == {"docs/finding-codes.md"}
+    assert not any(s.kind == "new" for s in steps)
+    for step in steps:
+        apply(step, tree)
+    holds_together(tree)
+    script = f"""
+import dbcrew.operators
+from dbcrew.operators.diagnose.candidates import Facts
+from dbcrew.operators.diagnose.cross_review import cross_review
+from dbcrew.operators.diagnose.experts import CAUSE_TIME, CAUSES, EXPERTS, experts_by_code
+from dbcrew.operators.registry import REGISTRY
+from dbcrew.operators.window.evidence import BlockedSession, WindowEvidence
+
+declared = next(c for c in CAUSES if c.code == "{code.group(1)}")
+expert = declared.expert.name
+assert declared.code in CAUSE_TIME and experts_by_code()[declared.code] == expert
+assert set(declared.signals) <= set(REGISTRY[f"expert_{{expert}}"].signals)
+for seconds in (120.0, 5.0):
+    window = WindowEvidence(
+        started_at=0.0, seconds=5.0, interval=0.5, series={{"act.wait_lock": [1.0] * 10}},
+        blocked=[BlockedSession(pid=2, blocker_pid=7, blocker_state="idle in transaction",
+                                blocker_xact_seconds=seconds)],
+    )
+    facts = Facts(window, None, [])
+    proposed = [c.code for c in EXPERTS[expert](facts)]
+    causes, _ = cross_review([c for judge in EXPERTS.values() for c in judge(facts)], facts)
+    print(seconds, proposed, [c.code for c in causes])
+"""
+    result = run(tree, "-c", script)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Made-up evidence: a session blocked by a transaction idle for two minutes is the new cause, one
+    # idle for five seconds (under the health check's 30 s) is not.
+    long, short = result.stdout.splitlines()
+    assert long.startswith("120.0") and long.count(code.group(1)) == 2, long
+    assert short.startswith("5.0") and code.group(1) not in short, short

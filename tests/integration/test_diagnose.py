@@ -24,7 +24,7 @@ from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.models import Report
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 
 WINDOW = 5.0

@@ -25,7 +25,7 @@ from dbcrew.operators.window.incidents import CLOSE_AFTER
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.roles.watching import RoundReport, Watcher
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import parse_target
 

@@ -20,7 +20,7 @@ from dbcrew.operators.window.live import sample_window
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.targets.resumable import resumable
 from tests.integration.test_recovery import review

@@ -31,7 +31,8 @@ from dbcrew.roles.report.comparing import TRENDS_CHART
 from dbcrew.roles.report.recording import failed_report
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.store import (
     STORE_ENV,
     RunRecord,

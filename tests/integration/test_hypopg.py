@@ -325,7 +325,7 @@ def test_a_review_on_pg15_proves_its_index_advice_and_says_why_no_hide(
 ) -> None:
     from dbcrew.roles.crew.context import RunContext
     from dbcrew.roles.spine import PlainPhases, review
-    from dbcrew.settings import Settings
+    from dbcrew.settings.run import Settings
 
     pg15.psql("CREATE DATABASE shop15;")
     pg15.psql(
@@ -364,7 +364,7 @@ def test_a_pg_monitor_review_falls_back_to_the_heuristic_and_names_the_grant(
     and the coverage carries the GRANT that lets the review prove it next time."""
     from dbcrew.roles.crew.context import RunContext
     from dbcrew.roles.spine import PlainPhases, review
-    from dbcrew.settings import Settings
+    from dbcrew.settings.run import Settings
 
     pg15.psql("CREATE DATABASE parcels;")
     pg15.psql(

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.roles.incident_diagnosis import LONG_INCIDENT, BackgroundDiagnoser, DiagnosisSchedule
 from dbcrew.store.backends import DuckDBBackend, PostgresBackend
 from dbcrew.store.incident_diagnoses import IncidentCause, IncidentDiagnosis
-from dbcrew.store.samples import SCHEMA, Incident, IncidentSignal, WatchedTarget, open_samples
+from dbcrew.store.samples import SCHEMA, Incident, WatchedTarget, open_samples
 from dbcrew.targets import PostgresTarget, parse_target
 from tests.cli_here import dbcrew_here
 

@@ -84,7 +84,9 @@ def test_only_a_slot_no_worker_could_start_is_told_once_per_slot(prefect_server:
             started = slot(on_polled, Running())
             for entry in nightly_entries:
                 client.create_flow_run(
-                    review_target, parameters={"target": entry.name}, state=Late(scheduled_time=due)
+                    review_target,
+                    parameters={"request": {"target": entry.name}},
+                    state=Late(scheduled_time=due),
                 )
             polled_by_a_worker(client, POLLED)
             supervisor = LateSlots(inventory, since=due - timedelta(hours=1))

@@ -18,7 +18,7 @@ from dbcrew.roles.crew.memory import LongTermMemory, UnfixedError
 from dbcrew.roles.crew.run import Initialized
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 

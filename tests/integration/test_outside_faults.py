@@ -24,7 +24,7 @@ from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.crew.run import Initialized
 from dbcrew.roles.report.reporter import REPORT_FILES
 from dbcrew.roles.spine import PlainPhases, recorded_and_written, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.store import RunRecord, RunStatus, Vitals, open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace, release

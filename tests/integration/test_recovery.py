@@ -10,7 +10,7 @@ from dbcrew.models.faults import FaultSpec
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 
 WINDOW = 1.0

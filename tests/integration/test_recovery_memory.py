@@ -21,7 +21,7 @@ from dbcrew.roles.crew.monitor import Monitor
 from dbcrew.roles.crew.run import ThreadRunner, with_remembered_fixes
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.store import open_store
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace

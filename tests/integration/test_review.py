@@ -15,7 +15,8 @@ from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 
 READ_ONLY_STATEMENTS = {"select", "show", "set", "begin", "commit", "rollback", "with", "explain"}

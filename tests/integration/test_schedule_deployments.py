@@ -43,7 +43,7 @@ def scheduled_deployments(client: SyncPrefectClient) -> dict[str, list[str]]:
     return {
         d.name: [getattr(s.schedule, "cron", "?") for s in d.schedules]
         for d in client.read_deployments()
-        if d.schedules and d.entrypoint and d.entrypoint.startswith("flows.")
+        if d.schedules and d.entrypoint and d.entrypoint.startswith("dbcrew.flows.")
     }
 
 
@@ -53,7 +53,7 @@ def test_sixty_targets_on_two_crons_are_two_deployments_and_old_ones_go(
     ensure_pool(POOL, max_reviews=2)
     legacy = review_target.to_deployment(
         name="legacy-target",
-        parameters={"target": "legacy-target"},
+        parameters={"request": {"target": "legacy-target"}},
         schedules=[Cron("0 3 * * *", timezone="UTC")],
         work_queue_name=REVIEW_QUEUE,
         entrypoint_type=EntrypointType.MODULE_PATH,

@@ -16,7 +16,8 @@ from dbcrew.operators.checks.statements import (
 )
 from dbcrew.operators.collect.window import WindowParams, collect_statements
 from dbcrew.operators.registry import OperatorContext
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 

@@ -12,7 +12,8 @@ from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.crew.run import Initialized, initialize
 from dbcrew.roles.report.deadline import RUN_DEADLINE
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 
 WAIT = 2.0

@@ -17,10 +17,11 @@ import psycopg
 import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.operators.window.incidents import Detector
 from dbcrew.operators.window.passes import PassBody
 from dbcrew.roles.watching import RoundReport, Watcher, apply_retention, seeded_detector
-from dbcrew.store.samples import Incident, IncidentSignal, SampleStore, StoredPass, open_samples
+from dbcrew.store.samples import Incident, SampleStore, StoredPass, open_samples
 from dbcrew.targets import parse_target
 
 EVERY = 1.0  # backends report their counters at most once a second: a shorter pass reads zero, then double

@@ -29,7 +29,7 @@ from dbcrew.roles.crew.planner import make_plan
 from dbcrew.roles.crew.run import initialize
 from dbcrew.roles.crew.validators import validate
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace

@@ -9,7 +9,7 @@ from dbcrew.lab.scripted_llm import ScriptedServer
 from dbcrew.llm.capability import known
 from dbcrew.llm.client import LlmClient
 from dbcrew.prompts import render
-from dbcrew.settings import Capability
+from dbcrew.settings.llm import Capability
 
 
 def client(server: ScriptedServer, model: str) -> LlmClient:

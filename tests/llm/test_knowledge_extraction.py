@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from dbcrew.lab.scripted_llm import Reply, ScriptedServer
-from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.experts import experts_by_code
 from dbcrew.operators.diagnose.extraction import extract_chunks, split_chapters, write_chunks
 from dbcrew.operators.knowledge import KnowledgeBase, load_chunks
 from dbcrew.prompts import render

@@ -15,7 +15,7 @@ from dbcrew.lab.scripted_llm import Reply, ScriptedServer
 from dbcrew.lab.shop import DemoShop
 from dbcrew.models.faults import FaultKind, FaultSpec
 from dbcrew.models.request import ReviewRequest
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 
 pytestmark = pytest.mark.prefect
 

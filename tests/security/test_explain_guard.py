@@ -20,7 +20,7 @@ from dbcrew.operators.explain import FOREIGN_CODE, unplannable
 from dbcrew.operators.hypothetical_indexes import PLANNABLE, generic_plan_cost
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 
 SETUP = """

@@ -11,7 +11,8 @@ import psycopg
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import own_pids, parse_target
 
 HELD_AND_WAITING = (

@@ -12,7 +12,7 @@ from dbcrew.models import TaskSpec
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.roles.crew.execution import FutureRunner
 from dbcrew.roles.crew.faults import FaultInjector
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 

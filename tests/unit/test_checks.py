@@ -10,6 +10,7 @@ from typing import get_type_hints
 import pytest
 
 import dbcrew.operators  # noqa: F401
+from dbcrew.artifacts import declare
 from dbcrew.models import Brief, Finding, Role, Severity
 from dbcrew.operators.checks.age_history import EARLIER_AGE_KEY, EarlierAge
 from dbcrew.operators.checks.base import Coverage, check
@@ -26,11 +27,13 @@ from dbcrew.operators.stat_views import (
     IndexStatsRow,
     TableStatsRow,
 )
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Category, FindingCode
 from dbcrew.workspace import Workspace
 from tests.rows import duckdb_type, land_rows
+
+TOYS = declare("toys")  # what the toy checks need (never landed: they read nothing)
 
 # An index and a table as the collectors land them; each test sets what it is about.
 INDEX = IndexStatsRow(
@@ -478,13 +481,13 @@ def test_the_check_skeleton_gathers_findings_and_reports_coverage(tmp_path):
         yield seen
 
     try:
-        declared = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,), looked_at="one toy")(
+        declared = check(needs=(TOYS,), codes=(FindingCode.INDEX_INVALID,), looked_at="one toy")(
             check_toy_declared
         )(ws_ctx)
-        returned = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_returned)(
+        returned = check(needs=(TOYS,), codes=(FindingCode.INDEX_INVALID,))(check_toy_returned)(
             ws_ctx
         )
-        silent = check(needs=("toys",), codes=(FindingCode.INDEX_INVALID,))(check_toy_silent)
+        silent = check(needs=(TOYS,), codes=(FindingCode.INDEX_INVALID,))(check_toy_silent)
         entry = REGISTRY["check_toy_declared"].entry()
         with pytest.raises(TypeError, match="check_toy_silent returned no coverage"):
             silent(ws_ctx)

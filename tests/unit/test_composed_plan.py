@@ -11,13 +11,14 @@ from pathlib import Path
 import dbcrew.operators  # noqa: F401  (registers operators)
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.crew import PlanRequest
+from dbcrew.models.incident import STRONGEST_SIGNALS, IncidentSignal
 from dbcrew.models.report import TargetInfo
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
 from dbcrew.operators.registry import OperatorContext, catalogue, get
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.roles.brains.composing import words
+from dbcrew.roles.brains.composing import signals_named, words
 from dbcrew.roles.brains.playbooks import EXPERT_PREFIX
 from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.roles.brains.team_fit import team_problems, uncovered
@@ -26,7 +27,7 @@ from dbcrew.roles.crew.planner import make_plan
 from dbcrew.roles.crew.validators import validate
 from dbcrew.roles.diagnosis.review import librarians_chunks
 from dbcrew.roles.report.reporter import render_markdown, team_of
-from dbcrew.settings import Ablations, Settings
+from dbcrew.settings.run import Ablations, Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import ProblemKind, Scenario
 from dbcrew.workspace import Workspace
@@ -110,6 +111,31 @@ def test_a_watcher_signal_calls_in_the_expert_that_judges_it():
     strategy = planned(request(alert))
     memory = strategy.task("expert_memory")
     assert "host.swap_io_mb" in memory.why
+
+
+def test_an_incidents_typed_signals_compose_the_team_when_the_text_names_none():
+    """A watcher's incident hands its signals over typed: the team is composed from them, not from the text."""
+    swap = IncidentSignal(name="host.swap_io_mb", baseline_median=0.0, peak=85.0, z=9.0)
+    for alert in ("", "checkout is slow"):
+        strategy = planned(request(alert, signals=[swap]))
+        memory = strategy.task("expert_memory")
+        assert "host.swap_io_mb, a signal the incident found abnormal" in memory.why
+        assert "not composed" not in strategy.rationale
+
+
+def test_only_the_strongest_of_an_incidents_signals_pick_the_team():
+    weak = IncidentSignal(name="act.wait_lock", baseline_median=0.0, peak=1.0, z=3.1)
+    strong = [
+        IncidentSignal(name="host.swap_io_mb", baseline_median=0.0, peak=85.0, z=20.0 - i)
+        for i in range(STRONGEST_SIGNALS)
+    ]
+    req = request("", signals=[*strong, weak])
+    assert signals_named(req) == ["host.swap_io_mb"]
+    assert signals_named(request("", signals=[weak, *strong])) == [
+        "act.wait_lock",
+        "host.swap_io_mb",
+    ]
+    assert "expert_locks" not in operators_of(planned(req))
 
 
 def test_no_alert_or_a_vague_one_runs_the_whole_playbook():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dbcrew.deadline import CpuClock, Deadline
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 
 
 def test_work_stands_down_once_less_than_the_reserve_is_left():

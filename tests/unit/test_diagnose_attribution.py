@@ -5,8 +5,9 @@ The windows are built from pg_stat_activity rows as the sampler reads them (Acti
 from __future__ import annotations
 
 from dbcrew.operators.diagnose.attribution import attribute, cause_shares
+from dbcrew.operators.diagnose.candidates import Candidate, Facts
 from dbcrew.operators.diagnose.cross_review import cross_review
-from dbcrew.operators.diagnose.experts import EXPERTS, Candidate, Facts
+from dbcrew.operators.diagnose.experts import CAUSE_TIME, EXPERTS
 from dbcrew.operators.diagnose.judgements import PlanIssue, StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
@@ -218,16 +219,16 @@ def test_cpu_spent_by_a_statement_another_cause_names_is_its_symptom() -> None:
         code="index_missing", expert="index", strength=3.0, evidence={"query": scan}
     )
     cpu = Candidate(code="cpu_contention", expert="cpu", strength=3.0)
-    shares = cause_shares([missing, cpu], window)
+    shares = cause_shares([missing, cpu], window, CAUSE_TIME)
     assert shares == {"index_missing": 0.9, "cpu_contention": 0.1}
-    assert cause_shares([cpu], window) == {"cpu_contention": 1.0}
+    assert cause_shares([cpu], window, CAUSE_TIME) == {"cpu_contention": 1.0}
 
 
 def test_a_window_without_session_samples_measures_no_share() -> None:
     window = WindowEvidence(started_at=0.0, seconds=5.0, interval=0.5)
     lock = Candidate(code="lock_contention", expert="locks", strength=2.0)
     assert attribute(window) is None
-    assert cause_shares([lock], window) == {"lock_contention": None}
+    assert cause_shares([lock], window, CAUSE_TIME) == {"lock_contention": None}
 
 
 def test_a_sampler_that_fell_behind_says_so_in_the_coverage() -> None:

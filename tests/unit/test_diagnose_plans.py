@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.diagnose.candidates import Facts
 from dbcrew.operators.diagnose.cross_review import cross_review
-from dbcrew.operators.diagnose.experts import Facts, index_expert, query_expert
+from dbcrew.operators.diagnose.experts import EXPERTS
 from dbcrew.operators.diagnose.heavy_statements import (
     Sizes,
     expected_blocks,
@@ -77,7 +78,7 @@ def test_a_forced_nested_loop_is_a_poor_join_named_with_its_statement(
     window = ran(target, JOIN, (500,), NESTED_LOOPS)
     plans = judge_statements(target, window, ROWS)
     facts = Facts(window=window, baseline=None, abnormal=[], plans=plans)
-    candidates = query_expert(facts)
+    candidates = EXPERTS["query"](facts)
     assert [c.code for c in candidates] == ["query_poor_join"]
     evidence = candidates[0].evidence
     assert evidence["queryid"] == window.statements[0].queryid
@@ -102,7 +103,7 @@ def test_the_same_join_hashed_is_no_poor_join(target: PostgresTarget) -> None:
     assert plans and plans[0].queryid == window.statements[0].queryid
     assert plans[0].issues == [] and plans[0].remarks == []
     facts = Facts(window=window, baseline=None, abnormal=[], plans=plans)
-    assert query_expert(facts) == [] and index_expert(facts) == []
+    assert EXPERTS["query"](facts) == [] and EXPERTS["index"](facts) == []
 
 
 def test_a_subquery_run_per_outer_row_is_correlated(target: PostgresTarget) -> None:
@@ -115,7 +116,7 @@ def test_a_subquery_run_per_outer_row_is_correlated(target: PostgresTarget) -> N
     assert statement_candidates(window) == [(query, 1.0)]
     plans = judge_statements(target, window, ROWS)
     facts = Facts(window=window, baseline=None, abnormal=[], plans=plans)
-    found = query_expert(facts)
+    found = EXPERTS["query"](facts)
     assert [c.code for c in found] == ["query_correlated_subquery"]
     assert found[0].evidence["query"] == query and "public.ord" in found[0].objects
 

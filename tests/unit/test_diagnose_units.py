@@ -12,18 +12,9 @@ from bench.diagnose import accuracy, main
 from bench.injections import COMBINATIONS, RECIPES
 from dbcrew.models import Brief
 from dbcrew.models.crew import PlanRequest
+from dbcrew.operators.diagnose.candidates import Candidate, Facts
 from dbcrew.operators.diagnose.cross_review import MAX_CAUSES, cross_review
-from dbcrew.operators.diagnose.experts import (
-    EXPERTS,
-    Candidate,
-    Facts,
-    configuration_expert,
-    cpu_expert,
-    index_expert,
-    locks_expert,
-    select_experts,
-    workload_expert,
-)
+from dbcrew.operators.diagnose.experts import EXPERTS, select_experts
 from dbcrew.operators.diagnose.facts import changed_statements
 from dbcrew.operators.diagnose.heavy_statements import statement_candidates
 from dbcrew.operators.diagnose.judgements import plan_issues
@@ -35,7 +26,7 @@ from dbcrew.operators.window.evidence import StatementDelta, TableDelta, WindowE
 from dbcrew.operators.window.readers import ActivityTally
 from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.roles.crew.validators import validate
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Scenario
 
 
@@ -179,28 +170,28 @@ def test_monitoring_statements_are_not_workload() -> None:
 
 def test_experts_judge_by_thresholds() -> None:
     busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
-    assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
+    assert [c.code for c in EXPERTS["cpu"](Facts(busy, None, []))] == ["cpu_contention"]
     remote = busy.model_copy(update={"cpu_count": None})
     assert (
-        cpu_expert(Facts(remote, None, [])) == []
+        EXPERTS["cpu"](Facts(remote, None, [])) == []
     )  # no host metrics for a remote target: no claim
     locked = window(
         {"act.wait_lock": [4.0] * 10},
         waits={"Lock:transactionid": 40, "CPU": 2},
         session_samples=10,
     )
-    assert [c.code for c in locks_expert(Facts(locked, None, []))] == ["lock_contention"]
+    assert [c.code for c in EXPERTS["locks"](Facts(locked, None, []))] == ["lock_contention"]
     flushing = window(
         {"act.wait_wal_flush": [5.0] * 10},
         waits={"LWLock:WALWrite": 50},
         session_samples=10,
         settings={"synchronous_commit": "on"},
     )
-    assert [c.code for c in configuration_expert(Facts(flushing, None, []))] == [
+    assert [c.code for c in EXPERTS["configuration"](Facts(flushing, None, []))] == [
         "sync_commit_pressure"
     ]
     relaxed = flushing.model_copy(update={"settings": {"synchronous_commit": "off"}})
-    assert configuration_expert(Facts(relaxed, None, [])) == []
+    assert EXPERTS["configuration"](Facts(relaxed, None, [])) == []
     # Flushes dominate but fewer sessions wait (the clients spend their time elsewhere): still the cause.
     light = window(
         {"act.wait_wal_flush": [0.45] * 10},
@@ -208,7 +199,7 @@ def test_experts_judge_by_thresholds() -> None:
         session_samples=50,
         settings={"synchronous_commit": "on"},
     )
-    assert [c.code for c in configuration_expert(Facts(light, None, []))] == [
+    assert [c.code for c in EXPERTS["configuration"](Facts(light, None, []))] == [
         "sync_commit_pressure"
     ]
     # A healthy OLTP load also flushes at every commit, but few sessions wait and flushes are not its main wait.
@@ -218,7 +209,7 @@ def test_experts_judge_by_thresholds() -> None:
         session_samples=50,
         settings={"synchronous_commit": "on"},
     )
-    assert configuration_expert(Facts(healthy, None, [])) == []
+    assert EXPERTS["configuration"](Facts(healthy, None, [])) == []
     # Measured windows: pgbench at 300 tps on a slow disk waits on flushes for most of its active time
     # but its clients idle between transactions longer; back-to-back transfers go straight on.
     paced = window(
@@ -232,7 +223,7 @@ def test_experts_judge_by_thresholds() -> None:
         flusher_idle_between=134,
         settings={"synchronous_commit": "on"},
     )
-    assert configuration_expert(Facts(paced, None, [])) == []
+    assert EXPERTS["configuration"](Facts(paced, None, [])) == []
     pressed = window(
         {
             "act.wait_wal_flush": [0.9] * 10,
@@ -245,23 +236,25 @@ def test_experts_judge_by_thresholds() -> None:
         flusher_idle_between=18,
         settings={"synchronous_commit": "on"},
     )
-    found = configuration_expert(Facts(pressed, None, []))
+    found = EXPERTS["configuration"](Facts(pressed, None, []))
     assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence[
         "flush_waiters_share_vs_idle_between"
     ] == 0.71
     small = window({"db.tup_inserted": [400_000.0] * 10, "db.xact_commit": [10_000.0] * 10})
     bulk = window({"db.tup_inserted": [200_000.0] * 10, "db.xact_commit": [10.0] * 10})
-    assert [c.code for c in workload_expert(Facts(small, None, []))] == ["workload_many_inserts"]
-    assert [c.code for c in workload_expert(Facts(bulk, None, []))] == ["workload_large_insert"]
+    assert [c.code for c in EXPERTS["workload"](Facts(small, None, []))] == [
+        "workload_many_inserts"
+    ]
+    assert [c.code for c in EXPERTS["workload"](Facts(bulk, None, []))] == ["workload_large_insert"]
 
 
 def test_the_experts_judge_by_the_runs_thresholds() -> None:
     busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
-    assert [c.code for c in cpu_expert(Facts(busy, None, []))] == ["cpu_contention"]
+    assert [c.code for c in EXPERTS["cpu"](Facts(busy, None, []))] == ["cpu_contention"]
     raised = Thresholds(
         **{"diagnosis.cpu_sessions_per_core": 4.0}
     )  # 6 runnable sessions on 2 cores are not 4 a core
-    assert cpu_expert(Facts(busy, None, [], thresholds=raised)) == []
+    assert EXPERTS["cpu"](Facts(busy, None, [], thresholds=raised)) == []
 
 
 def test_too_many_indexes_is_one_count_for_the_health_check_and_the_expert() -> None:
@@ -273,11 +266,11 @@ def test_too_many_indexes_is_one_count_for_the_health_check_and_the_expert() -> 
         )  # 10,000 writes/s
 
     assert Thresholds().indexes_too_many == 10
-    assert [c.code for c in index_expert(Facts(written(10), None, []))] == ["indexes_too_many"]
-    assert index_expert(Facts(written(9), None, [])) == []
+    assert [c.code for c in EXPERTS["index"](Facts(written(10), None, []))] == ["indexes_too_many"]
+    assert EXPERTS["index"](Facts(written(9), None, [])) == []
     assert [
         c.code
-        for c in index_expert(
+        for c in EXPERTS["index"](
             Facts(written(9), None, [], thresholds=Thresholds(indexes_too_many=9))
         )
     ] == ["indexes_too_many"]
@@ -321,7 +314,7 @@ def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
         flusher_idle_between=tally.flusher_idle_between(),
         settings={"synchronous_commit": "on"},
     )
-    found = configuration_expert(Facts(pressed, None, []))
+    found = EXPERTS["configuration"](Facts(pressed, None, []))
     # Over all sessions the flush would hold 1.5 / (1.5 + 1.5) = 0.5 of them; per flushing session 6 / (6 + 2).
     assert [c.code for c in found] == ["sync_commit_pressure"] and found[0].evidence[
         "flush_waiters_share_vs_idle_between"
@@ -329,7 +322,7 @@ def test_flush_hold_is_counted_over_the_sessions_that_flush() -> None:
     paced = pressed.model_copy(
         update={"flusher_idle_between": 12}
     )  # the committers' own think time outweighs their flushes
-    assert configuration_expert(Facts(paced, None, [])) == []
+    assert EXPERTS["configuration"](Facts(paced, None, [])) == []
 
 
 def test_an_update_rate_is_a_cause_when_heavy_for_the_host_whoever_gets_its_cpu() -> None:
@@ -352,24 +345,30 @@ def test_an_update_rate_is_a_cause_when_heavy_for_the_host_whoever_gets_its_cpu(
         },
         cpu_count=2,
     )
-    assert workload_expert(Facts(pgbench, None, [])) == [], (
+    assert EXPERTS["workload"](Facts(pgbench, None, [])) == [], (
         "a healthy load's server CPU share is no update cause"
     )
-    found = workload_expert(Facts(flood, None, []))
+    found = EXPERTS["workload"](Facts(flood, None, []))
     assert [c.code for c in found] == ["workload_high_updates"] and found[0].evidence[
         "rows_updated_per_s_per_core"
     ] == 10500
     # Its clients taking most of the CPU leave the server a small share: the flood is no less heavy.
     starved = flood.model_copy(update={"series": {**flood.series, "pg.cpu_cores": [0.3] * 10}})
-    assert [c.code for c in workload_expert(Facts(starved, None, []))] == ["workload_high_updates"]
+    assert [c.code for c in EXPERTS["workload"](Facts(starved, None, []))] == [
+        "workload_high_updates"
+    ]
     # The same rate on a host with 16 cores is 1,300 rows a second a core: a rate the host handles, no cause.
-    assert workload_expert(Facts(flood.model_copy(update={"cpu_count": 16}), None, [])) == []
+    assert EXPERTS["workload"](Facts(flood.model_copy(update={"cpu_count": 16}), None, [])) == []
     # A remote target (no host metrics): judged against one core, the sessions sampled on the CPU show its cost.
     remote = flood.model_copy(update={"cpu_count": None})
-    assert [c.code for c in workload_expert(Facts(remote, None, []))] == ["workload_high_updates"]
+    assert [c.code for c in EXPERTS["workload"](Facts(remote, None, []))] == [
+        "workload_high_updates"
+    ]
     idle_remote = remote.model_copy(update={"series": {**remote.series, "act.on_cpu": [0.05] * 10}})
-    assert workload_expert(Facts(idle_remote, None, [])) == []
-    assert workload_expert(Facts(pgbench.model_copy(update={"cpu_count": None}), None, [])) == []
+    assert EXPERTS["workload"](Facts(idle_remote, None, [])) == []
+    assert (
+        EXPERTS["workload"](Facts(pgbench.model_copy(update={"cpu_count": None}), None, [])) == []
+    )
 
 
 def test_a_cte_fed_bulk_load_is_an_insert_not_a_fetch() -> None:
@@ -391,9 +390,13 @@ def test_a_cte_fed_bulk_load_is_an_insert_not_a_fetch() -> None:
     loading = window(
         {"db.tup_inserted": [80_000.0] * 10, "db.xact_commit": [1.0] * 10}, statements=[load]
     )
-    assert [c.code for c in workload_expert(Facts(loading, None, []))] == ["workload_large_insert"]
+    assert [c.code for c in EXPERTS["workload"](Facts(loading, None, []))] == [
+        "workload_large_insert"
+    ]
     fetching = window(statements=[report])
-    assert [c.code for c in workload_expert(Facts(fetching, None, []))] == ["workload_large_fetch"]
+    assert [c.code for c in EXPERTS["workload"](Facts(fetching, None, []))] == [
+        "workload_large_fetch"
+    ]
 
 
 def test_cross_review_resolves_conflicts_and_keeps_four() -> None:

@@ -15,7 +15,7 @@ from dbcrew.operators.collect.catalog import SettingRow
 from dbcrew.operators.collect.machine import MachineRow, target_is_local
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.stat_views import CheckpointerRow
-from dbcrew.settings import Machine, Settings
+from dbcrew.settings.run import Machine, Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from tests.rows import land_rows
@@ -127,7 +127,8 @@ def test_declared_machine_wins_and_loopback_targets_are_local():
 
 
 def test_threshold_overrides_are_checked_by_name_type_and_sign():
-    from dbcrew.settings import Thresholds, parse_overrides
+    from dbcrew.settings.overrides import parse_overrides
+    from dbcrew.settings.thresholds import Thresholds
 
     assert parse_overrides(["long_running_query_seconds=300", "dead_tuples_ratio=0.3"]) == {
         "long_running_query_seconds": 300.0,

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.operators.window.anomaly import robust_z
 from dbcrew.operators.window.incidents import SIGNALS, Z_OPEN
 from dbcrew.operators.window.passes import PassBody, as_stored
 from dbcrew.operators.window.picture import Band, picture_of
-from dbcrew.store.samples import Incident, IncidentSignal, StoredPass, open_samples
+from dbcrew.store.samples import Incident, StoredPass, open_samples
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
 TARGET = "7311111111111111111/shop"

@@ -88,7 +88,9 @@ def test_a_holder_that_stops_renewing_loses_its_leases_after_expiry_and_knows_it
     backend: Backend,
 ) -> None:
     a, b = book(backend, "a"), book(backend, "b")
-    assert a.claim("t1") is not None and a.valid("t1")
+    # Claimed; not also asserted valid here: with a 1 s lease, a claim that takes a second on a loaded host (the
+    # DuckDB store at load 40) is rightly past its own bound when it returns.
+    assert a.claim("t1") is not None
     taken = None
     deadline = time.monotonic() + EXPIRY_WAIT
     while taken is None and time.monotonic() < deadline:

@@ -11,7 +11,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from dbcrew.models.faults import FaultKind, FaultSpec
-from dbcrew.settings import OVERRIDABLE, Thresholds, parse_overrides
+from dbcrew.settings.overrides import OVERRIDABLE, parse_overrides
+from dbcrew.settings.thresholds import Thresholds
 
 FIELDS = OVERRIDABLE  # the flat thresholds and the nested diagnosis ones (diagnosis.NAME)
 WHOLE = sorted(n for n, f in FIELDS.items() if f.annotation is int)

@@ -129,7 +129,7 @@ def test_a_plan_starts_preparing_its_tasks_when_it_begins(
     from dbcrew.roles.crew.execution import ExecutionState, FutureRunner, execute
     from dbcrew.roles.crew.faults import FaultInjector
     from dbcrew.roles.crew.worker import TaskOutcome, perform
-    from dbcrew.settings import Settings
+    from dbcrew.settings.run import Settings
     from dbcrew.targets import parse_target
     from dbcrew.workspace import Workspace
 

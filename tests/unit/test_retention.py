@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dbcrew.roles.report.reporter import prune_reports
-from dbcrew.settings import RETENTION_ENV, reports_max_bytes, reports_retention_days
+from dbcrew.settings.paths import RETENTION_ENV, reports_max_bytes, reports_retention_days
 from dbcrew.workspace import Workspace, discard
 
 DAY = 86_400.0

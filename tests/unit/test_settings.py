@@ -12,21 +12,21 @@ from pathlib import Path
 import pytest
 
 from dbcrew.errors import UsageError
-from dbcrew.settings import (
+from dbcrew.settings.configuration_page import configuration_markdown
+from dbcrew.settings.environment import (
     Environment,
     InvalidEnvironment,
-    Settings,
-    Thresholds,
-    configuration_markdown,
     debugging,
     environment,
-    parse_overrides,
     variable,
 )
+from dbcrew.settings.overrides import parse_overrides
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("dbcrew",)
-HOME = ROOT / "dbcrew" / "settings.py"
+HOME = ROOT / "dbcrew" / "settings" / "environment.py"  # the one module that reads DBCREW_*
 VARIABLE = re.compile(r"\bDBCREW_[A-Z0-9_]*[A-Z0-9]\b")
 KEYED_READS = {"get", "pop", "setdefault", "__getitem__"}
 
@@ -156,6 +156,21 @@ def test_no_module_but_the_settings_reads_a_dbcrew_variable():
         if (lines := hand_reads(path.read_text()))
     }
     assert found == {}, f"read DBCREW_* through dbcrew.settings.environment(): {found}"
+
+
+def test_each_setting_is_imported_from_its_home_module():
+    """dbcrew/settings/ is one module per concern and its __init__ only maps them: a name imported from
+    the package itself would be a second way to the same setting."""
+    package = ast.parse((ROOT / "dbcrew" / "settings" / "__init__.py").read_text())
+    assert [type(node) for node in package.body] == [ast.Expr]  # the docstring alone
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for folder in ("dbcrew", "bench", "tests")
+        for path in (ROOT / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "dbcrew.settings"
+    ]
+    assert found == []
 
 
 def test_every_variable_the_product_names_is_owned_by_the_environment():

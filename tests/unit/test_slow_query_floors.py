@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 
 from dbcrew.operators.checks.statements import StatementTotals, workload_of
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 
 
 def totals(query: str, total_ms: float, *, own: bool = False) -> StatementTotals:

@@ -13,11 +13,11 @@ the check reads its workspace only.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel
 
+from dbcrew.artifacts import declare
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.vocabulary import Scenario
@@ -25,7 +25,7 @@ from dbcrew.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-EARLIER_AGE_KEY = "earlier_xid_age"  # the workspace observation the wraparound check reads
+EARLIER_AGE_KEY = declare("earlier_xid_age")  # the workspace observation the wraparound check reads
 
 
 class EarlierAge(BaseModel):
@@ -53,16 +53,7 @@ def stage_earlier_age(
     workspace.put_observation(EARLIER_AGE_KEY, earlier.model_dump_json())
 
 
-@dataclass(frozen=True, slots=True)
-class Staged:
-    """A row of the workspace's observations: the JSON body kept under a key."""
-
-    body: str
-
-
 def earlier_age(ctx: OperatorContext) -> EarlierAge | None:
     """What `stage_earlier_age` staged for this run, or None."""
-    rows = ctx.workspace.rows(
-        Staged, "SELECT body FROM observations WHERE key = ?", [EARLIER_AGE_KEY]
-    )
-    return EarlierAge.model_validate_json(rows[0].body) if rows else None
+    body = ctx.workspace.observation(EARLIER_AGE_KEY)
+    return None if body is None else EarlierAge.model_validate_json(body)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from dbcrew.artifacts import Artifact
 from dbcrew.models import Finding, Role, Severity
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.statistics_age import cold_cache, restart_before_window, young_counters
@@ -37,9 +38,9 @@ Check = Callable[[OperatorContext], Observation]
 
 def check(
     *,
-    needs: tuple[str, ...],
+    needs: tuple[Artifact, ...],
     codes: tuple[FindingCode, ...],
-    uses: tuple[str, ...] = (),
+    uses: tuple[Artifact, ...] = (),
     looked_at: str = "",
     counted: tuple[FindingCode, ...] = (),
     since_start: tuple[FindingCode, ...] = (),

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded, severity_for
-from dbcrew.operators.collect.storage import IndexWidthRow, TableWidthRow
+from dbcrew.operators.collect.storage import (
+    INDEX_WIDTHS,
+    TABLE_WIDTHS,
+    IndexWidthRow,
+    TableWidthRow,
+)
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import qualified
 from dbcrew.vocabulary import FindingCode
@@ -108,9 +113,7 @@ def _bloat_finding(
     )
 
 
-@check(
-    needs=("table_widths", "index_widths"), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT)
-)
+@check(needs=(TABLE_WIDTHS, INDEX_WIDTHS), codes=(FindingCode.TABLE_BLOAT, FindingCode.INDEX_BLOAT))
 def check_bloat(ctx: OperatorContext) -> Judgement:
     """Estimated wasted space of the largest tables and btree indexes, from pg_stats widths."""
     tables = ctx.workspace.rows(TableWidthRow, "SELECT * FROM table_widths")

@@ -22,10 +22,10 @@ from dbcrew.operators.checks.database import (
     judged_hit_ratio,
     wal_checkpoint_share,
 )
-from dbcrew.operators.collect.catalog import SettingRow
-from dbcrew.operators.collect.machine import MachineRow
+from dbcrew.operators.collect.catalog import SETTINGS, SettingRow
+from dbcrew.operators.collect.machine import MACHINE, MachineRow
 from dbcrew.operators.registry import OperatorContext
-from dbcrew.operators.stat_views import CheckpointerRow
+from dbcrew.operators.stat_views import CHECKPOINTER_TABLE, DATABASE_STATS, CheckpointerRow
 from dbcrew.operators.statistics_age import cold_cache
 from dbcrew.vocabulary import FindingCode
 
@@ -192,14 +192,14 @@ def _symptoms(ctx: OperatorContext) -> Symptoms:
     cache = temp = checkpoints = ""
     ws, t = ctx.workspace, ctx.settings.thresholds
     cold = cold_cache(ctx) or ""  # a cache still filling after a start says nothing of its size
-    if ws.has("database_stats"):
+    if ws.has(DATABASE_STATS.table):
         for row in ws.rows(CacheWindow, CACHE_SQL):
             ratio = judged_hit_ratio(row, t)
             if not cold and ratio is not None and ratio <= t.cache_hit_ratio_warning:
                 cache = f"cache hit ratio {ratio:.1%} in the window"
             if row.temp >= t.temp_spill_warning_bytes:
                 temp = f"{_human(row.temp)} of temporary files in the window"
-    if ws.has("checkpointer"):
+    if ws.has(CHECKPOINTER_TABLE):
         for checkpoint in ws.rows(CheckpointerRow, CHECKPOINT_SQL):
             if wal_checkpoint_share(checkpoint, t) is not None:
                 checkpoints = f"{checkpoint.requested} of {checkpoint.timed + checkpoint.requested} checkpoints requested"
@@ -228,8 +228,8 @@ def _finding(advice: Advice, source: str) -> Finding:
 
 
 @check(
-    needs=("settings", "machine"),
-    uses=("database_stats", "checkpointer"),
+    needs=(SETTINGS, MACHINE),
+    uses=(DATABASE_STATS.table, CHECKPOINTER_TABLE),
     codes=(FindingCode.SETTING_SUBOPTIMAL,),
 )
 def check_settings(ctx: OperatorContext) -> Judgement:

@@ -9,12 +9,18 @@ from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.age_history import earlier_age
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded, severity_for
 from dbcrew.operators.checks.horizon import held_by, horizon_holders
-from dbcrew.operators.collect.catalog import SequenceRow, WraparoundRow
+from dbcrew.operators.collect.catalog import (
+    SEQUENCES,
+    WRAPAROUND,
+    XMIN_HORIZON,
+    SequenceRow,
+    WraparoundRow,
+)
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import qualified, quote_ident
-from dbcrew.operators.stat_views import CheckpointerRow
+from dbcrew.operators.stat_views import CHECKPOINTER_TABLE, DATABASE_STATS, CheckpointerRow
 from dbcrew.operators.statistics_age import cold_cache, young_shared_counters
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 XID_LIMIT = 2**31
@@ -77,7 +83,7 @@ def wal_checkpoint_share(row: CheckpointerRow, t: Thresholds) -> float | None:
 
 
 @check(
-    needs=("database_stats",),
+    needs=(DATABASE_STATS.table,),
     codes=(FindingCode.CACHE_HIT_RATIO_LOW,),
     looked_at="pg_stat_database deltas",
     since_start=(FindingCode.CACHE_HIT_RATIO_LOW,),
@@ -111,7 +117,7 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
 
 
 @check(
-    needs=("checkpointer",),
+    needs=(CHECKPOINTER_TABLE,),
     codes=(FindingCode.CHECKPOINTS_TOO_FREQUENT,),
     looked_at="checkpointer counters",
 )
@@ -157,7 +163,7 @@ def check_checkpoints(ctx: OperatorContext) -> Judgement:
 
 
 @check(
-    needs=("database_stats",),
+    needs=(DATABASE_STATS.table,),
     codes=(FindingCode.TEMP_FILES_SPILL,),
     looked_at="pg_stat_database deltas",
 )
@@ -217,8 +223,8 @@ class Horizon:
 
 
 @check(
-    needs=("wraparound",),
-    uses=("xmin_horizon",),
+    needs=(WRAPAROUND,),
+    uses=(XMIN_HORIZON,),
     codes=(FindingCode.XID_WRAPAROUND_RISK, FindingCode.MXID_WRAPAROUND_RISK),
     looked_at="datfrozenxid and relfrozenxid ages",
 )
@@ -302,7 +308,7 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
     return None
 
 
-@check(needs=("sequences",), codes=(FindingCode.SEQUENCE_EXHAUSTION,))
+@check(needs=(SEQUENCES,), codes=(FindingCode.SEQUENCE_EXHAUSTION,))
 def check_sequences(ctx: OperatorContext) -> Judgement:
     """Sequences close to the maximum of their type (last_value is null when the role cannot read it)."""
     t = ctx.settings.thresholds

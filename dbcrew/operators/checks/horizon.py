@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dbcrew.operators.checks.base import rounded
+from dbcrew.operators.collect.catalog import XMIN_HORIZON
 from dbcrew.operators.registry import OperatorContext
 
 MAX_NAMED = 5
@@ -48,7 +49,7 @@ def horizon_holders(ctx: OperatorContext, *, database: str | None, catalogs: boo
     the catalogs only (a logical slot's catalog_xmin) count for `catalogs` judgements: a database's
     frozen XID, not a user table's. Empty when the plan did not collect the horizon.
     """
-    if not ctx.workspace.has("xmin_horizon"):
+    if not ctx.workspace.has(XMIN_HORIZON):
         return []
     t = ctx.settings.thresholds
     where, args = (

@@ -7,21 +7,35 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded
-from dbcrew.operators.collect.catalog import ForeignKeyRow
-from dbcrew.operators.held import held_table
+from dbcrew.operators.collect.catalog import FOREIGN_KEYS, ForeignKeyRow
 from dbcrew.operators.predicates import filter_columns
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import name_list, qualified, quote_ident
-from dbcrew.operators.stat_views import DatabaseStatsRow, IndexStatsRow, StatementRow, TableStatsRow
+from dbcrew.operators.stat_views import (
+    DATABASE_STATS,
+    INDEX_STATS,
+    STATEMENTS,
+    TABLE_STATS,
+    DatabaseStatsRow,
+    IndexStatsRow,
+    StatementRow,
+    TableStatsRow,
+)
 from dbcrew.vocabulary import FindingCode
 
 DAY = 86_400.0
 
 
-# The tables dbcrew/operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS, UNREADABLE_COLUMNS): their models live here, beside
-# their only reader, because advise imports this module (find_duplicates).
+# The tables dbcrew/operators/advise.py lands (ADVICE_COLUMNS, HIDE_COLUMNS, UNREADABLE_COLUMNS): their keys and models live
+# here, beside their only reader, because advise imports this module (find_duplicates).
+INDEX_ADVICE = declare("index_advice")  # IndexAdviceRow
+INDEX_HIDE_EFFECTS = declare("index_hide_effects")  # HideEffectRow
+INDEX_ADVICE_UNREADABLE = declare("index_advice_unreadable")  # UnreadableTableRow
+
+
 @dataclass(frozen=True, slots=True)
 class IndexAdviceRow:
     """A row of `index_advice`: an index hypopg proved the planner would use; `columns` a JSON array."""
@@ -95,7 +109,7 @@ def _stats_age_seconds(ctx: OperatorContext) -> float:
 
 
 @check(
-    needs=("index_stats", "database_stats"),
+    needs=(INDEX_STATS.table, DATABASE_STATS.table),
     codes=(FindingCode.INDEX_UNUSED,),
     counted=(FindingCode.INDEX_UNUSED,),
 )
@@ -179,7 +193,7 @@ def find_duplicates(rows: list[IndexStatsRow]) -> list[tuple[IndexStatsRow, Inde
     return pairs
 
 
-@check(needs=("index_stats",), uses=("index_hide_effects",), codes=(FindingCode.INDEX_DUPLICATE,))
+@check(needs=(INDEX_STATS.table,), uses=(INDEX_HIDE_EFFECTS,), codes=(FindingCode.INDEX_DUPLICATE,))
 def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes equal to, or a leading prefix of, another index with the same method, opclasses and predicate.
 
@@ -188,7 +202,7 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
     """
     rows = ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid")
     effects: dict[int, HideEffectRow] = {}
-    if ctx.workspace.has("index_hide_effects"):
+    if ctx.workspace.has(INDEX_HIDE_EFFECTS):
         effects = {
             r.indexrelid: r
             for r in ctx.workspace.rows(HideEffectRow, "SELECT * FROM index_hide_effects")
@@ -216,7 +230,9 @@ def check_duplicate_indexes(ctx: OperatorContext) -> Judgement:
     return Coverage(f"{len(rows)} valid indexes")
 
 
-@check(needs=("index_stats",), codes=(FindingCode.INDEX_INVALID,), looked_at="index validity flags")
+@check(
+    needs=(INDEX_STATS.table,), codes=(FindingCode.INDEX_INVALID,), looked_at="index validity flags"
+)
 def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
     """Indexes left invalid by a failed CREATE INDEX CONCURRENTLY: they cost writes and serve no reads."""
     for row in ctx.workspace.rows(IndexStatsRow, "SELECT * FROM index_stats WHERE NOT indisvalid"):
@@ -232,7 +248,7 @@ def check_invalid_indexes(ctx: OperatorContext) -> Judgement:
     return None
 
 
-@check(needs=("foreign_keys", "index_stats"), codes=(FindingCode.FK_WITHOUT_INDEX,))
+@check(needs=(FOREIGN_KEYS, INDEX_STATS.table), codes=(FindingCode.FK_WITHOUT_INDEX,))
 def check_fk_without_index(ctx: OperatorContext) -> Judgement:
     """Foreign keys whose referencing columns are not the leading columns of any valid index."""
     leading: dict[int, list[list[str]]] = defaultdict(list)
@@ -240,12 +256,12 @@ def check_fk_without_index(ctx: OperatorContext) -> Judgement:
         IndexStatsRow, "SELECT * FROM index_stats WHERE indisvalid AND predicate = ''"
     ):
         leading[row.relid].append(_key_columns(row))
-    held = held_table("index_stats")
+    held = INDEX_STATS.held
     # A table whose indexes could not be read (held by another session's lock) is not judged.
     fks = ctx.workspace.rows(
         ForeignKeyRow,
         f"SELECT * FROM foreign_keys WHERE relid NOT IN (SELECT relid FROM {held})"
-        if ctx.workspace.has(held)
+        if held is not None and ctx.workspace.has(held)
         else "SELECT * FROM foreign_keys",
     )
     for fk in fks:
@@ -298,8 +314,8 @@ def _proven(ctx: OperatorContext) -> Generator[Finding, None, int]:
 
 
 @check(
-    needs=("table_stats", "index_stats"),
-    uses=("statements", "index_advice", "index_advice_unreadable"),
+    needs=(TABLE_STATS.table, INDEX_STATS.table),
+    uses=(STATEMENTS.table, INDEX_ADVICE, INDEX_ADVICE_UNREADABLE),
     codes=(FindingCode.INDEX_MISSING,),
     counted=(FindingCode.INDEX_MISSING,),
 )
@@ -311,7 +327,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
     hypopg ran but the role could not plan the statements of some tables (EXPLAIN needs SELECT on
     them), the heuristic judges those tables, and the check is partial: the proof is missing there.
     """
-    if not ctx.workspace.has("index_advice"):
+    if not ctx.workspace.has(INDEX_ADVICE):
         scanned = yield from _heuristic(ctx, None)
         return Coverage(
             f"{scanned} sequentially scanned large tables",
@@ -323,7 +339,7 @@ def check_missing_indexes(ctx: OperatorContext) -> Judgement:
             (r.schemaname, r.relname)
             for r in ctx.workspace.rows(UnreadableTableRow, "SELECT * FROM index_advice_unreadable")
         }
-        if ctx.workspace.has("index_advice_unreadable")
+        if ctx.workspace.has(INDEX_ADVICE_UNREADABLE)
         else set()
     )
     if not unreadable:
@@ -363,7 +379,7 @@ def _heuristic(
         ctx.workspace.rows(
             StatementRow, "SELECT * FROM statements ORDER BY total_exec_time DESC LIMIT 200"
         )
-        if ctx.workspace.has("statements")
+        if ctx.workspace.has(STATEMENTS.table)
         else []
     )
     # Each statement is parsed once, whatever the number of tables.
@@ -421,7 +437,7 @@ def _heuristic(
 
 
 @check(
-    needs=("table_stats", "index_stats"),
+    needs=(TABLE_STATS.table, INDEX_STATS.table),
     codes=(FindingCode.INDEXES_TOO_MANY,),
     counted=(FindingCode.INDEXES_TOO_MANY,),
 )

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded, severity_for
-from dbcrew.operators.collect.replication import ReplicationRow, SlotRow
+from dbcrew.operators.collect.replication import (
+    REPLICATION,
+    REPLICATION_SLOTS,
+    ReplicationRow,
+    SlotRow,
+)
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import quote_ident, quote_literal
 from dbcrew.vocabulary import FindingCode
 
 
-@check(needs=("replication",), codes=(FindingCode.REPLICATION_LAG,))
+@check(needs=(REPLICATION,), codes=(FindingCode.REPLICATION_LAG,))
 def check_replication_lag(ctx: OperatorContext) -> Judgement:
     """Standbys behind by more WAL bytes or replay seconds than the thresholds (worse of the two wins)."""
     t = ctx.settings.thresholds
@@ -46,7 +51,7 @@ def check_replication_lag(ctx: OperatorContext) -> Judgement:
     return Coverage(f"{len(rows)} replication streams")
 
 
-@check(needs=("replication_slots",), codes=(FindingCode.REPLICATION_SLOT_INACTIVE,))
+@check(needs=(REPLICATION_SLOTS,), codes=(FindingCode.REPLICATION_SLOT_INACTIVE,))
 def check_replication_slots(ctx: OperatorContext) -> Judgement:
     """Inactive replication slots: they keep WAL (and, for logical slots, the catalog xmin) forever."""
     t = ctx.settings.thresholds

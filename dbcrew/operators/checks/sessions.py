@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Judgement, check, rounded, severity_for
+from dbcrew.operators.collect.window import ACTIVITY, CONNECTIONS
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.vocabulary import FindingCode
 
@@ -63,7 +64,7 @@ def session_object(pid: int) -> str:
 
 
 @check(
-    needs=("activity",),
+    needs=(ACTIVITY,),
     codes=(
         FindingCode.IDLE_IN_TRANSACTION,
         FindingCode.LONG_RUNNING_QUERY,
@@ -135,7 +136,7 @@ def check_sessions(ctx: OperatorContext) -> Judgement:
 
 
 @check(
-    needs=("connections",),
+    needs=(CONNECTIONS,),
     codes=(FindingCode.CONNECTIONS_SATURATION,),
     looked_at="sampled connection counts",
 )

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded
 from dbcrew.operators.registry import OperatorContext
+from dbcrew.operators.stat_views import STATEMENTS
 from dbcrew.operators.statement_kinds import StatementKind, kind_of
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 TOP = 5
@@ -82,7 +83,7 @@ def is_slow(row: StatementTotals, t: Thresholds) -> bool:
     return row.mean_ms >= t.slow_query_mean_ms and row.calls >= t.slow_query_min_calls
 
 
-@check(needs=("statements",), codes=(FindingCode.SLOW_QUERY,))
+@check(needs=(STATEMENTS.table,), codes=(FindingCode.SLOW_QUERY,))
 def check_slow_queries(ctx: OperatorContext) -> Judgement:
     """Top statements of the workload by total time; a warning when their mean time passes the threshold.
 

@@ -7,16 +7,16 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded
 from dbcrew.operators.checks.horizon import held_by, horizon_holders
-from dbcrew.operators.collect.catalog import SettingRow
+from dbcrew.operators.collect.catalog import SETTINGS, XMIN_HORIZON, SettingRow
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.operators.sql import qualified
-from dbcrew.operators.stat_views import TableStatsRow
-from dbcrew.settings import Thresholds
+from dbcrew.operators.stat_views import TABLE_STATS, TableStatsRow
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import FindingCode
 
 
 @check(
-    needs=("table_stats",),
+    needs=(TABLE_STATS.table,),
     codes=(FindingCode.TABLE_WITHOUT_PRIMARY_KEY,),
     looked_at="table constraints",
 )
@@ -79,8 +79,8 @@ def _autovacuum_off(reloptions: str | None) -> bool:
 
 
 @check(
-    needs=("table_stats", "settings"),
-    uses=("xmin_horizon",),
+    needs=(TABLE_STATS.table, SETTINGS),
+    uses=(XMIN_HORIZON,),
     codes=(
         FindingCode.DEAD_TUPLES_HIGH,
         FindingCode.AUTOVACUUM_DISABLED,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.sql import fetch, land
@@ -30,13 +31,16 @@ class SettingRow:
     vartype: str
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("settings",))
+SETTINGS = declare("settings")  # pg_settings (SETTINGS_SQL)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(SETTINGS,))
 def collect_settings(ctx: OperatorContext) -> Observation:
     """Read pg_settings (values the role may not read show as hidden, and are left out)."""
     with ctx.target.session() as conn:
         columns, rows = fetch(conn, SETTINGS_SQL)
-    count = land(ctx.workspace, "settings", columns, rows)
-    return Observation(summary=f"settings: {count} rows", artifacts=["settings"])
+    count = land(ctx.workspace, SETTINGS, columns, rows)
+    return Observation(summary=f"settings: {count} rows", artifacts=[SETTINGS])
 
 
 FOREIGN_KEYS_SQL = """
@@ -208,14 +212,19 @@ class HorizonRow:
     here: bool
 
 
+FOREIGN_KEYS = declare("foreign_keys")  # FOREIGN_KEYS_SQL
+SEQUENCES = declare("sequences")  # SEQUENCES_SQL
+WRAPAROUND = declare("wraparound")  # WRAPAROUND_SQL
+XMIN_HORIZON = declare("xmin_horizon")  # XMIN_HORIZON_SQL
+
+
 @operator(
     role=Role.EXTRACTOR,
     category=Category.COLLECT,
-    produces=("foreign_keys", "sequences", "wraparound", "xmin_horizon"),
+    produces=(FOREIGN_KEYS, SEQUENCES, WRAPAROUND, XMIN_HORIZON),
 )
 def collect_schema(ctx: OperatorContext) -> Observation:
     """Read foreign keys, sequences, transaction-ID ages (database and table level) and who holds the xmin horizon."""
-    artifacts = ["foreign_keys", "sequences", "wraparound", "xmin_horizon"]
     with ctx.target.session() as conn:
         t = ctx.settings.thresholds
         floors = {
@@ -224,14 +233,14 @@ def collect_schema(ctx: OperatorContext) -> Observation:
             "near": t.freeze_max_age_near_ratio,
         }
         for table, sql, args in (
-            ("foreign_keys", FOREIGN_KEYS_SQL, None),
-            ("sequences", SEQUENCES_SQL, None),
-            ("wraparound", WRAPAROUND_SQL, floors),
-            ("xmin_horizon", XMIN_HORIZON_SQL, {"own": own_pids(conn)}),
+            (FOREIGN_KEYS, FOREIGN_KEYS_SQL, None),
+            (SEQUENCES, SEQUENCES_SQL, None),
+            (WRAPAROUND, WRAPAROUND_SQL, floors),
+            (XMIN_HORIZON, XMIN_HORIZON_SQL, {"own": own_pids(conn)}),
         ):
             columns, rows = fetch(conn, sql, args)
             land(ctx.workspace, table, columns, rows)
     return Observation(
         summary="schema: foreign keys, sequences, wraparound ages, xmin horizon holders",
-        artifacts=artifacts,
+        artifacts=[FOREIGN_KEYS, SEQUENCES, WRAPAROUND, XMIN_HORIZON],
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import psutil
 from psycopg.conninfo import conninfo_to_dict
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.sql import land
@@ -36,7 +37,10 @@ def target_is_local(dsn: str) -> bool:
     return all(h in LOCAL_HOSTS or h.startswith("/") for h in str(host).split(","))
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("machine",))
+MACHINE = declare("machine")  # the target host's memory and CPUs (MACHINE_COLUMNS)
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(MACHINE,))
 def collect_machine(ctx: OperatorContext) -> Observation:
     """Memory and CPUs of the target's machine: declared in settings, measured when the target is local, else unknown."""
     declared = ctx.settings.machine
@@ -50,5 +54,5 @@ def collect_machine(ctx: OperatorContext) -> Observation:
         )
     else:
         memory, cpus, source = None, None, "unknown"
-    land(ctx.workspace, "machine", MACHINE_COLUMNS, [(memory, cpus, source)])
-    return Observation(summary=f"machine: {source}", artifacts=["machine"])
+    land(ctx.workspace, MACHINE, MACHINE_COLUMNS, [(memory, cpus, source)])
+    return Observation(summary=f"machine: {source}", artifacts=[MACHINE])

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import kwargs_row
 
+from dbcrew.artifacts import declare
 from dbcrew.errors import TargetError
 from dbcrew.models import Brief
 from dbcrew.operators.registry import OperatorContext
@@ -79,9 +80,12 @@ def server_started_at(target: PostgresTarget) -> datetime | None:
     return started
 
 
+BRIEF_KEY = declare("brief")  # the probe's brief, kept for the report and the store
+
+
 def probe(ctx: OperatorContext) -> Brief:
     """Read the target's version, size, extensions and the review role's privileges into a brief."""
     with ctx.target.session() as conn:
         brief = read_brief(conn)
-    ctx.workspace.put_observation("brief", brief.model_dump())
+    ctx.workspace.put_observation(BRIEF_KEY, brief.model_dump())
     return brief

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.sql import fetch, land
@@ -66,9 +67,11 @@ class SlotRow:
     retained_bytes: float | None
 
 
-@operator(
-    role=Role.EXTRACTOR, category=Category.COLLECT, produces=("replication", "replication_slots")
-)
+REPLICATION = declare("replication")  # the streams to standbys
+REPLICATION_SLOTS = declare("replication_slots")
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(REPLICATION, REPLICATION_SLOTS))
 def collect_replication(ctx: OperatorContext) -> Observation:
     """Read pg_stat_replication (or the standby's own replay position) and pg_replication_slots."""
     server = ctx.server_version()
@@ -80,9 +83,9 @@ def collect_replication(ctx: OperatorContext) -> Observation:
                 inactive_seconds=INACTIVE_SECONDS if server >= 170000 else "NULL::float8"
             ),
         )
-    land(ctx.workspace, "replication", rep_cols, rep_rows)
-    land(ctx.workspace, "replication_slots", slot_cols, slot_rows)
+    land(ctx.workspace, REPLICATION, rep_cols, rep_rows)
+    land(ctx.workspace, REPLICATION_SLOTS, slot_cols, slot_rows)
     return Observation(
         summary=f"replication: {len(rep_rows)} streams, {len(slot_rows)} slots",
-        artifacts=["replication", "replication_slots"],
+        artifacts=[REPLICATION, REPLICATION_SLOTS],
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.registry import Observation, OperatorContext, operator
 from dbcrew.operators.sql import fetch, land
@@ -100,16 +101,20 @@ class StorageParams(BaseModel):
     limit: int = Field(500, ge=1, le=10_000, description="largest relations estimated")
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_widths", "index_widths"))
+TABLE_WIDTHS = declare("table_widths")  # tables' estimated widths (the bloat estimate's input)
+INDEX_WIDTHS = declare("index_widths")  # indexes' estimated widths
+
+
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(TABLE_WIDTHS, INDEX_WIDTHS))
 def collect_relation_widths(ctx: OperatorContext, params: StorageParams) -> Observation:
     """Read pages, rows and column widths (pg_stats) of the largest tables and btree indexes, for bloat estimates."""
     args = {"min_pages": params.min_pages, "limit": params.limit}
     with ctx.target.session() as conn:
         t_cols, t_rows = fetch(conn, TABLE_WIDTHS_SQL, args)
         i_cols, i_rows = fetch(conn, INDEX_WIDTHS_SQL, args)
-    land(ctx.workspace, "table_widths", t_cols, t_rows)
-    land(ctx.workspace, "index_widths", i_cols, i_rows)
+    land(ctx.workspace, TABLE_WIDTHS, t_cols, t_rows)
+    land(ctx.workspace, INDEX_WIDTHS, i_cols, i_rows)
     return Observation(
         summary=f"widths: {len(t_rows)} tables and {len(i_rows)} btree indexes of at least {params.min_pages} pages",
-        artifacts=["table_widths", "index_widths"],
+        artifacts=[TABLE_WIDTHS, INDEX_WIDTHS],
     )

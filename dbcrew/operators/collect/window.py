@@ -21,11 +21,13 @@ from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbcrew import stopping
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
-from dbcrew.operators.held import Held, guarded, held_relations, held_table
+from dbcrew.operators.held import Held, guarded, held_relations
 from dbcrew.operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from dbcrew.operators.sql import fetch, land, quote_ident
 from dbcrew.operators.stat_views import (
+    CHECKPOINTER_TABLE,
     DATABASE_STATS,
     INDEX_STATS,
     SESSIONS_SQL,
@@ -142,11 +144,11 @@ def _land_deltas(
         ctx.workspace, view.table, [*columns, *delta_columns, ("window_seconds", "DOUBLE")], rows
     )
     if (
-        view.relations
+        view.held is not None
     ):  # what the view's rows leave out, for checks that join it with a lock-free artifact
         land(
             ctx.workspace,
-            held_table(view.table),
+            view.held,
             [("relid", "BIGINT")],
             [(oid,) for oid in sorted(held)],
         )
@@ -156,7 +158,9 @@ def _land_deltas(
 
 
 @operator(
-    role=Role.EXTRACTOR, category=Category.COLLECT, produces=("database_stats", "checkpointer")
+    role=Role.EXTRACTOR,
+    category=Category.COLLECT,
+    produces=(DATABASE_STATS.table, CHECKPOINTER_TABLE),
 )
 def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_database (this database) and the checkpointer counters over the window."""
@@ -164,7 +168,7 @@ def collect_database_stats(ctx: OperatorContext, params: WindowParams) -> Observ
     return _sample_window(ctx, params, DATABASE_STATS, checkpointer(server))
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("table_stats",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(TABLE_STATS.table,))
 def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_user_tables with sizes, reloptions and primary keys over the window."""
     return _sample_window(ctx, params, TABLE_STATS)
@@ -173,7 +177,7 @@ def collect_table_stats(ctx: OperatorContext, params: WindowParams) -> Observati
 @operator(
     role=Role.EXTRACTOR,
     category=Category.COLLECT,
-    produces=("table_stats",),
+    produces=(TABLE_STATS_ALL.table,),
     equivalent_of="collect_table_stats",
 )
 def collect_table_stats_all(ctx: OperatorContext, params: WindowParams) -> Observation:
@@ -181,7 +185,7 @@ def collect_table_stats_all(ctx: OperatorContext, params: WindowParams) -> Obser
     return _sample_window(ctx, params, TABLE_STATS_ALL)
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("index_stats",))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(INDEX_STATS.table,))
 def collect_index_stats(ctx: OperatorContext, params: WindowParams) -> Observation:
     """Sample pg_stat_user_indexes with definitions (columns, opclasses, predicate, method) over the window."""
     return _sample_window(ctx, params, INDEX_STATS)
@@ -220,7 +224,7 @@ def stats_privilege_lost(conn: psycopg.Connection[Any], ctx: OperatorContext) ->
 @operator(
     role=Role.EXTRACTOR,
     category=Category.COLLECT,
-    produces=("statements",),
+    produces=(STATEMENTS.table,),
     requires=("pg_stat_statements",),
 )
 def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observation:
@@ -231,6 +235,9 @@ def collect_statements(ctx: OperatorContext, params: WindowParams) -> Observatio
         ctx, params, STATEMENTS, unseen=lambda conn: stats_privilege_lost(conn, ctx)
     )
 
+
+ACTIVITY = declare("activity")  # the session samples of SESSIONS_SQL across the window
+CONNECTIONS = declare("connections")  # client connections per sample (CONNECTIONS_SQL)
 
 CONNECTIONS_SQL = """
 SELECT %(sample)s::int AS sample_no, count(*)::bigint AS connections,
@@ -268,7 +275,7 @@ def _sessions_sample(
     )
 
 
-@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=("activity", "connections"))
+@operator(role=Role.EXTRACTOR, category=Category.COLLECT, produces=(ACTIVITY, CONNECTIONS))
 def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observation:
     """Sample pg_stat_activity (sessions, waits, blockers) several times across the window."""
     window = ctx.window(params.window_seconds)
@@ -290,11 +297,11 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
             )
             connection_rows.extend(rows)
             lost = lost or session.run(lambda conn: stats_privilege_lost(conn, ctx))
-    land(ctx.workspace, "activity", act_cols, activity_rows)
-    land(ctx.workspace, "connections", conn_cols, connection_rows)
+    land(ctx.workspace, ACTIVITY, act_cols, activity_rows)
+    land(ctx.workspace, CONNECTIONS, conn_cols, connection_rows)
     return Observation(
         summary=f"activity: {len(activity_rows)} session rows in {samples} samples{session.note()}",
-        artifacts=["activity", "connections"],
+        artifacts=[ACTIVITY, CONNECTIONS],
         partial=lost,
         refused_connections=session.refused,
     )

@@ -13,8 +13,9 @@ a row lock's waiter waits on the holder's transaction id, which names none, and 
 goes to the table the statement writes (or, a select, first reads) as its text names it, resolved
 against the window's tables when the text leaves the schema out.
 
-`cause_shares` scores candidate causes by the share of the time they explain; `CAUSE_TIME` below is
-the one place that says which samples each cause explains.
+`cause_shares` scores candidate causes by the share of the time they explain; which samples each
+cause explains is part of its declaration (`CauseTime`, dbcrew/operators/diagnose/causes/), gathered
+into the registry's CAUSE_TIME (dbcrew/operators/diagnose/experts.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Protocol
 from dbcrew.models.report import TimeAttribution, TimeShare
 from dbcrew.operators.window.evidence import TimeSlice, WindowEvidence, statement_identity
 from dbcrew.operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
-from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
+from dbcrew.vocabulary import Cause
 
 # Fewer active samples than this (under half a session busy over a 5 s window) measure no share:
 # one sample more or less would move a share by several points.
@@ -233,7 +234,48 @@ def write_shares(window: WindowEvidence) -> list[tuple[str, float]]:
     return [(table, n / total) for table, n in by_table.most_common()]
 
 
-def _statements_or(kinds: tuple[str, ...]) -> Callable[[Claimant, WindowEvidence], Claim]:
+ClaimRule = Callable[[Claimant, WindowEvidence], Claim]
+
+
+@dataclass(frozen=True)
+class CauseTime:
+    """Which of the window's active samples a cause explains: part of its declaration
+    (dbcrew/operators/diagnose/causes/), read by `cause_time`.
+
+    `claims`: the samples it takes, given the candidate (its objects, the statements its evidence
+    quotes) and the window; None: the own work of the statements its evidence quotes (a plan cause's
+    heavy statement, the statements holding the memory), not measured where it quotes none.
+    `cpu_remainder`: the CPU samples no other candidate claims instead (CPU time spent by statements
+    another cause claims is that cause's symptom, not a cause of its own).
+    `unseen_unmeasured`: none of its samples seen is "not measured" (None) rather than none of the
+    time (a client VACUUM that never ran while sampled)."""
+
+    claims: ClaimRule | None = None
+    cpu_remainder: bool = False
+    unseen_unmeasured: bool = False
+
+
+QUOTED_STATEMENTS = CauseTime()  # the time of a cause no declaration says more of
+
+
+def flushes(_candidate: Claimant, _window: WindowEvidence) -> Claim:
+    """Waiting for a commit's WAL flush (IO:WALSync, IO:WALWrite, LWLock:WALWrite), whichever
+    statement's commit it is."""
+    return _flush
+
+
+def data_file_io(_candidate: Claimant, _window: WindowEvidence) -> Claim:
+    """Waiting for data-file I/O (IO:* but the WAL flush)."""
+    return lambda s: s.wait.startswith("IO:") and not _flush(s)
+
+
+def writes_of(*kinds: str) -> ClaimRule:
+    """The writes of `kinds`: their own work and the flushes of their own (autocommit) commits,
+    sampled under their text (`_writes_of_kinds`); the lock waits they meet are the contention's."""
+    return lambda _candidate, _window: _writes_of_kinds(*kinds)
+
+
+def statements_or(*kinds: str) -> ClaimRule:
     """The own work of the statements the candidate blames; of every statement of `kinds` when it names none."""
 
     def claim(candidate: Claimant, window: WindowEvidence) -> Claim:
@@ -245,57 +287,29 @@ def _statements_or(kinds: tuple[str, ...]) -> Callable[[Claimant, WindowEvidence
     return claim
 
 
-def _locks_on_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
+def locks_on_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
+    """Waiting for another session's lock on the candidate's relations (all lock waits when it names none)."""
     objects = set(candidate.objects)
     return lambda s: _lock(s) and (not objects or s.relation in objects)
 
 
-def _writes_to_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
+def writes_to_objects(candidate: Claimant, _window: WindowEvidence) -> Claim:
+    """Writes (own work and own flushes) to the candidate's tables."""
     objects = set(candidate.objects)
     writes = _writes_of_kinds(*WRITES)
     return lambda s: writes(s) and s.relation in objects
 
 
-CAUSE_TIME: dict[Cause, Callable[[Claimant, WindowEvidence], Claim]] = {
-    # Waiting for another session's lock on its relations (all lock waits when it names none): the
-    # waiting is the contention's time, whatever statement waits (updaters of a hot row included).
-    RootCauseCode.LOCK_CONTENTION: _locks_on_objects,
-    # Waiting for the commit's WAL flush (IO:WALSync, IO:WALWrite, LWLock:WALWrite): each commit's cost,
-    # whichever statement's commit it is (an autocommit INSERT's flush counts here, not for the inserts).
-    RootCauseCode.SYNC_COMMIT_PRESSURE: lambda _c, _w: _flush,
-    # Waiting for data-file I/O (IO:* but the WAL flush).
-    RootCauseCode.IO_CONTENTION: lambda _c, _w: (
-        lambda s: s.wait.startswith("IO:") and not _flush(s)
-    ),
-    # The writes of the workload's kind: their own work (on the CPU, their data I/O and buffer locks) and
-    # the flushes of their own (autocommit) commits, sampled under their text; the lock waits they meet
-    # are the contention's. A flush is thus both the writes' time and commit pressure's: the two are
-    # named together, the writes first, where the commits are small (a commit per row or a few: the
-    # flush is the price of committing often); see the conflicts of cross_review.
-    RootCauseCode.WORKLOAD_MANY_INSERTS: lambda _c, _w: _writes_of_kinds("insert"),
-    RootCauseCode.WORKLOAD_LARGE_INSERT: _statements_or(("insert", "copy")),
-    RootCauseCode.WORKLOAD_HIGH_UPDATES: lambda _c, _w: _writes_of_kinds("update", "merge"),
-    RootCauseCode.WORKLOAD_MANY_DELETES: lambda _c, _w: _writes_of_kinds("delete"),
-    RootCauseCode.WORKLOAD_LARGE_FETCH: _statements_or(("select",)),
-    # Writes to the table carrying too many indexes (own work and own flushes: every index entry is WAL
-    # the commit flushes).
-    FindingCode.INDEXES_TOO_MANY: _writes_to_objects,
-    # VACUUM run by a client; autovacuum's time is not sampled as the workload's (None: not measured).
-    RootCauseCode.VACUUM_INTERFERENCE: lambda _c, _w: lambda s: s.kind == "vacuum",
-}
-# Plan causes (query_poor_join, query_correlated_subquery, index_missing, ...) explain the own work
-# of the statement they quote; memory_pressure the own work of the statements whose sessions held the
-# memory (not measured where it quotes none). cpu_contention explains the CPU samples no other candidate
-# explains: CPU time spent by statements another cause claims is that cause's symptom (two sessions
-# sorting in gigabytes of memory fill two cores), not a cause of its own.
+def client_vacuum(_candidate: Claimant, _window: WindowEvidence) -> Claim:
+    """VACUUM run by a client (autovacuum's time is not sampled as the workload's)."""
+    return lambda s: s.kind == "vacuum"
 
 
-def _claim(candidate: Claimant, window: WindowEvidence) -> Claim | None:
-    if candidate.code == RootCauseCode.CPU_CONTENTION:
+def _claim(candidate: Claimant, window: WindowEvidence, rule: CauseTime) -> Claim | None:
+    if rule.cpu_remainder:
         return None
-    rule = CAUSE_TIME.get(candidate.code)
-    if rule is not None:
-        return rule(candidate, window)
+    if rule.claims is not None:
+        return rule.claims(candidate, window)
     keys = blamed_statements(candidate, window)
     return (lambda s: _own_work(s) and s.statement in keys) if keys else None
 
@@ -315,10 +329,11 @@ class Explained:
 
 
 def cause_time(
-    candidates: Sequence[Claimant], window: WindowEvidence
+    candidates: Sequence[Claimant], window: WindowEvidence, times: Mapping[Cause, CauseTime]
 ) -> dict[Cause, Explained | None]:
-    """What each candidate cause explains of the window's active time (see `CAUSE_TIME`); None where the
-    window was not sampled one by one, or the cause's time cannot be seen in the sessions' samples.
+    """What each candidate cause explains of the window's active time, by its `CauseTime` in `times`
+    (the registry's CAUSE_TIME; `QUOTED_STATEMENTS` for a code it lacks); None where the window was not
+    sampled one by one, or the cause's time cannot be seen in the sessions' samples.
 
     Shares overlap where two causes explain the same samples (many inserts and a large insert: the rows
     per commit tell those apart), so they need not add up to one."""
@@ -326,11 +341,12 @@ def cause_time(
         return {c.code: None for c in candidates}
     parts = slices(window)
     total = sum(s.samples for s in parts)
-    claims = {c.code: _claim(c, window) for c in candidates}
+    rules = {c.code: times.get(c.code, QUOTED_STATEMENTS) for c in candidates}
+    claims = {c.code: _claim(c, window, rules[c.code]) for c in candidates}
     out: dict[Cause, Explained | None] = {}
     for candidate in candidates:
         code, claim = candidate.code, claims[candidate.code]
-        if code == RootCauseCode.CPU_CONTENTION:
+        if rules[code].cpu_remainder:
             claim = _unclaimed_cpu([c for c in claims.values() if c])
         if claim is None:
             out[code] = None
@@ -344,18 +360,18 @@ def cause_time(
                     by_statement[s.statement] += s.samples
             out[code] = Explained(share, {k: n / total for k, n in by_statement.items()})
         else:
-            unseen = _unseen(candidate)
+            unseen = _unseen(candidate, rules[code])
             out[code] = None if unseen is None else Explained(unseen)
     return out
 
 
 def cause_shares(
-    candidates: Sequence[Claimant], window: WindowEvidence
+    candidates: Sequence[Claimant], window: WindowEvidence, times: Mapping[Cause, CauseTime]
 ) -> dict[Cause, float | None]:
     """Each candidate cause's share of the window's active time (`cause_time`)."""
     return {
         code: None if explained is None else explained.share
-        for code, explained in cause_time(candidates, window).items()
+        for code, explained in cause_time(candidates, window, times).items()
     }
 
 
@@ -363,11 +379,12 @@ def _unclaimed_cpu(others: list[Claim]) -> Claim:
     return lambda s: s.wait == "CPU" and not any(claim(s) for claim in others)
 
 
-def _unseen(candidate: Claimant) -> float | None:
+def _unseen(candidate: Claimant, rule: CauseTime) -> float | None:
     """The share of a cause none of whose samples was seen: a plan cause's statement (finished between two
-    samples) stands in with its share of the statements' execution time; a client VACUUM that never ran
-    while sampled is not measured (None); any other cause explains none of the time."""
+    samples) stands in with its share of the statements' execution time; a cause declared
+    `unseen_unmeasured` (a client VACUUM that never ran while sampled) is not measured (None); any
+    other cause explains none of the time."""
     fallback = candidate.evidence.get("share_of_statement_time")
     if isinstance(fallback, int | float):
         return float(fallback)
-    return None if candidate.code == RootCauseCode.VACUUM_INTERFERENCE else 0.0
+    return None if rule.unseen_unmeasured else 0.0

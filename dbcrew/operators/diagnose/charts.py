@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.diagnose.attribution import attribute
 from dbcrew.operators.diagnose.steps import FACTS_KEY, load_facts
@@ -25,6 +26,8 @@ TOP_METRICS = 6
 # four value ticks instead of up to nine draw half the tick objects (tick creation is a third).
 VALUE_TICKS = 4
 # Small (x-small) tick labels and axis labels: room for them beside and under each panel, a title above.
+CHART_ABNORMAL_METRICS = declare("chart_abnormal_metrics")  # charts/abnormal_metrics.png
+CHART_TIME_ATTRIBUTION = declare("chart_time_attribution")  # charts/time_attribution.png
 CHART_MARGINS = Margins(
     left=0.6, bottom=0.5, top=0.35, right=0.15, between_columns=0.65, between_rows=0.7
 )
@@ -34,7 +37,7 @@ CHART_MARGINS = Margins(
     role=Role.PAINTER,
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
-    produces=("chart_abnormal_metrics",),
+    produces=(CHART_ABNORMAL_METRICS,),
     prepare=warm_up,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
@@ -43,9 +46,7 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
     record = load_facts(ctx)
     shown = record.abnormal[:TOP_METRICS]
     if not shown:
-        return Observation(
-            summary="no abnormal metric to draw", artifacts=["chart_abnormal_metrics"]
-        )
+        return Observation(summary="no abnormal metric to draw", artifacts=[CHART_ABNORMAL_METRICS])
     path = ctx.run_dir / "charts" / "abnormal_metrics.png"
     rows = (len(shown) + 1) // 2
     with figure(path, rows, 2, CHART_MARGINS, figsize=(10, 2.4 * rows), squeeze=False) as (_, axes):
@@ -69,7 +70,7 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
         " the window (red), against the baseline's median (dashed blue)."
     )
     return chart_observation(
-        ctx, path, "chart_abnormal_metrics", f"chart of {len(shown)} abnormal metrics", caption
+        ctx, path, CHART_ABNORMAL_METRICS, f"chart of {len(shown)} abnormal metrics", caption
     )
 
 
@@ -82,7 +83,7 @@ ATTRIBUTION_MARGINS = Margins(left=0.3, bottom=0.5, top=0.35, right=0.3, between
     role=Role.PAINTER,
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
-    produces=("chart_time_attribution",),
+    produces=(CHART_TIME_ATTRIBUTION,),
     prepare=warm_up,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
@@ -91,7 +92,7 @@ def paint_time_attribution(ctx: OperatorContext) -> Observation:
     attribution = attribute(load_facts(ctx).window)
     if attribution is None:
         return Observation(
-            summary="no sampled session time to draw", artifacts=["chart_time_attribution"]
+            summary="no sampled session time to draw", artifacts=[CHART_TIME_ATTRIBUTION]
         )
     panels = [
         ("by wait event (CPU: no wait)", attribution.by_wait_event),
@@ -129,7 +130,7 @@ def paint_time_attribution(ctx: OperatorContext) -> Observation:
         " sessions (the review's own left out): the heaviest wait events, statements and relations."
     )
     return chart_observation(
-        ctx, path, "chart_time_attribution", "chart of the time attribution", caption
+        ctx, path, CHART_TIME_ATTRIBUTION, "chart of the time attribution", caption
     )
 
 

@@ -4,9 +4,10 @@ Four passes, each recorded as a note for the report's diagnosis process:
 1. corroboration: a candidate whose indicator metrics left the baseline gains confidence; one
    whose indicators all stayed inside it loses some (only when a baseline exists);
 2. time: each candidate's share of the window's active session time (dbcrew/operators/diagnose/attribution.py);
-3. conflicts: pairs of causes that claim the same symptom; where the time attribution measured both,
-   the time decides (pass 4) and the pair's rule stands down; the rules that remain encode a boundary
-   the time cannot draw (two causes explaining the same statements: a large insert or many small ones);
+3. conflicts: pairs of causes that claim the same symptom (each declared with the cause that yields,
+   dbcrew/operators/diagnose/causes/); where the time attribution measured both, the time decides
+   (pass 4) and the pair's rule stands down; the rules that remain encode a boundary the time cannot
+   draw (two causes explaining the same statements: a large insert or many small ones);
 4. ranking by time: a cause explaining under minor_time_share of the time beside one explaining
    major_time_share is dropped; the causes are ordered by the time they explain (those the time cannot
    measure after, by confidence), and the top ones (at most four, D-Bot's limit) above the reporting
@@ -15,14 +16,12 @@ Four passes, each recorded as a note for the report's diagnosis process:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from pydantic import BaseModel
 
-from dbcrew.operators.diagnose.attribution import Explained, cause_time
-from dbcrew.operators.diagnose.experts import Candidate, Facts
-from dbcrew.vocabulary import Cause, FindingCode, RootCauseCode
+from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, Explained, cause_time
+from dbcrew.operators.diagnose.candidates import Candidate, Facts
+from dbcrew.operators.diagnose.experts import CAUSE_TIME, CONFLICTS, RESOURCES
+from dbcrew.vocabulary import Cause
 
 MAX_CAUSES = 4
 MIN_CONFIDENCE = 0.5
@@ -44,96 +43,6 @@ class ReviewNote(BaseModel):
     code: Cause
     reviewer: str
     verdict: str
-
-
-Holds = Callable[[Candidate, Candidate, Facts], bool]
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """The challenged cause is the same symptom as the kept one seen from another angle: dropped when `holds`.
-
-    `by_time`: the time attribution tells the two apart (each explains its own samples), so the rule
-    only stands in for it where the time was not measured (a past interval from Prometheus's counters)."""
-
-    kept: Cause
-    challenged: Cause
-    holds: Holds
-    by_time: bool = False
-
-
-def commit_bound(rows: str) -> Holds:
-    """Rows written a few per commit by clients the WAL flush holds back (the kept cause says so): each
-    write costs its commit, so the write volume is the commit pressure seen from the workload's side,
-    however the two strengths (rows per second, a wait share) compare."""
-    return lambda _kept, _challenged, facts: (
-        facts.per_commit(rows) <= facts.thresholds.diagnosis.small_commit_rows
-    )
-
-
-def batched(rows: str) -> Holds:
-    """Rows written many per commit (batch_commit_rows): the WAL flushes the writes wait on carry their
-    WAL volume, not the cost of committing often, so commit pressure is the write workload seen from
-    the flush's side (an update flood of hundreds of rows a statement is not commit pressure)."""
-    return lambda _kept, _challenged, facts: (
-        facts.per_commit(rows) >= facts.thresholds.diagnosis.batch_commit_rows
-    )
-
-
-def same_tables(kept: Candidate, challenged: Candidate, _facts: Facts) -> bool:
-    """The challenged workload writes only tables the kept cause names."""
-    return bool(challenged.objects) and set(kept.objects) >= set(challenged.objects)
-
-
-CONFLICTS: list[Conflict] = [
-    # The writes' own commits flushed in batches: the flushes are the workload's WAL, not commit pressure.
-    Conflict(
-        RootCauseCode.WORKLOAD_HIGH_UPDATES,
-        RootCauseCode.SYNC_COMMIT_PRESSURE,
-        batched("db.tup_updated"),
-    ),
-    Conflict(
-        RootCauseCode.WORKLOAD_MANY_INSERTS,
-        RootCauseCode.SYNC_COMMIT_PRESSURE,
-        batched("db.tup_inserted"),
-    ),
-    # Measured by time: the flush waits are the commit pressure's, the writes' own work the workload's,
-    # the lock waits the contention's; each pair is named in order of the time it explains.
-    Conflict(
-        RootCauseCode.SYNC_COMMIT_PRESSURE,
-        RootCauseCode.WORKLOAD_MANY_INSERTS,
-        commit_bound("db.tup_inserted"),
-        by_time=True,
-    ),
-    Conflict(
-        RootCauseCode.SYNC_COMMIT_PRESSURE,
-        RootCauseCode.WORKLOAD_HIGH_UPDATES,
-        commit_bound("db.tup_updated"),
-        by_time=True,
-    ),
-    Conflict(
-        RootCauseCode.LOCK_CONTENTION,
-        RootCauseCode.WORKLOAD_HIGH_UPDATES,
-        lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength,
-        by_time=True,
-    ),
-    # Boundaries the time cannot draw: both causes explain the same statements' time.
-    # A correlated subquery that scans a table per outer row: the index is the subquery's fix, not a cause.
-    Conflict(
-        RootCauseCode.QUERY_CORRELATED_SUBQUERY,
-        FindingCode.INDEX_MISSING,
-        lambda kept, challenged, _f: set(kept.objects) & set(challenged.objects) != set(),
-    ),
-    # Writes to a table carrying too many indexes: the index maintenance is what makes them heavy.
-    Conflict(FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_HIGH_UPDATES, same_tables),
-    Conflict(FindingCode.INDEXES_TOO_MANY, RootCauseCode.WORKLOAD_MANY_INSERTS, same_tables),
-    # The same inserted rows: thousands of rows per commit are a large insert, not many small ones.
-    Conflict(
-        RootCauseCode.WORKLOAD_LARGE_INSERT,
-        RootCauseCode.WORKLOAD_MANY_INSERTS,
-        lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000,
-    ),
-]
 
 
 def _percent(share: float) -> str:
@@ -179,7 +88,7 @@ def cross_review(
         ]
         confidence[code] = min(value, 0.99)
         support[code] = hits + [f"{e} expert (same objects)" for e in others]
-    explained = cause_time(list(by_code.values()), facts.window)
+    explained = cause_time(list(by_code.values()), facts.window, CAUSE_TIME)
     shares = {code: None if e is None else e.share for code, e in explained.items()}
     for code, share in shares.items():
         if share is not None:
@@ -250,16 +159,6 @@ def cross_review(
     return causes[:MAX_CAUSES], notes
 
 
-# Causes that name a saturated resource or mechanism (the WAL flush, the CPU, the disks, memory) rather
-# than the work that saturates it.
-RESOURCES: frozenset[Cause] = frozenset(
-    {
-        RootCauseCode.SYNC_COMMIT_PRESSURE,
-        RootCauseCode.CPU_CONTENTION,
-        RootCauseCode.IO_CONTENTION,
-        RootCauseCode.MEMORY_PRESSURE,
-    }
-)
 TIE_SHARE = 0.05  # shares this close explain the same time: the samples cannot order them
 
 
@@ -277,6 +176,11 @@ def _work_before_its_resource(causes: list[ReviewedCause]) -> None:
             and first.time_share - second.time_share <= TIE_SHARE
         ):
             causes[i], causes[i + 1] = second, first
+
+
+def _cpu_remainder(code: Cause) -> bool:
+    """Whether the cause is the CPU no other cause explains (its declared time, `CauseTime.cpu_remainder`)."""
+    return CAUSE_TIME.get(code, QUOTED_STATEMENTS).cpu_remainder
 
 
 def _same_work(minor: Explained, lead: Explained) -> bool:
@@ -309,7 +213,7 @@ def _drop_minor(
     for code, e in measured.items():
         if e.share >= levels.minor_time_share or code == lead:
             continue
-        if code == RootCauseCode.CPU_CONTENTION or not e.share or _same_work(e, top):
+        if _cpu_remainder(code) or not e.share or _same_work(e, top):
             notes.append(
                 ReviewNote(
                     code=code,

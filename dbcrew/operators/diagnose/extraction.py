@@ -50,7 +50,9 @@ class ProposedChunk(BaseModel):
     solution: str = ""
 
 
-class Proposal(BaseModel):
+class ChunkProposals(BaseModel):
+    """The chunks a model proposes from one chapter."""
+
     chunks: list[ProposedChunk] = Field(default_factory=list)
 
 
@@ -120,9 +122,9 @@ def extract_chunks(folder: Path, ask: Ask, experts_by_code: dict[str, str]) -> l
                     "text": chapter.text,
                     "codes": sorted(experts_by_code),
                 },
-                Proposal,
+                ChunkProposals,
             )
-            assert isinstance(proposal, Proposal)
+            assert isinstance(proposal, ChunkProposals)
             for found in proposal.chunks:
                 if found.code not in experts_by_code:
                     continue  # the vocabulary is an API: an unknown code is dropped, never added

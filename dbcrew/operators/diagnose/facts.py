@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from dbcrew.models.report import CoverageEntry, StatementChange
-from dbcrew.operators.diagnose.experts import Facts
+from dbcrew.operators.diagnose.candidates import Facts
 from dbcrew.operators.diagnose.heavy_statements import judge_statements
 from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric, abnormal_metrics
@@ -18,7 +18,7 @@ from dbcrew.operators.window.evidence import (
     WindowEvidence,
 )
 from dbcrew.operators.window.live import sample_window, sampling_coverage
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import PostgresTarget
 
 TOP_CHANGES = 5

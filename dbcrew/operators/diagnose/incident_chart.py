@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.models.interval import PastInterval
 from dbcrew.operators.diagnose.charts import CHART_MARGINS, hide_unused, panel
@@ -23,7 +24,7 @@ from dbcrew.operators.window.picture import IncidentPicture, picture_of
 from dbcrew.store.samples import Incident, SampleStore, open_samples
 from dbcrew.vocabulary import Category, Scenario
 
-ARTIFACT = "chart_incident"
+ARTIFACT = declare("chart_incident")
 CHART = "charts/incident.png"  # in the run's folder
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbcrew.artifacts import Artifact, declare
 from dbcrew.models import Finding, Role, RootCause, Severity
+from dbcrew.operators.diagnose.candidates import Candidate
 from dbcrew.operators.diagnose.cross_review import cross_review
-from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, Candidate, select_experts
+from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, EXPERTS, TEAM, select_experts
 from dbcrew.operators.diagnose.facts import FactsRecord, gather
 from dbcrew.operators.diagnose.judgements import NOT_EXPLAINED
 from dbcrew.operators.diagnose.past import prometheus_facts, recorded_facts
@@ -28,11 +30,11 @@ from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
 from dbcrew.vocabulary import Category, Scenario
 
-FACTS_KEY = "anomaly_facts"
-HEALTH_WINDOW_KEY = (
+FACTS_KEY = declare("anomaly_facts")  # the sampled window's facts record the experts read
+HEALTH_WINDOW_KEY = declare(
     "health_window"  # a health review's sampled window: the target's next baseline when quiet
 )
-STORED_BASELINE_KEY = (
+STORED_BASELINE_KEY = declare(
     "stored_baseline"  # the target's latest quiet window from the store, staged by the crew
 )
 
@@ -43,14 +45,20 @@ class AnomalyWindowParams(BaseModel):
 
 
 def load_facts(ctx: OperatorContext) -> FactsRecord:
-    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
-    if not rows:
+    body = ctx.workspace.observation(FACTS_KEY)
+    if body is None:
         raise LookupError("no anomaly facts in the workspace: sample_anomaly_window has not run")
-    return FactsRecord.model_validate_json(rows[0]["body"])
+    return FactsRecord.model_validate_json(body)
 
 
-def _candidates_key(expert: str) -> str:
-    return f"candidates_{expert}"
+CANDIDATES_KEYS: dict[str, Artifact] = {
+    expert: declare(f"candidates_{expert}")  # the expert's candidate causes
+    for expert in EXPERTS
+}
+
+
+def _candidates_key(expert: str) -> Artifact:
+    return CANDIDATES_KEYS[expert]
 
 
 @operator(
@@ -115,8 +123,8 @@ def baseline_for(ctx: OperatorContext) -> WindowBaseline | None:
         return WindowBaseline(
             window=WindowEvidence.load(path), source=f"the baseline file {path.name}"
         )
-    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [STORED_BASELINE_KEY])
-    return WindowBaseline.model_validate_json(rows[0]["body"]) if rows else None
+    body = ctx.workspace.observation(STORED_BASELINE_KEY)
+    return None if body is None else WindowBaseline.model_validate_json(body)
 
 
 class HealthWindowParams(BaseModel):
@@ -180,18 +188,8 @@ def _expert_operator(expert: str, doc: str) -> None:
     )(fn)
 
 
-for _name, _doc in {
-    "cpu": "CPU expert: runnable sessions per core, host CPU busy, postgres CPU use -> cpu_contention.",
-    "memory": "Memory expert: backends' private memory, available memory, swap -> memory_pressure.",
-    "io": "I/O expert: data-file I/O waits and I/O time (pg_stat_io), iowait -> io_contention.",
-    "workload": "Workload expert: inserted/updated/deleted/fetched rows and commits per second -> workload_* causes.",
-    "query": "Query expert: generic plans of the heaviest statements -> query_correlated_subquery, query_poor_join.",
-    "locks": "Lock expert: lock waits and their blockers -> lock_contention.",
-    "index": "Index expert: selective sequential scans of the heaviest statements, write-heavy tables carrying many indexes -> index_missing, indexes_too_many.",
-    "configuration": "Configuration expert: WAL flush waits under synchronous_commit -> sync_commit_pressure.",
-    "vacuum": "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference; heavy statements scanning tables of more dead row versions than live ones -> dead_tuples_high.",
-}.items():
-    _expert_operator(_name, _doc)
+for _expert in TEAM:
+    _expert_operator(_expert.name, _expert.doc)
 
 
 def _severity(confidence: float) -> Severity:
@@ -205,8 +203,10 @@ def warm_knowledge() -> None:
     knowledge_base().retrieve(["act.active"], "warm", k=1)
 
 
-KNOWLEDGE_KEY = "knowledge_chunks"
-JOINED_KEY = "experts_joined"  # the experts the window called in beyond the planned team
+KNOWLEDGE_KEY = declare("knowledge_chunks")  # the chunks the librarian handed on
+JOINED_KEY = declare("experts_joined")  # the experts the window called in beyond the planned team
+REVIEW_NOTES_KEY = declare("review_notes")  # the cross review's notes on each candidate
+ROOT_CAUSES = declare("root_causes")  # the cross review's causes (in its observation, not stored)
 TOP_CHUNKS = 4  # the chunks the librarian hands on: a few, as D-Bot injects its top chunks
 
 
@@ -256,8 +256,8 @@ def retrieve_knowledge(ctx: OperatorContext) -> Observation:
 
 def retrieved(ctx: OperatorContext) -> list[Retrieved] | None:
     """What the librarian handed on; None when no librarian ran (a plan without one)."""
-    rows = ctx.workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
-    return [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else None
+    body = ctx.workspace.observation(KNOWLEDGE_KEY)
+    return None if body is None else [Retrieved.model_validate(r) for r in json.loads(body)]
 
 
 class CrossReviewParams(BaseModel):
@@ -285,7 +285,7 @@ def joined_experts(record: FactsRecord, team: list[str] | None, present: set[str
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
     uses=(*(_candidates_key(e) for e in EXPERTS), KNOWLEDGE_KEY),
-    produces=("root_causes",),
+    produces=(ROOT_CAUSES,),
     prepare=warm_knowledge,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
@@ -355,7 +355,7 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
                 source="cross_review_causes",
             )
         )
-    ctx.workspace.put_observation("review_notes", json.dumps([n.model_dump() for n in notes]))
+    ctx.workspace.put_observation(REVIEW_NOTES_KEY, json.dumps([n.model_dump() for n in notes]))
     ctx.workspace.put_observation(JOINED_KEY, json.dumps(joined))
     summary = (
         ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
@@ -368,5 +368,5 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
         summary=f"cross review: {summary}{called}",
         findings=findings,
         root_causes=root_causes,
-        artifacts=["root_causes"],
+        artifacts=[ROOT_CAUSES],
     )

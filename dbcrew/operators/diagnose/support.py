@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dbcrew.operators.diagnose.attribution import cause_time
-from dbcrew.operators.diagnose.experts import EXPERTS, Candidate, Facts
+from dbcrew.operators.diagnose.candidates import Candidate, Facts
+from dbcrew.operators.diagnose.experts import CAUSE_TIME, EXPERTS
 from dbcrew.vocabulary import Cause
 
 
@@ -45,7 +46,7 @@ def support(code: Cause, facts: Facts, candidates: Sequence[Candidate]) -> Suppo
     own = next((c for c in candidates if c.code == code), None)
     claimant = own or Candidate(code=code, expert="model", strength=0.0)
     others = [c for c in candidates if c.code != code]
-    explained = cause_time([*others, claimant], facts.window).get(code)
+    explained = cause_time([*others, claimant], facts.window, CAUSE_TIME).get(code)
     minor = facts.thresholds.diagnosis.minor_time_share
     if explained is not None:
         share = explained.share

@@ -31,6 +31,7 @@ from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.watch.session_sampler import SESSION_STEP, SessionSampler
 from dbcrew.operators.window.evidence import MONITORING, TableDelta, statement_identity
+from dbcrew.operators.window.metrics import STATEMENT_TIME as EXEC_TIME
 from dbcrew.operators.window.passes import (
     TABLE_COUNTERS,
     TOP_RUNNING,
@@ -57,7 +58,9 @@ from dbcrew.operators.window.readers import (
 from dbcrew.operators.window.session_time import session_time_of
 from dbcrew.targets import PostgresTarget, Resumable
 
-STATEMENT_TIME = "stmt.exec_time"  # milliseconds of statement execution finished per second, all statements together
+STATEMENT_TIME = (
+    EXEC_TIME.name
+)  # milliseconds of statement execution finished per second, all statements together
 
 
 @dataclass

@@ -41,37 +41,14 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from dbcrew.models.incident import IncidentSignal
 from dbcrew.operators.window.anomaly import robust_z
-from dbcrew.store.samples import Incident, IncidentSignal
+from dbcrew.operators.window.metrics import floors
+from dbcrew.store.samples import Incident
 
-# Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise). CPU is the
-# server's own processes' (pg.cpu_cores, a local target's) and I/O its sessions waiting on it and its reads: the host's
-# busy and iowait shares move with whatever else the host runs (on a shared CI host, busy swung from 20 % to 96 %
-# between two quiet passes, and iowait kept an incident open after its anomaly ended). A fifth of a core: on an idle
-# server, one session kept on the CPU is 5 deviations (measured: a range join's session took 0.57-0.98 of a core
-# over 1 s passes, against 0-0.02 quiet), an autovacuum worker's half core 2.5.
-SIGNALS: dict[str, float] = {
-    "act.active": 1.0,
-    "act.on_cpu": 1.0,
-    "act.wait_lock": 1.0,
-    "act.wait_io": 1.0,
-    "act.wait_lwlock": 1.0,
-    "act.wait_wal_flush": 1.0,
-    "act.idle_in_xact": 1.0,
-    "db.xact_commit": 50.0,
-    "db.xact_rollback": 10.0,
-    "db.tup_inserted": 5_000.0,
-    "db.tup_updated": 2_000.0,
-    "db.tup_deleted": 2_000.0,
-    "db.tup_fetched": 50_000.0,
-    "db.tup_returned": 100_000.0,
-    "db.temp_bytes": 10 * 2**20,
-    "wal.wal_bytes": 5 * 2**20,
-    "db.blks_read": 1_000.0,
-    "pg.cpu_cores": 0.2,
-    "pg.private_mem_gb": 0.25,
-    "stmt.exec_time": 250.0,  # ms of statements per second: a quarter of a session kept busy
-}
+# Each signal, with the smallest deviation that counts as one standard deviation (its unit's noise: the metric's floor
+# in metrics.py); why CPU and I/O are the server's own and the floors' levels: docs/watch.md, why these levels.
+SIGNALS: dict[str, float] = floors()  # the catalogue's (metrics.py): name -> floor, in its unit
 Z_OPEN = 4.0
 Z_CLOSE = 2.0
 OPEN_AFTER = 2

@@ -38,6 +38,26 @@ from dbcrew.operators.window.evidence import (
     TimeSlice,
     statement_identity,
 )
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    HOST_CPU_BUSY,
+    HOST_IOWAIT,
+    HOST_LOAD1,
+    HOST_MEMORY_AVAILABLE,
+    HOST_SWAP_IO,
+    HOST_SWAP_USED,
+    IDLE_BETWEEN,
+    IDLE_IN_XACT,
+    ON_CPU,
+    PG_CPU,
+    PG_PRIVATE_MEMORY,
+    SESSION_GAUGES,
+    VACUUM,
+    WAIT_IO,
+    WAIT_LOCK,
+    WAIT_LWLOCK,
+    WAIT_WAL_FLUSH,
+)
 from dbcrew.targets import PostgresTarget, own_pids
 
 WAL_SQL = (
@@ -136,16 +156,16 @@ class HostProbe:
             iowait = getattr(cpu, "iowait", 0.0) - getattr(self.last_cpu, "iowait", 0.0)
             own = own_cpu - self.last_own_cpu
             if total > 0:
-                values["host.cpu_busy"] = 100.0 * max(total - idle - iowait - own, 0.0) / total
-                values["host.iowait"] = 100.0 * max(iowait, 0.0) / total
+                values[HOST_CPU_BUSY.name] = 100.0 * max(total - idle - iowait - own, 0.0) / total
+                values[HOST_IOWAIT.name] = 100.0 * max(iowait, 0.0) / total
         self.last_cpu, self.last_own_cpu = cpu, own_cpu
-        values["host.load1"] = os.getloadavg()[0]
+        values[HOST_LOAD1.name] = os.getloadavg()[0]
         memory = psutil.virtual_memory()
-        values["host.mem_available_gb"] = memory.available / 2**30
+        values[HOST_MEMORY_AVAILABLE.name] = memory.available / 2**30
         swap = psutil.swap_memory()
-        values["host.swap_used_gb"] = swap.used / 2**30
+        values[HOST_SWAP_USED.name] = swap.used / 2**30
         if self.last_swap is not None and elapsed > 0:
-            values["host.swap_io_mb"] = (
+            values[HOST_SWAP_IO.name] = (
                 ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
             )
         self.last_swap = (swap.sin, swap.sout)
@@ -167,9 +187,9 @@ class HostProbe:
             private += own
             self.private_peak[proc.pid] = max(self.private_peak.get(proc.pid, 0), own)
         if self.last_proc_cpu and elapsed > 0:
-            values["pg.cpu_cores"] = max(cpu_seconds, 0.0) / elapsed
+            values[PG_CPU.name] = max(cpu_seconds, 0.0) / elapsed
         self.last_proc_cpu = seen
-        values["pg.private_mem_gb"] = private / 2**30
+        values[PG_PRIVATE_MEMORY.name] = private / 2**30
         return values
 
     def _processes(self) -> list[psutil.Process]:
@@ -217,16 +237,12 @@ def wait_gauge(key: str) -> str:
     dbcrew's postgres_exporter queries (dbcrew/operators/window/prometheus/steps.py).
     """
     if key == "CPU":
-        return "act.on_cpu"
+        return ON_CPU.name
     if key in WAL_FLUSH_WAITS:
-        return "act.wait_wal_flush"
-    for prefix, gauge in (
-        ("Lock:", "act.wait_lock"),
-        ("IO:", "act.wait_io"),
-        ("LWLock:", "act.wait_lwlock"),
-    ):
+        return WAIT_WAL_FLUSH.name
+    for prefix, gauge in (("Lock:", WAIT_LOCK), ("IO:", WAIT_IO), ("LWLock:", WAIT_LWLOCK)):
         if key.startswith(prefix):
-            return gauge
+            return gauge.name
     return ""
 
 
@@ -271,25 +287,25 @@ class ActivityTally:
                 row["state"] == "active"
                 and (row["query"] or "").lstrip().lower().startswith("vacuum")
             ):
-                gauges["act.vacuum"] += 1
+                gauges[VACUUM.name] += 1
             if row["state"] == "idle in transaction":
-                gauges["act.idle_in_xact"] += 1
+                gauges[IDLE_IN_XACT.name] += 1
             if (
                 row["state"] == "idle"
                 and row["backend_type"] == "client backend"
                 and (row["state_seconds"] or 0.0) < IDLE_BETWEEN_SECONDS
             ):
-                gauges["act.idle_between"] += 1
+                gauges[IDLE_BETWEEN.name] += 1
                 self.idle_between[row["pid"]] += 1
             if row["state"] != "active" or row["backend_type"] == "autovacuum worker":
                 continue
             key = wait_key(row)
             self.waits[key] += 1
-            gauges["act.active"] += 1
+            gauges[ACTIVE.name] += 1
             gauge = wait_gauge(key)
             if gauge:
                 gauges[gauge] += 1
-            if gauge == "act.wait_wal_flush":
+            if gauge == WAIT_WAL_FLUSH.name:
                 self.flush_waits[row["pid"]] += 1
             if row["backend_type"] == "client backend":
                 self.running[row["query"]] += 1
@@ -303,20 +319,7 @@ class ActivityTally:
                         blocker_state=holder["state"] or "",
                         blocker_xact_seconds=holder["xact_seconds"] or 0.0,
                     )
-        return {
-            k: float(gauges.get(k, 0))
-            for k in (
-                "act.active",
-                "act.on_cpu",
-                "act.wait_wal_flush",
-                "act.wait_lock",
-                "act.wait_io",
-                "act.wait_lwlock",
-                "act.vacuum",
-                "act.idle_in_xact",
-                "act.idle_between",
-            )
-        }
+        return {m.name: float(gauges.get(m.name, 0)) for m in SESSION_GAUGES}
 
     def _attribute(self, row: dict[str, Any], wait: str) -> None:
         """Count one active sample where its time went: the wait, the statement, the relation (the

@@ -39,7 +39,8 @@ from dbcrew.roles.ask.llm import react, written
 from dbcrew.roles.ask.routing import asks_method, router, write_request
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.diagnosis.snapshots import Snapshots
-from dbcrew.settings import Settings, reports_root
+from dbcrew.settings.paths import reports_root
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 from dbcrew.text.untrusted import model_text, visible

@@ -22,7 +22,7 @@ from dbcrew.models import Finding
 from dbcrew.operators import Operator, OperatorContext
 from dbcrew.operators.collect.probe import probe
 from dbcrew.redact import redact, redact_value
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
 
@@ -77,9 +77,9 @@ def look_up(
                         )
                     )
                 else:
-                    body = workspace.query("SELECT body FROM observations WHERE key = ?", [name])
-                    if body:
-                        observations[name] = json.loads(body[0]["body"])
+                    body = workspace.observation(name)
+                    if body is not None:
+                        observations[name] = json.loads(body)
         finally:
             workspace.close()
     return Reading(

@@ -9,7 +9,7 @@ from dbcrew.llm.base import Brain
 from dbcrew.prompts import render
 from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.secrets import secret
-from dbcrew.settings import environment
+from dbcrew.settings.environment import environment
 from dbcrew.vocabulary import BrainName
 
 BRAINS: tuple[str, ...] = get_args(BrainName)

@@ -4,7 +4,9 @@ An alert names symptoms in its own words ("the standby is 15 minutes behind"), o
 watcher, the abnormal metrics themselves (`host.cpu_busy 0.2 -> 0.97`). Two channels pick the
 operators of the team from the catalogue the target can run:
 
-- signals: a metric named in the alert picks every operator declaring a prefix of it (`signals`);
+- signals: a metric the run is about picks every operator declaring a prefix of it (`signals`).
+  A watcher's incident gives its abnormal signals typed (`PlanRequest.signals`, its strongest
+  STRONGEST_SIGNALS); any other metric name the alert's text carries counts as well;
 - text: the alert is matched (faiss cosine, dbcrew/text/embedding.py: hashed n-grams, nothing
   downloaded) against each operator's document: its name, its description, the codes it emits and
   the knowledge chunks it owns (`knowledge`). The best match and those close to it join, a few at
@@ -17,7 +19,7 @@ operators of the team from the catalogue the target can run:
 The team is then closed over the picks' needs (the producer of every artifact they need, and of
 theirs), and every operator the scenario declares for each of its plans (`planned_for`: the
 window's sampling, the cross review, its charts) is added. Each task says why it is on the team.
-No alert, or an alert that matches nothing, is no composition: the scenario's playbook runs whole.
+No alert and no signal, or ones that match nothing, is no composition: the scenario's playbook runs whole.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from functools import lru_cache
 
 from dbcrew.models import CatalogueEntry, Role
 from dbcrew.models.crew import PlanRequest
+from dbcrew.models.incident import STRONGEST_SIGNALS
 from dbcrew.operators.knowledge import chunks, symptoms, terms
 from dbcrew.roles.brains.playbooks import PLAYBOOKS
 from dbcrew.text import VectorIndex, tokens
@@ -66,11 +69,17 @@ class Composition:
     )
 
 
-def metrics_named(alert: str, catalogue: list[CatalogueEntry]) -> list[str]:
-    """The metric names an alert carries (a watcher incident's signals), in order: dotted names of a
-    family some operator declares signals of (`host.`, `act.`, ...), not file or host names."""
+def judged(metrics: list[str], catalogue: list[CatalogueEntry]) -> list[str]:
+    """`metrics` without repeats, those of a family some operator of `catalogue` declares signals of."""
     families = {prefix.split(".")[0] for e in catalogue for prefix in e.signals}
-    return [m for m in dict.fromkeys(METRIC.findall(alert)) if m.split(".")[0] in families]
+    return [m for m in dict.fromkeys(metrics) if m.split(".")[0] in families]
+
+
+def signals_named(request: PlanRequest) -> list[str]:
+    """The metrics the run is about, in order: the strongest signals of the incident that started it (typed,
+    as the watcher found them), then any other metric name the alert's text carries (a user's, Alertmanager's)."""
+    typed = [s.name for s in request.signals[:STRONGEST_SIGNALS]]
+    return judged([*typed, *METRIC.findall(request.alert)], request.catalogue)
 
 
 def signal_of(entry: CatalogueEntry, metric: str) -> str | None:
@@ -196,8 +205,8 @@ def close_over_needs(
 def compose(request: PlanRequest) -> Composition | str:
     """The composed team's operators, or why there is none (the playbook then runs whole)."""
     alert = request.alert.strip()
-    if not alert:
-        return "no alert text to compose a team from"
+    if not alert and not request.signals:
+        return "no alert text or incident signal to compose a team from"
     categories = composable(request.scenario)
     candidates = [
         e
@@ -208,12 +217,14 @@ def compose(request: PlanRequest) -> Composition | str:
         and request.scenario not in e.planned_for
     ]
     chosen: dict[str, str] = {}
-    for metric in metrics_named(alert, request.catalogue):
+    found = {s.name for s in request.signals}
+    for metric in signals_named(request):
+        said = "the incident found abnormal" if metric in found else "the alert names"
         for entry in candidates:
             prefix = signal_of(entry, metric)
             if prefix is not None and entry.name not in chosen:
-                chosen[entry.name] = f"judges {metric}, a signal the alert names ({prefix}*)"
-    scores = text_scores(alert, candidates) if candidates else []
+                chosen[entry.name] = f"judges {metric}, a signal {said} ({prefix}*)"
+    scores = text_scores(alert, candidates) if candidates and alert else []
     best = max(scores, default=0.0)
     for i in close_to_best(scores):
         entry = candidates[i]

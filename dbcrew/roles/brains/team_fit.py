@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dbcrew.models import CatalogueEntry, Strategy
 from dbcrew.models.crew import PlanRequest, Problem
-from dbcrew.roles.brains.composing import composable, metrics_named, signal_of
+from dbcrew.roles.brains.composing import composable, signal_of, signals_named
 from dbcrew.vocabulary import ProblemKind
 
 
@@ -29,7 +29,7 @@ def team_problems(request: PlanRequest, strategy: Strategy) -> list[Problem]:
     """What keeps the team from fitting the run; [] when it fits."""
     planned = {t.operator for t in strategy.tasks}
     problems = []
-    for metric in metrics_named(request.alert, request.catalogue):
+    for metric in signals_named(request):
         found = judges(request, metric)
         if found and not any(e.name in planned for e in found):
             problems.append(
@@ -62,6 +62,6 @@ def uncovered(request: PlanRequest, strategy: Strategy) -> list[str]:
     planned = {t.operator for t in strategy.tasks}
     return [
         metric
-        for metric in metrics_named(request.alert, request.catalogue)
+        for metric in signals_named(request)
         if not any(e.name in planned for e in judges(request, metric))
     ]

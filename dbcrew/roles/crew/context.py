@@ -20,6 +20,7 @@ from dbcrew.error_tree import load_tree
 from dbcrew.llm.base import Brain
 from dbcrew.models import Brief
 from dbcrew.models.request import ReviewRequest, TargetURL
+from dbcrew.operators.collect.probe import BRIEF_KEY
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.roles.brains import make_brain
 from dbcrew.roles.crew.memory import target_identity
@@ -125,8 +126,8 @@ def brief_of(run: RunContext) -> Brief | None:
     """The probe's brief from the run's workspace (None when the run failed before the probe)."""
     if not run.workspace_path.exists():
         return None
-    rows = Workspace(run.workspace_path).query("SELECT body FROM observations WHERE key = 'brief'")
-    return Brief.model_validate_json(rows[0]["body"]) if rows else None
+    body = Workspace(run.workspace_path).observation(BRIEF_KEY)
+    return None if body is None else Brief.model_validate_json(body)
 
 
 def identity_for(run: RunContext, store: Store) -> str:

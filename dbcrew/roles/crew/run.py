@@ -96,6 +96,7 @@ def initialize(run: RunContext) -> Initialized:
         catalogue=caps.available,
         constraints=plan_constraints(brief, run.deadline.left()),
         alert=run.settings.alert,
+        signals=run.signals,
         compose=run.settings.ablations.composition,
     )
     planned = make_plan(
@@ -252,10 +253,15 @@ class ThreadRunner(FutureRunner):
 def execute_plain(
     run: RunContext, brief: Brief, strategy: Strategy, state: ExecutionState
 ) -> ExecutionResult:
-    with ThreadPoolExecutor(
+    pool = ThreadPoolExecutor(
         max_workers=run.settings.max_workers, thread_name_prefix="dbcrew-task"
-    ) as pool:
+    )
+    try:
         return execute(strategy, state, ThreadRunner(run, brief, pool), run.monitor(), run.deadline)
+    finally:
+        # Not waited for: a chart the run stopped waiting for at its deadline finishes on its own
+        # (execute returns only once every task the answer needs is done).
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 class ReviewResult(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import networkx as nx
 from pydantic import ValidationError
 
+from dbcrew.artifacts import UnknownArtifact, parse
 from dbcrew.models import CatalogueEntry, Strategy
 from dbcrew.models.crew import Problem
 from dbcrew.operators.registry import REGISTRY
@@ -15,8 +16,9 @@ def validate(strategy: Strategy, catalogue: list[CatalogueEntry]) -> list[Proble
     """Every objection the plan deserves; [] means it may run.
 
     Operators must be in the (pruned) catalogue and belong to their agent's role; the task graph
-    must be a DAG over existing ids; every needed artifact must come from an upstream task;
-    parameters must validate against the operator's model.
+    must be a DAG over existing ids; every artifact a task says it produces must be a declared one
+    (dbcrew/artifacts.py: the plan holds names, the workspace takes keys); every needed artifact
+    must come from an upstream task; parameters must validate against the operator's model.
     """
     allowed = {e.name: e for e in catalogue}
     problems: list[Problem] = []
@@ -78,6 +80,13 @@ def validate(strategy: Strategy, catalogue: list[CatalogueEntry]) -> list[Proble
                         kind=ProblemKind.UNKNOWN_DEPENDENCY,
                         message=f"needs unknown task {need!r}",
                     )
+                )
+        for name in spec.produces:
+            try:
+                parse(name)
+            except UnknownArtifact as exc:
+                problems.append(
+                    Problem(task_id=spec.id, kind=ProblemKind.UNKNOWN_ARTIFACT, message=str(exc))
                 )
         try:
             REGISTRY[spec.operator].params_model.model_validate(spec.params)

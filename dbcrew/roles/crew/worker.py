@@ -231,9 +231,12 @@ def stopped(spec: TaskSpec, log: list[str] | None = None) -> TaskOutcome:
     return skipped(spec, SkipCause(kind=SkipKind.STOPPED, detail=stopping.requested()), log)
 
 
-def stood_down(spec: TaskSpec, deadline: Deadline) -> TaskOutcome:
-    """The outcome of work that can wait, not started because the run's deadline is near."""
-    return skipped(spec, SkipCause(kind=SkipKind.DEADLINE, detail=deadline.stand_down_reason()))
+def stood_down(spec: TaskSpec, deadline: Deadline, running: bool = False) -> TaskOutcome:
+    """The outcome of work that can wait, not started because the run's deadline is near, or (`running`)
+    started but not waited for once the deadline's reserve began."""
+    return skipped(
+        spec, SkipCause(kind=SkipKind.DEADLINE, detail=deadline.stand_down_reason(running))
+    )
 
 
 def without_agent(spec: TaskSpec) -> TaskOutcome:

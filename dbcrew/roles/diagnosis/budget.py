@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbcrew.errors import DbcrewError
-from dbcrew.settings import Environment, environment
+from dbcrew.settings.environment import Environment, environment
 
 
 def _default(field: str) -> Any:
-    """A limit's default: its environment variable's (dbcrew.settings.Environment says each once)."""
+    """A limit's default: its environment variable's (dbcrew.settings.environment.Environment says each once)."""
     return Environment.model_fields[field].default
 
 

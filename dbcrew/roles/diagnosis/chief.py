@@ -21,9 +21,9 @@ from dbcrew.llm.client import LlmClient, Render, ResponseCache
 from dbcrew.models import Finding, RootCause
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
 from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.operators.diagnose.candidates import Candidate
 from dbcrew.operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
-from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, Candidate, select_experts
-from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, experts_by_code, select_experts
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.support import Support, expert_candidates, support
 from dbcrew.operators.knowledge import knowledge_base
@@ -32,7 +32,8 @@ from dbcrew.roles.diagnosis.controller import Controller, Tally
 from dbcrew.roles.diagnosis.guard import GuardedCause, check
 from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.roles.diagnosis.tools import DiagnosisTools
-from dbcrew.settings import Capability, Thresholds
+from dbcrew.settings.llm import Capability
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Cause
 

@@ -46,7 +46,7 @@ from dbcrew.roles.diagnosis.guard import ProposedCause
 from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.roles.diagnosis.tools import PROPOSE, REFLECT
 from dbcrew.roles.diagnosis.tree import Node, Search
-from dbcrew.settings import Capability
+from dbcrew.settings.llm import Capability
 
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
 STEP_TOKENS = 600  # one turn: a thought and one action with its arguments, or the causes proposed

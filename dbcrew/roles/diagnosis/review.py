@@ -21,7 +21,7 @@ from dbcrew.operators.knowledge import knowledge_base
 from dbcrew.prompts import render
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.workspace import Workspace
 
 _CACHES: dict[
@@ -39,8 +39,8 @@ def response_cache() -> ResponseCache:
 def librarians_chunks(workspace: Workspace) -> dict[str, list[str]]:
     """The chunks the librarian retrieved for the window (dbcrew/operators/diagnose/steps.py), by the expert
     that owns them, as the text an expert's prompt quotes; empty when no librarian ran or knowledge is off."""
-    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [KNOWLEDGE_KEY])
-    handed = [Retrieved.model_validate(r) for r in json.loads(rows[0]["body"])] if rows else []
+    body = workspace.observation(KNOWLEDGE_KEY)
+    handed = [] if body is None else [Retrieved.model_validate(r) for r in json.loads(body)]
     chunks = {(c.name, str(c.code)): c for c in knowledge_base().chunks}
     by_expert: dict[str, list[str]] = {}
     for item in handed:
@@ -63,8 +63,8 @@ def with_llm_experts(
     what the experts did; the rules' causes untouched, no hypothesis and None when the brain is not
     an LLM or nothing was sampled. `thresholds` are the run's (what the evidence must show);
     `seconds` caps the experts' time budget (what is left before the run's deadline)."""
-    rows = workspace.query("SELECT body FROM observations WHERE key = ?", [FACTS_KEY])
-    if not isinstance(brain, OpenAIBrain) or not rows:
+    body = workspace.observation(FACTS_KEY)
+    if not isinstance(brain, OpenAIBrain) or body is None:
         return rules, [], None
     if brain.down:
         brain.count_question(fell_back=True)
@@ -76,7 +76,7 @@ def with_llm_experts(
                 fallbacks=["every expert: the endpoint stopped answering earlier in the run"],
             ),
         )
-    record = FactsRecord.model_validate_json(rows[0]["body"])
+    record = FactsRecord.model_validate_json(body)
     causes, hypotheses, section = LlmDiagnoser.from_env(
         brain.client, render, response_cache(), seconds=seconds
     ).diagnose(record, rules, workspace.put_observation, thresholds, librarians_chunks(workspace))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from dbcrew.operators.diagnose.experts_index import experts_by_code
+from dbcrew.operators.diagnose.experts import experts_by_code
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.views import GENERAL_VIEWS, STATS
 from dbcrew.operators.registry import Operator, Surface, catalogue, exposed, get

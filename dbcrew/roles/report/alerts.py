@@ -8,10 +8,13 @@ none rose above the reporting confidence.
 A report without history (no previous run known) alerts on every problem. The message carries the
 target's password-free display, the run's link (the Prefect UI page when known) and the findings;
 any credentials that slipped into an error text are cut out before sending.
+The pool's own news (a gap in the watching, a watcher stopped, a late slot) is told by
+dbcrew/roles/report/operational.py, in this module's one alert type.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 import apprise
@@ -24,6 +27,23 @@ from dbcrew.models.report import HistoryItem
 MAX_LISTED = 20
 _CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNORECASE)
 _PASSWORD_PARAM = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+
+
+_URL_TAIL = re.compile(r"\b([a-z][a-z0-9+.-]*)://\S+", re.IGNORECASE)
+
+
+class _UrlsCut(logging.Filter):
+    """Apprise logs a URL it cannot load whole ("Unparseable URL notascheme://host/TOKEN": its masking knows only
+    the schemes it supports), and an alert URL's path carries its token: each URL in Apprise's lines keeps only its
+    scheme."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = _URL_TAIL.sub(r"\1://...", record.getMessage())
+        record.args = None
+        return True
+
+
+logging.getLogger("apprise").addFilter(_UrlsCut())
 
 
 class AlertNotDelivered(DbcrewError, RuntimeError):

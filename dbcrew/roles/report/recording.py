@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from dbcrew.artifacts import Artifact
 from dbcrew.models import Finding, Report
 from dbcrew.models.report import TargetInfo
+from dbcrew.operators.collect.catalog import WRAPAROUND
 from dbcrew.operators.diagnose.steps import HEALTH_WINDOW_KEY
+from dbcrew.operators.stat_views import DATABASE_STATS, TABLE_STATS
 from dbcrew.operators.window.evidence import WindowEvidence
 from dbcrew.roles.crew.context import RunContext, brief_of, identity_for
 from dbcrew.roles.report.comparing import TREND_RUNS, history_of, judge_quiet, with_trends_chart
@@ -34,7 +37,9 @@ from dbcrew.workspace import Workspace
 
 
 # -- what one run leaves in the store -----------------------------------------------------------
-def _one(workspace: Workspace, table: str, sql: str, params: list[object] | None = None) -> object:
+def _one(
+    workspace: Workspace, table: Artifact, sql: str, params: list[object] | None = None
+) -> object:
     """One value from a table the review may not have collected (a skipped collector): None then."""
     if not workspace.has(table):
         return None
@@ -56,7 +61,7 @@ def vitals_of(run: RunContext, report: Report) -> Vitals:
         workspace.query(
             "SELECT blks_hit, blks_read, blks_hit_delta, blks_read_delta FROM database_stats"
         )
-        if workspace.has("database_stats")
+        if workspace.has(DATABASE_STATS.table)
         else []
     )
     ratio = None
@@ -68,10 +73,10 @@ def vitals_of(run: RunContext, report: Report) -> Vitals:
             else (row["blks_hit"], row["blks_read"])
         )  # an idle window: the ratio since the statistics began
         ratio = hit / (hit + read) if hit + read > 0 else None
-    dead = _one(workspace, "table_stats", "SELECT sum(n_dead_tup) FROM table_stats")
+    dead = _one(workspace, TABLE_STATS.table, "SELECT sum(n_dead_tup) FROM table_stats")
     xid = _one(
         workspace,
-        "wraparound",
+        WRAPAROUND,
         "SELECT max(xid_age) FROM wraparound WHERE scope = 'database' AND name = ?",
         [brief.database],
     )
@@ -100,12 +105,10 @@ def stored_findings(identity: str, findings: list[Finding]) -> list[StoredFindin
 # -- baselines ---------------------------------------------------------------------------------
 def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) -> Baseline | None:
     """Store a health review's sampled window, marked quiet or not; None when the review sampled none."""
-    rows = Workspace(run.workspace_path).query(
-        "SELECT body FROM observations WHERE key = ?", [HEALTH_WINDOW_KEY]
-    )
-    if not rows:
+    body = Workspace(run.workspace_path).observation(HEALTH_WINDOW_KEY)
+    if body is None:
         return None
-    window = WindowEvidence.model_validate_json(rows[0]["body"])
+    window = WindowEvidence.model_validate_json(body)
     latest = store.latest_baseline(identity)
     quiet, reason = judge_quiet(
         window,
@@ -118,7 +121,7 @@ def keep_baseline(store: Store, identity: str, run: RunContext, report: Report) 
         taken_at=report.started_at,
         quiet=quiet,
         reason=reason,
-        window_json=rows[0]["body"],
+        window_json=body,
     )
     store.save_baseline(baseline)
     return baseline

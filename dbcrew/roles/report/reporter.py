@@ -29,7 +29,7 @@ from dbcrew.models.report import (
     TeamMember,
 )
 from dbcrew.operators.diagnose.attribution import attribute
-from dbcrew.operators.diagnose.steps import JOINED_KEY
+from dbcrew.operators.diagnose.steps import FACTS_KEY, JOINED_KEY, REVIEW_NOTES_KEY
 from dbcrew.operators.registry import catalogue
 from dbcrew.operators.statistics_age import just_started
 from dbcrew.operators.window.evidence import WindowEvidence
@@ -304,10 +304,8 @@ def started_note(run: RunContext, review: ReviewResult) -> str:
 def anomaly_facts(run: RunContext) -> dict[str, Any]:
     """The diagnosis's facts as the sampler stored them ({} where nothing was sampled), read once: a
     window's facts are large, and a diagnosis of a saturated host pays for every parse."""
-    rows = Workspace(run.workspace_path).query(
-        "SELECT body FROM observations WHERE key = 'anomaly_facts'"
-    )
-    facts: dict[str, Any] = json.loads(rows[0]["body"]) if rows else {}
+    body = Workspace(run.workspace_path).observation(FACTS_KEY)
+    facts: dict[str, Any] = {} if body is None else json.loads(body)
     return facts
 
 
@@ -333,8 +331,7 @@ def diagnosis_section(
 ) -> DiagnosisSection:
     """Title, anomaly description and diagnosis process, from the facts and the experts' outcomes."""
     workspace = Workspace(run.workspace_path)
-    rows = workspace.query("SELECT body FROM observations WHERE key = 'review_notes'")
-    notes = rows[0]["body"] if rows else "[]"
+    notes = workspace.observation(REVIEW_NOTES_KEY) or "[]"
     abnormal = [
         f"{m['name']} {m['baseline_median']:.4g} -> {m['window_median']:.4g}"
         for m in facts.get("abnormal", [])
@@ -368,8 +365,8 @@ def diagnosis_section(
         if task_id.startswith("expert_") and "stood down" not in outcome.observation.summary:
             experts.append(task_id.removeprefix("expert_"))
         process.append(f"{task_id}: {outcome.observation.summary}")
-    joined = workspace.query("SELECT body FROM observations WHERE key = ?", [JOINED_KEY])
-    experts += [e for e in (json.loads(joined[0]["body"]) if joined else []) if e not in experts]
+    joined = workspace.observation(JOINED_KEY)
+    experts += [e for e in (json.loads(joined) if joined else []) if e not in experts]
     process += [
         f"cross review ({n['reviewer']}) on {n['code']}: {n['verdict']}" for n in json.loads(notes)
     ]

@@ -18,7 +18,8 @@ from dbcrew.models.report import Report
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases
 from dbcrew.roles.spine import review as review_run
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 from tests.integration.health import clinic
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import psycopg
 
 from dbcrew.lab.embedded import EmbeddedPostgres
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 

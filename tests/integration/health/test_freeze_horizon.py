@@ -14,7 +14,7 @@ import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from tests.integration.health.conftest import review
 
 FREEZE_MAX_AGE = 100_000

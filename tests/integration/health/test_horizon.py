@@ -17,7 +17,7 @@ import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from tests.integration.health.clinic import flush_statistics
 from tests.integration.health.conftest import review
 from tests.integration.health.sessions import Held

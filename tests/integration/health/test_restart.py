@@ -15,7 +15,7 @@ import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.report import Report
-from dbcrew.settings import Thresholds
+from dbcrew.settings.thresholds import Thresholds
 from tests.integration.health.conftest import review
 
 # A table four times shared_buffers: every scan of it reads from outside the buffers, so the window's

@@ -46,7 +46,7 @@ from dbcrew.operators.stat_views import (
     StatementRow,
     TableStatsRow,
 )
-from dbcrew.settings import Settings
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from tests.rows import duckdb_type

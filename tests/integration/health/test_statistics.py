@@ -20,7 +20,8 @@ from dbcrew.operators.collect.window import (
     collect_table_stats,
 )
 from dbcrew.operators.registry import OperatorContext
-from dbcrew.settings import Settings, Thresholds
+from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import parse_target
 from dbcrew.workspace import Workspace
 from tests.integration.health.clinic import flush_statistics

@@ -34,7 +34,8 @@ from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.diagnosis.budget import AgentLimits
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.roles.spine import PlainPhases, review
-from dbcrew.settings import Capability, Settings
+from dbcrew.settings.llm import Capability
+from dbcrew.settings.run import Settings
 from dbcrew.targets import parse_target
 from dbcrew.vocabulary import Route
 from dbcrew.workspace import Workspace

@@ -24,25 +24,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dbcrew.operators.stat_views import DATABASE_STATS
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    ACTIVITY_SERIES,
+    DATABASE_SERIES,
+    HOST_CPU_BUSY,
+    HOST_IOWAIT,
+    HOST_SWAP_IO,
+    HOST_SWAP_USED,
+    IDLE_IN_XACT,
+    WAITS_SERIES,
+    PromRead,
+    read_by_prometheus,
+)
 from dbcrew.operators.window.passes import PassBody, rounded
 from dbcrew.operators.window.prometheus.api import PromSeries
 from dbcrew.operators.window.readers import wait_gauge
 
-DATABASE = "pg_stat_database_"
-DATABASE_COUNTERS = {f"{DATABASE}{c}": f"db.{c}" for c in DATABASE_STATS.counters}
-COMMITS = (
-    f"{DATABASE}xact_commit"  # present at every scrape of a live server: a step without it is a gap
-)
-ACTIVITY = "pg_stat_activity_count"  # {state}: sessions of the database by state
-WAITS = "dbcrew_activity_sessions"  # {wait_event_type, wait_event}: dbcrew's queries file
+# The counters read as rates and the gauges read at the step: the metric catalogue's (dbcrew/operators/window/metrics.py).
+DATABASE_COUNTERS = {
+    m.prometheus.series: m.name for m in read_by_prometheus(PromRead.RATE) if m.prometheus
+}
+NODE_GAUGES = {
+    m.prometheus.series: (m.name, m.prometheus.scale)
+    for m in read_by_prometheus(PromRead.GAUGE)
+    if m.prometheus
+}
+COMMITS = f"{DATABASE_SERIES}xact_commit"  # present at every scrape of a live server: a step without it is a gap
+ACTIVITY = ACTIVITY_SERIES  # {state}: sessions of the database by state
+WAITS = WAITS_SERIES  # {wait_event_type, wait_event}: dbcrew's queries file
 CPU = "cpu:"  # node_cpu_seconds_total summed by mode: "cpu:idle", "cpu:iowait", ...
 SWAP_PAGES = ("node_vmstat_pswpin", "node_vmstat_pswpout")
+SWAP_BYTES = ("node_memory_SwapTotal_bytes", "node_memory_SwapFree_bytes")
 PAGE_BYTES = 4096  # node_exporter reports swap in pages; x86-64 and arm64 Linux pages are 4 KiB
-NODE_GAUGES = {
-    "node_load1": ("host.load1", 1.0),
-    "node_memory_MemAvailable_bytes": ("host.mem_available_gb", 2.0**-30),
-}
 IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
 
 
@@ -135,13 +149,13 @@ def _step(grid: StepGrid, i: int) -> StepPass:
     sampled = any(grid.at(k, i) is not None for k in grid.keys(f"{WAITS}:"))
     if sampled:
         for key, n in waits.items():
-            rates["act.active"] = rates.get("act.active", 0.0) + n
+            rates[ACTIVE.name] = rates.get(ACTIVE.name, 0.0) + n
             gauge = wait_gauge(key)
             if gauge:
                 rates[gauge] = rates.get(gauge, 0.0) + n
     else:
-        rates["act.active"] = grid.at(f"{ACTIVITY}:active", i) or 0.0
-    rates["act.idle_in_xact"] = sum(
+        rates[ACTIVE.name] = grid.at(f"{ACTIVITY}:active", i) or 0.0
+    rates[IDLE_IN_XACT.name] = sum(
         grid.at(f"{ACTIVITY}:{s}", i) or 0.0 for s in IDLE_IN_TRANSACTION
     )
     body = PassBody(
@@ -159,20 +173,17 @@ def _host(grid: StepGrid, i: int, deltas: dict[str, float], seconds: float) -> d
     total = sum(modes.values())
     if total > 0:
         idle, iowait = modes.get("idle", 0.0), modes.get("iowait", 0.0)
-        values["host.cpu_busy"] = 100.0 * max(total - idle - iowait, 0.0) / total
-        values["host.iowait"] = 100.0 * iowait / total
+        values[HOST_CPU_BUSY.name] = 100.0 * max(total - idle - iowait, 0.0) / total
+        values[HOST_IOWAIT.name] = 100.0 * iowait / total
     for name, (key, scale) in NODE_GAUGES.items():
         value = grid.at(name, i)
         if value is not None:
             values[key] = value * scale
-    swap_total, swap_free = (
-        grid.at("node_memory_SwapTotal_bytes", i),
-        grid.at("node_memory_SwapFree_bytes", i),
-    )
+    swap_total, swap_free = (grid.at(series, i) for series in SWAP_BYTES)
     if swap_total is not None and swap_free is not None:
-        values["host.swap_used_gb"] = (swap_total - swap_free) / 2**30
+        values[HOST_SWAP_USED.name] = (swap_total - swap_free) / 2**30
     if all(k in deltas for k in SWAP_PAGES):
-        values["host.swap_io_mb"] = (
+        values[HOST_SWAP_IO.name] = (
             sum(deltas[k] for k in SWAP_PAGES) * PAGE_BYTES / 2**20 / seconds
         )
     return values

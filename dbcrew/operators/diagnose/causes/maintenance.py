@@ -1,0 +1,71 @@
+"""Causes of the table's upkeep: a client's VACUUM competing with the workload, and dead row versions a
+heavy statement's scans read (the vacuum expert)."""
+
+from __future__ import annotations
+
+from dbcrew.operators.diagnose.attribution import CauseTime, client_vacuum
+from dbcrew.operators.diagnose.candidates import Facts, Proposal
+from dbcrew.operators.diagnose.causes.declaration import (
+    FROM_PLANS,
+    DeclaredCause,
+    Expert,
+    cause,
+    declare,
+)
+from dbcrew.vocabulary import FindingCode, RootCauseCode
+
+VACUUM = Expert(
+    "vacuum",
+    "Vacuum expert: vacuums running and the heap blocks they scan -> vacuum_interference; heavy statements scanning tables of more dead row versions than live ones -> dead_tuples_high.",
+)
+
+
+@cause(
+    RootCauseCode.VACUUM_INTERFERENCE,
+    VACUUM,
+    indicators=(
+        "act.vacuum",
+        "vacuum.heap_blks_scanned",
+        "vacuum.buffers",
+        "db.blks_read",
+        "io.relation.reads",
+    ),
+    signals=("act.vacuum", "vacuum."),
+    words=("vacuum", "bloat"),
+    thresholds=("vacuum_presence", "vacuum_blocks_per_s"),
+    knowledge="vacuum competing with the workload",
+    # VACUUM run by a client; autovacuum's time is not sampled as the workload's, and a client VACUUM
+    # never seen running is not measured.
+    time=CauseTime(client_vacuum, unseen_unmeasured=True),
+)
+def vacuum_interference(facts: Facts) -> Proposal | None:
+    """A VACUUM present in vacuum_presence of the samples, scanning vacuum_blocks_per_s heap blocks."""
+    w, levels = facts.window, facts.thresholds.diagnosis
+    values = w.series.get("act.vacuum") or []
+    presence = sum(1 for v in values if v > 0) / len(values) if values else 0.0
+    scanned = max(w.mean("vacuum.heap_blks_scanned"), w.mean("vacuum.buffers"))
+    if not (presence >= levels.vacuum_presence and scanned >= levels.vacuum_blocks_per_s):
+        return None
+    return Proposal(
+        strength=min(presence / levels.vacuum_presence, scanned / levels.vacuum_blocks_per_s),
+        evidence={
+            "vacuum_presence": round(presence, 2),
+            "vacuum_heap_blocks_per_s": round(scanned),
+            "running": [q[:120] for q in w.running if q.lstrip().lower().startswith("vacuum")][:3],
+        },
+    )
+
+
+declare(
+    DeclaredCause(
+        FindingCode.DEAD_TUPLES_HIGH,
+        VACUUM,
+        FROM_PLANS,
+        indicators=("act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"),
+        # A heavy statement's scans of dead row versions, seen as its reads.
+        signals=("db.tup_returned", "db.blks_hit", "db.blks_read"),
+        words=("dead", "bloat", "slow", "query"),
+        thresholds=("query_share",),
+        knowledge="scans reading more dead row versions than live ones",
+    )
+)
