@@ -144,8 +144,10 @@ def main(argv: Sequence[str] = ()) -> None:
         "--no",
         action="append",
         default=[],
-        choices=("composition", "knowledge"),
-        help="injection suite: switch off the composed plan (the playbook runs) or the knowledge",
+        choices=("composition", "knowledge", "memory"),
+        help="injection and outside suites: switch off the composed plan (the playbook runs), the"
+        " knowledge, or the memory (lessons and unfixed errors carried from one case to the next on the"
+        " suite's one server)",
     )
     parser.add_argument(
         "--case",
@@ -155,18 +157,21 @@ def main(argv: Sequence[str] = ()) -> None:
         help="injection suite: only these single-cause cases (one diagnosis to look into)",
     )
     known, rest = parser.parse_known_args(list(argv))
+    ablations = Ablations(**dict.fromkeys(known.no, False))
     if known.suite == "generalization":
         from bench import generalization
 
+        if known.no:
+            parser.error("--no applies to the injection and outside suites")
         generalization.main(rest)
     elif known.suite == "outside":
         from bench import outside
 
-        outside.main(rest)
+        outside.main(rest, ablations)
     elif rest:
         parser.error(f"the injection suite takes no options but --no and --case ({' '.join(rest)})")
     else:
-        injection_suite(Ablations(**dict.fromkeys(known.no, False)), known.case)
+        injection_suite(ablations, known.case)
 
 
 def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()) -> None:

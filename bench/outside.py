@@ -44,6 +44,7 @@ from bench.injections import Recipe, connect, injected, pgbench_script
 from bench.slow_disk import SlowDisk, unavailable
 from dbcrew.lab.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres
 from dbcrew.operators.window.live import sample_window
+from dbcrew.settings.run import Ablations
 from dbcrew.targets import parse_target
 
 SCRIPTS = Path(__file__).parent / "outside"
@@ -354,7 +355,9 @@ def record_baselines(
     return out
 
 
-def main(argv: Sequence[str] = ()) -> None:
+def main(argv: Sequence[str] = (), ablations: Ablations | None = None) -> None:
+    """The suite's cases, diagnosed with `ablations` switched off (bench diagnose's --no)."""
+    ablations = ablations or Ablations()
     parser = argparse.ArgumentParser(prog="python -m bench diagnose --suite outside")
     parser.add_argument(
         "--levels", default=",".join(map(str, LEVELS)), help="clients per core, e.g. 10 or 1,30"
@@ -379,7 +382,11 @@ def main(argv: Sequence[str] = ()) -> None:
         parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
     chosen = cases(levels, only)
     started = time.monotonic()
-    print(f"outside suite: {len(chosen)} cases x {args.runs} runs; {host_load()}", flush=True)
+    print(
+        f"outside suite: {len(chosen)} cases x {args.runs} runs; switched off:"
+        f" {', '.join(ablations.off()) or 'nothing'}; {host_load()}",
+        flush=True,
+    )
     outcomes: list[Outcome] = []
     no_disk: str | None = None
     skipped: list[Case] = []  # cases this host cannot make (no slow disk)
@@ -396,7 +403,9 @@ def main(argv: Sequence[str] = ()) -> None:
             for case in skipped:
                 print(f"  {case.name:64} not run: no slow disk ({no_disk})", flush=True)
             chosen = [c for c in chosen if c not in skipped]
-            server = DiagnosisServer(pg=pg, dsn=dsn, baseline=workdir / "none", catalogue=__name__)
+            server = DiagnosisServer(
+                pg=pg, dsn=dsn, baseline=workdir / "none", catalogue=__name__, ablations=ablations
+            )
             baselines = record_baselines(server, workdir, levels)
             print(f"  schemas and baselines ready in {time.monotonic() - started:.0f}s", flush=True)
             for run, (i, case) in itertools.product(range(args.runs), enumerate(chosen)):

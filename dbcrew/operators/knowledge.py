@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from pathlib import Path
-from typing import cast, get_args
+from typing import Any, cast, get_args
 
 import yaml
 from pydantic import BaseModel
@@ -76,10 +76,16 @@ class KnowledgeBase:
         return [m for m in scored[:k] if m.score > 0]
 
 
+def _yaml(path: Path) -> Any:
+    """A data file of this folder, parsed by libyaml where PyYAML has it (a tenth of the pure-Python
+    parser's CPU: the first plan of a process reads these files before its window)."""
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_chunks(folder: Path = KNOWLEDGE_DIR) -> list[Chunk]:
     chunks: list[Chunk] = []
     for path in sorted(folder.glob("*.yaml")):
-        chunks.extend(Chunk.model_validate(raw) for raw in yaml.safe_load(path.read_text()) or [])
+        chunks.extend(Chunk.model_validate(raw) for raw in _yaml(path) or [])
     return chunks
 
 
@@ -91,14 +97,28 @@ def chunks() -> tuple[Chunk, ...]:
 
 
 SYMPTOMS_FILE = KNOWLEDGE_DIR / "symptoms" / "codes.yaml"
+TERMS_FILE = KNOWLEDGE_DIR / "symptoms" / "terms.yaml"
 
 
 @lru_cache(maxsize=1)
 def symptoms() -> dict[str, str]:
     """How each problem presents to whoever raises an alert about it, by code (dbcrew/knowledge/symptoms/):
     what the planner matches an alert against besides the operators' descriptions."""
-    raw = yaml.safe_load(SYMPTOMS_FILE.read_text()) or {}
+    raw = _yaml(SYMPTOMS_FILE) or {}
     return {_code(name).value: " ".join(str(text).split()) for name, text in raw.items()}
+
+
+@lru_cache(maxsize=1)
+def terms() -> dict[str, str]:
+    """word -> the head word it names the same thing as (dbcrew/knowledge/symptoms/terms.yaml), heads
+    included: what the planner folds an alert's and an operator's words to."""
+    raw = _yaml(TERMS_FILE) or {}
+    folded: dict[str, str] = {}
+    for head, members in raw.items():
+        for word in [head, *members]:
+            if folded.setdefault(str(word), str(head)) != head:
+                raise ValueError(f"{TERMS_FILE}: {word!r} is under two heads")
+    return folded
 
 
 def _code(name: str) -> Cause:

@@ -3,45 +3,33 @@
 Nothing may download a model at run time, so the vectors are hashed character n-grams (within
 word boundaries) plus word unigrams: close spellings ("canceling"/"cancelled", "privilege"/
 "privileges") land near each other, which is the similarity error texts and knowledge chunks need.
-Vectors are L2-normalised, so faiss's inner product is the cosine. scikit-learn and faiss load on
-first use: they cost over a second of CPU to import, which every flow run in a process worker would
-otherwise pay whether or not it embeds anything.
+Vectors are L2-normalised, so faiss's inner product is the cosine. The hashing is plain Python and
+numpy (dbcrew/text/hashing.py: scikit-learn's HashingVectorizer, column for column, without its
+second of import); faiss loads on first use (about 0.1 s of CPU), which a flow run that embeds nothing never
+pays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
-from typing import Any
 
 import numpy as np
 
+from dbcrew.text.hashing import hashed_counts
+
 DIMENSIONS = 2**14
+WORD_WEIGHT = 2.0  # a whole word shared counts twice one of its n-grams
 
 
-@cache
-def _vectorizers() -> tuple[Any, Any]:
-    """Character n-grams within word boundaries, and word unigrams, hashed into DIMENSIONS."""
-    from sklearn.feature_extraction.text import HashingVectorizer
-
-    chars = HashingVectorizer(
-        analyzer="char_wb",
-        ngram_range=(3, 5),
-        n_features=DIMENSIONS,
-        alternate_sign=False,
-        norm=None,
-        lowercase=True,
-    )
-    words = HashingVectorizer(
-        analyzer="word", n_features=DIMENSIONS, alternate_sign=False, norm=None, lowercase=True
-    )
-    return chars, words
+Rows = list[tuple[np.ndarray, np.ndarray]]  # per text: its columns, and their counts (float64)
 
 
-def _counts(texts: Sequence[str]) -> Any:
-    """The texts' hashed feature counts (sparse), unnormalised."""
-    chars, words = _vectorizers()
-    return chars.transform(texts) + 2.0 * words.transform(texts)
+def _rows(texts: Sequence[str]) -> Rows:
+    """The texts' hashed feature counts, sparse: a text holds a few hundred of the columns."""
+    return [
+        (np.fromiter(counts, dtype=np.int64, count=len(counts)), np.array(list(counts.values())))
+        for counts in hashed_counts(texts, DIMENSIONS, WORD_WEIGHT)
+    ]
 
 
 def embed(texts: Sequence[str], weights: np.ndarray | None = None) -> np.ndarray:
@@ -49,19 +37,30 @@ def embed(texts: Sequence[str], weights: np.ndarray | None = None) -> np.ndarray
 
     `weights` (one per feature) scale the counts before normalising: a corpus's inverse document
     frequencies, so what every text of it shares weighs little (see VectorIndex)."""
-    from sklearn.preprocessing import normalize
+    return _normalised(_rows(texts), weights)
 
-    matrix = _counts(texts)
-    if weights is not None:
-        matrix = matrix.multiply(weights.reshape(1, -1)).tocsr()
-    rows: np.ndarray = normalize(matrix, norm="l2").toarray().astype(np.float32)
-    return rows
+
+def _normalised(rows: Rows, weights: np.ndarray | None) -> np.ndarray:
+    """The rows weighted and L2-normalised in float64, as dense float32 rows (what faiss holds)."""
+    out = np.zeros((len(rows), DIMENSIONS), dtype=np.float32)
+    for i, (cols, counts) in enumerate(rows):
+        values = counts * weights[cols] if weights is not None else counts
+        norm = np.sqrt(np.add.reduce(values * values))
+        if norm:
+            out[i, cols] = values / norm
+    return out
 
 
 def inverse_frequencies(texts: Sequence[str]) -> np.ndarray:
-    """Smoothed inverse document frequency of every feature over `texts` (sklearn's formula)."""
-    present = (_counts(texts) > 0).sum(axis=0).A1
-    weights: np.ndarray = (np.log((1 + len(texts)) / (1 + present)) + 1.0).astype(np.float32)
+    """Smoothed inverse document frequency of every feature over `texts` (scikit-learn's formula)."""
+    return _inverse_frequencies(_rows(texts))
+
+
+def _inverse_frequencies(rows: Rows) -> np.ndarray:
+    present = np.zeros(DIMENSIONS, dtype=np.int64)
+    for cols, _counts in rows:
+        present[cols] += 1
+    weights: np.ndarray = (np.log((1 + len(rows)) / (1 + present)) + 1.0).astype(np.float32)
     return weights
 
 
@@ -76,10 +75,13 @@ class VectorIndex:
         import faiss
 
         self.size = len(texts)
-        self._weights = inverse_frequencies(texts) if weighted and texts else None
+        self._weights: np.ndarray | None = None
         self._index = faiss.IndexFlatIP(DIMENSIONS)
         if texts:
-            self._index.add(embed(texts, self._weights))
+            rows = _rows(texts)  # hashed once, for the weights and the vectors
+            if weighted:
+                self._weights = _inverse_frequencies(rows)
+            self._index.add(_normalised(rows, self._weights))
 
     def scores(self, text: str) -> np.ndarray:
         """Cosine similarity of `text` to every indexed text, in index order."""

@@ -263,6 +263,24 @@ def test_time_out_falls_back_to_the_rules_and_stops(server, record, rules):
     assert len(report.fallbacks) == 2 and "not asked" in report.fallbacks[1]
 
 
+def test_each_expert_is_offered_the_views_its_area_calls_for(server, record, rules):
+    from dbcrew.roles.diagnosis.tools import views_for
+
+    two = record.model_copy(update={"alert": "inserts wait on row locks"})  # workload and locks
+    server.replies += [tool("propose_causes", causes=[]), tool("propose_causes", causes=[])]
+    _, _, report = diagnoser(server, experts=2).diagnose(two, rules)
+    assert sorted(report.experts) == ["locks", "workload"]
+    offered = [
+        next(t for t in request["tools"] if t["function"]["name"] == "observe")["function"][
+            "parameters"
+        ]["properties"]["what"]["enum"]
+        for request in server.requests
+    ]
+    assert offered == [[op.name for op in views_for(e)] for e in report.experts]
+    assert "plans" in offered[report.experts.index("workload")]
+    assert "plans" not in offered[report.experts.index("locks")]
+
+
 def test_budget_exhausted_stops_cleanly_with_the_rules_answer(server, record, rules):
     server.replies += [tool("waits"), tool("observe", what="abnormal"), tool("tables")]
     causes, _, report = diagnoser(server, calls=2).diagnose(record, rules)

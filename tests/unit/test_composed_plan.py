@@ -18,7 +18,7 @@ from dbcrew.operators.diagnose.steps import FACTS_KEY, joined_experts, retrieved
 from dbcrew.operators.registry import OperatorContext, catalogue, get
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.roles.brains.composing import signals_named
+from dbcrew.roles.brains.composing import signals_named, words
 from dbcrew.roles.brains.playbooks import EXPERT_PREFIX
 from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.roles.brains.team_fit import team_problems, uncovered
@@ -90,6 +90,20 @@ def test_a_standby_alert_brings_the_replication_check_and_its_collector():
     collector = strategy.task("collect_replication")
     assert "which check_replication_lag needs" in collector.why
     assert strategy.agent(strategy.task("check_replication_lag").agent).role.value == "tasker"
+
+
+def test_an_alert_in_other_words_matches_through_the_glossary():
+    # 'logins' and 'session' are the glossary's words for a connection (knowledge/symptoms/terms.yaml):
+    # without it the first alert matched nothing and the second only the session check
+    for alert in (
+        "the web tier's logins are turned away at peak",
+        "the worker pool gets no session from the server at startup",
+    ):
+        assert "check_connections" in operators_of(planned(request(alert)))
+    # an identifier stays one word beside its parts, and an inflection folds to its head
+    assert {"max_connections", "max", "logins", "connection"} <= set(
+        words("Logins fail at max_connections")
+    )
 
 
 def test_a_watcher_signal_calls_in_the_expert_that_judges_it():

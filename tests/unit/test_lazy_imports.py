@@ -63,3 +63,27 @@ def test_the_monitor_builds_its_error_tree_at_the_first_alert():
     monitor = Monitor(tree, RulesBrain())
     assert built == []
     assert monitor.tree is monitor.tree and built == [1]
+
+
+def test_a_composed_plan_imports_no_scikit_learn():
+    """The plan is made before the window: what it imports is on the diagnosis's critical path."""
+    probe = """
+import sys
+import dbcrew.operators
+from dbcrew.models import Brief
+from dbcrew.models.crew import PlanRequest
+from dbcrew.operators.registry import catalogue
+from dbcrew.roles.brains.rules import RulesBrain
+from dbcrew.roles.crew.capabilities import prune
+from dbcrew.roles.crew.planner import make_plan
+from dbcrew.vocabulary import Scenario
+brief = Brief(server_version="18.1", server_version_num=180001, database="d", current_user="u")
+request = PlanRequest(scenario=Scenario.DIAGNOSE, brief=brief, catalogue=prune(brief, catalogue()).available,
+                      alert="sessions wait on a lock another session holds")
+strategy = make_plan(RulesBrain(), request, max_rounds=2).strategy
+print(strategy.rationale.startswith("composed"), "sklearn" in sys.modules)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.split() == ["True", "False"], out

@@ -37,3 +37,34 @@ def test_index_ranks_the_closest_spelling_first():
     assert best == 0 and score > 0.3
     assert index.scores("privileges denied")[1] == max(index.scores("privileges denied"))
     assert VectorIndex([]).search("anything", 3) == []
+
+
+def test_the_embedding_is_scikit_learns_without_importing_it():
+    """dbcrew/text/hashing.py replaces HashingVectorizer (char_wb 3-5 + 2 x words) and the embedder
+    sklearn's idf and L2 normalisation: the same vectors to the bit, so every cosine and threshold
+    written against scikit-learn's holds."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+    from sklearn.preprocessing import normalize
+
+    from dbcrew.operators.knowledge import load_chunks
+    from dbcrew.text.embedding import DIMENSIONS, WORD_WEIGHT, inverse_frequencies
+
+    texts = [
+        "QueryCanceled: canceling the statement due to statement_timeout",
+        "",
+        "a ab abc abcd abcde",  # words shorter than, equal to and longer than the n-gram sizes
+        "Ünïcode naïve café ½ — ﬁle",
+        "  runs   of\t\tspaces\nand newlines ",
+        *(f"{c.name}. {c.content} {c.steps}" for c in load_chunks()),
+    ]
+    options = {"n_features": DIMENSIONS, "alternate_sign": False, "norm": None}
+    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), **options)
+    words = HashingVectorizer(analyzer="word", **options)
+    counts = chars.transform(texts) + WORD_WEIGHT * words.transform(texts)
+    present = (counts > 0).sum(axis=0).A1
+    idf = (np.log((1 + len(texts)) / (1 + present)) + 1.0).astype(np.float32)
+    assert np.array_equal(inverse_frequencies(texts), idf)
+    plain = normalize(counts, norm="l2").toarray().astype(np.float32)
+    weighted = normalize(counts.multiply(idf.reshape(1, -1)).tocsr(), norm="l2")
+    assert np.array_equal(embed(texts), plain)
+    assert np.array_equal(embed(texts, idf), weighted.toarray().astype(np.float32))

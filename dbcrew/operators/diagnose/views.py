@@ -152,7 +152,7 @@ def statements(record: FactsRecord, params: StatementsParams) -> Observation:
 
 @operator(role=Role.RETRIEVER, category=Category.DIAGNOSE, surfaces=VIEW)
 def plans(record: FactsRecord, _params: ViewParams) -> Observation:
-    """The heaviest statements' plans and their issues."""
+    """The heaviest statements' plans and their issues (a subplan run per row, a nested loop without an inner index, a selective sequential scan, a scan through dead rows)."""
     return _json(
         [
             {
@@ -171,7 +171,7 @@ def plans(record: FactsRecord, _params: ViewParams) -> Observation:
 
 @operator(role=Role.RETRIEVER, category=Category.DIAGNOSE, surfaces=VIEW)
 def tables(record: FactsRecord, _params: ViewParams) -> Observation:
-    """The most written tables."""
+    """The most written tables: rows inserted, updated, deleted, live and dead, sequential and index scans, indexes."""
     return _json(
         [t.model_dump() for t in sorted(record.window.tables, key=lambda t: -t.writes)[:10]]
     )
@@ -179,7 +179,7 @@ def tables(record: FactsRecord, _params: ViewParams) -> Observation:
 
 @operator(role=Role.RETRIEVER, category=Category.DIAGNOSE, surfaces=VIEW)
 def settings(record: FactsRecord, _params: ViewParams) -> Observation:
-    """The server's settings, CPU count and memory."""
+    """The server's settings (synchronous_commit, fsync, commit_delay, work_mem, shared_buffers, autovacuum, ...), CPU count and memory."""
     w = record.window
     return _json(
         {**w.settings, "cpu_count": w.cpu_count, "memory_total_bytes": w.memory_total_bytes}
@@ -202,3 +202,9 @@ def knowledge(record: FactsRecord, params: KnowledgeParams) -> Observation:
             for m in matches
         ]
     )
+
+
+# The views of the window as a whole, which every expert observes: the abnormal metrics it starts
+# from, the statistics it cites, the knowledge. The others are matched to each expert's area
+# (dbcrew/roles/diagnosis/tools.py: views_for).
+GENERAL_VIEWS = frozenset(view.__name__ for view in (abnormal, metrics, knowledge))

@@ -10,7 +10,11 @@ operators of the team from the catalogue the target can run:
 - text: the alert is matched (faiss cosine, dbcrew/text/embedding.py: hashed n-grams, nothing
   downloaded) against each operator's document: its name, its description, the codes it emits and
   the knowledge chunks it owns (`knowledge`). The best match and those close to it join, a few at
-  most; below the floor nothing matches.
+  most; below the floor nothing matches. n-grams bridge spellings, not synonyms: both sides are
+  matched by their `words`, which keep an identifier whole (`pg_wal`, `max_connections`: one thing,
+  not the common `pg` and `max`) and add beside each word the head of its group in the glossary
+  (dbcrew/knowledge/symptoms/terms.yaml: session, login, client -> connection), so an alert and a
+  passage that name one thing in different words share a feature.
 
 The team is then closed over the picks' needs (the producer of every artifact they need, and of
 theirs), and every operator the scenario declares for each of its plans (`planned_for`: the
@@ -21,13 +25,14 @@ No alert and no signal, or ones that match nothing, is no composition: the scena
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from dbcrew.models import CatalogueEntry, Role
 from dbcrew.models.crew import PlanRequest
 from dbcrew.models.incident import STRONGEST_SIGNALS
-from dbcrew.operators.knowledge import chunks, symptoms
+from dbcrew.operators.knowledge import chunks, symptoms, terms
 from dbcrew.roles.brains.playbooks import PLAYBOOKS
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.vocabulary import Category, Scenario
@@ -41,6 +46,10 @@ MATCH_SHARE = 0.6
 MAX_MATCHED = 3
 # A watcher's metric names: dotted lower-case words (host.cpu_busy, io.relation.read_time).
 METRIC = re.compile(r"\b[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+\b")
+# A setting, a view, a directory: snake_case words (max_connections, pg_stat_activity, pg_wal).
+IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+# The plain inflections a glossary member also matches (sessions, logins, grows, growing, locked).
+INFLECTIONS = ("s", "es", "ed", "d", "ing")
 
 
 def composable(scenario: Scenario) -> tuple[Category, ...]:
@@ -78,6 +87,30 @@ def signal_of(entry: CatalogueEntry, metric: str) -> str | None:
     return next((p for p in entry.signals if metric.startswith(p)), None)
 
 
+@lru_cache(maxsize=4096)
+def head_of(word: str) -> str | None:
+    """The glossary head `word` names (itself or an inflection of a member: 'logins' -> connection,
+    'deleting' -> delete, 'queries' -> query), or None."""
+    folded = terms()
+    stems = [word, *(word[: -len(end)] for end in INFLECTIONS if word.endswith(end))]
+    stems += [stem + "e" for stem in stems[1:]]  # deleting -> delete, increased -> increase
+    if word.endswith(("ies", "ied")):
+        stems.append(word[:-3] + "y")  # queries -> query
+    return next((folded[stem] for stem in stems if stem in folded), None)
+
+
+def words(text: str) -> list[str]:
+    """What a text is matched by: its tokens, each identifier it names whole, and beside each word the
+    glossary head it names, when that is another word."""
+    found = list(dict.fromkeys(IDENTIFIER.findall(text.lower())))
+    for word in tokens(text):
+        found.append(word)
+        head = head_of(word)
+        if head is not None and head != word:
+            found.append(head)
+    return found
+
+
 def passages(entry: CatalogueEntry) -> list[str]:
     """What the alert is matched against, one passage at a time: the operator's name and description,
     each knowledge chunk it owns, and each code it emits (its checks', its chunks') with how that
@@ -91,7 +124,7 @@ def passages(entry: CatalogueEntry) -> list[str]:
         *(f"{c.name}. {c.content}" for c in owned),
         *(f"{code.replace('_', ' ')}: {presents[code]}" for code in codes if code in presents),
     ]
-    return [" ".join(tokens(text)) for text in texts]
+    return [" ".join(words(text)) for text in texts]
 
 
 @lru_cache(maxsize=8)
@@ -100,18 +133,33 @@ def _index(owners: tuple[int, ...], texts: tuple[str, ...]) -> VectorIndex:
     return VectorIndex(list(texts), weighted=True)
 
 
-def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
-    """The alert's cosine to each entry's best passage, in order."""
+def match_scores(queries: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
+    """Each document's best cosine to any query, in order: a document (an operator's passages) matches
+    as well as its best passage does to the closest query (texts already read by `words`)."""
     owners, texts = [], []
-    for i, entry in enumerate(entries):
-        for text in passages(entry):
+    for i, document in enumerate(documents):
+        for text in document:
             owners.append(i)
             texts.append(text)
-    scores = _index(tuple(owners), tuple(texts)).scores(" ".join(tokens(alert)))
-    best = [0.0] * len(entries)
-    for owner, score in zip(owners, scores):
-        best[owner] = max(best[owner], float(score))
+    index = _index(tuple(owners), tuple(texts))
+    best = [0.0] * len(documents)
+    for query in queries:
+        for owner, score in zip(owners, index.scores(query)):
+            best[owner] = max(best[owner], float(score))
     return best
+
+
+def text_scores(alert: str, entries: list[CatalogueEntry]) -> list[float]:
+    """The alert's cosine to each entry's best passage, in order."""
+    return match_scores([" ".join(words(alert))], [passages(entry) for entry in entries])
+
+
+def close_to_best(scores: Sequence[float]) -> list[int]:
+    """The positions that match, best first: the best score and those within MATCH_SHARE of it, none
+    under MATCH_FLOOR, MAX_MATCHED at most."""
+    bar = max(MATCH_FLOOR, MATCH_SHARE * max(scores, default=0.0))
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
+    return [i for i in ranked if scores[i] >= bar][:MAX_MATCHED]
 
 
 def shared_words(alert: str, entry: CatalogueEntry, limit: int = 4) -> list[str]:
@@ -178,12 +226,13 @@ def compose(request: PlanRequest) -> Composition | str:
                 chosen[entry.name] = f"judges {metric}, a signal {said} ({prefix}*)"
     scores = text_scores(alert, candidates) if candidates and alert else []
     best = max(scores, default=0.0)
-    ranked = sorted(zip(candidates, scores), key=lambda pair: -pair[1])
-    bar = max(MATCH_FLOOR, MATCH_SHARE * best)
-    for entry, score in [pair for pair in ranked if pair[1] >= bar][:MAX_MATCHED]:
+    for i in close_to_best(scores):
+        entry = candidates[i]
         if entry.name not in chosen:
-            words = ", ".join(shared_words(alert, entry)) or "its wording"
-            chosen[entry.name] = f"the alert matches its description (cosine {score:.2f}: {words})"
+            shared = ", ".join(shared_words(alert, entry)) or "its wording"
+            chosen[entry.name] = (
+                f"the alert matches its description (cosine {scores[i]:.2f}: {shared})"
+            )
     if not chosen:
         return f"the alert matched no operator (best cosine {best:.2f}, under {MATCH_FLOOR})"
     matched = len(chosen)

@@ -92,7 +92,7 @@ class LlmDiagnoser:
             answers: list[list[GuardedCause]] = []
             for sample in range(self.limits.samples):
                 try:
-                    proposals = controller.run_expert(
+                    proposals = replace(controller, tools=tools.for_expert(expert)).run_expert(
                         expert,
                         {
                             **context,
