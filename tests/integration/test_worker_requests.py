@@ -90,3 +90,42 @@ def test_the_csrf_probe_tells_a_server_that_issues_no_tokens(prefect_server: str
     assert not issues_csrf_tokens(prefect_server), "Prefect's default: CSRF protection off"
     # A server that cannot be asked is taken to issue them: its clients keep asking, as Prefect's do.
     assert issues_csrf_tokens(f"http://127.0.0.1:{_free_port()}/api")
+
+
+def test_a_review_reads_its_entry_from_the_processs_recent_read_and_a_new_name_anew(
+    prefect_server: str,
+):
+    """A review's entry comes from its process's last read of the published inventory (kept ENTRY_KEEP_SECONDS);
+    a name that read does not hold is read anew, and publishing from this process is seen at once."""
+    from dbcrew.flows.targets import (
+        INVENTORY_BLOCK,
+        InventoryBlock,
+        publish_inventory,
+        published_entry,
+    )
+    from dbcrew.inventory import Inventory
+
+    def inventory(**urls: str) -> Inventory:
+        return Inventory.model_validate(
+            {"targets": [{"name": n, "url": u} for n, u in urls.items()]}
+        )
+
+    def published_elsewhere(
+        kept: Inventory,
+    ) -> None:  # as `dbcrew inventory publish` in another process
+        InventoryBlock(inventory=kept.model_dump(mode="json")).save(INVENTORY_BLOCK, overwrite=True)
+
+    publish_inventory(inventory(x="postgresql://app@one.example/x"))
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
+    published_elsewhere(
+        inventory(x="postgresql://app@two.example/x", y="postgresql://app@two.example/y")
+    )
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
+    assert published_entry("y", keep_seconds=3600).url == "postgresql://app@two.example/y"
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@two.example/x", (
+        "the read for y brought x's change"
+    )
+    published_elsewhere(inventory(x="postgresql://app@three.example/x"))
+    assert published_entry("x", keep_seconds=0).url == "postgresql://app@three.example/x"
+    publish_inventory(inventory(x="postgresql://app@four.example/x"))
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@four.example/x"
