@@ -43,7 +43,7 @@ def scheduled_deployments(client: SyncPrefectClient) -> dict[str, list[str]]:
     return {
         d.name: [getattr(s.schedule, "cron", "?") for s in d.schedules]
         for d in client.read_deployments()
-        if d.schedules and d.entrypoint and d.entrypoint.startswith("flows.")
+        if d.schedules and d.entrypoint and d.entrypoint.startswith("dbcrew.flows.")
     }
 
 
