@@ -5,7 +5,10 @@ Prefect's overhead per review (each review's slot time beyond the time its flow 
 scheduling, the worker's pick-up), the CPU per review of `dbcrew server`'s processes (the Prefect
 server's share apart) and of the PostgreSQL cluster, and the peak memory of `dbcrew server`'s
 process tree (server, worker, flow runs). Goal (issue 31): at least 60 databases per minute at 4
-at once on 2 cores. DBCREW_BENCH_FLEET_DATABASES sets fewer databases for a quick look.
+at once on 2 cores. DBCREW_BENCH_FLEET_DATABASES sets fewer databases for a quick look,
+DBCREW_BENCH_FLEET_AT_ONCE other numbers of reviews at once ("4": that pass only). The Prefect server's
+API requests per review are its access-log lines (uvicorn's, one a request) counted over each pass;
+DBCREW_BENCH_FLEET_LOGS=DIR keeps the server's and the worker's logs there.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ DATABASES = int(
     os.environ.get("DBCREW_BENCH_FLEET_DATABASES", "50")
 )  # fewer: a quick look while tuning
 WINDOW = 2.0
-CONCURRENCY = (1, 2, 4)
+CONCURRENCY = tuple(
+    int(n) for n in os.environ.get("DBCREW_BENCH_FLEET_AT_ONCE", "1,2,4").split(",")
+)  # "4": the pass the goal is set at, alone
 
 
 def family(pid: int) -> list[psutil.Process]:
@@ -88,11 +93,18 @@ def prefect_server_pid(server_pid: int) -> int | None:
     return None
 
 
+def api_requests(logs: Path) -> int:
+    """The requests the Prefect server has answered so far: its access-log lines in `dbcrew server`'s server.log."""
+    access = logs / "server.log"
+    return access.read_bytes().count(b'HTTP/1.1"') if access.exists() else 0
+
+
 def run_fleet(
     api: str, server_pid: int, postmaster_pid: int, max_reviews: int, inventory: Path
 ) -> tuple[float, float, float, float, float, float, int]:
     """(wall seconds, mean running seconds per review, CPU seconds of `dbcrew server`'s processes, of which the
-    Prefect server's, CPU seconds of the PostgreSQL cluster, peak bytes, completed reviews) of one fleet run."""
+    Prefect server's, CPU seconds of the PostgreSQL cluster, peak bytes, completed reviews) of one fleet run;
+    the bench's own polling of the fleet run (a request each 0.5 s) is among the server's requests."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -147,27 +159,37 @@ def main() -> None:
         )
         print(
             f"  {'reviews at once':>15} {'wall s':>8} {'db/min':>8} {'running s/review':>17} {'overhead s/review':>18}"
-            f" {'CPU s/review':>13} {'of it server':>13} {'PostgreSQL':>11} {'peak MiB':>9} {'ok':>4}"
+            f" {'CPU s/review':>13} {'of it server':>13} {'PostgreSQL':>11} {'API req/review':>15} {'peak MiB':>9}"
+            f" {'ok':>4}"
         )
         postmaster = int((pg.datadir / "postmaster.pid").read_text().split()[0])
-        with running_crew_server(inventory, work, env=prefect_database(pg)) as server:
+        # The server's INFO level writes uvicorn's access lines, the count of API requests.
+        env = {**prefect_database(pg), "PREFECT_SERVER_LOGGING_LEVEL": "INFO"}
+        with running_crew_server(inventory, work, env=env) as server:
             for n in CONCURRENCY:
+                requests = api_requests(server.logs)
                 wall, running, cpu, prefect_cpu, pg_cpu, peak, ok = run_fleet(
                     server.api, server.process.pid, postmaster, n, inventory
                 )
+                requests = api_requests(server.logs) - requests
                 overhead = wall * n / DATABASES - running
                 print(
                     f"  {n:>15} {wall:>8.1f} {DATABASES / wall * 60:>8.1f} {running:>17.1f} {overhead:>18.1f}"
                     f" {cpu / DATABASES:>13.2f} {prefect_cpu / DATABASES:>13.2f} {pg_cpu / DATABASES:>11.2f}"
-                    f" {peak / 2**20:>9.0f} {ok:>4}",
+                    f" {requests / DATABASES:>15.1f} {peak / 2**20:>9.0f} {ok:>4}",
                     flush=True,
                 )
         print(
             "  CPU s/review: the Prefect server, the worker and its reviews (not PostgreSQL's own processes);"
             " of it server: the Prefect server's share; PostgreSQL: the cluster's processes (the targets and the"
-            " Prefect server's database)"
+            " Prefect server's database);"
+            " API req/review: the Prefect server's requests (its access lines), the bench's polling included"
         )
         print("  goal: >= 60 databases per minute at 4 at once on 2 cores (issue 31)")
     finally:
         pg.stop()
+        if keep := os.environ.get(
+            "DBCREW_BENCH_FLEET_LOGS"
+        ):  # the server's and worker's logs, to read after
+            shutil.copytree(work / "logs", keep, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)  # a cluster of up to a few GB: never left in /tmp

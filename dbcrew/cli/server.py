@@ -23,6 +23,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
+from uuid import uuid4
 
 import httpx
 import psutil
@@ -179,15 +180,33 @@ def running_server(
     yield api
 
 
-def worker_environment(api: str, poll_seconds: float, store: str | None = None) -> dict[str, str]:
+def issues_csrf_tokens(api: str) -> bool:
+    """Whether the Prefect server at `api` issues CSRF tokens (its CSRF protection is on; Prefect's default is off).
+
+    Each new Prefect client asks for a token before its first change request and learns from the refusal
+    (422, "CSRF protection is disabled.") that it needs none: a request per client, and a review's flow
+    run makes three clients (its engine's, two for its target's concurrency slot). Asked once here, the
+    worker's clients are told up front (a server that cannot be asked is taken to issue them)."""
+    try:
+        answer = httpx.get(f"{api}/csrf-token", params={"client": str(uuid4())}, timeout=5.0)
+    except httpx.HTTPError:
+        return True
+    return not (answer.status_code == 422 and "CSRF protection is disabled." in answer.text)
+
+
+def worker_environment(
+    api: str, poll_seconds: float, store: str | None = None, csrf_tokens: bool = True
+) -> dict[str, str]:
     """The worker's environment: the server's, plus the secrets its flow runs need to reach targets and the model,
-    and the store they share when one is named."""
+    and the store they share when one is named; `csrf_tokens` False: the server issues none
+    (`issues_csrf_tokens`), so the worker's clients ask for none."""
     from dbcrew.store import STORE_ENV
 
     return {
         **server_environment(api),
         **held_secrets(),
         **({STORE_ENV: store} if store else {}),
+        **({} if csrf_tokens else {"PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "false"}),
         "PREFECT_WORKER_QUERY_SECONDS": str(poll_seconds),
     }
 
@@ -306,7 +325,7 @@ def serve(
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
             worker_args(pool, f"dbcrew-{os.getpid()}"),
-            worker_environment(api, poll_seconds, given.store),
+            worker_environment(api, poll_seconds, given.store, issues_csrf_tokens(api)),
             worker_log,
         )
         stack.callback(worker.stop)

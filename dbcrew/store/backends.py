@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +74,11 @@ class Backend(Protocol):
     def session(self) -> AbstractContextManager[Session]: ...
 
     def lock_schema(self, session: Session) -> None: ...
+
+    def identity(self) -> Hashable | None:
+        """What names the database this backend opens, for a process to remember that it made a schema there
+        (dbcrew/store/store.py); None when nothing does yet."""
+        ...
 
 
 def utc(value: datetime) -> datetime:
@@ -135,6 +140,15 @@ class DuckDBBackend:
     def lock_schema(self, session: Session) -> None:
         """One session writes a DuckDB file at a time (one process by DuckDB's file lock, one thread by ours)."""
 
+    def identity(self) -> Hashable | None:
+        """The file itself (its device and inode beside its path): a file deleted and made anew is another
+        database. None while there is no file."""
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (self.name, str(self.path.resolve()), stat.st_dev, stat.st_ino)
+
 
 class _PgSession:
     def __init__(self, conn: psycopg.Connection[tuple[Any, ...]], location: str):
@@ -177,3 +191,7 @@ class PostgresBackend:
 
     def lock_schema(self, session: Session) -> None:
         session.run("SELECT pg_advisory_xact_lock(?)", [self.SCHEMA_LOCK])
+
+    def identity(self) -> Hashable | None:
+        """The database's URL, password-free."""
+        return (self.name, self.location)

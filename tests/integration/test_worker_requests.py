@@ -1,0 +1,131 @@
+"""What the crew's worker asks of the Prefect server for each flow run, on the session's real test server: the
+deployment and the flow read once a while (KeptReads), no Submitting state, no CSRF token asked of a server
+that issues none."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from dbcrew.cli.server import issues_csrf_tokens
+from dbcrew.lab.embedded import _free_port
+
+pytestmark = pytest.mark.prefect
+
+
+def test_kept_reads_answer_from_what_they_kept_each_caller_its_own_copy(prefect_server: str):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentUpdate
+
+    from dbcrew.flows.deploy import ensure_pool
+    from dbcrew.flows.kept_reads import KeptReads
+    from tests.e2e.queued_flow import queued_noop
+
+    ensure_pool("kept-reads", max_reviews=1)  # no worker polls it
+    deployment_id = queued_noop.to_deployment(
+        name="kept-reads", job_variables={"env": {"A": "1"}}
+    ).apply(work_pool_name="kept-reads")
+
+    async def reads() -> tuple[object, ...]:
+        async with get_client() as client:
+            kept = KeptReads(client, keep_seconds=3600)
+            first = await kept.read_deployment(deployment_id)
+            first.job_variables["env"]["B"] = (
+                "2"  # as Prefect's worker merges a run's variables in place
+            )
+            second = await kept.read_deployment(deployment_id)
+            await client.update_deployment(deployment_id, DeploymentUpdate(description="changed"))
+            still = await kept.read_deployment(deployment_id)
+            fresh = await KeptReads(client, keep_seconds=0).read_deployment(deployment_id)
+            flow = await kept.read_flow(first.flow_id)
+            return (
+                second.job_variables,
+                (first.description, still.description, fresh.description),
+                flow.name,
+            )
+
+    job_variables, (before, still, fresh), flow = anyio.run(reads)
+    assert job_variables == {"env": {"A": "1"}}, "a caller's change reached the next one"
+    assert before != "changed" and still == before, "kept: the deployment as first read"
+    assert fresh == "changed", "read again once its time is up"
+    assert flow == "queued_noop"
+
+
+def test_a_run_of_the_in_process_worker_goes_from_pending_to_running_with_no_submitting_state(
+    prefect_server: str,
+):
+    from prefect.client.orchestration import get_client
+    from prefect.deployments.runner import EntrypointType
+
+    from dbcrew.flows.deploy import REVIEW_QUEUE, ensure_pool
+    from dbcrew.flows.worker import InProcessWorker
+    from tests.e2e.queued_flow import queued_noop
+
+    pool = "no-submitting"  # no other worker polls it
+    ensure_pool(pool, max_reviews=1)
+    deployment_id = queued_noop.to_deployment(
+        name="no-submitting",
+        work_queue_name=REVIEW_QUEUE,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    ).apply(work_pool_name=pool)
+    with get_client(sync_client=True) as client:
+        run_id = client.create_flow_run_from_deployment(deployment_id).id
+
+    async def one_poll() -> None:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+            await worker.get_and_submit_flow_runs()  # a worker that stops waits for the run it took
+
+    anyio.run(one_poll)
+    with get_client(sync_client=True) as client:
+        states = client.read_flow_run_states(run_id)
+    assert [s.name for s in sorted(states, key=lambda s: s.timestamp)] == [
+        "Scheduled",
+        "Pending",
+        "Running",
+        "Completed",
+    ]
+
+
+def test_the_csrf_probe_tells_a_server_that_issues_no_tokens(prefect_server: str):
+    assert not issues_csrf_tokens(prefect_server), "Prefect's default: CSRF protection off"
+    # A server that cannot be asked is taken to issue them: its clients keep asking, as Prefect's do.
+    assert issues_csrf_tokens(f"http://127.0.0.1:{_free_port()}/api")
+
+
+def test_a_review_reads_its_entry_from_the_processs_recent_read_and_a_new_name_anew(
+    prefect_server: str,
+):
+    """A review's entry comes from its process's last read of the published inventory (kept ENTRY_KEEP_SECONDS);
+    a name that read does not hold is read anew, and publishing from this process is seen at once."""
+    from dbcrew.flows.targets import (
+        INVENTORY_BLOCK,
+        InventoryBlock,
+        publish_inventory,
+        published_entry,
+    )
+    from dbcrew.inventory import Inventory
+
+    def inventory(**urls: str) -> Inventory:
+        return Inventory.model_validate(
+            {"targets": [{"name": n, "url": u} for n, u in urls.items()]}
+        )
+
+    def published_elsewhere(
+        kept: Inventory,
+    ) -> None:  # as `dbcrew inventory publish` in another process
+        InventoryBlock(inventory=kept.model_dump(mode="json")).save(INVENTORY_BLOCK, overwrite=True)
+
+    publish_inventory(inventory(x="postgresql://app@one.example/x"))
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
+    published_elsewhere(
+        inventory(x="postgresql://app@two.example/x", y="postgresql://app@two.example/y")
+    )
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
+    assert published_entry("y", keep_seconds=3600).url == "postgresql://app@two.example/y"
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@two.example/x", (
+        "the read for y brought x's change"
+    )
+    published_elsewhere(inventory(x="postgresql://app@three.example/x"))
+    assert published_entry("x", keep_seconds=0).url == "postgresql://app@three.example/x"
+    publish_inventory(inventory(x="postgresql://app@four.example/x"))
+    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@four.example/x"
