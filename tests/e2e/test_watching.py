@@ -421,7 +421,9 @@ def test_a_second_worker_takes_a_share_and_a_republished_inventory_is_watched_wi
     finally:
         inventory.write_text(original)
         second.send_signal(signal.SIGTERM)
-        second.wait(timeout=60)
+        # A clean stop in its own time: the worker winds its share run down through the API, which took over 60 s
+        # at load 20 (the fresh-clone run beside a benchmark), where the test had otherwise passed.
+        second.wait(timeout=300)
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-3000:]
     taken_back = wait_for(
         lambda: (h := lease_of(store)) and set(h) == {"calm", "stormy"} and h,
