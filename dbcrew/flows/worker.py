@@ -19,7 +19,9 @@ WIND_DOWN_SECONDS; a flow that ends because of it returns `planned_stop()`: Canc
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import threading
 from typing import Any, cast
@@ -102,6 +104,7 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
         of the pool unless `--work-queue` names others): each worker watches a share of the watched targets.
         The worker's client keeps its deployment and flow reads a while (dbcrew/flows/kept_reads.py)."""
         await super().setup()
+        self._stop_on_terminate()
         self._client = cast(PrefectClient, KeptReads(self.client))
         if not self._work_queues or WATCH_QUEUE in self._work_queues:
             from dbcrew.flows.watching import (
@@ -110,6 +113,18 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
 
             self._shares = WatchShares(self.name)
             self._shares.start()
+
+    def _stop_on_terminate(self) -> None:
+        """A SIGTERM cancels the task that runs this worker, in its event loop: the stop then winds down as a
+        cancellation does (`teardown`, `_wind_down`). Prefect's `worker start` turns a SIGTERM into a SIGINT to
+        itself, whose KeyboardInterrupt surfaces wherever the main thread is at that moment; where code caught
+        it there, the worker never stopped (a py-spy dump of one, minutes after "Received SIGTERM": its event
+        loop idle, its watch share waiting). Only a worker whose loop runs in the main thread (the CLI's) can
+        take the signal; one started elsewhere keeps Prefect's handling."""
+        task = asyncio.current_task()
+        if task is None or threading.current_thread() is not threading.main_thread():
+            return
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
 
     async def teardown(self, *exc_info: Any) -> None:
         """Stop the watching share first (its leases released at once, its runs Cancelled), then tear down."""
