@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from dbcrew.cli.console import line, out, show
+from dbcrew.cli.options import Brain
 from dbcrew.errors import UsageError
 from dbcrew.models.answer import Answer
 from dbcrew.text.untrusted import visible
@@ -26,9 +27,7 @@ def ask(
         ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the answer as JSON")] = False,
-    brain: Annotated[
-        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
-    ] = None,
+    brain: Brain = None,
 ) -> None:
     """Ask the crew a question: about PostgreSQL, about databases, or about the target's own state."""
     from dbcrew.cli.reviewing import prefect_env

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from dbcrew.cli.console import line, show
+from dbcrew.cli.options import Brain, OutDir
 from dbcrew.cli.reviewing import (
     DEADLINE_HELP,
     DEFAULT_DEADLINE,
@@ -36,12 +37,8 @@ def diagnose(
     baseline: Annotated[
         Path | None, typer.Option(help="a window recorded in a quiet period (dbcrew baseline)")
     ] = None,
-    out_dir: Annotated[
-        Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")
-    ] = None,
-    brain: Annotated[
-        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
-    ] = None,
+    out_dir: OutDir = None,
+    brain: Brain = None,
     since: Annotated[
         str | None,
         typer.Option(

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from dbcrew.cli.options import Brain, OutDir
 from dbcrew.cli.reviewing import DEADLINE_HELP, DEFAULT_DEADLINE, prepare_review
 from dbcrew.cli.running import run_cli_review
 from dbcrew.cli.summary import exit_partial, print_summary
@@ -20,12 +21,8 @@ def review(
         str, typer.Argument(help="postgresql://user@host:port/dbname (or ?host=/socket/dir)")
     ],
     window: Annotated[float, typer.Option(help="seconds to sample activity and counters")] = 10.0,
-    out_dir: Annotated[
-        Path | None, typer.Option("--out", help="directory for report.json/md/html and charts")
-    ] = None,
-    brain: Annotated[
-        str | None, typer.Option(help="rules (offline) or openai (any OpenAI-compatible endpoint)")
-    ] = None,
+    out_dir: OutDir = None,
+    brain: Brain = None,
     inject_fault: Annotated[
         list[str],
         typer.Option(
