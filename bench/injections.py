@@ -99,6 +99,9 @@ class Recipe:
     cause: str
     clients: tuple[tuple[Client, int], ...]
     reset: str = ""  # SQL run before the clients start (refills what the last run consumed)
+    # Tables vacuumed before the clients start (after `reset`): what earlier cases left dead in tables kept
+    # out of autovacuum's reach would otherwise be this case's too (a scan of them reads the dead rows).
+    tidy: tuple[str, ...] = ()
     description: str = ""
     command: tuple[
         str, ...
@@ -173,6 +176,8 @@ def _serve(
         for recipe in recipes:
             if recipe.reset:
                 conn.execute(recipe.reset)
+            if recipe.tidy:
+                conn.execute(f"VACUUM {', '.join(recipe.tidy)}")
     with ExitStack() as conditions:
         for recipe in recipes:
             if recipe.beside:
