@@ -30,7 +30,7 @@ from dbcrew.operators.window.evidence import (
     statement_identity,
 )
 from dbcrew.prompts import render
-from dbcrew.roles.diagnosis.budget import AgentLimits
+from dbcrew.roles.agent.budget import AgentLimits
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.roles.report.reporter import write_report
 

@@ -27,10 +27,11 @@ from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, experts_by_code, s
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.support import Support, expert_candidates, support
 from dbcrew.operators.knowledge import knowledge_base
-from dbcrew.roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
-from dbcrew.roles.diagnosis.controller import Controller, Tally
+from dbcrew.roles.agent.budget import AgentLimits, Budget, BudgetExhausted
+from dbcrew.roles.agent.controller import Controller, Tally
+from dbcrew.roles.agent.snapshots import Snapshots
+from dbcrew.roles.diagnosis.agenda import DIAGNOSIS, run_expert
 from dbcrew.roles.diagnosis.guard import GuardedCause, check
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.roles.diagnosis.tools import DiagnosisTools
 from dbcrew.settings.llm import Capability
 from dbcrew.settings.thresholds import Thresholds
@@ -83,7 +84,7 @@ class LlmDiagnoser:
         tally, budget = Tally(), Budget(self.limits)
         tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
         controller = Controller(
-            self.client, self.render, tools, budget, self.capability, tally, self.cache
+            self.client, self.render, tools, budget, self.capability, tally, DIAGNOSIS, self.cache
         )
         context = expert_context(record, rules)
         out = LlmDiagnosis(experts=team, samples=self.limits.samples)
@@ -92,7 +93,8 @@ class LlmDiagnoser:
             answers: list[list[GuardedCause]] = []
             for sample in range(self.limits.samples):
                 try:
-                    proposals = replace(controller, tools=tools.for_expert(expert)).run_expert(
+                    proposals = run_expert(
+                        replace(controller, tools=tools.for_expert(expert)),
                         expert,
                         {
                             **context,

@@ -9,31 +9,19 @@ that stopped answering earlier in the run is not asked at all.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from dbcrew.llm.base import Brain
-from dbcrew.llm.client import ResponseCache, llm_cache_dir
 from dbcrew.models import RootCause
 from dbcrew.models.report import Hypothesis, LlmDiagnosis
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.steps import FACTS_KEY, KNOWLEDGE_KEY, Retrieved
 from dbcrew.operators.knowledge import knowledge_base
 from dbcrew.prompts import render
+from dbcrew.roles.agent.cache import response_cache
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.settings.thresholds import Thresholds
 from dbcrew.workspace import Workspace
-
-_CACHES: dict[
-    Path | None, ResponseCache
-] = {}  # the process's answers by request, one cache per directory
-
-
-def response_cache() -> ResponseCache:
-    """The process's cache of answers, kept on disk too when DBCREW_LLM_CACHE_DIR says where: a
-    diagnosis run again (here or in a later run) asks nothing twice."""
-    directory = llm_cache_dir()
-    return _CACHES.setdefault(directory, ResponseCache(directory=directory))
 
 
 def librarians_chunks(workspace: Workspace) -> dict[str, list[str]]:
