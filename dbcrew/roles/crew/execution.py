@@ -121,9 +121,12 @@ def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) 
 
 
 def can_wait(spec: TaskSpec) -> bool:
-    """Whether a task is work that can wait for the answer: a painter's chart adds to a report, and a
-    report without it still holds every cause found, so charts stand down before a run's deadline."""
-    return get(spec.operator).role is Role.PAINTER
+    """Whether a task is work that can wait for the answer: a painter's chart adds to a report, and so
+    does an operator that asks the run's LLM (a diagnosis's LLM experts: a model only adds to the
+    rules' causes); a report without them still holds every cause found, so they stand down before a
+    run's deadline."""
+    op = get(spec.operator)
+    return op.role is Role.PAINTER or op.consults_llm
 
 
 def execute(

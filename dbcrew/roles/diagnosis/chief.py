@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient, Render, ResponseCache
-from dbcrew.models import Finding, RootCause
-from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
+from dbcrew.models import RootCause
 from dbcrew.models.report import Hypothesis, LlmDiagnosis
 from dbcrew.operators.diagnose.candidates import Candidate
 from dbcrew.operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
@@ -209,35 +208,6 @@ def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, obj
         "more": len(record.abnormal) - len(strongest),
         "rules": [str(c.code) for c in rules],
     }
-
-
-def llm_only_findings(causes: list[RootCause]) -> list[Finding]:
-    """A finding for each cause only the LLM experts named, so a reader meets it where the rules'
-    causes are (the summary, the findings table), marked as the experts' and with their explanation."""
-    found = []
-    for cause in causes:
-        if cause.evidence.get("source") != "llm":
-            continue
-        chunk = knowledge_base().for_code(cause.code)
-        why = "; ".join(
-            f"{n['expert']}: {n['explanation']}"
-            for n in cause.evidence["llm"]
-            if n.get("explanation")
-        )
-        found.append(
-            Finding(
-                code=cause.code,
-                severity=Severity.WARNING,
-                object="database",
-                title=f"root cause named by the LLM experts only: {chunk.name if chunk else cause.code} "
-                f"(confidence {cause.confidence:.2f}){f': {why}' if why else ''}",
-                evidence=cause.evidence,
-                recommendation=cause.solution,
-                confidence=cause.confidence,
-                source=LLM_EXPERTS_SOURCE,
-            )
-        )
-    return found
 
 
 def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:

@@ -1,9 +1,12 @@
-"""The LLM diagnosis inside a review: after the rules' cross review, when the run's brain is an LLM.
+"""The LLM diagnosis inside a review: the run's LLM experts, which the diagnosis's planned step
+(dbcrew/operators/diagnose/llm_experts.py: after the rules' cross review, when the run's brain is an LLM)
+consults through its operator context (bound to the run's brain and deadline by dbcrew/roles/crew/context.py).
 
 The facts the sampler left in the run's workspace are the experts' whole world; long observations
 go back into that workspace under their snapshot keys. The diagnosis is one question of the run's
 brain: it falls back (the rules' causes stand) when the experts gave nothing usable, and an endpoint
-that stopped answering earlier in the run is not asked at all.
+that stopped answering earlier in the run is not asked at all. The experts' time is what is left
+before the run's deadline keeps its reserve: a model never delays the rules' answer past it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 
 from dbcrew.llm.base import Brain
 from dbcrew.models import RootCause
-from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.models.report import Hypothesis, LlmAdditions, LlmDiagnosis
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.steps import FACTS_KEY, KNOWLEDGE_KEY, Retrieved
 from dbcrew.operators.knowledge import knowledge_base
@@ -75,3 +78,15 @@ def with_llm_experts(
     )
     brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
     return causes, hypotheses, section
+
+
+def llm_additions(
+    brain: Brain,
+    workspace: Workspace,
+    rules: list[RootCause],
+    thresholds: Thresholds,
+    seconds: float,
+) -> LlmAdditions:
+    """`with_llm_experts` as the diagnosis's step stores it (dbcrew/operators/diagnose/llm_experts.py)."""
+    causes, hypotheses, section = with_llm_experts(brain, workspace, rules, thresholds, seconds)
+    return LlmAdditions(root_causes=causes, hypotheses=hypotheses, diagnosis=section)
