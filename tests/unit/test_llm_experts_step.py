@@ -4,7 +4,8 @@ report only from a step that completed."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -121,6 +122,68 @@ def test_near_the_deadline_the_step_stands_down_and_the_coverage_can_say_so(tmp_
     assert outcome.status is TaskStatus.SKIPPED
     assert outcome.cause is not None and outcome.cause.kind is SkipKind.DEADLINE
     assert "stood down: the run's deadline was" in outcome.reason
+
+
+class ReserveBegun(Deadline):
+    """A deadline whose reserve has begun once `begun` is set (none of the real clock's time involved)."""
+
+    __slots__ = ()
+    begun = threading.Event()
+
+    def left(self) -> float:
+        return 0.0 if self.begun.is_set() else 3600.0
+
+
+def test_a_running_step_is_waited_for_once_the_reserve_begins_since_its_budget_ends_there(
+    tmp_path: Path,
+):
+    """Unlike a chart, the experts' step stops by itself where the reserve begins (its budget), so what
+    its experts confirmed in time is written: the run waits for it. Here the reserve begins as soon as
+    the step starts, and the step ends only once the run waits for it."""
+    ReserveBegun.begun.clear()
+    released = threading.Event()
+    waited: list[float | None] = []
+
+    def experts(_w: Workspace, _rules: list[RootCause], _t: object) -> LlmAdditions:
+        released.wait(timeout=600)
+        return LlmAdditions()
+
+    target = parse_target(TARGET)
+    ctx = OperatorContext(
+        target=target,
+        workspace=Workspace(tmp_path / "w.duckdb"),
+        settings=Settings(),
+        brief=None,
+        run_dir=tmp_path,
+        llm_experts=experts,
+    )
+
+    with ThreadPoolExecutor(1) as pool:
+
+        class Pool(FutureRunner):
+            def start(self, specs: list[TaskSpec]) -> list[Future[TaskOutcome]]:
+                handles = [
+                    pool.submit(perform, spec, ctx, FaultInjector([], target), 0) for spec in specs
+                ]
+                ReserveBegun.begun.set()
+                return handles
+
+            def wait_first(
+                self, handles: list[Future[TaskOutcome]], timeout: float | None = None
+            ) -> Future[TaskOutcome] | None:
+                waited.append(timeout)
+                released.set()
+                return super().wait_first(handles, timeout)
+
+        strategy = Strategy(
+            team=[AgentSpec(name="llm-experts", role=Role.TASKER, goal="add")],
+            tasks=[TaskSpec(id=STEP, agent="llm-experts", operator=STEP)],
+        )
+        deadline = ReserveBegun(due=datetime.now(UTC), reserve_seconds=15.0)
+        outcome = execute(strategy, ExecutionState(), Pool(), None, deadline).state.outcomes[STEP]
+    assert waited == [None]  # no time limit on the wait, though the reserve had begun
+    assert outcome.status is TaskStatus.DONE and outcome.observation is not None
+    assert outcome.observation.artifacts == [LLM_ADDITIONS]
 
 
 def test_only_an_llm_run_binds_llm_experts_into_its_operators_context(tmp_path: Path):
