@@ -131,9 +131,9 @@ class RunsLlmExperts:
     def __call__(
         self, workspace: Workspace, rules: list[RootCause], thresholds: Thresholds
     ) -> LlmAdditions:
-        from dbcrew.roles.diagnosis.review import llm_additions
+        from dbcrew.roles.diagnosis.review import consult
 
-        return llm_additions(
+        return consult(
             self.run.shared_brain, workspace, rules, thresholds, self.run.deadline.until_reserve()
         )
 

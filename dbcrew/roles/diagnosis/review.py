@@ -80,13 +80,14 @@ def with_llm_experts(
     return causes, hypotheses, section
 
 
-def llm_additions(
+def consult(
     brain: Brain,
     workspace: Workspace,
     rules: list[RootCause],
     thresholds: Thresholds,
     seconds: float,
 ) -> LlmAdditions:
-    """`with_llm_experts` as the diagnosis's step stores it (dbcrew/operators/diagnose/llm_experts.py)."""
+    """The LLM experts consulted for the diagnosis's step (dbcrew/operators/diagnose/llm_experts.py): what
+    `with_llm_experts` returns, as the step stores it."""
     causes, hypotheses, section = with_llm_experts(brain, workspace, rules, thresholds, seconds)
     return LlmAdditions(root_causes=causes, hypotheses=hypotheses, diagnosis=section)
