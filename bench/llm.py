@@ -29,7 +29,7 @@ from dbcrew.operators.diagnose.facts import FactsRecord, gather
 from dbcrew.operators.diagnose.views import metric_stat
 from dbcrew.operators.window.evidence import WindowBaseline, WindowEvidence
 from dbcrew.prompts import render
-from dbcrew.roles.diagnosis.budget import AgentLimits
+from dbcrew.roles.agent.budget import AgentLimits
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser, team_for
 from dbcrew.targets import parse_target
 

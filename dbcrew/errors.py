@@ -15,9 +15,9 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── BrainError          dbcrew.llm.base: the brain gave no usable answer
 │   ├── EndpointDown    dbcrew.llm.base: the endpoint did not answer at all
 │   ├── BudgetSpent     dbcrew.llm.base: the run's LLM time budget is spent
-│   ├── GaveUp          dbcrew.roles.diagnosis.controller: an expert proposed no causes in its steps
+│   ├── GaveUp          dbcrew.roles.agent.controller: an agent loop used its steps without its final action
 │   └── PlanRejected    dbcrew.roles.crew.planner: the plan kept problems after its reflection rounds
-├── BudgetExhausted     dbcrew.roles.diagnosis.budget: a limit of the LLM diagnosis ran out
+├── BudgetExhausted     dbcrew.roles.agent.budget: a limit of an agent loop ran out (a diagnosis's experts, ask's look-ups)
 ├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
 ├── UnknownArtifact     dbcrew.artifacts, a ValueError: a name no module declares as a workspace artifact
 ├── OperatorMisfit      dbcrew.operators.registry: the operator cannot serve its goal on this target

@@ -7,7 +7,7 @@ lowered to that), and the prompt's data (the brief, the catalogue, the strategy,
 lists and long texts of the template's context, never the answer's schema) is halved, the largest
 value first, until the rendered prompt fits what is left. The prompt then says what was cut
 (dbcrew/prompts/cut.j2), so the model knows it reads a part; the diagnosis's and ask's observations are
-already cut behind snapshot keys (dbcrew/roles/diagnosis/snapshots.py).
+already cut behind snapshot keys (dbcrew/roles/agent/snapshots.py).
 
 Tokens are estimated at three characters each: JSON, SQL and identifiers tokenize denser than
 English prose (four), and an estimate that errs long only cuts a little more.

@@ -35,3 +35,7 @@ class CatalogueEntry(BaseModel):
     knowledge: str | None = Field(
         None, description="whose knowledge chunks describe what it finds (their `expert`)"
     )
+    consults_llm: bool = Field(
+        False,
+        description="asks the run's LLM: offered only when the run's brain is one, and work that can wait",
+    )

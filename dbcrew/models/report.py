@@ -220,6 +220,24 @@ class LlmDiagnosis(BaseModel):
     )
 
 
+class LlmAdditions(BaseModel):
+    """What the LLM experts' step of a diagnosis added to the cross review's answer
+    (dbcrew/operators/diagnose/llm_experts.py), as the report reads it from the workspace."""
+
+    root_causes: list[RootCause] = Field(
+        default_factory=list,
+        description="the rules' causes in their order (corroborated where an expert agreed), then the"
+        " causes only a model named that the measurements support",
+    )
+    hypotheses: list[Hypothesis] = Field(
+        default_factory=list,
+        description="causes a model named that the measurements do not support",
+    )
+    diagnosis: LlmDiagnosis | None = Field(
+        None, description="what the experts did; None when there was no sampled window to show them"
+    )
+
+
 class TargetInfo(BaseModel):
     kind: str
     display: str

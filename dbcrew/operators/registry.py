@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, Protocol, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,9 @@ from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief, CatalogueEntry, Finding, Role, RootCause
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.prometheus import PrometheusSource
+from dbcrew.models.report import LlmAdditions
 from dbcrew.settings.run import Settings
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 from dbcrew.vocabulary import Category, FindingCode, Scenario
 from dbcrew.workspace import Workspace
@@ -87,6 +89,17 @@ class Observation(BaseModel):
     )
 
 
+class LlmExperts(Protocol):
+    """The run's LLM experts as an operator consults them (an operator declared `consults_llm`): the crew
+    binds them to the run's brain and deadline (dbcrew/roles/diagnosis/review.py), so an operator asks a
+    model without importing a role. `rules` are the cross review's causes; the experts read the sampled
+    window (and the librarian's chunks) from `workspace` and keep their long observations there."""
+
+    def __call__(
+        self, workspace: Workspace, rules: list[RootCause], thresholds: Thresholds
+    ) -> LlmAdditions: ...
+
+
 @dataclass
 class OperatorContext:
     """Everything an operator may touch. Targets are reached only through read-only sessions."""
@@ -101,6 +114,9 @@ class OperatorContext:
     )
     prometheus: PrometheusSource | None = (
         None  # with interval: the past is read from this Prometheus instead of the store
+    )
+    llm_experts: LlmExperts | None = (
+        None  # the run's LLM experts; None when its brain is the rules (no `consults_llm` operator is planned)
     )
 
     def resuming(self) -> dict[str, Any]:
@@ -177,6 +193,13 @@ class Operator:
             "doc": "the knowledge chunks it owns (their `expert`), read by the planner's matching"
         },
     )
+    consults_llm: bool = field(
+        default=False,
+        metadata={
+            "doc": "asks the run's LLM (its context's `llm_experts`): in the catalogue only when the run's"
+            " brain is one, and work that can wait (a model only adds to the rules' answer)"
+        },
+    )
 
     def run(self, ctx: Any, params: dict[str, Any]) -> Observation:
         """Validate `params` against the operator's model (pydantic.ValidationError when they do not fit) and call it."""
@@ -202,6 +225,7 @@ class Operator:
             planned_for=sorted(self.planned_for),
             signals=list(self.signals),
             knowledge=self.knowledge,
+            consults_llm=self.consults_llm,
         )
 
     @cached_property
@@ -229,6 +253,7 @@ def operator(
     planned_for: frozenset[Scenario] = frozenset(),
     signals: tuple[str, ...] = (),
     knowledge: str | None = None,
+    consults_llm: bool = False,
 ) -> Callable[[Callable[..., Observation]], Callable[..., Observation]]:
     """Register a function `fn(ctx, params) -> Observation`; its docstring is what the planner (or a model) reads.
 
@@ -237,6 +262,8 @@ def operator(
     `surfaces` default to the plan, and the MCP server too for a collector that needs nothing from
     upstream (it stands alone); the type of `ctx` is the operator's `context`. `planned_for`, `signals`
     and `knowledge` are what the planner composes a team by (dbcrew/roles/brains/composing.py).
+    `consults_llm`: it asks the run's LLM (OperatorContext.llm_experts), so only an LLM run's catalogue
+    holds it (dbcrew/roles/crew/capabilities.py) and it is work that can wait (dbcrew/roles/crew/execution.py).
     """
 
     def register(fn: Callable[..., Observation]) -> Callable[..., Observation]:
@@ -270,6 +297,7 @@ def operator(
             planned_for=planned_for,
             signals=signals,
             knowledge=knowledge,
+            consults_llm=consults_llm,
         )
         return fn
 

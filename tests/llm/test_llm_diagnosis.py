@@ -30,7 +30,7 @@ from dbcrew.operators.window.evidence import (
     statement_identity,
 )
 from dbcrew.prompts import render
-from dbcrew.roles.diagnosis.budget import AgentLimits
+from dbcrew.roles.agent.budget import AgentLimits
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.roles.report.reporter import write_report
 
@@ -648,3 +648,84 @@ def test_no_time_left_before_the_runs_deadline_asks_the_model_nothing_and_keeps_
     causes, hypotheses, report = with_llm_experts(brain, workspace, rules, seconds=-3.0)
     assert causes == rules and hypotheses == [] and report is not None
     assert report.stopped.startswith("seconds") and server.requests == []
+
+
+def llm_run(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, tmp_path, record, rules, **settings
+):
+    """An LLM run's diagnosis step in its operator context, over a workspace holding the sampled facts and
+    the causes the cross review stored; the run's brain is the scripted endpoint's."""
+    from dbcrew.operators.diagnose.steps import FACTS_KEY, ROOT_CAUSES
+    from dbcrew.roles.crew.context import RunContext, operator_context
+    from dbcrew.settings.run import Settings
+    from dbcrew.targets import parse_target
+    from dbcrew.workspace import Workspace
+
+    monkeypatch.setenv("DBCREW_LLM_BASE_URL", server.url)
+    monkeypatch.setenv("DBCREW_LLM_MODEL", "scripted")
+    monkeypatch.setenv("DBCREW_LLM_CAPABILITY", "tools")
+    # a cache of its own: no answer from another test's identical request
+    monkeypatch.setenv("DBCREW_LLM_CACHE_DIR", str(tmp_path / "cache"))
+    run = RunContext(
+        target=parse_target("postgresql://u@127.0.0.1:1/db"),
+        scenario="diagnose",
+        brain="openai",
+        settings=Settings(**settings),
+        out_dir=tmp_path / "run",
+    )
+    run.out_dir.mkdir(parents=True)
+    workspace = Workspace(run.workspace_path)
+    workspace.put_observation(FACTS_KEY, record.model_dump_json())
+    workspace.put_observation(ROOT_CAUSES, json.dumps([c.model_dump(mode="json") for c in rules]))
+    return run, operator_context(run, None)
+
+
+def test_the_planned_step_starts_from_the_cross_reviews_stored_causes_and_stores_what_it_added(
+    server, record, rules, tmp_path, monkeypatch
+):
+    from dbcrew.models.report import LlmAdditions
+    from dbcrew.operators.diagnose.llm_experts import LLM_ADDITIONS
+    from dbcrew.operators.registry import get
+
+    run, ctx = llm_run(server, monkeypatch, tmp_path, record, rules)
+    server.replies += [tool("propose_causes", causes=[INSERTS, LOCKS])]
+    observation = get("consult_llm_experts").run(ctx, {})
+    assert "The rules found: workload_many_inserts." in server.requests[0]["messages"][1]["content"]
+    assert observation.artifacts == [LLM_ADDITIONS] and observation.findings == []
+    body = ctx.workspace.observation(LLM_ADDITIONS)
+    added = LlmAdditions.model_validate_json(body or "{}")
+    assert [c.code for c in added.root_causes] == ["workload_many_inserts"]
+    assert added.root_causes[0].evidence["llm"][0]["expert"] == "workload"  # corroborated
+    assert [h.code for h in added.hypotheses] == ["lock_contention"]
+    assert added.diagnosis is not None and added.diagnosis.calls == len(server.requests) == 1
+    assert observation.summary == (
+        "LLM experts (workload): 1 calls; no cause added; hypotheses lock_contention"
+    )
+    usage = run.shared_brain.usage
+    assert (usage.questions, usage.fallbacks, usage.calls) == (1, 0, 1)
+
+
+def test_the_planned_step_gets_only_the_time_left_before_the_deadlines_reserve(
+    server, record, rules, tmp_path, monkeypatch
+):
+    """A run whose deadline already passed (a 1 s window, due at once): the step, had the execution
+    started it, asks the model nothing and stores the rules' causes as they were, saying why."""
+    from dbcrew.models.report import LlmAdditions
+    from dbcrew.operators.diagnose.llm_experts import LLM_ADDITIONS
+    from dbcrew.operators.registry import get
+
+    _, ctx = llm_run(
+        server,
+        monkeypatch,
+        tmp_path,
+        record,
+        rules,
+        window_seconds=1,
+        deadline_after_window_seconds=0,
+    )
+    server.replies += [tool("propose_causes", causes=[LOCKS])]
+    observation = get("consult_llm_experts").run(ctx, {})
+    added = LlmAdditions.model_validate_json(ctx.workspace.observation(LLM_ADDITIONS) or "{}")
+    assert server.requests == [] and added.root_causes == rules and added.hypotheses == []
+    assert added.diagnosis is not None and added.diagnosis.stopped.startswith("seconds")
+    assert "stopped: seconds" in observation.summary

@@ -95,6 +95,14 @@ def test_an_import_between_the_watch_and_the_diagnosis_breaks_the_contract(
     assert message in result.stdout
 
 
+def test_the_agent_loop_importing_one_of_its_users_breaks_the_contract(tmp_path: Path) -> None:
+    """The agent loop serves ask and the diagnosis knowing neither: reaching into one of them is caught by
+    name (the forbidden contract's message, not only the circle such an import also closes)."""
+    result = lint_with(tmp_path, "dbcrew/roles/agent/borrowed.py", "import dbcrew.roles.ask.llm\n")
+    assert result.returncode != 0
+    assert "dbcrew.roles.agent is not allowed to import dbcrew.roles.ask" in result.stdout
+
+
 UPPER = {"cli", "flows", "roles", "operators", "error_tree", "prompts", "lab"}
 
 

@@ -6,8 +6,8 @@ import pydantic
 import pytest
 
 from dbcrew.llm.messages import template_safe
+from dbcrew.roles.agent.controller import _step_format
 from dbcrew.roles.brains.openai import Problems
-from dbcrew.roles.diagnosis.controller import _step_format
 
 
 def test_consecutive_user_messages_become_one_and_roles_alternate():

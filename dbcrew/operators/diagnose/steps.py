@@ -1,4 +1,5 @@
-"""The diagnosis's steps (sample the window, the experts, the cross review) as operators the planner can put in a strategy.
+"""The diagnosis's steps (sample the window, the experts, the cross review) as operators the planner can put in a strategy
+(the LLM experts' step after them is llm_experts.py).
 
 The collector samples the window (`sample_anomaly_window`); each expert is a tasker operator
 reading those facts and writing its candidate causes; the chief DBA's `cross_review_causes`
@@ -206,7 +207,7 @@ def warm_knowledge() -> None:
 KNOWLEDGE_KEY = declare("knowledge_chunks")  # the chunks the librarian handed on
 JOINED_KEY = declare("experts_joined")  # the experts the window called in beyond the planned team
 REVIEW_NOTES_KEY = declare("review_notes")  # the cross review's notes on each candidate
-ROOT_CAUSES = declare("root_causes")  # the cross review's causes (in its observation, not stored)
+ROOT_CAUSES = declare("root_causes")  # the cross review's causes (in its observation, and stored)
 TOP_CHUNKS = 4  # the chunks the librarian hands on: a few, as D-Bot injects its top chunks
 
 
@@ -355,6 +356,9 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
                 source="cross_review_causes",
             )
         )
+    ctx.workspace.put_observation(
+        ROOT_CAUSES, json.dumps([c.model_dump(mode="json") for c in root_causes])
+    )
     ctx.workspace.put_observation(REVIEW_NOTES_KEY, json.dumps([n.model_dump() for n in notes]))
     ctx.workspace.put_observation(JOINED_KEY, json.dumps(joined))
     summary = (

@@ -33,12 +33,12 @@ from dbcrew.models.answer import Answer, Citation, ToolCall
 from dbcrew.models.request import ReviewRequest
 from dbcrew.operators.docs import Hit, best_sentences, docs_index, manual_folder
 from dbcrew.operators.lookups import CatalogueNames, catalogue_names
+from dbcrew.roles.agent.snapshots import Snapshots
 from dbcrew.roles.ask import catalogue_wide
 from dbcrew.roles.ask.instance import MissingSlot, fill_slots, invocation, invoke, recorded
 from dbcrew.roles.ask.llm import react, written
 from dbcrew.roles.ask.routing import asks_method, router, write_request
 from dbcrew.roles.brains.openai import OpenAIBrain
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.settings.paths import reports_root
 from dbcrew.settings.run import Settings
 from dbcrew.targets import PostgresTarget

@@ -21,8 +21,8 @@ from dbcrew.errors import DbcrewError
 from dbcrew.models.answer import ToolCall
 from dbcrew.operators.lookups import CatalogueNames, IndexSlot, LimitSlot, SettingSlot, TableSlot
 from dbcrew.operators.registry import get
+from dbcrew.roles.agent.snapshots import Snapshots
 from dbcrew.roles.ask.routing import SLOT_WORDS, Router
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.vocabulary import Lookup
 
 OBSERVATION_LIMIT = 600  # characters of an observation an answer shows; the rest is kept by key

@@ -1,7 +1,7 @@
-"""The LLM brain's side of `dbcrew ask`: look-ups on the diagnosis's controller and answers written from cited passages.
+"""The LLM brain's side of `dbcrew ask`: look-ups on the shared agent loop and answers written from cited passages.
 
 Instance questions run DQA's Thought / Action / Action Input / Observation loop on the same
-controller as the LLM diagnosis (dbcrew/roles/diagnosis/controller.py: the endpoint's capability, JSON
+agent loop as the LLM diagnosis (dbcrew/roles/agent/controller.py: the endpoint's capability, JSON
 repair, budget, response cache, snapshot keys), over the registry's look-ups of the ask surface.
 The rules' look-up has run before the model is asked, and the model starts from its observation:
 a model only adds to it. Only a look-up the controller ran is an observation: in prompted mode the
@@ -33,11 +33,11 @@ from dbcrew.operators.docs import Passage
 from dbcrew.operators.lookups import CatalogueNames, IndexSlot, TableSlot
 from dbcrew.operators.registry import Surface, exposed, get
 from dbcrew.prompts import render
+from dbcrew.roles.agent.budget import AgentLimits, Budget, BudgetExhausted
+from dbcrew.roles.agent.cache import response_cache
+from dbcrew.roles.agent.controller import Agenda, Controller, Tally, parse_json, signature
+from dbcrew.roles.agent.snapshots import Snapshots
 from dbcrew.roles.ask.instance import invoke
-from dbcrew.roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
-from dbcrew.roles.diagnosis.controller import Agenda, Controller, Tally, parse_json, signature
-from dbcrew.roles.diagnosis.review import response_cache
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 
 MAX_STEPS = 5
 REGENERATIONS = 1
@@ -227,7 +227,7 @@ def react(
         else None,
     }
     controller = Controller(
-        client, render, tools, Budget(LIMITS), client.capability(), Tally(), response_cache(), ASK
+        client, render, tools, Budget(LIMITS), client.capability(), Tally(), ASK, response_cache()
     )
     try:
         final = cast(

@@ -90,10 +90,20 @@ def diagnose_team(
     why: dict[str, str] | None = None,
 ) -> Strategy:
     """The diagnosis crew: a collector, one tasker per expert (its own operator and knowledge), the
-    chief DBA who cross-reviews, a painter, and a health checker for the checks a composed plan adds.
-    Experts stand down at run time when neither the alert nor an abnormal metric concerns them (the
-    abnormal metrics exist only once the window is sampled)."""
+    chief DBA who cross-reviews, the LLM experts after it when the run's brain is an LLM (an operator
+    that `consults_llm` is in the catalogue only then), a painter, and a health checker for the checks
+    a composed plan adds. Experts stand down at run time when neither the alert nor an abnormal metric
+    concerns them (the abnormal metrics exist only once the window is sampled)."""
     entries = {e.name: e for e in catalogue}
+
+    def chief(name: str) -> bool:
+        entry = entries[name]
+        return (
+            entry.role is Role.TASKER
+            and entry.category is Category.DIAGNOSE
+            and not name.startswith(EXPERT_PREFIX)
+            and not entry.consults_llm
+        )
 
     def agent_of(name: str) -> AgentSpec:
         if name.startswith(EXPERT_PREFIX):
@@ -104,7 +114,14 @@ def diagnose_team(
                 goal=entries[name].description,
                 tools=[name],
             )
-        if entries[name].role is Role.TASKER and entries[name].category is Category.DIAGNOSE:
+        if entries[name].consults_llm:
+            return AgentSpec(
+                name="llm-experts",
+                role=Role.TASKER,
+                goal="ask the LLM's experts what the cross review's causes leave unexplained",
+                tools=[name],
+            )
+        if chief(name):
             return AgentSpec(
                 name="chief-dba",
                 role=Role.TASKER,
@@ -126,7 +143,7 @@ def diagnose_team(
                 id=name,
                 agent=agent.name,
                 operator=name,
-                optional=entries[name].role is Role.PAINTER,
+                optional=entries[name].role is Role.PAINTER or entries[name].consults_llm,
                 why=(why or {}).get(name, ""),
             )
         )
@@ -137,11 +154,7 @@ def diagnose_team(
     if len(experts) < len(every):
         # The chief is told who is on the team: the experts the window calls in beyond it join there.
         tasks = [
-            t.model_copy(update={"params": {"team": experts}})
-            if entries[t.operator].role is Role.TASKER
-            and entries[t.operator].category is Category.DIAGNOSE
-            and not t.operator.startswith(EXPERT_PREFIX)
-            else t
+            t.model_copy(update={"params": {"team": experts}}) if chief(t.operator) else t
             for t in tasks
         ]
     rationale = (

@@ -52,13 +52,21 @@ def missing_capabilities(brief: Brief) -> dict[str, SkipCause]:
     }
 
 
-def prune(brief: Brief, catalogue: list[CatalogueEntry]) -> Capabilities:
+def prune(brief: Brief, catalogue: list[CatalogueEntry], llm: bool = False) -> Capabilities:
+    """What the target (by its brief) and the run let it do: operators that need a missing extension go,
+    with everything that needs only what they produce; an operator that asks the run's LLM
+    (`consults_llm`) stays only when `llm` says the run's brain is one, so a rules run's catalogue, and
+    every plan made from it, is what it would be without such operators."""
     missing = missing_capabilities(brief)
     dropped: dict[str, SkipCause] = {}
     for entry in catalogue:
         lacking = [c for c in entry.requires if c in missing]
         if lacking:
             dropped[entry.name] = missing[lacking[0]]
+        elif entry.consults_llm and not llm:
+            dropped[entry.name] = SkipCause(
+                kind=SkipKind.NOT_PLANNED, detail="asks the run's LLM, and its brain is the rules"
+            )
     # Anything that needs an artifact only dropped operators produce goes too.
     changed = True
     while changed:

@@ -10,6 +10,7 @@ which target it reviewed (the probe's brief, the identity the store keeps its hi
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from pydantic import Field, PrivateAttr
 from dbcrew.deadline import CpuClock, Deadline
 from dbcrew.error_tree import load_tree
 from dbcrew.llm.base import Brain
-from dbcrew.models import Brief
+from dbcrew.models import Brief, RootCause
+from dbcrew.models.report import LlmAdditions
 from dbcrew.models.request import ReviewRequest, TargetURL
 from dbcrew.operators.collect.probe import BRIEF_KEY
 from dbcrew.operators.registry import OperatorContext
@@ -26,6 +28,7 @@ from dbcrew.roles.brains import make_brain
 from dbcrew.roles.crew.memory import target_identity
 from dbcrew.roles.crew.monitor import Monitor
 from dbcrew.roles.crew.worker import await_target
+from dbcrew.settings.thresholds import Thresholds
 from dbcrew.store import Store
 from dbcrew.targets import PostgresTarget
 from dbcrew.workspace import Workspace
@@ -71,6 +74,12 @@ class RunContext(ReviewRequest):
         return self._brain
 
     @property
+    def consults_llm(self) -> bool:
+        """Whether the run's brain is an LLM: its catalogue then holds the operators that ask it (a
+        diagnosis's LLM experts), which a rules run never plans."""
+        return self.brain != "rules"
+
+    @property
     def deadline(self) -> Deadline:
         """When the run's answer is due: its window plus `deadline_after_window_seconds`, from its start."""
         s = self.settings
@@ -110,6 +119,25 @@ class RunContext(ReviewRequest):
         )
 
 
+@dataclass(frozen=True)
+class RunsLlmExperts:
+    """The run's LLM experts as its diagnosis step consults them (dbcrew/operators/registry.py: LlmExperts):
+    the run's one brain, and the time left before its deadline's reserve when the step starts. The LLM
+    diagnosis is imported at the first consultation, not before: it pulls in the openai client (3 s of
+    imports on 2 cores), which would otherwise delay the probe and the window of a live diagnosis."""
+
+    run: RunContext
+
+    def __call__(
+        self, workspace: Workspace, rules: list[RootCause], thresholds: Thresholds
+    ) -> LlmAdditions:
+        from dbcrew.roles.diagnosis.review import consult
+
+        return consult(
+            self.run.shared_brain, workspace, rules, thresholds, self.run.deadline.until_reserve()
+        )
+
+
 def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
     return OperatorContext(
         target=run.target,
@@ -119,6 +147,7 @@ def operator_context(run: RunContext, brief: Brief | None) -> OperatorContext:
         run_dir=run.out_dir,
         interval=run.interval,
         prometheus=run.prometheus,
+        llm_experts=RunsLlmExperts(run) if run.consults_llm else None,
     )
 
 

@@ -121,9 +121,12 @@ def _skip(state: ExecutionState, spec: TaskSpec, kind: SkipKind, upstream: str) 
 
 
 def can_wait(spec: TaskSpec) -> bool:
-    """Whether a task is work that can wait for the answer: a painter's chart adds to a report, and a
-    report without it still holds every cause found, so charts stand down before a run's deadline."""
-    return get(spec.operator).role is Role.PAINTER
+    """Whether a task is work that can wait for the answer: a painter's chart adds to a report, and so
+    does an operator that asks the run's LLM (a diagnosis's LLM experts: a model only adds to the
+    rules' causes); a report without them still holds every cause found, so they stand down before a
+    run's deadline."""
+    op = get(spec.operator)
+    return op.role is Role.PAINTER or op.consults_llm
 
 
 def execute(
@@ -142,7 +145,8 @@ def execute(
     Near the deadline, work that can wait stands down instead of starting, and once
     only such work is left running the run stops waiting for it when the deadline's reserve begins: on a
     saturated host a chart started in time took 46 s of wall for a fraction of a CPU-second, and held
-    the report past its deadline.
+    the report past its deadline. Work that bounds its own time by the deadline (`bounds_itself`: the LLM
+    experts) is waited for: it stops where the reserve begins.
     """
     for spec in strategy.tasks:
         kept = state.outcomes.get(spec.id)
@@ -251,12 +255,22 @@ def execute(
         strategy = _apply_instruction(strategy, state, spec, decision)
 
 
+def bounds_itself(spec: TaskSpec) -> bool:
+    """Whether a task started as work that can wait ends by itself where the deadline's reserve begins: an
+    operator that asks the run's LLM gets the time left until then as its experts' budget (each call's
+    timeout included), so once running it is waited for and what its experts confirmed in time is
+    written with the rest, as a budget that runs out leaves it. A chart has no such budget."""
+    return get(spec.operator).consults_llm
+
+
 def _patience(
     strategy: Strategy, running: dict[str, Any], deadline: Deadline | None
 ) -> float | None:
     """How long to wait for the next running task: without limit while anything running is needed for the
-    answer, else until the deadline's reserve begins."""
-    if deadline is None or not all(can_wait(strategy.task(t)) for t in running):
+    answer or bounds its own time by the deadline, else until the deadline's reserve begins."""
+    if deadline is None or not all(
+        can_wait(spec) and not bounds_itself(spec) for spec in (strategy.task(t) for t in running)
+    ):
         return None
     return deadline.until_reserve()
 

@@ -89,7 +89,7 @@ def initialize(run: RunContext) -> Initialized:
         stage_stored_baseline(Workspace(run.workspace_path), known_as, run.settings.store_url)
     if run.scenario is Scenario.HEALTH:
         stage_earlier_age(Workspace(run.workspace_path), known_as, run.settings.store_url)
-    caps = prune(brief, catalogue())
+    caps = prune(brief, catalogue(), llm=run.consults_llm)
     request = PlanRequest(
         scenario=run.scenario,
         brief=brief,
@@ -149,7 +149,7 @@ def signal_gaps(request: PlanRequest, strategy: Strategy) -> list[CoverageEntry]
 
 def replan_phase(run: RunContext, brief: Brief, result: ExecutionResult) -> ReplanOutcome:
     assert result.replan_for is not None
-    caps = prune(brief, catalogue())
+    caps = prune(brief, catalogue(), llm=run.consults_llm)
     done = [
         k
         for k, o in result.state.outcomes.items()

@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 
 from dbcrew.llm.base import BrainError, EndpointDown
 from dbcrew.llm.client import LlmClient, Render, ResponseCache
-from dbcrew.models import Finding, RootCause
-from dbcrew.models.finding import LLM_EXPERTS_SOURCE, Severity
+from dbcrew.models import RootCause
 from dbcrew.models.report import Hypothesis, LlmDiagnosis
 from dbcrew.operators.diagnose.candidates import Candidate
 from dbcrew.operators.diagnose.cross_review import MAX_CAUSES, MIN_CONFIDENCE
@@ -27,10 +26,11 @@ from dbcrew.operators.diagnose.experts import EXPERT_SIGNALS, experts_by_code, s
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.support import Support, expert_candidates, support
 from dbcrew.operators.knowledge import knowledge_base
-from dbcrew.roles.diagnosis.budget import AgentLimits, Budget, BudgetExhausted
-from dbcrew.roles.diagnosis.controller import Controller, Tally
+from dbcrew.roles.agent.budget import AgentLimits, Budget, BudgetExhausted
+from dbcrew.roles.agent.controller import Controller, Tally
+from dbcrew.roles.agent.snapshots import Snapshots
+from dbcrew.roles.diagnosis.agenda import DIAGNOSIS, run_expert
 from dbcrew.roles.diagnosis.guard import GuardedCause, check
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.roles.diagnosis.tools import DiagnosisTools
 from dbcrew.settings.llm import Capability
 from dbcrew.settings.thresholds import Thresholds
@@ -83,7 +83,7 @@ class LlmDiagnoser:
         tally, budget = Tally(), Budget(self.limits)
         tools = DiagnosisTools(record, self.limits.observation_chars, Snapshots(store))
         controller = Controller(
-            self.client, self.render, tools, budget, self.capability, tally, self.cache
+            self.client, self.render, tools, budget, self.capability, tally, DIAGNOSIS, self.cache
         )
         context = expert_context(record, rules)
         out = LlmDiagnosis(experts=team, samples=self.limits.samples)
@@ -92,7 +92,8 @@ class LlmDiagnoser:
             answers: list[list[GuardedCause]] = []
             for sample in range(self.limits.samples):
                 try:
-                    proposals = replace(controller, tools=tools.for_expert(expert)).run_expert(
+                    proposals = run_expert(
+                        replace(controller, tools=tools.for_expert(expert)),
                         expert,
                         {
                             **context,
@@ -207,35 +208,6 @@ def expert_context(record: FactsRecord, rules: list[RootCause]) -> dict[str, obj
         "more": len(record.abnormal) - len(strongest),
         "rules": [str(c.code) for c in rules],
     }
-
-
-def llm_only_findings(causes: list[RootCause]) -> list[Finding]:
-    """A finding for each cause only the LLM experts named, so a reader meets it where the rules'
-    causes are (the summary, the findings table), marked as the experts' and with their explanation."""
-    found = []
-    for cause in causes:
-        if cause.evidence.get("source") != "llm":
-            continue
-        chunk = knowledge_base().for_code(cause.code)
-        why = "; ".join(
-            f"{n['expert']}: {n['explanation']}"
-            for n in cause.evidence["llm"]
-            if n.get("explanation")
-        )
-        found.append(
-            Finding(
-                code=cause.code,
-                severity=Severity.WARNING,
-                object="database",
-                title=f"root cause named by the LLM experts only: {chunk.name if chunk else cause.code} "
-                f"(confidence {cause.confidence:.2f}){f': {why}' if why else ''}",
-                evidence=cause.evidence,
-                recommendation=cause.solution,
-                confidence=cause.confidence,
-                source=LLM_EXPERTS_SOURCE,
-            )
-        )
-    return found
 
 
 def vote(answers: list[list[GuardedCause]]) -> list[GuardedCause]:

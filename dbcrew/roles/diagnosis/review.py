@@ -1,39 +1,30 @@
-"""The LLM diagnosis inside a review: after the rules' cross review, when the run's brain is an LLM.
+"""The LLM diagnosis inside a review: the run's LLM experts, which the diagnosis's planned step
+(dbcrew/operators/diagnose/llm_experts.py: after the rules' cross review, when the run's brain is an LLM)
+consults through its operator context (bound to the run's brain and deadline by dbcrew/roles/crew/context.py).
 
 The facts the sampler left in the run's workspace are the experts' whole world; long observations
 go back into that workspace under their snapshot keys. The diagnosis is one question of the run's
 brain: it falls back (the rules' causes stand) when the experts gave nothing usable, and an endpoint
-that stopped answering earlier in the run is not asked at all.
+that stopped answering earlier in the run is not asked at all. The experts' time is what is left
+before the run's deadline keeps its reserve: a model never delays the rules' answer past it.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from dbcrew.llm.base import Brain
-from dbcrew.llm.client import ResponseCache, llm_cache_dir
 from dbcrew.models import RootCause
-from dbcrew.models.report import Hypothesis, LlmDiagnosis
+from dbcrew.models.report import Hypothesis, LlmAdditions, LlmDiagnosis
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.steps import FACTS_KEY, KNOWLEDGE_KEY, Retrieved
 from dbcrew.operators.knowledge import knowledge_base
 from dbcrew.prompts import render
+from dbcrew.roles.agent.cache import response_cache
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.settings.thresholds import Thresholds
 from dbcrew.workspace import Workspace
-
-_CACHES: dict[
-    Path | None, ResponseCache
-] = {}  # the process's answers by request, one cache per directory
-
-
-def response_cache() -> ResponseCache:
-    """The process's cache of answers, kept on disk too when DBCREW_LLM_CACHE_DIR says where: a
-    diagnosis run again (here or in a later run) asks nothing twice."""
-    directory = llm_cache_dir()
-    return _CACHES.setdefault(directory, ResponseCache(directory=directory))
 
 
 def librarians_chunks(workspace: Workspace) -> dict[str, list[str]]:
@@ -87,3 +78,16 @@ def with_llm_experts(
     )
     brain.count_question(fell_back=not section.accepted and bool(section.fallbacks), down=down)
     return causes, hypotheses, section
+
+
+def consult(
+    brain: Brain,
+    workspace: Workspace,
+    rules: list[RootCause],
+    thresholds: Thresholds,
+    seconds: float,
+) -> LlmAdditions:
+    """The LLM experts consulted for the diagnosis's step (dbcrew/operators/diagnose/llm_experts.py): what
+    `with_llm_experts` returns, as the step stores it."""
+    causes, hypotheses, section = with_llm_experts(brain, workspace, rules, thresholds, seconds)
+    return LlmAdditions(root_causes=causes, hypotheses=hypotheses, diagnosis=section)

@@ -11,7 +11,7 @@ as for an alert: an expert's area spans several views (the configuration expert'
 the plans; the query expert the statements and plans, not the settings.
 
 Every observation is JSON; one longer than the limit is kept whole under a snapshot key and shown
-as its head plus that key, which the `expand` tool pages through (dbcrew/roles/diagnosis/snapshots.py): a
+as its head plus that key, which the `expand` tool pages through (dbcrew/roles/agent/snapshots.py): a
 long statement list costs the prompt its first lines, not all of them. Database text (statement
 texts, table names) travels inside these observations, so it reaches a prompt only as JSON data
 inside a <data> fence, never as instructions.
@@ -28,12 +28,13 @@ from dbcrew.operators.diagnose.experts import experts_by_code
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.operators.diagnose.views import GENERAL_VIEWS, STATS
 from dbcrew.operators.registry import Operator, Surface, catalogue, exposed, get
+from dbcrew.roles.agent.snapshots import Snapshots
+from dbcrew.roles.agent.tree import REFLECT
 from dbcrew.roles.brains.composing import MATCH_FLOOR, match_scores, passages, words
 from dbcrew.roles.brains.playbooks import EXPERT_PREFIX
-from dbcrew.roles.diagnosis.snapshots import Snapshots
 from dbcrew.vocabulary import RootCauseCode
 
-OBSERVE, EXPAND, REFLECT, PROPOSE = "observe", "expand", "reflect", "propose_causes"
+OBSERVE, EXPAND, PROPOSE = "observe", "expand", "propose_causes"
 
 
 def views() -> list[Operator]:

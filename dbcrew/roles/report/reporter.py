@@ -20,6 +20,7 @@ from dbcrew.models.report import (
     CoverageStatus,
     DiagnosisSection,
     Hypothesis,
+    LlmAdditions,
     LlmDiagnosis,
     RootCause,
     SkipCause,
@@ -29,11 +30,11 @@ from dbcrew.models.report import (
     TeamMember,
 )
 from dbcrew.operators.diagnose.attribution import attribute
+from dbcrew.operators.diagnose.llm_experts import LLM_ADDITIONS
 from dbcrew.operators.diagnose.steps import FACTS_KEY, JOINED_KEY, REVIEW_NOTES_KEY
 from dbcrew.operators.registry import catalogue
 from dbcrew.operators.statistics_age import just_started
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from dbcrew.roles.crew.worker import TaskOutcome
 from dbcrew.roles.report.deadline import deadline_coverage
@@ -187,29 +188,20 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
     ]
     llm_diagnosis: LlmDiagnosis | None = None
     hypotheses: list[Hypothesis] = []
-    deadline = run.deadline
+    added = llm_additions(run, review)
+    if added is not None:
+        # The LLM experts' step (after the cross review, with an LLM brain) stored the causes as they stand
+        # once the experts had their say; its LLM-only causes' findings came with its outcome.
+        root_causes, hypotheses, llm_diagnosis = (
+            added.root_causes,
+            added.hypotheses,
+            added.diagnosis,
+        )
     stood_down = [
         task_id
         for task_id, o in review.result.state.outcomes.items()
         if o.cause is not None and o.cause.kind is SkipKind.DEADLINE
     ]
-    if run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain) and deadline.near():
-        stood_down.append("the model's experts")
-    elif run.scenario is Scenario.DIAGNOSE and not isinstance(brain, RulesBrain):
-        # Here, not at import, and only for a brain that may be an LLM: the LLM experts pull in the openai
-        # client (3 s of imports on 2 cores), which a health review (every fleet run) and the rules' diagnosis
-        # never use; on a host 30 clients a core keep busy those imports alone took over a minute.
-        from dbcrew.roles.diagnosis.chief import llm_only_findings
-        from dbcrew.roles.diagnosis.review import with_llm_experts
-
-        root_causes, hypotheses, llm_diagnosis = with_llm_experts(
-            brain,
-            Workspace(run.workspace_path),
-            root_causes,
-            run.settings.thresholds,
-            seconds=deadline.left() - deadline.reserve_seconds,
-        )
-        findings += llm_only_findings(root_causes)
     coverage = [*coverage, deadline_coverage(run, stood_down)]
     summary, model_summary = brain.summaries(run.scenario, findings, coverage, compared_with(facts))
     unconfirmed = (
@@ -286,6 +278,18 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         llm_diagnosis=llm_diagnosis,
         link=run.link,
     )
+
+
+def llm_additions(run: RunContext, review: ReviewResult) -> LlmAdditions | None:
+    """What the LLM experts' step added (dbcrew/operators/diagnose/llm_experts.py), read from the workspace
+    when the step completed; None when no step ran or it did not complete (stood down before the deadline,
+    or left unfinished when the run stopped waiting for it: what it might still write is not read)."""
+    completed = any(
+        o.status is TaskStatus.DONE and o.observation and LLM_ADDITIONS in o.observation.artifacts
+        for o in review.result.state.outcomes.values()
+    )
+    body = Workspace(run.workspace_path).observation(LLM_ADDITIONS) if completed else None
+    return None if body is None else LlmAdditions.model_validate_json(body)
 
 
 def started_note(run: RunContext, review: ReviewResult) -> str:

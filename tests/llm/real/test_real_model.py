@@ -28,10 +28,10 @@ from dbcrew.llm.client import LlmClient
 from dbcrew.models import RootCause
 from dbcrew.operators.diagnose.facts import FactsRecord
 from dbcrew.prompts import render
+from dbcrew.roles.agent.budget import AgentLimits
 from dbcrew.roles.ask.answer import ask
 from dbcrew.roles.brains.openai import OpenAIBrain
 from dbcrew.roles.crew.context import RunContext
-from dbcrew.roles.diagnosis.budget import AgentLimits
 from dbcrew.roles.diagnosis.chief import LlmDiagnoser
 from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings.llm import Capability

@@ -1,7 +1,8 @@
-"""Limits of one LLM diagnosis (calls, tokens, seconds, steps per expert, samples) and their tally.
+"""Limits of one agent loop's work (calls, tokens, seconds, steps per agent, samples) and their tally:
+an LLM diagnosis's experts share one budget, an ask question's look-ups have their own.
 
-A budget that runs out stops the experts cleanly between two calls: the causes they already had
-validated stay, the rest of the diagnosis is the rules', and the report says which limit it was.
+A budget that runs out stops the loop cleanly between two calls: in a diagnosis the causes the
+experts already had validated stay, the rest is the rules', and the report says which limit it was.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class AgentLimits:
 
 
 class BudgetExhausted(DbcrewError):
-    """A limit of the diagnosis ran out; its message names which."""
+    """A limit of an agent loop ran out (a diagnosis's experts, ask's look-ups); its message names which."""
 
 
 @dataclass

@@ -1,11 +1,12 @@
 """RCAgent's controller: one agent's Thought/Action/Observation turns against the endpoint, as
-D-Bot's tree search (tree.py: reflect, score, backtrack). It runs the diagnosis's experts and ask's
-look-ups alike; an `Agenda` says what a loop is for (its prompts, the action that ends it, how a
-prompted turn reads) and a `Toolbox` what it may call.
+D-Bot's tree search (tree.py: reflect, score, backtrack). It runs the diagnosis's experts
+(dbcrew/roles/diagnosis/agenda.py) and ask's look-ups (dbcrew/roles/ask/llm.py) alike, knowing neither:
+an `Agenda` says what a loop is for (its prompts, the action that ends it, how a prompted turn reads)
+and a `Toolbox` what it may call.
 
 Per endpoint capability the model acts through native tool calls, through JSON constrained by a
 schema, or through text asked for in the prompt (JSON, or ask's ReAct lines); all end in the same
-`ExpertAction`. The controller, not the model, keeps the loop sane:
+`AgentAction`. The controller, not the model, keeps the loop sane:
 - an answer that is not clean JSON is repaired by json-repair first (fences, prose, trailing
   commas), and only an answer still unusable is asked for again (a regeneration);
 - an unknown tool or an action repeated with the same arguments gets a corrective message, not an
@@ -17,7 +18,7 @@ schema, or through text asked for in the prompt (JSON, or ask's ReAct lines); al
   newer turn observes, an older turn's observations are shown by their keys alone: each call carries
   one turn's observations, not the whole history of them (without a limit nothing is cut or folded);
 - several tool calls in one turn (parallel tool calls) are all answered: one call, not several;
-- every call is paid from the diagnosis's budget first (BudgetExhausted stops the loop between calls),
+- every call is paid from the loop's budget first (BudgetExhausted stops the loop between calls),
   and answered from the response cache when the same request was asked before.
 """
 
@@ -27,7 +28,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import json_repair
 from pydantic import BaseModel, Field, ValidationError
@@ -41,29 +42,21 @@ from dbcrew.llm.client import (
     ResponseCache,
     strip_fences,
 )
-from dbcrew.roles.diagnosis.budget import Budget
-from dbcrew.roles.diagnosis.guard import ProposedCause
-from dbcrew.roles.diagnosis.snapshots import Snapshots
-from dbcrew.roles.diagnosis.tools import PROPOSE, REFLECT
-from dbcrew.roles.diagnosis.tree import Node, Search
+from dbcrew.roles.agent.budget import Budget
+from dbcrew.roles.agent.snapshots import Snapshots
+from dbcrew.roles.agent.tree import REFLECT, Node, Search
 from dbcrew.settings.llm import Capability
 
 SAMPLING_TEMPERATURE = 0.7  # self-consistency needs samples that can differ
 STEP_TOKENS = 600  # one turn: a thought and one action with its arguments, or the causes proposed
 
 
-class ExpertAction(BaseModel):
-    """One turn of an expert: its thought, the tool it calls and that tool's arguments."""
+class AgentAction(BaseModel):
+    """One turn of an agent: its thought, the tool it calls and that tool's arguments."""
 
     thought: str = ""
     action: str
     args: dict[str, Any] = Field(default_factory=dict)
-
-
-class CauseProposal(BaseModel):
-    """The arguments of propose_causes: the causes an expert puts forward."""
-
-    causes: list[ProposedCause]
 
 
 class Reflection(BaseModel):
@@ -93,7 +86,8 @@ class Toolbox(Protocol):
 
 @dataclass
 class Tally:
-    """What the controller did, summed over every expert of a diagnosis (the report's counters)."""
+    """What the controller did, summed over every loop it ran for one purpose (a diagnosis's experts: the
+    report's counters)."""
 
     calls: int = 0
     cached: int = 0
@@ -129,14 +123,6 @@ def parse_json(text: str) -> tuple[Any, bool]:
         return repaired, True
 
 
-def json_turn(text: str) -> tuple[Any, bool]:
-    """A prompted diagnosis turn: one JSON object, a bare {"causes": ...} being the proposal."""
-    value, repaired = parse_json(text)
-    if isinstance(value, dict) and "causes" in value and "action" not in value:
-        value = {"action": PROPOSE, "args": value}  # a bare final answer is a proposal
-    return value, repaired
-
-
 @dataclass(frozen=True)
 class Agenda:
     """What one agent loop is for: its prompts (system, task, the feedback that answers each action),
@@ -149,7 +135,7 @@ class Agenda:
     feedback: str
     finish: str
     result: type[BaseModel]
-    read: Callable[[str], tuple[Any, bool]] = json_turn
+    read: Callable[[str], tuple[Any, bool]] = parse_json
     stop: tuple[str, ...] = ()
 
     def trimmed(self, text: str) -> str:
@@ -158,32 +144,19 @@ class Agenda:
         return text[:cut].rstrip() if cut < len(text) else text
 
 
-DIAGNOSIS = Agenda(
-    system="diagnose_system.j2",
-    task="diagnose_expert.j2",
-    feedback="diagnose_feedback.j2",
-    finish=PROPOSE,
-    result=CauseProposal,
-)
-
-
 @dataclass
 class Controller:
+    """One purpose's loops (`agenda`) over one endpoint and toolbox, paid from one budget and counted in
+    one tally; `cache` answers a request asked before."""
+
     client: LlmClient
     render: Render
     tools: Toolbox
     budget: Budget
     capability: Capability
     tally: Tally
+    agenda: Agenda
     cache: ResponseCache | None = None
-    agenda: Agenda = DIAGNOSIS
-
-    def run_expert(
-        self, expert: str, context: dict[str, Any], sample: int = 0
-    ) -> list[ProposedCause]:
-        """The causes one expert proposes after a tree search of at most `steps` calls (tree.py).
-        BudgetExhausted, BrainError (EndpointDown included) or GaveUp otherwise."""
-        return cast(CauseProposal, self.run({**context, "expert": expert}, sample)).causes
 
     def run(
         self, context: dict[str, Any], sample: int = 0, seen: tuple[str, ...] = ()
@@ -256,7 +229,7 @@ class Controller:
         return best
 
     def _answer(
-        self, node: Node, turn: list[tuple[str, ExpertAction | None, str]]
+        self, node: Node, turn: list[tuple[str, AgentAction | None, str]]
     ) -> BaseModel | None:
         """Answer every action of a turn into `node` (observations, reflections, corrections); the
         result when the turn finished validly. The observations of earlier turns fold to their keys."""
@@ -303,7 +276,7 @@ class Controller:
         return result
 
     def _observe(
-        self, call_id: str, action: ExpertAction, seen: set[str]
+        self, call_id: str, action: AgentAction, seen: set[str]
     ) -> tuple[dict[str, Any], str]:
         """(the message answering the action, the observation's whole text or '' for a correction)."""
         if action.action not in self.tools.names():
@@ -323,7 +296,7 @@ class Controller:
 
     def _actions(
         self, completion: Completion, text: str
-    ) -> list[tuple[str, ExpertAction | None, str]]:
+    ) -> list[tuple[str, AgentAction | None, str]]:
         """Every action of the model's turn as (the tool call's id or '', the action, why there is
         none): an endpoint may answer with several tool calls at once (parallel tool calls), and
         observing them in one turn costs one call instead of several. `text` is the turn's text as trimmed."""
@@ -331,23 +304,23 @@ class Controller:
             return [self._tool_action(call) for call in completion.tool_calls]
         return [self._text_action(text)]
 
-    def _tool_action(self, call: FunctionCall) -> tuple[str, ExpertAction | None, str]:
+    def _tool_action(self, call: FunctionCall) -> tuple[str, AgentAction | None, str]:
         try:
             args, repaired = parse_json(call.arguments or "{}")
         except ValueError as exc:
             return call.id, None, f"the arguments of {call.name} are not JSON ({exc})"
         self.tally.repairs += repaired
         name, args = self.tools.resolve(call.name, args if isinstance(args, dict) else {})
-        return call.id, ExpertAction(action=name, args=args), ""
+        return call.id, AgentAction(action=name, args=args), ""
 
-    def _text_action(self, text: str) -> tuple[str, ExpertAction | None, str]:
+    def _text_action(self, text: str) -> tuple[str, AgentAction | None, str]:
         try:
             value, repaired = self.agenda.read(text)
         except ValueError as exc:
             return "", None, str(exc)
         self.tally.repairs += repaired
         try:
-            action = ExpertAction.model_validate(value)
+            action = AgentAction.model_validate(value)
         except ValidationError as exc:
             return "", None, _first_error(exc)
         name, args = self.tools.resolve(action.action, action.args)

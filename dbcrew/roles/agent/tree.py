@@ -1,4 +1,5 @@
-"""D-Bot's tree search over one expert's lines of inquiry: expand, observe, reflect, score, backtrack.
+"""D-Bot's tree search over one agent's lines of inquiry (a diagnosis's expert, ask's look-ups):
+expand, observe, reflect, score, backtrack.
 
 Each node is the conversation at one point of the search (its messages, the actions taken on its
 path, the observations it still shows whole). A model turn expands the current node into a child.
@@ -18,6 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+REFLECT = (
+    "reflect"  # the tool with which the model scores its line of inquiry; the controller answers it
+)
 PRIOR_SCORE = 0.5  # an unscored line of inquiry: neither promising nor abandoned
 BACKTRACK_BELOW = 0.4
 
