@@ -226,7 +226,7 @@ from dbcrew.operators.window.evidence import BlockedSession, WindowEvidence
 declared = next(c for c in CAUSES if c.code == "{code.group(1)}")
 expert = declared.expert.name
 assert declared.code in CAUSE_TIME and experts_by_code()[declared.code] == expert
-assert set(declared.signals) <= set(REGISTRY[f"expert_{{expert}}"].signals)
+assert {{s.name for s in declared.signals}} <= set(REGISTRY[f"expert_{{expert}}"].signals)
 for seconds in (120.0, 5.0):
     window = WindowEvidence(
         started_at=0.0, seconds=5.0, interval=0.5, series={{"act.wait_lock": [1.0] * 10}},
