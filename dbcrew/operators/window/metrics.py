@@ -172,7 +172,8 @@ STATEMENT_TIME = Metric(
 )  # a quarter of a session kept busy
 
 # pg_stat_io (PostgreSQL 16 on), summed by object ("temp relation" as temp_relation; "wal" from 18): operations
-# and the milliseconds spent in them, per second. An object a later PostgreSQL adds is not read until it is here.
+# and the milliseconds spent in them, per second. A column or an object is read only where a metric here names
+# it (`io_metric`): one a later PostgreSQL adds is not read until it is declared.
 IO_OBJECTS = ("relation", "temp_relation", "wal")
 IO_OPERATIONS = ("reads", "writes", "extends", "fsyncs")
 IO_TIMES = ("read_time", "write_time", "fsync_time")
@@ -314,6 +315,12 @@ VACUUM_WORK = family("vacuum.")
 MEMORY_AVAILABLE = family("host.mem_available")
 SWAP = family("host.swap")
 PRIVATE_MEMORY = family("pg.private_mem")
+
+
+def io_metric(obj: str, column: str) -> Metric | None:
+    """The catalogue's metric of pg_stat_io's `column` summed over `obj` (a row of readers.py's IO_SQL); None
+    where it declares none: that counter is not read."""
+    return BY_NAME.get(f"io.{obj}.{column}")
 
 
 def floors() -> dict[str, float]:

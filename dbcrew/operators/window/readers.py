@@ -50,7 +50,6 @@ from dbcrew.operators.window.metrics import (
     HOST_SWAP_USED,
     IDLE_BETWEEN,
     IDLE_IN_XACT,
-    IO_RATES,
     ON_CPU,
     PG_CPU,
     PG_PRIVATE_MEMORY,
@@ -62,6 +61,7 @@ from dbcrew.operators.window.metrics import (
     WAIT_LWLOCK,
     WAIT_WAL_FLUSH,
     WAL_RATES,
+    io_metric,
 )
 from dbcrew.targets import PostgresTarget, own_pids
 
@@ -223,7 +223,7 @@ def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, floa
         for row in conn.execute(IO_SQL).fetchall():
             obj = row.pop("object")
             counters.update(
-                {m.name: float(v or 0) for k, v in row.items() if (m := IO_RATES.get((obj, k)))}
+                {m.name: float(v or 0) for k, v in row.items() if (m := io_metric(obj, k))}
             )
         counters[VACUUM_BUFFERS.name] = float(one_row(conn, VACUUM_IO_SQL)["buffers"])
     checkpoints = checkpointer(version)
