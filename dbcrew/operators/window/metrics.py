@@ -241,7 +241,7 @@ METRICS: tuple[Metric, ...] = (
     *(DATABASE_RATES[c] for c in ("xact_commit", "xact_rollback", "tup_inserted", "tup_updated")),
     *(DATABASE_RATES[c] for c in ("tup_deleted", "tup_fetched", "tup_returned", "temp_bytes")),
     WAL_BYTES,
-    DATABASE_RATES["blks_read"],
+    BLOCKS_READ,
     PG_CPU,
     PG_PRIVATE_MEMORY,
     STATEMENT_TIME,
@@ -306,6 +306,8 @@ def family(prefix: str) -> Family:
     return declared
 
 
+# The prefixes the causes' experts are called in by (`DeclaredCause.signals`); the planner's catalogue shows
+# them as written here (an expert operator's `signals`).
 ROW_RATES = family("db.tup_")  # rows returned, fetched, inserted, updated, deleted
 WAL_STATS = family("wal.")
 IO_STATS = family("io.")
