@@ -23,6 +23,7 @@ from dbcrew.cli import interrupts
 from dbcrew.cli.console import fail, line, show
 from dbcrew.errors import UsageError
 from dbcrew.models.interval import parse_moment
+from dbcrew.operators.window.metrics import ACTIVE, COMMITS, ROWS_INSERTED, WAIT_LOCK
 from dbcrew.roles.incident_diagnosis import BackgroundDiagnoser, DiagnosisSchedule
 from dbcrew.roles.watching import DEFAULT_EVERY, RoundReport, TargetOutcome, Watcher
 from dbcrew.store.samples import Incident, open_samples
@@ -32,10 +33,10 @@ from dbcrew.targets.postgres import first_line
 DIAGNOSIS_WAIT = 5.0  # seconds a stopping watcher waits for the diagnosis in flight (interrupts.GRACE_SECONDS: 10)
 
 SHOWN = (
-    ("act.active", "active", ".1f"),
-    ("act.wait_lock", "lock waits", ".1f"),
-    ("db.xact_commit", "commits/s", ".0f"),
-    ("db.tup_inserted", "inserts/s", ".0f"),
+    (ACTIVE, "active", ".1f"),
+    (WAIT_LOCK, "lock waits", ".1f"),
+    (COMMITS, "commits/s", ".0f"),
+    (ROWS_INSERTED, "inserts/s", ".0f"),
 )
 
 
@@ -46,7 +47,8 @@ def describe(outcome: TargetOutcome) -> str:
     if not outcome.stored:
         return f"{outcome.display}: first readings"
     rates = ", ".join(
-        f"{format(outcome.rates.get(name, 0.0), fmt)} {label}" for name, label, fmt in SHOWN
+        f"{format(outcome.rates.get(metric.name, 0.0), fmt)} {label}"
+        for metric, label, fmt in SHOWN
     )
     incident = outcome.incident
     state = (

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, cast, get_args
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
+from dbcrew.operators.window.metrics import looks_like_a_metric
+from dbcrew.operators.window.metrics import parse as parse_metric
 from dbcrew.text import VectorIndex, tokens
 from dbcrew.vocabulary import Cause
 
@@ -29,10 +31,22 @@ class Chunk(BaseModel):
     code: Cause
     expert: str
     content: str
-    metrics: list[str]
+    metrics: list[
+        str
+    ]  # the window's metrics (the catalogue's names), wait events, plan nodes, columns
     steps: str
     solution: str
     source: str
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, metrics: list[str]) -> list[str]:
+        """A name shaped like a window metric's must be the catalogue's: a misspelt one would never
+        match an abnormal metric, and the chunk would silently stop being retrieved by it."""
+        for name in metrics:
+            if looks_like_a_metric(name):
+                parse_metric(name)
+        return metrics
 
 
 class Match(BaseModel):

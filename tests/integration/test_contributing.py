@@ -226,7 +226,7 @@ from dbcrew.operators.window.evidence import BlockedSession, WindowEvidence
 declared = next(c for c in CAUSES if c.code == "{code.group(1)}")
 expert = declared.expert.name
 assert declared.code in CAUSE_TIME and experts_by_code()[declared.code] == expert
-assert set(declared.signals) <= set(REGISTRY[f"expert_{{expert}}"].signals)
+assert {{s.name for s in declared.signals}} <= set(REGISTRY[f"expert_{{expert}}"].signals)
 for seconds in (120.0, 5.0):
     window = WindowEvidence(
         started_at=0.0, seconds=5.0, interval=0.5, series={{"act.wait_lock": [1.0] * 10}},
@@ -245,3 +245,69 @@ for seconds in (120.0, 5.0):
     long, short = result.stdout.splitlines()
     assert long.startswith("120.0") and long.count(code.group(1)) == 2, long
     assert short.startswith("5.0") and code.group(1) not in short, short
+
+
+def test_the_add_a_metric_recipe_declares_a_metric_once_that_is_read_watched_and_corroborates(
+    tree: Path, pg: EmbeddedPostgres
+):
+    steps = recipe("Add a metric")
+    declared = re.search(r'Metric\("([a-z_.]+)"', next(s.text for s in steps))
+    assert declared is not None
+    name = declared.group(1)
+    # Declared once, in the catalogue; no new module, no table of names elsewhere.
+    assert not any(s.kind == "new" for s in steps)
+    assert [s.path for s in steps if s.path.endswith(".py") and name in s.text] == [
+        "dbcrew/operators/window/metrics.py"
+    ]
+    # Before the recipe the catalogue does not know it (the example is new).
+    before = run(
+        tree,
+        "-c",
+        f"from dbcrew.operators.window.metrics import BY_NAME; print({name!r} in BY_NAME)",
+    )
+    assert before.stdout.strip() == "False", before.stdout + before.stderr
+    for step in steps:
+        apply(step, tree)
+    holds_together(tree)
+    # The package still spells no metric's name outside the catalogue, and the knowledge files only its names.
+    shutil.copy(ROOT / "tests" / "unit" / "test_typed_names.py", tree / "tests" / "unit")
+    scan = run(
+        tree,
+        *("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_typed_names.py"),
+        *("-k", "metric"),
+    )
+    assert scan.returncode == 0, scan.stdout + scan.stderr
+    script = f"""
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+from psycopg.rows import dict_row
+
+import dbcrew.operators
+from dbcrew.operators.diagnose.experts import CAUSES
+from dbcrew.operators.window.incidents import SIGNALS, Detector
+from dbcrew.operators.window.metrics import parse
+from dbcrew.operators.window.readers import read_counters
+
+metric = parse({name!r})
+assert SIGNALS[metric.name] == metric.floor, "the detector does not watch it"
+print("causes", sorted(str(c.code) for c in CAUSES if metric in c.indicators))
+# The detector: quiet passes around a tenth of its floor, then a turnover fifty floors high.
+detector, t0, opened = Detector("t"), datetime(2026, 11, 25, 3, tzinfo=UTC), None
+for i in range(24):
+    value = 100.0 + 10.0 * (i % 3) if i < 20 else 50 * metric.floor
+    found = detector.observe(t0 + timedelta(seconds=15 * (i + 1)), 15.0, {{metric.name: value}})
+    opened = opened or found
+print("incident", opened is not None and [s.name for s in opened.signals])
+# The reader, on the real server: a counter of every tick.
+with psycopg.connect({pg.dsn("postgres")!r}, autocommit=True, row_factory=dict_row) as conn:
+    print("read", metric.name in read_counters(conn, conn.info.server_version))
+"""
+    result = run(tree, "-c", script)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines == {
+        "causes": "['io_contention']",
+        "incident": f"[{name!r}]",
+        "read": "True",
+    }, result.stdout

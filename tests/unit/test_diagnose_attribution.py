@@ -12,6 +12,7 @@ from dbcrew.operators.diagnose.judgements import PlanIssue, StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
 from dbcrew.operators.window.live import sampling_coverage
+from dbcrew.operators.window.metrics import WAIT_LOCK
 from dbcrew.operators.window.readers import ActivityTally
 from dbcrew.vocabulary import RootCauseCode
 
@@ -132,7 +133,7 @@ def test_inserters_queued_on_their_tables_extension_lock_are_the_inserts_not_loc
     sessions = [session(pid, INSERT) for pid in range(1, 5)]
     sessions += [session(pid, INSERT, "Lock:extend", "public.events") for pid in range(5, 9)]
     window = sampled(sessions, **FLUSHED)
-    assert window.mean("act.wait_lock") == 4.0  # the sessions do wait on a Lock-class event
+    assert window.mean(WAIT_LOCK) == 4.0  # the sessions do wait on a Lock-class event
     assert diagnosed(window) == [("workload_many_inserts", 1.0)]
     assert not EXPERTS["locks"](Facts(window, None, []))
 
@@ -435,7 +436,7 @@ def test_two_workers_claiming_one_row_are_lock_contention_when_their_lock_waits_
         [session(1, HOT, "Lock:transactionid")],
         series={"act.wait_lock": [1.0, 0.0, 1.0, 0.0, 0.0] * (SAMPLES // 5)},
     )
-    assert window.mean("act.wait_lock") == 0.4
+    assert window.mean(WAIT_LOCK) == 0.4
     quiet = sampled([session(2, "SELECT * FROM other WHERE id = 3")])
     locks = EXPERTS["locks"]
     found = locks(Facts(window, quiet, [rose("act.wait_lock", 0.0, 0.4)]))

@@ -3,21 +3,28 @@ the detector use: a metric that claims a Prometheus source gets its value from i
 
 from __future__ import annotations
 
+import pglast
 import pytest
 
+from dbcrew.operators.stat_views import DATABASE_STATS, checkpointer
 from dbcrew.operators.window.incidents import SIGNALS
 from dbcrew.operators.window.metrics import (
     ACTIVITY_SERIES,
+    CHECKPOINT_RATES,
+    DATABASE_COUNTERS,
     GIB,
+    IO_OBJECTS,
     METRICS,
     SESSION_GAUGES,
     WAITS_SERIES,
+    WAL_RATES,
     PromRead,
+    io_metric,
     read_by_prometheus,
 )
 from dbcrew.operators.window.prometheus.api import PromSeries
 from dbcrew.operators.window.prometheus.steps import COMMITS, StepGrid, passes_of
-from dbcrew.operators.window.readers import ActivityTally
+from dbcrew.operators.window.readers import IO_SQL, WAL_SQL, ActivityTally
 
 STEP = 10.0
 
@@ -109,3 +116,22 @@ def test_every_derived_metric_is_made_from_its_series():
 
 def test_a_live_session_sample_gives_every_session_gauge():
     assert list(ActivityTally().add([])) == [m.name for m in SESSION_GAUGES]
+
+
+def selected(sql: str) -> list[str]:
+    """The names of a SELECT's columns (their alias, else the column's), as PostgreSQL's parser reads them."""
+    (raw,) = pglast.parse_sql(sql)
+    return [t.name or t.val.fields[-1].sval for t in raw.stmt.targetList]
+
+
+def test_every_counter_the_readers_select_is_a_catalogue_metric():
+    """read_counters names what it reads through the catalogue: a column added to a reader's SQL without its
+    metric would fail there (a KeyError) or, for pg_stat_io, never be read; here it fails first."""
+    assert set(DATABASE_STATS.changes) == set(DATABASE_COUNTERS)
+    assert set(selected(WAL_SQL)) == set(WAL_RATES)
+    for version in (160000, 170000):
+        assert set(checkpointer(version).counters) == set(CHECKPOINT_RATES)
+    # pg_stat_io: each column summed is some object's metric (one object's may be all it takes).
+    columns = [c for c in selected(IO_SQL) if c != "object"]
+    assert columns and all(any(io_metric(obj, c) for obj in IO_OBJECTS) for c in columns)
+    assert io_metric("relation", "reeds") is None  # what is not declared is not read

@@ -1,8 +1,13 @@
-"""Typed names between operators: what an operator needs, uses and produces is a declared key, never a bare name.
+"""Typed names between operators: what an operator needs, uses and produces is a declared key, never a bare name;
+a window's metric is the catalogue's constant, never its name's text.
 
 A bare string in a registration was a typo waiting to be an empty observation at run time; a key is
 declared once beside its producer (dbcrew/artifacts.py) and every reader imports it. The AST scan
 holds the whole package to that; the plan still travels as names, which parse back to the keys.
+Likewise a metric-name string ("db.tup_inserted") read a series that a typo left empty: the metric
+catalogue (dbcrew/operators/window/metrics.py) declares each once, and no other module of the package
+spells one (nor a prefix of one); the knowledge files, which name metrics as text, name only the
+catalogue's.
 """
 
 from __future__ import annotations
@@ -11,11 +16,20 @@ import ast
 from pathlib import Path
 
 import pytest
+import yaml
 
 import dbcrew.operators  # noqa: F401  (registers every operator, declaring their artifacts)
 from dbcrew.artifacts import Artifact, UnknownArtifact, declare, parse
 from dbcrew.models import AgentSpec, CatalogueEntry, Role, Strategy, TaskSpec
+from dbcrew.operators.diagnose.experts import CAUSES, EXPERT_SIGNALS
+from dbcrew.operators.knowledge import KNOWLEDGE_DIR, Chunk, load_chunks
 from dbcrew.operators.registry import REGISTRY, catalogue
+from dbcrew.operators.window import metrics
+from dbcrew.operators.window.metrics import (
+    METRICS,
+    UnknownMetric,
+    looks_like_a_metric,
+)
 from dbcrew.roles.crew.validators import validate
 from dbcrew.vocabulary import ProblemKind
 
@@ -25,6 +39,7 @@ REGISTERING = {
     "check",
 }  # the decorators that register an operator (registry.py, checks/base.py)
 ARTIFACT_KEYWORDS = {"needs", "uses", "produces"}
+CATALOGUE = Path(metrics.__file__).resolve()
 TYPED_READS = {"has", "observation"}  # Workspace's reads by key
 
 
@@ -167,3 +182,99 @@ def test_a_plan_whose_task_produces_an_unknown_name_is_rejected_and_a_known_one_
     assert Strategy.model_validate_json(plan(["table_stats"]).model_dump_json()).tasks[
         0
     ].produces == ["table_stats"]
+
+
+def metric_names(source: str) -> list[tuple[int, str]]:
+    """(line, text) for every string of `source` that is a metric's name or shaped like one (a catalogue
+    kind, a dot, lower-case words: "act.wait_lock", the prefix "io.wal.", the "db." of f"db.{column}");
+    a docstring or a message that mentions a metric among other words is prose, not a name."""
+    return sorted(
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (node.value in metrics.BY_NAME or looks_like_a_metric(node.value))
+    )
+
+
+PLANTED_METRICS = """
+\"\"\"Lock waits (act.wait_lock) and inserts (db.tup_inserted) are prose here.\"\"\"
+waiting = w.mean("act.wait_lock")
+rows = w.mean(ROWS_INSERTED) / w.mean(COMMITS)
+io_time = w.mean(f"io.{obj}.read_time")
+signals = ("db.tup_", WAL_IO, "Lock:transactionid", "public.orders")
+shown = {"host.cpu_busy": "busy"}
+raise ValueError(f"unknown metric {name!r}: see act.active")
+"""
+
+
+def test_the_metric_scan_finds_each_planted_name_and_nothing_typed():
+    assert metric_names(PLANTED_METRICS) == [
+        (3, "act.wait_lock"),
+        (5, "io."),
+        (6, "db.tup_"),
+        (7, "host.cpu_busy"),
+    ]
+
+
+def test_every_catalogue_name_and_family_is_shaped_like_a_metric():
+    """So that the scan's shape rule catches any of them, and a new kind of metric widens it."""
+    families = [v for v in vars(metrics).values() if isinstance(v, metrics.Family)]
+    assert families and all(f.members() for f in families)
+    assert all(
+        looks_like_a_metric(t) for t in [m.name for m in METRICS] + [f.name for f in families]
+    )
+
+
+def test_no_metric_name_anywhere_in_the_package_outside_the_catalogue():
+    found = {
+        str(path.relative_to(PACKAGE)): names
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.resolve() != CATALOGUE and (names := metric_names(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_a_metric_name_that_travelled_as_text_parses_back_and_an_unknown_one_is_refused():
+    assert all(metrics.parse(m.name) is m for m in METRICS)
+    with pytest.raises(UnknownMetric, match=r"unknown metric 'db.tup_insertd': .*db\.tup_inserted"):
+        metrics.parse("db.tup_insertd")
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def test_every_metric_the_knowledge_files_name_is_the_catalogues():
+    named = {
+        text
+        for path in sorted(KNOWLEDGE_DIR.rglob("*.yaml"))
+        for text in _texts(yaml.safe_load(path.read_text()))
+        if looks_like_a_metric(text)
+    }
+    assert len(named) >= 10  # the chunks' metric lists are read
+    assert sorted(n for n in named if n not in metrics.BY_NAME) == []
+
+
+def test_a_knowledge_chunk_naming_an_unknown_metric_is_refused_where_it_is_loaded():
+    raw = load_chunks()[0].model_dump()
+    with pytest.raises(ValueError, match=r"unknown metric 'act\.wait_lok'"):
+        Chunk.model_validate({**raw, "metrics": ["act.wait_lok", "Lock:tuple"]})
+    assert Chunk.model_validate({**raw, "metrics": ["act.wait_lock", "Lock:tuple"]})
+
+
+def test_a_cause_names_its_metrics_typed_and_its_expert_is_called_in_by_their_names():
+    for declared in CAUSES:
+        assert all(type(m) is metrics.Metric for m in declared.indicators), declared.code
+        assert declared.signals and all(
+            isinstance(s, metrics.Metric | metrics.Family) for s in declared.signals
+        ), declared.code
+        prefixes, _words = EXPERT_SIGNALS[declared.expert.name]
+        assert {s.name for s in declared.signals} <= set(prefixes)
+        assert set(prefixes) <= set(REGISTRY[f"expert_{declared.expert.name}"].signals)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.metrics import COMMITS, Metric
 from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Cause
 
@@ -59,6 +60,6 @@ class Facts:
     def abnormal_names(self) -> set[str]:
         return {m.name for m in self.abnormal}
 
-    def per_commit(self, metric: str) -> float:
-        commits = self.window.mean("db.xact_commit")
+    def per_commit(self, metric: Metric) -> float:
+        commits = self.window.mean(COMMITS)
         return self.window.mean(metric) / commits if commits else 0.0

@@ -86,7 +86,7 @@ def _union(parts: list[tuple[str, ...]]) -> tuple[str, ...]:
 # union of its causes').
 EXPERT_SIGNALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     e.name: (
-        _union([c.signals for c in causes_of(e)]),
+        _union([tuple(s.name for s in c.signals) for c in causes_of(e)]),
         _union([c.words for c in causes_of(e)]),
     )
     for e in TEAM

@@ -56,6 +56,7 @@ from dbcrew.operators.window.evidence import (
     WindowEvidence,
     statement_identity,
 )
+from dbcrew.operators.window.metrics import ON_CPU
 from dbcrew.operators.window.readers import EXPLAINED_QUERY_CHARS
 from dbcrew.targets import PostgresTarget
 from dbcrew.vocabulary import RootCauseCode
@@ -300,7 +301,7 @@ class Pace:
 def assumed_pace(window: WindowEvidence) -> Pace:
     """A past window's pace: MS_PER_COST_UNIT stretched by the sessions queueing for each core (a
     remote target's cores are unknown: one is assumed)."""
-    queue = max(1.0, window.mean("act.on_cpu") / (window.cpu_count or 1))
+    queue = max(1.0, window.mean(ON_CPU) / (window.cpu_count or 1))
     return Pace(MS_PER_COST_UNIT * queue, UNEXPLAINED_FACTOR, measured=False)
 
 

@@ -27,6 +27,7 @@ from dbcrew.operators.knowledge import knowledge_base
 from dbcrew.operators.registry import Observation, OperatorContext, OperatorMisfit, operator
 from dbcrew.operators.window.evidence import WindowBaseline, WindowEvidence
 from dbcrew.operators.window.live import sample_window
+from dbcrew.operators.window.metrics import ACTIVE
 from dbcrew.store.samples import open_samples
 from dbcrew.targets import resumed_note
 from dbcrew.vocabulary import Category, Scenario
@@ -201,7 +202,7 @@ def warm_knowledge() -> None:
     """Build the knowledge base's indexes and embed one query while the window runs: done after it, on a
     host that 30 clients a core keep busy, the index and the embedder's first call took a minute
     (measured: cross review 82 s of a 143 s diagnosis of a 20 s window)."""
-    knowledge_base().retrieve(["act.active"], "warm", k=1)
+    knowledge_base().retrieve([ACTIVE.name], "warm", k=1)
 
 
 KNOWLEDGE_KEY = declare("knowledge_chunks")  # the chunks the librarian handed on

@@ -31,6 +31,7 @@ from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.watch.session_sampler import SESSION_STEP, SessionSampler
 from dbcrew.operators.window.evidence import MONITORING, TableDelta, statement_identity
+from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.metrics import STATEMENT_TIME as EXEC_TIME
 from dbcrew.operators.window.passes import (
     TABLE_COUNTERS,
@@ -44,7 +45,6 @@ from dbcrew.operators.window.passes import (
     rounded,
 )
 from dbcrew.operators.window.readers import (
-    STARTED,
     HostProbe,
     VacuumProgress,
     read_counters,
@@ -176,17 +176,19 @@ class TargetWatch:
             Readings(at=now, counters=counters, statements=statements, tables=tables),
         )
         host = c.host.read(now - last.at) if c.host is not None and last is not None else {}
-        restarted = last is not None and counters[STARTED] != last.counters[STARTED]
+        restarted = (
+            last is not None and counters[SERVER_STARTED.name] != last.counters[SERVER_STARTED.name]
+        )
         if last is None or restarted or reset_between(last.counters, counters):
             return Sampled(body=None, seconds=0.0, texts={}, restarted=restarted)
         seconds = now - last.at
         rates = {
             k: (v - last.counters.get(k, 0.0)) / seconds
             for k, v in counters.items()
-            if k != STARTED
+            if k != SERVER_STARTED.name
         }
         rates.update(gauges)
-        rates["vacuum.heap_blks_scanned"] = scanned / seconds
+        rates[VACUUM_SCANNED.name] = scanned / seconds
         rates.update(host)
         texts: dict[str, str] = {}
 

@@ -15,6 +15,8 @@ from pglast import ast
 from pglast.parser import fingerprint
 from pydantic import BaseModel, Field
 
+from dbcrew.operators.window.metrics import Metric
+
 # Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
 MONITORING = re.compile(
     r"\bpg_(stat|settings|class|index|database|locks|catalog)\w*", re.IGNORECASE
@@ -219,12 +221,12 @@ class WindowEvidence(BaseModel):
         description="times counters were set back without a restart (pg_stat_reset*): no rate spans those either",
     )
 
-    def mean(self, metric: str) -> float:
-        values = self.series.get(metric) or []
+    def mean(self, metric: Metric) -> float:
+        values = self.series.get(metric.name) or []
         return sum(values) / len(values) if values else 0.0
 
-    def peak(self, metric: str) -> float:
-        values = self.series.get(metric) or []
+    def peak(self, metric: Metric) -> float:
+        values = self.series.get(metric.name) or []
         return max(values) if values else 0.0
 
     def wait_samples(self, *prefixes: str) -> int:

@@ -25,8 +25,8 @@ from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.readers import (
-    STARTED,
     ActivityTally,
     HostProbe,
     VacuumProgress,
@@ -115,7 +115,7 @@ def sample_window(
             now = time.monotonic()
             elapsed = now - last_tick
             counters = session.run(lambda conn: read_counters(conn, version))
-            if counters[STARTED] != history[-1][1][STARTED]:
+            if counters[SERVER_STARTED.name] != history[-1][1][SERVER_STARTED.name]:
                 # The server restarted since the last tick: its counters started again (or were
                 # restored from its last clean shutdown), so no rate spans the restart.
                 history.clear()
@@ -137,9 +137,7 @@ def sample_window(
             )
             history.append((now, counters))
             values.update(gauges)
-            values["vacuum.heap_blks_scanned"] = (
-                session.run(vacuum.read) / elapsed if elapsed > 0 else 0.0
-            )
+            values[VACUUM_SCANNED.name] = session.run(vacuum.read) / elapsed if elapsed > 0 else 0.0
             if host is not None:
                 values.update(host.read(elapsed))
             for key, value in values.items():

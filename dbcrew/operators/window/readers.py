@@ -40,6 +40,8 @@ from dbcrew.operators.window.evidence import (
 )
 from dbcrew.operators.window.metrics import (
     ACTIVE,
+    CHECKPOINT_RATES,
+    DATABASE_COUNTERS,
     HOST_CPU_BUSY,
     HOST_IOWAIT,
     HOST_LOAD1,
@@ -52,11 +54,14 @@ from dbcrew.operators.window.metrics import (
     PG_CPU,
     PG_PRIVATE_MEMORY,
     SESSION_GAUGES,
-    VACUUM,
+    VACUUM_BUFFERS,
+    VACUUM_SESSIONS,
     WAIT_IO,
     WAIT_LOCK,
     WAIT_LWLOCK,
     WAIT_WAL_FLUSH,
+    WAL_RATES,
+    io_metric,
 )
 from dbcrew.targets import PostgresTarget, own_pids
 
@@ -109,8 +114,6 @@ EXTENSION_WAITS = ("Lock:extend",)
 # A client session idle for less than this is between two transactions of a running load (in use);
 # one idle longer is parked (a connection pool's spare), whatever the load does.
 IDLE_BETWEEN_SECONDS = 1.0
-
-STARTED = "db.server_started"  # the server's start time, read with the database counters
 
 
 @dataclass
@@ -212,17 +215,20 @@ def read_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
 def read_counters(conn: psycopg.Connection[Any], version: int) -> dict[str, float]:
     """Every cumulative counter of one tick, flattened to 'view.column' names."""
     database = one_row(conn, DATABASE_STATS.sql)
-    counters = {f"db.{k}": float(database[k] or 0) for k in DATABASE_STATS.changes}
+    counters = {DATABASE_COUNTERS[k].name: float(database[k] or 0) for k in DATABASE_STATS.changes}
     if version >= 140000:
-        counters.update({f"wal.{k}": float(v or 0) for k, v in one_row(conn, WAL_SQL).items()})
+        wal = one_row(conn, WAL_SQL)
+        counters.update({WAL_RATES[k].name: float(v or 0) for k, v in wal.items()})
     if version >= 160000:
         for row in conn.execute(IO_SQL).fetchall():
             obj = row.pop("object")
-            counters.update({f"io.{obj}.{k}": float(v or 0) for k, v in row.items()})
-        counters["vacuum.buffers"] = float(one_row(conn, VACUUM_IO_SQL)["buffers"])
+            counters.update(
+                {m.name: float(v or 0) for k, v in row.items() if (m := io_metric(obj, k))}
+            )
+        counters[VACUUM_BUFFERS.name] = float(one_row(conn, VACUUM_IO_SQL)["buffers"])
     checkpoints = checkpointer(version)
     row = one_row(conn, checkpoints.sql)
-    counters.update({f"checkpoint.{k}": float(row[k] or 0) for k in checkpoints.counters})
+    counters.update({CHECKPOINT_RATES[k].name: float(row[k] or 0) for k in checkpoints.counters})
     return counters
 
 
@@ -287,7 +293,7 @@ class ActivityTally:
                 row["state"] == "active"
                 and (row["query"] or "").lstrip().lower().startswith("vacuum")
             ):
-                gauges[VACUUM.name] += 1
+                gauges[VACUUM_SESSIONS.name] += 1
             if row["state"] == "idle in transaction":
                 gauges[IDLE_IN_XACT.name] += 1
             if (

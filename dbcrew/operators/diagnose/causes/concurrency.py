@@ -13,6 +13,20 @@ from dbcrew.operators.diagnose.attribution import (
 from dbcrew.operators.diagnose.candidates import Facts, Proposal
 from dbcrew.operators.diagnose.causes.declaration import Boundary, Expert, YieldsTo, cause
 from dbcrew.operators.diagnose.causes.measures import batched, lock_wait_share, rate_left_baseline
+from dbcrew.operators.window.metrics import (
+    CHECKPOINTS,
+    COMMITS,
+    DEADLOCKS,
+    IDLE_IN_XACT,
+    ROWS_INSERTED,
+    ROWS_UPDATED,
+    TEMP_BYTES,
+    WAIT_LOCK,
+    WAIT_WAL_FLUSH,
+    WAL_FSYNC_TIME,
+    WAL_FSYNCS,
+    WAL_IO,
+)
 from dbcrew.operators.window.readers import EXTENSION_WAITS, WAL_FLUSH_WAITS
 from dbcrew.vocabulary import RootCauseCode
 
@@ -26,8 +40,8 @@ CONFIGURATION = Expert(
 @cause(
     RootCauseCode.LOCK_CONTENTION,
     LOCKS,
-    indicators=("act.wait_lock", "db.deadlocks", "act.idle_in_xact"),
-    signals=("act.wait_lock", "db.deadlocks", "act.idle_in_xact"),
+    indicators=(WAIT_LOCK, DEADLOCKS, IDLE_IN_XACT),
+    signals=(WAIT_LOCK, DEADLOCKS, IDLE_IN_XACT),
     words=("lock", "blocked", "deadlock", "wait"),
     thresholds=("lock_wait_share", "lock_wait_sessions", "lock_wait_sessions_beside_baseline"),
     knowledge="lock waits dominate",
@@ -40,14 +54,14 @@ def lock_contention(facts: Facts) -> Proposal | None:
     (fewer where the lock waits left the baseline)."""
     w, levels = facts.window, facts.thresholds.diagnosis
     share = lock_wait_share(w)
-    waiting = w.mean("act.wait_lock")
+    waiting = w.mean(WAIT_LOCK)
     if not (
         share >= levels.lock_wait_share
         and (
             waiting >= levels.lock_wait_sessions
             or (
                 waiting >= levels.lock_wait_sessions_beside_baseline
-                and rate_left_baseline(facts, "act.wait_lock")
+                and rate_left_baseline(facts, WAIT_LOCK)
             )
         )
     ):
@@ -78,8 +92,8 @@ def lock_contention(facts: Facts) -> Proposal | None:
 @cause(
     RootCauseCode.SYNC_COMMIT_PRESSURE,
     CONFIGURATION,
-    indicators=("act.wait_wal_flush", "io.wal.fsyncs", "db.xact_commit", "io.wal.fsync_time"),
-    signals=("act.wait_wal_flush", "io.wal.", "checkpoint.", "db.temp_bytes"),
+    indicators=(WAIT_WAL_FLUSH, WAL_FSYNCS, COMMITS, WAL_FSYNC_TIME),
+    signals=(WAIT_WAL_FLUSH, WAL_IO, CHECKPOINTS, TEMP_BYTES),
     words=("config", "commit", "wal", "checkpoint", "setting"),
     thresholds=(
         "flush_wait_share",
@@ -95,12 +109,12 @@ def lock_contention(facts: Facts) -> Proposal | None:
     yields_to=(
         YieldsTo(
             RootCauseCode.WORKLOAD_HIGH_UPDATES,
-            batched("db.tup_updated"),
+            batched(ROWS_UPDATED),
             Boundary.BATCHED_FLUSHES,
         ),
         YieldsTo(
             RootCauseCode.WORKLOAD_MANY_INSERTS,
-            batched("db.tup_inserted"),
+            batched(ROWS_INSERTED),
             Boundary.BATCHED_FLUSHES,
         ),
     ),
@@ -111,7 +125,7 @@ def sync_commit_pressure(facts: Facts) -> Proposal | None:
     against the flusher's idle time), or the explicit transactions' commits leading the active time."""
     w, levels = facts.window, facts.thresholds.diagnosis
     share = w.wait_share(*WAL_FLUSH_WAITS)
-    waiting = w.mean("act.wait_wal_flush")
+    waiting = w.mean(WAIT_WAL_FLUSH)
     sync = w.settings.get("synchronous_commit", "on")
     flushed = w.wait_samples(*WAL_FLUSH_WAITS)
     held = flushed / max(flushed + w.flusher_idle_between, 1)
@@ -122,7 +136,7 @@ def sync_commit_pressure(facts: Facts) -> Proposal | None:
     led = (
         committing is not None
         and committing >= levels.workload_time_share
-        and rate_left_baseline(facts, "db.xact_commit")
+        and rate_left_baseline(facts, COMMITS)
     )
     # Measured against the baseline, a lighter load than flush_wait_sessions tells (half of it: two
     # committers back to back waited 0.29 sessions on flushes, healthy loads at 40-1500 TPS 0.18 at most
@@ -147,8 +161,8 @@ def sync_commit_pressure(facts: Facts) -> Proposal | None:
                 if committing is not None
                 else {}
             ),
-            "commits_per_s": round(w.mean("db.xact_commit")),
-            "wal_fsyncs_per_s": round(w.mean("io.wal.fsyncs"), 1),
+            "commits_per_s": round(w.mean(COMMITS)),
+            "wal_fsyncs_per_s": round(w.mean(WAL_FSYNCS), 1),
             "synchronous_commit": sync,
             "commit_delay": w.settings.get("commit_delay", ""),
         },

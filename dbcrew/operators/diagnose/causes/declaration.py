@@ -19,6 +19,7 @@ from typing import Final
 
 from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, CauseTime, work_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts, Proposal
+from dbcrew.operators.window.metrics import Family, Metric
 from dbcrew.settings.diagnosis import DiagnosisThresholds
 from dbcrew.settings.thresholds import Thresholds
 from dbcrew.vocabulary import Cause
@@ -96,8 +97,10 @@ class DeclaredCause:
     code: Cause
     expert: Expert
     criterion: Criterion | FromPlans
-    indicators: tuple[str, ...]  # metrics whose abnormality corroborates it (the cross review)
-    signals: tuple[str, ...]  # metric prefixes whose abnormality calls its expert in
+    indicators: tuple[Metric, ...]  # metrics whose abnormality corroborates it (the cross review)
+    signals: tuple[
+        Metric | Family, ...
+    ]  # metrics (or families) whose abnormality calls its expert in
     words: tuple[str, ...]  # an alert's words that call its expert in
     thresholds: tuple[
         str, ...
@@ -116,7 +119,7 @@ class DeclaredCause:
             expert=self.expert.name,
             strength=proposal.strength,
             evidence=proposal.evidence,
-            indicators=list(self.indicators),
+            indicators=[m.name for m in self.indicators],
             objects=proposal.objects,
         )
 
@@ -143,8 +146,8 @@ def cause(
     code: Cause,
     expert: Expert,
     *,
-    indicators: tuple[str, ...],
-    signals: tuple[str, ...],
+    indicators: tuple[Metric, ...],
+    signals: tuple[Metric | Family, ...],
     words: tuple[str, ...],
     thresholds: tuple[str, ...],
     knowledge: str | None,

@@ -12,6 +12,18 @@ from dbcrew.operators.diagnose.causes.declaration import (
     cause,
     declare,
 )
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    BLOCKS_HIT,
+    BLOCKS_READ,
+    ON_CPU,
+    RELATION_READS,
+    ROWS_RETURNED,
+    VACUUM_BUFFERS,
+    VACUUM_SCANNED,
+    VACUUM_SESSIONS,
+    VACUUM_WORK,
+)
 from dbcrew.vocabulary import FindingCode, RootCauseCode
 
 VACUUM = Expert(
@@ -24,13 +36,13 @@ VACUUM = Expert(
     RootCauseCode.VACUUM_INTERFERENCE,
     VACUUM,
     indicators=(
-        "act.vacuum",
-        "vacuum.heap_blks_scanned",
-        "vacuum.buffers",
-        "db.blks_read",
-        "io.relation.reads",
+        VACUUM_SESSIONS,
+        VACUUM_SCANNED,
+        VACUUM_BUFFERS,
+        BLOCKS_READ,
+        RELATION_READS,
     ),
-    signals=("act.vacuum", "vacuum."),
+    signals=(VACUUM_SESSIONS, VACUUM_WORK),
     words=("vacuum", "bloat"),
     thresholds=("vacuum_presence", "vacuum_blocks_per_s"),
     knowledge="vacuum competing with the workload",
@@ -41,9 +53,9 @@ VACUUM = Expert(
 def vacuum_interference(facts: Facts) -> Proposal | None:
     """A VACUUM present in vacuum_presence of the samples, scanning vacuum_blocks_per_s heap blocks."""
     w, levels = facts.window, facts.thresholds.diagnosis
-    values = w.series.get("act.vacuum") or []
+    values = w.series.get(VACUUM_SESSIONS.name) or []
     presence = sum(1 for v in values if v > 0) / len(values) if values else 0.0
-    scanned = max(w.mean("vacuum.heap_blks_scanned"), w.mean("vacuum.buffers"))
+    scanned = max(w.mean(VACUUM_SCANNED), w.mean(VACUUM_BUFFERS))
     if not (presence >= levels.vacuum_presence and scanned >= levels.vacuum_blocks_per_s):
         return None
     return Proposal(
@@ -61,9 +73,9 @@ declare(
         FindingCode.DEAD_TUPLES_HIGH,
         VACUUM,
         FROM_PLANS,
-        indicators=("act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit"),
+        indicators=(ON_CPU, ACTIVE, ROWS_RETURNED, BLOCKS_HIT),
         # A heavy statement's scans of dead row versions, seen as its reads.
-        signals=("db.tup_returned", "db.blks_hit", "db.blks_read"),
+        signals=(ROWS_RETURNED, BLOCKS_HIT, BLOCKS_READ),
         words=("dead", "bloat", "slow", "query"),
         thresholds=("query_share",),
         knowledge="scans reading more dead row versions than live ones",

@@ -10,19 +10,20 @@ from dbcrew.operators.diagnose.attribution import kinds_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts
 from dbcrew.operators.diagnose.causes.declaration import Holds
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
+from dbcrew.operators.window.metrics import ACTIVE, ON_CPU, Metric
 from dbcrew.operators.window.readers import EXTENSION_WAITS
 from dbcrew.settings.diagnosis import DiagnosisThresholds
 
 
-def rate_left_baseline(facts: Facts, metric: str) -> bool:
+def rate_left_baseline(facts: Facts, metric: Metric) -> bool:
     """Whether `metric` rose out of the baseline's range; with no baseline, whether the window kept at
     least one session active (nothing to compare: the time share alone must carry the cause)."""
     if facts.baseline is None:
-        return facts.window.mean("act.active") >= 1.0
-    return any(m.name == metric and m.direction == "up" for m in facts.abnormal)
+        return facts.window.mean(ACTIVE) >= 1.0
+    return any(m.name == metric.name and m.direction == "up" for m in facts.abnormal)
 
 
-def time_led(facts: Facts, metric: str, *kinds: str) -> float | None:
+def time_led(facts: Facts, metric: Metric, *kinds: str) -> float | None:
     """The share of the active time taken by statements of `kinds` when it reaches workload_time_share
     (a cause beside another may hold a third of the time, not most of it) and their row rate `metric`
     left the baseline (a healthy load's writes hold as much time as they always did); None otherwise
@@ -55,12 +56,12 @@ def update_capacity(w: WindowEvidence, levels: DiagnosisThresholds) -> float | N
         return levels.update_rows_per_s_per_core * w.cpu_count
     return (
         levels.update_rows_per_s_per_core
-        if w.mean("act.on_cpu") >= levels.remote_update_sessions_on_cpu
+        if w.mean(ON_CPU) >= levels.remote_update_sessions_on_cpu
         else None
     )
 
 
-def commit_bound(rows: str) -> Holds:
+def commit_bound(rows: Metric) -> Holds:
     """Rows written a few per commit by clients the WAL flush holds back (the kept cause says so): each
     write costs its commit, so the write volume is the commit pressure seen from the workload's side,
     however the two strengths (rows per second, a wait share) compare."""
@@ -69,7 +70,7 @@ def commit_bound(rows: str) -> Holds:
     )
 
 
-def batched(rows: str) -> Holds:
+def batched(rows: Metric) -> Holds:
     """Rows written many per commit (batch_commit_rows): the WAL flushes the writes wait on carry their
     WAL volume, not the cost of committing often, so commit pressure is the write workload seen from
     the flush's side (an update flood of hundreds of rows a statement is not commit pressure)."""

@@ -16,6 +16,17 @@ from dbcrew.operators.diagnose.causes.declaration import (
     declare,
 )
 from dbcrew.operators.diagnose.causes.measures import led_strength, rate_left_baseline
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    BLOCKS_HIT,
+    ON_CPU,
+    ROWS_DELETED,
+    ROWS_FETCHED,
+    ROWS_INSERTED,
+    ROWS_RETURNED,
+    ROWS_UPDATED,
+    WAL_BYTES,
+)
 from dbcrew.vocabulary import FindingCode, RootCauseCode
 
 QUERY = Expert(
@@ -28,8 +39,8 @@ INDEX = Expert(
 )
 
 # What a plan cause's statement shows while it runs; its time is its own work (the statement it quotes).
-PLAN_INDICATORS = ("act.on_cpu", "act.active", "db.tup_returned", "db.blks_hit")
-QUERY_SIGNALS = ("db.tup_returned", "db.tup_fetched", "db.blks_hit", "act.on_cpu", "act.active")
+PLAN_INDICATORS = (ON_CPU, ACTIVE, ROWS_RETURNED, BLOCKS_HIT)
+QUERY_SIGNALS = (ROWS_RETURNED, ROWS_FETCHED, BLOCKS_HIT, ON_CPU, ACTIVE)
 # A plan cause's candidates come before its expert's other causes' (one pass over the plans, first),
 # whatever the order of declaration; the order of declaration orders the metrics that call the expert in.
 
@@ -62,8 +73,8 @@ declare(
 @cause(
     FindingCode.INDEXES_TOO_MANY,
     INDEX,
-    indicators=("db.tup_updated", "db.tup_inserted", "wal.wal_bytes"),
-    signals=("db.tup_updated", "db.tup_inserted", "db.tup_deleted"),
+    indicators=(ROWS_UPDATED, ROWS_INSERTED, WAL_BYTES),
+    signals=(ROWS_UPDATED, ROWS_INSERTED, ROWS_DELETED),
     words=("index",),
     thresholds=("indexes_too_many", "indexed_writes_per_s", "workload_time_share"),
     knowledge="too many indexes on a write-heavy table",
@@ -88,7 +99,7 @@ def indexes_too_many(facts: Facts) -> Proposal | None:
         for name, share in write_shares(w)
         if name in indexed and share >= levels.workload_time_share
     ]
-    if led and not any(rate_left_baseline(facts, m) for m in ("db.tup_inserted", "db.tup_updated")):
+    if led and not any(rate_left_baseline(facts, m) for m in (ROWS_INSERTED, ROWS_UPDATED)):
         led = []
     if not heavy and not led:
         return None
@@ -115,7 +126,7 @@ declare(
         INDEX,
         FROM_PLANS,
         indicators=PLAN_INDICATORS,
-        signals=("db.blks_hit", "db.tup_returned", "act.on_cpu"),
+        signals=(BLOCKS_HIT, ROWS_RETURNED, ON_CPU),
         words=("index", "slow", "query"),
         thresholds=("query_share",),
         knowledge="selective lookups without an index",

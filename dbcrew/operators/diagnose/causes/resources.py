@@ -12,6 +12,29 @@ from dbcrew.operators.diagnose.candidates import Facts, Proposal
 from dbcrew.operators.diagnose.causes.declaration import Expert, cause
 from dbcrew.operators.diagnose.causes.measures import rate_left_baseline
 from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    BLOCK_READ_TIME,
+    BLOCK_WRITE_TIME,
+    BLOCKS_READ,
+    HOST_CPU_BUSY,
+    HOST_IOWAIT,
+    HOST_LOAD1,
+    HOST_MEMORY_AVAILABLE,
+    HOST_SWAP_IO,
+    IO_RATES,
+    IO_STATS,
+    MEMORY_AVAILABLE,
+    ON_CPU,
+    PG_CPU,
+    PG_PRIVATE_MEMORY,
+    PRIVATE_MEMORY,
+    RELATION_READ_TIME,
+    RELATION_READS,
+    SWAP,
+    TEMP_BYTES,
+    WAIT_IO,
+)
 from dbcrew.operators.window.readers import WAL_FLUSH_WAITS
 from dbcrew.vocabulary import RootCauseCode
 
@@ -31,8 +54,8 @@ IO = Expert(
 @cause(
     RootCauseCode.CPU_CONTENTION,
     CPU,
-    indicators=("act.on_cpu", "host.cpu_busy", "host.load1", "pg.cpu_cores"),
-    signals=("host.cpu_busy", "host.load1", "pg.cpu_cores", "act.on_cpu"),
+    indicators=(ON_CPU, HOST_CPU_BUSY, HOST_LOAD1, PG_CPU),
+    signals=(HOST_CPU_BUSY, HOST_LOAD1, PG_CPU, ON_CPU),
     words=("cpu", "load", "nodecpuhigh", "nodeloadhigh"),
     thresholds=(
         "cpu_sessions_per_core",
@@ -52,14 +75,14 @@ def cpu_contention(facts: Facts) -> Proposal | None:
     w, levels = facts.window, facts.thresholds.diagnosis
     if not w.cpu_count:
         return None  # host metrics exist only for a local target
-    on_cpu = w.mean("act.on_cpu")
-    busy = w.mean("host.cpu_busy")
+    on_cpu = w.mean(ON_CPU)
+    busy = w.mean(HOST_CPU_BUSY)
     need = levels.cpu_sessions_per_core * w.cpu_count
     queued = on_cpu >= need and busy >= levels.cpu_host_busy
     saturated = (
         on_cpu >= levels.cpu_saturated_sessions_per_core * w.cpu_count
         and busy >= levels.cpu_saturated_busy
-        and rate_left_baseline(facts, "act.on_cpu")
+        and rate_left_baseline(facts, ON_CPU)
     )
     if not (queued or saturated):
         return None
@@ -71,8 +94,8 @@ def cpu_contention(facts: Facts) -> Proposal | None:
             "runnable_sessions": round(on_cpu, 2),
             "cpu_cores": w.cpu_count,
             "host_cpu_busy_pct": round(busy, 1),
-            "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2),
-            "load1": round(w.mean("host.load1"), 2),
+            "postgres_cpu_cores_used": round(w.mean(PG_CPU), 2),
+            "load1": round(w.mean(HOST_LOAD1), 2),
         },
     )
 
@@ -96,8 +119,8 @@ def _memory_holders(w: WindowEvidence, private_gb: float) -> dict[str, object]:
 @cause(
     RootCauseCode.MEMORY_PRESSURE,
     MEMORY,
-    indicators=("pg.private_mem_gb", "host.mem_available_gb", "host.swap_io_mb"),
-    signals=("host.mem_available", "host.swap", "pg.private_mem", "db.temp_bytes"),
+    indicators=(PG_PRIVATE_MEMORY, HOST_MEMORY_AVAILABLE, HOST_SWAP_IO),
+    signals=(MEMORY_AVAILABLE, SWAP, PRIVATE_MEMORY, TEMP_BYTES),
     words=("memory", "mem", "oom", "swap", "nodeoutofmem"),
     thresholds=("memory_private_share", "memory_available_share", "swap_mb_per_s"),
     knowledge="memory exhausted by backends",
@@ -110,9 +133,9 @@ def memory_pressure(facts: Facts) -> Proposal | None:
     if not w.memory_total_bytes:
         return None
     total_gb = w.memory_total_bytes / 2**30
-    private = w.peak("pg.private_mem_gb")
-    available = min(w.series.get("host.mem_available_gb") or [total_gb])
-    swap = w.peak("host.swap_io_mb")
+    private = w.peak(PG_PRIVATE_MEMORY)
+    available = min(w.series.get(HOST_MEMORY_AVAILABLE.name) or [total_gb])
+    swap = w.peak(HOST_SWAP_IO)
     strength = max(
         private / (levels.memory_private_share * total_gb),
         (levels.memory_available_share * total_gb) / max(available, 1e-3),
@@ -143,20 +166,20 @@ def _data_io_share(w: WindowEvidence) -> float:
     RootCauseCode.IO_CONTENTION,
     IO,
     indicators=(
-        "act.wait_io",
-        "io.relation.read_time",
-        "io.relation.reads",
-        "db.blks_read",
-        "db.blk_read_time",
-        "host.iowait",
+        WAIT_IO,
+        RELATION_READ_TIME,
+        RELATION_READS,
+        BLOCKS_READ,
+        BLOCK_READ_TIME,
+        HOST_IOWAIT,
     ),
     signals=(
-        "io.",
-        "db.blks_read",
-        "db.blk_read_time",
-        "db.blk_write_time",
-        "host.iowait",
-        "act.wait_io",
+        IO_STATS,
+        BLOCKS_READ,
+        BLOCK_READ_TIME,
+        BLOCK_WRITE_TIME,
+        HOST_IOWAIT,
+        WAIT_IO,
     ),
     words=("io", "disk", "iowait", "nodediskslow"),
     thresholds=("io_wait_share", "io_time_ms_per_s"),
@@ -171,12 +194,12 @@ def io_contention(facts: Facts) -> Proposal | None:
     w, levels = facts.window, facts.thresholds.diagnosis
     share = _data_io_share(w)
     io_time = sum(
-        w.mean(f"io.{obj}.{kind}")
+        w.mean(IO_RATES[obj, kind])
         for obj in ("relation", "temp_relation")
         for kind in ("read_time", "write_time")
-    ) or w.mean("db.blk_read_time") + w.mean("db.blk_write_time")
-    waiting = share * w.mean("act.active")
-    iowait = w.mean("host.iowait")
+    ) or w.mean(BLOCK_READ_TIME) + w.mean(BLOCK_WRITE_TIME)
+    waiting = share * w.mean(ACTIVE)
+    iowait = w.mean(HOST_IOWAIT)
     if not (
         share >= levels.io_wait_share
         and waiting >= 1.0
@@ -192,7 +215,7 @@ def io_contention(facts: Facts) -> Proposal | None:
             "io_wait_share": round(share, 2),
             "sessions_waiting_on_io": round(waiting, 2),
             "io_time_ms_per_s": round(io_time, 1),
-            "blocks_read_per_s": round(w.mean("db.blks_read"), 1),
+            "blocks_read_per_s": round(w.mean(BLOCKS_READ), 1),
             "host_iowait_pct": round(iowait, 1),
         },
     )

@@ -22,6 +22,24 @@ from dbcrew.operators.diagnose.causes.measures import (
     written_tables,
 )
 from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.metrics import (
+    ACTIVE,
+    BLOCKS_HIT,
+    COMMITS,
+    ON_CPU,
+    PG_CPU,
+    RELATION_EXTENDS,
+    RELATION_WRITES,
+    ROW_RATES,
+    ROWS_DELETED,
+    ROWS_FETCHED,
+    ROWS_INSERTED,
+    ROWS_RETURNED,
+    ROWS_UPDATED,
+    WAL_BYTES,
+    WAL_RECORDS,
+    WAL_STATS,
+)
 from dbcrew.settings.diagnosis import DiagnosisThresholds
 from dbcrew.vocabulary import FindingCode, RootCauseCode
 
@@ -40,8 +58,8 @@ def _bulk_inserts(w: WindowEvidence, levels: DiagnosisThresholds) -> list[tuple[
 @cause(
     RootCauseCode.WORKLOAD_MANY_INSERTS,
     WORKLOAD,
-    indicators=("db.tup_inserted", "db.xact_commit", "wal.wal_bytes", "wal.wal_records"),
-    signals=("db.tup_", "db.xact_commit", "wal.", "act.active"),
+    indicators=(ROWS_INSERTED, COMMITS, WAL_BYTES, WAL_RECORDS),
+    signals=(ROW_RATES, COMMITS, WAL_STATS, ACTIVE),
     words=("insert", "commit", "tps", "throughput", "write"),
     thresholds=(
         "insert_rows_per_s",
@@ -57,15 +75,13 @@ def _bulk_inserts(w: WindowEvidence, levels: DiagnosisThresholds) -> list[tuple[
     # first, where the commits are small (the flush is the price of committing often).
     time=CauseTime(writes_of("insert")),
     yields_to=(
-        YieldsTo(
-            RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound("db.tup_inserted"), Boundary.TIME
-        ),
+        YieldsTo(RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_INSERTED), Boundary.TIME),
         # Inserts into a table carrying too many indexes: the index maintenance makes them heavy.
         YieldsTo(FindingCode.INDEXES_TOO_MANY, same_tables, Boundary.SAME_STATEMENTS),
         # The same inserted rows: thousands of rows per commit are a large insert, not many small ones.
         YieldsTo(
             RootCauseCode.WORKLOAD_LARGE_INSERT,
-            lambda _k, _c, facts: facts.per_commit("db.tup_inserted") > 1000,
+            lambda _k, _c, facts: facts.per_commit(ROWS_INSERTED) > 1000,
             Boundary.SAME_STATEMENTS,
         ),
     ),
@@ -73,11 +89,11 @@ def _bulk_inserts(w: WindowEvidence, levels: DiagnosisThresholds) -> list[tuple[
 def many_inserts(facts: Facts) -> Proposal | None:
     """Inserts at a high rate in many small commits, or small inserts that took most of the active time."""
     w, levels = facts.window, facts.thresholds.diagnosis
-    inserted, commits = w.mean("db.tup_inserted"), w.mean("db.xact_commit")
-    per_commit = facts.per_commit("db.tup_inserted")
+    inserted, commits = w.mean(ROWS_INSERTED), w.mean(COMMITS)
+    per_commit = facts.per_commit(ROWS_INSERTED)
     bulk = _bulk_inserts(w, levels)
     by_rate = inserted >= levels.insert_rows_per_s and commits >= levels.many_commits_per_s
-    inserts_led = time_led(facts, "db.tup_inserted", "insert")
+    inserts_led = time_led(facts, ROWS_INSERTED, "insert")
     if not ((by_rate or (inserts_led and not bulk)) and per_commit <= levels.small_commit_rows):
         return None
     rate_strength = min(inserted / levels.insert_rows_per_s, commits / levels.many_commits_per_s)
@@ -96,8 +112,8 @@ def many_inserts(facts: Facts) -> Proposal | None:
 @cause(
     RootCauseCode.WORKLOAD_LARGE_INSERT,
     WORKLOAD,
-    indicators=("db.tup_inserted", "wal.wal_bytes", "io.relation.extends", "io.relation.writes"),
-    signals=("db.tup_", "wal."),
+    indicators=(ROWS_INSERTED, WAL_BYTES, RELATION_EXTENDS, RELATION_WRITES),
+    signals=(ROW_RATES, WAL_STATS),
     words=("insert", "write"),
     thresholds=("insert_rows_per_s", "small_commit_rows", "large_statement_rows"),
     knowledge="bulk insertion of large data",
@@ -107,8 +123,8 @@ def many_inserts(facts: Facts) -> Proposal | None:
 def large_insert(facts: Facts) -> Proposal | None:
     """Inserts at a high rate in statements of many rows, or commits of many rows."""
     w, levels = facts.window, facts.thresholds.diagnosis
-    inserted = w.mean("db.tup_inserted")
-    per_commit = facts.per_commit("db.tup_inserted")
+    inserted = w.mean(ROWS_INSERTED)
+    per_commit = facts.per_commit(ROWS_INSERTED)
     bulk = _bulk_inserts(w, levels)
     if not (
         inserted >= levels.insert_rows_per_s and (bulk or per_commit > levels.small_commit_rows)
@@ -120,7 +136,7 @@ def large_insert(facts: Facts) -> Proposal | None:
             "rows_inserted_per_s": round(inserted),
             "rows_per_commit": round(per_commit),
             "bulk_statements": [{"query": q[:200], "rows_per_call": round(r)} for q, r in bulk[:3]],
-            "wal_mb_per_s": round(w.mean("wal.wal_bytes") / 2**20, 1),
+            "wal_mb_per_s": round(w.mean(WAL_BYTES) / 2**20, 1),
         },
     )
 
@@ -130,17 +146,17 @@ def _update_cost(w: WindowEvidence) -> dict[str, object]:
     if w.cpu_count:
         return {
             "cpu_cores": w.cpu_count,
-            "rows_updated_per_s_per_core": round(w.mean("db.tup_updated") / w.cpu_count),
-            "postgres_cpu_cores_used": round(w.mean("pg.cpu_cores"), 2),
+            "rows_updated_per_s_per_core": round(w.mean(ROWS_UPDATED) / w.cpu_count),
+            "postgres_cpu_cores_used": round(w.mean(PG_CPU), 2),
         }
-    return {"sessions_on_cpu": round(w.mean("act.on_cpu"), 2)}
+    return {"sessions_on_cpu": round(w.mean(ON_CPU), 2)}
 
 
 @cause(
     RootCauseCode.WORKLOAD_HIGH_UPDATES,
     WORKLOAD,
-    indicators=("db.tup_updated", "db.xact_commit", "wal.wal_bytes", "pg.cpu_cores"),
-    signals=("db.tup_", "db.xact_commit", "wal.", "act.active"),
+    indicators=(ROWS_UPDATED, COMMITS, WAL_BYTES, PG_CPU),
+    signals=(ROW_RATES, COMMITS, WAL_STATS, ACTIVE),
     words=("update", "commit", "tps", "throughput", "write"),
     thresholds=(
         "update_rows_per_s_per_core",
@@ -151,7 +167,7 @@ def _update_cost(w: WindowEvidence) -> dict[str, object]:
     # The updates' (and merges') own work and their own commits' flushes.
     time=CauseTime(writes_of("update", "merge")),
     yields_to=(
-        YieldsTo(RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound("db.tup_updated"), Boundary.TIME),
+        YieldsTo(RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_UPDATED), Boundary.TIME),
         YieldsTo(
             RootCauseCode.LOCK_CONTENTION,
             lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength,
@@ -164,8 +180,8 @@ def _update_cost(w: WindowEvidence) -> dict[str, object]:
 def high_updates(facts: Facts) -> Proposal | None:
     """More rows updated a second than the host's cores carry, or updates that took most of the active time."""
     w, levels = facts.window, facts.thresholds.diagnosis
-    updated, capacity = w.mean("db.tup_updated"), update_capacity(w, levels)
-    updates_led = time_led(facts, "db.tup_updated", "update", "merge")
+    updated, capacity = w.mean(ROWS_UPDATED), update_capacity(w, levels)
+    updates_led = time_led(facts, ROWS_UPDATED, "update", "merge")
     if not ((capacity and updated >= capacity) or updates_led):
         return None
     return Proposal(
@@ -175,7 +191,7 @@ def high_updates(facts: Facts) -> Proposal | None:
         ),
         evidence={
             "rows_updated_per_s": round(updated),
-            "commits_per_s": round(w.mean("db.xact_commit")),
+            "commits_per_s": round(w.mean(COMMITS)),
             **_update_cost(w),
             "lock_wait_share": round(lock_wait_share(w), 2),
             **({"update_time_share": round(updates_led, 2)} if updates_led is not None else {}),
@@ -187,8 +203,8 @@ def high_updates(facts: Facts) -> Proposal | None:
 @cause(
     RootCauseCode.WORKLOAD_MANY_DELETES,
     WORKLOAD,
-    indicators=("db.tup_deleted", "wal.wal_bytes"),
-    signals=("db.tup_", "wal.", "act.active"),
+    indicators=(ROWS_DELETED, WAL_BYTES),
+    signals=(ROW_RATES, WAL_STATS, ACTIVE),
     words=("delete", "write"),
     thresholds=("delete_rows_per_s", "workload_time_share"),
     knowledge="mass deletes",
@@ -198,8 +214,8 @@ def high_updates(facts: Facts) -> Proposal | None:
 def many_deletes(facts: Facts) -> Proposal | None:
     """Rows deleted at a high rate, or deletes that took most of the active time."""
     w, levels = facts.window, facts.thresholds.diagnosis
-    deleted = w.mean("db.tup_deleted")
-    deletes_led = time_led(facts, "db.tup_deleted", "delete")
+    deleted = w.mean(ROWS_DELETED)
+    deletes_led = time_led(facts, ROWS_DELETED, "delete")
     if not (deleted >= levels.delete_rows_per_s or deletes_led):
         return None
     tables = sorted(w.tables, key=lambda t: -t.n_tup_del)[:1]
@@ -220,8 +236,8 @@ def many_deletes(facts: Facts) -> Proposal | None:
 @cause(
     RootCauseCode.WORKLOAD_LARGE_FETCH,
     WORKLOAD,
-    indicators=("db.tup_returned", "db.tup_fetched", "db.blks_hit"),
-    signals=("db.tup_",),
+    indicators=(ROWS_RETURNED, ROWS_FETCHED, BLOCKS_HIT),
+    signals=(ROW_RATES,),
     words=("fetch", "throughput"),
     thresholds=("large_statement_rows", "fetch_rows_per_s"),
     knowledge="queries fetching large volumes of rows",
