@@ -17,7 +17,8 @@ work is far from what 01:00-02:00 did. So the detector also knows what the targe
 same time of day on earlier days, from the store's 1-minute buckets (`recall`: the watcher keeps
 them 14 days). For a pass at time t, each earlier day d (1 to SAME_HOUR_DAYS days back) that has at
 least SAME_HOUR_MIN_MINUTES minute buckets within SAME_HOUR_REACH of t's time of day gives an
-envelope per signal: its lowest and highest minute there. Once at least SAME_HOUR_MIN_DAYS such days
+envelope per signal: the lowest and highest pass of its minutes there (a bucket keeps them beside
+its mean, dbcrew/operators/window/passes.py `merge`; one stored without them gives its mean). Once at least SAME_HOUR_MIN_DAYS such days
 exist, the hour's normal range for a signal is from the N-th lowest of the days' lows to the N-th
 highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
 N earlier days is this hour's normal (work that recurs daily), while a level reached on fewer days
@@ -25,9 +26,10 @@ N earlier days is this hour's normal (work that recurs daily), while a level rea
 same anomaly again. A signal is then abnormal only if it is abnormal against the recent history AND
 outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %
 or the signal's least deviation, whichever is largest), in the same direction; its score is the
-smaller of the two. Fewer than N known days: the recent history alone decides, as before. Minute
-buckets are means over their minute, so the range is a little narrower than single passes swing;
-the deviations' floors absorb that. Hourly buckets (kept 90 days) are not used: an hour's mean
+smaller of the two. Fewer than N known days: the recent history alone decides, as before. Passes, not
+minute means: a pass is judged, and a minute's mean is narrower than its passes, so a range of
+means called a bursty batch's ordinary passes abnormal (a swing under a signal's floor is not kept:
+the floor absorbs it). Hourly buckets (kept 90 days) are not used: an hour's mean
 cannot bound a burst inside the hour. Days are 24 h apart in UTC: after a daylight-saving change a
 local-time batch is at its new hour on N days later, and is an incident until then.
 """
@@ -38,6 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,18 +70,29 @@ SAME_HOUR_REACH = timedelta(
 SAME_HOUR_MIN_MINUTES = 10  # minute buckets a day needs within the reach to count as a known day
 LEVEL_SHARE = 0.05  # as robust_z's floor: a deviation is never under 5 % of the level
 
-Minutes = list[tuple[datetime, dict[str, float]]]
+
+class Minute(NamedTuple):
+    """One stored 1-minute bucket as the same hour reads it: when it ended, each signal's lowest and highest pass."""
+
+    ended: datetime
+    low: dict[str, float]
+    high: dict[str, float]
+
+
+Minutes = list[Minute]
 Recall = Callable[[datetime, datetime], Minutes]
-"""The target's stored 1-minute buckets (their end and rates) that ended in (after, until], oldest first."""
+"""The target's stored 1-minute buckets that ended in (after, until], oldest first."""
 
 
 @dataclass
 class EarlierDay:
-    """One earlier day's minutes near the hour: when each ended (epoch seconds), and each signal's rate (minutes x SIGNALS)."""
+    """One earlier day's minutes near the hour: when each ended (epoch seconds), each signal's lowest and highest pass
+    (minutes x SIGNALS)."""
 
     back: int
     ends: np.ndarray
-    rates: np.ndarray
+    lows: np.ndarray
+    highs: np.ndarray
 
 
 @dataclass
@@ -99,9 +113,12 @@ class SameHour:
                 days.append(
                     EarlierDay(
                         back=back,
-                        ends=np.array([ended.timestamp() for ended, _ in minutes]),
-                        rates=np.array(
-                            [[r.get(name, 0.0) for name in SIGNALS] for _, r in minutes]
+                        ends=np.array([m.ended.timestamp() for m in minutes]),
+                        lows=np.array(
+                            [[m.low.get(name, 0.0) for name in SIGNALS] for m in minutes]
+                        ),
+                        highs=np.array(
+                            [[m.high.get(name, 0.0) for name in SIGNALS] for m in minutes]
                         ),
                     )
                 )
@@ -112,12 +129,10 @@ class SameHour:
         lows, highs = [], []
         reach = SAME_HOUR_REACH.total_seconds()
         for day in self.days:
-            near = day.rates[
-                np.abs(day.ends - (at - timedelta(days=day.back)).timestamp()) <= reach
-            ]
-            if len(near) >= SAME_HOUR_MIN_MINUTES:
-                lows.append(near.min(axis=0))
-                highs.append(near.max(axis=0))
+            near = np.abs(day.ends - (at - timedelta(days=day.back)).timestamp()) <= reach
+            if np.count_nonzero(near) >= SAME_HOUR_MIN_MINUTES:
+                lows.append(day.lows[near].min(axis=0))
+                highs.append(day.highs[near].max(axis=0))
         if len(lows) < SAME_HOUR_MIN_DAYS:
             return None
         n = SAME_HOUR_MIN_DAYS
