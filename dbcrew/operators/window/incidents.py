@@ -149,6 +149,18 @@ def outside(value: float, low: float, high: float, least: float) -> float:
     return (value - edge) / max(LEVEL_SHARE * abs(edge), LEVEL_SHARE * abs(value), least)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One signal of one pass as judged: its value, the recent history's median and the robust z against it, the same
+    hour's range (None while fewer than SAME_HOUR_MIN_DAYS days are known), and the score that counts."""
+
+    value: float
+    median: float
+    recent: float
+    band: tuple[float, float] | None
+    score: float
+
+
 @dataclass
 class Pending:
     """An abnormal pass not yet part of an incident."""
@@ -182,25 +194,31 @@ class Detector:
         self.onset = None
         self.calm = 0
 
+    def judge(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, Judged]:
+        """Each signal of a pass as the detector judges it: against the recent history and, where the same hour is known
+        (at `at`), against its range; what an incident's opening, or a pass that opened none, is explained by."""
+        ranges = self._ranges(at) if at is not None else None
+        judged = {}
+        for name, least in SIGNALS.items():
+            value = rates.get(name, 0.0)
+            past = np.array([h.get(name, 0.0) for h in self.history])
+            recent = robust_z(np.array([value]), past, least) if len(past) else 0.0
+            band = None if ranges is None else ranges[name]
+            score = recent
+            if band is not None:
+                hour = outside(value, band[0], band[1], least)
+                score = (
+                    float(np.sign(recent)) * min(abs(recent), abs(hour))
+                    if recent * hour > 0
+                    else 0.0
+                )
+            centre = float(np.median(past)) if len(past) else 0.0
+            judged[name] = Judged(value=value, median=centre, recent=recent, band=band, score=score)
+        return judged
+
     def scores(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, float]:
         """Each signal's score: its robust z against the recent history, kept only where the same hour agrees (at `at`)."""
-        recent = {
-            name: robust_z(
-                np.array([rates.get(name, 0.0)]),
-                np.array([h.get(name, 0.0) for h in self.history]),
-                least,
-            )
-            for name, least in SIGNALS.items()
-        }
-        ranges = self._ranges(at) if at is not None else None
-        if ranges is None:
-            return recent
-        scored = {}
-        for name, z in recent.items():
-            low, high = ranges[name]
-            hour = outside(rates.get(name, 0.0), low, high, SIGNALS[name])
-            scored[name] = float(np.sign(z)) * min(abs(z), abs(hour)) if z * hour > 0 else 0.0
-        return scored
+        return {name: j.score for name, j in self.judge(rates, at).items()}
 
     def _ranges(self, at: datetime) -> dict[str, tuple[float, float]] | None:
         if self.recall is None:
