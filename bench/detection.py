@@ -16,16 +16,32 @@ it runs and until the watch is calm again are set aside (printed, not scored).
 Healthy hours. pgbench processes (each CLIENTS clients at RATE transactions a second) come and go
 along LEVELS, one level per 60 passes, and a nightly batch (bench/pgbench/nightly_batch.sql,
 ordinary reporting work, unthrottled) runs BATCH_PASSES passes from the synthetic 02:00. The real
-Watcher records `--healthy-hours` x 240 passes of it every `--healthy-every` second(s) (a second is
-the floor: backends publish their counters at most once a second), then those recorded passes are
-replayed through a detector with synthetic timestamps 15 s apart, from 01:00, as a watcher at its
-default interval would have stored them: 240 passes are an hour. Three earlier nights are recorded
-the same way (48 passes each, the batch at the same synthetic 02:00), stored with synthetic
-timestamps in a real store and downsampled by the watcher's retention policy into the minute
-buckets the detector reads for its same-hour baseline (seeded_detector, as the watcher does). Every
-incident in the healthy hours is a false one; the same replay without the earlier nights shows what
-the same-hour baseline changes. A 1 s pass is noisier than a 15 s one (fewer transactions per
-pass), so the replay is no easier than the real thing.
+Watcher records passes of it every `--healthy-every` second(s) (a second is the floor: backends
+publish their counters at most once a second), then those recorded passes are replayed through a
+detector with synthetic timestamps 15 s apart, from 01:00, as a watcher at its default interval
+would have stored them: 240 passes are an hour. A day of `--healthy-hours` (24 by default) is not
+all recorded in place (5,760 passes, 1.6 h of wall at 1 s): its first `--recorded-hours` (3: one
+cycle of LEVELS, through the batch) are; each later block of 60 passes replays a recorded block of
+the same level, never the batch's, drawn at random (seeded) and never the same block twice in a
+row for its level; a level the recorded hours hold only in the batch's block (6) gets one block
+recorded apart. So every replayed pass is one the target produced under that load; what is
+synthetic is the timestamps, the order of the blocks after the recorded hours, and the junctions
+between them (a block's first pass was recorded after its own predecessor's level, not the one it
+follows in the day). Printed: the distinct real passes and how often each is replayed on average.
+Three earlier nights are recorded the same way (48 passes each, the batch at the same synthetic
+02:00), stored with synthetic timestamps in a real store and downsampled by the watcher's
+retention policy into the minute buckets the detector reads for its same-hour baseline
+(seeded_detector, as the watcher does). Every incident in the healthy hours is a false one,
+printed with the detector's view of the passes that opened it (each signal's value, the recent
+median and z, the same hour's range, the score); the same replay without the earlier nights shows
+what the same-hour baseline changes. A 1 s pass is noisier than a 15 s one (fewer transactions per
+pass), so the replay is no easier than the real thing. The day's passes, stored 15 s apart in a
+real store and downsampled by the retention policy, give the store's bytes per target-day, with the
+session time attribution's part (bench/watch.py's measure; a 1 s pass holds fewer session samples
+than a 15 s one, so that part is a lower bound here: the cost suite measures it at 15 s).
+
+A missed injection is printed with the detector's view of each pass from its start to two intervals
+after its end (the live passes replayed through a detector as the watcher's was: the same decisions).
 """
 
 from __future__ import annotations
@@ -257,7 +273,8 @@ class DayPlan:
         blocks = max(through_batch, round(recorded_hours * HISTORY / LEVEL_PASSES))
         real = min(n, blocks * LEVEL_PASSES)
         held = {level(b) for b in range(real // LEVEL_PASSES) if not holds_batch(b)}
-        missing = [] if real >= n else sorted(set(LEVELS) - held)
+        needed = {level(b) for b in range(real // LEVEL_PASSES, -(-n // LEVEL_PASSES))}
+        missing = sorted(needed - held)
         return cls(
             n, real, schedule(real) + [(lv, False) for lv in missing for _ in range(LEVEL_PASSES)]
         )

@@ -111,3 +111,14 @@ def test_a_replayed_incident_comes_with_the_detectors_view_of_the_passes_that_op
     assert judged["db.xact_commit"].value == 9500.0 and judged["db.xact_commit"].score >= Z_OPEN
     line = view_line(at, judged)
     assert line.startswith("01:08:00: db.xact_commit 9500 (median 1080, z "), line
+
+
+def test_a_level_is_recorded_apart_only_when_the_composed_part_of_the_day_needs_it() -> None:
+    short = DayPlan.of(hours=4, recorded_hours=1.25)
+    assert short.real == 300 and len(short.load) == 300, "blocks 5-15 are of levels blocks 0-3 hold"
+    assert loads(short.compose(recorded(short)).passes) == schedule(short.n)
+    longer = DayPlan.of(hours=5, recorded_hours=1.25)
+    assert short.load == longer.load[:300] and longer.load[300:] == [(6, False)] * LEVEL_PASSES, (
+        "block 16 is at level 6, which only the batch's block held"
+    )
+    assert loads(longer.compose(recorded(longer)).passes) == schedule(longer.n)
