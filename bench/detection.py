@@ -312,31 +312,62 @@ class Healthy:
     bytes: str
 
 
-def healthy(
-    server: DiagnosisServer,
-    hours: float,
-    recorded_hours: float,
-    every: float,
-    workdir: Path,
-    nights: int = NIGHTS,
-) -> Healthy:
-    began = time.monotonic()
+@dataclass
+class Recording:
+    """The healthy hours' real passes, in order: each earlier night's, and those of the day's plan. Kept (`--keep`), a
+    recording is replayed again (`--replay`) through the detector of another commit: the same real passes judged
+    anew, with no server and no load."""
+
+    nights: list[list[StoredPass]]
+    today: list[StoredPass]
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, passes in [
+            *((f"night{k}", n) for k, n in enumerate(self.nights)),
+            ("today", self.today),
+        ]:
+            (folder / f"{name}.jsonl").write_text(
+                "".join(p.model_dump_json() + "\n" for p in passes)
+            )
+
+    @classmethod
+    def load(cls, folder: Path) -> Recording:
+        def read(path: Path) -> list[StoredPass]:
+            return [StoredPass.model_validate_json(line) for line in path.read_text().splitlines()]
+
+        nights = sorted(
+            folder.glob("night*.jsonl"), key=lambda p: int(p.stem.removeprefix("night"))
+        )
+        return cls(nights=[read(n) for n in nights], today=read(folder / "today.jsonl"))
+
+
+def record_healthy(
+    server: DiagnosisServer, plan: DayPlan, every: float, workdir: Path, nights: int
+) -> Recording:
     load = Load(server.dsn)
     try:
         night = [
             (level(BATCH_AT // LEVEL_PASSES), NIGHT_BEFORE <= i < NIGHT_BEFORE + BATCH_PASSES)
             for i in range(2 * NIGHT_BEFORE + BATCH_PASSES)
         ]
-        recorded = [
-            record(server, load, night, every, workdir / f"night{k}.duckdb") for k in range(nights)
-        ]
-        plan = DayPlan.of(hours, recorded_hours)
-        day = plan.compose(record(server, load, plan.load, every, workdir / "today.duckdb"))
+        return Recording(
+            nights=[
+                record(server, load, night, every, workdir / f"night{k}.duckdb")
+                for k in range(nights)
+            ],
+            today=record(server, load, plan.load, every, workdir / "today.duckdb"),
+        )
     finally:
         load.stop()
+
+
+def healthy(recording: Recording, plan: DayPlan, workdir: Path, wall: float) -> Healthy:
+    """The day composed from the recording, replayed with the earlier nights as its same hour and without them."""
+    day = plan.compose(recording.today)
     synthetic = open_samples(str(workdir / "synthetic.duckdb"))
     batch = DAY + timedelta(seconds=SYNTHETIC * BATCH_AT)
-    for back, passes in enumerate(recorded, start=1):
+    for back, passes in enumerate(recording.nights, start=1):
         first = batch - timedelta(days=back, seconds=SYNTHETIC * NIGHT_BEFORE)
         synthetic.record(
             StoredPass(
@@ -353,8 +384,8 @@ def healthy(
         hours=len(day.passes) * SYNTHETIC / 3600,
         false_incidents=replay(seeded_detector(synthetic, "healthy", DAY), day.passes),
         without_same_hour=replay(Detector("healthy"), day.passes),
-        nights=nights,
-        wall=time.monotonic() - began,
+        nights=len(recording.nights),
+        wall=wall,
         bytes=day_bytes(day.passes, workdir / "day.duckdb"),
     )
 
@@ -622,6 +653,16 @@ def main(argv: Sequence[str] = ()) -> None:
         "--nights", type=int, default=NIGHTS, help="earlier nights recorded for the same hour"
     )
     parser.add_argument(
+        "--keep",
+        type=Path,
+        help="a folder to keep the healthy hours' recorded passes in (JSON lines)",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        help="replay the healthy hours kept in this folder (no recording; with the day's options it was kept with)",
+    )
+    parser.add_argument(
         "--healthy-every",
         type=float,
         default=1.0,
@@ -633,28 +674,39 @@ def main(argv: Sequence[str] = ()) -> None:
     if unknown:
         parser.error(f"unknown cause(s) {', '.join(unknown)}")
     names = [n for n in RECIPES if n.split("@")[0] in causes]
+    plan = DayPlan.of(args.healthy_hours, args.recorded_hours)
+    kept = Recording.load(args.replay) if args.replay else None
+    if kept is not None and len(kept.today) != len(plan.load):
+        parser.error(
+            f"{args.replay} holds {len(kept.today)} passes of the day; --healthy-hours {args.healthy_hours:g}"
+            f" --recorded-hours {args.recorded_hours:g} record {len(plan.load)}: give the ones it was recorded with"
+        )
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-detection-") as tmp:
         workdir = Path(tmp)
-        server = DiagnosisServer.start(
-            workdir, baseline_seconds=1.0, prepare=prepare, catalogue=__name__
+        server = (
+            DiagnosisServer.start(
+                workdir, baseline_seconds=1.0, prepare=prepare, catalogue=__name__
+            )
+            if names or kept is None
+            else None
         )
         try:
-            calm = healthy(
-                server,
-                args.healthy_hours,
-                args.recorded_hours,
-                args.healthy_every,
-                workdir,
-                args.nights,
-            )
+            if kept is None:
+                assert server is not None
+                kept = record_healthy(server, plan, args.healthy_every, workdir, args.nights)
+                if args.keep:
+                    kept.save(args.keep)
+            recorded_in = time.monotonic() - began
             cases, live, set_aside = (
                 inject(server, names, args.every, args.duration, workdir)
-                if names
+                if names and server is not None
                 else ([], Live(), [])
             )
+            calm = healthy(kept, plan, workdir, recorded_in)
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
     every = args.every
     print(
         f"injections: {len(cases)} ({len(causes)} causes x 2 intensities) of {args.duration:g} s each, under pgbench"
@@ -723,6 +775,9 @@ def main(argv: Sequence[str] = ()) -> None:
         for c in cases
     )
     day = calm.day
+    recorded = (
+        f"replayed from {args.replay}" if args.replay else f"{calm.wall / 60:.1f} min of wall time"
+    )
     composed = (
         f"; from {day.recorded} on, {day.composed()} blocks of {LEVEL_PASSES} replay recorded blocks of their level"
         f" (none with the batch; {day.extra} passes recorded apart for a level the recorded hours held only with the"
@@ -733,8 +788,8 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     print(
         f"healthy: {len(day.passes)} passes replayed 15 s apart = {calm.hours:.1f} h at the default interval, every one"
-        f" really recorded every {args.healthy_every:g} s ({calm.wall / 60:.1f} min of wall time with {calm.nights}"
-        f" earlier nights of {2 * NIGHT_BEFORE + BATCH_PASSES} passes): the first {day.recorded} in place{composed};"
+        f" really recorded every {args.healthy_every:g} s ({recorded}, with {calm.nights} earlier nights of"
+        f" {2 * NIGHT_BEFORE + BATCH_PASSES} passes): the first {day.recorded} in place{composed};"
         f" pgbench at {min(LEVELS) * RATE}-{max(LEVELS) * RATE} tps changing every {LEVEL_PASSES} passes, a nightly"
         f" batch for {BATCH_PASSES} passes at 02:00 (also on the earlier nights)"
     )

@@ -16,6 +16,7 @@ from bench.detection import (
     DAY,
     LEVEL_PASSES,
     DayPlan,
+    Recording,
     day_bytes,
     replay,
     schedule,
@@ -122,3 +123,10 @@ def test_a_level_is_recorded_apart_only_when_the_composed_part_of_the_day_needs_
         "block 16 is at level 6, which only the batch's block held"
     )
     assert loads(longer.compose(recorded(longer)).passes) == schedule(longer.n)
+
+
+def test_a_kept_recording_reads_back_the_same_passes(tmp_path: Path) -> None:
+    plan = DayPlan.of(hours=1.5, recorded_hours=3)
+    kept = Recording(nights=[recorded(plan)[:48], recorded(plan)[48:96]], today=recorded(plan))
+    kept.save(tmp_path / "kept")
+    assert Recording.load(tmp_path / "kept") == kept
