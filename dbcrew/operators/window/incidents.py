@@ -18,19 +18,19 @@ same time of day on earlier days, from the store's 1-minute buckets (`recall`: t
 them 14 days). For a pass at time t, each earlier day d (1 to SAME_HOUR_DAYS days back) that has at
 least SAME_HOUR_MIN_MINUTES minute buckets within SAME_HOUR_REACH of t's time of day gives an
 envelope per signal: the lowest and highest pass of its minutes there (a bucket keeps them beside
-its mean, dbcrew/operators/window/passes.py `merge`; one stored without them gives its mean). Once at least SAME_HOUR_MIN_DAYS such days
-exist, the hour's normal range for a signal is from the N-th lowest of the days' lows to the N-th
+its mean, dbcrew/operators/window/passes.py `merge`; one stored without them gives its mean). Once
+at least SAME_HOUR_MIN_DAYS such days exist, the hour's normal range for a signal is from the N-th lowest of the days' lows to the N-th
 highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
 N earlier days is this hour's normal (work that recurs daily), while a level reached on fewer days
 (a one-off incident, a batch that only just started) is not, so one past anomaly never hides the
 same anomaly again. A signal is then abnormal only if it is abnormal against the recent history AND
 outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %
 or the signal's least deviation, whichever is largest), in the same direction; its score is the
-smaller of the two. Fewer than N known days: the recent history alone decides, as before. Passes, not
-minute means: a pass is judged, and a minute's mean is narrower than its passes, so a range of
-means called a bursty batch's ordinary passes abnormal (a swing under a signal's floor is not kept:
-the floor absorbs it). Hourly buckets (kept 90 days) are not used: an hour's mean
-cannot bound a burst inside the hour. Days are 24 h apart in UTC: after a daylight-saving change a
+smaller of the two. Fewer than N known days: the recent history alone decides, as before. Passes,
+not minute means: a pass is judged, and a minute's mean is narrower than its passes, so a range of
+means can call a bursty batch's ordinary passes abnormal (a swing under a signal's floor is not
+kept: the floor absorbs it). Hourly buckets (kept 90 days) are not used: they cannot say when in
+the hour a burst was. Days are 24 h apart in UTC: after a daylight-saving change a
 local-time batch is at its new hour on N days later, and is an incident until then.
 """
 

@@ -10,7 +10,7 @@ means, a merge keeps the lowest and highest pass of each of the incident detecto
 (`lows`, `highs`) where they lie at least the signal's floor from the mean: the detector judges
 single passes against the same hour of earlier days read from minute buckets, and a minute's mean
 is narrower than the passes it merged (a bursty batch's passes swing around it), so a range built
-from means calls the batch's own ordinary passes abnormal. A swing under the floor is left out: the
+from means can call the batch's own ordinary passes abnormal. A swing under the floor is left out: the
 detector's deviation is never under the floor, so it would move a score by under one deviation.
 """
 
@@ -39,9 +39,8 @@ TOP_TABLES = 10  # tables kept per pass (by rows read and written)
 TOP_RUNNING = 10  # running statement texts kept per pass
 MAX_BLOCKED = 20
 SIGNIFICANT_DIGITS = 6  # rates are estimates: more digits are bytes, not information
-EXTREMES = (
-    floors()
-)  # the detector's signals, whose lowest and highest pass a merge keeps: name -> floor
+# The detector's signals (name -> floor), whose lowest and highest pass a merge keeps.
+EXTREMES = floors()
 
 
 def digest(text: str) -> str:
@@ -196,14 +195,7 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
                 sums[f] += getattr(t, f) * seconds
             sizes[t.name] = t
     out.rates = {name: rounded(v / total) for name, v in rates.items() if v}
-    for name, floor in EXTREMES.items():
-        mean = out.rates.get(name, 0.0)
-        low = min(body.lowest(name) for _seconds, body in parts) if parts else mean
-        high = max(body.highest(name) for _seconds, body in parts) if parts else mean
-        if mean - low >= floor:
-            out.lows[name] = rounded(low)
-        if high - mean >= floor:
-            out.highs[name] = rounded(high)
+    out.lows, out.highs = extremes(out.rates, [body for _seconds, body in parts])
     out.waits, out.running = dict(waits), dict(running.most_common(TOP_RUNNING))
     out.session_time = merged(body.session_time for _seconds, body in parts)
     out.blocked = list(blocked.values())[-MAX_BLOCKED:]
@@ -225,6 +217,25 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
         for name, sums in busiest
     ]
     return out
+
+
+def extremes(
+    means: dict[str, float], parts: list[PassBody]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The lowest and highest pass of each detector signal over `parts` (merged into `means`), where at least the
+    signal's floor from its mean."""
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
+    if not parts:
+        return lows, highs
+    for name, floor in EXTREMES.items():
+        mean = means.get(name, 0.0)
+        low, high = min(p.lowest(name) for p in parts), max(p.highest(name) for p in parts)
+        if mean - low >= floor:
+            lows[name] = rounded(low)
+        if high - mean >= floor:
+            highs[name] = rounded(high)
+    return lows, highs
 
 
 def bodies(passes: Iterable[StoredPass]) -> list[tuple[float, PassBody]]:
