@@ -19,8 +19,8 @@ them 14 days). For a pass at time t, each earlier day d (1 to SAME_HOUR_DAYS day
 least SAME_HOUR_MIN_MINUTES minute buckets within SAME_HOUR_REACH of t's time of day gives an
 envelope per signal: the lowest and highest pass of its minutes there (a bucket keeps them beside
 its mean, dbcrew/operators/window/passes.py `merge`; one stored without them gives its mean). Once
-at least SAME_HOUR_MIN_DAYS such days exist, the hour's normal range for a signal is from the N-th lowest of the days' lows to the N-th
-highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
+at least SAME_HOUR_MIN_DAYS such days exist, the hour's normal range for a signal is from the N-th
+lowest of the days' lows to the N-th highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
 N earlier days is this hour's normal (work that recurs daily), while a level reached on fewer days
 (a one-off incident, a batch that only just started) is not, so one past anomaly never hides the
 same anomaly again. A signal is then abnormal only if it is abnormal against the recent history AND
