@@ -675,6 +675,8 @@ def main(argv: Sequence[str] = ()) -> None:
         parser.error(f"unknown cause(s) {', '.join(unknown)}")
     names = [n for n in RECIPES if n.split("@")[0] in causes]
     plan = DayPlan.of(args.healthy_hours, args.recorded_hours)
+    if args.replay and not (args.replay / "today.jsonl").is_file():
+        parser.error(f"{args.replay} holds no kept recording (today.jsonl): keep one with --keep")
     kept = Recording.load(args.replay) if args.replay else None
     if kept is not None and len(kept.today) != len(plan.load):
         parser.error(
