@@ -255,3 +255,24 @@ def test_a_bursty_batch_is_judged_against_the_passes_of_earlier_nights_not_their
     assert batch_at(opened - timedelta(seconds=EVERY)), (
         "three times the batch's work is past the highest pass of every earlier night: an incident"
     )
+
+
+def test_a_batch_whose_work_varies_from_night_to_night_is_judged_in_that_variation() -> None:
+    def nights(levels: list[float]) -> Minutes:
+        return [
+            Minute(m.ended, m.low, {**m.high, "db.xact_commit": m.high["db.xact_commit"] * level})
+            if batch_at(m.ended)
+            else m
+            for back, level in enumerate(levels, start=1)
+            for m in earlier_days([back])
+        ]
+
+    varying = recall_of(nights([0.85, 1.0, 1.2]))
+
+    def at(level: float) -> list[tuple[datetime, Incident]]:
+        return tonight(Detector("t", recall=varying), {"db.xact_commit": level * BATCH})
+
+    assert at(1.2) == [], (
+        "the busiest night's level, 0.35 of the quietest's over it: within the nights' own spread"
+    )
+    assert at(2.5), "two and a half times the batch: far past what the nights varied by"

@@ -24,13 +24,16 @@ lowest of the days' lows to the N-th highest of their highs (N = SAME_HOUR_MIN_D
 N earlier days is this hour's normal (work that recurs daily), while a level reached on fewer days
 (a one-off incident, a batch that only just started) is not, so one past anomaly never hides the
 same anomaly again. A signal is then abnormal only if it is abnormal against the recent history AND
-outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %
-or the signal's least deviation, whichever is largest), in the same direction; its score is the
-smaller of the two. Fewer than N known days: the recent history alone decides, as before. Passes,
-not minute means: a pass is judged, and a minute's mean is narrower than its passes, so a range of
-means can call a bursty batch's ordinary passes abnormal (a swing under a signal's floor is not
-kept: the floor absorbs it). Hourly buckets (kept 90 days) are not used: they cannot say when in
-the hour a burst was. Days are 24 h apart in UTC: after a daylight-saving change a
+outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %,
+the signal's least deviation, or how much that edge moved from day to day, the MAD of the days'
+edges as a standard deviation, whichever is largest: a batch whose work varies from night to night
+is judged in that variation, as the recent history is by its MAD, while one day's anomaly does not
+widen it), in the same direction; its score is the smaller of the two. Fewer than N known days: the
+recent history alone decides, as before. Passes, not minute means: a pass is judged, and a minute's
+mean is narrower than its passes, so a range of means can call a bursty batch's ordinary passes
+abnormal (a swing under a signal's floor is not kept: the floor absorbs it). Hourly buckets (kept
+90 days) are not used: they cannot say when in the hour a burst was. Days are 24 h apart in UTC:
+after a daylight-saving change a
 local-time batch is at its new hour on N days later, and is an incident until then.
 """
 
@@ -45,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dbcrew.models.incident import IncidentSignal
-from dbcrew.operators.window.anomaly import robust_z
+from dbcrew.operators.window.anomaly import MAD_TO_SIGMA, robust_z
 from dbcrew.operators.window.metrics import floors
 from dbcrew.store.samples import Incident
 
@@ -124,7 +127,7 @@ class SameHour:
                 )
         return cls(hour=hour, days=days)
 
-    def ranges(self, at: datetime) -> dict[str, tuple[float, float]] | None:
+    def ranges(self, at: datetime) -> dict[str, HourRange] | None:
         """Each signal's normal range at `at`'s time of day, or None with fewer than SAME_HOUR_MIN_DAYS known days."""
         lows, highs = [], []
         reach = SAME_HOUR_REACH.total_seconds()
@@ -138,15 +141,38 @@ class SameHour:
         n = SAME_HOUR_MIN_DAYS
         low = np.sort(np.array(lows), axis=0)[n - 1]  # the N-th lowest of the days' lows
         high = -np.sort(-np.array(highs), axis=0)[n - 1]  # the N-th highest of their highs
-        return {name: (float(low[i]), float(high[i])) for i, name in enumerate(SIGNALS)}
+        below, above = _spread(np.array(lows)), _spread(np.array(highs))
+        return {
+            name: HourRange(float(low[i]), float(high[i]), float(below[i]), float(above[i]))
+            for i, name in enumerate(SIGNALS)
+        }
 
 
-def outside(value: float, low: float, high: float, least: float) -> float:
-    """How many deviations `value` lies above `high` (positive) or below `low` (negative); 0 inside the range."""
-    edge = high if value > high else low if value < low else None
-    if edge is None:
-        return 0.0
-    return (value - edge) / max(LEVEL_SHARE * abs(edge), LEVEL_SHARE * abs(value), least)
+def _spread(edges: np.ndarray) -> np.ndarray:
+    """Per signal, how much the days' edges (days x SIGNALS) differ from day to day: their MAD, scaled to a standard
+    deviation (robust: one day's anomaly does not widen it)."""
+    centre = np.median(edges, axis=0)
+    return np.asarray(np.median(np.abs(edges - centre), axis=0) * MAD_TO_SIGMA, dtype=float)
+
+
+class HourRange(NamedTuple):
+    """A signal's normal range at one time of day, and how much its low and high edges moved from day to day."""
+
+    low: float
+    high: float
+    below: float
+    above: float
+
+    def outside(self, value: float, least: float) -> float:
+        """How many deviations `value` lies above the range (positive) or below it (negative); 0 inside. A deviation
+        is the edge's or the value's LEVEL_SHARE, the signal's least, or the edge's day-to-day spread, the largest:
+        a level within what the days themselves varied by is not far from them."""
+        if self.low <= value <= self.high:
+            return 0.0
+        edge, spread = (self.high, self.above) if value > self.high else (self.low, self.below)
+        return (value - edge) / max(
+            LEVEL_SHARE * abs(edge), LEVEL_SHARE * abs(value), least, spread
+        )
 
 
 @dataclass(frozen=True)
@@ -157,7 +183,7 @@ class Judged:
     value: float
     median: float
     recent: float
-    band: tuple[float, float] | None
+    band: HourRange | None
     score: float
 
 
@@ -206,7 +232,7 @@ class Detector:
             band = None if ranges is None else ranges[name]
             score = recent
             if band is not None:
-                hour = outside(value, band[0], band[1], least)
+                hour = band.outside(value, least)
                 score = (
                     float(np.sign(recent)) * min(abs(recent), abs(hour))
                     if recent * hour > 0
@@ -220,7 +246,7 @@ class Detector:
         """Each signal's score: its robust z against the recent history, kept only where the same hour agrees (at `at`)."""
         return {name: j.score for name, j in self.judge(rates, at).items()}
 
-    def _ranges(self, at: datetime) -> dict[str, tuple[float, float]] | None:
+    def _ranges(self, at: datetime) -> dict[str, HourRange] | None:
         if self.recall is None:
             return None
         if self.same_hour is None or self.same_hour.hour != at.replace(
