@@ -201,9 +201,9 @@ def session_time_line(stored: list[StoredPass]) -> str:
     """The bytes the session samples' attribution adds (dbcrew/operators/window/session_time.py), per target-day and per
     active backend (pg_ash's measure: its bytes a day for so many active backends)."""
     parts = bodies(stored)
-    raw = sum(len(_session_json(body)) for _seconds, body in parts) / max(len(parts), 1)
+    raw = sum(len(session_json(body)) for _seconds, body in parts) / max(len(parts), 1)
     groups = [bodies(group) for group in _per_target(stored).values()]
-    bucket = sum(len(_session_json(merge(group))) for group in groups) / max(len(groups), 1)
+    bucket = sum(len(session_json(merge(group))) for group in groups) / max(len(groups), 1)
     active = active_backends(stored)
     per_day = (1440 + 24) * bucket
     raw_day = PASSES_PER_DAY_AT_15S * raw
@@ -243,7 +243,7 @@ def session_sample_cost(target: PostgresTarget, n: int = 200) -> str:
     )
 
 
-def _session_json(body: PassBody) -> str:
+def session_json(body: PassBody) -> str:
     """The stored JSON a body's session time takes (its field and its value)."""
     return (
         as_stored(PassBody(session_time=body.session_time, passes=1)) if body.session_time else ""

@@ -48,7 +48,7 @@ from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.operators.watch.sampling import Connected, Sampled, TargetWatch
 from dbcrew.operators.watch.session_sampler import session_step
-from dbcrew.operators.window.incidents import Detector, Minutes, Recall
+from dbcrew.operators.window.incidents import Detector, Minute, Minutes, Recall
 from dbcrew.operators.window.passes import PassBody, as_stored, bodies, merge
 from dbcrew.operators.window.picture import HISTORY_SPAN, normal_passes
 from dbcrew.redact import redact
@@ -451,10 +451,18 @@ def minutes_of(store: SampleStore, identity: str) -> Recall:
     minute = TIERS[1].resolution
 
     def recall(after: datetime, until: datetime) -> Minutes:
-        return [
-            (p.at, PassBody.model_validate_json(p.body).rates)
-            for p in store.passes(identity, minute, after, until)
-        ]
+        found = []
+        for p in store.passes(identity, minute, after, until):
+            body = PassBody.model_validate_json(p.body)
+            names = body.rates.keys() | body.lows.keys() | body.highs.keys()
+            found.append(
+                Minute(
+                    p.at,
+                    low={n: body.lowest(n) for n in names},
+                    high={n: body.highest(n) for n in names},
+                )
+            )
+        return found
 
     return recall
 

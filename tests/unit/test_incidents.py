@@ -13,9 +13,11 @@ from dbcrew.operators.window.incidents import (
     OPEN_AFTER,
     SAME_HOUR_MIN_DAYS,
     Detector,
+    Minute,
     Minutes,
     Recall,
 )
+from dbcrew.operators.window.passes import PassBody, merge
 from dbcrew.store.samples import Incident
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
@@ -119,13 +121,14 @@ def earlier_days(days: list[int]) -> Minutes:
         for m in range(1, 61):
             ended = start + timedelta(minutes=m)
             commits = BATCH + 100.0 * (m % 3 - 1) if batch_at(ended) else 1000.0 + 10.0 * (m % 3)
-            minutes.append((ended, {"db.xact_commit": commits, "act.active": 1.0}))
-    return sorted(minutes, key=lambda kv: kv[0])
+            rates = {"db.xact_commit": commits, "act.active": 1.0}
+            minutes.append(Minute(ended, rates, rates))
+    return sorted(minutes)
 
 
 def recall_of(minutes: Minutes) -> Recall:
     def recall(after: datetime, until: datetime) -> Minutes:
-        return [(at, rates) for at, rates in minutes if after < at <= until]
+        return [m for m in minutes if after < m.ended <= until]
 
     return recall
 
@@ -160,13 +163,10 @@ def test_a_nightly_batch_seen_at_that_hour_on_earlier_days_is_no_incident() -> N
 def test_a_batch_seen_on_fewer_earlier_days_than_needed_is_still_an_incident() -> None:
     assert SAME_HOUR_MIN_DAYS == 3
     seen_twice = [
-        (
-            at,
-            rates
-            if at > NIGHT - timedelta(days=2, hours=1)
-            else {**rates, "db.xact_commit": 1000.0},
-        )
-        for at, rates in earlier_days([1, 2, 3, 4, 5])
+        m
+        if m.ended > NIGHT - timedelta(days=2, hours=1)
+        else Minute(m.ended, *2 * [{**m.low, "db.xact_commit": 1000.0}])
+        for m in earlier_days([1, 2, 3, 4, 5])
     ]
     assert tonight(Detector("t", recall=recall_of(seen_twice))), (
         "a level reached on two days of five is not recurring work: one past anomaly never hides the next"
@@ -188,3 +188,91 @@ def test_an_anomaly_unlike_the_same_hour_still_opens_an_incident() -> None:
     assert [s.name for s in closed.signals] == ["act.wait_lock"], (
         "the batch's commits are the hour's normal; only the lock waits are abnormal"
     )
+
+
+def swinging(i: int) -> float:
+    """A bursty batch's commits in pass i: two passes 30 % over BATCH, then two 30 % under, so each minute's four
+    passes (15 s apart, aligned on the minute) have BATCH as their mean."""
+    return BATCH * (1.3 if i % 4 < 2 else 0.7)
+
+
+def swinging_days(days: list[int], extremes: bool) -> Minutes:
+    """The minute buckets of 01:30-02:30 on each of `days` days back, merged from passes of the swinging batch as the
+    watcher's downsampling merges them; with `extremes`, each signal's lowest and highest pass as the bucket keeps
+    them, else the minute's means alone (as buckets were before they kept them)."""
+    minutes = []
+    for back in days:
+        start = NIGHT.replace(minute=30) - timedelta(days=back)
+        for m in range(60):
+            ended = start + timedelta(minutes=m + 1)
+            passes = []
+            for k in range(4):
+                i = 4 * m + k
+                mid = start + timedelta(seconds=EVERY * (i + 0.5))
+                commits = swinging(i) if batch_at(mid) else normal(i + 1)[-1]
+                passes.append(
+                    (EVERY, PassBody(rates={"db.xact_commit": commits, "act.active": 1.0}))
+                )
+            body = merge(passes)
+            if extremes:
+                low = {n: body.lowest(n) for n in body.rates}
+                high = {n: body.highest(n) for n in body.rates}
+                minutes.append(Minute(ended, low, high))
+            else:
+                minutes.append(Minute(ended, body.rates, body.rates))
+    return sorted(minutes)
+
+
+def swinging_tonight(detector: Detector, times: float = 1.0) -> list[tuple[datetime, Incident]]:
+    """15 normal minutes, the swinging batch for 10 (its commits times `times`), 10 normal minutes."""
+    updates = []
+    for i in range(140):
+        ended = NIGHT + timedelta(seconds=EVERY * (i + 1))
+        commits = normal(i + 1)[-1]
+        if batch_at(ended - timedelta(seconds=EVERY / 2)):
+            commits = times * swinging(i)
+        found = detector.observe(ended, EVERY, {"db.xact_commit": commits, "act.active": 1.0})
+        if found is not None:
+            updates.append((ended, found.model_copy(deep=True)))
+    return updates
+
+
+def test_a_bursty_batch_is_judged_against_the_passes_of_earlier_nights_not_their_minute_means() -> (
+    None
+):
+    kept = recall_of(swinging_days([1, 2, 3], extremes=True))
+    assert swinging_tonight(Detector("t", recall=kept)) == [], (
+        "tonight's passes swing as the earlier nights' passes did: the hour's normal"
+    )
+    means = recall_of(swinging_days([1, 2, 3], extremes=False))
+    ((opened, incident), *_rest) = swinging_tonight(Detector("t", recall=means))
+    assert (
+        batch_at(opened - timedelta(seconds=EVERY)) and incident.signals[0].name == "db.xact_commit"
+    ), (
+        "against the minutes' means, two passes 30 % over them are abnormal: why the buckets keep their passes' range"
+    )
+    ((opened, _incident), *_rest) = swinging_tonight(Detector("t", recall=kept), times=3.0)
+    assert batch_at(opened - timedelta(seconds=EVERY)), (
+        "three times the batch's work is past the highest pass of every earlier night: an incident"
+    )
+
+
+def test_a_batch_whose_work_varies_from_night_to_night_is_judged_in_that_variation() -> None:
+    def nights(levels: list[float]) -> Minutes:
+        return [
+            Minute(m.ended, m.low, {**m.high, "db.xact_commit": m.high["db.xact_commit"] * level})
+            if batch_at(m.ended)
+            else m
+            for back, level in enumerate(levels, start=1)
+            for m in earlier_days([back])
+        ]
+
+    varying = recall_of(nights([0.85, 1.0, 1.2]))
+
+    def at(level: float) -> list[tuple[datetime, Incident]]:
+        return tonight(Detector("t", recall=varying), {"db.xact_commit": level * BATCH})
+
+    assert at(1.2) == [], (
+        "the busiest night's level, 0.35 of the quietest's over it: within the nights' own spread"
+    )
+    assert at(2.5), "two and a half times the batch: far past what the nights varied by"

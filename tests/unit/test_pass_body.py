@@ -97,3 +97,30 @@ def test_the_running_texts_of_one_statement_are_kept_under_its_first_text_in_eve
     assert later == Counter(
         {"UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 17": 2}
     ), "a later pass names the statement by the same text, so buckets merge it into one"
+
+
+def test_a_merge_keeps_each_signals_lowest_and_highest_pass_where_they_lie_a_floor_from_the_mean() -> (
+    None
+):
+    passes = [
+        PassBody(rates={"db.xact_commit": c, "db.tup_fetched": f, "io.reads": r})
+        for c, f, r in ((1000.0, 100.0, 5.0), (1600.0, 300.0, 50.0), (400.0, 200.0, 95.0))
+    ]
+    minute = merge([(15.0, p) for p in passes])
+    assert minute.rates["db.xact_commit"] == 1000.0
+    assert (minute.lowest("db.xact_commit"), minute.highest("db.xact_commit")) == (400.0, 1600.0)
+    assert "db.tup_fetched" not in minute.lows | minute.highs, (
+        "a swing of 100 rows under the signal's floor (50000) is not kept: it reads as the mean"
+    )
+    assert minute.highest("db.tup_fetched") == minute.rates["db.tup_fetched"] == 200.0
+    assert "io.reads" not in minute.highs, "only the detector's signals"
+    hour = merge([(60.0, minute), (60.0, PassBody(rates={"db.xact_commit": 1000.0}))])
+    assert (hour.lowest("db.xact_commit"), hour.highest("db.xact_commit")) == (400.0, 1600.0), (
+        "merging buckets keeps the extremes of the passes they merged"
+    )
+    again = PassBody.model_validate_json(as_stored(minute))
+    assert again == minute
+    before = PassBody.model_validate_json('{"rates":{"db.xact_commit":1000.0},"passes":4}')
+    assert before.lowest("db.xact_commit") == before.highest("db.xact_commit") == 1000.0, (
+        "a bucket stored before the extremes were kept reads as its mean"
+    )

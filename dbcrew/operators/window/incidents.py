@@ -17,18 +17,23 @@ work is far from what 01:00-02:00 did. So the detector also knows what the targe
 same time of day on earlier days, from the store's 1-minute buckets (`recall`: the watcher keeps
 them 14 days). For a pass at time t, each earlier day d (1 to SAME_HOUR_DAYS days back) that has at
 least SAME_HOUR_MIN_MINUTES minute buckets within SAME_HOUR_REACH of t's time of day gives an
-envelope per signal: its lowest and highest minute there. Once at least SAME_HOUR_MIN_DAYS such days
-exist, the hour's normal range for a signal is from the N-th lowest of the days' lows to the N-th
-highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
+envelope per signal: the lowest and highest pass of its minutes there (a bucket keeps them beside
+its mean, dbcrew/operators/window/passes.py `merge`; one stored without them gives its mean). Once
+at least SAME_HOUR_MIN_DAYS such days exist, the hour's normal range for a signal is from the N-th
+lowest of the days' lows to the N-th highest of their highs (N = SAME_HOUR_MIN_DAYS): a level the target reached at this time on at least
 N earlier days is this hour's normal (work that recurs daily), while a level reached on fewer days
 (a one-off incident, a batch that only just started) is not, so one past anomaly never hides the
 same anomaly again. A signal is then abnormal only if it is abnormal against the recent history AND
-outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %
-or the signal's least deviation, whichever is largest), in the same direction; its score is the
-smaller of the two. Fewer than N known days: the recent history alone decides, as before. Minute
-buckets are means over their minute, so the range is a little narrower than single passes swing;
-the deviations' floors absorb that. Hourly buckets (kept 90 days) are not used: an hour's mean
-cannot bound a burst inside the hour. Days are 24 h apart in UTC: after a daylight-saving change a
+outside the hour's range by the same number of robust deviations (the edge's 5 %, the pass's 5 %,
+the signal's least deviation, or how much that edge moved from day to day, the MAD of the days'
+edges as a standard deviation, whichever is largest: a batch whose work varies from night to night
+is judged in that variation, as the recent history is by its MAD, while one day's anomaly does not
+widen it), in the same direction; its score is the smaller of the two. Fewer than N known days: the
+recent history alone decides, as before. Passes, not minute means: a pass is judged, and a minute's
+mean is narrower than its passes, so a range of means can call a bursty batch's ordinary passes
+abnormal (a swing under a signal's floor is not kept: the floor absorbs it). Hourly buckets (kept
+90 days) are not used: they cannot say when in the hour a burst was. Days are 24 h apart in UTC:
+after a daylight-saving change a
 local-time batch is at its new hour on N days later, and is an incident until then.
 """
 
@@ -38,11 +43,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
 from dbcrew.models.incident import IncidentSignal
-from dbcrew.operators.window.anomaly import robust_z
+from dbcrew.operators.window.anomaly import MAD_TO_SIGMA, robust_z
 from dbcrew.operators.window.metrics import floors
 from dbcrew.store.samples import Incident
 
@@ -67,18 +73,29 @@ SAME_HOUR_REACH = timedelta(
 SAME_HOUR_MIN_MINUTES = 10  # minute buckets a day needs within the reach to count as a known day
 LEVEL_SHARE = 0.05  # as robust_z's floor: a deviation is never under 5 % of the level
 
-Minutes = list[tuple[datetime, dict[str, float]]]
+
+class Minute(NamedTuple):
+    """One stored 1-minute bucket as the same hour reads it: when it ended, each signal's lowest and highest pass."""
+
+    ended: datetime
+    low: dict[str, float]
+    high: dict[str, float]
+
+
+Minutes = list[Minute]
 Recall = Callable[[datetime, datetime], Minutes]
-"""The target's stored 1-minute buckets (their end and rates) that ended in (after, until], oldest first."""
+"""The target's stored 1-minute buckets that ended in (after, until], oldest first."""
 
 
 @dataclass
 class EarlierDay:
-    """One earlier day's minutes near the hour: when each ended (epoch seconds), and each signal's rate (minutes x SIGNALS)."""
+    """One earlier day's minutes near the hour: when each ended (epoch seconds), each signal's lowest and highest pass
+    (minutes x SIGNALS)."""
 
     back: int
     ends: np.ndarray
-    rates: np.ndarray
+    lows: np.ndarray
+    highs: np.ndarray
 
 
 @dataclass
@@ -99,39 +116,75 @@ class SameHour:
                 days.append(
                     EarlierDay(
                         back=back,
-                        ends=np.array([ended.timestamp() for ended, _ in minutes]),
-                        rates=np.array(
-                            [[r.get(name, 0.0) for name in SIGNALS] for _, r in minutes]
+                        ends=np.array([m.ended.timestamp() for m in minutes]),
+                        lows=np.array(
+                            [[m.low.get(name, 0.0) for name in SIGNALS] for m in minutes]
+                        ),
+                        highs=np.array(
+                            [[m.high.get(name, 0.0) for name in SIGNALS] for m in minutes]
                         ),
                     )
                 )
         return cls(hour=hour, days=days)
 
-    def ranges(self, at: datetime) -> dict[str, tuple[float, float]] | None:
+    def ranges(self, at: datetime) -> dict[str, HourRange] | None:
         """Each signal's normal range at `at`'s time of day, or None with fewer than SAME_HOUR_MIN_DAYS known days."""
         lows, highs = [], []
         reach = SAME_HOUR_REACH.total_seconds()
         for day in self.days:
-            near = day.rates[
-                np.abs(day.ends - (at - timedelta(days=day.back)).timestamp()) <= reach
-            ]
-            if len(near) >= SAME_HOUR_MIN_MINUTES:
-                lows.append(near.min(axis=0))
-                highs.append(near.max(axis=0))
+            near = np.abs(day.ends - (at - timedelta(days=day.back)).timestamp()) <= reach
+            if np.count_nonzero(near) >= SAME_HOUR_MIN_MINUTES:
+                lows.append(day.lows[near].min(axis=0))
+                highs.append(day.highs[near].max(axis=0))
         if len(lows) < SAME_HOUR_MIN_DAYS:
             return None
         n = SAME_HOUR_MIN_DAYS
         low = np.sort(np.array(lows), axis=0)[n - 1]  # the N-th lowest of the days' lows
         high = -np.sort(-np.array(highs), axis=0)[n - 1]  # the N-th highest of their highs
-        return {name: (float(low[i]), float(high[i])) for i, name in enumerate(SIGNALS)}
+        below, above = _spread(np.array(lows)), _spread(np.array(highs))
+        return {
+            name: HourRange(float(low[i]), float(high[i]), float(below[i]), float(above[i]))
+            for i, name in enumerate(SIGNALS)
+        }
 
 
-def outside(value: float, low: float, high: float, least: float) -> float:
-    """How many deviations `value` lies above `high` (positive) or below `low` (negative); 0 inside the range."""
-    edge = high if value > high else low if value < low else None
-    if edge is None:
-        return 0.0
-    return (value - edge) / max(LEVEL_SHARE * abs(edge), LEVEL_SHARE * abs(value), least)
+def _spread(edges: np.ndarray) -> np.ndarray:
+    """Per signal, how much the days' edges (days x SIGNALS) differ from day to day: their MAD, scaled to a standard
+    deviation (robust: one day's anomaly does not widen it)."""
+    centre = np.median(edges, axis=0)
+    return np.asarray(np.median(np.abs(edges - centre), axis=0) * MAD_TO_SIGMA, dtype=float)
+
+
+class HourRange(NamedTuple):
+    """A signal's normal range at one time of day, and how much its low and high edges moved from day to day."""
+
+    low: float
+    high: float
+    below: float
+    above: float
+
+    def outside(self, value: float, least: float) -> float:
+        """How many deviations `value` lies above the range (positive) or below it (negative); 0 inside. A deviation
+        is the edge's or the value's LEVEL_SHARE, the signal's least, or the edge's day-to-day spread, the largest:
+        a level within what the days themselves varied by is not far from them."""
+        if self.low <= value <= self.high:
+            return 0.0
+        edge, spread = (self.high, self.above) if value > self.high else (self.low, self.below)
+        return (value - edge) / max(
+            LEVEL_SHARE * abs(edge), LEVEL_SHARE * abs(value), least, spread
+        )
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One signal of one pass as judged: its value, the recent history's median and the robust z against it, the same
+    hour's range (None while fewer than SAME_HOUR_MIN_DAYS days are known), and the score that counts."""
+
+    value: float
+    median: float
+    recent: float
+    band: HourRange | None
+    score: float
 
 
 @dataclass
@@ -167,27 +220,33 @@ class Detector:
         self.onset = None
         self.calm = 0
 
+    def judge(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, Judged]:
+        """Each signal of a pass as the detector judges it: against the recent history and, where the same hour is known
+        (at `at`), against its range; what an incident's opening, or a pass that opened none, is explained by."""
+        ranges = self._ranges(at) if at is not None else None
+        judged = {}
+        for name, least in SIGNALS.items():
+            value = rates.get(name, 0.0)
+            past = np.array([h.get(name, 0.0) for h in self.history])
+            recent = robust_z(np.array([value]), past, least) if len(past) else 0.0
+            band = None if ranges is None else ranges[name]
+            score = recent
+            if band is not None:
+                hour = band.outside(value, least)
+                score = (
+                    float(np.sign(recent)) * min(abs(recent), abs(hour))
+                    if recent * hour > 0
+                    else 0.0
+                )
+            centre = float(np.median(past)) if len(past) else 0.0
+            judged[name] = Judged(value=value, median=centre, recent=recent, band=band, score=score)
+        return judged
+
     def scores(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, float]:
         """Each signal's score: its robust z against the recent history, kept only where the same hour agrees (at `at`)."""
-        recent = {
-            name: robust_z(
-                np.array([rates.get(name, 0.0)]),
-                np.array([h.get(name, 0.0) for h in self.history]),
-                least,
-            )
-            for name, least in SIGNALS.items()
-        }
-        ranges = self._ranges(at) if at is not None else None
-        if ranges is None:
-            return recent
-        scored = {}
-        for name, z in recent.items():
-            low, high = ranges[name]
-            hour = outside(rates.get(name, 0.0), low, high, SIGNALS[name])
-            scored[name] = float(np.sign(z)) * min(abs(z), abs(hour)) if z * hour > 0 else 0.0
-        return scored
+        return {name: j.score for name, j in self.judge(rates, at).items()}
 
-    def _ranges(self, at: datetime) -> dict[str, tuple[float, float]] | None:
+    def _ranges(self, at: datetime) -> dict[str, HourRange] | None:
         if self.recall is None:
             return None
         if self.same_hour is None or self.same_hour.hour != at.replace(

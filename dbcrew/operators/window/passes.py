@@ -5,7 +5,13 @@ the session gauges of its one pg_stat_activity read), the tally of that read (wa
 sessions, running statements by text digest), and the statements and busiest tables with their
 counters per second. Merging passes (downsampling, or an interval) weights every rate by the
 seconds it spans, sums the tallies, and keeps the latest sizes; so a one-minute bucket is the
-minute's mean rates and a diagnosis window built from buckets has one value per bucket.
+minute's mean rates and a diagnosis window built from buckets has one value per bucket. Beside the
+means, a merge keeps the lowest and highest pass of each of the incident detector's signals
+(`lows`, `highs`) where they lie at least the signal's floor from the mean: the detector judges
+single passes against the same hour of earlier days read from minute buckets, and a minute's mean
+is narrower than the passes it merged (a bursty batch's passes swing around it), so a range built
+from means can call the batch's own ordinary passes abnormal. A swing under the floor is left out: the
+detector's deviation is never under the floor, so it would move a score by under one deviation.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dbcrew.operators.window.evidence import (
     TableDelta,
     WindowEvidence,
 )
+from dbcrew.operators.window.metrics import floors
 from dbcrew.operators.window.session_time import SessionTime, merged
 from dbcrew.store.samples import StoredPass
 
@@ -32,6 +39,8 @@ TOP_TABLES = 10  # tables kept per pass (by rows read and written)
 TOP_RUNNING = 10  # running statement texts kept per pass
 MAX_BLOCKED = 20
 SIGNIFICANT_DIGITS = 6  # rates are estimates: more digits are bytes, not information
+# The detector's signals (name -> floor), whose lowest and highest pass a merge keeps.
+EXTREMES = floors()
 
 
 def digest(text: str) -> str:
@@ -128,6 +137,22 @@ class PassBody(BaseModel):
         description="the active session samples by wait, statement, kind and relation, bounded"
         " (dbcrew/operators/window/session_time.py); None where no active session was sampled",
     )
+    lows: dict[str, float] = Field(
+        default_factory=dict,
+        description="a merge's lowest pass rate of a detector signal, where at least its floor under the mean",
+    )
+    highs: dict[str, float] = Field(
+        default_factory=dict,
+        description="a merge's highest pass rate of a detector signal, where at least its floor over the mean",
+    )
+
+    def lowest(self, name: str) -> float:
+        """The lowest pass rate of `name` this body merged (a raw pass, or a swing under the floor: its rate)."""
+        return self.lows.get(name, self.rates.get(name, 0.0))
+
+    def highest(self, name: str) -> float:
+        """The highest pass rate of `name` this body merged (a raw pass, or a swing under the floor: its rate)."""
+        return self.highs.get(name, self.rates.get(name, 0.0))
 
 
 def as_stored(body: PassBody) -> str:
@@ -170,6 +195,7 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
                 sums[f] += getattr(t, f) * seconds
             sizes[t.name] = t
     out.rates = {name: rounded(v / total) for name, v in rates.items() if v}
+    out.lows, out.highs = extremes(out.rates, [body for _seconds, body in parts])
     out.waits, out.running = dict(waits), dict(running.most_common(TOP_RUNNING))
     out.session_time = merged(body.session_time for _seconds, body in parts)
     out.blocked = list(blocked.values())[-MAX_BLOCKED:]
@@ -191,6 +217,25 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
         for name, sums in busiest
     ]
     return out
+
+
+def extremes(
+    means: dict[str, float], parts: list[PassBody]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The lowest and highest pass of each detector signal over `parts` (merged into `means`), where at least the
+    signal's floor from its mean."""
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
+    if not parts:
+        return lows, highs
+    for name, floor in EXTREMES.items():
+        mean = means.get(name, 0.0)
+        low, high = min(p.lowest(name) for p in parts), max(p.highest(name) for p in parts)
+        if mean - low >= floor:
+            lows[name] = rounded(low)
+        if high - mean >= floor:
+            highs[name] = rounded(high)
+    return lows, highs
 
 
 def bodies(passes: Iterable[StoredPass]) -> list[tuple[float, PassBody]]:
