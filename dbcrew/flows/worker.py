@@ -30,7 +30,6 @@ import anyio
 import anyio.abc
 from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.objects import FlowRun, State
-from prefect.flow_engine import run_flow
 from prefect.flows import Flow
 from prefect.states import Cancelled
 from prefect.utilities.importtools import import_object
@@ -38,6 +37,7 @@ from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker
 
 from dbcrew import stopping
 from dbcrew.flows.kept_reads import KeptReads
+from dbcrew.flows.worker_engine import run_flow_run
 
 WORKER_TYPE = "dbcrew-in-process"
 WATCH_QUEUE = (
@@ -147,7 +147,9 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
 
         def execute() -> Any:
             try:
-                return run_flow(flow, flow_run=flow_run, return_type="state")
+                return run_flow_run(
+                    flow, flow_run
+                )  # no events subscription a run (worker_engine.py)
             finally:
                 ended.set()
 
