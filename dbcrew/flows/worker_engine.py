@@ -1,5 +1,5 @@
-"""The engine the in-process worker runs a flow run with: Prefect's, without a per-run events subscription and
-with no question about result storage to the server.
+"""The engine the in-process worker runs a flow run with: Prefect's, without a per-run events subscription, with
+no question about result storage to the server, and on the worker's one API client.
 
 For every flow run of a deployment, Prefect 3.8's engine starts a thread with an event loop of its own that
 opens a websocket to the server's events stream, makes a new API client (each loading certifi's CA bundle)
@@ -18,10 +18,18 @@ a flow that names no result storage asked the server for its default storage thr
 storage, once for whether to persist): three requests a review. The worker's runs name Prefect's local
 default storage (PREFECT_RESULTS_LOCAL_STORAGE_PATH, read when the worker runs the flow) and persist no
 result; only a failed run's exception is written there, as it was while the server named no default storage.
+
+The client: Prefect's engine made a new API client for each flow run in a thread of its own (each loading
+certifi's CA bundle, 14-18 ms of CPU, and opening its own connection to the server). The worker's runs share
+one (`RunsClient`), as the task threads of one flow run share their run's: each run's thread is given it
+through Prefect's client context (`RunClientContext`), which the engine and every `get_client(sync_client=True)`
+of the run read. Prefect counts a client's holders without a lock; this one is held and let go from many
+threads at once, so it counts under one (a lost count could close it under a running review).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Generator
 from contextlib import contextmanager
 from functools import cache
@@ -32,10 +40,17 @@ from prefect._flow_run_suspension import (
     FlowRunSuspensionRequest,
     register_flow_run_suspension_request,
 )
+from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun, State
+from prefect.context import ContextModel, SyncClientContext
 from prefect.flow_engine import FlowRunEngine, run_flow
 from prefect.flows import Flow
-from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH
+from prefect.settings import (
+    PREFECT_API_AUTH_STRING,
+    PREFECT_API_KEY,
+    PREFECT_API_URL,
+    PREFECT_RESULTS_LOCAL_STORAGE_PATH,
+)
 from prefect.utilities.callables import get_call_parameters, parameters_to_args_kwargs
 
 
@@ -54,6 +69,43 @@ class WorkerFlowRunEngine(FlowRunEngine[Any, Any]):
             yield request
 
 
+class RunsClient(SyncPrefectClient):
+    """The worker's API client for all its flow runs, held and let go from their threads at once: its count of
+    holders is kept under a lock. Made like `get_client(sync_client=True)` makes one for the current settings."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            PREFECT_API_URL.value(),
+            auth_string=PREFECT_API_AUTH_STRING.value(),
+            api_key=PREFECT_API_KEY.value(),
+        )
+        self._holders = threading.Lock()
+
+    def __enter__(self) -> RunsClient:
+        with self._holders:
+            super().__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        with self._holders:
+            super().__exit__(*exc_info)
+
+
+class RunClientContext(SyncClientContext):
+    """One run's client context, holding the worker's `RunsClient`: set for the run's thread, it neither makes
+    nor closes a client (the worker holds it for its lifetime)."""
+
+    def __init__(self, client: SyncPrefectClient) -> None:
+        ContextModel.__init__(self, client=client)
+
+    def __enter__(self) -> RunClientContext:
+        ContextModel.__enter__(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        ContextModel.__exit__(self, *exc_info)
+
+
 @cache
 def keeping_no_result(flow: Flow[..., Any], storage: Path) -> Flow[..., Any]:
     """`flow` with no result persisted and `storage` named as its result storage (the module's docstring says
@@ -61,10 +113,17 @@ def keeping_no_result(flow: Flow[..., Any], storage: Path) -> Flow[..., Any]:
     return flow.with_options(persist_result=False, result_storage=storage)
 
 
-def run_flow_run(flow: Flow[..., Any], flow_run: FlowRun) -> State[Any] | Any:
+def run_flow_run(
+    flow: Flow[..., Any], flow_run: FlowRun, client: SyncPrefectClient
+) -> State[Any] | Any:
     """Run `flow_run` of `flow` in this thread to its final state, which is returned (as Prefect's
-    `run_flow(..., return_type="state")` does), keeping no result in Prefect."""
+    `run_flow(..., return_type="state")` does), keeping no result in Prefect, on `client` (the worker's)."""
     flow = keeping_no_result(flow, Path(PREFECT_RESULTS_LOCAL_STORAGE_PATH.value()))
+    with RunClientContext(client):
+        return _run(flow, flow_run)
+
+
+def _run(flow: Flow[..., Any], flow_run: FlowRun) -> State[Any] | Any:
     if flow.isasync or flow.isgenerator:
         return run_flow(flow, flow_run=flow_run, return_type="state")
     args, kwargs = parameters_to_args_kwargs(flow.fn, flow_run.parameters)

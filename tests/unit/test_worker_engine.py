@@ -1,6 +1,6 @@
 """The engine the in-process worker runs its flow runs with (dbcrew/flows/worker_engine.py): no events
-subscription a run, and no question about result storage to the server. Checked without a server: what
-Prefect's own engine would have asked it is made to fail the test."""
+subscription a run, no question about result storage to the server, the worker's one client. Checked without a
+server: what Prefect's own engine would have asked it is made to fail the test."""
 
 from __future__ import annotations
 
@@ -9,15 +9,23 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
+from prefect import get_client
 from prefect._flow_run_suspension import mark_flow_run_suspension_requested
 from prefect.client.schemas.objects import FlowRun
+from prefect.context import SyncClientContext
 from prefect.filesystems import LocalFileSystem
 from prefect.flow_engine import FlowRunEngine
 from prefect.results import get_result_store
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Suspended
 
 from dbcrew.flows.targets import review_target
-from dbcrew.flows.worker_engine import WorkerFlowRunEngine, keeping_no_result
+from dbcrew.flows.worker_engine import (
+    RunClientContext,
+    RunsClient,
+    WorkerFlowRunEngine,
+    keeping_no_result,
+)
 from tests.e2e.queued_flow import queued_noop
 
 
@@ -75,3 +83,35 @@ def test_a_flow_of_the_worker_names_its_result_storage_and_persists_no_result(
 
     with pytest.raises(AssertionError, match="default result storage"):
         get_result_store().update_for_flow(review_target, _sync=True)
+
+
+def test_the_runs_of_a_worker_share_its_client_and_none_closes_it():
+    """Each run's thread sees the worker's client as its own (the engine and get_client read it there); runs
+    holding and letting go of it from many threads at once leave it open for the next run."""
+    import threading
+
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        shared = RunsClient().__enter__()
+    seen: list[object] = []
+
+    def run() -> None:
+        with RunClientContext(shared):
+            with (
+                SyncClientContext.get_or_create() as engine_context
+            ):  # as the engine takes its client
+                seen.append(engine_context.client)
+            for _ in range(2000):
+                with get_client(sync_client=True) as client:  # as Block.load or run_deployment do
+                    if client is not shared:
+                        seen.append(client)
+        assert SyncClientContext.get() is None, "the run's context outlived it"
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [shared] * 8
+    assert not shared._closed, "the runs closed the worker's client"
+    shared.__exit__(None, None, None)
+    assert shared._closed
