@@ -25,6 +25,8 @@ one (`RunsClient`), as the task threads of one flow run share their run's: each 
 through Prefect's client context (`RunClientContext`), which the engine and every `get_client(sync_client=True)`
 of the run read. Prefect counts a client's holders without a lock; this one is held and let go from many
 threads at once, so it counts under one (a lost count could close it under a running review).
+
+A run that already has its name (the fleet names each review by its target) is not renamed to it again.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from prefect._flow_run_suspension import (
 from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.context import ContextModel, SyncClientContext
+from prefect.exceptions import PrefectException
 from prefect.flow_engine import FlowRunEngine, run_flow
 from prefect.flows import Flow
 from prefect.settings import (
@@ -55,7 +58,27 @@ from prefect.utilities.callables import get_call_parameters, parameters_to_args_
 
 
 class WorkerFlowRunEngine(FlowRunEngine[Any, Any]):
-    """Prefect's sync flow-run engine whose run registers its suspension request and observes no events."""
+    """Prefect's sync flow-run engine whose run registers its suspension request and observes no events, and is
+    not renamed when it already has the name its flow gives it."""
+
+    def begin_run(self) -> State[Any]:
+        self._flow_run_name_set = self._flow_run_name_set or self.named_already()
+        return super().begin_run()
+
+    def named_already(self) -> bool:
+        """Whether the run already has the name its flow's `flow_run_name` gives it: the fleet, the schedules'
+        slots and the watcher start each review named by its target (dbcrew/flows/starting.py), and the
+        engine's rename to the same name was a request a review. A run started otherwise (the UI's form) has a
+        generated name and is renamed as before; parameters that do not validate are left to the engine, which
+        says so in the run's state."""
+        template = self.flow.flow_run_name
+        if self.flow_run is None or not isinstance(template, str):
+            return False
+        try:
+            parameters = self.flow.validate_parameters(self.parameters or {})
+            return template.format(**parameters) == self.flow_run.name
+        except (PrefectException, ValueError, LookupError, AttributeError):
+            return False
 
     @contextmanager
     def setup_flow_run_suspension_request(

@@ -115,3 +115,17 @@ def test_the_runs_of_a_worker_share_its_client_and_none_closes_it():
     assert not shared._closed, "the runs closed the worker's client"
     shared.__exit__(None, None, None)
     assert shared._closed
+
+
+def test_a_run_already_named_as_its_flow_names_it_is_not_renamed_and_another_is():
+    def engine(name: str, target: object) -> WorkerFlowRunEngine:
+        run = FlowRun(flow_id=uuid4(), deployment_id=uuid4(), name=name)
+        return WorkerFlowRunEngine(
+            flow=review_target, flow_run=run, parameters={"request": {"target": target}}
+        )
+
+    assert engine("db01", "db01").named_already(), "the fleet's review, named by its target"
+    assert not engine("fuzzy-cat", "db01").named_already(), "a run of the UI's form"
+    assert not engine("db01", ["not", "a", "name"]).named_already(), (
+        "left to the engine's validation"
+    )
