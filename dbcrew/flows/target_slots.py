@@ -2,7 +2,7 @@
 
 Each target has a global concurrency limit of one slot (`target_limit`, made when the inventory is published),
 so a target whose review is still running when another starts (a fleet run beside a schedule's slot, an
-incident's diagnosis) is never reviewed twice at once; the limit and its holder show in the Prefect UI.
+incident's diagnosis) is never reviewed twice at once; the limit and its taken slot show in the Prefect UI.
 
 Prefect's `concurrency()` context manager took the slot through a service made once per set of limit names
 (a thousand targets: a thousand services in the worker, each with an API client of its own), renewed its lease
