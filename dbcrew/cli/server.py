@@ -185,7 +185,8 @@ def issues_csrf_tokens(api: str) -> bool:
 
     Each new Prefect client asks for a token before its first change request and learns from the refusal
     (422, "CSRF protection is disabled.") that it needs none: a request per client, and a review's flow
-    run makes three clients (its engine's, two for its target's concurrency slot). Asked once here, the
+    run made three clients (its engine's, two for its target's concurrency slot; one since the slot is taken on
+    the engine's: dbcrew/flows/target_slots.py). Asked once here, the
     worker's clients are told up front (a server that cannot be asked is taken to issue them)."""
     try:
         answer = httpx.get(f"{api}/csrf-token", params={"client": str(uuid4())}, timeout=5.0)

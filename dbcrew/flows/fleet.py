@@ -43,7 +43,9 @@ from dbcrew.flows.targets import ON_DEMAND_DEPLOYMENT, published_inventory
 from dbcrew.inventory import TargetEntry
 from dbcrew.models.target_run import TargetRun
 
-POLL_SECONDS = 1.0
+FIRST_POLL_SECONDS = 1.0  # the shortest pause between two polls of a fleet's runs (next_poll)
+LAST_POLL_SECONDS = 15.0  # the longest
+POLL_SHARE = 0.25  # of the time the runs left should take: the pause before the next poll
 OUTCOME_PAGE = 200  # runs whose outcomes one request reads (each run posts one outcome)
 
 
@@ -134,9 +136,11 @@ def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
     """Every run once it reached a final state (the reviews run meanwhile on the pool's workers).
 
     Each poll asks only for the runs that ended since the last one, so its answer stays small however
-    many runs wait for a slot (the server the reviews share does not load them again each second)."""
+    many runs wait for a slot (the server the reviews share does not load them again each second), and
+    the polls come as often as the runs end (`next_poll`), not every second."""
     done: dict[UUID, FlowRun] = {}
     ended = FlowRunFilterState(type=FlowRunFilterStateType(any_=sorted(TERMINAL_STATES)))
+    started = time.monotonic()
     with get_client(sync_client=True) as client:
         while len(done) < len(run_ids):
             pending = [i for i in run_ids if i not in done]
@@ -147,8 +151,23 @@ def wait_all(run_ids: list[UUID]) -> dict[UUID, FlowRun]:
                 )
             }
             if len(done) < len(run_ids):
-                time.sleep(POLL_SECONDS)
+                time.sleep(next_poll(time.monotonic() - started, len(done), len(run_ids)))
     return done
+
+
+def next_poll(waited: float, ended: int, total: int) -> float:
+    """Seconds until the next poll of a fleet's runs: `ended` of `total` have ended after `waited` seconds.
+
+    A poll every second asked the server once a second for as long as a fleet ran (a thousand reviews at
+    4 at once: about a thousand polls, each naming every pending run). The summary needs every run's end
+    and nothing earlier, so the pause is a share (POLL_SHARE) of the time the runs left should still take
+    at the rate they have ended so far, between FIRST_POLL_SECONDS and LAST_POLL_SECONDS: a few polls while
+    many are left, one a second near the end, where the fleet's own end waits for the poll. Until one has
+    ended there is no rate: a poll a second (a review takes seconds, so these are few)."""
+    if ended == 0:
+        return FIRST_POLL_SECONDS
+    left = (total - ended) * waited / ended
+    return min(max(left * POLL_SHARE, FIRST_POLL_SECONDS), LAST_POLL_SECONDS)
 
 
 def row_of(name: str, run: FlowRun, outcome: dict[str, object] | None) -> FleetRow:

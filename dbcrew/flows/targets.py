@@ -17,7 +17,6 @@ from prefect.blocks.core import Block
 from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
-from prefect.concurrency.sync import concurrency
 from prefect.settings import PREFECT_API_URL
 from pydantic import Field
 
@@ -27,6 +26,7 @@ from dbcrew.flows.dispatch import ran_sync
 from dbcrew.flows.incident_diagnosis import keep_with_incident
 from dbcrew.flows.phases import InRunPhases
 from dbcrew.flows.review import conduct, run_link
+from dbcrew.flows.target_slots import target_limit, target_slot
 from dbcrew.flows.worker import planned_stop
 from dbcrew.inventory import (
     Inventory,
@@ -61,11 +61,6 @@ class InventoryBlock(Block):
     _description = "The databases dbcrew reviews: targets.yaml, as checked and published by `dbcrew inventory publish`."
 
     inventory: dict[str, Any]
-
-
-def target_limit(name: str) -> str:
-    """The global concurrency limit that keeps one review per target at a time."""
-    return f"dbcrew-target-{name}"
 
 
 def publish_inventory(inventory: Inventory) -> None:
@@ -146,7 +141,7 @@ def review_target(
     ),
 ) -> Report | State[Any]:
     """Review one database of the inventory as `request` asks; one review per target at a time (its global
-    concurrency limit).
+    concurrency limit: dbcrew/flows/target_slots.py).
 
     Then tell the target's alert URLs (from the published inventory, never a parameter: they carry
     tokens) about new problems, or that the run failed.
@@ -157,7 +152,9 @@ def review_target(
         run.target = connect_entry(
             entry
         )  # the same target, with its password from the entry's source
-        with concurrency(target_limit(entry.name), occupy=1):
+        with target_slot(
+            entry.name, run.settings.window_seconds + run.settings.deadline_after_window_seconds
+        ):
             report = conduct(
                 run, InRunPhases
             )  # no subflow or task run per phase (dbcrew/flows/phases.py)

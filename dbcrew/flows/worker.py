@@ -30,7 +30,6 @@ import anyio
 import anyio.abc
 from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.objects import FlowRun, State
-from prefect.flow_engine import run_flow
 from prefect.flows import Flow
 from prefect.states import Cancelled
 from prefect.utilities.importtools import import_object
@@ -38,6 +37,7 @@ from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker
 
 from dbcrew import stopping
 from dbcrew.flows.kept_reads import KeptReads
+from dbcrew.flows.worker_engine import RunsClient, run_flow_run
 
 WORKER_TYPE = "dbcrew-in-process"
 WATCH_QUEUE = (
@@ -98,12 +98,14 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
     _shares: Any = (
         None  # dbcrew.flows.watching.WatchShares, while this worker serves the watch queue
     )
+    _runs_client: RunsClient | None = None  # the API client of every flow run it runs, while set up
 
     async def setup(self) -> None:
         """Set up, then start this worker's share of the watching when it serves the `watch` queue (every queue
         of the pool unless `--work-queue` names others): each worker watches a share of the watched targets.
         The worker's client keeps its deployment and flow reads a while (dbcrew/flows/kept_reads.py)."""
         await super().setup()
+        self._runs_client = RunsClient().__enter__()
         self._stop_on_terminate()
         self._client = cast(PrefectClient, KeptReads(self.client))
         if not self._work_queues or WATCH_QUEUE in self._work_queues:
@@ -131,7 +133,11 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
         if self._shares is not None:
             await anyio.to_thread.run_sync(self._shares.stop, WIND_DOWN_SECONDS)
             self._shares = None
+        # Prefect's teardown waits for the runs this worker started, which use the runs' client.
         await super().teardown(*exc_info)
+        if self._runs_client is not None:
+            self._runs_client.__exit__(*exc_info)
+            self._runs_client = None
 
     async def run(
         self,
@@ -140,6 +146,9 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
         task_status: anyio.abc.TaskStatus[Any] | None = None,
     ) -> InProcessResult:
         flow = await self.installed_flow(flow_run)
+        client = self._runs_client
+        if client is None:
+            raise RuntimeError("the worker runs flow runs only while it is set up")
         identifier = run_identifier(flow_run.id)
         if task_status is not None:
             task_status.started(identifier)
@@ -147,7 +156,8 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
 
         def execute() -> Any:
             try:
-                return run_flow(flow, flow_run=flow_run, return_type="state")
+                # no events subscription a run, the worker's one client (worker_engine.py)
+                return run_flow_run(flow, flow_run, client)
             finally:
                 ended.set()
 

@@ -80,7 +80,9 @@ def review(run: RunContext, phases: ReviewPhases, post: Post | None = None) -> R
     remains."""
     try:
         try:
-            report = build_report(run, run_phases(run, phases))
+            with run.target.reusing_sessions():  # one session per read at once, not one per read
+                result = run_phases(run, phases)
+            report = build_report(run, result)
         except Exception as exc:
             record_failure(run, exc)
             raise

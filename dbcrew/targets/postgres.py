@@ -26,6 +26,7 @@ from pydantic import BaseModel, PrivateAttr
 from dbcrew.errors import TargetError
 from dbcrew.redact import redact
 from dbcrew.secrets import secret
+from dbcrew.targets.shelf import SessionShelf
 
 SCHEMES = ("postgresql://", "postgres://")
 URL_PARTS = frozenset(
@@ -83,6 +84,9 @@ class OwnSession(psycopg.Connection[dict[str, Any]]):
     """
 
     own_pid: int = 0
+    statement_timeout_ms: int = (
+        0  # what it was opened with: a shelf hands it only to a read asking the same
+    )
 
     def register(self) -> OwnSession:
         self.own_pid = self.info.backend_pid
@@ -123,6 +127,7 @@ class PostgresTarget(BaseModel):
     lock_timeout_ms: int = 1_000
     connect_timeout_s: int = 5
     _password: str | None = PrivateAttr(default=None)
+    _shelf: SessionShelf | None = PrivateAttr(default=None)  # while a review reuses its sessions
 
     @property
     def kind(self) -> str:
@@ -158,7 +163,11 @@ class PostgresTarget(BaseModel):
         state = super().__getstate__()
         return {
             **state,
-            "__pydantic_private__": {**(state["__pydantic_private__"] or {}), "_password": None},
+            "__pydantic_private__": {
+                **(state["__pydantic_private__"] or {}),
+                "_password": None,
+                "_shelf": None,
+            },
         }
 
     def connect(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
@@ -187,15 +196,51 @@ class PostgresTarget(BaseModel):
             raise TargetError(
                 f"cannot connect to {self.display}: {redact(first_line(exc))}"
             ) from exc
+        conn.statement_timeout_ms = int(timeout)
         return conn.register()
 
     @contextmanager
+    def reusing_sessions(self) -> Iterator[SessionShelf]:
+        """Within the block (one review), a session that is done is kept for the next read of this target or
+        of a copy of it (dbcrew/targets/shelf.py); all are closed when the block ends."""
+        shelf = self._shelf = SessionShelf()
+        try:
+            yield shelf
+        finally:
+            self._shelf = None
+            shelf.close()
+
+    def borrow(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
+        """A read-only session: an idle one of the review's (reusing_sessions) when there is one, else a new one
+        (`connect`); handed back with `give_back`."""
+        shelf = self._shelf
+        timeout = (
+            statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
+        )
+        conn = shelf.take(timeout) if shelf is not None else None
+        if conn is None:
+            conn = self.connect(statement_timeout_ms=timeout)
+            if shelf is not None:
+                shelf.opening()
+        return conn
+
+    def give_back(self, conn: psycopg.Connection[Any]) -> None:
+        """Done with `conn`: onto the review's shelf when it can be reused there, else closed."""
+        shelf = self._shelf
+        if not (
+            shelf is not None
+            and isinstance(conn, OwnSession)
+            and shelf.put_back(conn.statement_timeout_ms, conn)
+        ):
+            conn.close()
+
+    @contextmanager
     def session(self, **kwargs: Any) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        conn = self.connect(**kwargs)
+        conn = self.borrow(**kwargs)
         try:
             yield conn
         finally:
-            conn.close()
+            self.give_back(conn)
 
 
 def first_line(exc: BaseException) -> str:

@@ -57,7 +57,7 @@ class Resumable:
         while True:
             if self._conn is None:
                 self._conn = (
-                    self._reconnect() if self.reconnects else self._target.connect(**self._connect)
+                    self._reconnect() if self.reconnects else self._target.borrow(**self._connect)
                 )
                 self._reads_on_conn = 0
             conn = self._conn
@@ -90,8 +90,9 @@ class Resumable:
                 pause = min(pause * 2, MAX_PAUSE)
 
     def close(self) -> None:
+        """Done with the session: back to the review's shelf when it can be reused (an ended one is closed)."""
         if self._conn is not None:
-            self._conn.close()
+            self._target.give_back(self._conn)
             self._conn = None
 
     def note(self) -> str:

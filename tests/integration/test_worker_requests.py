@@ -129,3 +129,56 @@ def test_a_review_reads_its_entry_from_the_processs_recent_read_and_a_new_name_a
     assert published_entry("x", keep_seconds=0).url == "postgresql://app@three.example/x"
     publish_inventory(inventory(x="postgresql://app@four.example/x"))
     assert published_entry("x", keep_seconds=3600).url == "postgresql://app@four.example/x"
+
+
+def test_a_targets_review_slot_is_held_by_one_run_at_a_time_and_given_back(
+    prefect_server: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Two runs of one target: the second waits, refused, until the first gives the slot back (no timing: the
+    first holds it until the second was refused once), and no slot is left taken after."""
+    import threading
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from dbcrew import stopping
+    from dbcrew.flows import target_slots
+    from dbcrew.flows.target_slots import target_limit, target_slot
+
+    name = "slot-one"
+    with get_client(sync_client=True) as client:
+        client.upsert_global_concurrency_limit_by_name(target_limit(name), 1)
+    said: list[str] = []
+    refused, give_back = threading.Event(), threading.Event()
+
+    waited = stopping.pause
+
+    def pause(seconds: float) -> bool:
+        refused.set()
+        return waited(min(seconds, 0.5))
+
+    monkeypatch.setattr(target_slots.stopping, "pause", pause)
+
+    @flow(name="slot_holder")
+    def holder(tag: str) -> None:
+        with target_slot(name, 60.0):
+            said.append(f"{tag} in")
+            if tag == "first":
+                give_back.wait(timeout=300)
+            said.append(f"{tag} out")
+
+    first = threading.Thread(target=holder, args=("first",))
+    first.start()
+    second = threading.Thread(target=holder, args=("second",))
+    while "first in" not in said and first.is_alive():
+        threading.Event().wait(0.1)
+    second.start()
+    assert refused.wait(timeout=300), "the second run was never refused the slot"
+    assert said == ["first in"], said
+    give_back.set()
+    first.join(timeout=300)
+    second.join(timeout=300)
+    assert said == ["first in", "first out", "second in", "second out"]
+    with get_client(sync_client=True) as client:
+        limit = client.read_global_concurrency_limit_by_name(target_limit(name))
+    assert limit.active_slots == 0, "a slot was left taken"

@@ -1,0 +1,94 @@
+"""A review's sessions on its target are reused (dbcrew/targets/shelf.py), on the session's real PostgreSQL: a
+read takes a session another read of the review is done with, keeps the read-only options and the timeout it
+asked for, never gets one left in a transaction or ended by the server, and none outlives the review."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.targets import PostgresTarget, own_pids, parse_target, resumable
+
+
+@pytest.fixture()
+def target(pg: EmbeddedPostgres) -> PostgresTarget:
+    return parse_target(pg.dsn())
+
+
+def pid(conn: psycopg.Connection[dict[str, object]]) -> int:
+    return conn.info.backend_pid
+
+
+def test_reads_one_after_another_share_a_session_and_reads_at_once_have_their_own(
+    target: PostgresTarget,
+):
+    with target.reusing_sessions() as shelf:
+        with target.session() as first:
+            one = pid(first)
+            with target.session() as beside:  # at the same time: a session of its own
+                two = pid(beside)
+        assert one != two
+        with target.session() as later, target.model_copy().session() as copy:
+            assert {pid(later), pid(copy)} == {one, two}, "a copy of the target is the review's too"
+            assert later.execute("SHOW default_transaction_read_only").fetchone() == {
+                "default_transaction_read_only": "on"
+            }
+        with resumable(target) as window:
+            assert window.run(pid) in {one, two}
+        assert shelf.opened == 2
+    with target.session() as outside:
+        pass
+    assert outside.closed, "outside a review, a session is closed when done"
+
+
+def test_a_read_gets_only_a_session_with_its_own_timeout(target: PostgresTarget):
+    with target.reusing_sessions():
+        with target.session() as plain:
+            kept = pid(plain)
+        with target.session(statement_timeout_ms=50) as short:
+            assert pid(short) != kept
+            assert short.execute("SHOW statement_timeout").fetchone() == {
+                "statement_timeout": "50ms"
+            }
+        with target.session() as plain_again:
+            assert pid(plain_again) == kept
+            assert plain_again.execute("SHOW statement_timeout").fetchone() == {
+                "statement_timeout": f"{target.statement_timeout_ms // 1000}s"
+            }
+
+
+def test_a_session_in_a_transaction_or_ended_by_the_server_is_not_handed_on(
+    target: PostgresTarget, pg: EmbeddedPostgres
+):
+    with target.reusing_sessions():
+        with target.session() as open_transaction:
+            open_transaction.execute("BEGIN")
+            left_open = pid(open_transaction)
+        assert open_transaction.closed
+        with target.session() as doomed:
+            ended = pid(doomed)
+        with psycopg.connect(pg.dsn(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", [ended])
+        with target.session() as fresh:
+            assert pid(fresh) not in {left_open, ended}
+            assert fresh.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+
+
+def test_no_session_of_the_review_outlives_it(target: PostgresTarget, pg: EmbeddedPostgres):
+    with target.reusing_sessions():
+        with target.session() as a, target.session() as b:
+            pids = {pid(a), pid(b)}
+        late = target.borrow()
+    assert own_pids() == [pid(late)], "the shelf's sessions were not closed with the review"
+    target.give_back(late)  # after the review: closed, not shelved
+    assert late.closed and own_pids() == []
+    with psycopg.connect(pg.dsn(), autocommit=True) as admin:
+        deadline = time.monotonic() + 60  # a backend leaves a moment after its client closed it
+        while admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [sorted(pids)]
+        ).fetchone() != (0,):
+            assert time.monotonic() < deadline, "a shelved session's backend is still there"
+            time.sleep(0.05)
