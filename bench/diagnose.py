@@ -106,6 +106,20 @@ class DiagnosisServer:
         return report, seconds
 
 
+def task_costs(report: Report) -> str:
+    """The run's tasks by CPU seconds (their workers' threads), most first, with the sum: where a diagnosis's
+    own CPU went (the process's rest is the planning, the report and the preparations)."""
+    spent = [
+        (task, cpu)
+        for member in report.team
+        for task, cpu in zip(member.tasks, member.cpu_seconds, strict=True)
+        if cpu is not None
+    ]
+    spent.sort(key=lambda pair: -pair[1])
+    listed = ", ".join(f"{task} {cpu:.3f}" for task, cpu in spent)
+    return f"{len(spent)} tasks, {sum(cpu for _, cpu in spent):.2f} CPU-s: {listed}"
+
+
 def time_cli_diagnosis(
     server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention"
 ) -> tuple[float, int]:
@@ -176,7 +190,8 @@ def main(argv: Sequence[str] = ()) -> None:
 
 def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()) -> None:
     """Every case (or `only` these single causes), each with its wall and this process's CPU seconds
-    (the crew's threads; the server's and the injection's processes are not counted)."""
+    (the crew's threads; the server's and the injection's processes are not counted), and its tasks'
+    CPU seconds beneath."""
     ablations = ablations or Ablations()
     print(f"switched off: {', '.join(ablations.off()) or 'nothing'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
@@ -198,6 +213,7 @@ def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()
                     f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  cpu {cpu:4.1f}s  found: {', '.join(found) or '-'}",
                     flush=True,
                 )
+                print(f"    {task_costs(report)}", flush=True)
             cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
         finally:
             server.stop()
