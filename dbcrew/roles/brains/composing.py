@@ -74,9 +74,8 @@ class Composition:
     matched: (
         int  # operators the alert picked (the rest: declared for the scenario, or needed by them)
     )
-    params: dict[
-        str, dict[str, object]
-    ]  # what a composed plan asks of an operator beyond its defaults
+    # What the plan asks of an operator beyond its defaults (`lean_params`), by operator.
+    params: dict[str, dict[str, object]]
 
 
 def lean_params(entry: CatalogueEntry) -> dict[str, object]:
