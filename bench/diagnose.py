@@ -106,16 +106,20 @@ class DiagnosisServer:
         return report, seconds
 
 
-def task_costs(report: Report) -> str:
-    """The run's tasks by CPU seconds (their workers' threads), most first, with the sum: where a diagnosis's
-    own CPU went (the process's rest is the planning, the report and the preparations)."""
+def task_cpu(report: Report) -> list[tuple[str, float]]:
+    """The run's tasks that ran, with the CPU seconds of their workers' threads, most first."""
     spent = [
         (task, cpu)
         for member in report.team
         for task, cpu in zip(member.tasks, member.cpu_seconds, strict=True)
         if cpu is not None
     ]
-    spent.sort(key=lambda pair: -pair[1])
+    return sorted(spent, key=lambda pair: -pair[1])
+
+
+def task_costs(spent: list[tuple[str, float]]) -> str:
+    """Where a diagnosis's own CPU went, by task (the process's rest is the planning, the report and the
+    preparations)."""
     listed = ", ".join(f"{task} {cpu:.3f}" for task, cpu in spent)
     return f"{len(spent)} tasks, {sum(cpu for _, cpu in spent):.2f} CPU-s: {listed}"
 
@@ -203,17 +207,23 @@ def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()
                 injections.COMBINATIONS
             )
             rows = []
+            cpus: list[float] = []
+            by_task: dict[str, list[float]] = {}
             for i, causes in enumerate(cases):
                 cpu = time.process_time()
                 report, seconds = server.diagnose_injected(causes, workdir / f"case{i}")
                 cpu = time.process_time() - cpu
+                cpus.append(cpu)
                 found = [rc.code for rc in report.root_causes]
                 rows.append((causes, found, accuracy(causes, found), seconds))
                 print(
                     f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  cpu {cpu:4.1f}s  found: {', '.join(found) or '-'}",
                     flush=True,
                 )
-                print(f"    {task_costs(report)}", flush=True)
+                spent = task_cpu(report)
+                for task, task_seconds in spent:
+                    by_task.setdefault(task, []).append(task_seconds)
+                print(f"    {task_costs(spent)}", flush=True)
             cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
         finally:
             server.stop()
@@ -233,6 +243,15 @@ def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()
     if multi:
         print(
             f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)"
+        )
+    print(
+        f"all {len(rows)} diagnoses: {sum(r[3] for r in rows):.1f} s wall, {sum(cpus):.1f} CPU-s of this"
+        " process"
+    )
+    print(f"tasks' CPU over the {len(rows)} cases (their workers' threads):")
+    for task, spent in sorted(by_task.items(), key=lambda item: -sum(item[1])):
+        print(
+            f"  {task:32} {len(spent):3} runs  {sum(spent):6.2f} CPU-s  {sum(spent) / len(spent):.3f} a run"
         )
     slowest = max(r[3] for r in rows)
     print(
