@@ -106,6 +106,24 @@ class DiagnosisServer:
         return report, seconds
 
 
+def task_cpu(report: Report) -> list[tuple[str, float]]:
+    """The run's tasks that ran, with the CPU seconds of their workers' threads, most first."""
+    spent = [
+        (task, cpu)
+        for member in report.team
+        for task, cpu in zip(member.tasks, member.cpu_seconds, strict=True)
+        if cpu is not None
+    ]
+    return sorted(spent, key=lambda pair: -pair[1])
+
+
+def task_costs(spent: list[tuple[str, float]]) -> str:
+    """Where a diagnosis's own CPU went, by task (the process's rest is the planning, the report and the
+    preparations)."""
+    listed = ", ".join(f"{task} {cpu:.3f}" for task, cpu in spent)
+    return f"{len(spent)} tasks, {sum(cpu for _, cpu in spent):.2f} CPU-s: {listed}"
+
+
 def time_cli_diagnosis(
     server: DiagnosisServer, out_dir: Path, cause: str = "lock_contention"
 ) -> tuple[float, int]:
@@ -176,7 +194,8 @@ def main(argv: Sequence[str] = ()) -> None:
 
 def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()) -> None:
     """Every case (or `only` these single causes), each with its wall and this process's CPU seconds
-    (the crew's threads; the server's and the injection's processes are not counted)."""
+    (the crew's threads; the server's and the injection's processes are not counted), and its tasks'
+    CPU seconds beneath."""
     ablations = ablations or Ablations()
     print(f"switched off: {', '.join(ablations.off()) or 'nothing'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dbcrew-bench-diagnose-") as tmp:
@@ -188,16 +207,23 @@ def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()
                 injections.COMBINATIONS
             )
             rows = []
+            cpus: list[float] = []
+            by_task: dict[str, list[float]] = {}
             for i, causes in enumerate(cases):
                 cpu = time.process_time()
                 report, seconds = server.diagnose_injected(causes, workdir / f"case{i}")
                 cpu = time.process_time() - cpu
+                cpus.append(cpu)
                 found = [rc.code for rc in report.root_causes]
                 rows.append((causes, found, accuracy(causes, found), seconds))
                 print(
                     f"{' + '.join(causes):58} acc {rows[-1][2]:.2f}  {seconds:5.1f}s  cpu {cpu:4.1f}s  found: {', '.join(found) or '-'}",
                     flush=True,
                 )
+                spent = task_cpu(report)
+                for task, task_seconds in spent:
+                    by_task.setdefault(task, []).append(task_seconds)
+                print(f"    {task_costs(spent)}", flush=True)
             cli_seconds, cli_exit = time_cli_diagnosis(server, workdir / "cli")
         finally:
             server.stop()
@@ -217,6 +243,15 @@ def injection_suite(ablations: Ablations | None = None, only: Sequence[str] = ()
     if multi:
         print(
             f"multi-cause accuracy  {sum(multi) / len(multi):.3f} over {len(multi)} cases (target >= 0.80)"
+        )
+    print(
+        f"all {len(rows)} diagnoses: {sum(r[3] for r in rows):.1f} s wall, {sum(cpus):.1f} CPU-s of this"
+        " process"
+    )
+    print(f"tasks' CPU over the {len(rows)} cases (their workers' threads):")
+    for task, spent in sorted(by_task.items(), key=lambda item: -sum(item[1])):
+        print(
+            f"  {task:32} {len(spent):3} runs  {sum(spent):6.2f} CPU-s  {sum(spent) / len(spent):.3f} a run"
         )
     slowest = max(r[3] for r in rows)
     print(

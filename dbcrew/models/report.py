@@ -132,6 +132,25 @@ class TeamMember(BaseModel):
     why: list[str] = Field(
         default_factory=list, description="per task, in order: why it is on the team"
     )
+    seconds: list[float | None] = Field(
+        default_factory=list,
+        description="per task, in order: its wall seconds; None for a task that did not run",
+    )
+    cpu_seconds: list[float | None] = Field(
+        default_factory=list,
+        description="per task, in order: the CPU seconds its worker's thread spent (the database server's"
+        " work not in it); None for a task that did not run",
+    )
+
+    def spent(self) -> list[str]:
+        """Per task, in order: its wall and CPU seconds, or that it did not run; [] for a report older
+        than these figures."""
+        if not self.seconds:
+            return []
+        return [
+            "did not run" if wall is None or cpu is None else f"{wall:.2f} s, {cpu:.2f} s CPU"
+            for wall, cpu in zip(self.seconds, self.cpu_seconds, strict=True)
+        ]
 
 
 class Phases(BaseModel):

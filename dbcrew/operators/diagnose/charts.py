@@ -5,10 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from dbcrew.artifacts import declare
 from dbcrew.models import Role
 from dbcrew.operators.diagnose.attribution import attribute
-from dbcrew.operators.diagnose.steps import FACTS_KEY, load_facts
+from dbcrew.operators.diagnose.steps import (
+    CITED_KEY,
+    FACTS_KEY,
+    CausesCited,
+    causes_cited,
+    load_facts,
+)
 from dbcrew.operators.figures import (
     TITLE_AT,
     Margins,
@@ -18,6 +26,7 @@ from dbcrew.operators.figures import (
     warm_up,
 )
 from dbcrew.operators.registry import Observation, OperatorContext, operator
+from dbcrew.operators.window.anomaly import AbnormalMetric
 from dbcrew.vocabulary import Category, Scenario
 
 TOP_METRICS = 6
@@ -33,20 +42,57 @@ CHART_MARGINS = Margins(
 )
 
 
+class AbnormalChartParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cited_only: bool = Field(
+        False,
+        description="draw only the abnormal metrics the root causes rest on (a composed plan's chart);"
+        " all the strongest ones when no cause was found or no cross review completed",
+    )
+
+
+def charted(
+    abnormal: list[AbnormalMetric], cited: CausesCited | None
+) -> tuple[list[AbnormalMetric], str]:
+    """The metrics the chart draws: the strongest abnormal ones, or (`cited`: what the root causes rest on)
+    only those the causes rest on, and then what was left out. A panel of a metric no root cause rests on
+    serves no cause the diagnosis proposes; with no cause found the strongest abnormal metrics are what the
+    reader needs, and with no cross review (`cited` None) they are drawn as ever: no chart silently missing."""
+    strongest = abnormal[:TOP_METRICS]
+    if cited is None or not cited.causes:
+        return strongest, ""
+    rests_on = set(cited.metrics)
+    shown = [m for m in abnormal if m.name in rests_on][:TOP_METRICS]
+    causes = f"the {cited.causes} root cause{'s' if cited.causes != 1 else ''}"
+    if not shown:
+        return [], (
+            f"no chart of abnormal metrics: {causes} rest on none that left the baseline"
+            " (the abnormal metrics are listed with the diagnosis)"
+        )
+    left = len([m for m in strongest if m.name not in rests_on])
+    return shown, (
+        f"what {causes} rest on; {left} other abnormal metric(s) not drawn (listed with the diagnosis)"
+    )
+
+
 @operator(
     role=Role.PAINTER,
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
+    uses=(CITED_KEY,),
     produces=(CHART_ABNORMAL_METRICS,),
     prepare=warm_up,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
-def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
-    """Line charts of the most abnormal metrics over the window, with the baseline's median for reference."""
+def paint_abnormal_metrics(ctx: OperatorContext, params: AbnormalChartParams) -> Observation:
+    """Line charts of the most abnormal metrics over the window (or only those the root causes rest on), with the baseline's median for reference."""
     record = load_facts(ctx)
-    shown = record.abnormal[:TOP_METRICS]
+    shown, narrowed = charted(record.abnormal, causes_cited(ctx) if params.cited_only else None)
     if not shown:
-        return Observation(summary="no abnormal metric to draw", artifacts=[CHART_ABNORMAL_METRICS])
+        return Observation(
+            summary=narrowed or "no abnormal metric to draw", artifacts=[CHART_ABNORMAL_METRICS]
+        )
     path = ctx.run_dir / "charts" / "abnormal_metrics.png"
     rows = (len(shown) + 1) // 2
     with figure(path, rows, 2, CHART_MARGINS, figsize=(10, 2.4 * rows), squeeze=False) as (_, axes):
@@ -65,13 +111,13 @@ def paint_abnormal_metrics(ctx: OperatorContext) -> Observation:
             panel(ax, f"{metric.name} (z {metric.z:+.1f})", "seconds into the window")
         hide_unused(axes, len(shown))
         axes.flat[0].legend(fontsize="x-small")
+    which = "that the root causes rest on" if narrowed else "that left the baseline most"
     caption = (
-        f"The {len(shown)} metrics that left the baseline most (|z| in each title), sampled every {step:g} s over"
+        f"The {len(shown)} metrics {which} (|z| in each title), sampled every {step:g} s over"
         " the window (red), against the baseline's median (dashed blue)."
     )
-    return chart_observation(
-        ctx, path, CHART_ABNORMAL_METRICS, f"chart of {len(shown)} abnormal metrics", caption
-    )
+    summary = f"chart of {len(shown)} abnormal metrics" + (f" ({narrowed})" if narrowed else "")
+    return chart_observation(ctx, path, CHART_ABNORMAL_METRICS, summary, caption)
 
 
 SHOWN_LABEL_CHARS = 48  # of a statement's text beside its bar

@@ -36,6 +36,7 @@ class ReviewedCause(BaseModel):
     evidence: dict[str, object]
     objects: list[str] = []
     supported_by: list[str] = []
+    left_baseline: list[str] = []  # its indicator metrics that left the baseline (what a chart of it draws)
     time_share: float | None = None
 
 
@@ -59,9 +60,10 @@ def cross_review(
     }  # strongest claim per code wins
     confidence: dict[Cause, float] = {}
     support: dict[Cause, list[str]] = {}
+    hits_of: dict[Cause, list[str]] = {}
     for code, cand in by_code.items():
         value = cand.base_confidence
-        hits = [m for m in cand.indicators if m in abnormal]
+        hits = hits_of[code] = [m for m in cand.indicators if m in abnormal]
         if facts.baseline is not None:
             if hits:
                 value += SUPPORT_BONUS
@@ -131,6 +133,7 @@ def cross_review(
             evidence=by_code[code].evidence,
             objects=by_code[code].objects,
             supported_by=support[code],
+            left_baseline=hits_of[code],
             time_share=shares[code],
         )
         for code, value in confidence.items()

@@ -209,6 +209,7 @@ KNOWLEDGE_KEY = declare("knowledge_chunks")  # the chunks the librarian handed o
 JOINED_KEY = declare("experts_joined")  # the experts the window called in beyond the planned team
 REVIEW_NOTES_KEY = declare("review_notes")  # the cross review's notes on each candidate
 ROOT_CAUSES = declare("root_causes")  # the cross review's causes (in its observation, and stored)
+CITED_KEY = declare("causes_cited")  # what the cross review's causes rest on, for the painters
 TOP_CHUNKS = 4  # the chunks the librarian hands on: a few, as D-Bot injects its top chunks
 
 
@@ -262,6 +263,20 @@ def retrieved(ctx: OperatorContext) -> list[Retrieved] | None:
     return None if body is None else [Retrieved.model_validate(r) for r in json.loads(body)]
 
 
+class CausesCited(BaseModel):
+    """What the cross review's root causes rest on, stored for the painters that draw only that (a composed
+    plan's): how many causes it kept, and their indicator metrics that left the baseline, strongest cause first."""
+
+    causes: int
+    metrics: list[str]
+
+
+def causes_cited(ctx: OperatorContext) -> CausesCited | None:
+    """What the cross review's causes rest on; None when no cross review completed in this run."""
+    body = ctx.workspace.observation(CITED_KEY)
+    return None if body is None else CausesCited.model_validate_json(body)
+
+
 class CrossReviewParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -287,7 +302,7 @@ def joined_experts(record: FactsRecord, team: list[str] | None, present: set[str
     category=Category.DIAGNOSE,
     needs=(FACTS_KEY,),
     uses=(*(_candidates_key(e) for e in EXPERTS), KNOWLEDGE_KEY),
-    produces=(ROOT_CAUSES,),
+    produces=(ROOT_CAUSES, CITED_KEY),
     prepare=warm_knowledge,
     planned_for=frozenset({Scenario.DIAGNOSE}),
 )
@@ -362,6 +377,10 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
     )
     ctx.workspace.put_observation(REVIEW_NOTES_KEY, json.dumps([n.model_dump() for n in notes]))
     ctx.workspace.put_observation(JOINED_KEY, json.dumps(joined))
+    cited = CausesCited(
+        causes=len(causes), metrics=list(dict.fromkeys(m for c in causes for m in c.left_baseline))
+    )
+    ctx.workspace.put_observation(CITED_KEY, cited.model_dump_json())
     summary = (
         ", ".join(f"{c.code} {c.confidence:.2f}" for c in root_causes)
         or "no root cause above the reporting confidence"
@@ -373,5 +392,5 @@ def cross_review_causes(ctx: OperatorContext, params: CrossReviewParams) -> Obse
         summary=f"cross review: {summary}{called}",
         findings=findings,
         root_causes=root_causes,
-        artifacts=[ROOT_CAUSES],
+        artifacts=[ROOT_CAUSES, CITED_KEY],
     )

@@ -80,12 +80,20 @@ class RulesBrain(Brain):
             f" {request.scenario} plan carries{constraints}"
         )
         if request.scenario is Scenario.DIAGNOSE:
-            return diagnose_team(
+            strategy = diagnose_team(
                 composition.operators, request.catalogue, rationale, composition.why
             )
-        return strategy_from_operators(
-            composition.operators, request.catalogue, rationale, composition.why
-        )
+        else:
+            strategy = strategy_from_operators(
+                composition.operators, request.catalogue, rationale, composition.why
+            )
+        tasks = [
+            t.model_copy(update={"params": {**t.params, **composition.params[t.operator]}})
+            if t.operator in composition.params
+            else t
+            for t in strategy.tasks
+        ]
+        return strategy.model_copy(update={"tasks": tasks})
 
     def playbook(self, request: PlanRequest, fallback: str = "") -> Strategy:
         """The scenario's fixed playbook over what the target can run, each task told why (`fallback`: why not composed)."""

@@ -110,6 +110,7 @@ def remember_run(
             ("status", "VARCHAR"),
             ("summary", "VARCHAR"),
             ("seconds", "DOUBLE"),
+            ("cpu_seconds", "DOUBLE"),
             ("log", "VARCHAR"),
         ],
         [
@@ -120,6 +121,7 @@ def remember_run(
                 o.status.value,
                 o.observation.summary if o.observation else o.reason,
                 o.seconds,
+                o.cpu_seconds,
                 "\n".join(o.log),
             )
             for o in outcomes.values()

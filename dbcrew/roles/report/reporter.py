@@ -148,9 +148,15 @@ def findings_of(review: ReviewResult) -> list[Finding]:
     return sorted(found, key=lambda f: (f.severity.rank, f.code, f.object))
 
 
-def team_of(strategy: Strategy) -> list[TeamMember]:
-    """The plan's agents with their tasks and why each task is on the team (an agent with no task is left out)."""
+def team_of(strategy: Strategy, outcomes: dict[str, TaskOutcome] | None = None) -> list[TeamMember]:
+    """The plan's agents with their tasks, why each task is on the team and what each cost where it ran
+    (an agent with no task is left out)."""
     members = []
+    ran = {
+        task_id: o
+        for task_id, o in (outcomes or {}).items()
+        if o.status in (TaskStatus.DONE, TaskStatus.FAILED)
+    }
     for agent in strategy.team:
         tasks = [t for t in strategy.tasks if t.agent == agent.name]
         if tasks:
@@ -160,6 +166,8 @@ def team_of(strategy: Strategy) -> list[TeamMember]:
                     role=agent.role.value,
                     tasks=[t.id for t in tasks],
                     why=[t.why for t in tasks],
+                    seconds=[o.seconds if (o := ran.get(t.id)) else None for t in tasks],
+                    cpu_seconds=[o.cpu_seconds if (o := ran.get(t.id)) else None for t in tasks],
                 )
             )
     return members
@@ -257,7 +265,7 @@ def build_report(run: RunContext, review: ReviewResult) -> Report:
         findings=findings,
         phases=review.phases,
         plan=review.result.strategy.rationale,
-        team=team_of(review.result.strategy),
+        team=team_of(review.result.strategy, review.result.state.outcomes),
         llm=brain.usage.model_copy(),
         summary=summary,
         model_summary=model_text(model_summary),  # whichever brain wrote it: data, bounded
