@@ -36,7 +36,8 @@ class ReviewedCause(BaseModel):
     evidence: dict[str, object]
     objects: list[str] = []
     supported_by: list[str] = []
-    left_baseline: list[str] = []  # its indicator metrics that left the baseline (what a chart of it draws)
+    # Its indicator metrics that left the baseline (what a chart of it draws).
+    left_baseline: list[str] = []
     time_share: float | None = None
 
 
