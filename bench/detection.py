@@ -67,7 +67,7 @@ from bench.diagnose import DiagnosisServer
 from bench.watch import PASSES_PER_DAY_AT_15S, active_backends, session_json
 from dbcrew.lab.embedded import POSTGRES_BIN_PATH
 from dbcrew.operators.window.evidence import statement_identity
-from dbcrew.operators.window.incidents import HISTORY, OPEN_AFTER, Detector, Judged
+from dbcrew.operators.window.incidents import HISTORY, OPEN_AFTER, Detector, SignalJudgement
 from dbcrew.operators.window.passes import PassBody, as_stored, bodies
 from dbcrew.roles.watching import (
     TIERS,
@@ -395,13 +395,13 @@ class Opening:
     """An incident as it opened, and the detector's view of the passes that opened it (theirs, oldest first)."""
 
     incident: Incident
-    views: list[tuple[datetime, dict[str, Judged]]]
+    views: list[tuple[datetime, dict[str, SignalJudgement]]]
 
 
 def replay(detector: Detector, passes: list[StoredPass]) -> list[Opening]:
     """The incidents the recorded passes open, replayed 15 s apart from DAY, each with the detector's view of the passes
     that opened it."""
-    opened, views = [], deque[tuple[datetime, dict[str, Judged]]](maxlen=OPEN_AFTER + 1)
+    opened, views = [], deque[tuple[datetime, dict[str, SignalJudgement]]](maxlen=OPEN_AFTER + 1)
     for i, p in enumerate(passes):
         was_open = detector.incident is not None
         ended = DAY + timedelta(seconds=SYNTHETIC * (i + 1))
@@ -414,7 +414,7 @@ def replay(detector: Detector, passes: list[StoredPass]) -> list[Opening]:
     return opened
 
 
-def view_line(at: datetime, judged: dict[str, Judged], top: int = 3) -> str:
+def view_line(at: datetime, judged: dict[str, SignalJudgement], top: int = 3) -> str:
     """One pass as the detector judged it: its `top` signals by score (then by the recent z), each with its value, the
     recent median and z, the same hour's range where known, and the score."""
     ranked = sorted(judged.items(), key=lambda kv: (-abs(kv[1].score), -abs(kv[1].recent)))[:top]
@@ -497,7 +497,7 @@ class Live:
     ends: list[datetime] = field(default_factory=list)  # the end of every stored pass
     rounds: int = 0
     open: bool = False
-    views: list[tuple[datetime, dict[str, Judged]]] = field(default_factory=list)
+    views: list[tuple[datetime, dict[str, SignalJudgement]]] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
 
     def on_round(self, report: RoundReport) -> None:
@@ -564,7 +564,9 @@ def inject(
     return cases, live, set_aside
 
 
-def judged_passes(store: SampleStore, identity: str) -> list[tuple[datetime, dict[str, Judged]]]:
+def judged_passes(
+    store: SampleStore, identity: str
+) -> list[tuple[datetime, dict[str, SignalJudgement]]]:
     """Every stored pass of the live watch as its detector judged it: the passes replayed in order through a detector
     as the watcher's was (no earlier days; its first history the store's, empty), which takes the same decisions."""
     detector, views = Detector(identity), []

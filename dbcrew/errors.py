@@ -21,11 +21,13 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── StoreUnavailable    dbcrew.store.backends, a RuntimeError: the store cannot be opened or used
 ├── UnknownArtifact     dbcrew.artifacts, a ValueError: a name no module declares as a workspace artifact
 ├── OperatorMisfit      dbcrew.operators.registry: the operator cannot serve its goal on this target
+├── UnknownMetric       dbcrew.operators.window.metrics, a ValueError: a metric name the catalogue does not declare
 ├── Unplannable         dbcrew.operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       dbcrew.operators.hypothetical_indexes, a LookupError: no hypopg in the database
 ├── NoSamples           dbcrew.operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
 ├── AmbiguousSeries     dbcrew.operators.window.prometheus.source, a LookupError: several servers' series match the target's database
 ├── MissingSlot         dbcrew.roles.ask.instance, a ValueError: the question lacks a name the look-up needs
+├── StoppedWaiting      dbcrew.flows.target_slots: the process was asked to stop while a run waited for its target's slot
 ├── AlertNotDelivered   dbcrew.roles.report.alerts, a RuntimeError: Apprise could not deliver to every URL
 └── LlamaServerError    dbcrew.lab.llama_server, a RuntimeError: the local model's server could not be found, converted or started
 """

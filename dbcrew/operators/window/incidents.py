@@ -176,7 +176,7 @@ class HourRange(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Judged:
+class SignalJudgement:
     """One signal of one pass as judged: its value, the recent history's median and the robust z against it, the same
     hour's range (None while fewer than SAME_HOUR_MIN_DAYS days are known), and the score that counts."""
 
@@ -220,7 +220,9 @@ class Detector:
         self.onset = None
         self.calm = 0
 
-    def judge(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, Judged]:
+    def judge(
+        self, rates: dict[str, float], at: datetime | None = None
+    ) -> dict[str, SignalJudgement]:
         """Each signal of a pass as the detector judges it: against the recent history and, where the same hour is known
         (at `at`), against its range; what an incident's opening, or a pass that opened none, is explained by."""
         ranges = self._ranges(at) if at is not None else None
@@ -239,7 +241,9 @@ class Detector:
                     else 0.0
                 )
             centre = float(np.median(past)) if len(past) else 0.0
-            judged[name] = Judged(value=value, median=centre, recent=recent, band=band, score=score)
+            judged[name] = SignalJudgement(
+                value=value, median=centre, recent=recent, band=band, score=score
+            )
         return judged
 
     def scores(self, rates: dict[str, float], at: datetime | None = None) -> dict[str, float]:

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from dbcrew.errors import DbcrewError
 from dbcrew.operators.stat_views import DATABASE_STATS
 
 
@@ -273,7 +274,7 @@ def looks_like_a_metric(text: str) -> bool:
     return NAME_SHAPE.fullmatch(text) is not None
 
 
-class UnknownMetric(ValueError):
+class UnknownMetric(DbcrewError, ValueError):
     """A metric name that is not in the catalogue (a misspelt name in a file, a store or a request)."""
 
 
