@@ -47,7 +47,7 @@ from pydantic import BaseModel, Field
 from dbcrew import stopping
 from dbcrew.errors import TargetError
 from dbcrew.operators.watch.sampling import Connected, Sampled, TargetWatch
-from dbcrew.operators.watch.session_sampler import session_step
+from dbcrew.operators.watch.session_sampler import SamplePace, session_step
 from dbcrew.operators.window.incidents import Detector, Minute, Minutes, Recall
 from dbcrew.operators.window.passes import PassBody, as_stored, bodies, merge
 from dbcrew.operators.window.picture import HISTORY_SPAN, normal_passes
@@ -160,6 +160,11 @@ class Watcher:
         self.every = every
         self.concurrency = max(1, min(concurrency, len(targets) or concurrency))
         self.watched: list[Watched] = []
+        # One pace for all its targets' session samples: their sum a second is bounded, however many it watches.
+        self.session_pace = SamplePace(
+            session_step(every, environment().watch_session_step),
+            environment().watch_session_samples,
+        )
         for t in targets:
             self.adopt(t.display, t)
         self._maintained = 0.0
@@ -185,12 +190,11 @@ class Watcher:
         """`adopt` for many targets at once: what the store knows of them read in one transaction."""
         new = {k: t for k, t in targets.items() if k not in set(self.watching())}
         known = self.store.last_watched(t.display for t in new.values())
-        step = session_step(self.every, environment().watch_session_step)
         for key, target in new.items():
             identity, since = known.get(target.display, (target.display, None))
             self.watched.append(
                 Watched(
-                    watch=TargetWatch(target, session_step=step),
+                    watch=TargetWatch(target, session_pace=self.session_pace),
                     identity=identity,
                     unwatched_since=since,
                     key=key,

@@ -101,8 +101,16 @@ class Environment(LlmVariables, Debugging):
         allow_inf_nan=False,
         description="seconds between two session samples of a watched target between its passes"
         " (pg_ash's 1 s; at least 5 a pass at a shorter interval): what a past interval's time"
-        " attribution rests on. Each is a pg_stat_activity read on the target and about 0.3 ms of"
-        " the watcher's CPU, so a fleet of a thousand targets at 1 s costs a core: raise it there",
+        " attribution rests on; longer when DBCREW_WATCH_SESSION_SAMPLES would be exceeded",
+    )
+    watch_session_samples: float = Field(
+        50.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="session samples a second one watcher takes over all its targets, at most: each is"
+        " a pg_stat_activity read on the target and a few tenths of a millisecond of the watcher's"
+        " CPU, so beyond this many targets at DBCREW_WATCH_SESSION_STEP each target's step widens"
+        " (500 targets: one sample every 10 s) instead of the sampling taking the host",
     )
     receiver_token: SecretStr | None = Field(
         None,

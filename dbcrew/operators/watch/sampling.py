@@ -29,7 +29,7 @@ from dbcrew.models import Brief
 from dbcrew.operators.collect.probe import read_brief
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
-from dbcrew.operators.watch.session_sampler import SESSION_STEP, SessionSampler
+from dbcrew.operators.watch.session_sampler import SESSION_STEP, SamplePace, SessionSampler
 from dbcrew.operators.window.evidence import MONITORING, TableDelta, statement_identity
 from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.metrics import STATEMENT_TIME as EXEC_TIME
@@ -107,8 +107,8 @@ class TargetWatch:
     known_texts: set[str] = field(default_factory=set)
     # Statement key -> the first whole text a pass saw running under it: the text every later pass names it by.
     shown: dict[str, str] = field(default_factory=dict)
-    # Seconds between two session samples between passes (session_sampler.py).
-    session_step: float = SESSION_STEP
+    # The pace of the session samples between passes, shared by the watcher's targets (session_sampler.py).
+    session_pace: SamplePace = field(default_factory=lambda: SamplePace(SESSION_STEP))
 
     def connect(self) -> Connected:
         """Open the session and learn the target's brief and facts (TargetError when it does not answer)."""
@@ -135,7 +135,7 @@ class TargetWatch:
                 brief=brief,
                 facts=facts,
                 host=host,
-                sessions=SessionSampler(session, self.session_step),
+                sessions=SessionSampler(session, self.session_pace),
             ),
             None,
         )
