@@ -179,7 +179,7 @@ def test_every_variable_the_product_names_is_owned_by_the_environment():
         match for path in [*product_modules(), HOME] for match in VARIABLE.findall(path.read_text())
     }
     assert named - owned == set()
-    assert len(owned) == 26
+    assert len(owned) == 27
 
 
 def test_the_configuration_page_is_the_environments_rendering():
