@@ -147,6 +147,11 @@ def test_the_deployments_offer_a_form_of_choices(api: str):
 
 
 FIX_ONE_PLANT_ANOTHER = "ALTER TABLE items ADD PRIMARY KEY (id); CREATE TABLE notes (body text);"
+# A problem no review of the session has seen yet, planted in alpha and beta before the fleet's first run: a
+# review alerts on the problems new since its target's previous run (dbcrew/roles/report/alerts.py), and an
+# earlier file's reviews of the two (test_schedules.py's slot, test_ui.py's review) leave the session's store
+# a previous run whose problems are not news. Planted, each first-fleet review has news whatever ran before.
+FIRST_FLEET_NEWS = "first_fleet_news"
 
 
 class FleetRun(BaseModel):
@@ -195,11 +200,16 @@ def run_fleet(tag: str) -> FleetRun:
 
 @pytest.fixture(scope="module")
 def first_fleet(
-    crew_server: CrewServer, webhook: tuple[str, list[dict[str, object]]]
+    crew_server: CrewServer,
+    fleet_pg: EmbeddedPostgres,
+    webhook: tuple[str, list[dict[str, object]]],
 ) -> tuple[FleetRun, int]:
-    """The fleet's first run, and how many alerts the receiver had got by its end."""
+    """The fleet's first run, with a new problem on alpha and beta (FIRST_FLEET_NEWS), and how many alerts the
+    receiver had got by its end."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    for name in ("alpha", "beta"):
+        fleet_pg.psql(f"CREATE TABLE {FIRST_FLEET_NEWS} (body text);", dbname=name)
     with temporary_settings(updates={PREFECT_API_URL: crew_server.api}):
         return run_fleet("fleet-test"), len(webhook[1])
 
@@ -227,9 +237,12 @@ def test_a_fleet_run_reviews_each_target_on_the_pool_and_isolates_the_failure(
     assert sorted(fleet.reviews) == ["alpha", "beta", "gone"]
     assert all(c.work_queue_name == "reviews" for c in fleet.reviews.values())
     # beta's second alert URL has no listener: the failed delivery is shown on its run, which still completed
-    assert "Not delivered" in alert_artifact(
-        fleet.reviews["beta"]
-    ) and "Sent to 1 URLs" in alert_artifact(fleet.reviews["alpha"])
+    assert "Not delivered" in alert_artifact(fleet.reviews["beta"])
+    sent = alert_artifact(fleet.reviews["alpha"])
+    assert (
+        "Sent to 1 URLs" in sent
+        and f"table_without_primary_key on public.{FIRST_FLEET_NEWS}" in sent
+    )
 
 
 def test_a_fleet_review_is_one_flow_run_with_its_artifacts_and_no_subflows_or_task_runs(
