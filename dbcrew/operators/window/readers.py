@@ -63,6 +63,7 @@ from dbcrew.operators.window.metrics import (
     WAL_RATES,
     io_metric,
 )
+from dbcrew.operators.window.server_processes import server_reading
 from dbcrew.targets import PostgresTarget, own_pids
 
 WAL_SQL = (
@@ -114,6 +115,10 @@ EXTENSION_WAITS = ("Lock:extend",)
 # A client session idle for less than this is between two transactions of a running load (in use);
 # one idle longer is parked (a connection pool's spare), whatever the load does.
 IDLE_BETWEEN_SECONDS = 1.0
+
+# A host probe reuses a reading of its server's processes taken within this share of the span it reads a
+# rate over (server_processes.py): 3 s of a 60 s pass, none for the live window's tenth of a second.
+READING_SHARE = 0.05
 
 
 @dataclass
@@ -172,34 +177,19 @@ class HostProbe:
                 ((swap.sin - self.last_swap[0]) + (swap.sout - self.last_swap[1])) / 2**20 / elapsed
             )
         self.last_swap = (swap.sin, swap.sout)
-        cpu_seconds = 0.0
-        private = 0.0
-        seen: dict[int, float] = {}
-        for proc in self._processes():
-            try:
-                times = proc.cpu_times()
-                mem = proc.memory_info()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            used = times.user + times.system
-            seen[proc.pid] = used
-            cpu_seconds += used - self.last_proc_cpu.get(
-                proc.pid, used if not self.last_proc_cpu else 0.0
-            )
-            own = max(mem.rss - getattr(mem, "shared", 0), 0)
-            private += own
-            self.private_peak[proc.pid] = max(self.private_peak.get(proc.pid, 0), own)
+        # The server's processes, as read for any of its databases within a twentieth of this probe's span.
+        reading = server_reading(self.postmaster, elapsed * READING_SHARE)
+        cpu_seconds = sum(
+            used - self.last_proc_cpu.get(pid, used if not self.last_proc_cpu else 0.0)
+            for pid, used in reading.cpu.items()
+        )
+        for pid, own in reading.private.items():
+            self.private_peak[pid] = max(self.private_peak.get(pid, 0), own)
         if self.last_proc_cpu and elapsed > 0:
             values[PG_CPU.name] = max(cpu_seconds, 0.0) / elapsed
-        self.last_proc_cpu = seen
-        values[PG_PRIVATE_MEMORY.name] = private / 2**30
+        self.last_proc_cpu = reading.cpu
+        values[PG_PRIVATE_MEMORY.name] = sum(reading.private.values()) / 2**30
         return values
-
-    def _processes(self) -> list[psutil.Process]:
-        try:
-            return [self.postmaster, *self.postmaster.children()]
-        except psutil.NoSuchProcess:
-            return []
 
 
 def one_row(conn: psycopg.Connection[Any], sql: str) -> dict[str, Any]:
