@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 
 from dbcrew import stopping
 from dbcrew.errors import TargetError
-from dbcrew.roles.watching import DEFAULT_CONCURRENCY, MAINTENANCE_EVERY, RoundReport, Watcher
+from dbcrew.roles.watching import DEFAULT_CONCURRENCY, RoundReport, Watcher
 from dbcrew.settings.environment import environment
 from dbcrew.store.backends import Session, StoreUnavailable
 from dbcrew.store.leases import LeaseBook
@@ -179,7 +179,6 @@ class ShareLoop:
         TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released. The leases are renewed
         meanwhile by a thread of their own (`_renew_until`), however long a round or a tick takes."""
         step = self.every / TICKS_PER_ROUND
-        maintained = time.monotonic()
         renewal_stop = threading.Event()
         renewal = threading.Thread(
             target=self._renew_until,
@@ -205,10 +204,8 @@ class ShareLoop:
                             log.warning("watch share: the round could not be stored: %s", exc)
                         else:
                             on_round(report)
-                        if time.monotonic() - maintained >= MAINTENANCE_EVERY:
-                            self.watcher.maintain(datetime.now(UTC))
-                            maintained = time.monotonic()
                     tick = int((time.monotonic() - started) / step) + 1
+                    self.watcher.maintain(datetime.now(UTC), until=started + tick * step)
                     if pause(started + tick * step - time.monotonic()):
                         return
             finally:
