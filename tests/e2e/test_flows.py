@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,21 @@ def test_health_review_flow_replans_and_posts_artifacts(
     )
 
 
+@contextmanager
+def run_logs_at_info() -> Iterator[None]:
+    """The run loggers at INFO: the suite runs Prefect at WARNING (tests/conftest.py), where a healthy review
+    sends no log line to the server, and a check of what its logs hold would read none."""
+    loggers = [logging.getLogger(name) for name in ("prefect.flow_runs", "prefect.task_runs")]
+    before = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, before, strict=True):
+            logger.setLevel(level)
+
+
 def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_parameter(
     pg: EmbeddedPostgres, shop: DemoShop, prefect_server: str, tmp_path: Path
 ):
@@ -83,13 +101,14 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     with pytest.raises(TargetError, match="password"):
         parse_target(bare).connect()  # this login really needs the password
     target = parse_target(bare.replace("reviewer@", "reviewer:hunter2@"))
-    report = health_review(
-        ReviewRequest(
-            target=target,
-            out=tmp_path,
-            settings=Settings(window_seconds=1.5, ablations=Ablations(memory=False)),
+    with run_logs_at_info():
+        report = health_review(
+            ReviewRequest(
+                target=target,
+                out=tmp_path,
+                settings=Settings(window_seconds=1.5, ablations=Ablations(memory=False)),
+            )
         )
-    )
     # The probe, every task run of the execute subflow and the reporter opened their sessions with it.
     assert {c.status.value for c in report.coverage} == {"ran"}, [
         (c.check, c.reason) for c in report.coverage
@@ -97,10 +116,12 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     assert report.target.display == target.display
 
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
 
+    APILogHandler.flush()  # the log lines go to the server in batches: all of this run's before they are read
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs()
-        logs = client.read_logs()
     # The request's and the phases' parameters name the target by its password-free URL.
     ours = [
         r
@@ -114,6 +135,14 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     assert {r.name.split("-")[0] for r in ours} >= {"health", "initialize", "execute"}, [
         r.name for r in ours
     ]
+    logs: list = []
+    with get_client(sync_client=True) as client:
+        while page := client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in ours])),
+            offset=len(logs),
+        ):
+            logs += page
+    assert logs, "the review's log lines reached the server"
     stored = json.dumps([r.parameters for r in runs]) + "".join(log.message for log in logs)
     assert "hunter2" not in stored and "hunter2" not in "".join(
         p.read_text() for p in tmp_path.glob("report.*")
