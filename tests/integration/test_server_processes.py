@@ -40,7 +40,9 @@ def test_probes_of_one_server_within_a_pass_share_one_reading_of_its_processes(
         second.read(60.0)  # the same server, a moment later, over a 60 s pass: the first's reading
         assert reads == [first.postmaster.pid]
         assert second.last_proc_cpu is first.last_proc_cpu
-        assert first.postmaster.pid in first.last_proc_cpu  # the postmaster and its children were read
+        assert (
+            first.postmaster.pid in first.last_proc_cpu
+        )  # the postmaster and its children were read
         assert len(first.last_proc_cpu) > 1
         time.sleep(0.05)
         second.read(0.1)  # over a tenth of a second (the live window), 50 ms is too old: read again
