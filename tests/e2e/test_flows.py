@@ -119,7 +119,7 @@ def test_parsed_target_carries_its_password_to_every_session_and_into_no_flow_pa
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.logging.handlers import APILogHandler
 
-    APILogHandler.flush()  # the log lines go to the server in batches: all of this run's before they are read
+    APILogHandler().flush()  # the log lines go to the server in batches: all of this run's before they are read
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs()
     # The request's and the phases' parameters name the target by its password-free URL.
