@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -161,16 +162,17 @@ class Watcher:
         self.concurrency = max(1, min(concurrency, len(targets) or concurrency))
         self.watched: list[Watched] = []
         # One pace for all its targets' session samples: their sum a second is bounded, however many it watches.
+        env = environment()
         self.session_pace = SamplePace(
-            session_step(every, environment().watch_session_step),
-            environment().watch_session_samples,
+            session_step(every, env.watch_session_step), env.watch_session_samples
         )
         for t in targets:
             self.adopt(t.display, t)
-        self._maintained = (
-            -MAINTENANCE_EVERY
-        )  # when the last cycle of maintenance began (time.monotonic())
-        self._unmaintained: list[str] = []  # the identities the current cycle has still to maintain
+        # When the last cycle of maintenance began (time.monotonic()): the first is due at once.
+        self._maintained = -MAINTENANCE_EVERY
+        self._unmaintained: deque[str] = (
+            deque()
+        )  # the identities the current cycle has still to maintain
 
     def adopt(
         self,
@@ -422,9 +424,9 @@ class Watcher:
             if time.monotonic() - self._maintained < MAINTENANCE_EVERY:
                 return
             self._maintained = time.monotonic()
-            self._unmaintained = list(dict.fromkeys(w.identity for w in self.watched))
+            self._unmaintained = deque(dict.fromkeys(w.identity for w in self.watched))
         while self._unmaintained:
-            apply_retention(self.store, self._unmaintained.pop(0), now)
+            apply_retention(self.store, self._unmaintained.popleft(), now)
             if until is not None and time.monotonic() >= until:
                 return
 

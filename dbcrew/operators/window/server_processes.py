@@ -5,10 +5,11 @@ A host probe (readers.HostProbe) sums the CPU seconds and private memory of the 
 That is the server's figure, the same for each of its databases, yet a watcher of many databases of one
 server (a fleet of 250 databases on each of 4 clusters in `python -m bench scale`) read it once per
 database per pass: about 1,180 processes walked and 250 read, 37-40 ms of CPU a probe read measured on
-that host, some 40 CPU-seconds a minute at 1,000 targets watched every 60 s. Now a probe reuses a reading of the same postmaster
-taken at most `max_age` seconds before (a small share of the span its rate is taken over, so the rate is
-the same to a few per cent), and readings of one server are taken one at a time, so the probes of a round
-share them instead of all reading at once.
+that host, some 40 CPU-seconds a minute at 1,000 targets watched every 60 s. Now a probe reuses a reading
+of the same postmaster taken at most `max_age` seconds before (a small share of the span its rate is taken
+over, so the rate is the same to a few per cent), and the process takes one reading at a time (of any
+server: a few milliseconds each now), so the probes of a round wait for one and share it instead of all
+reading at once.
 """
 
 from __future__ import annotations
