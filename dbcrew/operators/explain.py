@@ -289,5 +289,11 @@ def _prepared_generic_plan(conn: psycopg.Connection[Any], query: str) -> Any:
             args = f"({', '.join(['NULL'] * params)})" if params else ""
             return scalar(conn, f"EXPLAIN (FORMAT JSON) EXECUTE {name}{args}")
     finally:
-        if prepared:  # prepared statements outlive the transaction, even a rolled-back one
+        # PostgreSQL keeps a prepared statement past a rollback, but psycopg's rollback sends DEALLOCATE
+        # ALL when it holds automatic prepared statements of its own (a query run prepare_threshold
+        # times on this connection): after a refused EXPLAIN the name may be gone already.
+        if prepared and scalar(conn, _PREPARED_ALIVE_SQL, [name]):
             execute(conn, f"DEALLOCATE {name}")
+
+
+_PREPARED_ALIVE_SQL = "SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = %s)"

@@ -277,6 +277,31 @@ def test_a_pg_monitor_role_gets_the_reason_instead_of_a_plan(pg15: EmbeddedPostg
         ]
 
 
+def test_a_refused_plan_on_a_session_with_automatic_prepared_statements_gives_the_reason(
+    pg15: EmbeddedPostgres,
+) -> None:
+    """psycopg prepares a query it has run prepare_threshold times, and its rollback of a failed
+    transaction then sends DEALLOCATE ALL, taking the advisor's own PREPAREd statement with it: the
+    refusal must still read as the privilege it is, not as a statement that does not exist."""
+    with parse_target(pg15.dsn("hypo", user="monitor")).session() as conn:
+        threshold = conn.prepare_threshold
+        assert threshold is not None
+        for _ in range(threshold + 1):
+            conn.execute("SELECT 1 AS one").fetchone()
+        assert conn.execute(
+            "SELECT count(*) AS n FROM pg_prepared_statements WHERE NOT from_sql"
+        ).fetchone()["n"], "psycopg prepared nothing: the case this test is for did not arise"
+        statements = [s for s in _statements(conn) if "account_id = $1" in s.query]
+        advice = advise(conn, statements, _version(conn))
+        assert advice.skipped == [
+            (
+                statements[0].query,
+                "cannot be planned: InsufficientPrivilege: permission denied for table events",
+            )
+        ]
+        assert _our_prepared(conn) == 0
+
+
 def test_a_single_column_suggestion_folds_into_the_pair_it_leads(session15: Any) -> None:
     conn = session15
     region = Statement("SELECT * FROM events WHERE region = $1", 5, 50.0)
