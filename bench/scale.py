@@ -304,6 +304,12 @@ def main(argv: Sequence[str] = ()) -> None:
         "--reviews", type=int, default=0, help="targets of the nightly fleet (0: all)"
     )
     parser.add_argument("--max-reviews", type=int, default=4, help="the pool's reviews at once")
+    parser.add_argument(
+        "--fleet-minutes",
+        type=float,
+        default=0.0,
+        help="measure the nightly fleet's rate over its first minutes, then cancel it (0: until it ends)",
+    )
     args = parser.parse_args(list(argv))
     if args.targets < ANOMALIES * 2 or args.clusters < 1 or args.every < 1:
         parser.error(f"--targets at least {ANOMALIES * 2}, --clusters at least 1, --every >= 1")
@@ -311,6 +317,7 @@ def main(argv: Sequence[str] = ()) -> None:
     command = (
         f"python -m bench scale --targets {args.targets} --every {args.every:g} --minutes {args.minutes:g}"
         f" --clusters {args.clusters} --reviews {reviews} --max-reviews {args.max_reviews}"
+        + (f" --fleet-minutes {args.fleet_minutes:g}" if args.fleet_minutes else "")
     )
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-scale-"))
     per_cluster = -(-args.targets // args.clusters)
@@ -494,7 +501,7 @@ def run(
     )
 
     with second_worker(server.api, store.url, second_home, "second-again"):
-        nightly(server, prefect_url[1], reviews, len(names), command)
+        nightly(server, prefect_url[1], reviews, len(names), command, 60 * args.fleet_minutes)
 
         def diagnosed() -> dict[str, list[tuple[datetime, int]]] | None:
             now = store.incidents(t0 - timedelta(seconds=every))
@@ -534,10 +541,15 @@ def pause_until(t0: datetime, seconds: float) -> None:
         time.sleep(left)
 
 
-def nightly(server: CrewServer, prefect_url: str, reviews: int, targets: int, command: str) -> None:
-    """The nightly fleet started on demand: the schedule's own fan-out when it reviews every target."""
+def nightly(
+    server: CrewServer, prefect_url: str, reviews: int, targets: int, command: str, cut: float
+) -> None:
+    """The nightly fleet started on demand: the schedule's own fan-out when it reviews every target. With `cut`
+    (seconds, > 0), its rate is taken over that first stretch and the fleet is cancelled there (a full fleet of
+    1,000 at 20 a minute is most of an hour of the host)."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Cancelling
 
     def count(sql: str, params: Sequence[object] = ()) -> int:
         with psycopg.connect(prefect_url) as conn:
@@ -575,16 +587,24 @@ def nightly(server: CrewServer, prefect_url: str, reviews: int, targets: int, co
         clock = time.perf_counter()
         run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
         while not (state := client.read_flow_run(run.id).state) or not state.is_final():
+            if cut > 0 and time.perf_counter() - clock >= cut:
+                break
             time.sleep(2.0)
         wall, server_cpu = time.perf_counter() - clock, cpu(prefect) - cpu0
-    completed = count(
-        "SELECT count(*) FROM flow_run WHERE deployment_id = %s AND created >= %s AND state_type = 'COMPLETED'"
-        " AND NOT tags ? 'incident'",
-        (on_demand, began),
-    )
-    requests = (access.read_bytes().count(b'HTTP/1.1"') - lines_before) if access.exists() else 0
+        completed = count(
+            "SELECT count(*) FROM flow_run WHERE deployment_id = %s AND created >= %s"
+            " AND state_type = 'COMPLETED' AND NOT tags ? 'incident'",
+            (on_demand, began),
+        )
+        requests = (
+            (access.read_bytes().count(b'HTTP/1.1"') - lines_before) if access.exists() else 0
+        )
+        outcome = state.type.value if state else "no state"
+        if not (state and state.is_final()):
+            client.set_flow_run_state(run.id, Cancelling(), force=True)
+            outcome = f"cancelled after {wall / 60:.1f} min as asked (--fleet-minutes)"
     say(
-        f"nightly fleet of {reviews} (window {WINDOW} s, two workers): {state.type.value}, {completed} reviews completed"
+        f"nightly fleet of {reviews} (window {WINDOW} s, two workers): {outcome}, {completed} reviews completed"
         f" in {wall:.0f} s = {60 * completed / wall:.1f} databases per minute (goal >= 60 at 1,000);"
         f" the Prefect server's CPU {server_cpu:.0f} s ({100 * server_cpu / wall:.0f} % of a core); API requests per"
         " minute: "
