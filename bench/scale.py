@@ -69,6 +69,10 @@ WINDOW = 2  # seconds each review samples, as bench fleet
 APP = "dbcrew"  # the application_name of the crew's sessions (dbcrew/targets/postgres.py)
 
 
+REVIEWING = ("--work-queue", "reviews", "--work-queue", "fleet")  # the server's worker with --split
+WATCHING = ("watch",)  # the watching workers' queue with --split
+
+
 def load() -> str:
     one, five, fifteen = psutil.getloadavg()
     return f"load average {one:.1f} {five:.1f} {fifteen:.1f} on {psutil.cpu_count()} cores"
@@ -237,9 +241,10 @@ def cpu(process: psutil.Process) -> float:
 
 @contextmanager
 def second_worker(
-    api: str, store: str, home: Path, name: str = "second"
+    api: str, store: str, home: Path, name: str = "second", queues: Sequence[str] = ()
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`prefect worker start --pool dbcrew` from its own home, as on another machine (all the pool's queues)."""
+    """`prefect worker start --pool dbcrew` from its own home, as on another machine (all the pool's queues, or
+    `queues`)."""
     home.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -252,7 +257,7 @@ def second_worker(
     }
     with (home / f"{name}.log").open("ab") as log:
         process = subprocess.Popen(
-            worker_args("dbcrew", name), env=env, stdout=log, stderr=subprocess.STDOUT
+            worker_args("dbcrew", name, queues), env=env, stdout=log, stderr=subprocess.STDOUT
         )
         try:
             yield process
@@ -305,6 +310,11 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     parser.add_argument("--max-reviews", type=int, default=4, help="the pool's reviews at once")
     parser.add_argument(
+        "--split",
+        action="store_true",
+        help="the server's worker reviews and does not watch; two more workers watch and do not review",
+    )
+    parser.add_argument(
         "--fleet-minutes",
         type=float,
         default=0.0,
@@ -318,6 +328,7 @@ def main(argv: Sequence[str] = ()) -> None:
         f"python -m bench scale --targets {args.targets} --every {args.every:g} --minutes {args.minutes:g}"
         f" --clusters {args.clusters} --reviews {reviews} --max-reviews {args.max_reviews}"
         + (f" --fleet-minutes {args.fleet_minutes:g}" if args.fleet_minutes else "")
+        + (" --split" if args.split else "")
     )
     work = Path(tempfile.mkdtemp(prefix="dbcrew-bench-scale-"))
     per_cluster = -(-args.targets // args.clusters)
@@ -368,7 +379,11 @@ def run(
             max_reviews=args.max_reviews,
             # uvicorn's access lines (one a request) in logs/server.log: the API requests per minute
             env={"PREFECT_SERVER_LOGGING_LEVEL": "INFO"},
-            options=("--local-postgres", str(work / "local-pg")),
+            options=(
+                "--local-postgres",
+                str(work / "local-pg"),
+                *(REVIEWING if args.split else ()),
+            ),
         )
     )
     prefect_url = re.search(r"Prefect database: (\S+)", server.banner)
@@ -377,8 +392,17 @@ def run(
     say(f"dbcrew server up in {time.perf_counter() - started:.0f} s", command)
     store = Store(store_url[1], fleet)
     second_home = work / "second"
-    second = stack.enter_context(second_worker(server.api, store.url, second_home))
-    first = worker_of(server)
+    # Split (docs/operate.md, "Only some workers watch"): the server's worker reviews; "first" is then a third
+    # worker that watches beside the second, as a machine of its own.
+    watching = WATCHING if args.split else ()
+    second = stack.enter_context(second_worker(server.api, store.url, second_home, queues=watching))
+    if args.split:
+        third = stack.enter_context(
+            second_worker(server.api, store.url, work / "third", "third", watching)
+        )
+        first = psutil.Process(third.pid)
+    else:
+        first = worker_of(server)
 
     def all_watched_by_both() -> bool:
         holders = store.holders() if store_ready(store) else {}
@@ -500,8 +524,16 @@ def run(
         command,
     )
 
-    with second_worker(server.api, store.url, second_home, "second-again"):
-        nightly(server, prefect_url[1], reviews, len(names), command, 60 * args.fleet_minutes)
+    with second_worker(server.api, store.url, second_home, "second-again", watching):
+        nightly(
+            server,
+            prefect_url[1],
+            reviews,
+            len(names),
+            command,
+            60 * args.fleet_minutes,
+            "the server's worker reviewing, two others watching" if args.split else "two workers",
+        )
 
         def diagnosed() -> dict[str, list[tuple[datetime, int]]] | None:
             now = store.incidents(t0 - timedelta(seconds=every))
@@ -542,7 +574,13 @@ def pause_until(t0: datetime, seconds: float) -> None:
 
 
 def nightly(
-    server: CrewServer, prefect_url: str, reviews: int, targets: int, command: str, cut: float
+    server: CrewServer,
+    prefect_url: str,
+    reviews: int,
+    targets: int,
+    command: str,
+    cut: float,
+    workers: str,
 ) -> None:
     """The nightly fleet started on demand: the schedule's own fan-out when it reviews every target. With `cut`
     (seconds, > 0), its rate is taken over that first stretch and the fleet is cancelled there (a full fleet of
@@ -604,7 +642,7 @@ def nightly(
             client.set_flow_run_state(run.id, Cancelling(), force=True)
             outcome = f"cancelled after {wall / 60:.1f} min as asked (--fleet-minutes)"
     say(
-        f"nightly fleet of {reviews} (window {WINDOW} s, two workers): {outcome}, {completed} reviews completed"
+        f"nightly fleet of {reviews} (window {WINDOW} s, {workers}): {outcome}, {completed} reviews completed"
         f" in {wall:.0f} s = {60 * completed / wall:.1f} databases per minute (goal >= 60 at 1,000);"
         f" the Prefect server's CPU {server_cpu:.0f} s ({100 * server_cpu / wall:.0f} % of a core); API requests per"
         " minute: "

@@ -212,8 +212,9 @@ def worker_environment(
     }
 
 
-def worker_args(pool: str, name: str) -> list[str]:
-    """The crew's in-process worker (dbcrew/flows/worker.py): every review a flow run of the pool, none a new Python."""
+def worker_args(pool: str, name: str, queues: Iterable[str] = ()) -> list[str]:
+    """The crew's in-process worker (dbcrew/flows/worker.py): every review a flow run of the pool, none a new Python.
+    With `queues`, it serves those of the pool's queues alone (one that leaves out `watch` does not watch)."""
     from dbcrew.flows.worker import WORKER_TYPE
 
     return [
@@ -228,7 +229,23 @@ def worker_args(pool: str, name: str) -> list[str]:
         WORKER_TYPE,
         "--name",
         name,
+        *(arg for queue in queues for arg in ("--work-queue", queue)),
     ]
+
+
+def pool_queues(asked: Iterable[str]) -> tuple[str, ...]:
+    """The queues the server's worker serves, each one of the pool's (UsageError naming them otherwise); none
+    asked: every queue of the pool. Checked before `serve` points Prefect at its server: nothing here imports
+    prefect (dbcrew/flows/queues.py)."""
+    from dbcrew.flows.queues import QUEUES
+
+    queues = tuple(dict.fromkeys(asked))
+    unknown = [q for q in queues if q not in QUEUES]
+    if unknown:
+        raise UsageError(
+            f"--work-queue {unknown[0]!r} is not one of the pool's queues: {', '.join(QUEUES)}"
+        )
+    return queues
 
 
 def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> list[str]:
@@ -283,9 +300,11 @@ def serve(
     receiver_port: int,
     databases: ServerDatabases | None = None,
     local_postgres: Path | None = None,
+    queues: tuple[str, ...] = (),
 ) -> None:
     """`databases`: the Prefect server's and the store's URLs given; `local_postgres`: a folder where this command
-    runs both on a PostgreSQL of its own (the URLs given still win)."""
+    runs both on a PostgreSQL of its own (the URLs given still win); `queues`: those the server's own worker serves
+    (none: every queue of the pool)."""
     from dbcrew.cli.receiver import PATH, receiving_alerts
     from dbcrew.cli.server_databases import ServerDatabases
     from dbcrew.cli.server_databases import local_postgres as start_local_postgres
@@ -325,7 +344,7 @@ def serve(
             show(line(settled.describe()))
         worker_log = stack.enter_context((logs / "worker.log").open("ab"))
         worker = Revived(
-            worker_args(pool, f"dbcrew-{os.getpid()}"),
+            worker_args(pool, f"dbcrew-{os.getpid()}", queues),
             worker_environment(api, poll_seconds, given.store, issues_csrf_tokens(api)),
             worker_log,
         )
@@ -353,7 +372,9 @@ def serve(
         )
         show(
             line(
-                f"work pool {pool}: a worker is running (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"
+                f"work pool {pool}: a worker is running"
+                + (f" on the queues {', '.join(queues)}" if queues else "")
+                + f" (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"
             )
         )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
@@ -426,6 +447,13 @@ def server(
             help="a folder where this command runs a PostgreSQL of its own for both (started and stopped with it)",
         ),
     ] = None,
+    work_queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a queue the server's own worker serves (repeat it; default: all of reviews, fleet, watch);"
+            " without watch it does not watch",
+        ),
+    ] = None,
 ) -> None:
     """Start (or reuse) a Prefect server with its UI, a work pool and a worker; deploy the inventory's reviews and
     watching; receive Alertmanager's alerts."""
@@ -447,4 +475,5 @@ def server(
         receiver_port,
         databases,
         local_postgres,
+        pool_queues(work_queue or ()),
     )

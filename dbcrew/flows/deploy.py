@@ -26,15 +26,14 @@ from prefect.types.entrypoint import EntrypointType
 from dbcrew.errors import UsageError
 from dbcrew.flows.dispatch import ran_sync
 from dbcrew.flows.fleet import fleet_review, scheduled_reviews
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE, WATCH_QUEUE
 from dbcrew.flows.review import health_review
 from dbcrew.flows.targets import ON_DEMAND, publish_inventory, review_target
-from dbcrew.flows.worker import WATCH_QUEUE, WORKER_TYPE, InProcessWorker
+from dbcrew.flows.worker import WORKER_TYPE, InProcessWorker
 from dbcrew.inventory import Inventory, ScheduleGroup, TargetEntry
 from dbcrew.models.target_run import TargetRun
 
 POOL = "dbcrew"
-REVIEW_QUEUE = "reviews"
-FLEET_QUEUE = "fleet"
 
 
 def ensure_pool(pool: str, max_reviews: int) -> None:

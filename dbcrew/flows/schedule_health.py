@@ -52,7 +52,8 @@ from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
-from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE, some_names
+from dbcrew.flows.deploy import some_names
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.inventory import Inventory, MissedSlots, ScheduleGroup, TargetEntry
 from dbcrew.roles.report import operational
 

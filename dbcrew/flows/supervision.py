@@ -38,7 +38,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.states import Cancelled, Crashed
 
-from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.flows.worker import worker_of
 from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.roles.report import operational

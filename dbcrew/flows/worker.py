@@ -37,12 +37,10 @@ from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker
 
 from dbcrew import stopping
 from dbcrew.flows.kept_reads import KeptReads
+from dbcrew.flows.queues import WATCH_QUEUE
 from dbcrew.flows.worker_engine import RunsClient, run_flow_run
 
 WORKER_TYPE = "dbcrew-in-process"
-WATCH_QUEUE = (
-    "watch"  # the queue whose workers share the watching (dbcrew/flows/watching.py WatchShares)
-)
 WORKER_STOPPED = "its worker stopped (a planned stop)"
 # How long a stopping worker waits for its runs to wind down: below `dbcrew server`'s 15 s before SIGKILL.
 WIND_DOWN_SECONDS = 10.0

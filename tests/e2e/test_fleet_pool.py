@@ -51,7 +51,8 @@ from prefect.states import Scheduled
 
 from bench import injections
 from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, second_worker, store_ready
-from dbcrew.flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
+from dbcrew.flows.deploy import POOL
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.lab.crew_server import CrewServer, running_crew_server
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.waiting import wait_for

@@ -458,7 +458,8 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
     from prefect.client.orchestration import get_client
     from prefect.deployments.runner import EntrypointType
 
-    from dbcrew.flows.deploy import REVIEW_QUEUE, ensure_pool
+    from dbcrew.flows.deploy import ensure_pool
+    from dbcrew.flows.queues import REVIEW_QUEUE
     from dbcrew.flows.worker import InProcessWorker
     from tests.e2e.queued_flow import queued_noop
 

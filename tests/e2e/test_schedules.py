@@ -26,7 +26,8 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import FlowRun
 from prefect.states import Scheduled
 
-from dbcrew.flows.deploy import FLEET_QUEUE, POOL, REVIEW_QUEUE
+from dbcrew.flows.deploy import POOL
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.lab.crew_server import CrewServer
 from dbcrew.lab.waiting import wait_for
 

@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.states import Late, Running, Scheduled
 
-from dbcrew.flows.deploy import FLEET_QUEUE, REVIEW_QUEUE, ensure_pool, schedule_deployment
+from dbcrew.flows.deploy import ensure_pool, schedule_deployment
+from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.flows.schedule_health import LateSlots
 from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory

@@ -16,7 +16,8 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 from prefect.states import Scheduled
 
-from dbcrew.flows.deploy import REVIEW_QUEUE, deploy_inventory, ensure_pool
+from dbcrew.flows.deploy import deploy_inventory, ensure_pool
+from dbcrew.flows.queues import REVIEW_QUEUE
 from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory
 

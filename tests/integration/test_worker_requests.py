@@ -57,7 +57,8 @@ def test_a_run_of_the_in_process_worker_goes_from_pending_to_running_with_no_sub
     from prefect.client.orchestration import get_client
     from prefect.deployments.runner import EntrypointType
 
-    from dbcrew.flows.deploy import REVIEW_QUEUE, ensure_pool
+    from dbcrew.flows.deploy import ensure_pool
+    from dbcrew.flows.queues import REVIEW_QUEUE
     from dbcrew.flows.worker import InProcessWorker
     from tests.e2e.queued_flow import queued_noop
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -63,3 +65,29 @@ def test_a_url_that_is_not_postgresql_is_one_line_and_exit_2(option: str, url: s
     result = dbcrew_here("server", option, url)
     assert result.returncode == 2, result
     assert result.stderr.strip() == f"dbcrew: error: {message}", result.stderr
+
+
+def test_a_queue_the_pool_does_not_have_is_one_line_and_exit_2():
+    """`--work-queue` names the queues the server's own worker serves: a misspelt one would leave that worker
+    polling a queue no deployment uses, so it is refused before anything starts."""
+    result = dbcrew_here("server", "--work-queue", "reviews", "--work-queue", "review")
+    assert result.returncode == 2, result
+    assert result.stderr.strip() == (
+        "dbcrew: error: --work-queue 'review' is not one of the pool's queues: reviews, fleet, watch"
+    ), result.stderr
+
+
+def test_checking_the_queues_leaves_prefect_unread():
+    """`dbcrew server --work-queue` is checked before the server points Prefect at the API it starts: prefect
+    imported earlier kept its default API, and the inventory was deployed to an ephemeral server of its own
+    while the worker polled the real one (bench scale --split, found before it ever ran in earnest)."""
+    probe = (
+        "import sys\n"
+        "from dbcrew.cli.server import pool_queues\n"
+        "assert pool_queues(['watch', 'reviews', 'watch']) == ('watch', 'reviews')\n"
+        "print(sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "[]", result.stdout
