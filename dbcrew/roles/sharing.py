@@ -74,7 +74,7 @@ TICKS_PER_ROUND = 2  # ticks (plan, release, claim) per sampling round
 # them first). A quarter interval would take a quarter interval off that, at the price of twice the renewals:
 # at 60 s rounds one every 3.75 s, 8 more a minute per worker, each a heartbeat and an UPDATE of every lease
 # it holds (at 1,000 targets and two workers, about 8,000 more lease rows written a minute); at 15 s rounds
-# one every 0.94 s, so that a pause of three seconds would lose every lease. Left at half an interval.
+# one every 0.94 s, and a stall of 3.75 s would lose every lease. Left at half an interval.
 LEASE_SHARE = 0.5
 MIN_LEASE = 2.0  # seconds: under this, a renewal is a store transaction every half second or less
 RENEWALS_PER_LEASE = 4
@@ -359,6 +359,28 @@ class ShareLoop:
         to be adopted at once, so what a tick does not reach stays free, for any holder with room, and this one
         takes it at its next tick. Unlike a count of claims predicted from the pace of earlier adoptions (a cold
         start's, after which a takeover came back over four ticks), the waves stop at the time itself."""
+        # a dead holder -> its targets taken, said once a tick
+        taken_over: dict[str, list[str]] = {}
+        try:
+            self._waves(wanted, free, pool, until, taken_over)
+        finally:
+            for dead, names in sorted(taken_over.items()):
+                log.warning(
+                    "watch share: took %d targets over from %s (its lease expired): %s",
+                    len(names),
+                    dead,
+                    ", ".join(sorted(names)),
+                )
+
+    def _waves(
+        self,
+        wanted: int,
+        free: list[str],
+        pool: ThreadPoolExecutor | None,
+        until: float,
+        taken_over: dict[str, list[str]],
+    ) -> None:
+        """`_take`'s waves; the targets taken from dead holders noted in `taken_over` as they are adopted."""
         slowest = 0.0
         waves = taken = 0
         while taken < wanted and free:
@@ -373,9 +395,12 @@ class ShareLoop:
             takeovers = {c.target: c.taken_from for c in claims}
             self._adopt(takeovers)
             adopted = set(takeovers) & set(self.watcher.watching())
+            for name in adopted:
+                if takeovers[name] is not None:
+                    taken_over.setdefault(str(takeovers[name]), []).append(name)
+            self._fresh |= adopted
             if pool is not None and adopted:
                 self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
-            self._fresh |= adopted
             taken += len(adopted)
             slowest = max(slowest, time.monotonic() - began)
 
@@ -414,11 +439,6 @@ class ShareLoop:
             if taken_from is None:
                 self.watcher.adopt_all(targets)
                 continue
-            log.warning(
-                "watch share: took %s over from %s (its lease expired)",
-                ", ".join(sorted(targets)),
-                taken_from,
-            )
             self.watcher.adopt_all(
                 targets,
                 unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",

@@ -146,8 +146,10 @@ def test_a_dead_watchers_target_is_passed_again_within_two_intervals_by_construc
                 loop.watcher.drop({"near"})  # their sessions closed
     assert outcome.stored, "the round right after the claiming tick stores a pass"
     assert lease_holders(store.backend) == {"near": "taker"}
-    # A lease, then at most a tick step to the taker's claim and a tick step to its next round, plus one tick's
-    # adoptions: two intervals, for every interval whose half is at least the shortest lease.
+    # A lease, then at most a tick step to the taker's claim and a tick step to its next round, plus that round
+    # tick's adoptions of what the claiming tick left (none when it took them all; the taken targets are read first
+    # at that round, test_a_round_stores_the_targets_just_taken_first_in_a_transaction_of_their_own): two
+    # intervals, for every interval whose half is at least the shortest lease.
     for every in (2 * MIN_LEASE, 15.0, 60.0, 3600.0):
         step = every / TICKS_PER_ROUND
         assert lease_for(every).total_seconds() == LEASE_SHARE * every
