@@ -8,14 +8,18 @@ heartbeats and renews too, and plans its share (`plan_share`): at most ceil(targ
 holders) targets, and at most `cap` (each watched target holds one session of this watcher). It
 gives up what is above its share or left the inventory, and takes free targets (no lease, or an
 expired one) up to its share, preferring its own by rendezvous hashing so that watchers joining
-at once do not all reach for the same targets. It takes them a wave of `concurrency` at a time:
-a wave's leases are claimed, then its targets adopted and read a first time (a pass needs two
-readings), until the tick's adoption time is spent (`adoption_end`): ADOPTION_SHARE of an interval,
-or, at a tick between rounds, until the next round is due, since the loop would only wait for it.
-No wave is begun that would end past that, by the slowest wave of the tick (one wave a tick at
-least), so the adoptions never make the taker's own targets miss their round; the rest of its
-share stays free for any holder and comes at the next ticks. A lease is claimed only to be adopted
-at once: no holder keeps a target's lease that it does not sample. At each round tick it samples
+at once do not all reach for the same targets. It takes them in waves of `concurrency` (first
+readings run that many at once): one wave, then as many as fit the rest of the tick's adoption
+time at the pace this tick's waves took, measured as it goes; each batch's leases claimed, then
+its targets adopted and read a first time (a pass needs two readings). The adoption time
+(`adoption_end`) is ADOPTION_SHARE of an interval, or, at a tick between rounds, until the next
+round is due, since the loop would only wait for it. No wave is begun that would end past that
+(one wave a tick at least), and a tick between rounds that runs over is followed by its round,
+late, not by the tick after (`_next_tick`): the adoptions never make the taker's own targets miss
+their round. The rest of its share stays free, for any holder with room, and comes at the next
+ticks: a lease is claimed only to be adopted at once, so no holder keeps a lease on a target it
+does not sample (one claimed and never adopted, the store failing in between, is released at the
+next tick). At each round tick it samples
 the targets it holds (dbcrew/roles/watching.py Watcher), each only while its lease is surely still
 its own; those adopted since the last round first, in a transaction of their own, so their first
 pass is stored once they alone are read, not after the whole round.
@@ -353,9 +357,9 @@ class ShareLoop:
     def _take(
         self, wanted: int, free: list[str], pool: ThreadPoolExecutor | None, until: float
     ) -> None:
-        """Take up to `wanted` of the `free` targets (most preferred first), a wave of `concurrency` at a time: the
-        wave's leases claimed, then its targets adopted and read once. No wave is begun that would end after
-        `until`, by the slowest wave so far (the first always is: one wave a tick at least). A lease is claimed only
+        """Take up to `wanted` of the `free` targets (most preferred first), in waves of `concurrency`: their leases
+        claimed, then the targets adopted and read once. No wave is begun that would end after `until`, at the pace
+        of this tick's slowest waves (the first always is: one wave a tick at least). A lease is claimed only
         to be adopted at once, so what a tick does not reach stays free, for any holder with room, and this one
         takes it at its next tick. Unlike a count of claims predicted from the pace of earlier adoptions (a cold
         start's, after which a takeover came back over four ticks), the waves stop at the time itself."""
@@ -380,15 +384,25 @@ class ShareLoop:
         until: float,
         taken_over: dict[str, list[str]],
     ) -> None:
-        """`_take`'s waves; the targets taken from dead holders noted in `taken_over` as they are adopted."""
-        slowest = 0.0
-        waves = taken = 0
+        """`_take`'s waves, claimed and adopted a batch at a time: one wave first, then as many as this tick's
+        slowest batch so far says fit before `until` (each batch one claim, one read of what the store knows of
+        its targets and one store of their first readings, not three store transactions a wave of 8). The targets
+        taken from dead holders are noted in `taken_over` as they are adopted."""
+        per_wave = 0.0  # seconds a wave took, in this tick's slowest batch
+        batches = taken = 0
         while taken < wanted and free:
             began = time.monotonic()
-            if waves and began + slowest > until:
+            needed = math.ceil((wanted - taken) / self.watcher.concurrency)
+            if batches == 0:
+                waves = 1
+            elif until - began >= needed * per_wave:
+                waves = needed
+            else:
+                waves = int((until - began) / per_wave)
+            if waves < 1:
                 return
-            waves += 1
-            size = min(self.watcher.concurrency, wanted - taken)
+            batches += 1
+            size = min(wanted - taken, waves * self.watcher.concurrency)
             claims = self.book.claim_some(free, size)
             # claim_some went through `free` up to its last claim, or through all of it when it got fewer
             free = free[free.index(claims[-1].target) + 1 :] if len(claims) == size else []
@@ -402,7 +416,8 @@ class ShareLoop:
             if pool is not None and adopted:
                 self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
             taken += len(adopted)
-            slowest = max(slowest, time.monotonic() - began)
+            done = max(1, math.ceil(len(claims) / self.watcher.concurrency))
+            per_wave = max(per_wave, (time.monotonic() - began) / done, 1e-6)
 
     def _read_inventory(self) -> None:
         now = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from dbcrew.roles.sharing import (
 )
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend
-from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
+from dbcrew.store.leases import Claim, LeaseBook, lapsed_holders, lease_holders
 from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget, parse_target
 
@@ -290,9 +291,12 @@ def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Back
     assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
 
 
-def test_a_tick_takes_a_dead_holders_whole_share_when_it_has_the_time(backend: Backend) -> None:
+def test_a_tick_takes_a_dead_holders_whole_share_when_it_has_the_time(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A dead holder's 100 targets, over 64 (what a tick once claimed before it had timed any adoption) and over
-    any count predicted from earlier adoptions: taken in one tick, each with the dead holder's name for its gap.
+    any count predicted from earlier adoptions: taken in one tick, each with the dead holder's name for its gap, in
+    two claims (one wave of 8 timed, then the 92 the time left holds), not one a wave.
     Intervals of an hour give the tick a quarter hour to adopt; leases of 10 s let the dead holder's lapse (and
     keep it alive through the first tick on a loaded host)."""
     names = [f"t{i:03d}" for i in range(200)]
@@ -315,8 +319,17 @@ def test_a_tick_takes_a_dead_holders_whole_share_when_it_has_the_time(backend: B
         a.book.heartbeat() > 1 and time.monotonic() < deadline
     ):  # the dead holder's heartbeat lapses
         time.sleep(0.2)
+    claimed: list[int] = []
+    claim_some = a.book.claim_some
+
+    def counted(targets: Sequence[str], wanted: int) -> list[Claim]:
+        claimed.append(wanted)
+        return claim_some(targets, wanted)
+
+    monkeypatch.setattr(a.book, "claim_some", counted)
     a.tick()
     assert _held(a) == [set(names)], "the dead holder's 100 targets in one tick"
+    assert claimed == [8, 92]
     taken = {w.key: w.unwatched_reason for w in a.watcher.watched if w.key in names[:100]}
     assert all("dead stopped renewing its lease" in r for r in taken.values())
 
