@@ -329,7 +329,7 @@ class ShareLoop:
             # lost to another holder, or left the inventory
             gone = [t for t in watching if t not in held]
             # claimed and never adopted (the store failed in the middle of a wave): not hidden past this tick
-            unwatched = [t for t in self.book.taken() if t not in set(watching)]
+            unwatched = sorted(set(self.book.taken()) - set(watching))
             self.book.release(
                 [*plan.release, *(t for t in gone if t not in self.names), *unwatched]
             )
