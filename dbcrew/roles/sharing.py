@@ -6,20 +6,39 @@ Beside it, a thread of its own heartbeats in the store and renews the leases the
 lease, or a tick adopting many targets, loses none. The loop ticks twice a round. At each tick it
 heartbeats and renews too, and plans its share (`plan_share`): at most ceil(targets / live
 holders) targets, and at most `cap` (each watched target holds one session of this watcher). It
-gives up what is above its share or left the inventory, and claims free targets (no lease, or an
+gives up what is above its share or left the inventory, and takes free targets (no lease, or an
 expired one) up to its share, preferring its own by rendezvous hashing so that watchers joining
-at once do not all reach for the same targets. At each round tick it samples the targets it holds
-(dbcrew/roles/watching.py Watcher), each only while its lease is surely still its own.
+at once do not all reach for the same targets. It takes them in waves of `concurrency` (first
+readings run that many at once): one wave, then as many as fit the rest of the tick's adoption
+time at the pace this tick's waves took, measured as it goes; each batch's leases claimed, then
+its targets adopted and read a first time (a pass needs two readings). The adoption time
+(`adoption_end`) is ADOPTION_SHARE of an interval, or, at a tick between rounds, until the next
+round is due, since the loop would only wait for it. No wave is begun that would end past that
+(one wave a tick at least), and a tick between rounds that runs over is followed by its round,
+late, not by the tick after (`_next_tick`): the adoptions never make the taker's own targets miss
+their round. The rest of its share stays free, for any holder with room, and comes at the next
+ticks: a lease is claimed only to be adopted at once, so no holder keeps a lease on a target it
+does not sample (one claimed and never adopted, the store failing in between, is released at the
+next tick). At each round tick it samples
+the targets it holds (dbcrew/roles/watching.py Watcher), each only while its lease is surely still
+its own; those adopted since the last round first, in a transaction of their own, so their first
+pass is stored once they alone are read, not after the whole round.
 
-So, with a round of `every` seconds and a lease of half a round (`lease_for`, at least MIN_LEASE):
+So, with a round of `every` seconds, a tick every half round and a lease of half a round
+(`lease_for`, at least MIN_LEASE):
 - a watcher that joins is seen by the others at their next tick, which gives up the excess; it
   claims the freed targets at its following tick: its share within two ticks (one round);
-- a watcher that dies stops renewing: its heartbeat and its leases expire at most half a round
-  after its last renewal, the others claim them at their next tick (half a round later at most),
-  take their first readings at once and store their first pass at their next round (half a round
-  after that): within 1.5 rounds of its death, plus the taker's adoptions and round, which
-  ADOPTION_SHARE bounds to a quarter round a tick. The stretch from its last pass to the taker's
-  first is stored as a gap ("not watched: its watcher X stopped renewing its lease");
+- a watcher that dies stops renewing: its heartbeat and its leases end at most half a round after
+  its last renewal (the moment of its death at the latest). The others take them at their next
+  tick (half a round later at most; later only when their own round overran its tick), reading
+  each once, and store the first pass at their next round: that tick itself when it is a round
+  tick (after at most ADOPTION_SHARE of adoptions), else the round due half a round later, which
+  those adoptions never delay. Worst case, claimed at a tick between rounds: one and a half rounds
+  after the death, plus the round tick's own adoptions of what the claiming tick left (none when
+  the dead watcher's share fits that tick's half round; at most ADOPTION_SHARE) and the reading of
+  the targets just adopted (not the taker's whole round). A share larger than a tick adopts comes
+  over the next ticks. The stretch from its last pass to the taker's first is stored as a gap
+  ("not watched: its watcher X stopped renewing its lease");
 - a watcher that stops as planned releases its leases and heartbeat at once (LeaseBook.leave).
 Targets added to or removed from the inventory are met at the next reading of it (`refresh`).
 """
@@ -55,17 +74,22 @@ TICKS_PER_ROUND = 2  # ticks (plan, release, claim) per sampling round
 # 2026-11-28). Half an interval keeps a dead watcher's targets within two intervals of its death: its
 # leases end at most a lease after its last renewal, the others claim them at their next tick (half an
 # interval later at most) and store their first pass at their next round (half an interval after that):
-# 1.5 intervals, and what remains of the second is for the taker's adoptions and round (ADOPTION_SHARE).
+# 1.5 intervals, and what remains of the second is for the reading of the targets it adopted (its round reads
+# them first). A quarter interval would take a quarter interval off that, at the price of twice the renewals:
+# at 60 s rounds one every 3.75 s, 8 more a minute per worker, each a heartbeat and an UPDATE of every lease
+# it holds (at 1,000 targets and two workers, about 8,000 more lease rows written a minute); at 15 s rounds
+# one every 0.94 s, and a stall of 3.75 s would lose every lease. Left at half an interval.
 LEASE_SHARE = 0.5
 MIN_LEASE = 2.0  # seconds: under this, a renewal is a store transaction every half second or less
 RENEWALS_PER_LEASE = 4
-# One tick's adoptions (connecting to the targets it claimed and their first readings) run on the loop's
-# thread before its round, so they may take this share of an interval at most, at the pace the last ones
-# took (per wave of `concurrency` first readings, one wave a tick at least); before any adoption was
-# timed, a tick claims FIRST_CLAIMS. The rest of a share comes at the next
-# ticks: a takeover within two intervals holds while the share taken fits one tick's claims.
+# A tick's adoptions (claiming a wave of targets, connecting to them, their first readings) run on the loop's
+# thread, before the round at a round tick: there they may delay the round by this share of an interval at most,
+# so the taker's own targets keep their round (the round ends within the interval while it takes less than the
+# rest); a tick between rounds adopts until the next round is due, when that is later. Until 2026-11-29 a tick
+# claimed as many targets as the loop's last adoptions predicted it could adopt in that time, and a loop whose last
+# adoptions were its cold start's (every target new at once) predicted few: a worker killed holding 500 of 1,000
+# targets had 160 of them sampled again within two intervals, the last after four (bench scale, 60 s rounds).
 ADOPTION_SHARE = 0.25
-FIRST_CLAIMS = 64
 
 
 def lease_for(every: float) -> timedelta:
@@ -167,17 +191,18 @@ class ShareLoop:
         self._since: dict[str, datetime] = {}
         self._read_at = -math.inf
         self._said_short = 0
-        # the last tick's adoptions, per wave of `concurrency` first readings
-        self._seconds_per_wave: float | None = None
+        # adopted since the last round (first readings taken, no pass yet): read first at the next round
+        self._fresh: set[str] = set()
 
     def run(
         self,
         on_round: Callable[[RoundReport], None] = lambda _r: None,
         pause: Callable[[float], bool] = stopping.pause,
     ) -> None:
-        """Tick after tick (TICKS_PER_ROUND a round; a tick that overruns skips those it missed), a round at every
-        TICKS_PER_ROUND-th, until `pause` returns True; then every lease is released. The leases are renewed
-        meanwhile by a thread of their own (`_renew_until`), however long a round or a tick takes."""
+        """Tick after tick (TICKS_PER_ROUND a round; a tick that overruns skips those it missed, never a round:
+        `_next_tick`), a round at every TICKS_PER_ROUND-th, until `pause` returns True; then every lease is
+        released. The leases are renewed meanwhile by a thread of their own (`_renew_until`), however long a
+        round or a tick takes."""
         step = self.every / TICKS_PER_ROUND
         renewal_stop = threading.Event()
         renewal = threading.Thread(
@@ -194,7 +219,7 @@ class ShareLoop:
             tick = 0
             try:
                 while True:
-                    self.tick(pool)
+                    self.tick(pool, until=self.adoption_end(started, tick))
                     if tick % TICKS_PER_ROUND == 0:
                         try:
                             report = self.sample(pool)
@@ -204,7 +229,7 @@ class ShareLoop:
                             log.warning("watch share: the round could not be stored: %s", exc)
                         else:
                             on_round(report)
-                    tick = int((time.monotonic() - started) / step) + 1
+                    tick = self._next_tick(tick, int((time.monotonic() - started) / step) + 1)
                     self.watcher.maintain(datetime.now(UTC), until=started + tick * step)
                     if pause(started + tick * step - time.monotonic()):
                         return
@@ -220,6 +245,16 @@ class ShareLoop:
                     StoreUnavailable
                 ) as exc:  # the leases then expire on their own, a lease later
                     log.warning("watch share: could not release the leases: %s", exc)
+
+    @staticmethod
+    def _next_tick(tick: int, due: int) -> int:
+        """The tick after `tick`, `due` being the first whose time has not come: the ticks missed are skipped, but a
+        tick between rounds that ran past the next round's time (its adoptions' last wave slower than the slowest
+        before it) is followed by that round, late, not by the tick after it: its adoptions never cost the
+        holder's own targets a round."""
+        if tick % TICKS_PER_ROUND == 0:
+            return due
+        return min(due, (tick // TICKS_PER_ROUND + 1) * TICKS_PER_ROUND)
 
     def _renew_until(self, stop: threading.Event) -> None:
         """Heartbeat and renew every lease held, RENEWALS_PER_LEASE times a lease, until `stop`. A lease lost here
@@ -240,9 +275,35 @@ class ShareLoop:
                     ", ".join(lost[:10]),
                 )
 
+    def adoption_end(self, started: float, tick: int) -> float:
+        """When the adoptions of tick number `tick` of a loop started at `started` (time.monotonic()) must end:
+        ADOPTION_SHARE of an interval from now, or, at a tick between rounds, the next round's due time when that
+        is later (the loop would only wait for it)."""
+        end = time.monotonic() + ADOPTION_SHARE * self.every
+        if tick % TICKS_PER_ROUND == 0:
+            return end
+        step = self.every / TICKS_PER_ROUND
+        return max(end, started + (tick // TICKS_PER_ROUND + 1) * TICKS_PER_ROUND * step)
+
     def sample(self, pool: ThreadPoolExecutor) -> RoundReport:
-        """One round over the targets held; the tenure of each stored pass recorded."""
-        return self.watcher.sample_round(pool, may=self.book.valid, stored=self._tenures)
+        """One round over the targets held; the tenure of each stored pass recorded. Those adopted since the last
+        round are read first and stored in a transaction of their own: their first pass (a takeover's) waits for
+        their own readings, not for the whole round's."""
+        fresh, self._fresh = self._fresh & set(self.watcher.watching()), set()
+        if not fresh:
+            return self.watcher.sample_round(pool, may=self.book.valid, stored=self._tenures)
+        first = self.watcher.sample_round(
+            pool, may=self.book.valid, stored=self._tenures, only=fresh
+        )
+        rest = set(self.watcher.watching()) - fresh
+        if not rest:
+            return first
+        then = self.watcher.sample_round(pool, may=self.book.valid, stored=self._tenures, only=rest)
+        return RoundReport(
+            at=then.at,
+            took_seconds=first.took_seconds + then.took_seconds,
+            outcomes=[*first.outcomes, *then.outcomes],
+        )
 
     def _tenures(self, session: Session, stored: dict[str, datetime], at: datetime) -> None:
         """The round's passes are being stored: this holder's stint of each target now ends at `at`."""
@@ -250,10 +311,12 @@ class ShareLoop:
             self._since.setdefault(key, began)
         self.book.record_tenure(session, {k: self._since[k] for k in stored}, at)
 
-    def tick(self, pool: ThreadPoolExecutor | None = None) -> None:
-        """Heartbeat, renew, plan, release and claim; then watch exactly what is held. With `pool`, the targets just
-        claimed take their first readings at once (a pass needs two): their first pass is stored at the next round,
-        not the one after."""
+    def tick(self, pool: ThreadPoolExecutor | None = None, until: float | None = None) -> None:
+        """Heartbeat, renew, plan, release; then take free targets up to the share, a wave at a time (`_take`),
+        until `until` (time.monotonic(); by default ADOPTION_SHARE of an interval from now); then watch exactly
+        what is held. With `pool`, the targets just taken are read at once (a pass needs two readings): their
+        first pass is stored at the next round, not the one after."""
+        end = time.monotonic() + ADOPTION_SHARE * self.every if until is None else until
         try:
             self._read_inventory()
             live = self.book.heartbeat()
@@ -265,8 +328,12 @@ class ShareLoop:
             plan = plan_share(self.names, held, live, cap, self.book.holder)
             # lost to another holder, or left the inventory
             gone = [t for t in watching if t not in held]
-            self.book.release([*plan.release, *(t for t in gone if t not in self.names)])
-            takeovers = self._claim(min(plan.claim, self.claim_limit()))
+            # claimed and never adopted (the store failed in the middle of a wave): not hidden past this tick
+            unwatched = sorted(set(self.book.taken()) - set(watching))
+            self.book.release(
+                [*plan.release, *(t for t in gone if t not in self.names), *unwatched]
+            )
+            free = self._free() if plan.claim > 0 else []
         except StoreUnavailable as exc:
             log.warning(
                 "watch share: the store cannot be used (leases lapse, samples stop): %s", exc
@@ -275,30 +342,82 @@ class ShareLoop:
         lost = set(gone) | set(plan.release)
         if lost:
             self.watcher.drop(lost)
+            self._fresh -= lost
             for key in lost:
                 self._since.pop(key, None)
-        began = time.monotonic()
-        self._adopt(takeovers)
+        try:
+            self._take(plan.claim, free, pool, end)
+        except StoreUnavailable as exc:
+            # what it took so far is watched; the rest stays free for the next tick
+            log.warning("watch share: could not take more targets: %s", exc)
         if self.budget is not None:
             self.budget.hold(id(self), len(self.watcher.watching()))
-        adopted = set(takeovers) & set(self.watcher.watching())
-        if pool is not None and adopted:
-            self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
-        if takeovers:
-            waves = math.ceil(len(takeovers) / self.watcher.concurrency)
-            self._seconds_per_wave = (time.monotonic() - began) / waves
         self._say_short(live)
 
-    def claim_limit(self) -> int:
-        """How many targets one tick may claim: as many as it adopts in ADOPTION_SHARE of an interval, at the pace
-        its last adoptions took (FIRST_CLAIMS before any); the rest of its share comes at the next ticks.
-        First readings run `concurrency` at a time, so the pace is per wave of that many, and a tick claims one
-        wave at least: a wave of one target takes about as long as a full one, so timed per target a small batch
-        looked dearer than it was and the next tick claimed fewer still (down to one target a tick)."""
-        if self._seconds_per_wave is None:
-            return FIRST_CLAIMS
-        waves = max(1, int(ADOPTION_SHARE * self.every / max(self._seconds_per_wave, 1e-6)))
-        return waves * self.watcher.concurrency
+    def _take(
+        self, wanted: int, free: list[str], pool: ThreadPoolExecutor | None, until: float
+    ) -> None:
+        """Take up to `wanted` of the `free` targets (most preferred first), in waves of `concurrency`: their leases
+        claimed, then the targets adopted and read once. No wave is begun that would end after `until`, at the pace
+        of this tick's slowest waves (the first always is: one wave a tick at least). A lease is claimed only
+        to be adopted at once, so what a tick does not reach stays free, for any holder with room, and this one
+        takes it at its next tick. Unlike a count of claims predicted from the pace of earlier adoptions (a cold
+        start's, after which a takeover came back over four ticks), the waves stop at the time itself."""
+        # a dead holder -> its targets taken, said once a tick
+        taken_over: dict[str, list[str]] = {}
+        try:
+            self._waves(wanted, free, pool, until, taken_over)
+        finally:
+            for dead, names in sorted(taken_over.items()):
+                log.warning(
+                    "watch share: took %d targets over from %s (its lease expired): %s",
+                    len(names),
+                    dead,
+                    ", ".join(sorted(names)),
+                )
+
+    def _waves(
+        self,
+        wanted: int,
+        free: list[str],
+        pool: ThreadPoolExecutor | None,
+        until: float,
+        taken_over: dict[str, list[str]],
+    ) -> None:
+        """`_take`'s waves, claimed and adopted a batch at a time: one wave first, then as many as this tick's
+        slowest batch so far says fit before `until` (each batch one claim, one read of what the store knows of
+        its targets and one store of their first readings, not three store transactions a wave of 8). The targets
+        taken from dead holders are noted in `taken_over` as they are adopted."""
+        per_wave = 0.0  # seconds a wave took, in this tick's slowest batch
+        batches = taken = 0
+        while taken < wanted and free:
+            began = time.monotonic()
+            needed = math.ceil((wanted - taken) / self.watcher.concurrency)
+            if batches == 0:
+                waves = 1
+            elif until - began >= needed * per_wave:
+                waves = needed
+            else:
+                waves = int((until - began) / per_wave)
+            if waves < 1:
+                return
+            batches += 1
+            size = min(wanted - taken, waves * self.watcher.concurrency)
+            claims = self.book.claim_some(free, size)
+            # claim_some went through `free` up to its last claim, or through all of it when it got fewer
+            free = free[free.index(claims[-1].target) + 1 :] if len(claims) == size else []
+            takeovers = {c.target: c.taken_from for c in claims}
+            self._adopt(takeovers)
+            adopted = set(takeovers) & set(self.watcher.watching())
+            for name in adopted:
+                if takeovers[name] is not None:
+                    taken_over.setdefault(str(takeovers[name]), []).append(name)
+            self._fresh |= adopted
+            if pool is not None and adopted:
+                self.watcher.sample_round(pool, may=self.book.valid, only=adopted)
+            taken += len(adopted)
+            done = max(1, math.ceil(len(claims) / self.watcher.concurrency))
+            per_wave = max(per_wave, (time.monotonic() - began) / done, 1e-6)
 
     def _read_inventory(self) -> None:
         now = time.monotonic()
@@ -311,14 +430,12 @@ class ShareLoop:
         self.names = names
         self.unusable = {}  # tried again at each reading: a password set since, a target that answers again
 
-    def _claim(self, wanted: int) -> dict[str, str | None]:
-        """Claim up to `wanted` free targets, most preferred first; each taken one with the holder it was taken from."""
-        if wanted <= 0:
-            return {}
+    def _free(self) -> list[str]:
+        """The targets no live holder has a lease on, that this watcher neither watches nor cannot use, most
+        preferred first."""
         held = set(self.watcher.watching())
         candidates = [t for t in self.names if t not in held and t not in self.unusable]
-        free = sorted(self.book.free(candidates), key=lambda t: -affinity(self.book.holder, t))
-        return {c.target: c.taken_from for c in self.book.claim_some(free, wanted)}
+        return sorted(self.book.free(candidates), key=lambda t: -affinity(self.book.holder, t))
 
     def _adopt(self, takeovers: dict[str, str | None]) -> None:
         """Watch the targets just claimed: those taken from a watcher that died store the stretch since its last
@@ -337,11 +454,6 @@ class ShareLoop:
             if taken_from is None:
                 self.watcher.adopt_all(targets)
                 continue
-            log.warning(
-                "watch share: took %s over from %s (its lease expired)",
-                ", ".join(sorted(targets)),
-                taken_from,
-            )
             self.watcher.adopt_all(
                 targets,
                 unwatched_reason=f"not watched: its watcher {taken_from} stopped renewing its lease",

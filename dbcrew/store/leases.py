@@ -92,6 +92,11 @@ class LeaseBook:
         now = time.monotonic()
         return sorted(t for t, bound in self._bounds.items() if bound > now)
 
+    def taken(self) -> list[str]:
+        """Every target this holder has claimed and not given up (its bound passed or not: the renewal thread
+        renews them all), sorted."""
+        return sorted(self._bounds)
+
     def valid(self, target: str) -> bool:
         """Whether this holder's lease on `target` is surely still its own (by its local, conservative bound)."""
         return self._bounds.get(target, 0.0) > time.monotonic()

@@ -146,8 +146,10 @@ def test_a_dead_watchers_target_is_passed_again_within_two_intervals_by_construc
                 loop.watcher.drop({"near"})  # their sessions closed
     assert outcome.stored, "the round right after the claiming tick stores a pass"
     assert lease_holders(store.backend) == {"near": "taker"}
-    # A lease, then at most a tick step to the taker's claim and a tick step to its next round, plus one tick's
-    # adoptions: two intervals, for every interval whose half is at least the shortest lease.
+    # A lease, then at most a tick step to the taker's claim and a tick step to its next round, plus that round
+    # tick's adoptions of what the claiming tick left (none when it took them all; the taken targets are read first
+    # at that round, test_a_round_stores_the_targets_just_taken_first_in_a_transaction_of_their_own): two
+    # intervals, for every interval whose half is at least the shortest lease.
     for every in (2 * MIN_LEASE, 15.0, 60.0, 3600.0):
         step = every / TICKS_PER_ROUND
         assert lease_for(every).total_seconds() == LEASE_SHARE * every
@@ -202,3 +204,39 @@ def test_a_lease_the_renewal_finds_lost_stops_that_targets_sampling(pg: Embedded
     assert lease_holders(store.backend) == {"lost": "thief"}, (
         "its stop released nothing of the thief's"
     )
+
+
+def test_a_round_stores_the_targets_just_taken_first_in_a_transaction_of_their_own(
+    pg: EmbeddedPostgres,
+) -> None:
+    """A target taken at a tick (read once there) has its first pass stored before the round reads the targets the
+    watcher already held: a takeover's first pass waits for its own readings, not for the whole round's. Both are
+    in the round's report, each with its tenure."""
+    suffix = uuid.uuid4().hex[:6]
+    for name in ("held", "taken", "fresh_store"):
+        pg.psql(f"CREATE DATABASE {name}_{suffix};")
+    store = open_samples(pg.dsn(f"fresh_store_{suffix}"))
+    names = ["held"]
+    loop = ShareLoop(
+        LeaseBook(store.backend, "a", SCOPE, lease_for(60.0)),
+        store,
+        60.0,
+        inventory=lambda: list(names),
+        connect=lambda name: parse_target(pg.dsn(f"{name}_{suffix}")),
+        refresh=0.0,
+    )
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        try:
+            loop.tick(pool)
+            assert [o.stored for o in loop.sample(pool).outcomes] == [True]
+            names.append("taken")
+            loop.tick(pool)  # takes "taken" and reads it once
+            report = loop.sample(pool)
+        finally:
+            loop.watcher.drop(set(loop.watcher.watching()))
+    outcomes = {o.key: o for o in report.outcomes}
+    assert sorted(outcomes) == ["held", "taken"] and all(o.stored for o in outcomes.values())
+    at = {key: store.latest(o.identity, 0) for key, o in outcomes.items()}
+    assert at["taken"] is not None and at["held"] is not None
+    assert at["taken"] < at["held"], "the target just taken is stored before the rest of the round"
+    assert {t.target for t in tenures(store.backend)} == {"held", "taken"}

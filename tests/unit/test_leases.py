@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,8 +19,6 @@ import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.roles.sharing import (
-    ADOPTION_SHARE,
-    FIRST_CLAIMS,
     SessionBudget,
     ShareLoop,
     fair_share,
@@ -27,7 +26,7 @@ from dbcrew.roles.sharing import (
 )
 from dbcrew.store import open_store
 from dbcrew.store.backends import Backend
-from dbcrew.store.leases import LeaseBook, lapsed_holders, lease_holders
+from dbcrew.store.leases import Claim, LeaseBook, lapsed_holders, lease_holders
 from dbcrew.store.samples import SampleStore, StoredPass, WatchedTarget
 from dbcrew.targets import PostgresTarget, parse_target
 
@@ -292,20 +291,85 @@ def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Back
     assert store.last_watched(["pg://a/db", "pg://b/db"]) == {"pg://a/db": ("sys1/db", at)}
 
 
-def test_a_tick_claims_no_more_targets_than_it_can_adopt_in_a_quarter_interval(
+def test_a_tick_takes_a_dead_holders_whole_share_when_it_has_the_time(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead holder's 100 targets, over 64 (what a tick once claimed before it had timed any adoption) and over
+    any count predicted from earlier adoptions: taken in one tick, each with the dead holder's name for its gap, in
+    two claims (one wave of 8 timed, then the 92 the time left holds), not one a wave.
+    Intervals of an hour give the tick a quarter hour to adopt; leases of 10 s let the dead holder's lapse (and
+    keep it alive through the first tick on a loaded host)."""
+    names = [f"t{i:03d}" for i in range(200)]
+    lease = timedelta(seconds=10)
+    dead = LeaseBook(backend, "dead", "every-3600s", lease)
+    dead.heartbeat()
+    assert len(dead.claim_some(names[:100], 100)) == 100
+    a = ShareLoop(
+        LeaseBook(backend, "a", "every-3600s", lease),
+        SampleStore(backend),
+        every=3600.0,
+        inventory=lambda: names,
+        connect=lambda name: parse_target(f"postgresql://watcher@127.0.0.1:1/{name}"),
+        refresh=0.0,
+    )
+    a.tick()  # two live holders: a takes the other half, all of it at once
+    assert _held(a) == [set(names[100:])]
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while (
+        a.book.heartbeat() > 1 and time.monotonic() < deadline
+    ):  # the dead holder's heartbeat lapses
+        time.sleep(0.2)
+    claimed: list[int] = []
+    claim_some = a.book.claim_some
+
+    def counted(targets: Sequence[str], wanted: int) -> list[Claim]:
+        claimed.append(wanted)
+        return claim_some(targets, wanted)
+
+    monkeypatch.setattr(a.book, "claim_some", counted)
+    a.tick()
+    assert _held(a) == [set(names)], "the dead holder's 100 targets in one tick"
+    assert claimed == [8, 92]
+    taken = {w.key: w.unwatched_reason for w in a.watcher.watched if w.key in names[:100]}
+    assert all("dead stopped renewing its lease" in r for r in taken.values())
+
+
+def test_a_tick_out_of_time_takes_one_wave_and_keeps_no_lease_it_does_not_watch(
     backend: Backend,
 ) -> None:
-    """Adoptions timed at 5 s a wave of 8 first readings, 60 s intervals: a tick may spend a quarter of an interval
-    adopting (3 waves), so it claims 24 of its 40 targets and the rest at the next tick; the first tick, untimed,
-    claims 64 at most; however slow its waves, a tick claims one wave."""
-    a = _loop(backend, "a", [f"t{i}" for i in range(40)], every=60.0)
-    assert a.claim_limit() == FIRST_CLAIMS and a.watcher.concurrency == 8
-    a._seconds_per_wave = 5.0  # as a slow host's adoptions took (timed for real in `tick`)
-    assert a.claim_limit() == int(ADOPTION_SHARE * 60 / 5.0) * 8 == 24
-    a.tick()
-    assert len(_held(a)[0]) == 24 and len(lease_holders(backend)) == 24
-    a._seconds_per_wave = 5.0
-    a.tick()
-    assert len(_held(a)[0]) == 40
-    a._seconds_per_wave = 3600.0
-    assert a.claim_limit() == 8, "one wave at least"
+    """A tick whose adoption time is spent before it begins still takes one wave (`concurrency` targets); the other
+    targets stay free (no lease held without a watch: a holder with room may take them), and the next ticks take
+    them a wave each, those of a dead holder still named as taken from it."""
+    names = [f"t{i:02d}" for i in range(20)]
+    dead = LeaseBook(backend, "dead", "every-1s", LEASE)
+    assert len(dead.claim_some(names, 20)) == 20
+    a = _loop(backend, "a", names, every=60.0)
+    assert a.watcher.concurrency == 8
+    deadline = time.monotonic() + EXPIRY_WAIT
+    while not a.book.free(names) and time.monotonic() < deadline:  # the dead holder's leases lapse
+        time.sleep(0.2)
+    for held in (8, 16, 20):
+        a.tick(until=time.monotonic())  # no time left: one wave
+        assert len(_held(a)[0]) == held
+        assert sorted(h for h, who in lease_holders(backend).items() if who == "a") == sorted(
+            _held(a)[0]
+        ), "a lease is taken only to be adopted at once"
+        assert a.book.taken() == sorted(_held(a)[0])
+    reasons = [w.unwatched_reason for w in a.watcher.watched]
+    assert len(reasons) == 20 and all("dead stopped renewing its lease" in r for r in reasons)
+
+
+def test_a_tick_between_rounds_adopts_until_the_round_and_never_costs_it_its_round(
+    backend: Backend,
+) -> None:
+    """A tick between rounds may adopt until the next round is due (the loop would only wait for it), and when its
+    last wave runs past that, the round follows late rather than being skipped; a round tick adopts for a
+    quarter interval."""
+    a = _loop(backend, "a", ["t1"], every=60.0)
+    now = time.monotonic()
+    started = now - 30.0  # the loop's tick 1 is due now; its next round (tick 2) in 30 s
+    assert a.adoption_end(started, 1) >= started + 60.0
+    assert now + 15.0 <= a.adoption_end(started, 2) <= time.monotonic() + 15.0
+    assert ShareLoop._next_tick(1, 5) == 2, "tick 1 ran past the round's time: the round, late"
+    assert ShareLoop._next_tick(1, 2) == 2 and ShareLoop._next_tick(3, 9) == 4
+    assert ShareLoop._next_tick(0, 3) == 3, "a round that overran skips the ticks it missed"
