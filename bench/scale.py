@@ -240,7 +240,7 @@ def cpu(process: psutil.Process) -> float:
 
 
 @contextmanager
-def second_worker(
+def own_home_worker(
     api: str, store: str, home: Path, name: str = "second", queues: Sequence[str] = ()
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`prefect worker start --pool dbcrew` from its own home, as on another machine (all the pool's queues, or
@@ -395,10 +395,12 @@ def run(
     # Split (docs/operate.md, "Only some workers watch"): the server's worker reviews; "first" is then a third
     # worker that watches beside the second, as a machine of its own.
     watching = WATCHING if args.split else ()
-    second = stack.enter_context(second_worker(server.api, store.url, second_home, queues=watching))
+    second = stack.enter_context(
+        own_home_worker(server.api, store.url, second_home, queues=watching)
+    )
     if args.split:
         third = stack.enter_context(
-            second_worker(server.api, store.url, work / "third", "third", watching)
+            own_home_worker(server.api, store.url, work / "third", "third", watching)
         )
         first = psutil.Process(third.pid)
     else:
@@ -524,7 +526,7 @@ def run(
         command,
     )
 
-    with second_worker(server.api, store.url, second_home, "second-again", watching):
+    with own_home_worker(server.api, store.url, second_home, "second-again", watching):
         nightly(
             server,
             prefect_url[1],

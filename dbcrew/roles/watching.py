@@ -170,9 +170,8 @@ class Watcher:
             self.adopt(t.display, t)
         # When the last cycle of maintenance began (time.monotonic()): the first is due at once.
         self._maintained = -MAINTENANCE_EVERY
-        self._unmaintained: deque[str] = (
-            deque()
-        )  # the identities the current cycle has still to maintain
+        # The identities the current cycle has still to maintain.
+        self._unmaintained: deque[str] = deque()
 
     def adopt(
         self,

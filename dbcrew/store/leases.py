@@ -128,7 +128,7 @@ class LeaseBook:
         """`renew` every lease this holder has taken and not given up (its bound passed or not): the renewal
         thread's, which needs no other view of what is watched. The targets whose lease was lost, sorted."""
         with self._changing:
-            had = sorted(self._bounds)
+            had = self.taken()
             renewed = set(self._renew(had))
         return [t for t in had if t not in renewed]
 

@@ -15,9 +15,9 @@ costs the target a pg_stat_activity read and the watcher a few tenths of a milli
 targets at 1 s each took both cores of a 2-core host with the watchers, the targets and the store
 on it (`python -m bench scale`, 1,000 targets: a round of 60 s took three to five minutes), so
 the watcher's sampling must not grow with its share of the fleet. A sample that fails (the target
-went away: the pass then fails too and records the gap) ends the thread; the next pass that reads the target starts it again. The tally
-says how many samples were taken, so a pass whose thread stopped early has fewer samples, not
-wrong shares.
+went away: the pass then fails too and records the gap) ends the thread; the next pass that reads
+the target starts it again. The tally says how many samples were taken, so a pass whose thread
+stopped early has fewer samples, not wrong shares.
 """
 
 from __future__ import annotations
