@@ -50,7 +50,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.states import Scheduled
 
 from bench import injections
-from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, second_worker, store_ready
+from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, own_home_worker, store_ready
 from dbcrew.flows.deploy import POOL
 from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
 from dbcrew.lab.crew_server import CrewServer, running_crew_server
@@ -218,7 +218,7 @@ def test_two_workers_watch_a_fleet_on_postgresql_take_over_a_killed_one_and_queu
     )
     names = list(fleet.dsns)
     with ExitStack() as stack:
-        second = stack.enter_context(second_worker(server.api, store.url, work / "second"))
+        second = stack.enter_context(own_home_worker(server.api, store.url, work / "second"))
 
         # Both workers hold a share; every target sampled by one of them at a time.
         shares = wait_for(
