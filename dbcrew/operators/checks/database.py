@@ -8,7 +8,7 @@ from typing import Any
 from dbcrew.models import Finding, Severity
 from dbcrew.operators.checks.age_history import earlier_age
 from dbcrew.operators.checks.base import Coverage, Judgement, check, rounded, severity_for
-from dbcrew.operators.checks.horizon import held_by, horizon_holders
+from dbcrew.operators.checks.horizon import Holder, held_by, horizon_holders
 from dbcrew.operators.collect.catalog import (
     SEQUENCES,
     WRAPAROUND,
@@ -238,14 +238,19 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
     """
     t = ctx.settings.thresholds
     holding_tables = horizon_holders(ctx, database=None, catalogs=False)
+
+    def holders_of(row: WraparoundRow) -> list[Holder]:
+        """Who holds the horizon of `row`, read only once a row is past a limit: a cluster serves hundreds of
+        databases, and a read for each was most of a review's CPU there."""
+        if row.scope == "table":
+            return holding_tables
+        return horizon_holders(ctx, database=row.name, catalogs=True)
+
     last = earlier_age(ctx)  # the reviewed database's age at its last health review
     reviewed = ctx.brief.database if ctx.brief else None
     for row in ctx.workspace.rows(WraparoundRow, "SELECT * FROM wraparound"):
         table = row.scope == "table"
         earlier = last if last is not None and not table and row.name == reviewed else None
-        holding = (
-            holding_tables if table else horizon_holders(ctx, database=row.name, catalogs=True)
-        )
         limits = (
             (
                 FindingCode.XID_WRAPAROUND_RISK,
@@ -290,7 +295,8 @@ def check_wraparound(ctx: OperatorContext) -> Judgement:
                 " replication slots holding the horizon, and whether autovacuum's anti-wraparound vacuums"
                 " finish (pg_stat_progress_vacuum, autovacuum_vacuum_cost_limit, cancellations in the log)."
             )
-            if code == FindingCode.XID_WRAPAROUND_RISK and holding:
+            holding = holders_of(row) if code == FindingCode.XID_WRAPAROUND_RISK else []
+            if holding:
                 evidence = {**evidence, "horizon_held_by": held_by(holding)}
                 recommendation = (
                     f"End or drop what holds the xmin horizon, oldest first ({holding[0].holder}, see the evidence),"
