@@ -6,7 +6,9 @@ Four passes, each recorded as a note for the report's diagnosis process:
 2. time: each candidate's share of the window's active session time (dbcrew/operators/diagnose/attribution.py);
 3. conflicts: pairs of causes that claim the same symptom (each declared with the cause that yields,
    dbcrew/operators/diagnose/causes/); where the time attribution measured both, the time decides
-   (pass 4) and the pair's rule stands down; the rules that remain encode a boundary the time cannot
+   (pass 4) and the pair's rule stands down, but for writes committed a few rows at a time beside the
+   flushes of their commits: one mechanism, named once, as commit pressure where the flushes explain
+   more of the time (`Boundary.SAME_COMMITS`); the rules that remain encode a boundary the time cannot
    draw (two causes explaining the same statements: a large insert or many small ones);
 4. ranking by time: a cause explaining under minor_time_share of the time beside one explaining
    major_time_share is dropped; the causes are ordered by the time they explain (those the time cannot
@@ -20,6 +22,7 @@ from pydantic import BaseModel
 
 from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, Explained, cause_time
 from dbcrew.operators.diagnose.candidates import Candidate, Facts
+from dbcrew.operators.diagnose.causes.declaration import Boundary
 from dbcrew.operators.diagnose.experts import CAUSE_TIME, CONFLICTS, RESOURCES
 from dbcrew.vocabulary import Cause
 
@@ -106,13 +109,30 @@ def cross_review(
         kept, challenged = conflict.kept, conflict.challenged
         if kept not in confidence or challenged not in confidence:
             continue
-        if conflict.by_time and shares[kept] is not None and shares[challenged] is not None:
+        kept_share, challenged_share = shares[kept], shares[challenged]
+        if (
+            conflict.boundary is Boundary.SAME_COMMITS
+            and kept_share is not None
+            and challenged_share is not None
+            and kept_share > challenged_share
+            and conflict.holds(by_code[kept], by_code[challenged], facts)
+        ):
+            notes.append(
+                ReviewNote(
+                    code=challenged,
+                    reviewer="time",
+                    verdict=f"dropped: the same commits as {kept}, whose flushes explain more of the time"
+                    f" ({_percent(kept_share)} against {_percent(challenged_share)})",
+                )
+            )
+            confidence.pop(challenged, None)
+        elif conflict.by_time and kept_share is not None and challenged_share is not None:
             notes.append(
                 ReviewNote(
                     code=challenged,
                     reviewer="time",
                     verdict=f"left to the time beside {kept}, which tells them apart"
-                    f" ({_percent(shares[challenged] or 0.0)} against {_percent(shares[kept] or 0.0)})",
+                    f" ({_percent(challenged_share)} against {_percent(kept_share)})",
                 )
             )
         elif conflict.holds(by_code[kept], by_code[challenged], facts):

@@ -58,12 +58,18 @@ class Boundary(IntEnum):
 
     # The writes' own commits flushed in batches: the flushes are the workload's WAL, not commit pressure.
     BATCHED_FLUSHES = 1
+    # Writes committed a few rows at a time, and the flushes of those commits: one mechanism where the
+    # commits' flushes explain more of the time than the writes (explicit transactions, whose flush is
+    # sampled under COMMIT, not under a write): the writes are dropped, the commit rate is theirs. Where the
+    # writes explain as much (an autocommit write's flush is sampled under its own text, so it counts for
+    # both), both are named, the writes first (`_work_before_its_resource`).
+    SAME_COMMITS = 2
     # Measured by time: the flush waits are the commit pressure's, the writes' own work the workload's,
     # the lock waits the contention's; each pair is named in order of the time it explains, and the
     # rule only stands in where the time was not measured (a past interval from Prometheus's counters).
-    TIME = 2
+    TIME = 3
     # A boundary the time cannot draw: both causes explain the same statements' time.
-    SAME_STATEMENTS = 3
+    SAME_STATEMENTS = 4
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,8 @@ class Conflict:
 
     @property
     def by_time(self) -> bool:
-        return self.boundary is Boundary.TIME
+        """Whether the time attribution draws this boundary where it measured both causes."""
+        return self.boundary in (Boundary.TIME, Boundary.SAME_COMMITS)
 
 
 @dataclass(frozen=True)

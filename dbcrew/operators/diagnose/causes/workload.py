@@ -75,7 +75,9 @@ def _bulk_inserts(w: WindowEvidence, levels: DiagnosisThresholds) -> list[tuple[
     # first, where the commits are small (the flush is the price of committing often).
     time=CauseTime(writes_of("insert")),
     yields_to=(
-        YieldsTo(RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_INSERTED), Boundary.TIME),
+        YieldsTo(
+            RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_INSERTED), Boundary.SAME_COMMITS
+        ),
         # Inserts into a table carrying too many indexes: the index maintenance makes them heavy.
         YieldsTo(FindingCode.INDEXES_TOO_MANY, same_tables, Boundary.SAME_STATEMENTS),
         # The same inserted rows: thousands of rows per commit are a large insert, not many small ones.
@@ -167,7 +169,9 @@ def _update_cost(w: WindowEvidence) -> dict[str, object]:
     # The updates' (and merges') own work and their own commits' flushes.
     time=CauseTime(writes_of("update", "merge")),
     yields_to=(
-        YieldsTo(RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_UPDATED), Boundary.TIME),
+        YieldsTo(
+            RootCauseCode.SYNC_COMMIT_PRESSURE, commit_bound(ROWS_UPDATED), Boundary.SAME_COMMITS
+        ),
         YieldsTo(
             RootCauseCode.LOCK_CONTENTION,
             lambda kept, challenged, _f: kept.strength >= 2 * challenged.strength,
