@@ -8,7 +8,8 @@ from the source the entry names and never becomes a parameter.
 
 from __future__ import annotations
 
-import time
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from prefect.blocks.system import Secret
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.settings import PREFECT_API_URL
+from prefect.variables import Variable
 from pydantic import Field
 
 from dbcrew.errors import TargetError, UsageError
@@ -44,9 +46,8 @@ from dbcrew.secrets import secret
 from dbcrew.targets import PostgresTarget, parse_target
 
 INVENTORY_BLOCK = "fleet"
-ENTRY_KEEP_SECONDS = (
-    10.0  # how long a review's process answers an entry from its last read (published_entry)
-)
+# A Prefect variable: the digest of the inventory last published, set after its block (`publish_inventory`).
+INVENTORY_VERSION = "dbcrew_inventory_version"
 ON_DEMAND = (
     "on-demand"  # the deployment of review_target a user (or the fleet) starts with a target's name
 )
@@ -64,18 +65,42 @@ class InventoryBlock(Block):
 
 
 def publish_inventory(inventory: Inventory) -> None:
-    """Store the inventory on the server and make each target's concurrency limit (one review at a time)."""
-    InventoryBlock(inventory=inventory.model_dump(mode="json")).save(
-        INVENTORY_BLOCK, overwrite=True
-    )
-    _kept_entries.pop(_api(), None)
+    """Store the inventory on the server, then its digest (what tells every process it changed), and make each
+    target's concurrency limit (one review at a time)."""
+    published = inventory.model_dump(mode="json")
+    InventoryBlock(inventory=published).save(INVENTORY_BLOCK, overwrite=True)
+    # After the block: a process that reads this digest finds the block that has it.
+    ran_sync(Variable.set(INVENTORY_VERSION, _digest(published), overwrite=True))
     with get_client(sync_client=True) as client:
         for entry in inventory.targets:
             client.upsert_global_concurrency_limit_by_name(target_limit(entry.name), 1)
 
 
+def _digest(published: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(published, sort_keys=True).encode()).hexdigest()[:32]
+
+
+# Per Prefect API: (the digest of the inventory read, the inventory); each value replaced whole, never changed.
+_kept: dict[str, tuple[str, Inventory]] = {}
+
+
+def _api() -> str:
+    return str(PREFECT_API_URL.value() or "")
+
+
 def published_inventory() -> Inventory:
-    """The inventory as published now (one read of its block, every entry checked)."""
+    """The inventory as published now: this process's last read while the published digest is the same, else
+    one read of its block, every entry checked.
+
+    Every review needs its own entry, and the watcher and the fleet the whole inventory: a read of the block
+    each time was O(targets) a review, on the server (the block, 136 KiB for 1,000 targets, sent whole) and on
+    the worker (every entry checked: a third of a worker's CPU in a nightly fleet of 1,000, profiled). The
+    digest is one small read; the block is read again only when another publish changed it. An inventory
+    published without a digest (by an older dbcrew) is read every time."""
+    version = ran_sync(Variable.get(INVENTORY_VERSION, default=None))
+    held = _kept.get(_api())
+    if held is not None and version is not None and held[0] == version:
+        return held[1]
     try:
         block = ran_sync(InventoryBlock.load(INVENTORY_BLOCK))
     except ValueError:
@@ -84,29 +109,12 @@ def published_inventory() -> Inventory:
             "(or `dbcrew server`)"
         ) from None
     inventory = parse_inventory(block.inventory, "the published inventory")
-    _kept_entries[_api()] = (time.monotonic(), {e.name: e for e in inventory.targets})
+    _kept[_api()] = (_digest(block.inventory), inventory)
     return inventory
 
 
-# Per Prefect API: (when read, the published entries by name); each value replaced whole, never changed in place.
-_kept_entries: dict[str, tuple[float, dict[str, TargetEntry]]] = {}
-
-
-def _api() -> str:
-    return str(PREFECT_API_URL.value() or "")
-
-
-def published_entry(name: str, keep_seconds: float = ENTRY_KEEP_SECONDS) -> TargetEntry:
-    """`name`'s entry in the published inventory, as this process read it at most `keep_seconds` ago.
-
-    A review needs its own entry only, and reading the whole inventory for it was O(targets) a review on the
-    server (the block, 136 KiB for 1,000 targets) and on the worker (109 ms of CPU to check 1,000 entries):
-    a fleet's reviews in one worker process now share a read. A name the kept read does not hold (a target
-    just published) is read anew; an entry changed and re-published is seen within `keep_seconds`
-    (publishing from this process, `publish_inventory`, is seen at once)."""
-    held = _kept_entries.get(_api())
-    if held is not None and time.monotonic() - held[0] <= keep_seconds and name in held[1]:
-        return held[1][name]
+def published_entry(name: str) -> TargetEntry:
+    """`name`'s entry in the published inventory (UsageError when it holds none)."""
     return published_inventory().get(name)
 
 

@@ -93,16 +93,21 @@ def test_the_csrf_probe_tells_a_server_that_issues_no_tokens(prefect_server: str
     assert issues_csrf_tokens(f"http://127.0.0.1:{_free_port()}/api")
 
 
-def test_a_review_reads_its_entry_from_the_processs_recent_read_and_a_new_name_anew(
+def test_the_inventory_is_read_again_only_when_its_published_digest_changed(
     prefect_server: str,
 ):
-    """A review's entry comes from its process's last read of the published inventory (kept ENTRY_KEEP_SECONDS);
-    a name that read does not hold is read anew, and publishing from this process is seen at once."""
+    """A process answers from its last read of the published inventory while the digest published beside it is
+    the same, and reads the block again once a publish (from any process) changed it: a change is seen at
+    once, an unchanged inventory is never read whole again."""
+    from prefect.variables import Variable
+
     from dbcrew.flows.targets import (
         INVENTORY_BLOCK,
+        INVENTORY_VERSION,
         InventoryBlock,
         publish_inventory,
         published_entry,
+        published_inventory,
     )
     from dbcrew.inventory import Inventory
 
@@ -111,25 +116,28 @@ def test_a_review_reads_its_entry_from_the_processs_recent_read_and_a_new_name_a
             {"targets": [{"name": n, "url": u} for n, u in urls.items()]}
         )
 
-    def published_elsewhere(
-        kept: Inventory,
-    ) -> None:  # as `dbcrew inventory publish` in another process
+    def block_alone(kept: Inventory) -> None:  # the block changed, its digest not (yet)
         InventoryBlock(inventory=kept.model_dump(mode="json")).save(INVENTORY_BLOCK, overwrite=True)
 
     publish_inventory(inventory(x="postgresql://app@one.example/x"))
-    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
-    published_elsewhere(
-        inventory(x="postgresql://app@two.example/x", y="postgresql://app@two.example/y")
+    assert published_entry("x").url == "postgresql://app@one.example/x"
+    first = published_inventory()
+    # The block rewritten behind the digest's back: this process keeps its read (it did not read the block).
+    block_alone(inventory(x="postgresql://app@two.example/x"))
+    assert published_inventory() is first
+    assert published_entry("x").url == "postgresql://app@one.example/x"
+    # A publish (here or on another machine) changes the digest: seen at the next read, new names too.
+    publish_inventory(
+        inventory(x="postgresql://app@three.example/x", y="postgresql://app@three.example/y")
     )
-    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@one.example/x"
-    assert published_entry("y", keep_seconds=3600).url == "postgresql://app@two.example/y"
-    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@two.example/x", (
-        "the read for y brought x's change"
-    )
-    published_elsewhere(inventory(x="postgresql://app@three.example/x"))
-    assert published_entry("x", keep_seconds=0).url == "postgresql://app@three.example/x"
-    publish_inventory(inventory(x="postgresql://app@four.example/x"))
-    assert published_entry("x", keep_seconds=3600).url == "postgresql://app@four.example/x"
+    assert published_entry("x").url == "postgresql://app@three.example/x"
+    assert published_entry("y").url == "postgresql://app@three.example/y"
+    # An inventory published without a digest (an older dbcrew): the block is read every time.
+    Variable.unset(INVENTORY_VERSION)
+    block_alone(inventory(x="postgresql://app@four.example/x"))
+    assert published_entry("x").url == "postgresql://app@four.example/x"
+    block_alone(inventory(x="postgresql://app@five.example/x"))
+    assert published_entry("x").url == "postgresql://app@five.example/x"
 
 
 def test_a_targets_review_slot_is_held_by_one_run_at_a_time_and_given_back(
