@@ -53,7 +53,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
 from dbcrew.flows.deploy import some_names
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.inventory import Inventory, MissedSlots, ScheduleGroup, TargetEntry
 from dbcrew.roles.report import operational
 
@@ -190,8 +190,8 @@ class LateSlots:
                 why = slot_trouble(
                     stage_of(run),
                     max(run.expected_start_time, self.since),
-                    polled(pool, run.work_queue_name or FLEET_QUEUE),
-                    polled(pool, REVIEW_QUEUE),
+                    polled(pool, run.work_queue_name or PoolQueue.FLEET),
+                    polled(pool, PoolQueue.REVIEWS),
                     now,
                     self.grace,
                 )
