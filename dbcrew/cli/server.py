@@ -37,6 +37,7 @@ from dbcrew.secrets import held_secrets
 
 if TYPE_CHECKING:
     from dbcrew.cli.server_databases import ServerDatabases
+    from dbcrew.flows.diagnosis_health import StalledDiagnoses
     from dbcrew.flows.schedule_health import LateSlots
     from dbcrew.flows.supervision import WatchSupervisor
 
@@ -249,9 +250,11 @@ def pool_queues(asked: Iterable[str]) -> tuple[str, ...]:
     return queues
 
 
-def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> list[str]:
+def supervise(
+    worker: Revived, watching: WatchSupervisor, late: LateSlots, stalled: StalledDiagnoses
+) -> list[str]:
     """One look after the pool: the worker started again if it exited, each watching run kept going, schedule
-    slots no worker could start told."""
+    slots and diagnoses no worker could start told."""
     said = []
     code = worker.revive()
     if code is not None:
@@ -259,6 +262,7 @@ def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> li
     try:
         said += watching.check()
         said += late.check()
+        said += stalled.check()
     except httpx.HTTPError as exc:
         said.append(
             f"could not check the watching runs (tried again in {SUPERVISE_EVERY:g} s): {exc}"
@@ -337,6 +341,7 @@ def serve(
         )
         os.environ["PREFECT_API_URL"] = api
         from dbcrew.flows.deploy import deploy_inventory
+        from dbcrew.flows.diagnosis_health import StalledDiagnoses
         from dbcrew.flows.schedule_health import LateSlots, settle_missed
         from dbcrew.flows.supervision import WatchSupervisor
 
@@ -353,6 +358,7 @@ def serve(
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
         late = LateSlots(inventory, known=[m.kept.id for m in missed if m.kept])
+        stalled = StalledDiagnoses(inventory)
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stack.callback(stop_reviews, worker)
         token = environment().receiver_token
@@ -399,7 +405,7 @@ def serve(
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
         while True:
-            for said in supervise(worker, watching, late):
+            for said in supervise(worker, watching, late, stalled):
                 show(line(said))
             sys.stdout.flush()
             if stop.wait(SUPERVISE_EVERY):

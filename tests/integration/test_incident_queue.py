@@ -5,21 +5,26 @@ test server.
 the runs of its queues in priority order), in a new pool and in one made before the queue existed. A
 diagnosis started the way the watcher starts one (dbcrew/flows/watching.py `start_diagnosis`) lands on
 `incidents` while the `reviews` queue's one slot is taken and another review waits there, and a worker's
-poll takes the diagnosis, which runs to its end on a real PostgreSQL, while the review still waits.
+poll takes the diagnosis, which runs to its end on a real PostgreSQL, while the review still waits. A
+diagnosis no worker could start (no worker polls `incidents`) is told once, to its target's alert URLs;
+one waiting behind the limit of a polled queue is not.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import UUID
 
 import anyio
 import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.actions import WorkPoolCreate
-from prefect.states import Running
+from prefect.states import Running, Scheduled
 
 from dbcrew.flows.deploy import deploy_inventory, ensure_pool
+from dbcrew.flows.diagnosis_health import StalledDiagnoses
 from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.starting import start_run
 from dbcrew.flows.watching import start_diagnosis
@@ -30,6 +35,7 @@ from dbcrew.models.incident import IncidentSignal
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.target_run import TargetRun
 from dbcrew.store.samples import Incident
+from tests.webhooks import receiving_webhooks
 
 pytestmark = pytest.mark.prefect
 
@@ -129,3 +135,69 @@ def test_a_diagnosis_the_watcher_starts_runs_while_the_reviews_queue_is_full(
     assert taken == [str(diagnosis.id)], "the worker took the diagnosis and no review"
     assert ended.state is not None and ended.state.is_completed(), ended.state
     assert still.state is not None and still.state.is_scheduled(), still.state
+
+
+def test_a_diagnosis_no_worker_could_start_is_told_once_and_one_behind_the_limit_never(
+    prefect_server: str,
+) -> None:
+    pool = "incidents-unpolled"  # no worker polls it
+    due = datetime.now(UTC) - timedelta(minutes=5)
+    with receiving_webhooks() as (hook, received):
+        inventory = parse_inventory(
+            {
+                "targets": [
+                    {
+                        "name": "stalled-db",
+                        "url": "postgresql://monitor@stalled.example.com/shop",
+                        "alerts": [f"{hook}/stalled"],
+                    }
+                ]
+            }
+        )
+        deploy_inventory(inventory, pool, max_reviews=1, max_diagnoses=1)
+        request = TargetRun(
+            target="stalled-db",
+            interval=PastInterval(start=due - timedelta(minutes=3), end=due),
+            alert="act.wait_lock 0 -> 3.5",
+        )
+        with get_client(sync_client=True) as client:
+            on_demand = client.read_deployment_by_name("review_target/on-demand")
+
+            def waiting_diagnosis() -> UUID:
+                return client.create_flow_run_from_deployment(
+                    on_demand.id,
+                    parameters={"request": request.model_dump(mode="json", exclude_defaults=True)},
+                    state=Scheduled(scheduled_time=due),
+                    work_queue_name=PoolQueue.INCIDENTS.value,
+                ).id
+
+            stalled = waiting_diagnosis()
+            supervisor = StalledDiagnoses(inventory, since=due - timedelta(hours=1))
+            (said,) = supervisor.check()
+            assert f"no worker has ever polled the incidents queue of work pool {pool}" in said, (
+                said
+            )
+            assert supervisor.check() == [], "told once"
+
+            # A worker polls the queue now: a diagnosis waiting there is behind the limit, not stalled.
+            client.get_scheduled_flow_runs_for_work_pool(
+                pool,
+                work_queue_names=[PoolQueue.INCIDENTS.value],
+                scheduled_before=due - timedelta(hours=1),
+            )
+            for _ in range(120):  # the server records the poll in the background
+                if client.read_work_queue_by_name(
+                    PoolQueue.INCIDENTS, work_pool_name=pool
+                ).last_polled:
+                    break
+                time.sleep(0.5)
+            queued = waiting_diagnosis()
+            assert supervisor.check() == [], "waiting on a polled queue is not stalled"
+            for run in (stalled, queued):
+                client.delete_flow_run(run)
+
+    assert [m["path"] for m in received] == ["/stalled"], received
+    assert "stalled-db" in str(received[0]["title"]) and "not diagnosed" in str(
+        received[0]["title"]
+    )
+    assert "no worker has ever polled the incidents queue" in str(received[0]["message"])
