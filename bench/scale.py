@@ -70,7 +70,9 @@ APP = "dbcrew"  # the application_name of the crew's sessions (dbcrew/targets/po
 
 
 REVIEWING = ("--work-queue", "reviews", "--work-queue", "fleet")  # the server's worker with --split
-WATCHING = ("watch",)  # the watching workers' queue with --split
+# the watching workers' queues with --split: the diagnoses their incidents start run beside the watching, off the
+# host the fleet's reviews keep busy (the server's worker, REVIEWING, serves no `incidents`)
+WATCHING = ("watch", "incidents")
 
 
 def load() -> str:

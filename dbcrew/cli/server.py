@@ -32,10 +32,12 @@ import typer
 from dbcrew.cli.console import line, show
 from dbcrew.cli.interrupts import end_processes
 from dbcrew.errors import UsageError
+from dbcrew.flows.queues import MAX_DIAGNOSES
 from dbcrew.secrets import held_secrets
 
 if TYPE_CHECKING:
     from dbcrew.cli.server_databases import ServerDatabases
+    from dbcrew.flows.diagnosis_health import StalledDiagnoses
     from dbcrew.flows.schedule_health import LateSlots
     from dbcrew.flows.supervision import WatchSupervisor
 
@@ -248,9 +250,11 @@ def pool_queues(asked: Iterable[str]) -> tuple[str, ...]:
     return queues
 
 
-def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> list[str]:
+def supervise(
+    worker: Revived, watching: WatchSupervisor, late: LateSlots, stalled: StalledDiagnoses
+) -> list[str]:
     """One look after the pool: the worker started again if it exited, each watching run kept going, schedule
-    slots no worker could start told."""
+    slots and diagnoses no worker could start told."""
     said = []
     code = worker.revive()
     if code is not None:
@@ -258,6 +262,7 @@ def supervise(worker: Revived, watching: WatchSupervisor, late: LateSlots) -> li
     try:
         said += watching.check()
         said += late.check()
+        said += stalled.check()
     except httpx.HTTPError as exc:
         said.append(
             f"could not check the watching runs (tried again in {SUPERVISE_EVERY:g} s): {exc}"
@@ -301,10 +306,11 @@ def serve(
     databases: ServerDatabases | None = None,
     local_postgres: Path | None = None,
     queues: tuple[str, ...] = (),
+    max_diagnoses: int = MAX_DIAGNOSES,
 ) -> None:
     """`databases`: the Prefect server's and the store's URLs given; `local_postgres`: a folder where this command
     runs both on a PostgreSQL of its own (the URLs given still win); `queues`: those the server's own worker serves
-    (none: every queue of the pool)."""
+    (none: every queue of the pool); `max_diagnoses`: the incidents queue's limit."""
     from dbcrew.cli.receiver import PATH, receiving_alerts
     from dbcrew.cli.server_databases import ServerDatabases
     from dbcrew.cli.server_databases import local_postgres as start_local_postgres
@@ -335,10 +341,11 @@ def serve(
         )
         os.environ["PREFECT_API_URL"] = api
         from dbcrew.flows.deploy import deploy_inventory
+        from dbcrew.flows.diagnosis_health import StalledDiagnoses
         from dbcrew.flows.schedule_health import LateSlots, settle_missed
         from dbcrew.flows.supervision import WatchSupervisor
 
-        names = deploy_inventory(inventory, pool, max_reviews)
+        names = deploy_inventory(inventory, pool, max_reviews, max_diagnoses)
         missed = settle_missed(inventory, started)  # before the worker would take them all
         for settled in missed:
             show(line(settled.describe()))
@@ -351,6 +358,7 @@ def serve(
         stack.callback(worker.stop)
         watching = WatchSupervisor(inventory)
         late = LateSlots(inventory, known=[m.kept.id for m in missed if m.kept])
+        stalled = StalledDiagnoses(inventory)
         stack.callback(stop_watching, watching)  # before the worker stops: the runs end CANCELLED
         stack.callback(stop_reviews, worker)
         token = environment().receiver_token
@@ -374,7 +382,8 @@ def serve(
             line(
                 f"work pool {pool}: a worker is running"
                 + (f" on the queues {', '.join(queues)}" if queues else "")
-                + f" (log: {logs / 'worker.log'}), at most {max_reviews} reviews at once"
+                + f" (log: {logs / 'worker.log'}), at most {max_reviews} reviews and {max_diagnoses} diagnoses"
+                " at once"
             )
         )
         show(line(("Prefect UI: ", "bold"), api.removesuffix("/api")))
@@ -396,7 +405,7 @@ def serve(
         show(line("press Ctrl-C to stop"))
         sys.stdout.flush()
         while True:
-            for said in supervise(worker, watching, late):
+            for said in supervise(worker, watching, late, stalled):
                 show(line(said))
             sys.stdout.flush()
             if stop.wait(SUPERVISE_EVERY):
@@ -415,6 +424,14 @@ def server(
         int,
         typer.Option(min=1, help="reviews at once over the whole pool (the reviews queue's limit)"),
     ] = 2,
+    max_diagnoses: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="diagnoses that incidents and alerts start, at once over the whole pool (the incidents queue's"
+            " limit; polled before reviews)",
+        ),
+    ] = MAX_DIAGNOSES,
     poll_seconds: Annotated[
         float, typer.Option(min=0.5, help="how often the worker asks for runs")
     ] = 5.0,
@@ -450,8 +467,8 @@ def server(
     work_queue: Annotated[
         list[str] | None,
         typer.Option(
-            help="a queue the server's own worker serves (repeat it; default: all of reviews, fleet, watch);"
-            " without watch it does not watch",
+            help="a queue the server's own worker serves (repeat it; default: all of reviews, fleet, incidents,"
+            " watch); without watch it does not watch, without incidents it runs no diagnosis",
         ),
     ] = None,
 ) -> None:
@@ -476,4 +493,5 @@ def server(
         databases,
         local_postgres,
         pool_queues(work_queue or ()),
+        max_diagnoses,
     )

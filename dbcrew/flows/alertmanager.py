@@ -1,7 +1,8 @@
 """Alertmanager's firing and resolved alerts, as diagnosis runs of the pool (the receiver is dbcrew/cli/receiver.py).
 
 Each alert the inventory can tell the target of (dbcrew/models/alertmanager.py) becomes a
-review_target run of its interval, on the `reviews` queue like any on-demand run, so its report,
+review_target run of its interval, on the `incidents` queue as the watcher's diagnoses (never behind a
+fleet's reviews on `reviews`: dbcrew/flows/queues.py), so its report,
 artifacts and alert (the target's Apprise URLs: the root causes, with the run's link) are those of
 any diagnosis. A watched target is diagnosed from the watcher's store, which holds what the crew
 itself sampled (statements, waits, tables); another from the Prometheus that fired the alert.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.starting import start_run
 from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.models.alertmanager import AlertmanagerPayload, SkippedAlert, diagnoses_of
@@ -78,7 +80,7 @@ def start_diagnoses(payload: AlertmanagerPayload, inventory: Inventory) -> Recei
         request = TargetRun(
             target=entry.name, interval=interval, alert=diagnosis.alert, prometheus=prometheus
         )
-        run = start_run(request, ["dbcrew", "alertmanager"])
+        run = start_run(request, ["dbcrew", "alertmanager"], queue=PoolQueue.INCIDENTS)
         started.append(
             StartedDiagnosis(
                 target=entry.name,

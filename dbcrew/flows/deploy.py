@@ -6,18 +6,19 @@ cron, scenario and `missed:`; dbcrew.inventory.ScheduleGroup), not per target: e
 what the Prefect scheduler keeps ahead grows with the distinct schedules, never with the fleet.
 
 Deployments name their flows by module path (`dbcrew.flows.targets.review_target`), so a worker on any
-machine with dbcrew installed runs them; nothing points at this machine's files. The pool has three
-queues: `reviews` (its concurrency limit is the fleet's overall limit), `fleet` (the fleet runs
-that wait for reviews must never take a review's slot) and `watch`: a worker that serves it (every
-worker of the pool, unless `--work-queue` names others) runs its own share of the watching
-(dbcrew/flows/watching.py WatchShares), so the watching has no deployment; older versions' watching
-deployments are deleted at the next deploy.
+machine with dbcrew installed runs them; nothing points at this machine's files. The pool has four
+queues (dbcrew/flows/queues.py): `reviews` (its concurrency limit is the fleet's overall limit), `fleet`
+(the fleet runs that wait for reviews must never take a review's slot), `incidents` (the diagnoses an
+incident or an alert starts, with a limit of their own and polled first, so they never wait behind the
+fleet) and `watch`: a worker that serves it (every worker of the pool, unless `--work-queue` names
+others) runs its own share of the watching (dbcrew/flows/watching.py WatchShares), so the watching has
+no deployment; older versions' watching deployments are deleted at the next deploy.
 """
 
 from __future__ import annotations
 
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.client.schemas.actions import WorkPoolCreate, WorkQueueUpdate
 from prefect.deployments.runner import RunnerDeployment
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
@@ -26,7 +27,7 @@ from prefect.types.entrypoint import EntrypointType
 from dbcrew.errors import UsageError
 from dbcrew.flows.dispatch import ran_sync
 from dbcrew.flows.fleet import fleet_review, scheduled_reviews
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE, WATCH_QUEUE
+from dbcrew.flows.queues import MAX_DIAGNOSES, PRIORITIES, PoolQueue
 from dbcrew.flows.review import health_review
 from dbcrew.flows.targets import ON_DEMAND, publish_inventory, review_target
 from dbcrew.flows.worker import WORKER_TYPE, InProcessWorker
@@ -36,8 +37,11 @@ from dbcrew.models.target_run import TargetRun
 POOL = "dbcrew"
 
 
-def ensure_pool(pool: str, max_reviews: int) -> None:
-    """A work pool of the crew's in-process workers with the two queues; `max_reviews` reviews at once over every worker."""
+def ensure_pool(pool: str, max_reviews: int, max_diagnoses: int = MAX_DIAGNOSES) -> None:
+    """A work pool of the crew's in-process workers with its queues, each at its priority: `max_reviews` reviews
+    and `max_diagnoses` diagnoses at once over every worker. An existing pool's queues are set the same way (a
+    pool made before `incidents` gets it)."""
+    limits = {PoolQueue.REVIEWS: max_reviews, PoolQueue.INCIDENTS: max_diagnoses}
     with get_client(sync_client=True) as client:
         try:
             existing_pool = client.read_work_pool(pool)
@@ -55,12 +59,26 @@ def ensure_pool(pool: str, max_reviews: int) -> None:
                     f"work pool {pool!r} on this server is of type {existing_pool.type!r}, not {WORKER_TYPE!r}: "
                     f"choose another --pool, or delete it (`prefect work-pool delete {pool}`)"
                 )
-        for queue, limit in ((REVIEW_QUEUE, max_reviews), (FLEET_QUEUE, None), (WATCH_QUEUE, None)):
+        # Highest priority first, each through the pool's own route: there Prefect moves the queue that held a
+        # priority down rather than share it (the client's update_work_queue takes the older /work_queues route,
+        # which left `reviews` and the pool's `default` both at 2 in a pool made before `incidents`).
+        for queue in sorted(PoolQueue, key=PRIORITIES.__getitem__):
+            limit, priority = limits.get(queue), PRIORITIES[queue]
             try:
-                existing = client.read_work_queue_by_name(queue, work_pool_name=pool)
-                client.update_work_queue(existing.id, concurrency_limit=limit)
+                client.read_work_queue_by_name(queue, work_pool_name=pool)
             except ObjectNotFound:
-                client.create_work_queue(queue, work_pool_name=pool, concurrency_limit=limit)
+                client.create_work_queue(
+                    queue, work_pool_name=pool, concurrency_limit=limit, priority=priority
+                )
+                continue
+            client.request(
+                "PATCH",
+                "/work_pools/{work_pool_name}/queues/{name}",
+                path_params={"work_pool_name": pool, "name": queue.value},
+                json=WorkQueueUpdate(concurrency_limit=limit, priority=priority).model_dump(
+                    mode="json", exclude_unset=True
+                ),
+            )
 
 
 SHOWN_TARGETS = 10  # targets named in a schedule's description or alert; the rest are counted
@@ -84,7 +102,7 @@ def schedule_deployment(group: ScheduleGroup, entries: list[TargetEntry]) -> Run
             description=f"{group.scenario.value} review of each of {len(entries)} targets on "
             f"`{group.cron}` (UTC), missed slots: {group.missed.value}: {some_names(entries)}",
             tags=["dbcrew", "scheduled"],
-            work_queue_name=FLEET_QUEUE,
+            work_queue_name=PoolQueue.FLEET,
             entrypoint_type=EntrypointType.MODULE_PATH,
         )
     )
@@ -96,7 +114,7 @@ def on_demand_deployment(inventory: Inventory) -> RunnerDeployment:
         name=ON_DEMAND,
         description="Review a database of the inventory now: choose the target, scenario and brain",
         tags=["dbcrew", ON_DEMAND],
-        work_queue_name=REVIEW_QUEUE,
+        work_queue_name=PoolQueue.REVIEWS,
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
     deployment = ran_sync(made)
@@ -114,28 +132,33 @@ def deployments_of(inventory: Inventory) -> list[RunnerDeployment]:
             name="lab",
             description="Any URL, with fault injection and the ablation switches (for experiments)",
             tags=["dbcrew", "lab"],
-            work_queue_name=REVIEW_QUEUE,
+            work_queue_name=PoolQueue.REVIEWS,
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
         fleet_review.to_deployment(
             name="fleet",
             description="Review every target of the inventory (or those with a tag) on the pool",
             tags=["dbcrew", "fleet"],
-            work_queue_name=FLEET_QUEUE,
+            work_queue_name=PoolQueue.FLEET,
             entrypoint_type=EntrypointType.MODULE_PATH,
         ),
     ]
     return [ran_sync(d) for d in made]
 
 
-def deploy_inventory(inventory: Inventory, pool: str = POOL, max_reviews: int = 2) -> list[str]:
+def deploy_inventory(
+    inventory: Inventory,
+    pool: str = POOL,
+    max_reviews: int = 2,
+    max_diagnoses: int = MAX_DIAGNOSES,
+) -> list[str]:
     """Publish the inventory and (re)create every deployment; drops the deployments of targets and schedules no
     longer listed (and the per-target schedules of an older publish), with the runs they had scheduled.
 
     Returns the deployments' full names (flow/deployment).
     """
     publish_inventory(inventory)
-    ensure_pool(pool, max_reviews)
+    ensure_pool(pool, max_reviews, max_diagnoses)
     deployments = deployments_of(inventory)
     for deployment in deployments:
         deployment.apply(work_pool_name=pool)

@@ -12,6 +12,9 @@ queue (dbcrew/flows/fleet.py). What is judged is the slot, never a review:
   Scheduled or Late (no worker polls the fleet queue, or the queue is paused), or its run started
   and its reviews wait with no worker polling the reviews queue. Once per slot, to the union of the
   group's alert URLs (each URL hears it once, however many targets name it).
+- A diagnosis (the watcher's or the Alertmanager receiver's) waits on the `incidents` queue, never on
+  `reviews`, so a slot's reviews cannot hold it up; whether a worker could start it is judged the same
+  way, by that queue's polls, in dbcrew/flows/diagnosis_health.py.
 SLOT_GRACE is the time Prefect's own server gives a queue before it calls it not ready (60 s without a
 poll); a worker asks every few seconds (5 s under `dbcrew server`, 10 s by Prefect's default). The
 grace counts from the later of the slot's time and the supervisor's own start, so the seconds a
@@ -53,7 +56,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
 from dbcrew.flows.deploy import some_names
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.inventory import Inventory, MissedSlots, ScheduleGroup, TargetEntry
 from dbcrew.roles.report import operational
 
@@ -190,8 +193,8 @@ class LateSlots:
                 why = slot_trouble(
                     stage_of(run),
                     max(run.expected_start_time, self.since),
-                    polled(pool, run.work_queue_name or FLEET_QUEUE),
-                    polled(pool, REVIEW_QUEUE),
+                    polled(pool, run.work_queue_name or PoolQueue.FLEET),
+                    polled(pool, PoolQueue.REVIEWS),
                     now,
                     self.grace,
                 )

@@ -38,7 +38,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.states import Cancelled, Crashed
 
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.worker import worker_of
 from dbcrew.inventory import Inventory, TargetEntry
 from dbcrew.roles.report import operational
@@ -71,7 +71,7 @@ def orphaned(run: FlowRun) -> bool:
 
 
 def stop_reviews(worker_pid: int) -> list[str]:
-    """A planned stop of the worker `worker_pid` of this host: the reviews and fleet runs it is running end
+    """A planned stop of the worker `worker_pid` of this host: the reviews, diagnoses and fleet runs it is running end
     Cancelled now, whatever the worker manages before it exits (it winds them down; one killed after its
     grace period would leave them Running for ever); the names of those cancelled."""
     with get_client(sync_client=True) as client:
@@ -80,7 +80,9 @@ def stop_reviews(worker_pid: int) -> list[str]:
                 state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
             ),
             work_queue_filter=WorkQueueFilter(
-                name=WorkQueueFilterName(any_=[REVIEW_QUEUE, FLEET_QUEUE])
+                name=WorkQueueFilterName(
+                    any_=[PoolQueue.REVIEWS, PoolQueue.INCIDENTS, PoolQueue.FLEET]
+                )
             ),
             limit=RUNS_LOOKED_AT,
         )

@@ -51,6 +51,7 @@ from pydantic import Field
 from dbcrew import stopping
 from dbcrew.errors import TargetError, UsageError
 from dbcrew.flows.incident_diagnosis import DiagnosisBoard
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.starting import start_run
 from dbcrew.flows.targets import connect_entry, published_inventory
 from dbcrew.flows.worker import WORKER_STOPPED, run_identifier
@@ -76,6 +77,18 @@ log = logging.getLogger(__name__)
 _HALTS: dict[str, threading.Event] = {}
 # worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)
 _BUDGETS: dict[str, SessionBudget] = {}
+
+
+def start_diagnosis(entry: TargetEntry, incident: Incident, interval: PastInterval) -> FlowRun:
+    """The diagnosis of `incident` over `interval`, started as a review_target run on the pool's `incidents` queue:
+    a DBA wants what just happened diagnosed now, not after the fleet's reviews queued on `reviews`."""
+    request = TargetRun(
+        target=entry.name,
+        interval=interval,
+        alert=incident_alert_text(incident),
+        incident=incident.for_run(),
+    )
+    return start_run(request, ["dbcrew", "incident"], queue=PoolQueue.INCIDENTS)
 
 
 class Keeper:
@@ -140,7 +153,7 @@ class Keeper:
         """Start the diagnosis of the incident's interval as a review_target run of the pool (it alerts itself)."""
         interval = PastInterval(start=incident.started_at, end=min(incident.ended_at, now))
         try:
-            run = self._start_diagnosis(entry, incident, interval)
+            run = start_diagnosis(entry, incident, interval)
         except (httpx.HTTPError, PrefectException) as exc:
             self.log.error("incident on %s: its diagnosis could not start: %s", entry.name, exc)
             alert = operational.not_diagnosed(
@@ -154,17 +167,6 @@ class Keeper:
             interval.describe(),
             run.name,
         )
-
-    def _start_diagnosis(
-        self, entry: TargetEntry, incident: Incident, interval: PastInterval
-    ) -> FlowRun:
-        request = TargetRun(
-            target=entry.name,
-            interval=interval,
-            alert=incident_alert_text(incident),
-            incident=incident.for_run(),
-        )
-        return start_run(request, ["dbcrew", "incident"])
 
     def _post_health(self, at: datetime) -> None:
         rows = []

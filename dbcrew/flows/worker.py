@@ -37,7 +37,7 @@ from prefect.workers.base import BaseJobConfiguration, BaseVariables, BaseWorker
 
 from dbcrew import stopping
 from dbcrew.flows.kept_reads import KeptReads
-from dbcrew.flows.queues import WATCH_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.worker_engine import RunsClient, run_flow_run
 
 WORKER_TYPE = "dbcrew-in-process"
@@ -106,7 +106,7 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
         self._runs_client = RunsClient().__enter__()
         self._stop_on_terminate()
         self._client = cast(PrefectClient, KeptReads(self.client))
-        if not self._work_queues or WATCH_QUEUE in self._work_queues:
+        if not self._work_queues or PoolQueue.WATCH in self._work_queues:
             from dbcrew.flows.watching import (
                 WatchShares,
             )  # imports the watcher: only a worker that watches pays for it

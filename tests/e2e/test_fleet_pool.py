@@ -52,7 +52,7 @@ from prefect.states import Scheduled
 from bench import injections
 from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, own_home_worker, store_ready
 from dbcrew.flows.deploy import POOL
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.lab.crew_server import CrewServer, running_crew_server
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.waiting import wait_for
@@ -319,8 +319,8 @@ def test_two_workers_watch_a_fleet_on_postgresql_take_over_a_killed_one_and_queu
         ):
             before = len(received)
             deployment = client.read_deployment_by_name(f"scheduled_reviews/{SCHEDULE}")
-            reviews_queue = client.read_work_queue_by_name(REVIEW_QUEUE, work_pool_name=POOL)
-            fleet_queue = client.read_work_queue_by_name(FLEET_QUEUE, work_pool_name=POOL)
+            reviews_queue = client.read_work_queue_by_name(PoolQueue.REVIEWS, work_pool_name=POOL)
+            fleet_queue = client.read_work_queue_by_name(PoolQueue.FLEET, work_pool_name=POOL)
             client.update_work_queue(reviews_queue.id, concurrency_limit=0)
             stuck = None
             try:

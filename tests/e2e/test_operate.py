@@ -459,20 +459,20 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
     from prefect.deployments.runner import EntrypointType
 
     from dbcrew.flows.deploy import ensure_pool
-    from dbcrew.flows.queues import REVIEW_QUEUE
+    from dbcrew.flows.queues import PoolQueue
     from dbcrew.flows.worker import InProcessWorker
     from tests.e2e.queued_flow import queued_noop
 
     pool = "next-runs"  # not the crew's pool: its worker must not take these runs
     ensure_pool(pool, max_reviews=1)
     deployment_id = queued_noop.to_deployment(
-        name="queued", work_queue_name=REVIEW_QUEUE, entrypoint_type=EntrypointType.MODULE_PATH
+        name="queued", work_queue_name=PoolQueue.REVIEWS, entrypoint_type=EntrypointType.MODULE_PATH
     ).apply(work_pool_name=pool)
     with get_client(sync_client=True) as client:
         runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
 
     async def one_poll() -> list[str]:
-        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[PoolQueue.REVIEWS]) as worker:
             assert len(await worker.get_and_submit_flow_runs()) == 1, (
                 "the queue lets one run at a time through"
             )
@@ -490,7 +490,7 @@ def test_a_run_that_ends_takes_the_next_queued_run_without_waiting_for_the_poll(
         runs = [client.create_flow_run_from_deployment(deployment_id).id for _ in range(2)]
 
     async def poll_and_stop() -> None:
-        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[PoolQueue.REVIEWS]) as worker:
             await worker.get_and_submit_flow_runs()
 
     anyio.run(poll_and_stop)

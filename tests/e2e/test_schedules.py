@@ -27,7 +27,7 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.states import Scheduled
 
 from dbcrew.flows.deploy import POOL
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.lab.crew_server import CrewServer
 from dbcrew.lab.waiting import wait_for
 
@@ -61,8 +61,8 @@ def test_a_shared_schedules_slot_reviews_each_target_and_its_queued_reviews_are_
     received = webhook[1]
     before = len(received)
     deployment = client.read_deployment_by_name(f"scheduled_reviews/{SCHEDULE}")
-    reviews_queue = client.read_work_queue_by_name(REVIEW_QUEUE, work_pool_name=POOL)
-    fleet_queue = client.read_work_queue_by_name(FLEET_QUEUE, work_pool_name=POOL)
+    reviews_queue = client.read_work_queue_by_name(PoolQueue.REVIEWS, work_pool_name=POOL)
+    fleet_queue = client.read_work_queue_by_name(PoolQueue.FLEET, work_pool_name=POOL)
     client.update_work_queue(reviews_queue.id, concurrency_limit=0)  # every review waits behind it
     stuck = None
     try:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import UUID
 
 import httpx
 import psutil
@@ -41,6 +42,7 @@ from prefect.client.schemas.sorting import ArtifactSort
 from bench import injections
 from bench.diagnose import SERVER_SETTINGS
 from dbcrew.cli.server import worker_args
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.lab.crew_server import CrewServer, running_crew_server
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.waiting import wait_for
@@ -183,6 +185,7 @@ def test_an_anomaly_in_one_target_is_its_incident_diagnosed_and_alerted(
             flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=["incident"]))
         )
         assert diagnosis.state_type is StateType.COMPLETED and diagnosis.name == "stormy"
+        assert diagnosis.work_queue_name == PoolQueue.INCIDENTS, "never behind the fleet's reviews"
         asked = diagnosis.parameters["request"]
         assert asked["interval"]["start"].startswith(f"{incident.started_at:%Y-%m-%dT%H:%M:%S}")
         assert [s["name"] for s in asked["incident"]["signals"]] == [
@@ -306,6 +309,11 @@ def test_an_alertmanager_alert_starts_a_diagnosis_of_the_watched_incident(
     assert answer.status_code == 202, answer.text
     (started,) = answer.json()["started"]
     assert started["target"] == "stormy" and started["source"] == "the watcher's store"
+    with client_of(server) as client:
+        queue = client.read_flow_run(UUID(started["run_id"])).work_queue_name
+    assert queue == PoolQueue.INCIDENTS, (
+        "an alert's diagnosis never waits behind the fleet's reviews"
+    )
     assert started["interval"]["start"].startswith(f"{incident.started_at:%Y-%m-%dT%H:%M:%S}"), (
         "the watcher's incident says exactly when"
     )

@@ -16,7 +16,7 @@ from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.states import Late, Running, Scheduled
 
 from dbcrew.flows.deploy import ensure_pool, schedule_deployment
-from dbcrew.flows.queues import FLEET_QUEUE, REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.schedule_health import LateSlots
 from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory
@@ -32,7 +32,7 @@ def polled_by_a_worker(client: SyncPrefectClient, pool: str) -> None:
     for _ in range(120):
         queues = [
             client.read_work_queue_by_name(q, work_pool_name=pool)
-            for q in (FLEET_QUEUE, REVIEW_QUEUE)
+            for q in (PoolQueue.FLEET, PoolQueue.REVIEWS)
         ]
         if all(q.last_polled is not None for q in queues):
             return
@@ -103,7 +103,7 @@ def test_only_a_slot_no_worker_could_start_is_told_once_per_slot(prefect_server:
 
             # The polled pool's fleet queue paused: its next slot cannot start; one alert for six targets, each
             # alert URL once (the shared one names five of them).
-            fleet_queue = client.read_work_queue_by_name(FLEET_QUEUE, work_pool_name=POLLED)
+            fleet_queue = client.read_work_queue_by_name(PoolQueue.FLEET, work_pool_name=POLLED)
             client.update_work_queue(fleet_queue.id, is_paused=True)
             blocked = slot(on_polled, None)
             (said,) = supervisor.check()

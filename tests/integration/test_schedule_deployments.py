@@ -17,7 +17,7 @@ from prefect.schedules import Cron
 from prefect.states import Scheduled
 
 from dbcrew.flows.deploy import deploy_inventory, ensure_pool
-from dbcrew.flows.queues import REVIEW_QUEUE
+from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.targets import review_target
 from dbcrew.inventory import parse_inventory
 
@@ -56,7 +56,7 @@ def test_sixty_targets_on_two_crons_are_two_deployments_and_old_ones_go(
         name="legacy-target",
         parameters={"request": {"target": "legacy-target"}},
         schedules=[Cron("0 3 * * *", timezone="UTC")],
-        work_queue_name=REVIEW_QUEUE,
+        work_queue_name=PoolQueue.REVIEWS,
         entrypoint_type=EntrypointType.MODULE_PATH,
     ).apply(work_pool_name=POOL)  # what `dbcrew server` deployed per target before
     with get_client(sync_client=True) as client:

@@ -58,7 +58,7 @@ def test_a_run_of_the_in_process_worker_goes_from_pending_to_running_with_no_sub
     from prefect.deployments.runner import EntrypointType
 
     from dbcrew.flows.deploy import ensure_pool
-    from dbcrew.flows.queues import REVIEW_QUEUE
+    from dbcrew.flows.queues import PoolQueue
     from dbcrew.flows.worker import InProcessWorker
     from tests.e2e.queued_flow import queued_noop
 
@@ -66,14 +66,14 @@ def test_a_run_of_the_in_process_worker_goes_from_pending_to_running_with_no_sub
     ensure_pool(pool, max_reviews=1)
     deployment_id = queued_noop.to_deployment(
         name="no-submitting",
-        work_queue_name=REVIEW_QUEUE,
+        work_queue_name=PoolQueue.REVIEWS,
         entrypoint_type=EntrypointType.MODULE_PATH,
     ).apply(work_pool_name=pool)
     with get_client(sync_client=True) as client:
         run_id = client.create_flow_run_from_deployment(deployment_id).id
 
     async def one_poll() -> None:
-        async with InProcessWorker(work_pool_name=pool, work_queues=[REVIEW_QUEUE]) as worker:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[PoolQueue.REVIEWS]) as worker:
             await worker.get_and_submit_flow_runs()  # a worker that stops waits for the run it took
 
     anyio.run(one_poll)

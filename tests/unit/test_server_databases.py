@@ -73,7 +73,8 @@ def test_a_queue_the_pool_does_not_have_is_one_line_and_exit_2():
     result = dbcrew_here("server", "--work-queue", "reviews", "--work-queue", "review")
     assert result.returncode == 2, result
     assert result.stderr.strip() == (
-        "dbcrew: error: --work-queue 'review' is not one of the pool's queues: reviews, fleet, watch"
+        "dbcrew: error: --work-queue 'review' is not one of the pool's queues: reviews, fleet,"
+        " incidents, watch"
     ), result.stderr
 
 
