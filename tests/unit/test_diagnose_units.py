@@ -168,6 +168,28 @@ def test_monitoring_statements_are_not_workload() -> None:
     }
 
 
+def test_a_statement_sampled_with_many_literals_is_one_candidate_of_their_summed_share() -> None:
+    """Behind a queue of lock waiters a statement's finished time is a few per cent of the window's,
+    while its sessions work: twenty parameters seen in the samples are one statement, not twenty."""
+    join = "SELECT r.id, count(*) FROM reply r JOIN vote v ON v.reply_id = r.id WHERE r.thread = $1 GROUP BY r.id"
+    waiter = "SELECT 1 FROM queue WHERE slot = $1 FOR UPDATE"
+    w = window(
+        statements=[
+            StatementDelta(queryid=1, query=waiter, calls=400, total_exec_time_ms=97_000, rows=400),
+            StatementDelta(queryid=2, query=join, calls=150, total_exec_time_ms=3_000, rows=150),
+        ],
+        running={
+            "SELECT 1 FROM queue WHERE slot = 3 FOR UPDATE": 900,
+            **{join.replace("$1", str(t)): 5 for t in range(20)},
+            **{f"SELECT sum(x) FROM audit WHERE day = {d}": 20 for d in range(3)},
+        },
+    )
+    shares = dict(statement_candidates(w))
+    assert set(shares) == {waiter, join, "SELECT sum(x) FROM audit WHERE day = 0"}
+    assert shares[join] == pytest.approx(100 / 1060)  # its samples over all literals, not 5 of 1060
+    assert shares["SELECT sum(x) FROM audit WHERE day = 0"] == pytest.approx(60 / 1060)
+
+
 def test_experts_judge_by_thresholds() -> None:
     busy = window({"act.on_cpu": [6.0] * 10, "host.cpu_busy": [100.0] * 10}, cpu_count=2)
     assert [c.code for c in EXPERTS["cpu"](Facts(busy, None, []))] == ["cpu_contention"]

@@ -54,6 +54,7 @@ from dbcrew.operators.window.evidence import (
     MONITORING,
     StatementDelta,
     WindowEvidence,
+    running_by_statement,
     statement_identity,
 )
 from dbcrew.operators.window.metrics import ON_CPU
@@ -150,7 +151,8 @@ SELECT left(query, %(chars)s::int) AS query,
 def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
     """The heaviest statements: finished ones by share of statement time (a text's entries summed:
     one statement run with parameters of different types, or by different roles, has several),
-    running ones by share of samples (a finished statement's own, when it is one)."""
+    sampled ones by share of the samples of all their literal texts (a finished statement's own, when
+    it is one)."""
     finished = [s for s in window.statements if not MONITORING.search(s.query)]
     total = sum(s.total_exec_time_ms for s in finished)
     shares: dict[str, float] = {}
@@ -158,13 +160,15 @@ def statement_candidates(window: WindowEvidence) -> list[tuple[str, float]]:
         if total > 0:
             shares[s.query] = shares.get(s.query, 0.0) + s.total_exec_time_ms / total
     # A sampled text with its literals is the finished statement of the same fingerprint: one
-    # candidate, planned once (the `$n` text), not one per literal seen.
-    finished_text = {statement_identity(q).key: q for q in shares}
-    active = sum(n for q, n in window.running.items() if not MONITORING.search(q))
-    for query, seen in window.running.items():
-        if active and not MONITORING.search(query):
-            text = finished_text.get(statement_identity(query).key, query)
-            shares[text] = max(shares.get(text, 0.0), seen / active)
+    # candidate, planned once (the `$n` text, or the first literal text seen when none finished), its
+    # samples summed over every literal seen (a window stored before its texts were summed, too).
+    named = {statement_identity(q).key: q for q in shares}
+    sampled = running_by_statement(
+        {q: n for q, n in window.running.items() if not MONITORING.search(q)}, named
+    )
+    active = sum(sampled.values())
+    for text, seen in sampled.items():
+        shares[text] = max(shares.get(text, 0.0), seen / active)
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
     return [(q, share) for q, share in ranked[:TOP_STATEMENTS] if share >= MIN_SHARE]
 

@@ -30,7 +30,7 @@ from dbcrew.operators.collect.probe import read_brief
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.watch.session_sampler import SESSION_STEP, SamplePace, SessionSampler
-from dbcrew.operators.window.evidence import MONITORING, TableDelta, statement_identity
+from dbcrew.operators.window.evidence import MONITORING, TableDelta, running_by_statement
 from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.metrics import STATEMENT_TIME as EXEC_TIME
 from dbcrew.operators.window.passes import (
@@ -240,14 +240,9 @@ class TargetWatch:
         return Sampled(body=body, seconds=seconds, texts=texts)
 
     def running(self, texts: Counter[str]) -> Counter[str]:
-        """The running texts' samples by statement (pglast's fingerprint), each under one whole text, the same in
-        every pass: a client that sends its values as literals (pgbench's default) ran ten texts of one statement in
-        a pass, each stored as a new text and kept as a running statement of its own, in every bucket; and so many
-        one-sample shares of one statement understated its share of the active time."""
-        by_statement = Counter[str]()
-        for text, n in texts.items():
-            by_statement[self.shown.setdefault(statement_identity(text).key, text)] += n
-        return by_statement
+        """The running texts' samples by statement, each under one whole text, the same in every pass
+        (`running_by_statement`): a text stored once, not one per literal per pass."""
+        return running_by_statement(texts, self.shown)
 
     def stored_texts(self, texts: dict[str, str]) -> None:
         """The texts a pass named are in the store now: later passes name them by digest only."""

@@ -7,6 +7,8 @@ just a saved `WindowEvidence` (JSON) and the detector compares like with like.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -115,6 +117,18 @@ def statement_identity(query: str) -> StatementIdentity:
         ".".join(p for p in (target.schemaname, target.relname) if p) if target is not None else ""
     )
     return StatementIdentity(key=key, kind=statement_kind(query), relation=name)
+
+
+def running_by_statement(texts: Mapping[str, int], shown: dict[str, str]) -> Counter[str]:
+    """Sampled texts' counts summed by statement (pglast's fingerprint), each statement under the text
+    `shown` holds for it (set here to the first text seen when it holds none). A client that sends its
+    values as literals (pgbench's default) runs one statement as many texts: counted per text, twenty
+    parameters of one join behind a queue of lock waiters are twenty shares of half a per cent each,
+    and a top-N of texts drops the statement's other literals."""
+    by_statement = Counter[str]()
+    for text, n in texts.items():
+        by_statement[shown.setdefault(statement_identity(text).key, text)] += n
+    return by_statement
 
 
 class TimeSlice(BaseModel):

@@ -24,7 +24,7 @@ from dbcrew import stopping
 from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
-from dbcrew.operators.window.evidence import WindowEvidence
+from dbcrew.operators.window.evidence import WindowEvidence, running_by_statement
 from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.readers import (
     ActivityTally,
@@ -165,7 +165,7 @@ def sample_window(
         statements=statements,
         tables=tables,
         settings=settings,
-        running=dict(tally.running.most_common(20)),
+        running=dict(running_by_statement(tally.running, {}).most_common(20)),
         cpu_count=psutil.cpu_count() if host is not None else None,
         memory_total_bytes=psutil.virtual_memory().total if host is not None else None,
         memory_by_statement=tally.memory_by_statement(host.private_peak if host else {}),
