@@ -216,6 +216,22 @@ def coverage(
     return intervals * len(passes), sampled, doubled
 
 
+def missed_by_interval(
+    passes: dict[str, list[datetime]], start: datetime, end: datetime, every: float
+) -> Counter[int]:
+    """Where the unsampled target-intervals of `coverage` lie: their count by the interval (0 the first
+    after `start`) in which the gap that left them out began. One worker's whole share missing one
+    round shows as its targets' count at one interval; the stretch before the first pass at 0."""
+    missed = Counter[int]()
+    for ends in passes.values():
+        marks = [start, *ends, end]
+        for a, b in itertools.pairwise(marks):
+            lost = max(0, round((b - a).total_seconds() / every) - 1)
+            if lost:
+                missed[int((a - start).total_seconds() // every)] += lost
+    return missed
+
+
 def worker_of(server: CrewServer) -> psutil.Process:
     (worker,) = [
         p
@@ -459,7 +475,13 @@ def run(
         f"watching {len(names)} targets at {every:g} s for {stretch:.0f} s before the kill:"
         f" {sampled}/{intervals} target-intervals sampled = {100 * sampled / intervals:.2f} %"
         f" (goal >= 99.5 %), {doubled} sampled twice in one interval, {overlapping} overlapping stints of two"
-        " holders on one target (watch_tenures)",
+        " holders on one target (watch_tenures)"
+        + (
+            "; unsampled by the interval their gap began in: "
+            + ", ".join(f"#{k} {n}" for k, n in sorted(missing.items()))
+            if (missing := missed_by_interval(steady, t0, killed, every))
+            else ""
+        ),
         command,
     )
     worker_cpu = sum(cpu1.values()) - sum(cpu0.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bench.scale import coverage
+from bench.scale import coverage, missed_by_interval
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -25,3 +25,5 @@ def test_a_missed_round_is_one_interval_unsampled_and_a_pass_right_after_another
         "late": [at(26), at(36), at(46)],  # first pass 26 s in: two intervals unsampled
     }
     assert coverage(passes, START, at(50), every=10) == (15, 12, 1)
+    # Where they lie: the round at 25 s (the gap from 15 s began in interval 1), and the first two.
+    assert missed_by_interval(passes, START, at(50), every=10) == {1: 1, 0: 2}
