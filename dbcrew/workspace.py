@@ -168,22 +168,29 @@ class Workspace:
     ) -> int:
         """Replace table `name` with typed columns; returns the row count. Texts are redacted (no
         password read from the target, e.g. in a `CREATE ROLE ... PASSWORD` statement, is kept)."""
-        ddl = ", ".join(f'"{col}" {typ}' for col, typ in columns)
         # One list parameter per column, unnested side by side: one statement for all rows, no pandas
-        # (a DataFrame cost ~0.25 CPU-s to import in every review process, and more per write).
-        select = ", ".join(f'CAST(unnest(?) AS {typ}) AS "{col}"' for col, typ in columns)
-        values = [_column([row[i] for row in rows], typ) for i, (_, typ) in enumerate(columns)]
+        # (a DataFrame cost ~0.25 CPU-s to import in every review process, and more per write). The table is
+        # made by that statement too (CREATE ... AS SELECT, each column cast to its type): one commit a table,
+        # not a CREATE and an INSERT each committed, 2.3 instead of 3.1 ms of CPU for 50 rows of three
+        # columns, some 20 writes a review. An empty table is declared, as the cast of an empty list may not bind.
+        if not rows:
+            ddl = ", ".join(f'"{col}" {typ}' for col, typ in columns)
+            statement, values = f'CREATE OR REPLACE TABLE "{name}" ({ddl})', []
+        else:
+            select = ", ".join(f'CAST(unnest(?) AS {typ}) AS "{col}"' for col, typ in columns)
+            statement = f'CREATE OR REPLACE TABLE "{name}" AS SELECT {select}'
+            values = [_column([row[i] for row in rows], typ) for i, (_, typ) in enumerate(columns)]
         with self._write_lock, self._writing(), self._cursor() as cur:
-            cur.execute(f'CREATE OR REPLACE TABLE "{name}" ({ddl})')
-            if rows:
-                cur.execute(f'INSERT INTO "{name}" SELECT {select}', values)
+            cur.execute(statement, values)
         return len(rows)
 
     def has(self, table: Artifact) -> bool:
         """Whether the run landed the artifact `table` (a collector that was skipped or failed did not)."""
-        with self._cursor() as cur:
+        with (
+            self._cursor() as cur
+        ):  # duckdb_tables(), not the information_schema view over it: 0.4 ms, not 1.0
             found = cur.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]
             ).fetchone()
         return bool(found and found[0])
 

@@ -69,10 +69,8 @@ def _canvas_figure(**options: Any) -> Any:
     return fig
 
 
-@contextmanager
-def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
-    """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them, placed by `margins`; saved to `path` on exit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def new_figure(rows: int, columns: int, margins: Margins, **options: Any) -> tuple[Any, Any]:
+    """(figure, axes) as `plt.subplots(rows, columns, **options)` gives them, placed by `margins`."""
     subplot_options = {
         k: options.pop(k) for k in ("sharex", "sharey", "squeeze", "subplot_kw") if k in options
     }
@@ -95,9 +93,23 @@ def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any
         },
         **subplot_options,
     )
-    yield fig, axes
+    return fig, axes
+
+
+def save(fig: Any, path: Path) -> None:
+    """`fig` drawn into the PNG file `path` (its folder made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with DRAWING:
         fig.savefig(path, dpi=DPI)
+
+
+@contextmanager
+def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
+    """(figure, axes) as `new_figure` makes them; saved to `path` on exit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = new_figure(rows, columns, margins, **options)
+    yield fig, axes
+    save(fig, path)
 
 
 SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
