@@ -449,9 +449,6 @@ def test_inserts_beside_a_scan_whose_plan_is_a_cause_are_judged_on_the_time_the_
     assert EXPERTS["workload"](Facts(window, baseline, risen)) == []
     # No baseline to show the inserts rose: the share of the whole time must carry them, and does not.
     assert EXPERTS["workload"](Facts(window, None, [], plans=[scanned])) == []
-    # The same scan as heavy in the baseline (the background's, not this window's new work): not set apart.
-    scanning = sampled([session(pid, scan) for pid in range(1, 8)] + [session(8, "SELECT 1")])
-    assert EXPERTS["workload"](Facts(window, scanning, risen, plans=[scanned])) == []
 
 
 def test_committers_idling_between_transactions_are_commit_pressure_when_their_commits_left_the_baseline() -> (

@@ -206,11 +206,6 @@ def commit_flush_share(window: WindowEvidence) -> float | None:
     return _share_of(window, lambda s: _flush(s) and s.kind == TRANSACTION)
 
 
-def statement_share(window: WindowEvidence, key: str) -> float | None:
-    """The share of the window's active time sampled under the statement `key`; None unmeasured."""
-    return _share_of(window, lambda s: s.statement == key)
-
-
 def work_share(window: WindowEvidence, query: str) -> float | None:
     """The share of the window's own work (samples on the CPU or reading, not waiting for another
     session's lock or for a commit's flush) spent by `query` (literals and $n alike); None unmeasured.

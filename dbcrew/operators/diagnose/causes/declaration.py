@@ -17,12 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
-from dbcrew.operators.diagnose.attribution import (
-    QUOTED_STATEMENTS,
-    CauseTime,
-    statement_share,
-    work_share,
-)
+from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, CauseTime, work_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts, Proposal
 from dbcrew.operators.diagnose.judgements import StatementPlan
 from dbcrew.operators.window.evidence import statement_identity
@@ -200,28 +195,14 @@ def plan_share(facts: Facts, plan: StatementPlan) -> tuple[float, float | None]:
     return max(plan.share, work or 0.0), work
 
 
-# A plan-cause statement is this window's own work when it takes this many times its share of the
-# baseline's active time (or the baseline never ran it).
-NEW_WORK_FACTOR = 2.0
-
-
 def cause_statements(facts: Facts) -> set[str]:
-    """The statement keys whose plans are causes (a judged issue, heavy enough for query_share) and whose
-    time left the baseline (NEW_WORK_FACTOR times its share there, or absent from it): the window's own
-    new work, whose time is its plan's. A background statement with the same plan issue, as heavy as
-    the baseline always had it, is not set apart (nothing without a baseline sampled one by one)."""
-    baseline = facts.baseline
-    if baseline is None:
-        return set()
-    out = set()
-    for plan in facts.plans:
-        if not plan.issues or plan_share(facts, plan)[0] < facts.thresholds.diagnosis.query_share:
-            continue
-        key = statement_identity(plan.query).key
-        now, before = statement_share(facts.window, key), statement_share(baseline, key)
-        if now is not None and before is not None and now >= NEW_WORK_FACTOR * before:
-            out.add(key)
-    return out
+    """The statement keys whose plans are causes (a judged issue, heavy enough for query_share): their
+    time is their plan's, whatever else the window holds."""
+    return {
+        statement_identity(plan.query).key
+        for plan in facts.plans
+        if plan.issues and plan_share(facts, plan)[0] >= facts.thresholds.diagnosis.query_share
+    }
 
 
 def plan_candidates(facts: Facts, causes: list[DeclaredCause]) -> list[Candidate]:

@@ -29,13 +29,12 @@ def time_led(facts: Facts, metric: Metric, *kinds: str) -> float | None:
     left the baseline (a healthy load's writes hold as much time as they always did); None otherwise
     or unmeasured.
 
-    Beside statements whose plans are causes and that left the baseline (a scan the index expert
-    judged, new in this window: `cause_statements`), the share is of the time those statements left:
-    a plan that takes three quarters of the time is its own cause, and how much the rest takes moves
-    with how hard that plan ran (inserts beside a CPU-bound scan took 21-35 % of the time in five runs
-    of one window). With no baseline to show the rate rose, the share of the whole time must carry the
-    cause alone."""
-    besides = cause_statements(facts)
+    Beside statements whose plans are causes (a scan the index expert judged), the share is of the
+    time those statements left: a plan that takes three quarters of the time is its own cause, and
+    how much the rest takes moves with how hard that plan ran (inserts beside a CPU-bound scan took
+    21-35 % of the time in five runs of one window). With no baseline to show the rate rose, the
+    share of the whole time must carry the cause alone."""
+    besides = cause_statements(facts) if facts.baseline is not None else set()
     share = kinds_share(facts.window, *kinds, besides=besides)
     if share is None or share < facts.thresholds.diagnosis.workload_time_share:
         return None
