@@ -420,37 +420,6 @@ def test_a_purge_holding_a_third_of_the_time_is_a_cause_when_its_rate_left_the_b
     assert EXPERTS["workload"](Facts(window, window, [])) == []
 
 
-def test_inserts_beside_a_scan_whose_plan_is_a_cause_are_judged_on_the_time_the_scan_left() -> None:
-    # Seven clients scan for one author with no index (the index expert's plan cause), two insert a
-    # reading a commit: the inserts hold two ninths of the time, all of what the scans left.
-    scan = "SELECT id FROM reply WHERE author = 'u17'"
-    insert = "INSERT INTO reading (device, value) VALUES (4, 0.5)"
-    sessions = [session(pid, scan) for pid in range(1, 8)]
-    sessions += [session(8, insert), session(9, insert, "IO:WalSync")]
-    window = sampled(
-        sessions,
-        series={"db.tup_inserted": [900.0] * SAMPLES, "db.xact_commit": [1_000.0] * SAMPLES},
-        tables=[TableDelta(name="public.reading", n_tup_ins=4_500)],
-    )
-    scanned = StatementPlan(
-        query="SELECT id FROM reply WHERE author = $1",
-        share=0.8,
-        issues=[
-            PlanIssue(code="index_missing", detail="sequential scan filtering 1 row in 200000")
-        ],
-    )
-    baseline = sampled([session(1, "SELECT 1")])
-    risen = [rose("db.tup_inserted", 10.0, 900.0)]
-    found = EXPERTS["workload"](Facts(window, baseline, risen, plans=[scanned]))
-    assert [(c.code, c.evidence["insert_time_share"]) for c in found] == [
-        ("workload_many_inserts", 1.0)
-    ]
-    # No plan judged a cause: the scans' time is anyone's, and two ninths is too small a share.
-    assert EXPERTS["workload"](Facts(window, baseline, risen)) == []
-    # No baseline to show the inserts rose: the share of the whole time must carry them, and does not.
-    assert EXPERTS["workload"](Facts(window, None, [], plans=[scanned])) == []
-
-
 def test_committers_idling_between_transactions_are_commit_pressure_when_their_commits_left_the_baseline() -> (
     None
 ):

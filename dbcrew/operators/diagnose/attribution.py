@@ -21,7 +21,7 @@ into the registry's CAUSE_TIME (dbcrew/operators/diagnose/experts.py).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -182,21 +182,18 @@ def _writes_of_kinds(*kinds: str) -> Claim:
     return lambda s: s.kind in kinds and not _lock(s)
 
 
-def _share_of(window: WindowEvidence, claim: Claim, besides: Collection[str] = ()) -> float | None:
-    """The share of the window's active time (less the statements `besides`) in the slices `claim`
-    takes; None unmeasured or when `besides` took all of it."""
+def _share_of(window: WindowEvidence, claim: Claim) -> float | None:
+    """The share of the window's active time in the slices `claim` takes; None unmeasured."""
     if not measured(window):
         return None
-    parts = [s for s in window.time_slices if s.statement not in besides]
-    total = sum(s.samples for s in parts)
-    return sum(s.samples for s in parts if claim(s)) / total if total else None
+    parts = window.time_slices
+    return sum(s.samples for s in parts if claim(s)) / sum(s.samples for s in parts)
 
 
-def kinds_share(window: WindowEvidence, *kinds: str, besides: Collection[str] = ()) -> float | None:
+def kinds_share(window: WindowEvidence, *kinds: str) -> float | None:
     """The share of the window's active time spent by statements of `kinds` (their own work and their own
-    commits' flushes, not their lock waits), out of the time not spent by the statements `besides`
-    (statement keys); None where the window was not sampled one by one."""
-    return _share_of(window, _writes_of_kinds(*kinds), besides)
+    commits' flushes, not their lock waits); None where the window was not sampled one by one."""
+    return _share_of(window, _writes_of_kinds(*kinds))
 
 
 def commit_flush_share(window: WindowEvidence) -> float | None:

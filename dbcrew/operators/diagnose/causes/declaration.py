@@ -19,8 +19,6 @@ from typing import Final
 
 from dbcrew.operators.diagnose.attribution import QUOTED_STATEMENTS, CauseTime, work_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts, Proposal
-from dbcrew.operators.diagnose.judgements import StatementPlan
-from dbcrew.operators.window.evidence import statement_identity
 from dbcrew.operators.window.metrics import Family, Metric
 from dbcrew.settings.diagnosis import DiagnosisThresholds
 from dbcrew.settings.thresholds import Thresholds
@@ -187,24 +185,6 @@ def cause(
     return register
 
 
-def plan_share(facts: Facts, plan: StatementPlan) -> tuple[float, float | None]:
-    """A heavy statement's weight: the larger of its share of the statement time and of the work done
-    (sampled sessions on the CPU or reading; a queue of lock waiters inflates the first, not the
-    second), with the latter (None unmeasured)."""
-    work = work_share(facts.window, plan.query)
-    return max(plan.share, work or 0.0), work
-
-
-def cause_statements(facts: Facts) -> set[str]:
-    """The statement keys whose plans are causes (a judged issue, heavy enough for query_share): their
-    time is their plan's, whatever else the window holds."""
-    return {
-        statement_identity(plan.query).key
-        for plan in facts.plans
-        if plan.issues and plan_share(facts, plan)[0] >= facts.thresholds.diagnosis.query_share
-    }
-
-
 def plan_candidates(facts: Facts, causes: list[DeclaredCause]) -> list[Candidate]:
     """One candidate per cause from the heaviest statement's plan judgements (dbcrew/operators/diagnose/heavy_statements.py),
     as strong as the statement's share of the window's statement time: the statement, its plan node,
@@ -214,7 +194,10 @@ def plan_candidates(facts: Facts, causes: list[DeclaredCause]) -> list[Candidate
     declared = {c.code: c for c in causes}
     out: dict[Cause, Candidate] = {}
     for plan in facts.plans:
-        share, work = plan_share(facts, plan)
+        # The larger of its share of the statement time and of the work done (sampled sessions on the
+        # CPU or reading): a queue of lock waiters inflates the first, not the second.
+        work = work_share(facts.window, plan.query)
+        share = max(plan.share, work or 0.0)
         if share < levels.query_share:
             continue
         for issue in (i for i in plan.issues if i.code in declared):

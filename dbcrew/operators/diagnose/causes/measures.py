@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from dbcrew.operators.diagnose.attribution import kinds_share
 from dbcrew.operators.diagnose.candidates import Candidate, Facts
-from dbcrew.operators.diagnose.causes.declaration import Holds, cause_statements
+from dbcrew.operators.diagnose.causes.declaration import Holds
 from dbcrew.operators.window.evidence import TableDelta, WindowEvidence
 from dbcrew.operators.window.metrics import ACTIVE, ON_CPU, Metric
 from dbcrew.operators.window.readers import EXTENSION_WAITS
@@ -27,15 +27,8 @@ def time_led(facts: Facts, metric: Metric, *kinds: str) -> float | None:
     """The share of the active time taken by statements of `kinds` when it reaches workload_time_share
     (a cause beside another may hold a third of the time, not most of it) and their row rate `metric`
     left the baseline (a healthy load's writes hold as much time as they always did); None otherwise
-    or unmeasured.
-
-    Beside statements whose plans are causes (a scan the index expert judged), the share is of the
-    time those statements left: a plan that takes three quarters of the time is its own cause, and
-    how much the rest takes moves with how hard that plan ran (inserts beside a CPU-bound scan took
-    21-35 % of the time in five runs of one window). With no baseline to show the rate rose, the
-    share of the whole time must carry the cause alone."""
-    besides = cause_statements(facts) if facts.baseline is not None else set()
-    share = kinds_share(facts.window, *kinds, besides=besides)
+    or unmeasured."""
+    share = kinds_share(facts.window, *kinds)
     if share is None or share < facts.thresholds.diagnosis.workload_time_share:
         return None
     return share if rate_left_baseline(facts, metric) else None

@@ -67,7 +67,6 @@ def _bulk_inserts(w: WindowEvidence, levels: DiagnosisThresholds) -> list[tuple[
         "small_commit_rows",
         "large_statement_rows",
         "workload_time_share",
-        "query_share",
     ),
     knowledge="many small insert transactions",
     # The inserts' own work (on the CPU, their data I/O and buffer locks) and the flushes of their own
@@ -165,7 +164,6 @@ def _update_cost(w: WindowEvidence) -> dict[str, object]:
         "update_rows_per_s_per_core",
         "remote_update_sessions_on_cpu",
         "workload_time_share",
-        "query_share",
     ),
     knowledge="highly concurrent updates",
     # The updates' (and merges') own work and their own commits' flushes.
@@ -212,7 +210,7 @@ def high_updates(facts: Facts) -> Proposal | None:
     indicators=(ROWS_DELETED, WAL_BYTES),
     signals=(ROW_RATES, WAL_STATS, ACTIVE),
     words=("delete", "write"),
-    thresholds=("delete_rows_per_s", "workload_time_share", "query_share"),
+    thresholds=("delete_rows_per_s", "workload_time_share"),
     knowledge="mass deletes",
     # The deletes' own work and their own commits' flushes.
     time=CauseTime(writes_of("delete")),
