@@ -105,8 +105,7 @@ def save(fig: Any, path: Path) -> None:
 
 @contextmanager
 def figure(path: Path, rows: int, columns: int, margins: Margins, **options: Any) -> Iterator[Any]:
-    """(figure, axes) as `new_figure` makes them; saved to `path` on exit."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """(figure, axes) as `new_figure` makes them; saved to `path` on exit (`save` makes its folder)."""
     fig, axes = new_figure(rows, columns, margins, **options)
     yield fig, axes
     save(fig, path)
