@@ -4,7 +4,9 @@ The store's SQL is written once, in the subset both understand (TEXT, BIGINT, DO
 BOOLEAN, TIMESTAMPTZ, `CREATE ... IF NOT EXISTS`, `INSERT ... ON CONFLICT`), with `?` parameters;
 the PostgreSQL backend turns them into psycopg's `%s`. Each session is one transaction on its own
 connection, so no process holds the DuckDB file between calls and several workers share a
-PostgreSQL store.
+PostgreSQL store. A PostgreSQL session's connection is kept for the process's next session
+(`IdleConnections`): a connection is a backend process forked, authenticated and warmed on the
+store's server, and a watcher stores a pass, renews leases and heartbeats many times a second.
 
 Whatever goes wrong in the store itself (a file DuckDB cannot read, truncated or not DuckDB's; a
 database that refuses or drops the connection) is one `StoreUnavailable`, raised by the backend
@@ -14,6 +16,7 @@ its type, and a review lets the store cost only its history (dbcrew/roles/spine.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
@@ -27,6 +30,7 @@ import psycopg
 
 from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line, redact_url
+from dbcrew.targets.shelf import spoke_while_idle
 
 # DuckDB admits one writing process per file; another process's review may hold it for a moment.
 DUCKDB_LOCK_RETRIES = 50
@@ -161,6 +165,88 @@ class _PgSession:
             return cursor.fetchall() if cursor.description else []
 
 
+PgConnection = psycopg.Connection[tuple[Any, ...]]
+Kept = tuple[str, PgConnection, float]  # URL, connection, kept since (time.monotonic())
+
+
+class IdleConnections:
+    """The store connections that sessions of this process finished with, kept for its next sessions.
+
+    A connection to the store is a backend the store's server forks, authenticates and warms for each
+    session. A fleet's watchers store a pass per target, renew their leases and heartbeat: with a new
+    connection a session, the store's server spent 0.76 of a core on backends that lived one session each
+    (python -m bench scale, 1,000 targets at 60 s, two workers, 29 Nov 2026), as much as both watchers.
+    So a finished session's connection, idle and healthy, waits here for the next session of its URL: at
+    most `keep` connections over all URLs (a process that opened stores on many databases, a test suite,
+    keeps no more), none longer than `idle_for` seconds. A session takes the one of its URL that waited
+    least, unless the server spoke to it while it waited (`spoke_while_idle`, as a review's shelf of target
+    sessions checks: a restart, idle_session_timeout, pg_terminate_backend end it so), then closed. With
+    none left, a session connects as before, in its own thread, so a store that refuses connections fails
+    that session at once (psycopg_pool makes the caller wait its timeout while its own workers retry the
+    server). Kept connections belong to the process that opened them: a forked child makes its own."""
+
+    def __init__(self, keep: int, idle_for: float):
+        self.keep = keep
+        self.idle_for = idle_for
+        self._idle: list[Kept] = []  # oldest first
+        self._inherited: list[
+            Kept
+        ] = []  # a forked child's copies of its parent's: never used, never closed
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self, url: str) -> PgConnection | None:
+        """A kept connection to `url` that answered a check, or None when none is left."""
+        while conn := self._pop(url):
+            if not (conn.closed or conn.broken or spoke_while_idle(conn)):
+                return conn
+            conn.close()
+        return None
+
+    def _pop(self, url: str) -> PgConnection | None:
+        with self._lock:
+            stale = self._expire()
+            found = next(
+                (i for i in range(len(self._idle) - 1, -1, -1) if self._idle[i][0] == url), None
+            )
+            conn = self._idle.pop(found)[1] if found is not None else None
+        for old in stale:
+            old.close()
+        return conn
+
+    def give(self, url: str, conn: PgConnection) -> None:
+        """Keep `conn` for a later session when it is open and outside a transaction (the oldest kept one closed
+        when `keep` are); else close it."""
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._lock:
+            closing = self._expire()
+            self._idle.append((url, conn, time.monotonic()))
+            while len(self._idle) > self.keep:
+                closing.append(self._idle.pop(0)[1])
+        for old in closing:
+            old.close()
+
+    def _expire(self) -> list[PgConnection]:
+        """Under the lock: drop what waited longer than `idle_for` (returned, to be closed outside the lock), and
+        in a forked child everything (the parent's sockets: closing one, even by its garbage collection, would end
+        the parent's session)."""
+        if self._pid != os.getpid():
+            self._inherited += self._idle
+            self._idle, self._pid = [], os.getpid()
+            return []
+        now = time.monotonic()
+        stale = [conn for _, conn, since in self._idle if now - since > self.idle_for]
+        self._idle = [entry for entry in self._idle if now - entry[2] <= self.idle_for]
+        return stale
+
+
+# The sessions a worker runs at once (its watching loops, the lease renewals, its reviews' history); a moment
+# with more opens more and closes the rest after it. A connection unused for a minute is closed.
+KEPT_CONNECTIONS = IdleConnections(keep=8, idle_for=60.0)
+
+
 class PostgresBackend:
     """The store's own database (read-write), never a review target. Its URL may hold a password:
     it is read from the environment and shown only redacted."""
@@ -172,22 +258,29 @@ class PostgresBackend:
         self._url = url
         self.location = location
 
+    def _connect(self) -> PgConnection:
+        if conn := KEPT_CONNECTIONS.take(self._url):
+            return conn
+        return psycopg.connect(self._url, application_name=APPLICATION_NAME, connect_timeout=10)
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         failures = (psycopg.Error,)
         with _store_failures(self.location, failures):
-            conn = psycopg.connect(self._url, application_name=APPLICATION_NAME, connect_timeout=10)
+            conn = self._connect()
         try:
             yield _PgSession(conn, self.location)
             with _store_failures(self.location, failures):
                 conn.commit()
         except BaseException:
-            if not conn.closed:  # a dropped connection has nothing to roll back
-                with _store_failures(self.location, failures):
-                    conn.rollback()
+            try:
+                if not conn.closed:  # a dropped connection has nothing to roll back
+                    with _store_failures(self.location, failures):
+                        conn.rollback()
+            finally:
+                conn.close()
             raise
-        finally:
-            conn.close()
+        KEPT_CONNECTIONS.give(self._url, conn)
 
     def lock_schema(self, session: Session) -> None:
         session.run("SELECT pg_advisory_xact_lock(?)", [self.SCHEMA_LOCK])

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from dbcrew.targets.postgres import OwnSession
 
 
-def spoke_while_idle(conn: OwnSession) -> bool:
+def spoke_while_idle(conn: psycopg.Connection[Any]) -> bool:
     """Whether the server sent something to an idle session since its last read (without waiting).
 
     An idle autocommit session hears nothing until it asks, except its end: a backend that is terminated, shut
