@@ -174,8 +174,9 @@ class IdleConnections:
 
     A connection to the store is a backend the store's server forks, authenticates and warms for each
     session. A fleet's watchers store a pass per target, renew their leases and heartbeat: with a new
-    connection a session, the store's server spent 0.76 of a core on backends that lived one session each
-    (python -m bench scale, 1,000 targets at 60 s, two workers, 29 Nov 2026), as much as both watchers.
+    connection a session, the store's server spent 0.41 of a core (0.76 over some 30 s) on backends that lived
+    one session each (python -m bench scale, 1,000 targets at 60 s, two workers, 29 Nov 2026): as much as
+    both watchers; 0.00 with them kept.
     So a finished session's connection, idle and healthy, waits here for the next session of its URL: at
     most `keep` connections over all URLs (a process that opened stores on many databases, a test suite,
     keeps no more), none longer than `idle_for` seconds. A session takes the one of its URL that waited
