@@ -16,7 +16,6 @@ its type, and a review lets the store cost only its history (dbcrew/roles/spine.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
@@ -30,7 +29,7 @@ import psycopg
 
 from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line, redact_url
-from dbcrew.targets.shelf import spoke_while_idle
+from dbcrew.targets.shelf import reusable, spoke_while_idle
 
 # DuckDB admits one writing process per file; another process's review may hold it for a moment.
 DUCKDB_LOCK_RETRIES = 50
@@ -184,20 +183,16 @@ class IdleConnections:
     sessions checks: a restart, idle_session_timeout, pg_terminate_backend end it so), then closed. With
     none left, a session connects as before, in its own thread, so a store that refuses connections fails
     that session at once (psycopg_pool makes the caller wait its timeout while its own workers retry the
-    server). Kept connections belong to the process that opened them: a forked child makes its own."""
+    server)."""
 
     def __init__(self, keep: int, idle_for: float):
         self.keep = keep
         self.idle_for = idle_for
         self._idle: list[Kept] = []  # oldest first
-        self._inherited: list[
-            Kept
-        ] = []  # a forked child's copies of its parent's: never used, never closed
         self._lock = threading.Lock()
-        self._pid = os.getpid()
 
     def take(self, url: str) -> PgConnection | None:
-        """A kept connection to `url` that answered a check, or None when none is left."""
+        """A kept connection to `url` the server did not end meanwhile, or None when none is left."""
         while conn := self._pop(url):
             if not (conn.closed or conn.broken or spoke_while_idle(conn)):
                 return conn
@@ -205,20 +200,22 @@ class IdleConnections:
         return None
 
     def _pop(self, url: str) -> PgConnection | None:
+        """The newest kept connection to `url` (closing those kept too long), or None."""
+        conn = None
         with self._lock:
             stale = self._expire()
-            found = next(
-                (i for i in range(len(self._idle) - 1, -1, -1) if self._idle[i][0] == url), None
-            )
-            conn = self._idle.pop(found)[1] if found is not None else None
+            for i in reversed(range(len(self._idle))):
+                if self._idle[i][0] == url:
+                    conn = self._idle.pop(i)[1]
+                    break
         for old in stale:
             old.close()
         return conn
 
     def give(self, url: str, conn: PgConnection) -> None:
-        """Keep `conn` for a later session when it is open and outside a transaction (the oldest kept one closed
-        when `keep` are); else close it."""
-        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        """Keep `conn` for a later session when it may be reused (`reusable`; the oldest kept one closed when
+        `keep` are); else close it."""
+        if not reusable(conn):
             conn.close()
             return
         with self._lock:
@@ -230,13 +227,7 @@ class IdleConnections:
             old.close()
 
     def _expire(self) -> list[PgConnection]:
-        """Under the lock: drop what waited longer than `idle_for` (returned, to be closed outside the lock), and
-        in a forked child everything (the parent's sockets: closing one, even by its garbage collection, would end
-        the parent's session)."""
-        if self._pid != os.getpid():
-            self._inherited += self._idle
-            self._idle, self._pid = [], os.getpid()
-            return []
+        """Under the lock: drop what waited longer than `idle_for`, returned to be closed outside the lock."""
         now = time.monotonic()
         stale = [conn for _, conn, since in self._idle if now - since > self.idle_for]
         self._idle = [entry for entry in self._idle if now - entry[2] <= self.idle_for]

@@ -42,6 +42,13 @@ def spoke_while_idle(conn: psycopg.Connection[Any]) -> bool:
     return bool(readable)
 
 
+def reusable(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a session that is done may be handed to a later read: open, healthy, outside any transaction."""
+    return (
+        not (conn.closed or conn.broken) and conn.info.transaction_status == TransactionStatus.IDLE
+    )
+
+
 class SessionShelf:
     """Idle sessions by the statement timeout they were opened with; shared by copies of the review's target."""
 
@@ -69,12 +76,8 @@ class SessionShelf:
 
     def put_back(self, timeout_ms: int, conn: OwnSession) -> bool:
         """Keep `conn` for the review's next read; False (the caller closes it) when it cannot be reused."""
-        reusable = (
-            not (conn.closed or conn.broken)
-            and conn.info.transaction_status == TransactionStatus.IDLE
-        )
         with self._lock:
-            if reusable and not self._closed:
+            if reusable(conn) and not self._closed:
                 self._idle.setdefault(timeout_ms, []).append(conn)
                 return True
         return False
