@@ -80,9 +80,10 @@ def review(run: RunContext, phases: ReviewPhases, post: Post | None = None) -> R
     remains."""
     try:
         try:
-            with run.target.reusing_sessions():  # one session per read at once, not one per read
+            # one session per read at once, not one per read; the report's own reads (did the server restart?) too
+            with run.target.reusing_sessions(run.settings.target_sessions):
                 result = run_phases(run, phases)
-            report = build_report(run, result)
+                report = build_report(run, result)
         except Exception as exc:
             record_failure(run, exc)
             raise

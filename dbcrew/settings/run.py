@@ -65,6 +65,13 @@ class Settings(BaseModel):
     statement_timeout_ms: int = 30_000
     lock_timeout_ms: int = 1_000
     max_workers: int = 8
+    target_sessions: int = Field(
+        3,
+        ge=1,
+        le=64,
+        description="sessions a review holds on its target at once: its reads wait (a second at most) for one"
+        " of them rather than each opening a backend of its own",
+    )
     worker_retries: int = Field(2, ge=0, le=2, description="self-corrections before an alert")
     max_reflection_rounds: int = 2
     max_replans: int = Field(3, ge=0, le=3)

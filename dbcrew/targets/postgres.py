@@ -26,7 +26,7 @@ from pydantic import BaseModel, PrivateAttr
 from dbcrew.errors import TargetError
 from dbcrew.redact import redact
 from dbcrew.secrets import secret
-from dbcrew.targets.shelf import SessionShelf
+from dbcrew.targets.shelf import PATIENCE, SessionShelf
 
 SCHEMES = ("postgresql://", "postgres://")
 URL_PARTS = frozenset(
@@ -200,10 +200,13 @@ class PostgresTarget(BaseModel):
         return conn.register()
 
     @contextmanager
-    def reusing_sessions(self) -> Iterator[SessionShelf]:
+    def reusing_sessions(
+        self, limit: int = 0, patience: float = PATIENCE
+    ) -> Iterator[SessionShelf]:
         """Within the block (one review), a session that is done is kept for the next read of this target or
-        of a copy of it (dbcrew/targets/shelf.py); all are closed when the block ends."""
-        shelf = self._shelf = SessionShelf()
+        of a copy of it, and at most `limit` are open at once, a read waiting up to `patience` seconds for one
+        (0: no limit; dbcrew/targets/shelf.py); all are closed when the block ends."""
+        shelf = self._shelf = SessionShelf(limit, patience)
         try:
             yield shelf
         finally:
@@ -217,11 +220,16 @@ class PostgresTarget(BaseModel):
         timeout = (
             statement_timeout_ms if statement_timeout_ms is not None else self.statement_timeout_ms
         )
-        conn = shelf.take(timeout) if shelf is not None else None
+        if shelf is None:
+            return self.connect(statement_timeout_ms=timeout)
+        conn = shelf.take(timeout)
         if conn is None:
-            conn = self.connect(statement_timeout_ms=timeout)
-            if shelf is not None:
-                shelf.opening()
+            try:
+                conn = self.connect(statement_timeout_ms=timeout)
+            except BaseException:
+                shelf.not_opened()
+                raise
+            shelf.opening(conn)
         return conn
 
     def give_back(self, conn: psycopg.Connection[Any]) -> None:

@@ -48,7 +48,9 @@ class Resumable:
         self._resume = resume
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
-        self._reads_on_conn = 0
+        self._ended = (
+            False  # the last session ended and no read has yet run on the one that replaced it
+        )
         self.reconnects = 0
         self.refused = 0  # connection attempts refused while waiting for the server: an outage
 
@@ -57,23 +59,32 @@ class Resumable:
         while True:
             if self._conn is None:
                 self._conn = (
-                    self._reconnect() if self.reconnects else self._target.borrow(**self._connect)
+                    self._reconnect() if self._ended else self._target.borrow(**self._connect)
                 )
-                self._reads_on_conn = 0
             conn = self._conn
             try:
                 result = read(conn)
             except psycopg.OperationalError:
                 if not (conn.broken or conn.closed):
                     raise  # the statement failed, the session did not: not ours to repeat
-                stalled = self.reconnects and not self._reads_on_conn
+                stalled = (
+                    self._ended
+                )  # a reconnect's session ended before its first read: no progress
                 self.close()
                 if stalled or not self._resume or self.reconnects >= MAX_RECONNECTS:
                     raise
                 self.reconnects += 1
+                self._ended = True
                 continue
-            self._reads_on_conn += 1
+            self._ended = False
             return result
+
+    def rest(self) -> None:
+        """Between reads far apart (a window's two readings, its spaced samples): the live session goes back to
+        the review's shelf, where the review's other reads use it meanwhile, and the next read takes one again. A
+        review's operators that wait out the window at once then hold no session each while they wait: the
+        review opens as many sessions as it reads on at once, not as many as it has waiting."""
+        self.close()
 
     def _reconnect(self) -> psycopg.Connection[Any]:
         """A new session after the server ended the last one, waiting (bounded) while it restarts."""

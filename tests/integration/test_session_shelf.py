@@ -4,6 +4,7 @@ asked for, never gets one left in a transaction or ended by the server, and none
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
@@ -92,3 +93,59 @@ def test_no_session_of_the_review_outlives_it(target: PostgresTarget, pg: Embedd
         ).fetchone() != (0,):
             assert time.monotonic() < deadline, "a shelved session's backend is still there"
             time.sleep(0.05)
+
+
+def test_at_its_limit_a_read_waits_for_a_session_of_the_review_to_come_back(target: PostgresTarget):
+    with target.reusing_sessions(limit=1, patience=600) as shelf:
+        first = target.borrow()
+        asking = threading.Event()
+        got: list[int] = []
+
+        def second_read() -> None:
+            asking.set()
+            with target.session() as conn:
+                got.append(pid(conn))
+
+        reader = threading.Thread(target=second_read)
+        reader.start()
+        assert asking.wait(60)
+        held = pid(first)
+        target.give_back(first)
+        reader.join(60)
+        assert got == [held], "the waiting read was handed the session given back"
+        assert shelf.opened == 1
+
+
+def test_a_read_that_already_holds_the_limit_opens_one_more_after_its_patience(
+    target: PostgresTarget,
+):
+    with target.reusing_sessions(limit=1, patience=0.05) as shelf:
+        with target.session() as outer, target.session() as inner:
+            assert pid(outer) != pid(inner)
+        assert shelf.opened == 2
+        with target.session() as again:  # both went back: the review's own again, no third
+            assert pid(again) in {pid(outer), pid(inner)}
+        assert shelf.opened == 2
+
+
+def test_at_its_limit_an_idle_session_of_another_timeout_makes_room(target: PostgresTarget):
+    with target.reusing_sessions(limit=1, patience=600) as shelf:
+        with target.session() as plain:
+            pass
+        with target.session(statement_timeout_ms=50) as short:
+            assert short.execute("SHOW statement_timeout").fetchone() == {
+                "statement_timeout": "50ms"
+            }
+        assert plain.closed, "the idle session of the other timeout was closed, not kept beside"
+        assert shelf.opened == 2
+
+
+def test_a_window_rests_its_session_between_its_readings(target: PostgresTarget):
+    """A window's reads far apart give their session back in between: another read of the review uses it."""
+    with target.reusing_sessions(limit=1, patience=600) as shelf, resumable(target) as window:
+        before = window.run(pid)
+        window.rest()
+        with target.session() as meanwhile:
+            assert pid(meanwhile) == before
+        assert window.run(pid) == before
+        assert shelf.opened == 1

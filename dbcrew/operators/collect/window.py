@@ -63,9 +63,11 @@ def _sample_window(
     """
     window = ctx.window(params.window_seconds)
     # One resumable session for both readings: a server restarted in between is waited for, not a failed task.
+    # It rests on the review's shelf through the window (any session reads the same shared counters).
     with ctx.session() as session:
         held, before = session.run(lambda conn: _read(conn, views, Held()))
         started = time.monotonic()
+        session.rest()
         stopping.pause(
             window
         )  # a stopped run lands what it saw so far; the crew runs nothing after it
@@ -288,8 +290,10 @@ def collect_activity(ctx: OperatorContext, params: ActivityParams) -> Observatio
     lost = ""
     with ctx.session() as session:
         for sample in range(samples):
-            if sample and stopping.pause(pause):
-                break
+            if sample:
+                session.rest()
+                if stopping.pause(pause):
+                    break
             act_cols, rows = session.run(partial(_sessions_sample, sample=sample))
             activity_rows.extend(rows)
             conn_cols, rows = session.run(
