@@ -213,6 +213,11 @@ class PostgresTarget(BaseModel):
             self._shelf = None
             shelf.close()
 
+    @property
+    def reusing(self) -> bool:
+        """Whether a session given back now is kept for the review's next read (inside `reusing_sessions`)."""
+        return self._shelf is not None
+
     def borrow(self, *, statement_timeout_ms: int | None = None) -> OwnSession:
         """A read-only session: an idle one of the review's (reusing_sessions) when there is one, else a new one
         (`connect`); handed back with `give_back`."""

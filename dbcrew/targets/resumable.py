@@ -83,8 +83,10 @@ class Resumable:
         """Between reads far apart (a window's two readings, its spaced samples): the live session goes back to
         the review's shelf, where the review's other reads use it meanwhile, and the next read takes one again. A
         review's operators that wait out the window at once then hold no session each while they wait: the
-        review opens as many sessions as it reads on at once, not as many as it has waiting."""
-        self.close()
+        review opens as many sessions as it reads on at once, not as many as it has waiting. Outside a review (no
+        shelf) the session stays: given back there, it would be closed, and the next read open another."""
+        if self._target.reusing:
+            self.close()
 
     def _reconnect(self) -> psycopg.Connection[Any]:
         """A new session after the server ended the last one, waiting (bounded) while it restarts."""

@@ -149,3 +149,11 @@ def test_a_window_rests_its_session_between_its_readings(target: PostgresTarget)
             assert pid(meanwhile) == before
         assert window.run(pid) == before
         assert shelf.opened == 1
+
+
+def test_outside_a_review_a_resting_window_keeps_its_session(target: PostgresTarget):
+    """With no shelf to rest on, giving the session back would close it and the next reading open another."""
+    with resumable(target) as window:
+        before = window.run(pid)
+        window.rest()
+        assert window.run(pid) == before
