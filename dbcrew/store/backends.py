@@ -29,7 +29,7 @@ import psycopg
 
 from dbcrew.errors import DbcrewError
 from dbcrew.targets.postgres import first_line, redact_url
-from dbcrew.targets.shelf import reusable, spoke_while_idle
+from dbcrew.targets.shelf import ended_while_idle, reusable
 
 # DuckDB admits one writing process per file; another process's review may hold it for a moment.
 DUCKDB_LOCK_RETRIES = 50
@@ -194,7 +194,7 @@ class IdleConnections:
     def take(self, url: str) -> PgConnection | None:
         """A kept connection to `url` the server did not end meanwhile, or None when none is left."""
         while conn := self._pop(url):
-            if not (conn.closed or conn.broken or spoke_while_idle(conn)):
+            if not ended_while_idle(conn):
                 return conn
             conn.close()
         return None

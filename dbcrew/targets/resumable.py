@@ -48,9 +48,8 @@ class Resumable:
         self._resume = resume
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
-        self._ended = (
-            False  # the last session ended and no read has yet run on the one that replaced it
-        )
+        # the last session ended and no read has yet run on the one that replaced it
+        self._ended = False
         self.reconnects = 0
         self.refused = 0  # connection attempts refused while waiting for the server: an outage
 
@@ -67,9 +66,8 @@ class Resumable:
             except psycopg.OperationalError:
                 if not (conn.broken or conn.closed):
                     raise  # the statement failed, the session did not: not ours to repeat
-                stalled = (
-                    self._ended
-                )  # a reconnect's session ended before its first read: no progress
+                # a reconnect's session that ended before its first read: no progress
+                stalled = self._ended
                 self.close()
                 if stalled or not self._resume or self.reconnects >= MAX_RECONNECTS:
                     raise

@@ -32,9 +32,8 @@ from psycopg.pq import TransactionStatus
 if TYPE_CHECKING:
     from dbcrew.targets.postgres import OwnSession
 
-PATIENCE = (
-    1.0  # seconds a read waits for one of the review's sessions before it opens one over the limit
-)
+# seconds a read waits for one of the review's sessions before it opens one over the limit
+PATIENCE = 1.0
 
 
 def spoke_while_idle(conn: psycopg.Connection[Any]) -> bool:
@@ -49,6 +48,11 @@ def spoke_while_idle(conn: psycopg.Connection[Any]) -> bool:
     except (OSError, ValueError, psycopg.OperationalError):
         return True
     return bool(readable)
+
+
+def ended_while_idle(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a session kept idle may no longer be handed on: closed, broken, or the server spoke to it."""
+    return conn.closed or conn.broken or spoke_while_idle(conn)
 
 
 def reusable(conn: psycopg.Connection[Any]) -> bool:
@@ -72,8 +76,10 @@ class SessionShelf:
         self._closed = False
         self._limit = limit  # 0: no limit
         self._patience = patience
-        self._counted: set[int] = set()  # the sessions counted against the limit, by id
-        self._held = 0  # how many: idle, lent or being opened
+        self._counted: set[int] = (
+            set()
+        )  # the sessions idle or lent, counted against the limit, by id
+        self._opening = 0  # sessions `take` made room for, being opened
         self.opened = 0  # sessions opened for the review (the shelf's reason to be: kept low)
 
     def take(self, timeout_ms: int) -> OwnSession | None:
@@ -85,12 +91,11 @@ class SessionShelf:
                 idle = self._idle.get(timeout_ms)
                 while idle:
                     conn = idle.pop()
-                    if not (conn.closed or conn.broken or spoke_while_idle(conn)):
+                    if not ended_while_idle(conn):
                         return conn
-                    self._drop(
-                        conn
-                    )  # ended while on the shelf (a terminate, a restart, the idle timeout)
-                if not self._limit or self._held < self._limit:
+                    # ended while on the shelf (a terminate, a restart, the idle timeout)
+                    self._drop(conn)
+                if not self._limit or len(self._counted) + self._opening < self._limit:
                     break
                 other = next((conn for held in self._idle.values() for conn in held), None)
                 if other is not None:
@@ -101,28 +106,27 @@ class SessionShelf:
                 if left <= 0:
                     break  # over the limit rather than a read stalled behind its own session
                 self._changed.wait(left)
-            self._held += 1
+            self._opening += 1
             return None
 
     def opening(self, conn: OwnSession) -> None:
         """`conn` was opened for the review after `take` said none was idle."""
         with self._changed:
             self.opened += 1
+            self._opening -= 1
             self._counted.add(id(conn))
 
     def not_opened(self) -> None:
         """The session `take` made room for could not be opened."""
         with self._changed:
-            self._held -= 1
+            self._opening -= 1
             self._changed.notify()
 
     def put_back(self, timeout_ms: int, conn: OwnSession) -> bool:
         """Keep `conn` for the review's next read; False (the caller closes it) when it cannot be reused."""
         with self._changed:
             if reusable(conn) and not self._closed:
-                if id(conn) not in self._counted:  # a reconnect's session: counted from now
-                    self._counted.add(id(conn))
-                    self._held += 1
+                self._counted.add(id(conn))  # a reconnect's session is counted from now
                 self._idle.setdefault(timeout_ms, []).append(conn)
                 self._changed.notify()
                 return True
@@ -137,7 +141,6 @@ class SessionShelf:
     def _forget(self, conn: OwnSession) -> None:
         if id(conn) in self._counted:
             self._counted.discard(id(conn))
-            self._held -= 1
             self._changed.notify()
 
     def close(self) -> None:
