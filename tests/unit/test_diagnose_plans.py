@@ -61,7 +61,7 @@ def ran(
             client.execute(setting)
         before = read_statements(conn)
         client.execute(query, params).fetchall()
-        after = read_statements(conn)
+        after = read_statements(conn, before)
         version = conn.info.server_version
     return WindowEvidence(
         started_at=0.0,

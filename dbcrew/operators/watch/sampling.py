@@ -167,7 +167,8 @@ class TargetWatch:
         gauges = tally.add(run(lambda conn: sessions(conn, tally.samples)))
         now = time.monotonic()
         counters = run(lambda conn: read_counters(conn, version))
-        statements = run(read_statements)
+        before = self.last.statements if self.last is not None else None
+        statements = run(lambda conn: read_statements(conn, before))
         c.held, tables = run(lambda conn: read_tables(conn, c.held))
         tables = [r for r in tables if not TABLE_STATS.left_out(c.held.oids, r)]
         scanned = run(c.vacuum.read)

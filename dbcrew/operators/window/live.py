@@ -145,7 +145,10 @@ def sample_window(
             last_tick = now
             if now >= deadline - 1e-3:
                 break
-        statements = statement_deltas(statements_before, session.run(read_statements))
+        statements = statement_deltas(
+            statements_before,
+            session.run(lambda conn: read_statements(conn, statements_before)),
+        )
         held, tables_after = session.run(lambda conn: read_tables(conn, held))
         tables = table_deltas(
             tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)]

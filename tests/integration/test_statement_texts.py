@@ -1,0 +1,74 @@
+"""A watcher's pg_stat_statements reads: counters every time, a text only when its entry first changes, on a real
+pg_stat_statements (the texts of every database's entries are what a read with texts copies)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.window.readers import read_statements, statement_deltas
+
+WORKLOAD = "SELECT count(*) FROM pg_class WHERE relpages > $1"
+
+
+def texts_read(conn: psycopg.Connection[Any]) -> int:
+    """How often this database's text reads ran (their own pg_stat_statements entry)."""
+    row = conn.execute(
+        "SELECT coalesce(sum(calls), 0)::int AS n FROM pg_stat_statements(true)"
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND query LIKE %s",
+        ["%s.toplevel AND s.queryid = ANY(%"],
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+@pytest.fixture(scope="module")
+def watched(pg: EmbeddedPostgres) -> str:
+    pg.psql("CREATE DATABASE statement_texts;")
+    with psycopg.connect(pg.dsn("statement_texts"), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return pg.dsn("statement_texts")
+
+
+def test_a_first_reading_reads_no_text_and_what_ran_since_is_named(watched: str) -> None:
+    with psycopg.connect(watched, autocommit=True, row_factory=dict_row) as conn:
+        first = read_statements(conn)
+        assert first and all(row["query"] is None for row in first.values())
+        for n in range(3):
+            conn.execute("SELECT count(*) FROM pg_class WHERE relpages > %s", [n])
+        second = read_statements(conn, first)
+        ran = [d for d in statement_deltas(first, second) if d.query == WORKLOAD]
+        assert len(ran) == 1 and ran[0].calls == 3, (
+            "the workload's entry named by its text, its calls counted"
+        )
+        # An entry that did not change keeps no text it never had: nothing needed one.
+        untouched = [
+            k for k, row in second.items() if k in first and row["calls"] == first[k]["calls"]
+        ]
+        assert all(second[k]["query"] is None for k in untouched)
+
+
+def test_an_idle_database_read_again_and_again_reads_no_more_texts(watched: str) -> None:
+    with psycopg.connect(watched, autocommit=True, row_factory=dict_row) as conn:
+        reading = read_statements(conn)
+        for _ in range(4):  # the reads' own entries change and are named once, then carried
+            reading = read_statements(conn, reading)
+        before = texts_read(conn)
+        for _ in range(5):
+            reading = read_statements(conn, reading)
+        # The counting read above is itself a new entry each time it is read: it is read once more at most.
+        assert texts_read(conn) - before <= 1, "a text is read once, when its entry first changes"
+        assert any(
+            "s.temp_blks_written\nFROM pg_stat_statements" in (row["query"] or "")
+            for row in reading.values()
+        ), "the counters' own entry, changed at every read, keeps the text it was named by"
+        conn.execute("SELECT count(*) FROM pg_class WHERE relpages > %s", [9])
+        named = statement_deltas(reading, read_statements(conn, reading))
+        assert any(d.query == WORKLOAD for d in named), (
+            "a statement seen before is named by its carried text"
+        )
