@@ -8,12 +8,19 @@ import sys
 
 import pytest
 
-from dbcrew.cli.server_databases import ServerDatabases, postgres_url
+from dbcrew.cli.server_databases import (
+    PREFECT_POOL_SETTINGS,
+    PREFECT_POOL_SIZE,
+    ServerDatabases,
+    postgres_url,
+)
 from dbcrew.errors import UsageError
 from tests.cli_here import dbcrew_here
 
 
-def test_the_prefect_server_gets_its_database_in_sqlalchemys_asyncpg_form():
+def test_the_prefect_server_gets_its_database_in_sqlalchemys_asyncpg_form(monkeypatch):
+    for name in PREFECT_POOL_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
     for given in (
         "postgresql://prefect:s3cret@db.example:5432/prefect",
         "postgres://prefect:s3cret@db.example:5432/prefect",
@@ -21,9 +28,29 @@ def test_the_prefect_server_gets_its_database_in_sqlalchemys_asyncpg_form():
     ):
         databases = ServerDatabases(prefect=given)
         assert databases.server_environment() == {
-            "PREFECT_API_DATABASE_CONNECTION_URL": "postgresql+asyncpg://prefect:s3cret@db.example:5432/prefect"
+            "PREFECT_API_DATABASE_CONNECTION_URL": "postgresql+asyncpg://prefect:s3cret@db.example:5432/prefect",
+            PREFECT_POOL_SETTINGS[0]: str(PREFECT_POOL_SIZE),
         }
     assert ServerDatabases().server_environment() == {}, "no URL: Prefect's own default"
+
+
+def test_the_prefect_servers_pool_keeps_its_connections_unless_the_user_sized_it(monkeypatch):
+    from prefect.settings.models.server.database import SQLAlchemySettings
+
+    for name in PREFECT_POOL_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    databases = ServerDatabases(prefect="postgresql://prefect@db.example/prefect")
+    for name, value in databases.server_environment().items():
+        monkeypatch.setenv(name, value)
+    assert SQLAlchemySettings().pool_size == PREFECT_POOL_SIZE, (
+        "Prefect reads the pool size it is given"
+    )
+    for name in PREFECT_POOL_SETTINGS:
+        monkeypatch.delenv(PREFECT_POOL_SETTINGS[0], raising=False)
+        monkeypatch.setenv(name, "7")
+        assert not set(PREFECT_POOL_SETTINGS) & set(databases.server_environment()), name
+        assert SQLAlchemySettings().pool_size == 7, f"the user's {name} stands"
+        monkeypatch.delenv(name)
 
 
 def test_the_start_line_names_the_databases_without_their_passwords():
