@@ -69,10 +69,17 @@ class MarkedCursor(psycopg.Cursor[Any]):
         return super().execute(query, prepare=prepare, binary=binary)
 
 
-# Open review sessions, held weakly: a session that is closed or garbage-collected drops out by
-# itself, so a PID the operating system has since given to someone else's backend is never hidden.
-_OWN_SESSIONS: weakref.WeakSet[OwnSession] = weakref.WeakSet()
+# Open review sessions by server (host, port), held weakly: a session that is closed or garbage-collected drops
+# out by itself, so a PID the operating system has since given to someone else's backend is never hidden. By
+# server because a watcher asks for its own sessions' PIDs at every session sample of every target, and holds a
+# session on each of hundreds of targets: only those on the sampled server are its concern.
+Server = tuple[str, int]
+_OWN_SESSIONS: dict[Server, weakref.WeakSet[OwnSession]] = {}
 _LOCK = threading.Lock()
+
+
+def server_of(conn: psycopg.Connection[Any]) -> Server:
+    return (conn.info.host, conn.info.port)
 
 
 class OwnSession(psycopg.Connection[dict[str, Any]]):
@@ -84,33 +91,35 @@ class OwnSession(psycopg.Connection[dict[str, Any]]):
     """
 
     own_pid: int = 0
+    server: Server = ("", 0)  # where it is connected, read once when it registers
     statement_timeout_ms: int = (
         0  # what it was opened with: a shelf hands it only to a read asking the same
     )
 
     def register(self) -> OwnSession:
         self.own_pid = self.info.backend_pid
+        self.server = server_of(self)
         with _LOCK:
-            _OWN_SESSIONS.add(self)
+            _OWN_SESSIONS.setdefault(self.server, weakref.WeakSet()).add(self)
         return self
 
     def close(self) -> None:
         super().close()
         with _LOCK:
-            _OWN_SESSIONS.discard(self)
+            if (sessions := _OWN_SESSIONS.get(self.server)) is not None:
+                sessions.discard(self)
 
 
 def own_pids(conn: psycopg.Connection[Any] | None = None) -> list[int]:
     """Backend PIDs of the review sessions this process has open (a run's tasks are its threads),
     on the same server as `conn` when given: PIDs of different servers mean different backends."""
-    server = (conn.info.host, conn.info.port) if conn is not None else None
     with _LOCK:
-        sessions = list(_OWN_SESSIONS)
-    return sorted(
-        s.own_pid
-        for s in sessions
-        if not s.closed and (server is None or (s.info.host, s.info.port) == server)
-    )
+        if conn is None:
+            sessions = [s for on_server in _OWN_SESSIONS.values() for s in on_server]
+        else:
+            server = conn.server if isinstance(conn, OwnSession) else server_of(conn)
+            sessions = list(_OWN_SESSIONS.get(server, ()))
+    return sorted(s.own_pid for s in sessions if not s.closed)
 
 
 class PostgresTarget(BaseModel):
