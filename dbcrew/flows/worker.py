@@ -20,6 +20,7 @@ WIND_DOWN_SECONDS; a flow that ends because of it returns `planned_stop()`: Canc
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import socket
@@ -112,7 +113,22 @@ class InProcessWorker(BaseWorker[InProcessJobConfiguration, BaseVariables, InPro
             )  # imports the watcher: only a worker that watches pays for it
 
             self._shares = WatchShares(self.name)
+        self._freeze_imports()
+        if self._shares is not None:
             self._shares.start()
+
+    def _freeze_imports(self) -> None:
+        """Leave the crew's imported modules out of every later garbage collection (`gc.freeze`).
+
+        A worker runs reviews and watches for days in one process holding about 200,000 objects of
+        Prefect's and the crew's modules, and each full collection walked all of them (100-170 ms on a
+        2-core host) for garbage that is never there: a review run in process spent a tenth of its CPU so.
+        The flows are imported first so their modules are among the frozen; what is garbage now is
+        collected before, so nothing frozen is garbage."""
+        from dbcrew.flows import fleet, incident_diagnosis, review  # noqa: F401
+
+        gc.collect()
+        gc.freeze()
 
     def _stop_on_terminate(self) -> None:
         """A SIGTERM cancels the task that runs this worker, in its event loop: the stop then winds down as a

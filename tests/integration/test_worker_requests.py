@@ -191,3 +191,31 @@ def test_a_targets_review_slot_is_held_by_one_run_at_a_time_and_given_back(
     with get_client(sync_client=True) as client:
         limit = client.read_global_concurrency_limit_by_name(target_limit(name))
     assert limit.active_slots == 0, "a slot was left taken"
+
+
+def test_the_in_process_worker_leaves_the_crews_modules_out_of_garbage_collections(
+    prefect_server: str,
+):
+    import gc
+
+    from dbcrew.flows import review
+    from dbcrew.flows.deploy import ensure_pool
+    from dbcrew.flows.queues import PoolQueue
+    from dbcrew.flows.worker import InProcessWorker
+
+    def collected() -> set[int]:
+        """What a full collection walks: every tracked object outside the frozen ones."""
+        return {id(o) for o in gc.get_objects()}
+
+    gc.unfreeze()  # another worker of this test process may have frozen them already
+    assert id(review.__dict__) in collected()
+    pool = "frozen-imports"
+    ensure_pool(pool, max_reviews=1)
+
+    async def set_up() -> None:
+        async with InProcessWorker(work_pool_name=pool, work_queues=[PoolQueue.REVIEWS]):
+            pass
+
+    anyio.run(set_up)
+    assert gc.get_freeze_count() > 0
+    assert id(review.__dict__) not in collected(), "the review flow's module is frozen"
