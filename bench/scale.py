@@ -168,6 +168,22 @@ class Store:
                     found[names[target]].append(at)
         return found
 
+    def by_two_holders(self, doubled: list[Doubled]) -> int:
+        """How many of the `doubled` pairs of passes no one holder's stint (watch_tenures) spans: a handover's
+        two workers each sampled the target in that interval, where the rest are one worker's two passes."""
+        ids = self.ids()
+        spanned = 0
+        with psycopg.connect(self.url) as conn:
+            for name, first, then in doubled:
+                spanned += bool(
+                    conn.execute(
+                        "SELECT 1 FROM watch_tenures WHERE target = %s"
+                        " AND started_at <= %s + interval '1 second' AND ended_at >= %s - interval '1 second'",
+                        (ids.get(name, name), first, then),
+                    ).fetchone()
+                )
+        return len(doubled) - spanned
+
     def scalar(self, sql: str, params: Sequence[object] = ()) -> int:
         with psycopg.connect(self.url) as conn:
             row = conn.execute(sql, params).fetchone()
@@ -194,11 +210,16 @@ class Store:
         return found
 
 
+Doubled = tuple[
+    str, datetime, datetime
+]  # a target, and two of its passes less than half an interval apart
+
+
 def coverage(
     passes: dict[str, list[datetime]], start: datetime, end: datetime, every: float
-) -> tuple[int, int, int]:
-    """(target-intervals, those sampled, passes less than half an interval after the one before) over the whole
-    intervals of `every` in (start, end].
+) -> tuple[int, int, list[Doubled]]:
+    """(target-intervals, those sampled, the passes less than half an interval after the one before, each with
+    that one) over the whole intervals of `every` in (start, end].
 
     Counted from the gaps between a target's passes, not on a grid: a round's passes land at one phase of the
     interval, and a grid that starts at that phase splits them between two cells by a few milliseconds of jitter
@@ -206,12 +227,15 @@ def coverage(
     intervals (rounded) left k - 1 of them unsampled; so does the stretch before the first pass and after the
     last."""
     intervals = int((end - start).total_seconds() // every)
-    missed = doubled = 0
-    for ends in passes.values():
+    missed = 0
+    doubled: list[Doubled] = []
+    for name, ends in passes.items():
         marks = [start, *ends, end]
         gaps = [(b - a).total_seconds() / every for a, b in itertools.pairwise(marks)]
         missed += sum(max(0, round(g) - 1) for g in gaps)
-        doubled += sum(1 for g in gaps[1:-1] if g < 0.5)
+        doubled += [
+            (name, a, b) for a, b in itertools.pairwise(ends) if (b - a).total_seconds() < every / 2
+        ]
     sampled = max(0, intervals * len(passes) - missed)
     return intervals * len(passes), sampled, doubled
 
@@ -474,7 +498,8 @@ def run(
     say(
         f"watching {len(names)} targets at {every:g} s for {stretch:.0f} s before the kill:"
         f" {sampled}/{intervals} target-intervals sampled = {100 * sampled / intervals:.2f} %"
-        f" (goal >= 99.5 %), {doubled} sampled twice in one interval, {overlapping} overlapping stints of two"
+        f" (goal >= 99.5 %), {len(doubled)} sampled twice in one interval ({store.by_two_holders(doubled)} of them by two"
+        f" workers), {overlapping} overlapping stints of two"
         " holders on one target (watch_tenures)"
         + (
             "; unsampled by the interval their gap began in: "

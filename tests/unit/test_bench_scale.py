@@ -15,7 +15,7 @@ def at(seconds: float) -> datetime:
 
 def test_passes_at_the_phase_of_the_interval_count_once_each_whatever_their_jitter() -> None:
     steady = {"t": [at(10 * k + (0.01 if k % 2 else -0.01)) for k in range(1, 10)]}
-    assert coverage(steady, START, at(90), every=10) == (9, 9, 0)
+    assert coverage(steady, START, at(90), every=10) == (9, 9, [])
 
 
 def test_a_missed_round_is_one_interval_unsampled_and_a_pass_right_after_another_is_told() -> None:
@@ -24,6 +24,6 @@ def test_a_missed_round_is_one_interval_unsampled_and_a_pass_right_after_another
         "doubled": [at(5), at(7), at(15), at(25), at(35), at(45)],
         "late": [at(26), at(36), at(46)],  # first pass 26 s in: two intervals unsampled
     }
-    assert coverage(passes, START, at(50), every=10) == (15, 12, 1)
+    assert coverage(passes, START, at(50), every=10) == (15, 12, [("doubled", at(5), at(7))])
     # Where they lie: the round at 25 s (the gap from 15 s began in interval 1), and the first two.
     assert missed_by_interval(passes, START, at(50), every=10) == {1: 1, 0: 2}
