@@ -172,17 +172,20 @@ class Store:
         """How many of the `doubled` pairs of passes no one holder's stint (watch_tenures) spans: a handover's
         two workers each sampled the target in that interval, where the rest are one worker's two passes."""
         ids = self.ids()
-        spanned = 0
+        slack = timedelta(seconds=1)
         with psycopg.connect(self.url) as conn:
-            for name, first, then in doubled:
-                spanned += bool(
-                    conn.execute(
-                        "SELECT 1 FROM watch_tenures WHERE target = %s"
-                        " AND started_at <= %s + interval '1 second' AND ended_at >= %s - interval '1 second'",
-                        (ids.get(name, name), first, then),
-                    ).fetchone()
-                )
-        return len(doubled) - spanned
+            stints: dict[str, list[tuple[datetime, datetime]]] = {}
+            for target, started, ended in conn.execute(
+                "SELECT target, started_at, ended_at FROM watch_tenures"
+            ):
+                stints.setdefault(target, []).append((started, ended))
+        return sum(
+            not any(
+                started <= first + slack and ended >= then - slack
+                for started, ended in stints.get(ids.get(name, name), [])
+            )
+            for name, first, then in doubled
+        )
 
     def scalar(self, sql: str, params: Sequence[object] = ()) -> int:
         with psycopg.connect(self.url) as conn:
@@ -210,9 +213,8 @@ class Store:
         return found
 
 
-Doubled = tuple[
-    str, datetime, datetime
-]  # a target, and two of its passes less than half an interval apart
+# A target, and two of its passes less than half an interval apart.
+Doubled = tuple[str, datetime, datetime]
 
 
 def coverage(
