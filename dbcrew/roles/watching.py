@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -554,9 +555,21 @@ def _log_incident(display: str, incident: Incident, opened: bool) -> None:
 
 
 def _sample(watch: TargetWatch) -> Sampled | str:
-    """One target's pass, or why it could not be read (its session is then dropped: the next round connects anew)."""
+    """One target's pass, or why it could not be read (its session is then dropped: the next round connects anew).
+
+    A fault of dbcrew's own on one target's data (what its readers did not foresee) loses that target's pass, as
+    an outage would: stored as a gap with its kind, its traceback logged (redacted: the message may quote the
+    target's text), and never the round of the targets watched beside it."""
     try:
         return watch.sample()
     except (TargetError, psycopg.Error) as exc:
         watch.close()
         return redact(first_line(exc))
+    except Exception as exc:  # noqa: BLE001 - one target's fault loses its pass, not its neighbours' round
+        watch.close()
+        log.error(
+            "watch: %s: a fault of dbcrew's own on this target's pass:\n%s",
+            watch.target.display,
+            redact("".join(traceback.format_exception(exc))),
+        )
+        return f"a fault of dbcrew's own ({type(exc).__name__}; the watcher's log has it)"

@@ -72,3 +72,23 @@ def test_an_idle_database_read_again_and_again_reads_no_more_texts(watched: str)
         assert any(d.query == WORKLOAD for d in named), (
             "a statement seen before is named by its carried text"
         )
+
+
+def test_an_entry_evicted_and_made_again_with_as_many_calls_is_named(watched: str) -> None:
+    """A full pg_stat_statements evicts its least-used entries; one made again between two readings can count as
+    many calls as before and less time. Its counts start anew, and the delta carries its text."""
+    evicted = "SELECT pg_sleep(%s) AS evicted"
+    with psycopg.connect(watched, autocommit=True, row_factory=dict_row) as conn:
+        for _ in range(2):
+            conn.execute(evicted, [0.02])
+        first = read_statements(conn)
+        row = conn.execute(
+            "SELECT queryid FROM pg_stat_statements WHERE query LIKE '%%AS evicted'"
+        ).fetchone()
+        assert row is not None
+        conn.execute("SELECT pg_stat_statements_reset(0, 0, %s)", [row["queryid"]])
+        for _ in range(2):
+            conn.execute(evicted, [0.0])  # as many calls, each far shorter than the 20 ms before
+        second = read_statements(conn, first)
+        named = [d for d in statement_deltas(first, second) if d.queryid == row["queryid"]]
+    assert [(d.query, d.calls) for d in named] == [("SELECT pg_sleep($1) AS evicted", 2)]

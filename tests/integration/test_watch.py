@@ -205,6 +205,43 @@ def _body(rate: float) -> str:
     ).model_dump_json()
 
 
+# A function of the database's own under pg_stat_statements' name (the extension is not installed there) that
+# returns what the extension never would: an entry with no counts. Reading it is a fault of dbcrew's readers.
+FOREIGN_STATEMENTS = """
+CREATE FUNCTION pg_stat_statements(boolean) RETURNS TABLE (
+    queryid bigint, userid oid, dbid oid, toplevel boolean, calls bigint, total_exec_time float8, rows bigint,
+    shared_blks_hit bigint, shared_blks_read bigint, temp_blks_written bigint, query text)
+LANGUAGE sql AS $$
+    SELECT 1::bigint, 10::oid, (SELECT oid FROM pg_database WHERE datname = current_database()), true,
+           NULL::bigint, NULL::float8, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, 'SELECT 1'
+$$;
+"""
+
+
+def test_a_fault_on_one_targets_data_is_its_gap_and_the_target_beside_it_is_watched_on(
+    pg: EmbeddedPostgres, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg.psql("CREATE DATABASE foreign_statements;")
+    pg.psql(FOREIGN_STATEMENTS, "foreign_statements")
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    rounds: list[RoundReport] = []
+    targets = [parse_target(pg.dsn("watched")), parse_target(pg.dsn("foreign_statements"))]
+    Watcher(targets, store, every=EVERY).run(rounds.append, rounds=4)
+    by_target = {
+        t.display: [next(o for o in r.outcomes if o.display == t.display) for r in rounds]
+        for t in targets
+    }
+    healthy, faulty = (by_target[t.display] for t in targets)
+    assert [o.stored for o in healthy] == [False, True, True, True]
+    assert not any(o.stored for o in faulty[1:])
+    assert all(o.gap.startswith("a fault of dbcrew's own (TypeError") for o in faulty[1::2]), [
+        o.gap for o in faulty
+    ]
+    (gap,) = store.gaps(faulty[0].identity, rounds[0].at - timedelta(minutes=1), datetime.now(UTC))
+    assert gap.reason.startswith("a fault of dbcrew's own")
+    assert "Traceback" in caplog.text and "TypeError" in caplog.text
+
+
 def test_retention_merges_minutes_and_hours_and_drops_what_outlived_its_tier(
     store: SampleStore,
 ) -> None:

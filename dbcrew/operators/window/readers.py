@@ -398,14 +398,24 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.toplevel AND s.queryid = ANY(%(queryids)s::bigint[])
 """
 Statements = dict[tuple[int, int], dict[str, Any]]
+STATEMENT_COUNTERS = (
+    "calls",
+    "total_exec_time",
+    "rows",
+    "shared_blks_hit",
+    "shared_blks_read",
+    "temp_blks_written",
+)
 
 
 def read_statements(conn: psycopg.Connection[Any], before: Statements | None = None) -> Statements:
     """Top-level statements by (queryid, userid): each role running the same statement has its own entry.
 
-    A row's `query` is its text where `before` had it or where the entry changed since `before` (its calls
-    differ, or it is new): what `statement_deltas(before, this)` names. Elsewhere it is None, and a first
-    reading (no `before`) reads no text at all. A text pg_stat_statements cannot give (its text file
+    A row's `query` is its text where `before` had it or where the entry changed since `before` (any of its
+    counters differs, or it is new): whatever `statement_deltas(before, this)` names. An entry evicted (a full
+    pg_stat_statements.max) and made again since may count as many calls as before and less of the rest: its
+    counts start anew, and it is named too. Elsewhere `query` is None, and a first reading (no `before`) reads
+    no text at all. A text pg_stat_statements cannot give (its text file
     discarded, or the entry evicted between the two reads) is the empty text: the entry's counts still count.
     """
     try:
@@ -418,7 +428,9 @@ def read_statements(conn: psycopg.Connection[Any], before: Statements | None = N
     for key, row in rows.items():
         old = before.get(key) if before is not None else None
         row["query"] = old.get("query") if old is not None else None
-        changed = before is not None and (old is None or old["calls"] != row["calls"])
+        changed = before is not None and (
+            old is None or any(old[c] != row[c] for c in STATEMENT_COUNTERS)
+        )
         if row["query"] is None and changed:
             unread.append(key)
     if unread:
@@ -437,17 +449,11 @@ def statement_deltas(
     before: dict[tuple[int, int], dict[str, Any]], after: dict[tuple[int, int], dict[str, Any]]
 ) -> list[StatementDelta]:
     deltas = []
-    counters = (
-        "calls",
-        "total_exec_time",
-        "rows",
-        "shared_blks_hit",
-        "shared_blks_read",
-        "temp_blks_written",
-    )
     for key, row in after.items():
         old = before.get(key, {})
-        values, _ = counted_since([old.get(c, 0.0) for c in counters], [row[c] for c in counters])
+        values, _ = counted_since(
+            [old.get(c, 0.0) for c in STATEMENT_COUNTERS], [row[c] for c in STATEMENT_COUNTERS]
+        )
         calls, total_exec_time, rows, shared_blks_hit, shared_blks_read, temp_blks_written = values
         if calls <= 0:
             continue
