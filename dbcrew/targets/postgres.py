@@ -69,6 +69,29 @@ class MarkedCursor(psycopg.Cursor[Any]):
         return super().execute(query, prepare=prepare, binary=binary)
 
 
+# pg_stat_statements keeps one entry per database, role and statement: a watcher's pass takes about fifteen entries
+# in every database it watches and a review fifteen more, so on a server of hundreds of databases dbcrew's own
+# reads alone fill pg_stat_statements.max (5,000 by default). Each new entry then evicts the least-used ones, the
+# workload's statements a diagnosis reads among them, and pays for a sort of every entry and a rewrite of the
+# texts file. From PostgreSQL 15 on, where the role may set pg_stat_statements.track (a superuser, or a role
+# granted SET ON PARAMETER pg_stat_statements.track), a dbcrew session is not tracked at all; elsewhere its
+# statements are tracked and known by OWN_STATEMENT_MARKER. Unloaded, the setting does not exist and nothing is
+# set; the CASE asks for the privilege only where it does (a WHERE's conditions run in any order).
+UNTRACKED_SQL = """
+SELECT set_config('pg_stat_statements.track', 'none', false)
+WHERE CASE WHEN current_setting('pg_stat_statements.track', true) IS NULL THEN false
+           ELSE has_parameter_privilege('pg_stat_statements.track', 'SET') END
+"""
+UNTRACKED_SINCE = 150000  # has_parameter_privilege and GRANT SET ON PARAMETER
+
+
+def untracked(conn: psycopg.Connection[Any]) -> bool:
+    """Ask pg_stat_statements not to track this session where the role may; whether it now does not."""
+    if conn.info.server_version < UNTRACKED_SINCE:
+        return False
+    return conn.execute(UNTRACKED_SQL).fetchone() is not None
+
+
 # Open review sessions by server (host, port), held weakly: a session that is closed or garbage-collected drops
 # out by itself, so a PID the operating system has since given to someone else's backend is never hidden. By
 # server because a watcher asks for its own sessions' PIDs at every session sample of every target, and holds a
@@ -206,6 +229,7 @@ class PostgresTarget(BaseModel):
                 f"cannot connect to {self.display}: {redact(first_line(exc))}"
             ) from exc
         conn.statement_timeout_ms = int(timeout)
+        untracked(conn)
         return conn.register()
 
     @contextmanager
