@@ -33,7 +33,7 @@ from dbcrew.roles.crew.run import (
     replan_phase,
 )
 from dbcrew.roles.report.recording import failed_report, record_history
-from dbcrew.roles.report.reporter import build_report, prune_reports, write_report
+from dbcrew.roles.report.reporter import build_report, prune_reports_due, write_report
 from dbcrew.settings.paths import reports_max_bytes, reports_retention_days, reports_root
 from dbcrew.store import StoreUnavailable
 from dbcrew.workspace import discard, release
@@ -150,7 +150,7 @@ def record_failure(run: RunContext, error: Exception) -> None:
 def kept_in_reports(run: RunContext) -> Iterator[RunContext]:
     """For a run without an `out`: its folder is reports_root()/<run id>, where it stays without its
     workspace, and the reports past their retention (age, then size) on this disk (a worker's, or a
-    foreground watcher's) are dropped as the run ends, failed or not."""
+    foreground watcher's) are dropped as the run ends, failed or not (a walk every few minutes at most)."""
     in_reports = run.out is None
     if in_reports:
         run.out_dir = reports_root() / run.run_id
@@ -161,4 +161,4 @@ def kept_in_reports(run: RunContext) -> Iterator[RunContext]:
             # The workspace is 95 % of a run's folder (4.7 of 4.8 MB for a small database): here the
             # report, its charts and the posted artifacts are what stays of a run, a failed one's too.
             discard(run.workspace_path)
-            prune_reports(reports_root(), reports_retention_days(), reports_max_bytes())
+            prune_reports_due(reports_root(), reports_retention_days(), reports_max_bytes())

@@ -4,11 +4,12 @@ removed, and a run there keeps its report, not its workspace."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from dbcrew.roles.report.reporter import prune_reports
+from dbcrew.roles.report.reporter import prune_reports, prune_reports_due
 from dbcrew.settings.paths import RETENTION_ENV, reports_max_bytes, reports_retention_days
 from dbcrew.workspace import Workspace, discard
 
@@ -73,3 +74,20 @@ def test_the_size_setting_is_in_mib(monkeypatch: pytest.MonkeyPatch):
     assert reports_max_bytes() == 1024 * 2**20
     monkeypatch.setenv("DBCREW_REPORTS_MAX_MB", "0.5")
     assert reports_max_bytes() == 2**19
+
+
+def test_a_root_is_walked_once_in_a_while_not_at_every_runs_end(tmp_path: Path):
+    """A fleet's reviews end a second apart on one worker: the reports are walked every `every` seconds at most."""
+    now = time.time()
+    first = run_dir(tmp_path, "first", 20, now)
+    hour = 3_600.0
+    assert prune_reports_due(tmp_path, 14, 2**30, every=hour) == [first]
+    second = run_dir(tmp_path, "second", 20, now)
+    assert prune_reports_due(tmp_path, 14, 2**30, every=hour) == [], "walked again within the hour"
+    assert second.exists()
+    assert prune_reports_due(tmp_path, 14, 2**30, every=0) == [second]
+    assert not second.exists()
+    elsewhere = run_dir(tmp_path.parent / f"{tmp_path.name}-elsewhere", "old", 20, now)
+    assert prune_reports_due(elsewhere.parent, 14, 2**30, every=hour) == [elsewhere], (
+        "another root is walked on its own clock"
+    )
