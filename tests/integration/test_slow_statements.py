@@ -64,12 +64,12 @@ def noisy(pg: EmbeddedPostgres, tmp_path_factory: pytest.TempPathFactory) -> Ope
             app.execute(APP_SLEEP.replace("$1", "%s"), [i])
         app.execute("CREATE ROLE twin LOGIN SUPERUSER")
         # the review's role may not turn tracking off for its sessions (a superuser's are not tracked at all)
-        app.execute("CREATE ROLE reviewer LOGIN IN ROLE pg_read_all_stats")
+        app.execute("CREATE ROLE slow_reader LOGIN IN ROLE pg_read_all_stats")
     with psycopg.connect(pg.dsn("noisy", user="twin"), autocommit=True) as twin:
         for _ in range(SLEEPS):
             twin.execute(OWN_SLEEP)  # the review's statement, run by another role: its own entry
     target = parse_target(dsn)
-    with parse_target(pg.dsn("noisy", user="reviewer")).session() as review:
+    with parse_target(pg.dsn("noisy", user="slow_reader")).session() as review:
         for _ in range(SLEEPS):
             review.execute(OWN_SLEEP)
     ctx = OperatorContext(

@@ -26,6 +26,7 @@ from dbcrew.operators.held import Held, guarded, held_relations
 from dbcrew.operators.stat_views import (
     DATABASE_STATS,
     SESSIONS_SQL,
+    STATEMENTS,
     TABLE_STATS,
     checkpointer,
     counted_since,
@@ -398,14 +399,8 @@ WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.toplevel AND s.queryid = ANY(%(queryids)s::bigint[])
 """
 Statements = dict[tuple[int, int], dict[str, Any]]
-STATEMENT_COUNTERS = (
-    "calls",
-    "total_exec_time",
-    "rows",
-    "shared_blks_hit",
-    "shared_blks_read",
-    "temp_blks_written",
-)
+# The review's statement counters (STATEMENTS), which a watcher reads too.
+STATEMENT_COUNTERS = STATEMENTS.counters
 
 
 def read_statements(conn: psycopg.Connection[Any], before: Statements | None = None) -> Statements:
