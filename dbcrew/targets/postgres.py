@@ -85,11 +85,10 @@ WHERE CASE WHEN current_setting('pg_stat_statements.track', true) IS NULL THEN f
 UNTRACKED_SINCE = 150000  # has_parameter_privilege and GRANT SET ON PARAMETER
 
 
-def untracked(conn: psycopg.Connection[Any]) -> bool:
-    """Ask pg_stat_statements not to track this session where the role may; whether it now does not."""
-    if conn.info.server_version < UNTRACKED_SINCE:
-        return False
-    return conn.execute(UNTRACKED_SQL).fetchone() is not None
+def untracked(conn: psycopg.Connection[Any]) -> None:
+    """Ask pg_stat_statements not to track this session where the role may."""
+    if conn.info.server_version >= UNTRACKED_SINCE:
+        conn.execute(UNTRACKED_SQL)
 
 
 # Open review sessions by server (host, port), held weakly: a session that is closed or garbage-collected drops
