@@ -92,3 +92,32 @@ def test_an_entry_evicted_and_made_again_with_as_many_calls_is_named(watched: st
         second = read_statements(conn, first)
         named = [d for d in statement_deltas(first, second) if d.queryid == row["queryid"]]
     assert [(d.query, d.calls) for d in named] == [("SELECT pg_sleep($1) AS evicted", 2)]
+
+
+def test_a_role_the_view_is_revoked_from_reads_no_statements(pg: EmbeddedPostgres) -> None:
+    """REVOKE on the view is the administrator's word on who reads statements; the function behind it stays
+    executable by PUBLIC, and the reads go through the function. A role without the view reads none, one granted
+    it reads them."""
+    pg.psql("CREATE DATABASE statements_revoked;")
+    pg.psql(
+        "CREATE EXTENSION pg_stat_statements; REVOKE ALL ON pg_stat_statements FROM PUBLIC;"
+        " CREATE ROLE statements_denied LOGIN; CREATE ROLE statements_granted LOGIN;"
+        " GRANT SELECT ON pg_stat_statements TO statements_granted;",
+        dbname="statements_revoked",
+    )
+    read: dict[str, list[Any]] = {}
+    for role in ("statements_denied", "statements_granted"):
+        with psycopg.connect(
+            pg.dsn("statements_revoked", user=role), autocommit=True, row_factory=dict_row
+        ) as conn:
+            first = read_statements(conn)
+            conn.execute("SELECT count(*) FROM pg_class WHERE relpages > %s", [1])
+            read[role] = [d.query for d in statement_deltas(first, read_statements(conn, first))]
+            executable = conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_statements(false)"
+            ).fetchone()
+            assert executable is not None and executable["n"] > 0, (
+                "the function still answers this role: only the reader's check keeps it out"
+            )
+    assert read["statements_denied"] == []
+    assert WORKLOAD in read["statements_granted"]

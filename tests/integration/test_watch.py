@@ -205,8 +205,9 @@ def _body(rate: float) -> str:
     ).model_dump_json()
 
 
-# A function of the database's own under pg_stat_statements' name (the extension is not installed there) that
-# returns what the extension never would: an entry with no counts. Reading it is a fault of dbcrew's readers.
+# A function of the database's own under pg_stat_statements' name, and its view (the extension is not installed
+# there), that returns what the extension never would: an entry with no counts. Reading it is a fault of dbcrew's
+# readers.
 FOREIGN_STATEMENTS = """
 CREATE FUNCTION pg_stat_statements(boolean) RETURNS TABLE (
     queryid bigint, userid oid, dbid oid, toplevel boolean, calls bigint, total_exec_time float8, rows bigint,
@@ -215,6 +216,7 @@ LANGUAGE sql AS $$
     SELECT 1::bigint, 10::oid, (SELECT oid FROM pg_database WHERE datname = current_database()), true,
            NULL::bigint, NULL::float8, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, 'SELECT 1'
 $$;
+CREATE VIEW pg_stat_statements AS SELECT * FROM pg_stat_statements(true);
 """
 
 

@@ -385,18 +385,23 @@ class VacuumProgress:
 # entry's text, the whole server's (all databases'), into each read: on a server of 4,255 entries a backend read
 # by a watcher once a minute spent 9.1 ms on a read, 3.5 ms without the texts (docs/bench.md). A text is read
 # when its entry first changes, then carried from reading to reading.
+# The function is read only where the role may read the view: an administrator who revoked the view from the
+# monitoring role (docs/security.md) meant its statements, and the function's EXECUTE stays granted to PUBLIC.
+# The check is a one-time filter: a role without it runs no function scan at all.
 STATEMENT_COUNTERS_SQL = """
 SELECT s.queryid, s.userid, s.calls, s.total_exec_time::float8 AS total_exec_time, s.rows,
        s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
 FROM pg_stat_statements(false) s
 WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.queryid IS NOT NULL AND s.toplevel
+  AND has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')
 """
 STATEMENT_TEXTS_SQL = """
 SELECT s.queryid, s.userid, left(s.query, 2000) AS query
 FROM pg_stat_statements(true) s
 WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.toplevel AND s.queryid = ANY(%(queryids)s::bigint[])
+  AND has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')
 """
 Statements = dict[tuple[int, int], dict[str, Any]]
 # The review's statement counters (STATEMENTS), which a watcher reads too.
@@ -410,8 +415,9 @@ def read_statements(conn: psycopg.Connection[Any], before: Statements | None = N
     counters differs, or it is new): whatever `statement_deltas(before, this)` names. An entry evicted (a full
     pg_stat_statements.max) and made again since may count as many calls as before and less of the rest: its
     counts start anew, and it is named too. Elsewhere `query` is None, and a first reading (no `before`) reads
-    no text at all. A text pg_stat_statements cannot give (its text file
-    discarded, or the entry evicted between the two reads) is the empty text: the entry's counts still count.
+    no text at all. A role the view is revoked from reads no entries, as where the extension is missing. A text
+    pg_stat_statements cannot give (its text file discarded, or the entry evicted between the two reads) is the
+    empty text: the entry's counts still count.
     """
     try:
         rows = {
