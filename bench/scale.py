@@ -620,6 +620,31 @@ def store_ready(store: Store) -> bool:
     return True
 
 
+def rows_of(url: str, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def fleet_pace(ends: list[float], wall: float) -> str:
+    """Where a fleet's wall went, from its reviews' ends (seconds after the fleet began, in order): the first
+    review's end, the pace over each quarter of the reviews, and the fleet's own end after its last review (its
+    summary). A rate that falls from quarter to quarter is the night slowing down; a long first or last stretch
+    is the fan-out's or the summary's."""
+    n = len(ends)
+    marks = [ends[min(n - 1, n * k // 4)] for k in range(5)]
+    marks[0], marks[4] = ends[0], ends[-1]
+    quarters = []
+    for k in range(4):
+        done = min(n, n * (k + 1) // 4) - n * k // 4
+        span = marks[k + 1] - marks[k]
+        quarters.append(f"{60 * done / span:.1f}" if span > 0 else "-")
+    return (
+        f"the fleet's pace: first review ended after {ends[0]:.0f} s; databases a minute over each quarter of its"
+        f" {n} reviews {' / '.join(quarters)}; the last review ended {ends[-1]:.0f} s in, the fleet"
+        f" {wall - ends[-1]:.0f} s after it"
+    )
+
+
 def pause_until(t0: datetime, seconds: float) -> None:
     left = (t0 + timedelta(seconds=seconds) - datetime.now(UTC)).total_seconds()
     if left > 0:
@@ -690,6 +715,16 @@ def nightly(
         requests = (
             (access.read_bytes().count(b'HTTP/1.1"') - lines_before) if access.exists() else 0
         )
+        ends = [
+            float(row[0])
+            for row in rows_of(
+                prefect_url,
+                "SELECT extract(epoch FROM end_time - %s) FROM flow_run WHERE deployment_id = %s"
+                " AND created >= %s AND state_type = 'COMPLETED' AND NOT tags ? 'incident'"
+                " ORDER BY end_time",
+                (began, on_demand, began),
+            )
+        ]
         outcome = state.type.value if state else "no state"
         if not (state and state.is_final()):
             client.set_flow_run_state(run.id, Cancelling(), force=True)
@@ -706,3 +741,5 @@ def nightly(
         ),
         command,
     )
+    if ends:
+        say(fleet_pace(ends, wall), command)
