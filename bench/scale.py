@@ -39,6 +39,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
@@ -620,7 +621,7 @@ def store_ready(store: Store) -> bool:
     return True
 
 
-def rows_of(url: str, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+def rows_of(url: str, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as conn:
         return conn.execute(sql, params).fetchall()
 
@@ -632,10 +633,9 @@ def fleet_pace(ends: list[float], wall: float) -> str:
     is the fan-out's or the summary's."""
     n = len(ends)
     marks = [ends[min(n - 1, n * k // 4)] for k in range(5)]
-    marks[0], marks[4] = ends[0], ends[-1]
     quarters = []
     for k in range(4):
-        done = min(n, n * (k + 1) // 4) - n * k // 4
+        done = n * (k + 1) // 4 - n * k // 4
         span = marks[k + 1] - marks[k]
         quarters.append(f"{60 * done / span:.1f}" if span > 0 else "-")
     return (
@@ -668,9 +668,8 @@ def nightly(
     from prefect.states import Cancelling
 
     def count(sql: str, params: Sequence[object] = ()) -> int:
-        with psycopg.connect(prefect_url) as conn:
-            row = conn.execute(sql, params).fetchone()
-        return int(row[0]) if row else 0
+        rows = rows_of(prefect_url, sql, params)
+        return int(rows[0][0]) if rows else 0
 
     deployments = count("SELECT count(*) FROM deployment")
     schedules = count("SELECT count(*) FROM deployment_schedule")

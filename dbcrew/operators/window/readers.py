@@ -388,20 +388,21 @@ class VacuumProgress:
 # The function is read only where the role may read the view: an administrator who revoked the view from the
 # monitoring role (docs/security.md) meant its statements, and the function's EXECUTE stays granted to PUBLIC.
 # The check is a one-time filter: a role without it runs no function scan at all.
-STATEMENT_COUNTERS_SQL = """
+VIEW_READABLE = "has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')"
+STATEMENT_COUNTERS_SQL = f"""
 SELECT s.queryid, s.userid, s.calls, s.total_exec_time::float8 AS total_exec_time, s.rows,
        s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
 FROM pg_stat_statements(false) s
 WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.queryid IS NOT NULL AND s.toplevel
-  AND has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')
+  AND {VIEW_READABLE}
 """
-STATEMENT_TEXTS_SQL = """
+STATEMENT_TEXTS_SQL = f"""
 SELECT s.queryid, s.userid, left(s.query, 2000) AS query
 FROM pg_stat_statements(true) s
 WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND s.toplevel AND s.queryid = ANY(%(queryids)s::bigint[])
-  AND has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')
+  AND {VIEW_READABLE}
 """
 Statements = dict[tuple[int, int], dict[str, Any]]
 # The review's statement counters (STATEMENTS), which a watcher reads too.
