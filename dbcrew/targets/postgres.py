@@ -91,17 +91,19 @@ def untracked(conn: psycopg.Connection[Any]) -> None:
         conn.execute(UNTRACKED_SQL)
 
 
-# Open review sessions by server (host, port), held weakly: a session that is closed or garbage-collected drops
-# out by itself, so a PID the operating system has since given to someone else's backend is never hidden. By
-# server because a watcher asks for its own sessions' PIDs at every session sample of every target, and holds a
-# session on each of hundreds of targets: only those on the sampled server are its concern.
-Server = tuple[str, int]
-_OWN_SESSIONS: dict[Server, weakref.WeakSet[OwnSession]] = {}
+# Open review sessions by server (host, port) and database, held weakly: a session that is closed or
+# garbage-collected drops out by itself, so a PID the operating system has since given to someone else's backend is
+# never hidden. By server because PIDs of different servers mean different backends; by database because a watcher
+# asks for its own sessions' PIDs at every session sample of every target, and holds a session on each of hundreds
+# of targets, many on one server: a sample of one database's sessions concerns only the watcher's session there
+# (a list of 250 PIDs, sorted and sent at every sample, was half of a sample's CPU in the watcher).
+Place = tuple[str, int, str]  # a server and one of its databases
+_OWN_SESSIONS: dict[Place, weakref.WeakSet[OwnSession]] = {}
 _LOCK = threading.Lock()
 
 
-def server_of(conn: psycopg.Connection[Any]) -> Server:
-    return (conn.info.host, conn.info.port)
+def place_of(conn: psycopg.Connection[Any]) -> Place:
+    return (conn.info.host, conn.info.port, conn.info.dbname)
 
 
 class OwnSession(psycopg.Connection[dict[str, Any]]):
@@ -113,34 +115,42 @@ class OwnSession(psycopg.Connection[dict[str, Any]]):
     """
 
     own_pid: int = 0
-    server: Server = ("", 0)  # where it is connected, read once when it registers
+    place: Place = ("", 0, "")  # where it is connected, read once when it registers
     statement_timeout_ms: int = (
         0  # what it was opened with: a shelf hands it only to a read asking the same
     )
 
     def register(self) -> OwnSession:
         self.own_pid = self.info.backend_pid
-        self.server = server_of(self)
+        self.place = place_of(self)
         with _LOCK:
-            _OWN_SESSIONS.setdefault(self.server, weakref.WeakSet()).add(self)
+            _OWN_SESSIONS.setdefault(self.place, weakref.WeakSet()).add(self)
         return self
 
     def close(self) -> None:
         super().close()
         with _LOCK:
-            if (sessions := _OWN_SESSIONS.get(self.server)) is not None:
+            if (sessions := _OWN_SESSIONS.get(self.place)) is not None:
                 sessions.discard(self)
 
 
-def own_pids(conn: psycopg.Connection[Any] | None = None) -> list[int]:
+def own_pids(
+    conn: psycopg.Connection[Any] | None = None, *, this_database: bool = False
+) -> list[int]:
     """Backend PIDs of the review sessions this process has open (a run's tasks are its threads),
-    on the same server as `conn` when given: PIDs of different servers mean different backends."""
+    on the same server as `conn` when given (PIDs of different servers mean different backends), and
+    on its database too with `this_database` (for a read that sees no other database's sessions)."""
     with _LOCK:
         if conn is None:
-            sessions = [s for on_server in _OWN_SESSIONS.values() for s in on_server]
+            places = list(_OWN_SESSIONS.values())
         else:
-            server = conn.server if isinstance(conn, OwnSession) else server_of(conn)
-            sessions = list(_OWN_SESSIONS.get(server, ()))
+            place = conn.place if isinstance(conn, OwnSession) else place_of(conn)
+            places = (
+                [_OWN_SESSIONS.get(place, weakref.WeakSet())]
+                if this_database
+                else [s for p, s in _OWN_SESSIONS.items() if p[:2] == place[:2]]
+            )
+        sessions = [s for on_place in places for s in on_place]
     return sorted(s.own_pid for s in sessions if not s.closed)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 
 from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.operators.window.readers import sessions
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings.run import Settings
@@ -76,3 +77,21 @@ def test_a_foreign_session_named_dbcrew_holding_a_lock_is_reported(
     }
     assert sessions == {f"pid:{holder_pid}", f"pid:{waiter_pid}"}, "the review saw itself"
     assert own_pids() == [], "every review session was closed and forgotten"
+
+
+def test_a_sample_leaves_out_the_sessions_own_to_its_database_and_the_horizon_those_of_the_server(
+    pg: EmbeddedPostgres,
+) -> None:
+    """A watcher holds a session on every database it watches: a session sample of one database is told of the
+    crew's sessions there (none elsewhere can appear in it), a server-wide read of all of them."""
+    pg.psql("CREATE DATABASE own_here; CREATE DATABASE own_there;")
+    here, there = parse_target(pg.dsn("own_here")), parse_target(pg.dsn("own_there"))
+    with here.connect() as a, here.connect() as b, there.connect() as c:
+        mine = {a.info.backend_pid, b.info.backend_pid}
+        assert own_pids(a, this_database=True) == sorted(mine)
+        assert own_pids(a) == sorted(mine | {c.info.backend_pid})
+        sampled = {row["pid"] for row in sessions(a, 1)}
+        assert not sampled & mine, "the sample saw the crew's own sessions"
+        with psycopg.connect(pg.dsn("own_here"), application_name="dbcrew") as foreign:
+            assert foreign.info.backend_pid in {row["pid"] for row in sessions(a, 2)}
+    assert own_pids() == []
