@@ -273,7 +273,11 @@ def _sessions_sample(
     return fetch(
         conn,
         SESSIONS_SQL,
-        {"sample": sample, "query_chars": QUOTED_QUERY_CHARS, "own": own_pids(conn, this_database=True)},
+        {
+            "sample": sample,
+            "query_chars": QUOTED_QUERY_CHARS,
+            "own": own_pids(conn, this_database=True),
+        },
     )
 
 

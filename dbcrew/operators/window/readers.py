@@ -246,7 +246,11 @@ def sessions(conn: psycopg.Connection[Any], sample: int) -> list[dict[str, Any]]
     """One session sample: this database's client backends, parallel workers and autovacuum workers."""
     rows = conn.execute(
         SESSIONS_SQL,
-        {"sample": sample, "query_chars": EXPLAINED_QUERY_CHARS, "own": own_pids(conn, this_database=True)},
+        {
+            "sample": sample,
+            "query_chars": EXPLAINED_QUERY_CHARS,
+            "own": own_pids(conn, this_database=True),
+        },
     ).fetchall()
     return [row for row in rows if row["backend_type"] in TALLIED]
 
