@@ -50,14 +50,16 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.states import Scheduled
 
 from bench import injections
-from bench.scale import ANOMALY, NIGHTLY, Fleet, Store, coverage, own_home_worker, store_ready
+from bench.scale import ANOMALY, Fleet, Store, coverage, far_slot, own_home_worker, store_ready
 from dbcrew.flows.deploy import POOL
 from dbcrew.flows.queues import PoolQueue
+from dbcrew.inventory import MissedSlots, ScheduleGroup
 from dbcrew.lab.crew_server import CrewServer, running_crew_server
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.lab.waiting import wait_for
 from dbcrew.store.leases import tenures
 from dbcrew.store.samples import open_samples
+from dbcrew.vocabulary import Scenario
 from tests.webhooks import receiving_webhooks
 
 pytestmark = pytest.mark.timeout(1500)
@@ -67,7 +69,10 @@ SCHEDULED = 3  # targets on the shared cron schedule (its slot's reviews)
 EVERY = 2.0
 QUIET_PASSES = 10  # each target's passes before the injection: the detector's history
 ANOMALY_SECONDS = 20.0
-SCHEDULE = "health-0-3-x-x-x"  # the deployment of NIGHTLY ("0 3 * * *")
+NIGHTLY = far_slot(
+    datetime.now(UTC)
+)  # the shared cron schedule: its slot never fires during the test
+SCHEDULE = ScheduleGroup(cron=NIGHTLY, scenario=Scenario.HEALTH, missed=MissedSlots.COLLAPSE).name
 WAIT = 300.0
 
 
