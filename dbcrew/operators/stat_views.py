@@ -410,10 +410,10 @@ WITH a AS MATERIALIZED (
     FROM (
         SELECT pg_stat_get_backend_pid(id) AS pid FROM pg_stat_get_backend_idset() id
         WHERE pg_stat_get_backend_dbid(id) IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+          AND pg_stat_get_backend_pid(id) IS NOT NULL  -- a NULL pid would ask for every backend's row
     ) b
-    CROSS JOIN LATERAL pg_stat_get_activity(b.pid) s  -- a NULL pid would be every backend's row
+    CROSS JOIN LATERAL pg_stat_get_activity(b.pid) s
     LEFT JOIN pg_database d ON d.oid = s.datid
-    WHERE b.pid IS NOT NULL
 )
 SELECT %(sample)s::int AS sample_no, clock_timestamp() AS sampled_at,
        a.pid, a.datname::text, a.usename::text, a.application_name, a.backend_type, a.state,

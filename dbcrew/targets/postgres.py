@@ -132,6 +132,10 @@ class OwnSession(psycopg.Connection[dict[str, Any]]):
         with _LOCK:
             if (sessions := _OWN_SESSIONS.get(self.place)) is not None:
                 sessions.discard(self)
+                if not sessions:
+                    del _OWN_SESSIONS[
+                        self.place
+                    ]  # the places held are the ones with a session open
 
 
 def own_pids(

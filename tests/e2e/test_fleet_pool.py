@@ -69,9 +69,8 @@ SCHEDULED = 3  # targets on the shared cron schedule (its slot's reviews)
 EVERY = 2.0
 QUIET_PASSES = 10  # each target's passes before the injection: the detector's history
 ANOMALY_SECONDS = 20.0
-NIGHTLY = far_slot(
-    datetime.now(UTC)
-)  # the shared cron schedule: its slot never fires during the test
+# the shared cron schedule: its slot never fires during the test
+NIGHTLY = far_slot(datetime.now(UTC))
 SCHEDULE = ScheduleGroup(cron=NIGHTLY, scenario=Scenario.HEALTH, missed=MissedSlots.COLLAPSE).name
 WAIT = 300.0
 

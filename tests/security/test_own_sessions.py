@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 
 from dbcrew.lab.embedded import EmbeddedPostgres
-from dbcrew.operators.window.readers import sessions
+from dbcrew.operators.window import readers
 from dbcrew.roles.crew.context import RunContext
 from dbcrew.roles.spine import PlainPhases, review
 from dbcrew.settings.run import Settings
@@ -90,8 +90,8 @@ def test_a_sample_leaves_out_the_sessions_own_to_its_database_and_the_horizon_th
         mine = {a.info.backend_pid, b.info.backend_pid}
         assert own_pids(a, this_database=True) == sorted(mine)
         assert own_pids(a) == sorted(mine | {c.info.backend_pid})
-        sampled = {row["pid"] for row in sessions(a, 1)}
+        sampled = {row["pid"] for row in readers.sessions(a, 1)}
         assert not sampled & mine, "the sample saw the crew's own sessions"
         with psycopg.connect(pg.dsn("own_here"), application_name="dbcrew") as foreign:
-            assert foreign.info.backend_pid in {row["pid"] for row in sessions(a, 2)}
+            assert foreign.info.backend_pid in {row["pid"] for row in readers.sessions(a, 2)}
     assert own_pids() == []
