@@ -52,9 +52,19 @@ class Brief(BaseModel):
         return f"{self.system_identifier or address}/{self.database}"
 
     @property
+    def statements_missing(self) -> str | None:
+        """Why pg_stat_statements is not usable here, or None: it must be installed in this database *and*
+        preloaded by the server (unknown when the role may not read shared_preload_libraries)."""
+        if "pg_stat_statements" not in self.extensions:
+            return "extension pg_stat_statements is not installed in this database"
+        if (
+            self.preloaded_libraries is not None
+            and "pg_stat_statements" not in self.preloaded_libraries
+        ):
+            return "pg_stat_statements is not in shared_preload_libraries"
+        return None
+
+    @property
     def has_statements(self) -> bool:
-        """pg_stat_statements is usable only when installed here *and* preloaded by the server."""
-        preloaded = (
-            self.preloaded_libraries is None or "pg_stat_statements" in self.preloaded_libraries
-        )
-        return "pg_stat_statements" in self.extensions and preloaded
+        """pg_stat_statements is usable: installed here and preloaded (`statements_missing`)."""
+        return self.statements_missing is None

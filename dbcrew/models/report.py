@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -43,6 +44,26 @@ class SkipKind(StrEnum):
     )
 
 
+# PostgreSQL's own words for a refused privilege (aclcheck_error): the error carries no structured field
+# naming the object, so its message is read once, where the failure becomes a cause.
+_DENIED = re.compile(
+    r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)"
+)
+
+
+def grant_for(message: str, role: str) -> str | None:
+    """The GRANT that gives `role` what a permission-denied error says it lacked; None for any other error."""
+    denied = _DENIED.search(message)
+    if denied is None:
+        return None
+    kind, name = denied.groups()
+    if kind == "function":
+        return f"GRANT EXECUTE ON FUNCTION {name} TO {role};"
+    if kind == "schema":
+        return f"GRANT USAGE ON SCHEMA {name} TO {role};"
+    return f"GRANT SELECT ON {name} TO {role};"
+
+
 class SkipCause(BaseModel):
     """The structured cause behind a coverage reason, traced through failed upstream tasks to the root.
 
@@ -60,6 +81,15 @@ class SkipCause(BaseModel):
     grant: str | None = Field(
         None, description="the statement that gives the review's role what it lacked"
     )
+
+    @classmethod
+    def of_failure(cls, message: str, role: str) -> SkipCause:
+        """The cause of a failure from its message: a privilege with its GRANT when the target refused `role`
+        (`grant_for`), else a fault."""
+        grant = grant_for(message, role)
+        return cls(
+            kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=message, grant=grant
+        )
 
     def render(self) -> str:
         """The human reason: e.g. `upstream collect_statements failed: permission denied for view pg_stat_statements (GRANT ...)`."""

@@ -205,10 +205,12 @@ def _body(rate: float) -> str:
     ).model_dump_json()
 
 
-# A function of the database's own under pg_stat_statements' name, and its view (the extension is not installed
-# there), that returns what the extension never would: an entry with no counts. Reading it is a fault of dbcrew's
-# readers.
+# A function of the database's own under pg_stat_statements' name, and its view (the extension is installed in a
+# schema off the search path), that returns what the extension never would: an entry with no counts. Reading it is
+# a fault of dbcrew's readers.
 FOREIGN_STATEMENTS = """
+CREATE SCHEMA off_path;
+CREATE EXTENSION pg_stat_statements SCHEMA off_path;
 CREATE FUNCTION pg_stat_statements(boolean) RETURNS TABLE (
     queryid bigint, userid oid, dbid oid, toplevel boolean, calls bigint, total_exec_time float8, rows bigint,
     shared_blks_hit bigint, shared_blks_read bigint, temp_blks_written bigint, query text)

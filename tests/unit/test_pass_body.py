@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from dbcrew.models.report import CoverageStatus, SkipCause, SkipKind
 from dbcrew.operators.watch.sampling import TargetWatch
 from dbcrew.operators.window.evidence import BlockedSession, TableDelta
-from dbcrew.operators.window.passes import PassBody, StatementRate, as_stored, merge
+from dbcrew.operators.window.passes import (
+    PassBody,
+    StatementRate,
+    StatementsUnread,
+    as_stored,
+    merge,
+)
+from dbcrew.operators.window.store import statements_unread_entry
 from dbcrew.targets import parse_target
 
 
@@ -123,4 +131,37 @@ def test_a_merge_keeps_each_signals_lowest_and_highest_pass_where_they_lie_a_flo
     before = PassBody.model_validate_json('{"rates":{"db.xact_commit":1000.0},"passes":4}')
     assert before.lowest("db.xact_commit") == before.highest("db.xact_commit") == 1000.0, (
         "a bucket stored before the extremes were kept reads as its mean"
+    )
+
+
+def test_a_merge_counts_the_passes_that_could_not_read_statements_and_a_diagnosis_says_how_many() -> (
+    None
+):
+    refused = SkipCause.of_failure("permission denied for view pg_stat_statements", "watcher")
+    unloaded = SkipCause(kind=SkipKind.MISSING_EXTENSION, detail="not preloaded")
+    parts = [
+        (15.0, body()),
+        (15.0, body().model_copy(update={"statements_unread": StatementsUnread(cause=refused)})),
+        (15.0, body().model_copy(update={"statements_unread": StatementsUnread(cause=unloaded)})),
+    ]
+    stored = [(s, PassBody.model_validate_json(as_stored(b))) for s, b in parts]
+    minute = merge(stored)
+    assert minute.statements_unread == StatementsUnread(cause=unloaded, passes=2), (
+        "two of three passes, the latest's cause"
+    )
+    assert (
+        merge([(60.0, minute), (15.0, parts[0][1])]).statements_unread == minute.statements_unread
+    )
+    assert merge(parts[:1]).statements_unread is None
+
+    partial = statements_unread_entry(minute.statements_unread, passes=3)
+    assert (partial.status, partial.reason) == (
+        CoverageStatus.RAN,
+        "partial: 2 of 3 passes read no statements: not preloaded",
+    )
+    whole = statements_unread_entry(StatementsUnread(cause=refused, passes=4), passes=4)
+    assert whole.status is CoverageStatus.SKIPPED and whole.cause is not None
+    assert whole.reason == (
+        "4 of 4 passes read no statements: permission denied for view pg_stat_statements"
+        " (GRANT SELECT ON pg_stat_statements TO watcher;)"
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dbcrew.models import Brief, CoverageEntry
-from dbcrew.models.report import CoverageStatus, SkipCause, SkipKind
+from dbcrew.models.report import CoverageStatus, SkipCause, SkipKind, grant_for
 from dbcrew.operators.registry import catalogue
-from dbcrew.roles.crew.capabilities import failure_cause, grant_for, prune
+from dbcrew.roles.crew.capabilities import failure_cause, prune
 from dbcrew.roles.crew.worker import TaskOutcome
 from dbcrew.vocabulary import TaskStatus
 

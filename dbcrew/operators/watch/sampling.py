@@ -7,11 +7,14 @@ Each pass is the reads of dbcrew/operators/window/readers.py, not a copy of them
 counters (`read_counters`), the pg_stat_activity samples since the last pass
 (dbcrew/operators/watch/session_sampler.py: one a second between passes) and the pass's own, tallied by
 state, wait event, blocker and time slice (`ActivityTally`, kept as the pass's `SessionTime`), the
-statements by (queryid, userid) (`read_statements`, `statement_deltas`), the tables (`read_tables`, `table_deltas`), vacuum progress and, for a local server, the host.
+statements by (queryid, userid) (`read_statements`, `statement_deltas`; where the session cannot read
+pg_stat_statements, `statements_unreadable` says why once a connection and every pass carries it), the tables (`read_tables`, `table_deltas`), vacuum progress and, for a local server, the host.
 
 The first pass after a connection only takes the readings the next one subtracts: it stores
 nothing. So does a pass that finds the server restarted since the last one (its counters started
-again, and no rate spans a restart): the missing pass is the gap a reader sees.
+again, and no rate spans a restart): the missing pass is the gap a reader sees. What the connection
+learned (brief, settings, whether pg_stat_statements can be read) is learned again then: a restart
+is when preloaded libraries and settings change.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psutil
 import psycopg
 
 from dbcrew.models import Brief
+from dbcrew.models.report import SkipCause
 from dbcrew.operators.collect.probe import read_brief
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
@@ -40,6 +44,7 @@ from dbcrew.operators.window.passes import (
     TOP_TABLES,
     PassBody,
     StatementRate,
+    StatementsUnread,
     TargetFacts,
     digest,
     rounded,
@@ -53,6 +58,7 @@ from dbcrew.operators.window.readers import (
     read_tables,
     sessions,
     statement_deltas,
+    statements_unreadable,
     table_deltas,
 )
 from dbcrew.operators.window.session_time import session_time_of
@@ -82,6 +88,7 @@ class Connected:
     facts: TargetFacts
     host: HostProbe | None
     sessions: SessionSampler
+    statements_unread: SkipCause | None = None  # why the session cannot read pg_stat_statements
     vacuum: VacuumProgress = field(default_factory=VacuumProgress)
     held: Held = field(default_factory=Held)
     reconnects_told: int = 0  # the session's reconnects the stored passes have told of
@@ -114,12 +121,32 @@ class TargetWatch:
         """Open the session and learn the target's brief and facts (TargetError when it does not answer)."""
         session = Resumable(self.target)
         try:
-            brief = session.run(read_brief)
-            backend = int(session.run(lambda conn: _value(conn, "SELECT pg_backend_pid()")))
-            settings = session.run(read_settings)
+            brief, facts, host, unread = self._learn(session)
         except BaseException:
             session.close()
             raise
+        self.connected, self.last = (
+            Connected(
+                session=session,
+                brief=brief,
+                facts=facts,
+                host=host,
+                sessions=SessionSampler(session, self.session_pace),
+                statements_unread=unread,
+            ),
+            None,
+        )
+        return self.connected
+
+    def _learn(
+        self, session: Resumable
+    ) -> tuple[Brief, TargetFacts, HostProbe | None, SkipCause | None]:
+        """What a connection learns of the target: its brief, its facts, the host probe of its server (a local
+        one's) and why it cannot read pg_stat_statements (None when it can)."""
+        brief = session.run(read_brief)
+        backend = int(session.run(lambda conn: _value(conn, "SELECT pg_backend_pid()")))
+        settings = session.run(read_settings)
+        unread = session.run(lambda conn: statements_unreadable(conn, brief))
         host = HostProbe.find(self.target, backend)
         if host is not None:
             host.read(0.0)
@@ -129,17 +156,7 @@ class TargetWatch:
             cpu_count=psutil.cpu_count() if host is not None else None,
             memory_total_bytes=psutil.virtual_memory().total if host is not None else None,
         )
-        self.connected, self.last = (
-            Connected(
-                session=session,
-                brief=brief,
-                facts=facts,
-                host=host,
-                sessions=SessionSampler(session, self.session_pace),
-            ),
-            None,
-        )
-        return self.connected
+        return brief, facts, host, unread
 
     def close(self) -> None:
         """Drop the session and the readings: the next pass connects again and starts from new readings."""
@@ -153,6 +170,17 @@ class TargetWatch:
         c = self.connected or self.connect()
         with c.sessions.lock:
             sampled = self._sample(c)
+            if sampled.restarted:
+                # A restart may change what the connection learned (settings, preloaded libraries, the version,
+                # the server processes the host probe reads): learned again on the resumed session, a new
+                # `Connected` whose facts the caller stores.
+                brief, facts, host, unread = self._learn(c.session)
+                if unread is None and c.statements_unread is not None and self.last is not None:
+                    # readable since the restart: the next pass counts its statements from here
+                    self.last.statements = c.session.run(read_statements)
+                c = self.connected = replace(
+                    c, brief=brief, facts=facts, host=host, statements_unread=unread
+                )
         c.sessions.start()  # the session samples until the next pass (again, if a failed sample ended them)
         return sampled
 
@@ -168,7 +196,9 @@ class TargetWatch:
         now = time.monotonic()
         counters = run(lambda conn: read_counters(conn, version))
         before = self.last.statements if self.last is not None else None
-        statements = run(lambda conn: read_statements(conn, before))
+        statements = (
+            run(lambda conn: read_statements(conn, before)) if c.statements_unread is None else {}
+        )
         c.held, tables = run(lambda conn: read_tables(conn, c.held))
         tables = [r for r in tables if not TABLE_STATS.left_out(c.held.oids, r)]
         scanned = run(c.vacuum.read)
@@ -237,6 +267,9 @@ class TargetWatch:
             tables=busiest(table_deltas(last.tables, tables), seconds),
             reconnects=reconnects,
             session_time=session_time_of(tally.slices, tally.texts, named),
+            statements_unread=StatementsUnread(cause=c.statements_unread)
+            if c.statements_unread is not None
+            else None,
         )
         return Sampled(body=body, seconds=seconds, texts=texts)
 

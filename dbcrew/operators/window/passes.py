@@ -24,6 +24,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
+from dbcrew.models.report import SkipCause
 from dbcrew.operators.window.evidence import (
     BlockedSession,
     StatementDelta,
@@ -107,6 +108,14 @@ class TargetFacts(BaseModel):
     server_version_num: int = 0
 
 
+class StatementsUnread(BaseModel):
+    """Passes that could not read pg_stat_statements (not installed, not preloaded, not granted): their empty
+    statements are unknown, not quiet, and a diagnosis of their interval says so."""
+
+    cause: SkipCause = Field(description="why, as the latest such pass found it")
+    passes: int = Field(1, description="raw passes merged that could not read it")
+
+
 class PassBody(BaseModel):
     """One pass, or a merge of passes. Tables carry counters per second and their sizes at the end.
 
@@ -136,6 +145,10 @@ class PassBody(BaseModel):
         None,
         description="the active session samples by wait, statement, kind and relation, bounded"
         " (dbcrew/operators/window/session_time.py); None where no active session was sampled",
+    )
+    statements_unread: StatementsUnread | None = Field(
+        None,
+        description="why the pass holds no statements where it could not read them; None when it read them",
     )
     lows: dict[str, float] = Field(
         default_factory=dict,
@@ -195,6 +208,7 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
                 sums[f] += getattr(t, f) * seconds
             sizes[t.name] = t
     out.rates = {name: rounded(v / total) for name, v in rates.items() if v}
+    out.statements_unread = unread_of(parts)
     out.lows, out.highs = extremes(out.rates, [body for _seconds, body in parts])
     out.waits, out.running = dict(waits), dict(running.most_common(TOP_RUNNING))
     out.session_time = merged(body.session_time for _seconds, body in parts)
@@ -217,6 +231,14 @@ def merge(parts: list[tuple[float, PassBody]]) -> PassBody:
         for name, sums in busiest
     ]
     return out
+
+
+def unread_of(parts: list[tuple[float, PassBody]]) -> StatementsUnread | None:
+    """The passes of `parts` that could not read pg_stat_statements, with the latest one's cause; None when all read it."""
+    unread = [body.statements_unread for _seconds, body in parts if body.statements_unread]
+    if not unread:
+        return None
+    return StatementsUnread(cause=unread[-1].cause, passes=sum(u.passes for u in unread))
 
 
 def extremes(

@@ -21,8 +21,11 @@ from typing import Any
 import psutil
 import psycopg
 
+from dbcrew.models import Brief
+from dbcrew.models.report import SkipCause, SkipKind
 from dbcrew.operators.collect.machine import target_is_local
 from dbcrew.operators.held import Held, guarded, held_relations
+from dbcrew.operators.sql import quote_ident
 from dbcrew.operators.stat_views import (
     DATABASE_STATS,
     SESSIONS_SQL,
@@ -65,6 +68,7 @@ from dbcrew.operators.window.metrics import (
 )
 from dbcrew.operators.window.server_processes import server_reading
 from dbcrew.targets import PostgresTarget, own_pids
+from dbcrew.targets.postgres import first_line
 
 WAL_SQL = (
     "SELECT wal_records, wal_fpi, wal_bytes::float8 AS wal_bytes, wal_buffers_full FROM pg_stat_wal"
@@ -449,6 +453,45 @@ def read_statements(conn: psycopg.Connection[Any], before: Statements | None = N
         for key in unread:
             rows[key]["query"] = texts.get(key) or ""
     return rows
+
+
+# Whether this session reads pg_stat_statements as read_statements does: the view's privilege, and the function
+# called once (a server that did not preload the module refuses it; a schema off the search path hides it).
+STATEMENTS_READABLE_SQL = f"""
+SELECT {VIEW_READABLE} AS readable, current_user AS role, EXISTS (SELECT FROM pg_stat_statements(false)) AS entries
+"""
+
+
+def statements_unreadable(conn: psycopg.Connection[Any], brief: Brief) -> SkipCause | None:
+    """Why this session cannot read pg_stat_statements, or None when read_statements reads it.
+
+    read_statements reads nothing where the extension is missing or the view is revoked, as it should, and a
+    server that did not preload the module refuses its every read: a watcher that asks once a session can say
+    why its passes hold no statements instead of storing quiet ones (or no pass at all)."""
+    if brief.statements_missing is not None:
+        return SkipCause(kind=SkipKind.MISSING_EXTENSION, detail=brief.statements_missing)
+    off_path = SkipCause(
+        kind=SkipKind.MISSING_EXTENSION,
+        detail="pg_stat_statements is installed in a schema that is not on the role's search_path",
+    )
+    try:
+        row = conn.execute(STATEMENTS_READABLE_SQL).fetchone()
+    except psycopg.errors.ObjectNotInPrerequisiteState:
+        return SkipCause(
+            kind=SkipKind.MISSING_EXTENSION,
+            detail="pg_stat_statements is not in shared_preload_libraries",
+        )
+    except psycopg.errors.UndefinedFunction:
+        return off_path
+    except psycopg.errors.InsufficientPrivilege as exc:
+        return SkipCause.of_failure(first_line(exc), quote_ident(brief.current_user))
+    if row is None or row["readable"]:
+        return None
+    if row["readable"] is None:  # the function is found, the view is not (another schema)
+        return off_path
+    return SkipCause.of_failure(
+        "permission denied for view pg_stat_statements", quote_ident(row["role"])
+    )
 
 
 def statement_deltas(

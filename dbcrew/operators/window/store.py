@@ -20,13 +20,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from dbcrew.errors import DbcrewError
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
 from dbcrew.operators.window.evidence import WindowEvidence
-from dbcrew.operators.window.passes import PassBody, TargetFacts, bodies, rate_names, window_of
+from dbcrew.operators.window.passes import (
+    PassBody,
+    StatementsUnread,
+    TargetFacts,
+    bodies,
+    rate_names,
+    unread_of,
+    window_of,
+    window_of_parts,
+)
 from dbcrew.store.samples import Gap, SampleStore, StoredPass
 
 MIN_PASSES = 3  # fewer values and no distribution test can judge a metric (dbcrew/operators/window/anomaly.py)
@@ -45,6 +54,10 @@ class Recorded(BaseModel):
     baseline: WindowEvidence | None
     resolution: int
     gaps: list[Gap]
+    statements_unread: StatementsUnread | None = Field(
+        None, description="the window's passes that could not read pg_stat_statements, and why"
+    )
+    passes: int = Field(0, description="raw passes the window merged")
 
 
 def _resolution(
@@ -79,9 +92,10 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
     facts = TargetFacts.model_validate_json(watched.facts) if watched else TargetFacts()
     digests = {d for p in [*passes, *before] for d in _digests(p)}
     texts = store.texts(target, digests)
-    window = window_of(passes, texts, facts, interval.start)
+    parts = bodies(passes)
+    window = window_of_parts(parts, texts, facts, interval.start)
     baseline = (
-        window_of(before, texts, facts, interval.start - span, also=rate_names(bodies(passes)))
+        window_of(before, texts, facts, interval.start - span, also=rate_names(parts))
         if len(before) >= MIN_PASSES
         else None
     )
@@ -90,6 +104,8 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
         baseline=baseline,
         resolution=resolution,
         gaps=store.gaps(target, interval.start, interval.end),
+        statements_unread=unread_of(parts),
+        passes=sum(body.passes for _seconds, body in parts),
     )
 
 
@@ -125,7 +141,24 @@ def after_the_fact(recorded: Recorded) -> list[CoverageEntry]:
                 reason=f"partial: the interval is older than the raw samples kept; read from {recorded.resolution} s buckets",
             )
         )
+    if (unread := recorded.statements_unread) is not None:
+        entries.append(statements_unread_entry(unread, recorded.passes))
     return entries + gap_entries(recorded.gaps)
+
+
+def statements_unread_entry(unread: StatementsUnread, passes: int) -> CoverageEntry:
+    """The interval's statements as unknown where its passes could not read pg_stat_statements: skipped
+    when none of them could, partial when some could."""
+    cause = unread.cause.model_copy(
+        update={
+            "detail": f"{unread.passes} of {passes} passes read no statements: {unread.cause.detail}"
+        }
+    )
+    if unread.passes >= passes:
+        return CoverageEntry.of("statements", CoverageStatus.SKIPPED, cause)
+    return CoverageEntry(
+        check="statements", status=CoverageStatus.RAN, reason=f"partial: {cause.render()}"
+    )
 
 
 def gap_entries(gaps: list[Gap]) -> list[CoverageEntry]:

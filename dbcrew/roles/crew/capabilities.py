@@ -6,7 +6,6 @@ rules brain nor an LLM can plan a check the target cannot run.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
@@ -38,12 +37,8 @@ EXTENSION_EFFECTS: dict[str, tuple[str, str]] = {
 def missing_capabilities(brief: Brief) -> dict[str, SkipCause]:
     """capability -> why it is missing."""
     missing = {}
-    if "pg_stat_statements" not in brief.extensions:
-        missing["pg_stat_statements"] = (
-            "extension pg_stat_statements is not installed in this database"
-        )
-    elif not brief.has_statements:
-        missing["pg_stat_statements"] = "pg_stat_statements is not in shared_preload_libraries"
+    if brief.statements_missing is not None:
+        missing["pg_stat_statements"] = brief.statements_missing
     if "hypopg" not in brief.extensions:
         missing["hypopg"] = "extension hypopg is not installed in this database"
     return {
@@ -161,26 +156,6 @@ def visibility_notes(brief: Brief) -> dict[str, str]:
     return {"check_sessions": note, "check_slow_queries": note, "check_missing_indexes": note}
 
 
-# PostgreSQL's own words for a refused privilege (aclcheck_error): the error carries no structured field
-# naming the object, so its message is read once, where the failure becomes a cause.
-_DENIED = re.compile(
-    r"permission denied for (view|table|relation|sequence|function|schema) ([\w.\"]+)"
-)
-
-
-def grant_for(message: str, role: str) -> str | None:
-    """The GRANT that gives `role` what a permission-denied error says it lacked; None for any other error."""
-    denied = _DENIED.search(message)
-    if denied is None:
-        return None
-    kind, name = denied.groups()
-    if kind == "function":
-        return f"GRANT EXECUTE ON FUNCTION {name} TO {role};"
-    if kind == "schema":
-        return f"GRANT USAGE ON SCHEMA {name} TO {role};"
-    return f"GRANT SELECT ON {name} TO {role};"
-
-
 def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> SkipCause:
     """Why a task did not complete, traced through the upstream tasks it was skipped for to the root failure.
 
@@ -196,9 +171,6 @@ def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> 
             if upstream in outcomes and upstream not in seen:
                 return outcome.cause.model_copy(update={"root": trace(outcomes[upstream])})
             return outcome.cause
-        grant = grant_for(outcome.reason, role)
-        return SkipCause(
-            kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=outcome.reason, grant=grant
-        )
+        return SkipCause.of_failure(outcome.reason, role)
 
     return trace(outcomes[task_id])
