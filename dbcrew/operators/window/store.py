@@ -33,7 +33,6 @@ from dbcrew.operators.window.passes import (
     bodies,
     rate_names,
     unread_of,
-    window_of,
     window_of_parts,
 )
 from dbcrew.store.samples import Gap, SampleStore, StoredPass
@@ -90,13 +89,13 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
     before = store.passes(target, resolution, interval.start - span, interval.start)
     watched = store.watched(target)
     facts = TargetFacts.model_validate_json(watched.facts) if watched else TargetFacts()
-    digests = {d for p in [*passes, *before] for d in _digests(p)}
+    parts, earlier = bodies(passes), bodies(before)  # each stored body parsed once
+    digests = {d for _seconds, body in [*parts, *earlier] for d in _digests(body)}
     texts = store.texts(target, digests)
-    parts = bodies(passes)
     window = window_of_parts(parts, texts, facts, interval.start)
     baseline = (
-        window_of(before, texts, facts, interval.start - span, also=rate_names(parts))
-        if len(before) >= MIN_PASSES
+        window_of_parts(earlier, texts, facts, interval.start - span, also=rate_names(parts))
+        if len(earlier) >= MIN_PASSES
         else None
     )
     return Recorded(
@@ -109,8 +108,7 @@ def read_recorded(store: SampleStore, target: str, interval: PastInterval) -> Re
     )
 
 
-def _digests(stored: StoredPass) -> set[str]:
-    body = PassBody.model_validate_json(stored.body)
+def _digests(body: PassBody) -> set[str]:
     sampled = set(body.session_time.texts.values()) if body.session_time else set()
     return {s.digest for s in body.statements} | set(body.running) | sampled
 
