@@ -27,8 +27,8 @@ from typing import Any, Protocol
 import duckdb
 import psycopg
 
-from dbcrew.errors import DbcrewError
-from dbcrew.targets.postgres import first_line, redact_url
+from dbcrew.errors import DbcrewError, TargetError
+from dbcrew.targets.postgres import first_line, password_apart, redact_url
 from dbcrew.targets.shelf import ended_while_idle, reusable
 
 # DuckDB admits one writing process per file; another process's review may hold it for a moment.
@@ -249,11 +249,20 @@ class PostgresBackend:
     def __init__(self, url: str, location: str):
         self._url = url
         self.location = location
+        try:  # libpq quotes a token it cannot parse, a password's too: it never sees one
+            self._public, self._password = password_apart(url, "store URL")
+        except TargetError as exc:  # the URL itself withheld: its misread parts may be a password's
+            raise StoreUnavailable("URL", str(exc)) from None
 
     def _connect(self) -> PgConnection:
         if conn := KEPT_CONNECTIONS.take(self._url):
             return conn
-        return psycopg.connect(self._url, application_name=APPLICATION_NAME, connect_timeout=10)
+        return psycopg.connect(
+            self._public,
+            password=self._password,
+            application_name=APPLICATION_NAME,
+            connect_timeout=10,
+        )
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -318,17 +318,9 @@ def parse_target(url: str, password: str | None = None) -> PostgresTarget:
         raise TargetError(
             f"unsupported target {redact(redact_url(url))!r}: expected postgresql://user@host:port/dbname"
         )
-    if "\x00" in url:
-        raise TargetError("malformed target URL: it contains a NUL character")
-    if "@" in _credentials(url.partition("://")[2])[2]:
-        # libpq would read the text around a second @ as the host, database or a parameter: most
-        # likely the rest of a password with an unencoded @ or /, which must not be displayed.
-        raise TargetError(
-            "malformed target URL: an unencoded @ after the user name; write @ as %40 in a password or name"
-        )
-    public, secret = split_password(url)
+    public, found = password_apart(url)
     params = _conninfo(public)
-    password = (_decode_password(secret) if secret is not None else None) or password
+    password = found or password
     _check_location(params)
     target = PostgresTarget(dsn=make_conninfo(**params), display=display_of(params))
     target._password = password or None
@@ -346,7 +338,26 @@ def _conninfo(public_url: str) -> dict[str, Any]:
     return params
 
 
-def _decode_password(secret: str) -> str:
+def password_apart(url: str, what: str = "target URL") -> tuple[str, str | None]:
+    """The URL without its password, and the password decoded (None when absent); TargetError in one line.
+
+    What libpq would misread into a message quoting part of the password is refused first, and the
+    message never quotes it: a NUL, an unencoded @ after the user name, a bad percent-encoding. A
+    target's URL and the store's are both read this way before anything connects.
+    """
+    if "\x00" in url:
+        raise TargetError(f"malformed {what}: it contains a NUL character")
+    if "@" in _credentials(url.partition("://")[2])[2]:
+        # libpq would read the text around a second @ as the host, database or a parameter: most
+        # likely the rest of a password with an unencoded @ or /, which must not be displayed.
+        raise TargetError(
+            f"malformed {what}: an unencoded @ after the user name; write @ as %40 in a password or name"
+        )
+    public, secret = split_password(url)
+    return public, (None if secret is None else _decode_password(secret, what))
+
+
+def _decode_password(secret: str, what: str = "target URL") -> str:
     """Percent-decode the password as libpq would (no bad %-token, no %00), never quoting it in an error."""
     if PERCENT_ENCODED.fullmatch(secret):
         try:
@@ -354,7 +365,7 @@ def _decode_password(secret: str) -> str:
         except UnicodeDecodeError:
             pass
     raise TargetError(
-        "malformed target URL: the password is not valid percent-encoded UTF-8 (write % as %25)"
+        f"malformed {what}: the password is not valid percent-encoded UTF-8 (write % as %25)"
     )
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -20,7 +21,9 @@ import psycopg
 import pytest
 
 from dbcrew.lab.embedded import EmbeddedPostgres
+from dbcrew.store import StoreUnavailable, open_store
 from dbcrew.targets import parse_target
+from dbcrew.vocabulary import Scenario
 
 URL_PASSWORD = "urlSecret-4711"
 API_KEY = "sk-apiSecret-0815"
@@ -63,6 +66,22 @@ def test_parse_errors_never_echo_a_password() -> None:
         URL_PASSWORD
         not in parse_target(f"postgresql://u@h/db?password={URL_PASSWORD}").model_dump_json()
     )
+
+
+def test_a_store_url_never_echoes_its_password(pg: EmbeddedPostgres) -> None:
+    """libpq quotes a token it cannot parse back in its error; the store's URL is read apart first, as a target's."""
+    for url, told in (
+        (f"postgresql://u:{URL_PASSWORD}%zz@127.0.0.1:1/store", "percent-encoded"),
+        (f"postgresql://u@127.0.0.1:1/store?password={URL_PASSWORD}%zz", "percent-encoded"),
+        ("postgresql://u:urlSecret@4711@127.0.0.1:1/store", "unencoded @"),
+    ):
+        with pytest.raises(StoreUnavailable) as raised:
+            open_store(url)
+        assert told in str(raised.value)
+        assert "urlSecret" not in str(raised.value) and "4711" not in str(raised.value)
+    # a well-formed password goes to libpq apart from the URL: the store opens and works
+    store = open_store(pg.dsn().replace("postgres@", f"postgres:{URL_PASSWORD}@"))
+    assert store.previous_runs("nowhere", Scenario.HEALTH, datetime.now(UTC), 1) == []
 
 
 def _scan_children(cli: psutil.Process, leaks: list[str]) -> None:
