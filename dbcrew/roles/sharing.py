@@ -230,7 +230,12 @@ class ShareLoop:
                         else:
                             on_round(report)
                     tick = self._next_tick(tick, int((time.monotonic() - started) / step) + 1)
-                    self.watcher.maintain(datetime.now(UTC), until=started + tick * step)
+                    try:
+                        self.watcher.maintain(datetime.now(UTC), until=started + tick * step)
+                    except (
+                        StoreUnavailable
+                    ) as exc:  # as a round's: the next call goes on from there
+                        log.warning("watch share: retention could not run: %s", exc)
                     if pause(started + tick * step - time.monotonic()):
                         return
             finally:
@@ -322,9 +327,8 @@ class ShareLoop:
             live = self.book.heartbeat()
             watching = self.watcher.watching()
             held = self.book.renew(t for t in watching if t in self.names)
-            cap = self.cap
-            if self.budget is not None:
-                cap = self.budget.grant(id(self), fair_share(len(self.names), live, self.cap))
+            fair = fair_share(len(self.names), live, self.cap)
+            cap = self.cap if self.budget is None else self.budget.grant(id(self), fair)
             plan = plan_share(self.names, held, live, cap, self.book.holder)
             # lost to another holder, or left the inventory
             gone = [t for t in watching if t not in held]
@@ -352,7 +356,7 @@ class ShareLoop:
             log.warning("watch share: could not take more targets: %s", exc)
         if self.budget is not None:
             self.budget.hold(id(self), len(self.watcher.watching()))
-        self._say_short(live)
+        self._say_short(live, fair - min(cap, fair))
 
     def _take(
         self, wanted: int, free: list[str], pool: ThreadPoolExecutor | None, until: float
@@ -460,16 +464,20 @@ class ShareLoop:
                 unwatched_after=timedelta(seconds=self.every),  # any interval missed
             )
 
-    def _say_short(self, live: int) -> None:
-        """Never a silent all-clear: when every watcher is at its cap, the targets nobody can take are said."""
-        short = len(self.names) - live * self.cap
+    def _say_short(self, live: int, cut: int) -> None:
+        """Never a silent all-clear: the targets nobody can take are said, when every watcher is at its cap, or when
+        the worker's session budget cut this loop's share (`cut`: its other intervals' loops hold the rest; no other
+        watcher takes more than its own share)."""
+        capped = len(self.names) - live * self.cap
+        short = max(capped, cut)
         if short > 0 and short != self._said_short:
+            why = (
+                f"{live} watchers at their cap of {self.cap} sessions"
+                if capped >= cut
+                else "this worker's sessions (DBCREW_WATCH_SESSIONS) are held by its other watching intervals"
+            )
             log.warning(
-                "watch share: %d of %d targets cannot be watched: %d watchers at their cap of %d sessions",
-                short,
-                len(self.names),
-                live,
-                self.cap,
+                "watch share: %d of %d targets cannot be watched: %s", short, len(self.names), why
             )
         self._said_short = max(0, short)
 

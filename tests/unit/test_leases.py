@@ -258,8 +258,11 @@ def test_a_watcher_holds_one_session_per_target(backend: Backend) -> None:
     )
 
 
-def test_a_workers_loops_share_one_cap_of_sessions(backend: Backend) -> None:
-    """Two watching intervals on one worker: their loops hold at most the worker's cap between them."""
+def test_a_workers_loops_share_one_cap_of_sessions(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two watching intervals on one worker: their loops hold at most the worker's cap between them, and the
+    targets the cap leaves unwatched are said (no other watcher takes more than its share)."""
     budget = SessionBudget(4)
     loops = [
         ShareLoop(
@@ -274,10 +277,16 @@ def test_a_workers_loops_share_one_cap_of_sessions(backend: Backend) -> None:
         )
         for scope in ("every-1s", "every-15s")
     ]
-    for loop in loops:
-        loop.tick()
+    with caplog.at_level("WARNING", logger="dbcrew.roles.sharing"):
+        for loop in loops:
+            loop.tick()
     held = [len(loop.watcher.watching()) for loop in loops]
     assert held == [3, 1], "the first took its three, the second what the cap left"
+    said = [r.getMessage() for r in caplog.records if "cannot be watched" in r.getMessage()]
+    assert said == [
+        "watch share: 2 of 3 targets cannot be watched: this worker's sessions"
+        " (DBCREW_WATCH_SESSIONS) are held by its other watching intervals"
+    ], said
 
 
 def test_a_taker_reads_what_the_store_knows_of_its_targets_at_once(backend: Backend) -> None:
@@ -373,3 +382,37 @@ def test_a_tick_between_rounds_adopts_until_the_round_and_never_costs_it_its_rou
     assert ShareLoop._next_tick(1, 5) == 2, "tick 1 ran past the round's time: the round, late"
     assert ShareLoop._next_tick(1, 2) == 2 and ShareLoop._next_tick(3, 9) == 4
     assert ShareLoop._next_tick(0, 3) == 3, "a round that overran skips the ticks it missed"
+
+
+def test_a_store_failing_at_retention_is_a_warning_and_the_share_goes_on(
+    pg: EmbeddedPostgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store is cut off after a round (its database refuses connections, its sessions ended), so the retention
+    that follows fails: a warning, as a round's failure is, and the loop goes on to its next pause; before, that one
+    failure ended the whole share, dropping every session and lease."""
+    name = f"leases_{uuid.uuid4().hex[:8]}"
+    pg.psql(f"CREATE DATABASE {name};")
+    backend = open_store(pg.dsn(name)).backend
+    loop = ShareLoop(
+        LeaseBook(backend, "a", "every-1s", LEASE),
+        SampleStore(backend),
+        every=1.0,
+        inventory=lambda: ["t"],
+        connect=lambda _name: parse_target(pg.dsn()),
+        refresh=0.0,
+    )
+
+    def cut_off(_report: object) -> None:
+        pg.psql(
+            f"ALTER DATABASE {name} ALLOW_CONNECTIONS false;"
+            f" SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        )
+
+    pauses: list[float] = []
+    try:
+        with caplog.at_level("WARNING", logger="dbcrew.roles.sharing"):
+            loop.run(on_round=cut_off, pause=lambda wait: pauses.append(wait) is None)
+    finally:
+        pg.psql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true;")
+    assert "watch share: retention could not run" in caplog.text, caplog.text
+    assert len(pauses) == 1, "the loop reached its pause after the failed retention"
