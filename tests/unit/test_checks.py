@@ -543,15 +543,19 @@ def test_a_slot_whose_replica_just_went_away_is_named_in_the_coverage_not_a_find
     )
 
 
+# The database_stats columns the cache check reads: the window's deltas.
+CACHE_WINDOW_COLUMNS = [
+    ("datname", "VARCHAR"),
+    ("blks_hit_delta", "DOUBLE"),
+    ("blks_read_delta", "DOUBLE"),
+    ("temp_bytes_delta", "DOUBLE"),
+    ("server_started_delta", "DOUBLE"),
+]
+
+
 def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
     c = ctx(tmp_path)
-    columns = [
-        ("datname", "VARCHAR"),
-        ("blks_hit_delta", "DOUBLE"),
-        ("blks_read_delta", "DOUBLE"),
-        ("temp_bytes_delta", "DOUBLE"),
-        ("server_started_delta", "DOUBLE"),
-    ]
+    columns = CACHE_WINDOW_COLUMNS
     c.workspace.write_table("database_stats", columns, [("shop", 50_000.0, 50_000.0, 0.0, 0.0)])
     assert [f.code for f in REGISTRY["check_cache_hit_ratio"].run(c, {}).findings] == [
         FindingCode.CACHE_HIT_RATIO_LOW
@@ -561,6 +565,25 @@ def test_a_window_that_spans_a_restart_does_not_judge_the_cold_cache(tmp_path):
     )  # restarted 12.5 s later
     restarted = REGISTRY["check_cache_hit_ratio"].run(c, {})
     assert not restarted.findings and "restarted during the window" in restarted.partial
+    assert restarted.unjudged == [FindingCode.CACHE_HIT_RATIO_LOW], "history keeps an earlier one"
+
+
+def test_a_window_too_quiet_to_judge_the_cache_says_so_and_leaves_the_code_unjudged(tmp_path):
+    """Under cache_min_block_accesses the ratio is no verdict: not an all-clear that would resolve the finding a
+    busier review made; the same ratio over enough blocks is judged."""
+    c = ctx(tmp_path)
+    columns = CACHE_WINDOW_COLUMNS
+    least = Settings().thresholds.cache_min_block_accesses
+    c.workspace.write_table(
+        "database_stats", columns, [("shop", least / 2, least / 2 - 1, 0.0, 0.0)]
+    )  # half the blocks read, one access short of a verdict
+    quiet = REGISTRY["check_cache_hit_ratio"].run(c, {})
+    assert quiet.findings == [] and quiet.unjudged == [FindingCode.CACHE_HIT_RATIO_LOW]
+    assert "the hit ratio is not judged" in quiet.partial, quiet.partial
+    c.workspace.write_table("database_stats", columns, [("shop", least / 2, least / 2, 0.0, 0.0)])
+    busy = REGISTRY["check_cache_hit_ratio"].run(c, {})
+    assert [f.code for f in busy.findings] == [FindingCode.CACHE_HIT_RATIO_LOW]
+    assert busy.partial == "" and busy.unjudged == []
 
 
 def test_a_server_started_just_before_the_review_has_its_cache_unjudged_not_found_low(tmp_path):

@@ -95,11 +95,12 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
     t = ctx.settings.thresholds
     if cold_cache(ctx):
         return None  # @check says why, and leaves the code unjudged
-    restarted = False
+    restarted = quiet = False
     for row in ctx.workspace.rows(CacheWindow, CACHE_SQL):
         restarted = restarted or row.restarted
         ratio = judged_hit_ratio(row, t)
         if ratio is None:
+            quiet = quiet or not row.restarted
             continue
         severity = severity_for(
             ratio, t.cache_hit_ratio_warning, t.cache_hit_ratio_critical, higher_is_worse=False
@@ -113,7 +114,18 @@ def check_cache_hit_ratio(ctx: OperatorContext) -> Judgement:
                 evidence=rounded({"ratio": ratio, "blocks_hit": row.hit, "blocks_read": row.read}),
                 recommendation="Raise shared_buffers if memory allows, or find the statements reading most blocks from disk.",
             )
-    return Coverage("pg_stat_database deltas", RESTARTED) if restarted else None
+    # No verdict is no all-clear: the code is unjudged, so history keeps an earlier finding of it (a quiet night's
+    # review must not resolve what the day's found).
+    quiet_why = (
+        f"fewer than {t.cache_min_block_accesses:,} shared-buffer blocks accessed in the window:"
+        " the hit ratio is not judged"
+    )
+    why = "; ".join(w for w, seen in ((RESTARTED, restarted), (quiet_why, quiet)) if seen)
+    return (
+        Coverage("pg_stat_database deltas", why, (FindingCode.CACHE_HIT_RATIO_LOW,))
+        if why
+        else None
+    )
 
 
 @check(
