@@ -52,7 +52,10 @@ _DENIED = re.compile(
 
 
 def grant_for(message: str, role: str) -> str | None:
-    """The GRANT that gives `role` what a permission-denied error says it lacked; None for any other error."""
+    """The GRANT that gives `role` what a permission-denied error says it lacked; None for any other error.
+
+    `role` is SQL already, the name quoted by the caller (dbcrew/operators/sql.py quote_ident): a role named
+    `Monitor` or `dbcrew-monitor` is granted to as `"Monitor"`, never to `monitor` or a syntax error."""
     denied = _DENIED.search(message)
     if denied is None:
         return None
@@ -84,8 +87,8 @@ class SkipCause(BaseModel):
 
     @classmethod
     def of_failure(cls, message: str, role: str) -> SkipCause:
-        """The cause of a failure from its message: a privilege with its GRANT when the target refused `role`
-        (`grant_for`), else a fault."""
+        """The cause of a failure from its message: a privilege with its GRANT when the target refused `role` (SQL,
+        quoted: `grant_for`), else a fault."""
         grant = grant_for(message, role)
         return cls(
             kind=SkipKind.PRIVILEGE if grant else SkipKind.FAULT, detail=message, grant=grant

@@ -89,6 +89,14 @@ def test_restricted_role_gets_privilege_finding_with_grant():
     )
     finding = next(f for f in caps.findings if f.code == "privilege_insufficient")
     assert finding.evidence["grant"] == "GRANT pg_read_all_stats TO auditor;"
+    for role, quoted in (("Auditor", '"Auditor"'), ("dbcrew-monitor", '"dbcrew-monitor"')):
+        caps = prune(
+            brief(is_superuser=False, can_read_all_stats=False, current_user=role), catalogue()
+        )
+        finding = next(f for f in caps.findings if f.code == "privilege_insufficient")
+        assert finding.evidence["grant"] == f"GRANT pg_read_all_stats TO {quoted};", (
+            "a role's name is quoted: never granted to another role, never a syntax error"
+        )
 
 
 def test_validators_catch_hallucinated_operator_wrong_role_cycle_and_missing_input():

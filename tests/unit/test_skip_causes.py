@@ -51,6 +51,11 @@ def test_a_skip_is_traced_through_every_upstream_to_the_refusal_and_its_grant():
         "upstream digest_statements did not complete: upstream collect_statements failed: "
         f"{DENIED} (GRANT SELECT ON pg_stat_statements TO keeper;)"
     )
+    mixed = failure_cause("check_slow_queries", outcomes, "Keeper")
+    assert mixed.root is not None and mixed.root.root is not None
+    assert mixed.root.root.grant == 'GRANT SELECT ON pg_stat_statements TO "Keeper";', (
+        "the role as PostgreSQL names it: unquoted, Keeper would be keeper, another role"
+    )
 
 
 def test_a_failure_other_than_a_refusal_is_a_fault_in_its_own_words():

@@ -361,7 +361,7 @@ def check_sequences(ctx: OperatorContext) -> Judgement:
     if hidden:
         schemas = sorted({r.schemaname for r in hidden})
         grants = " ".join(
-            f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {ctx.brief.current_user if ctx.brief else 'the review role'};"
+            f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA {quote_ident(s)} TO {quote_ident(ctx.brief.current_user) if ctx.brief else 'the review role'};"
             for s in schemas
         )
         return Coverage(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from dbcrew.models import Brief, CatalogueEntry, Finding, Severity
 from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause, SkipKind
+from dbcrew.operators.sql import quote_ident
 from dbcrew.roles.crew.worker import TaskOutcome
 from dbcrew.vocabulary import Category, FindingCode, TaskStatus
 
@@ -106,7 +107,7 @@ def prune(brief: Brief, catalogue: list[CatalogueEntry], llm: bool = False) -> C
                 )
             )
     if not brief.can_read_all_stats:
-        grant = f"GRANT pg_read_all_stats TO {brief.current_user};"
+        grant = f"GRANT pg_read_all_stats TO {quote_ident(brief.current_user)};"
         caps.findings.append(
             Finding(
                 code=FindingCode.PRIVILEGE_INSUFFICIENT,
@@ -160,7 +161,8 @@ def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> 
     """Why a task did not complete, traced through the upstream tasks it was skipped for to the root failure.
 
     A skipped task carries its upstream as a structured cause (dbcrew/roles/crew/execution.py); a failed one its
-    error, which becomes a privilege cause with its GRANT when the target refused the role.
+    error, which becomes a privilege cause with its GRANT when the target refused the role (`role`: its name as
+    the database gave it, quoted here).
     """
     seen: set[str] = set()
 
@@ -171,6 +173,6 @@ def failure_cause(task_id: str, outcomes: dict[str, TaskOutcome], role: str) -> 
             if upstream in outcomes and upstream not in seen:
                 return outcome.cause.model_copy(update={"root": trace(outcomes[upstream])})
             return outcome.cause
-        return SkipCause.of_failure(outcome.reason, role)
+        return SkipCause.of_failure(outcome.reason, quote_ident(role))
 
     return trace(outcomes[task_id])
