@@ -102,10 +102,13 @@ class IncidentDiagnosis(BaseModel):
         return self.link or self.report
 
     def describe(self) -> str:
-        causes = (
-            "; ".join(c.describe() for c in self.causes)
-            or "no root cause rose above the reporting confidence"
-        )
+        """One line for `dbcrew incidents`, the watch artifact and the log; a diagnosis cut short says so, and
+        without causes never reads as one that found nothing."""
+        found = "; ".join(c.describe() for c in self.causes)
+        if self.partial:
+            causes = f"{found or 'no root cause found'} before it was cut short: {self.partial}"
+        else:
+            causes = found or "no root cause rose above the reporting confidence"
         stood = f" (as it stood at {self.interval_end:%H:%M:%S})" if self.while_open else ""
         return f"{causes}{stood}"
 

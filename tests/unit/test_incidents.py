@@ -18,6 +18,7 @@ from dbcrew.operators.window.incidents import (
     Recall,
 )
 from dbcrew.operators.window.passes import PassBody, merge
+from dbcrew.store.incident_diagnoses import IncidentCause, IncidentDiagnosis
 from dbcrew.store.samples import Incident
 
 T0 = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
@@ -276,3 +277,24 @@ def test_a_batch_whose_work_varies_from_night_to_night_is_judged_in_that_variati
         "the busiest night's level, 0.35 of the quietest's over it: within the nights' own spread"
     )
     assert at(2.5), "two and a half times the batch: far past what the nights varied by"
+
+
+def test_a_diagnosis_cut_short_says_so_and_never_reads_as_one_that_found_nothing() -> None:
+    """`dbcrew incidents`, the watch artifact and the log print `describe()`: a diagnosis stopped early (its
+    deadline, the target gone) with no cause is not "no root cause rose above the reporting confidence"."""
+    at = datetime(2026, 11, 30, 3, 12, tzinfo=UTC)
+    lock = IncidentCause(code="lock_contention", object="orders", confidence=0.9, share=0.8)
+    whole = IncidentDiagnosis(diagnosed_at=at, while_open=False, interval_end=at)
+    assert whole.describe() == "no root cause rose above the reporting confidence"
+    cut = whole.model_copy(update={"partial": "incomplete: target unreachable for 30 s"})
+    assert cut.describe() == (
+        "no root cause found before it was cut short: incomplete: target unreachable for 30 s"
+    )
+    found = cut.model_copy(update={"causes": [lock]})
+    assert found.describe() == (
+        "lock_contention on orders (confidence 0.90, 80% of the active time) before it was cut short:"
+        " incomplete: target unreachable for 30 s"
+    )
+    assert whole.model_copy(update={"causes": [lock]}).describe() == (
+        "lock_contention on orders (confidence 0.90, 80% of the active time)"
+    )
