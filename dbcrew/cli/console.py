@@ -3,10 +3,15 @@
 Whatever reaches the terminal from a target (schema, table and index names, query texts), from a
 user (URLs, alert texts) or from a report (a model's summary) is data: `[bold]x` or `[/tmp]` must
 print as written. Both consoles therefore run with markup off, and styled lines are assembled from
-`rich.text.Text` pieces whose content is never parsed.
+`rich.text.Text` pieces whose content is never parsed. Nor is it the terminal's to read: a control or
+format character (ESC starts an escape sequence that can clear the screen, retitle the window or
+rewrite what was printed; bidi controls reorder what is shown) is printed as its escape (`\x1b`),
+so a table named with one shows what it is named. Rich strips only a few control codes itself.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 from rich.console import Console
 from rich.table import Table
@@ -18,9 +23,22 @@ out = Console(soft_wrap=True, markup=False, highlight=False, emoji=False)
 SEVERITY_STYLES = {"critical": "red", "warning": "yellow", "info": "dim"}
 
 
+def plain(text: str) -> str:
+    """`text` with every control and format character but newline and tab written as its escape."""
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else _escaped(ch)
+        for ch in text
+    )
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def line(*pieces: str | tuple[str, str]) -> Text:
-    """A line of plain strings and (text, style) pairs; no piece is parsed for markup."""
-    return Text.assemble(*pieces)
+    """A line of plain strings and (text, style) pairs; no piece is parsed for markup or left to the terminal."""
+    return Text.assemble(*(plain(p) if isinstance(p, str) else (plain(p[0]), p[1]) for p in pieces))
 
 
 def show(renderable: Text | Table) -> None:
@@ -30,4 +48,4 @@ def show(renderable: Text | Table) -> None:
 
 def fail(message: str) -> None:
     """One line on stderr (errors, usage problems)."""
-    err.print(Text(message))
+    err.print(Text(plain(message)))
