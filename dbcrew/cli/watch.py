@@ -88,9 +88,9 @@ def incidents(
     """List a watched target's incidents (from `dbcrew watch`), oldest first."""
     try:
         moment = parse_moment(since, datetime.now(UTC))
-        store = open_samples()
     except ValueError as exc:
         raise UsageError(f"--since: {first_line(exc)}") from None
+    store = open_samples()  # a bad DBCREW_* variable is its own usage error, named as such
     identity = store.identity_of(parse_target(target).display) if "://" in target else target
     if identity is None or store.watched(identity) is None:
         raise UsageError(

@@ -68,6 +68,14 @@ def test_bad_input_exits_2_with_one_line(args: tuple[str, ...], message: str) ->
     said_once_with_exit_2(dbcrew_here(*args, env=NO_MODEL), message)
 
 
+def test_a_bad_variable_is_named_as_itself_not_blamed_on_an_option() -> None:
+    result = dbcrew_here(
+        "incidents", NOWHERE, "--since", "-1h", env={**NO_MODEL, "DBCREW_WATCH_SESSIONS": "many"}
+    )
+    said_once_with_exit_2(result, "DBCREW_WATCH_SESSIONS")
+    assert "--since" not in result.stderr, result.stderr
+
+
 def test_a_garbage_baseline_that_is_json_is_refused_too(tmp_path: Path) -> None:
     garbage = tmp_path / "baseline.json"
     garbage.write_text(json.dumps({"window": "quiet", "series": 3}))
