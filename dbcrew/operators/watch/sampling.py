@@ -35,8 +35,7 @@ from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.watch.session_sampler import SESSION_STEP, SamplePace, SessionSampler
 from dbcrew.operators.window.evidence import MONITORING, TableDelta, running_by_statement
-from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
-from dbcrew.operators.window.metrics import STATEMENT_TIME as EXEC_TIME
+from dbcrew.operators.window.metrics import SERVER_STARTED, STATEMENT_TIME, VACUUM_SCANNED
 from dbcrew.operators.window.passes import (
     TABLE_COUNTERS,
     TOP_RUNNING,
@@ -63,10 +62,6 @@ from dbcrew.operators.window.readers import (
 )
 from dbcrew.operators.window.session_time import session_time_of
 from dbcrew.targets import PostgresTarget, Resumable
-
-STATEMENT_TIME = (
-    EXEC_TIME.name
-)  # milliseconds of statement execution finished per second, all statements together
 
 
 @dataclass
@@ -235,7 +230,7 @@ class TargetWatch:
             for d in statement_deltas(last.statements, statements)
             if not MONITORING.search(d.query)
         ]
-        rates[STATEMENT_TIME] = sum(d.total_exec_time_ms for d in workload) / seconds
+        rates[STATEMENT_TIME.name] = sum(d.total_exec_time_ms for d in workload) / seconds
         deltas = workload[:TOP_STATEMENTS]
         # Resumed since the last stored pass: in this pass's reads or in the session samples between passes.
         reconnects, c.reconnects_told = (

@@ -138,7 +138,6 @@ DATABASE_RATES: dict[str, Metric] = {
     for column in DATABASE_STATS.counters
 }
 COMMITS = DATABASE_RATES["xact_commit"]
-ROLLBACKS = DATABASE_RATES["xact_rollback"]
 BLOCKS_READ = DATABASE_RATES["blks_read"]
 BLOCKS_HIT = DATABASE_RATES["blks_hit"]
 ROWS_RETURNED = DATABASE_RATES["tup_returned"]
