@@ -25,6 +25,7 @@ DbcrewError             dbcrew.errors: every error dbcrew raises on purpose
 ├── Unplannable         dbcrew.operators.explain, a ValueError: the text may not be planned here
 ├── HypopgMissing       dbcrew.operators.hypothetical_indexes, a LookupError: no hypopg in the database
 ├── NoSamples           dbcrew.operators.window.store, a LookupError: the store (or Prometheus) holds no samples of the interval
+├── StatementsUnreadable  dbcrew.operators.window.readers, a LookupError: the session cannot read pg_stat_statements now (the view revoked, the extension dropped)
 ├── AmbiguousSeries     dbcrew.operators.window.prometheus.source, a LookupError: several servers' series match the target's database
 ├── MissingSlot         dbcrew.roles.ask.instance, a ValueError: the question lacks a name the look-up needs
 ├── StoppedWaiting      dbcrew.flows.target_slots: the process was asked to stop while a run waited for its target's slot

@@ -18,6 +18,7 @@ import pytest
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.report import CoverageStatus, SkipKind
+from dbcrew.operators.window.live import sample_window, sampling_coverage
 from dbcrew.operators.window.passes import PassBody
 from dbcrew.operators.window.store import after_the_fact, read_recorded
 from dbcrew.roles.watching import RoundReport, Watcher
@@ -118,6 +119,17 @@ def test_a_role_the_view_is_revoked_from_gets_its_grant_and_one_that_may_read_it
     assert status is CoverageStatus.SKIPPED
     assert reason.endswith("(GRANT SELECT ON pg_stat_statements TO stats_reader;)")
 
+    live = sample_window(parse_target(revoked.dsn("revoked", user="stats_reader")), 1.0)
+    assert live.statements == [] and live.statements_unread is not None
+    assert [(e.check, e.status, e.reason) for e in sampling_coverage(live)] == [
+        (
+            "statements",
+            CoverageStatus.SKIPPED,
+            "permission denied for view pg_stat_statements"
+            " (GRANT SELECT ON pg_stat_statements TO stats_reader;)",
+        )
+    ], "a live window says its statements are unknown, as the stored passes do"
+
     control = open_samples(str(tmp_path / "control.duckdb"))
     identity, bodies = watched(revoked.dsn("revoked"), revoked.dsn("revoked"), control)
     assert not any(b.statements_unread for b in bodies)
@@ -187,3 +199,55 @@ def test_an_extension_in_a_schema_off_the_search_path_is_named_as_such(
         "pg_stat_statements is installed in a schema that is not on the role's search_path"
     }
     assert len(bodies) == ROUNDS - 1 and all(b.statements_unread for b in bodies)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "REVOKE SELECT ON pg_stat_statements FROM PUBLIC",
+            "permission denied for view pg_stat_statements"
+            " (GRANT SELECT ON pg_stat_statements TO {role};)",
+        ),
+        (
+            "DROP EXTENSION pg_stat_statements",
+            "extension pg_stat_statements is not installed in this database",
+        ),
+    ],
+)
+def test_statements_taken_away_while_watched_are_said_from_the_next_pass(
+    pg: EmbeddedPostgres, change: str, said: str, tmp_path: Path
+) -> None:
+    """The view revoked, or the extension dropped, after the watcher connected: the passes from then on carry
+    why they hold no statements (before, they stored quiet ones), and a diagnosis of the interval says how many."""
+    database = role = f"midwatch_{change.split()[0].lower()}"
+    said = said.format(role=role)
+    pg.psql(f"CREATE DATABASE {database}; CREATE ROLE {role} LOGIN IN ROLE pg_read_all_stats;")
+    pg.psql("CREATE EXTENSION pg_stat_statements; CREATE TABLE logged (v int);", database)
+    store = open_samples(str(tmp_path / "store.duckdb"))
+    rounds: list[RoundReport] = []
+    with psycopg.connect(pg.dsn(database), autocommit=True) as load:
+
+        def taken_after_the_third(report: RoundReport) -> None:
+            rounds.append(report)
+            load.execute(LOAD)
+            load.execute("SELECT pg_stat_force_next_flush()")
+            if len(rounds) == 3:
+                load.execute(change)
+
+        Watcher([parse_target(pg.dsn(database, user=role))], store, every=EVERY).run(
+            taken_after_the_third, rounds=6
+        )
+    assert all(o.stored for r in rounds[1:] for o in r.outcomes), rounds
+    identity = rounds[-1].outcomes[0].identity
+    now = datetime.now(UTC)
+    bodies = [
+        PassBody.model_validate_json(p.body)
+        for p in store.passes(identity, 0, now - timedelta(hours=1), now)
+    ]
+    unread = [b.statements_unread.cause.render() if b.statements_unread else "" for b in bodies]
+    assert unread == ["", "", said, said, said], unread
+    assert all(any(s.calls > 0 for s in b.statements) for b in bodies[:2]), "read before it"
+    assert statements_coverage(store, identity) == [
+        (CoverageStatus.RAN, f"partial: 3 of 5 passes read no statements: {said}")
+    ]

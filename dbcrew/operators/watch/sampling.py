@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import psutil
@@ -50,6 +51,8 @@ from dbcrew.operators.window.passes import (
 )
 from dbcrew.operators.window.readers import (
     HostProbe,
+    Statements,
+    StatementsUnreadable,
     VacuumProgress,
     read_counters,
     read_settings,
@@ -59,6 +62,7 @@ from dbcrew.operators.window.readers import (
     statement_deltas,
     statements_unreadable,
     table_deltas,
+    unread_cause,
 )
 from dbcrew.operators.window.session_time import session_time_of
 from dbcrew.targets import PostgresTarget, Resumable
@@ -191,9 +195,14 @@ class TargetWatch:
         now = time.monotonic()
         counters = run(lambda conn: read_counters(conn, version))
         before = self.last.statements if self.last is not None else None
-        statements = (
-            run(lambda conn: read_statements(conn, before)) if c.statements_unread is None else {}
-        )
+        statements: Statements = {}
+        if c.statements_unread is None:
+            try:
+                statements = run(lambda conn: read_statements(conn, before))
+            except StatementsUnreadable as refused:
+                # revoked or dropped since the connection learned it could read them: said from this pass on, as
+                # a connection that could never read them says it (a restart or a new connection asks again)
+                c.statements_unread = run(partial(unread_cause, refused=refused, brief=c.brief))
         c.held, tables = run(lambda conn: read_tables(conn, c.held))
         tables = [r for r in tables if not TABLE_STATS.left_out(c.held.oids, r)]
         scanned = run(c.vacuum.read)

@@ -17,6 +17,7 @@ from pglast import ast
 from pglast.parser import fingerprint
 from pydantic import BaseModel, Field
 
+from dbcrew.models.report import SkipCause
 from dbcrew.operators.window.metrics import Metric
 
 # Statements that read the server's own statistics are monitoring (ours or another tool's), not workload.
@@ -205,6 +206,11 @@ class WindowEvidence(BaseModel):
         " the sampler fell behind (an overloaded server answered slowly)",
     )
     statements: list[StatementDelta] = Field(default_factory=list)
+    statements_unread: SkipCause | None = Field(
+        None,
+        description="why the live window could not read pg_stat_statements (its statements are unknown, not"
+        " none); a past interval's say it per pass (dbcrew/operators/window/passes.py StatementsUnread)",
+    )
     running: dict[str, int] = Field(
         default_factory=dict, description="query text of active sessions -> samples seen"
     )

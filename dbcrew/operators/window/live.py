@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from functools import partial
 
 import psutil
 
 from dbcrew import stopping
-from dbcrew.models.report import CoverageEntry, CoverageStatus
+from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.window.evidence import WindowEvidence, running_by_statement
@@ -29,6 +30,8 @@ from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.readers import (
     ActivityTally,
     HostProbe,
+    Statements,
+    StatementsUnreadable,
     VacuumProgress,
     one_row,
     read_counters,
@@ -38,6 +41,7 @@ from dbcrew.operators.window.readers import (
     sessions,
     statement_deltas,
     table_deltas,
+    unread_cause,
 )
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 
@@ -93,7 +97,12 @@ def sample_window(
         )
         settings = session.run(read_settings)
         host = HostProbe.find(target, backend)
-        statements_before = session.run(read_statements)
+        statements_unread: SkipCause | None = None
+        try:
+            statements_before: Statements | None = session.run(read_statements)
+        except StatementsUnreadable as refused:
+            statements_before = None
+            statements_unread = session.run(partial(unread_cause, refused=refused))
         held, tables_before = session.run(lambda conn: read_tables(conn, Held()))
         tally = ActivityTally()
         vacuum = VacuumProgress()
@@ -145,10 +154,15 @@ def sample_window(
             last_tick = now
             if now >= deadline - 1e-3:
                 break
-        statements = statement_deltas(
-            statements_before,
-            session.run(lambda conn: read_statements(conn, statements_before)),
-        )
+        statements = []
+        if statements_before is not None:
+            before = statements_before
+            try:
+                statements = statement_deltas(
+                    before, session.run(lambda conn: read_statements(conn, before))
+                )
+            except StatementsUnreadable as refused:  # revoked or dropped during the window
+                statements_unread = session.run(partial(unread_cause, refused=refused))
         held, tables_after = session.run(lambda conn: read_tables(conn, held))
         tables = table_deltas(
             tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)]
@@ -166,6 +180,7 @@ def sample_window(
         statement_texts=tally.texts,
         planned_samples=round(seconds / step),
         statements=statements,
+        statements_unread=statements_unread,
         tables=tables,
         settings=settings,
         running=dict(running_by_statement(tally.running, {}).most_common(20)),
@@ -181,20 +196,27 @@ def sample_window(
 
 
 def sampling_coverage(window: WindowEvidence) -> list[CoverageEntry]:
-    """What a sampler that fell behind its schedule could not see: a server too busy to answer the
-    samples in time leaves fewer of them, and the wait shares and the time attribution are estimates
-    from those (the run kept to its window rather than stretch it)."""
+    """What the window's sampling could not see: pg_stat_statements where the session could not read it (its
+    statements unknown, never none); and where a sampler fell behind its schedule, a server too busy to answer the
+    samples in time leaves fewer of them, and the wait shares and the time attribution are estimates from those
+    (the run kept to its window rather than stretch it)."""
+    unread = (
+        [CoverageEntry.of("statements", CoverageStatus.SKIPPED, window.statements_unread)]
+        if window.statements_unread is not None
+        else []
+    )
     if (
         not window.planned_samples
         or window.session_samples >= BEHIND_SHARE * window.planned_samples
     ):
-        return []
+        return unread
     return [
+        *unread,
         CoverageEntry(
             check="session_samples",
             status=CoverageStatus.RAN,
             reason=f"partial: the sampler fell behind, {window.session_samples} of {window.planned_samples}"
             f" session samples in {window.seconds:.0f} s (the server answered slowly); the wait shares and the"
             " time attribution rest on those",
-        )
+        ),
     ]

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import psycopg
 
+from dbcrew.errors import DbcrewError
 from dbcrew.models import Brief
 from dbcrew.models.report import SkipCause, SkipKind
 from dbcrew.operators.collect.machine import target_is_local
@@ -395,15 +396,20 @@ class VacuumProgress:
 # when its entry first changes, then carried from reading to reading.
 # The function is read only where the role may read the view: an administrator who revoked the view from the
 # monitoring role (docs/security.md) meant its statements, and the function's EXECUTE stays granted to PUBLIC.
-# The check is a one-time filter: a role without it runs no function scan at all.
+# The check is a one-time filter: a role without it runs no function scan at all. Its answer comes back with the
+# rows (one row of NULLs when there are none), so a read can tell "no statements" from "not allowed to read them"
+# at no extra round trip: a REVOKE after a watcher connected is said from its next pass on.
 VIEW_READABLE = "has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')"
 STATEMENT_COUNTERS_SQL = f"""
-SELECT s.queryid, s.userid, s.calls, s.total_exec_time::float8 AS total_exec_time, s.rows,
-       s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
-FROM pg_stat_statements(false) s
-WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND s.queryid IS NOT NULL AND s.toplevel
-  AND {VIEW_READABLE}
+SELECT r.readable, s.*
+FROM (SELECT {VIEW_READABLE} AS readable) r
+LEFT JOIN LATERAL (
+  SELECT s.queryid, s.userid, s.calls, s.total_exec_time::float8 AS total_exec_time, s.rows,
+         s.shared_blks_hit, s.shared_blks_read, s.temp_blks_written
+  FROM pg_stat_statements(false) s
+  WHERE r.readable AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND s.queryid IS NOT NULL AND s.toplevel
+) s ON true
 """
 STATEMENT_TEXTS_SQL = f"""
 SELECT s.queryid, s.userid, left(s.query, 2000) AS query
@@ -417,6 +423,11 @@ Statements = dict[tuple[int, int], dict[str, Any]]
 STATEMENT_COUNTERS = STATEMENTS.counters
 
 
+class StatementsUnreadable(DbcrewError, LookupError):
+    """This session cannot read pg_stat_statements now (`read_statements`): its view not readable by the role, or
+    the extension not there; `statements_unreadable` says why, with the GRANT where one fixes it."""
+
+
 def read_statements(conn: psycopg.Connection[Any], before: Statements | None = None) -> Statements:
     """Top-level statements by (queryid, userid): each role running the same statement has its own entry.
 
@@ -424,16 +435,22 @@ def read_statements(conn: psycopg.Connection[Any], before: Statements | None = N
     counters differs, or it is new): whatever `statement_deltas(before, this)` names. An entry evicted (a full
     pg_stat_statements.max) and made again since may count as many calls as before and less of the rest: its
     counts start anew, and it is named too. Elsewhere `query` is None, and a first reading (no `before`) reads
-    no text at all. A role the view is revoked from reads no entries, as where the extension is missing. A text
-    pg_stat_statements cannot give (its text file discarded, or the entry evicted between the two reads) is the
-    empty text: the entry's counts still count.
+    no text at all. A text pg_stat_statements cannot give (its text file discarded, or the entry evicted between
+    the two reads) is the empty text: the entry's counts still count. StatementsUnreadable where the role may not
+    read the view, or the extension is not there (not installed, dropped, off the search path): never an empty
+    reading that looks like a quiet server.
     """
     try:
-        rows = {
-            (r["queryid"], r["userid"]): r for r in conn.execute(STATEMENT_COUNTERS_SQL).fetchall()
-        }
-    except (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable):
-        return {}  # pg_stat_statements not installed: statement analysis sees only running statements
+        read = conn.execute(STATEMENT_COUNTERS_SQL).fetchall()
+    except (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable) as exc:
+        raise StatementsUnreadable(first_line(exc)) from None
+    if not read or not read[0]["readable"]:
+        raise StatementsUnreadable("the role may not read pg_stat_statements")
+    rows = {}
+    for r in read:
+        del r["readable"]
+        if r["queryid"] is not None:  # None: the one row of NULLs that says there are no entries
+            rows[(r["queryid"], r["userid"])] = r
     unread = []
     for key, row in rows.items():
         old = before.get(key) if before is not None else None
@@ -462,17 +479,28 @@ SELECT {VIEW_READABLE} AS readable, current_user AS role, EXISTS (SELECT FROM pg
 """
 
 
-def statements_unreadable(conn: psycopg.Connection[Any], brief: Brief) -> SkipCause | None:
+STATEMENTS_INSTALLED_SQL = (
+    "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements') AS installed"
+)
+
+
+def statements_unreadable(
+    conn: psycopg.Connection[Any], brief: Brief | None = None
+) -> SkipCause | None:
     """Why this session cannot read pg_stat_statements, or None when read_statements reads it.
 
     read_statements reads nothing where the extension is missing or the view is revoked, as it should, and a
     server that did not preload the module refuses its every read: a watcher that asks once a session can say
     why its passes hold no statements instead of storing quiet ones (or no pass at all)."""
-    if brief.statements_missing is not None:
+    if brief is not None and brief.statements_missing is not None:
         return SkipCause(kind=SkipKind.MISSING_EXTENSION, detail=brief.statements_missing)
     off_path = SkipCause(
         kind=SkipKind.MISSING_EXTENSION,
         detail="pg_stat_statements is installed in a schema that is not on the role's search_path",
+    )
+    dropped = SkipCause(  # since the brief was read: a DROP EXTENSION while a watcher is connected
+        kind=SkipKind.MISSING_EXTENSION,
+        detail="extension pg_stat_statements is not installed in this database",
     )
     try:
         row = conn.execute(STATEMENTS_READABLE_SQL).fetchone()
@@ -482,9 +510,11 @@ def statements_unreadable(conn: psycopg.Connection[Any], brief: Brief) -> SkipCa
             detail="pg_stat_statements is not in shared_preload_libraries",
         )
     except psycopg.errors.UndefinedFunction:
-        return off_path
+        installed = conn.execute(STATEMENTS_INSTALLED_SQL).fetchone()
+        return off_path if installed is not None and installed["installed"] else dropped
     except psycopg.errors.InsufficientPrivilege as exc:
-        return SkipCause.of_failure(first_line(exc), quote_ident(brief.current_user))
+        role = brief.current_user if brief is not None else _current_user(conn)
+        return SkipCause.of_failure(first_line(exc), quote_ident(role))
     if row is None or row["readable"]:
         return None
     if row["readable"] is None:  # the function is found, the view is not (another schema)
@@ -492,6 +522,20 @@ def statements_unreadable(conn: psycopg.Connection[Any], brief: Brief) -> SkipCa
     return SkipCause.of_failure(
         "permission denied for view pg_stat_statements", quote_ident(row["role"])
     )
+
+
+def unread_cause(
+    conn: psycopg.Connection[Any], refused: StatementsUnreadable, brief: Brief | None = None
+) -> SkipCause:
+    """Why a read of pg_stat_statements was just refused: `statements_unreadable`'s cause, or the refusal's own words
+    where the probe finds the statements readable again (a GRANT in between)."""
+    return statements_unreadable(conn, brief) or SkipCause(kind=SkipKind.FAULT, detail=str(refused))
+
+
+def _current_user(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SELECT current_user AS role").fetchone()
+    assert row is not None, "a SELECT without FROM gives its one row"
+    return str(row["role"])
 
 
 def statement_deltas(
