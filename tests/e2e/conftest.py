@@ -38,10 +38,16 @@ targets:
     alerts: ["{hook}/gone"]
 """
 BETA_PASSWORD = "not-needed-with-trust"  # no alert, log or artifact may carry it
+# Prefect's server marks a run Late 15 s after its scheduled time, looking every 5 s: the tests that wait for reviews
+# queued behind the pool's limit to be Late (and for no alert of them) wait 2 s, looked at every second.
+SOON_LATE = {
+    "PREFECT_SERVER_SERVICES_LATE_RUNS_AFTER_SECONDS": "2",
+    "PREFECT_SERVER_SERVICES_LATE_RUNS_LOOP_SECONDS": "1",
+}
 STORE = "dbcrew_store"  # the shared store (history, memory, baselines) of the worker and the test: a database of the fleet's cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def fleet_pg() -> Iterator[EmbeddedPostgres]:
     """The fleet's own cluster, outside pytest's base temp: another pytest run on the machine resets that
     folder to mode 0700, after which the server's system user can no longer open its files by path."""
@@ -52,14 +58,14 @@ def fleet_pg() -> Iterator[EmbeddedPostgres]:
     shutil.rmtree(work, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def webhook() -> Iterator[tuple[str, list[dict[str, object]]]]:
     """The alert receiver every target of the inventory names (json://127.0.0.1:<port>/<target>)."""
     with receiving_webhooks() as hook:
         yield hook
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def crew_server(
     fleet_pg: EmbeddedPostgres,
     webhook: tuple[str, list[dict[str, object]]],
@@ -85,7 +91,9 @@ def crew_server(
     )
     family: list[psutil.Process] = []
     with running_crew_server(
-        inventory, work, env={"BETA_PASSWORD": BETA_PASSWORD, STORE_ENV: pg.dsn(STORE)}
+        inventory,
+        work,
+        env={"BETA_PASSWORD": BETA_PASSWORD, STORE_ENV: pg.dsn(STORE), **SOON_LATE},
     ) as server:
         assert f"Prefect UI: {server.ui}" in server.banner, server.banner
         family = psutil.Process(server.process.pid).children(recursive=True)

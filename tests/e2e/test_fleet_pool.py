@@ -60,6 +60,7 @@ from dbcrew.lab.waiting import wait_for
 from dbcrew.store.leases import tenures
 from dbcrew.store.samples import open_samples
 from dbcrew.vocabulary import Scenario
+from tests.e2e.conftest import SOON_LATE
 from tests.webhooks import receiving_webhooks
 
 pytestmark = pytest.mark.timeout(1500)
@@ -159,7 +160,10 @@ def pool() -> Iterator[Pool]:
         local = work / "local-pg"
         server: CrewServer = stack.enter_context(
             running_crew_server(
-                work / "targets.yaml", work / "server", options=("--local-postgres", str(local))
+                work / "targets.yaml",
+                work / "server",
+                env=SOON_LATE,
+                options=("--local-postgres", str(local)),
             )
         )
         prefect_url = re.search(r"Prefect database: (\S+)", server.banner)

@@ -4,7 +4,8 @@ reviews it queues behind the pool's limit are not late.
 The crew server's inventory (tests/e2e/conftest.py) puts alpha and beta on one cron: one deployment,
 `scheduled_reviews/health-0-3-x-x-x`, whose slot is started here as its schedule would start it.
 The reviews queue's limit is set to 0 meanwhile, so every review the slot starts waits behind it
-until Prefect's server has marked each Late (its late-runs service, after 15 s): the old supervisor
+until Prefect's server has marked each Late (its late-runs service, after 15 s by default, 2 s on the test
+server: tests/e2e/conftest.py SOON_LATE): the old supervisor
 alerted each of them. To know the supervisor has looked since, a second slot is made that no worker
 can start (the fleet queue paused, the slot two minutes old): its alert is the sign, and the only
 alert the receiver may get from schedule health, once per alert URL of the group.
