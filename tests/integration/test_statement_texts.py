@@ -11,6 +11,7 @@ from psycopg.rows import dict_row
 
 from dbcrew.lab.embedded import EmbeddedPostgres
 from dbcrew.operators.window.readers import (
+    STATEMENT_COUNTERS_SQL,
     StatementsUnreadable,
     read_statements,
     statement_deltas,
@@ -116,6 +117,17 @@ def test_a_role_the_view_is_revoked_from_reads_no_statements(pg: EmbeddedPostgre
     ) as conn:
         with pytest.raises(StatementsUnreadable):
             read_statements(conn)
+        plan = [
+            row["QUERY PLAN"].strip()
+            for row in conn.execute(
+                f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, BUFFERS OFF) {STATEMENT_COUNTERS_SQL}"
+            ).fetchall()
+        ]
+        assert any(
+            line.endswith("Function Scan on pg_stat_statements s (never executed)") for line in plan
+        ), (
+            "the view's privilege gates the read: no scan of the server's entries for a role kept out"
+        )
         executable = conn.execute("SELECT count(*) AS n FROM pg_stat_statements(false)").fetchone()
         assert executable is not None and executable["n"] > 0, (
             "the function still answers this role: only the reader's check keeps it out"

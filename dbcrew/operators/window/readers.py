@@ -398,7 +398,8 @@ class VacuumProgress:
 # monitoring role (docs/security.md) meant its statements, and the function's EXECUTE stays granted to PUBLIC.
 # The check is a one-time filter: a role without it runs no function scan at all. Its answer comes back with the
 # rows (one row of NULLs when there are none), so a read can tell "no statements" from "not allowed to read them"
-# at no extra round trip: a REVOKE after a watcher connected is said from its next pass on.
+# at no extra round trip: a REVOKE after a watcher connected is said from its next pass on. OFFSET 0 keeps the
+# subquery whole: pulled up into the join, the check became a join filter applied after the function scan.
 VIEW_READABLE = "has_table_privilege(to_regclass('pg_stat_statements'), 'SELECT')"
 STATEMENT_COUNTERS_SQL = f"""
 SELECT r.readable, s.*
@@ -409,6 +410,7 @@ LEFT JOIN LATERAL (
   FROM pg_stat_statements(false) s
   WHERE r.readable AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     AND s.queryid IS NOT NULL AND s.toplevel
+  OFFSET 0
 ) s ON true
 """
 STATEMENT_TEXTS_SQL = f"""
