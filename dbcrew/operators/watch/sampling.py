@@ -52,7 +52,6 @@ from dbcrew.operators.window.passes import (
 from dbcrew.operators.window.readers import (
     HostProbe,
     Statements,
-    StatementsUnreadable,
     VacuumProgress,
     read_counters,
     read_settings,
@@ -60,9 +59,9 @@ from dbcrew.operators.window.readers import (
     read_tables,
     sessions,
     statement_deltas,
+    statements_or_cause,
     statements_unreadable,
     table_deltas,
-    unread_cause,
 )
 from dbcrew.operators.window.session_time import session_time_of
 from dbcrew.targets import PostgresTarget, Resumable
@@ -197,12 +196,12 @@ class TargetWatch:
         before = self.last.statements if self.last is not None else None
         statements: Statements = {}
         if c.statements_unread is None:
-            try:
-                statements = run(lambda conn: read_statements(conn, before))
-            except StatementsUnreadable as refused:
-                # revoked or dropped since the connection learned it could read them: said from this pass on, as
-                # a connection that could never read them says it (a restart or a new connection asks again)
-                c.statements_unread = run(partial(unread_cause, refused=refused, brief=c.brief))
+            # revoked or dropped since the connection learned it could read them: said from this pass on, as a
+            # connection that could never read them says it (a restart or a new connection asks again)
+            read, c.statements_unread = run(
+                partial(statements_or_cause, before=before, brief=c.brief)
+            )
+            statements = read or {}
         c.held, tables = run(lambda conn: read_tables(conn, c.held))
         tables = [r for r in tables if not TABLE_STATS.left_out(c.held.oids, r)]
         scanned = run(c.vacuum.read)

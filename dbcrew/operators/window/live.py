@@ -22,7 +22,7 @@ from functools import partial
 import psutil
 
 from dbcrew import stopping
-from dbcrew.models.report import CoverageEntry, CoverageStatus, SkipCause
+from dbcrew.models.report import CoverageEntry, CoverageStatus
 from dbcrew.operators.held import Held
 from dbcrew.operators.stat_views import TABLE_STATS, reset_between
 from dbcrew.operators.window.evidence import WindowEvidence, running_by_statement
@@ -30,18 +30,15 @@ from dbcrew.operators.window.metrics import SERVER_STARTED, VACUUM_SCANNED
 from dbcrew.operators.window.readers import (
     ActivityTally,
     HostProbe,
-    Statements,
-    StatementsUnreadable,
     VacuumProgress,
     one_row,
     read_counters,
     read_settings,
-    read_statements,
     read_tables,
     sessions,
     statement_deltas,
+    statements_or_cause,
     table_deltas,
-    unread_cause,
 )
 from dbcrew.targets import PostgresTarget, Resumable, resumable
 
@@ -97,12 +94,7 @@ def sample_window(
         )
         settings = session.run(read_settings)
         host = HostProbe.find(target, backend)
-        statements_unread: SkipCause | None = None
-        try:
-            statements_before: Statements | None = session.run(read_statements)
-        except StatementsUnreadable as refused:
-            statements_before = None
-            statements_unread = session.run(partial(unread_cause, refused=refused))
+        statements_before, statements_unread = session.run(statements_or_cause)
         held, tables_before = session.run(lambda conn: read_tables(conn, Held()))
         tally = ActivityTally()
         vacuum = VacuumProgress()
@@ -155,14 +147,10 @@ def sample_window(
             if now >= deadline - 1e-3:
                 break
         statements = []
-        if statements_before is not None:
+        if statements_before is not None:  # and if revoked or dropped during the window, why
             before = statements_before
-            try:
-                statements = statement_deltas(
-                    before, session.run(lambda conn: read_statements(conn, before))
-                )
-            except StatementsUnreadable as refused:  # revoked or dropped during the window
-                statements_unread = session.run(partial(unread_cause, refused=refused))
+            after, statements_unread = session.run(partial(statements_or_cause, before=before))
+            statements = [] if after is None else statement_deltas(before, after)
         held, tables_after = session.run(lambda conn: read_tables(conn, held))
         tables = table_deltas(
             tables_before, [r for r in tables_after if not TABLE_STATS.left_out(held.oids, r)]

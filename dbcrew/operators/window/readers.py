@@ -534,6 +534,16 @@ def unread_cause(
     return statements_unreadable(conn, brief) or SkipCause(kind=SkipKind.FAULT, detail=str(refused))
 
 
+def statements_or_cause(
+    conn: psycopg.Connection[Any], before: Statements | None = None, brief: Brief | None = None
+) -> tuple[Statements | None, SkipCause | None]:
+    """`read_statements`, or None and why it was refused (`unread_cause`): the watcher's and the live window's read."""
+    try:
+        return read_statements(conn, before), None
+    except StatementsUnreadable as refused:
+        return None, unread_cause(conn, refused, brief)
+
+
 def _current_user(conn: psycopg.Connection[Any]) -> str:
     row = conn.execute("SELECT current_user AS role").fetchone()
     assert row is not None, "a SELECT without FROM gives its one row"
