@@ -11,11 +11,11 @@ so a table named with one shows what it is named. Rich strips only a few control
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from dbcrew.text.untrusted import escaped
 
 err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False, emoji=False)
 out = Console(soft_wrap=True, markup=False, highlight=False, emoji=False)
@@ -23,22 +23,11 @@ out = Console(soft_wrap=True, markup=False, highlight=False, emoji=False)
 SEVERITY_STYLES = {"critical": "red", "warning": "yellow", "info": "dim"}
 
 
-def plain(text: str) -> str:
-    """`text` with every control and format character but newline and tab written as its escape."""
-    return "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else _escaped(ch)
-        for ch in text
-    )
-
-
-def _escaped(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def line(*pieces: str | tuple[str, str]) -> Text:
     """A line of plain strings and (text, style) pairs; no piece is parsed for markup or left to the terminal."""
-    return Text.assemble(*(plain(p) if isinstance(p, str) else (plain(p[0]), p[1]) for p in pieces))
+    return Text.assemble(
+        *(escaped(p) if isinstance(p, str) else (escaped(p[0]), p[1]) for p in pieces)
+    )
 
 
 def show(renderable: Text | Table) -> None:
@@ -48,4 +37,4 @@ def show(renderable: Text | Table) -> None:
 
 def fail(message: str) -> None:
     """One line on stderr (errors, usage problems)."""
-    err.print(Text(plain(message)))
+    err.print(Text(escaped(message)))

@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import hmac
 import inspect
-import logging
 import math
 import secrets
 import sys
@@ -55,6 +54,7 @@ from dbcrew.cli.history import find_target
 from dbcrew.cli.reviewing import prefect_env, prepare_review, start_review
 from dbcrew.errors import UsageError
 from dbcrew.inventory import load_inventory
+from dbcrew.logs import data_logger
 from dbcrew.models import Report
 from dbcrew.models.answer import Answer
 from dbcrew.operators import Operator, OperatorContext, OperatorMisfit
@@ -72,7 +72,7 @@ from dbcrew.vocabulary import Scenario
 F = TypeVar("F", bound=Callable[..., Any])
 LOOKUP_WINDOW = 5.0
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
-log = logging.getLogger("dbcrew.mcp")
+log = data_logger("dbcrew.mcp")
 
 TargetUrl = Annotated[
     str,

@@ -10,7 +10,6 @@ to its target's alert URLs, as the watcher tells a diagnosis whose run Prefect r
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -36,10 +35,11 @@ from dbcrew.flows.schedule_health import (
     queue_polls,
 )
 from dbcrew.inventory import Inventory
+from dbcrew.logs import data_logger
 from dbcrew.models.target_run import TargetRun
 from dbcrew.roles.report import operational
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 
 class StalledDiagnoses:

@@ -31,7 +31,6 @@ target's `missed:` meant when it had a schedule of its own, since one slot revie
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -58,9 +57,10 @@ from prefect.states import Cancelled
 from dbcrew.flows.deploy import some_names
 from dbcrew.flows.queues import PoolQueue
 from dbcrew.inventory import Inventory, MissedSlots, ScheduleGroup, TargetEntry
+from dbcrew.logs import data_logger
 from dbcrew.roles.report import operational
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 SCHEDULE_FLOW = "scheduled_reviews"
 SLOTS_LOOKED_AT = 200  # slot runs read per look: a pool without a worker piles them up

@@ -18,7 +18,6 @@ the worker lets them wind down rather than fail (dbcrew/flows/worker.py).
 
 from __future__ import annotations
 
-import logging
 import socket
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -41,12 +40,13 @@ from prefect.states import Cancelled, Crashed
 from dbcrew.flows.queues import PoolQueue
 from dbcrew.flows.worker import worker_of
 from dbcrew.inventory import Inventory, TargetEntry
+from dbcrew.logs import data_logger
 from dbcrew.roles.report import operational
 from dbcrew.roles.sharing import holder_name
 from dbcrew.store import StoreUnavailable, open_store
 from dbcrew.store.leases import lapsed_holders
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 WATCH_FLOW = "watch_targets"
 RUNS_LOOKED_AT = 200  # runs read per look

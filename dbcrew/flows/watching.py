@@ -29,7 +29,6 @@ Running: `dbcrew server` marks it crashed (dbcrew/flows/supervision.py), its lea
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import socket
@@ -56,6 +55,7 @@ from dbcrew.flows.starting import start_run
 from dbcrew.flows.targets import connect_entry, published_inventory
 from dbcrew.flows.worker import WORKER_STOPPED, run_identifier
 from dbcrew.inventory import TargetEntry
+from dbcrew.logs import data_logger
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.target_run import TargetRun
 from dbcrew.roles.incident_diagnosis import DiagnosisSchedule, incident_alert_text
@@ -72,7 +72,7 @@ CANCEL_POLL = (
 )
 LOOK_EVERY = 30.0  # seconds between two readings of the published inventory (a target added or removed is met then)
 HEALTH_EVERY = 300.0  # seconds between two health artifacts when nothing changed
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 # holder -> what stops its share (set by its worker's WatchShares): an event, not a flow parameter
 _HALTS: dict[str, threading.Event] = {}
 # worker -> the sessions its shares hold together (DBCREW_WATCH_SESSIONS)

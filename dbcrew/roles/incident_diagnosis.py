@@ -20,7 +20,6 @@ phases on the stored samples, dbcrew/roles/spine.py):
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -30,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dbcrew import stopping
+from dbcrew.logs import data_logger
 from dbcrew.models.incident import STRONGEST_SIGNALS
 from dbcrew.models.interval import PastInterval
 from dbcrew.models.request import ReviewRequest
@@ -44,7 +44,7 @@ from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 from dbcrew.vocabulary import Scenario
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 LONG_INCIDENT = timedelta(minutes=10)  # an incident open this long is diagnosed as it stands
 DIAGNOSES_AT_ONCE = 1  # over all targets: a diagnosis is a crew run, CPU the sampling shares

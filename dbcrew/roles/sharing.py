@@ -46,7 +46,6 @@ Targets added to or removed from the inventory are met at the next reading of it
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import threading
 import time
@@ -57,6 +56,7 @@ from datetime import UTC, datetime, timedelta
 
 from dbcrew import stopping
 from dbcrew.errors import TargetError
+from dbcrew.logs import data_logger
 from dbcrew.roles.watching import DEFAULT_CONCURRENCY, RoundReport, Watcher
 from dbcrew.settings.environment import environment
 from dbcrew.store.backends import Session, StoreUnavailable
@@ -64,7 +64,7 @@ from dbcrew.store.leases import LeaseBook
 from dbcrew.store.samples import SampleStore
 from dbcrew.targets import PostgresTarget
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 TICKS_PER_ROUND = 2  # ticks (plan, release, claim) per sampling round
 # A lease lasts half an interval (at least MIN_LEASE seconds) and a thread of its own renews it

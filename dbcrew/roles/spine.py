@@ -12,12 +12,12 @@ first paying for Prefect's imports and a temporary server.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
 from dbcrew.errors import OutNotWritable
+from dbcrew.logs import data_logger
 from dbcrew.models import Brief, Report, Strategy
 from dbcrew.models.report import HistoryUnavailable
 from dbcrew.roles.crew import run as steps
@@ -38,7 +38,7 @@ from dbcrew.settings.paths import reports_max_bytes, reports_retention_days, rep
 from dbcrew.store import StoreUnavailable
 from dbcrew.workspace import discard, release
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 Post = Callable[[RunContext, Report], None]
 """Where a written report is posted besides its folder (dbcrew/flows/artifacts.py `post_report`: Prefect artifacts)."""

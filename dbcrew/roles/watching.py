@@ -34,7 +34,6 @@ covers the start of its interval.
 from __future__ import annotations
 
 import itertools
-import logging
 import time
 import traceback
 from collections import deque
@@ -48,6 +47,7 @@ from pydantic import BaseModel, Field
 
 from dbcrew import stopping
 from dbcrew.errors import TargetError
+from dbcrew.logs import data_logger
 from dbcrew.operators.watch.sampling import Connected, Sampled, TargetWatch
 from dbcrew.operators.watch.session_sampler import SamplePace, session_step
 from dbcrew.operators.window.incidents import Detector, Minute, Minutes, Recall
@@ -60,7 +60,7 @@ from dbcrew.store.samples import Gap, Incident, SampleStore, StoredPass, Watched
 from dbcrew.targets import PostgresTarget
 from dbcrew.targets.postgres import first_line
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 DEFAULT_EVERY = 15.0
 DEFAULT_CONCURRENCY = (

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from dbcrew.settings.environment import environment, variable
-from dbcrew.store.backends import DuckDBBackend, PostgresBackend, StoreUnavailable
+from dbcrew.store.backends import Backend, DuckDBBackend, PostgresBackend, StoreUnavailable
 from dbcrew.store.records import (
     Baseline,
     RunRecord,
@@ -42,17 +42,19 @@ def store_url() -> str:
     return env.store_url or env.memory_path or str(default_store_path())
 
 
+def open_backend(url: str | None = None) -> Backend:
+    """The backend of the store at `url` (default: `store_url()`), no table made yet: each group of tables
+    (history here, the watcher's samples, the leases) is made by the class that uses it."""
+    url = url or store_url()
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresBackend(url, redact_url(url))
+    return DuckDBBackend(Path(url.removeprefix("duckdb://")))
+
+
 def open_store(url: str | None = None) -> Store:
     """The store at `url` (default: `store_url()`), its schema created if missing; StoreUnavailable when it
     cannot be opened (and, from any of its methods, when it cannot be used)."""
-    url = url or store_url()
-    postgres = url.startswith(("postgresql://", "postgres://"))
-    backend = (
-        PostgresBackend(url, redact_url(url))
-        if postgres
-        else DuckDBBackend(Path(url.removeprefix("duckdb://")))
-    )
-    return Store(backend)
+    return Store(open_backend(url))
 
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "Vitals",
     "default_store_path",
     "fingerprint",
+    "open_backend",
     "open_store",
     "store_url",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +82,16 @@ class Backend(Protocol):
         """What names the database this backend opens, for a process to remember that it made a schema there
         (dbcrew/store/store.py); None when nothing does yet."""
         ...
+
+
+def create_tables(backend: Backend, statements: Iterable[str]) -> None:
+    """Each group of the store's tables (history, samples, leases) is made if missing, in one session under
+    the schema's lock: two processes opening a new PostgreSQL store at once would otherwise race on the
+    catalogue (`CREATE TABLE IF NOT EXISTS` is not safe against a concurrent one)."""
+    with backend.session() as session:
+        backend.lock_schema(session)
+        for statement in statements:
+            session.run(statement)
 
 
 def utc(value: datetime) -> datetime:

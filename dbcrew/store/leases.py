@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dbcrew.store.backends import Backend, Session, utc
+from dbcrew.store.backends import Backend, Session, create_tables, utc
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS watch_leases (
@@ -233,10 +233,7 @@ class LeaseBook:
 
 def create_schema(backend: Backend) -> None:
     """The lease tables, created if missing (a reader may come before any watcher)."""
-    with backend.session() as session:
-        backend.lock_schema(session)
-        for statement in SCHEMA:
-            session.run(statement)
+    create_tables(backend, SCHEMA)
 
 
 def lease_holders(backend: Backend) -> dict[str, str]:

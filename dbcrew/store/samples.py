@@ -20,8 +20,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from dbcrew.models.incident import IncidentRef, IncidentSignal, RunIncident
-from dbcrew.store import open_store
-from dbcrew.store.backends import Backend, Session, utc
+from dbcrew.store import open_backend
+from dbcrew.store.backends import Backend, Session, create_tables, utc
 from dbcrew.store.incident_diagnoses import SCHEMA as DIAGNOSES_SCHEMA
 from dbcrew.store.incident_diagnoses import IncidentDiagnosis, current
 
@@ -111,10 +111,7 @@ class SampleStore:
 
     def __init__(self, backend: Backend):
         self.backend = backend
-        with backend.session() as session:
-            backend.lock_schema(session)
-            for statement in SCHEMA:
-                session.run(statement)
+        create_tables(backend, SCHEMA)
 
     @property
     def location(self) -> str:
@@ -377,4 +374,4 @@ class SampleStore:
 
 def open_samples(url: str | None = None) -> SampleStore:
     """The sample tables of the store at `url` (default: the store the environment names), created if missing."""
-    return SampleStore(open_store(url).backend)
+    return SampleStore(open_backend(url))

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from dbcrew.models.finding import Severity
-from dbcrew.store.backends import Backend, Session, utc
+from dbcrew.store.backends import Backend, Session, create_tables, utc
 from dbcrew.store.records import (
     Baseline,
     RunRecord,
@@ -91,10 +91,7 @@ class Store:
         with _SCHEMA_MADE_GUARD:
             if made is not None and made in _SCHEMA_MADE:
                 return
-        with backend.session() as session:
-            backend.lock_schema(session)
-            for statement in SCHEMA:
-                session.run(statement)
+        create_tables(backend, SCHEMA)
         made = backend.identity()  # a DuckDB file exists once the session made it
         if made is not None:
             with _SCHEMA_MADE_GUARD:

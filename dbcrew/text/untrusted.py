@@ -39,6 +39,25 @@ def visible(text: str) -> str:
     return _SPACES.sub(" ", kept).strip()
 
 
+def escaped(text: str, keep: str = "\n\t") -> str:
+    """`text` with every control and format character written as its escape (`\\x1b`, `\\u202e`), but
+    those in `keep`: what a terminal or a log line would act on is shown, not obeyed, and nothing is lost."""
+    return "".join(
+        ch if ch in keep or unicodedata.category(ch) not in ("Cc", "Cf") else _escape(ch)
+        for ch in text
+    )
+
+
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(ch: str) -> str:
+    if named := _NAMED_ESCAPES.get(ch):
+        return named
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def model_text(text: str, limit: int = MODEL_TEXT_LIMIT) -> str:
     """A model's text as data to show: `visible`, then at most `limit` characters (cut ones say so)."""
     plain = visible(text)

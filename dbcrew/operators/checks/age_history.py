@@ -12,18 +12,18 @@ the check reads its workspace only.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 from pydantic import BaseModel
 
 from dbcrew.artifacts import declare
+from dbcrew.logs import data_logger
 from dbcrew.operators.registry import OperatorContext
 from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.vocabulary import Scenario
 from dbcrew.workspace import Workspace
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 EARLIER_AGE_KEY = declare("earlier_xid_age")  # the workspace observation the wraparound check reads
 

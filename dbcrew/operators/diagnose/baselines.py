@@ -8,14 +8,13 @@ normal behaviour. Without one, the diagnosis goes on and its report says it had 
 
 from __future__ import annotations
 
-import logging
-
+from dbcrew.logs import data_logger
 from dbcrew.operators.diagnose.steps import STORED_BASELINE_KEY
 from dbcrew.operators.window.evidence import WindowBaseline, WindowEvidence
 from dbcrew.store import Store, StoreUnavailable, open_store
 from dbcrew.workspace import Workspace
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 
 def stage_stored_baseline(

@@ -14,7 +14,6 @@ say which brain answered.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,6 +21,7 @@ from pydantic import BaseModel
 
 from dbcrew.llm.base import Brain, BrainError, BudgetSpent, EndpointDown
 from dbcrew.llm.client import LlmClient, Render
+from dbcrew.logs import data_logger
 from dbcrew.models import Finding, Strategy
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.report import CoverageEntry, GlobalStateRecord
@@ -29,7 +29,7 @@ from dbcrew.roles.brains.rules import RulesBrain
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Action, Scenario
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 Model = TypeVar("Model", bound=BaseModel)
 T = TypeVar("T")
 # Tokens an answer to each question may take: room for the largest valid answer, not for a model

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
 from dbcrew.llm.base import Brain, BrainError
+from dbcrew.logs import data_logger
 from dbcrew.models import Finding, Strategy, TaskSpec
 from dbcrew.models.crew import Alert, PlanRequest, Problem, Recommendation, ReplanRequest
 from dbcrew.models.finding import LLM_EXPERTS_SOURCE
@@ -25,7 +25,7 @@ from dbcrew.roles.brains.playbooks import (
 from dbcrew.roles.brains.team_fit import team_problems
 from dbcrew.vocabulary import Action, ProblemKind, Scenario
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 T = TypeVar("T")
 # The objections a refit answers (dbcrew/roles/brains/team_fit.py), rather than the validators' repairs.
 FIT_KINDS = frozenset({ProblemKind.MISSING_CHECK, ProblemKind.IDLE_AGENT})

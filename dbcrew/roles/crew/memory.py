@@ -25,13 +25,13 @@ the store's fault where the history should be (dbcrew/roles/spine.py).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dbcrew.logs import data_logger
 from dbcrew.models import AgentSpec, Brief, CatalogueEntry, Strategy, TaskSpec
 from dbcrew.models.crew import FailedCall
 from dbcrew.models.plan import EditKind, PlanEdit
@@ -46,7 +46,7 @@ from dbcrew.workspace import Workspace
 
 LEARNABLE = (EditKind.REPLACE, EditKind.CHANGE_PARAMS, EditKind.REORDER)
 T = TypeVar("T")
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 
 def target_identity(target: PostgresTarget, brief: Brief) -> str:

@@ -12,14 +12,14 @@ process running many reviews pays once.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from dbcrew.logs import data_logger
 from dbcrew.models import TaskSpec
 from dbcrew.operators.registry import REGISTRY
 
-log = logging.getLogger(__name__)
+log = data_logger(__name__)
 
 
 def preparations(tasks: Iterable[TaskSpec]) -> list[Callable[[], None]]:
