@@ -23,21 +23,47 @@ from dbcrew.text.untrusted import escaped
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
-def _as_data(value: object) -> object:
-    """Numbers stay numbers (a `%d` or `%.1f` still formats them); anything else is its escaped text."""
+class _Shown:
+    """An argument as `%s` or `%r` would show it, escaped (a `%r` of a table's name keeps its quotes)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object):
+        self.value = value
+
+    def __str__(self) -> str:
+        return escaped(str(self.value), keep="")
+
+    def __repr__(self) -> str:
+        return escaped(repr(self.value), keep="")
+
+
+def _shown(value: object) -> object:
+    """Numbers stay numbers (a `%d` or `%.1f` still formats them); anything else is shown escaped."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    return escaped(str(value), keep="")
+    return _Shown(value)
 
 
 class DataArguments(logging.Filter):
-    """Escapes a record's arguments in place; never drops a record."""
+    """Formats a record's message with its arguments escaped, once, here: every handler after (a console, Prefect's
+    API and JSON handlers) then gets plain text and no arguments to format again. Never drops a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, Mapping):
-            record.args = {key: _as_data(value) for key, value in record.args.items()}
-        elif record.args:
-            record.args = tuple(_as_data(value) for value in record.args)
+        if not record.args:
+            return True
+        args = record.args
+        shown = (
+            {key: _shown(value) for key, value in args.items()}
+            if isinstance(args, Mapping)
+            else tuple(_shown(value) for value in args)
+        )
+        try:
+            message = str(record.msg) % shown
+        except (TypeError, ValueError, KeyError):
+            # a message that does not match its arguments: left as it came, for logging to report as its error
+            return True
+        record.msg, record.args = message, ()
         return True
 
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 import dbcrew.flows  # noqa: F401  (its import puts the filter on Prefect's run loggers)
-from dbcrew.logs import PREFECT_RUN_LOGGERS, data_logger
+from dbcrew.logs import PREFECT_RUN_LOGGERS, DataArguments, data_logger
 
 FORGED = "orders\n2026-11-30 12:00:00 ERROR | the store was dropped"
 ESCAPE = "\x1b[2J\x1b]0;pwned\x07"
@@ -60,3 +60,17 @@ def test_the_filter_is_put_on_a_logger_once() -> None:
     again = data_logger("dbcrew.tests.once")
     assert first is again
     assert len(first.filters) == 1
+
+
+def test_a_repr_keeps_its_quotes_and_an_exception_its_type() -> None:
+    logger = data_logger("dbcrew.tests.repr")
+    shown = _through(logger, io.StringIO(), "a\nb", ValueError("bad\x1b[0m"), msg="%r failed: %r")
+    assert shown == ["WARNING 'a\\nb' failed: ValueError('bad\\x1b[0m')"]
+
+
+def test_a_message_that_does_not_match_its_arguments_is_left_for_logging_to_report() -> None:
+    record = logging.LogRecord(
+        "dbcrew.tests", logging.WARNING, __file__, 1, "%d rows", ("x\n",), None
+    )
+    assert DataArguments().filter(record) is True
+    assert (record.msg, record.args) == ("%d rows", ("x\n",))
