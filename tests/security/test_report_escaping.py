@@ -97,3 +97,35 @@ def test_report_md_keeps_tables_whole_and_text_inert(tmp_path: Path) -> None:
         assert f"<code>public.&quot;{name}&quot;</code>" in rendered, (
             f"{name!r} is shown whole, quoted as an identifier"
         )
+
+
+def test_report_md_holds_no_character_a_terminal_would_obey(tmp_path: Path) -> None:
+    """`cat report.md` must not clear the screen or reorder a line: a name's ESC or bidi override is its escape,
+    in text, in code spans and in the code blocks of fixes."""
+    name = "clear\x1b[2Jhere\u202eevil"
+    now = datetime.now(UTC)
+    report = Report(
+        run_id="r1",
+        target=TargetInfo(kind="postgres", display="postgresql://u@h/db"),
+        scenario="health",
+        started_at=now,
+        finished_at=now,
+        brain="rules",
+        findings=[
+            Finding(
+                code="table_without_primary_key",
+                severity=Severity.WARNING,
+                object=qualified("public", name),
+                title=f"Table {name} has no primary key",
+                recommendation="Add a key",
+                statement=f"SELECT 1 FROM {qualified('public', name)}",
+                fix_sql=f"ALTER TABLE {qualified('public', name)} ADD PRIMARY KEY (id);",
+            )
+        ],
+        summary=f"One table: {name}",
+    )
+    write_report(report, tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "\x1b" not in markdown and "\u202e" not in markdown
+    shown = 'public."clear\\x1b[2Jhere\\u202eevil"'
+    assert f"`{shown}`" in markdown and f"ALTER TABLE {shown} ADD" in markdown  # shown, not dropped

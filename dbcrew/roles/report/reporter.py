@@ -39,7 +39,7 @@ from dbcrew.operators.window.evidence import WindowEvidence
 from dbcrew.roles.crew.capabilities import failure_cause, privilege_notes, visibility_notes
 from dbcrew.roles.crew.worker import TaskOutcome
 from dbcrew.roles.report.deadline import deadline_coverage
-from dbcrew.roles.report.markdown import md_cell, md_code, md_fence, md_text
+from dbcrew.roles.report.markdown import md_block, md_cell, md_code, md_fence, md_text
 from dbcrew.roles.report.outage import outage_of, producers_of, touched
 from dbcrew.text.untrusted import model_text
 from dbcrew.vocabulary import Category, Scenario, TaskStatus
@@ -54,7 +54,13 @@ TEMPLATES = Path(__file__).with_name("templates")
 templating.add_templates(
     "report",
     TEMPLATES,
-    {"md_text": md_text, "md_cell": md_cell, "md_code": md_code, "md_fence": md_fence},
+    {
+        "md_text": md_text,
+        "md_cell": md_cell,
+        "md_code": md_code,
+        "md_block": md_block,
+        "md_fence": md_fence,
+    },
 )
 
 
